@@ -1,0 +1,33 @@
+// git xet capture: snapshot the whole working tree.
+import type { Command } from 'commander';
+import { capture } from '../../snapshot/capture';
+import { run } from '../run';
+import { emit, formatBytes } from '../output';
+
+const collect = (v: string, prev: string[]) => [...prev, v];
+
+export function registerCapture(program: Command): void {
+  program
+    .command('capture')
+    .description('capture HEAD, refs, index, unstaged edits, untracked and ignored files as a snapshot')
+    .option('-m, --message <msg>', 'a message stored with the snapshot')
+    .option('--ignored <policy>', 'ignored files: all | none (default: xet.capture.ignored, else all)')
+    .option('--include <pattern>', 'also capture matching ignored or secret files (gitignore syntax; repeatable)', collect, [])
+    .option('--exclude <pattern>', 'leave out matching untracked or ignored files (repeatable)', collect, [])
+    .action(
+      run(async (out, opts: { message?: string; ignored?: string; include: string[]; exclude: string[] }) => {
+        const r = await capture({ cwd: process.cwd(), ...opts });
+        emit(out, r, () => {
+          const lines = [r.snapshot];
+          if (process.stderr.isTTY) {
+            process.stderr.write(
+              `captured ${r.files} files (${formatBytes(r.bytes)}): ${r.tracked} tracked, ${r.untracked} untracked, ${r.ignored} ignored${r.incremental ? ' [incremental]' : ''}\n`,
+            );
+            if (r.excludedSecrets.length) process.stderr.write(`left out ${r.excludedSecrets.length} secret file(s): ${r.excludedSecrets.slice(0, 5).join(', ')}\n`);
+            if (r.skipped.length) process.stderr.write(`skipped ${r.skipped.length} special file(s): ${r.skipped.slice(0, 5).map((s) => `${s.path} (${s.reason})`).join(', ')}\n`);
+          }
+          return lines.join('\n');
+        });
+      }),
+    );
+}

@@ -1,0 +1,21 @@
+// git xet snapshots: list the snapshots in this repository, newest first.
+import type { Command } from 'commander';
+import { findRepo } from '../../git/repo';
+import { listSnapshots } from '../../snapshot/store';
+import { run } from '../run';
+import { emit, formatBytes } from '../output';
+
+export function registerSnapshots(program: Command): void {
+  program
+    .command('snapshots')
+    .description('list snapshots (refs/xet/snapshots/*), newest first')
+    .action(
+      run(async (out) => {
+        const repo = await findRepo(process.cwd());
+        const list = await listSnapshots({ cwd: repo.worktree });
+        emit(out, { snapshots: list }, () =>
+          list.map((s) => `${s.snapshot.slice(0, 12)}  ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`).join('\n'),
+        );
+      }),
+    );
+}

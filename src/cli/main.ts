@@ -1,0 +1,54 @@
+// The git-xet command line: commander wiring only. Each command lives in commands/<name>.ts, parses
+// its flags, calls one core function and prints the result.
+
+import { Command, CommanderError } from 'commander';
+import { EXIT, XetError } from '../errors';
+import { TOOL_VERSION } from '../version';
+import { emitError } from './output';
+import { registerCapture } from './commands/capture';
+import { registerDiff } from './commands/diff';
+import { registerInit } from './commands/init';
+import { registerRestore } from './commands/restore';
+import { registerShow } from './commands/show';
+import { registerSnapshots } from './commands/snapshots';
+import { registerVerify } from './commands/verify';
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('git xet')
+    .description('Capture, restore and verify whole Git working trees as ordinary Git objects')
+    .version(TOOL_VERSION, '-V, --version')
+    .option('--json', 'print results and errors as JSON on stdout')
+    .showHelpAfterError()
+    .exitOverride();
+  registerInit(program);
+  registerCapture(program);
+  registerSnapshots(program);
+  registerShow(program);
+  registerRestore(program);
+  registerVerify(program);
+  registerDiff(program);
+  return program;
+}
+
+export function main(argv: string[]): void {
+  const program = buildProgram();
+  const json = argv.includes('--json');
+  program.configureOutput({
+    writeErr: (s) => {
+      if (!json) process.stderr.write(s);
+    },
+  });
+  program.parseAsync(argv, { from: 'user' }).catch((e: unknown) => {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') {
+        process.exitCode = EXIT.OK;
+        return;
+      }
+      process.exitCode = emitError({ json }, new XetError('USAGE', e.message.replace(/^error: /, ''), { commander: e.code }));
+      return;
+    }
+    process.exitCode = emitError({ json }, e);
+  });
+}

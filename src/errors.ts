@@ -1,0 +1,61 @@
+// Every typed error git xet can raise, in one place. Codes are stable API: agents match on them,
+// README.md and docs/CLI.md list them. Add new codes at the end of a group; never rename one.
+
+export const ERROR_CODES = {
+  // Usage and environment
+  USAGE: 'bad arguments or option values',
+  NOT_A_REPOSITORY: 'not inside a Git repository',
+  BARE_REPOSITORY: 'the repository has no working tree',
+  GIT_FAILED: 'a git command failed unexpectedly',
+  GIT_TOO_OLD: 'the installed git is older than git xet needs',
+  CONFIG_INVALID: 'a git config xet.* value is invalid',
+  BUSY: 'another git xet process holds the lock; retry later',
+  // Capture refusals (checked before anything is written)
+  UNMERGED_INDEX: 'the index has unmerged (conflicted) entries',
+  OPERATION_IN_PROGRESS: 'a merge, rebase, cherry-pick, revert or bisect is in progress',
+  SUBMODULE_PRESENT: 'the repository has submodules, which snapshots do not support yet',
+  SPARSE_CHECKOUT: 'sparse checkout is enabled',
+  LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
+  PATH_ENCODING: 'a file name is not valid UTF-8',
+  // Snapshots
+  SNAPSHOT_NOT_FOUND: 'no such snapshot',
+  SNAPSHOT_INVALID: 'the object is not a valid git xet snapshot',
+  SCHEMA_UNSUPPORTED: 'the format version is newer than this git xet understands',
+  // Restore and verify
+  TARGET_NOT_EMPTY: 'the target directory exists and is not empty',
+  TARGET_UNUSABLE: 'the target directory cannot be created or replaced',
+  PATH_ESCAPE: 'a snapshot path would land outside the target directory',
+  PATH_CONFLICT: 'two snapshot paths collide',
+  RESTORE_INCOMPLETE: 'the directory holds a restore that did not finish',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Process exit codes; documented in docs/CLI.md. */
+export const EXIT = {
+  OK: 0,
+  DIFFERENT: 1, // verify/diff found differences: a result, not a failure
+  USAGE: 2,
+  ERROR: 3, // any XetError
+  INTERNAL: 70, // a bug: anything that is not a XetError
+} as const;
+
+export class XetError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = 'XetError';
+    this.code = code;
+    this.details = details;
+  }
+
+  toJSON(): { code: ErrorCode; message: string; details: Record<string, unknown> } {
+    return { code: this.code, message: this.message, details: this.details };
+  }
+}
+
+export function isXetError(e: unknown, code?: ErrorCode): e is XetError {
+  return e instanceof XetError && (code === undefined || e.code === code);
+}

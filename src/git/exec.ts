@@ -1,0 +1,116 @@
+// The one place that spawns git. Everything else asks for git through these functions, so the
+// environment (no pager, no prompts, locale), error mapping and output decoding are uniform.
+// Outputs that can be large are streamed or kept as Buffers; NUL-separated (-z) output is the rule
+// wherever paths appear, because paths may contain newlines.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { XetError } from '../errors';
+
+export interface GitOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  /** Bytes written to stdin (then closed). */
+  input?: string | Buffer;
+  /** Exit codes that are results rather than failures (e.g. 1 for `diff --quiet`). */
+  okCodes?: number[];
+}
+
+export interface GitResult {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+}
+
+function baseEnv(extra?: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  env.GIT_TERMINAL_PROMPT = '0';
+  env.GIT_PAGER = 'cat';
+  env.LC_ALL = 'C';
+  env.LANG = 'C';
+  // Optional locks would make read-only commands like `status` rewrite the index: never.
+  env.GIT_OPTIONAL_LOCKS = '0';
+  for (const [k, v] of Object.entries(extra ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+function failure(args: string[], code: number | null, stderr: string, cwd?: string): XetError {
+  const first = stderr.trim().split('\n').slice(-3).join(' | ');
+  return new XetError('GIT_FAILED', `git ${args.slice(0, 3).join(' ')} failed: ${first || `exit ${code}`}`, {
+    args,
+    exitCode: code,
+    stderr: stderr.slice(0, 4000),
+    cwd,
+  });
+}
+
+/** Run git to completion, buffering stdout. For outputs bounded by repository metadata, not file data. */
+export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', args, {
+      cwd: opts.cwd,
+      env: baseEnv(opts.env),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
+    child.stdin.on('error', () => {
+      /* git may exit before reading all input; the exit code tells */
+    });
+    child.on('close', (code) => {
+      const stderr = Buffer.concat(err).toString('utf8');
+      const ok = code === 0 || (code !== null && (opts.okCodes ?? []).includes(code));
+      if (!ok) reject(failure(args, code, stderr, opts.cwd));
+      else resolve({ code: code ?? 0, stdout: Buffer.concat(out), stderr });
+    });
+    if (opts.input !== undefined) child.stdin.end(opts.input);
+    else child.stdin.end();
+  });
+}
+
+/** Run git and return trimmed stdout as text. */
+export async function gitText(args: string[], opts: GitOptions = {}): Promise<string> {
+  const r = await git(args, opts);
+  return r.stdout.toString('utf8').replace(/\n$/, '');
+}
+
+/** Run git and split -z output into strings (the trailing empty field is dropped). */
+export async function gitZ(args: string[], opts: GitOptions = {}): Promise<string[]> {
+  const r = await git(args, opts);
+  return splitZ(r.stdout);
+}
+
+export function splitZ(buf: Buffer): string[] {
+  if (buf.length === 0) return [];
+  const parts = buf.toString('utf8').split('\0');
+  if (parts[parts.length - 1] === '') parts.pop();
+  return parts;
+}
+
+/** Synchronous variant for the few places that run before any async machinery (version checks). */
+export function gitSync(args: string[], cwd?: string): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync('git', args, { cwd, env: baseEnv(), encoding: 'utf8' });
+  return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+}
+
+/** The git binary's version as [major, minor, patch]. */
+export function gitVersion(): [number, number, number] {
+  const r = gitSync(['--version']);
+  const m = /git version (\d+)\.(\d+)\.(\d+)/.exec(r.stdout);
+  if (!m) throw new XetError('GIT_FAILED', 'cannot determine the git version', { output: r.stdout });
+  return [Number(m[1]), Number(m[2]), Number(m[3])];
+}
+
+/** Quote a path for use in a literal pathspec list fed through --pathspec-from-file with NULs. */
+export function joinZ(items: Iterable<string>): Buffer {
+  const chunks: Buffer[] = [];
+  for (const s of items) {
+    chunks.push(Buffer.from(s, 'utf8'), Buffer.from([0]));
+  }
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,200 @@
+// Typed wrappers over the git plumbing commands git xet uses, one function per question. Outputs are
+// parsed from -z or NUL-delimited formats so any path or message survives.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitText, gitZ, joinZ, splitZ, type GitOptions } from './exec';
+
+export interface IndexEntry {
+  mode: string;
+  oid: string;
+  stage: number;
+  path: string;
+  flags: number;
+}
+
+export const CE_VALID = 0x8000; // assume-unchanged
+export const CE_INTENT_TO_ADD = 1 << 29;
+export const CE_SKIP_WORKTREE = 1 << 30;
+
+/** Every index entry with its in-memory flags (`ls-files --debug`, the only place git prints them). */
+export async function readIndexEntries(opts: GitOptions): Promise<IndexEntry[]> {
+  const r = await git(['ls-files', '-z', '-s', '--debug'], opts);
+  const buf = r.stdout;
+  const out: IndexEntry[] = [];
+  let i = 0;
+  while (i < buf.length) {
+    const nul = buf.indexOf(0, i);
+    if (nul < 0) break;
+    const head = buf.toString('utf8', i, nul);
+    const tab = head.indexOf('\t');
+    const [mode, oid, stage] = head.slice(0, tab).split(' ');
+    const p = head.slice(tab + 1);
+    // Five debug lines follow, the last one "  size: N\tflags: HEX".
+    let j = nul + 1;
+    let flags = 0;
+    for (let line = 0; line < 5; line++) {
+      const nl = buf.indexOf(10, j);
+      const text = buf.toString('utf8', j, nl < 0 ? buf.length : nl);
+      const m = /flags: ([0-9a-f]+)/.exec(text);
+      if (m) flags = parseInt(m[1], 16);
+      j = nl < 0 ? buf.length : nl + 1;
+    }
+    out.push({ mode, oid, stage: Number(stage), path: p, flags });
+    i = j;
+  }
+  return out;
+}
+
+export interface RefEntry {
+  name: string;
+  oid: string;
+  type: 'commit' | 'tag' | 'tree' | 'blob';
+  /** Set for symbolic refs (refs/remotes/origin/HEAD): the ref it points to. */
+  symref?: string;
+}
+
+export async function listRefs(patterns: string[], opts: GitOptions): Promise<RefEntry[]> {
+  const text = await gitText(['for-each-ref', '--format=%(refname)%00%(objectname)%00%(objecttype)%00%(symref)', ...patterns], opts);
+  if (!text) return [];
+  return text.split('\n').map((line) => {
+    const [name, oid, type, symref] = line.split('\0');
+    const e: RefEntry = { name, oid, type: type as RefEntry['type'] };
+    if (symref) e.symref = symref;
+    return e;
+  });
+}
+
+export type HeadState = { kind: 'branch'; ref: string; oid: string | null } | { kind: 'detached'; oid: string };
+
+export async function readHead(opts: GitOptions): Promise<HeadState> {
+  const sym = await git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] });
+  const oidR = await git(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { ...opts, okCodes: [1] });
+  const oid = oidR.code === 0 ? oidR.stdout.toString('utf8').trim() : null;
+  if (sym.code === 0) return { kind: 'branch', ref: sym.stdout.toString('utf8').trim(), oid };
+  if (!oid) throw new XetError('GIT_FAILED', 'HEAD is neither a branch nor a commit');
+  return { kind: 'detached', oid };
+}
+
+/** Reflog of refs/stash, newest first (as `git stash list` shows it). */
+export async function readStash(opts: GitOptions): Promise<{ oid: string; message: string }[]> {
+  const has = await git(['rev-parse', '-q', '--verify', 'refs/stash'], { ...opts, okCodes: [1] });
+  if (has.code !== 0) return [];
+  const r = await git(['log', '-g', '-z', '--format=%H%x01%gs', 'refs/stash', '--'], opts);
+  return splitZ(r.stdout).map((rec) => {
+    const [oid, message] = rec.split('\x01');
+    return { oid: oid.trim(), message: message ?? '' };
+  });
+}
+
+/** Local config entries whose key matches the regexp, in file order. */
+export async function readLocalConfig(regexp: string, opts: GitOptions): Promise<{ key: string; value: string }[]> {
+  const r = await git(['config', '--local', '-z', '--get-regexp', regexp], { ...opts, okCodes: [1] });
+  return splitZ(r.stdout).map((rec) => {
+    const nl = rec.indexOf('\n');
+    return nl < 0 ? { key: rec, value: '' } : { key: rec.slice(0, nl), value: rec.slice(nl + 1) };
+  });
+}
+
+/** Read many objects through one `cat-file --batch`. Small objects only (manifests, tags). */
+export async function catFileBatch(names: string[], opts: GitOptions): Promise<Map<string, { type: string; data: Buffer } | null>> {
+  const result = new Map<string, { type: string; data: Buffer } | null>();
+  if (names.length === 0) return result;
+  const r = await git(['cat-file', '--batch'], { ...opts, input: names.map((n) => `${n}\n`).join('') });
+  const buf = r.stdout;
+  let i = 0;
+  for (const name of names) {
+    const nl = buf.indexOf(10, i);
+    const header = buf.toString('utf8', i, nl);
+    i = nl + 1;
+    if (header.endsWith(' missing') || header.endsWith(' ambiguous')) {
+      result.set(name, null);
+      continue;
+    }
+    const [, type, size] = header.split(' ');
+    const n = Number(size);
+    result.set(name, { type, data: buf.subarray(i, i + n) });
+    i += n + 1;
+  }
+  return result;
+}
+
+/** Write blobs (raw bytes, no filters) and return their oids, in one process. */
+export async function writeBlobs(contents: Buffer[], type: 'blob' | 'tag', opts: GitOptions): Promise<string[]> {
+  if (contents.length === 0) return [];
+  if (contents.length === 1) {
+    const oid = await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], { ...opts, input: contents[0] });
+    return [oid];
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-blobs-'));
+  try {
+    const files = contents.map((c, n) => {
+      const f = path.join(dir, String(n));
+      fs.writeFileSync(f, c);
+      return f;
+    });
+    const text = await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin-paths'], {
+      ...opts,
+      input: files.map((f) => `${f}\n`).join(''),
+    });
+    return text.split('\n');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export interface TreeEntryInput {
+  mode: string;
+  type: 'blob' | 'tree' | 'commit';
+  oid: string;
+  name: string;
+}
+
+export async function mktree(entries: TreeEntryInput[], opts: GitOptions): Promise<string> {
+  const input = joinZ(entries.map((e) => `${e.mode} ${e.type} ${e.oid}\t${e.name}`));
+  return gitText(['mktree', '-z'], { ...opts, input });
+}
+
+export interface TreeListing {
+  mode: string;
+  type: string;
+  oid: string;
+  size: number;
+  path: string;
+}
+
+/** Recursive listing of a tree (blobs and links; with `trees` also the subtrees), with sizes. */
+export async function lsTree(tree: string, opts: GitOptions & { trees?: boolean; long?: boolean }): Promise<TreeListing[]> {
+  const args = ['ls-tree', '-r', '-z', '--full-tree'];
+  if (opts.trees) args.push('-t');
+  if (opts.long) args.push('-l');
+  args.push(tree);
+  const recs = await gitZ(args, opts);
+  return recs.map((rec) => {
+    const tab = rec.indexOf('\t');
+    const meta = rec.slice(0, tab).split(/ +/);
+    return {
+      mode: meta[0],
+      type: meta[1],
+      oid: meta[2],
+      size: opts.long && meta[3] !== '-' ? Number(meta[3]) : 0,
+      path: rec.slice(tab + 1),
+    };
+  });
+}
+
+export async function identityEnv(opts: GitOptions): Promise<Record<string, string>> {
+  const name = await git(['config', 'user.name'], { ...opts, okCodes: [1] });
+  const email = await git(['config', 'user.email'], { ...opts, okCodes: [1] });
+  const n = name.code === 0 ? name.stdout.toString('utf8').trim() : 'git xet';
+  const e = email.code === 0 ? email.stdout.toString('utf8').trim() : 'git-xet@localhost';
+  return { GIT_AUTHOR_NAME: n, GIT_AUTHOR_EMAIL: e, GIT_COMMITTER_NAME: n, GIT_COMMITTER_EMAIL: e };
+}
+
+export async function commitTree(tree: string, parents: string[], message: string, opts: GitOptions): Promise<string> {
+  const args = ['commit-tree', tree];
+  for (const p of parents) args.push('-p', p);
+  return gitText(args, { ...opts, input: message });
+}

@@ -1,0 +1,78 @@
+// Locating a repository: its worktree, git dir, common git dir (shared by linked worktrees) and
+// object format. Every command starts here.
+
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git } from './exec';
+
+export interface Repo {
+  /** Top of the working tree (absolute). */
+  worktree: string;
+  /** This worktree's git dir: `.git` or `.git/worktrees/<name>` (absolute). */
+  gitDir: string;
+  /** The common git dir shared by all linked worktrees (absolute). */
+  commonDir: string;
+  /** The directory holding objects (absolute). */
+  objectsDir: string;
+  objectFormat: 'sha1' | 'sha256';
+}
+
+export async function findRepo(cwd: string): Promise<Repo> {
+  let out: string;
+  try {
+    const r = await git(
+      [
+        'rev-parse',
+        '--path-format=absolute',
+        '--is-bare-repository',
+        '--show-toplevel',
+        '--git-dir',
+        '--git-common-dir',
+        '--show-object-format',
+      ],
+      { cwd },
+    );
+    out = r.stdout.toString('utf8');
+  } catch (e) {
+    if (e instanceof XetError && /not a git repository/i.test(String(e.details.stderr))) {
+      throw new XetError('NOT_A_REPOSITORY', `not a git repository: ${cwd}`, { cwd });
+    }
+    if (e instanceof XetError && /must be run in a work tree|this operation must be run/i.test(String(e.details.stderr))) {
+      throw new XetError('BARE_REPOSITORY', `the repository at ${cwd} has no working tree`, { cwd });
+    }
+    throw e;
+  }
+  const lines = out.replace(/\n$/, '').split('\n');
+  if (lines[0] === 'true') {
+    throw new XetError('BARE_REPOSITORY', `the repository at ${cwd} has no working tree`, { cwd });
+  }
+  const [, worktree, gitDir, commonDir, fmt] = lines;
+  const objectsDir = path.join(commonDir, 'objects');
+  return {
+    worktree,
+    gitDir,
+    commonDir,
+    objectsDir,
+    objectFormat: fmt === 'sha256' ? 'sha256' : 'sha1',
+  };
+}
+
+/** Like findRepo but returns null outside a repository instead of throwing. */
+export async function tryFindRepo(cwd: string): Promise<Repo | null> {
+  try {
+    return await findRepo(cwd);
+  } catch (e) {
+    if (e instanceof XetError && (e.code === 'NOT_A_REPOSITORY' || e.code === 'BARE_REPOSITORY')) return null;
+    throw e;
+  }
+}
+
+export function zeroOid(format: 'sha1' | 'sha256'): string {
+  return '0'.repeat(format === 'sha256' ? 64 : 40);
+}
+
+export function emptyTreeOid(format: 'sha1' | 'sha256'): string {
+  return format === 'sha256'
+    ? '6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321'
+    : '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+}

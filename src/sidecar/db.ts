@@ -1,0 +1,70 @@
+// The SQLite sidecar: one database in the repository's common git dir (shared by all linked
+// worktrees) for what Git has no place for. WAL mode so readers never block the writer; a busy
+// timeout so concurrent git xet processes queue instead of failing. Schema changes are numbered
+// migrations applied in one transaction each and recorded in PRAGMA user_version.
+
+import Database from 'better-sqlite3';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+
+export type Db = Database.Database;
+
+/** Ordered migrations; index + 1 is the schema version it produces. Never edit a shipped one. */
+const MIGRATIONS: string[] = [
+  // 1: snapshots captured here, and the workspaces (worktrees) that captured them
+  `CREATE TABLE workspaces (
+     id TEXT PRIMARY KEY,          -- stable id of a worktree: hash of its git dir
+     worktree TEXT NOT NULL,       -- absolute path of the working tree
+     git_dir TEXT NOT NULL,
+     last_capture_at TEXT
+   );
+   CREATE TABLE snapshots (
+     oid TEXT PRIMARY KEY,
+     workspace_id TEXT REFERENCES workspaces(id),
+     created_at TEXT NOT NULL,
+     message TEXT NOT NULL DEFAULT '',
+     files INTEGER NOT NULL,
+     bytes INTEGER NOT NULL
+   );
+   CREATE INDEX snapshots_by_workspace ON snapshots(workspace_id, created_at);`,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export function sidecarDir(commonDir: string): string {
+  return path.join(commonDir, 'xet');
+}
+
+export function openSidecar(commonDir: string): Db {
+  const dir = sidecarDir(commonDir);
+  fs.mkdirSync(dir, { recursive: true });
+  const db = new Database(path.join(dir, 'xet.db'), { timeout: 15000 });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  migrate(db);
+  return db;
+}
+
+function migrate(db: Db): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > SCHEMA_VERSION) {
+    throw new XetError(
+      'SCHEMA_UNSUPPORTED',
+      `the sidecar database has schema ${current}, newer than this git xet understands (${SCHEMA_VERSION})`,
+      { found: current, supported: SCHEMA_VERSION },
+    );
+  }
+  if (current === SCHEMA_VERSION) return;
+  // IMMEDIATE takes the write lock first, so two processes migrating at once serialise and the
+  // second sees the first's user_version instead of applying a migration twice.
+  const apply = db.transaction(() => {
+    const now = db.pragma('user_version', { simple: true }) as number;
+    for (let v = now; v < SCHEMA_VERSION; v++) {
+      db.exec(MIGRATIONS[v]);
+      db.pragma(`user_version = ${v + 1}`);
+    }
+  });
+  apply.immediate();
+}

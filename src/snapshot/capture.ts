@@ -1,0 +1,432 @@
+// Capture: the whole state of a working tree -> one snapshot commit (xet.snapshot/v1).
+// Order of work: every refusal is checked before any effect; then blobs and trees are written
+// (unreferenced objects are harmless); the snapshot ref is created last, so a capture that dies
+// half-way leaves no snapshot at all. The user's index, worktree and refs are only ever read.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitText, gitVersion, gitZ } from '../git/exec';
+import {
+  CE_INTENT_TO_ADD,
+  CE_SKIP_WORKTREE,
+  CE_VALID,
+  catFileBatch,
+  commitTree,
+  identityEnv,
+  listRefs,
+  lsTree,
+  mktree,
+  readHead,
+  readIndexEntries,
+  readLocalConfig,
+  readStash,
+  writeBlobs,
+  type IndexEntry,
+  type TreeEntryInput,
+} from '../git/plumbing';
+import { emptyTreeOid, findRepo, type Repo } from '../git/repo';
+import { openSidecar, sidecarDir } from '../sidecar/db';
+import { acquireLock } from '../sidecar/lock';
+import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
+import { resolvePolicy, type PolicyOptions } from './policy';
+import { scanToTree, scratchDir } from './scan';
+import { walkWorktree } from './walk';
+import { TOOL_VERSION } from '../version';
+
+import { SNAPSHOT_REF_PREFIX } from './refs';
+export { SNAPSHOT_REF_PREFIX };
+/** Refs a snapshot records (and keeps reachable). refs/xet/* is ours and never captured. */
+export const CAPTURED_REF_PATTERNS = ['refs/heads/', 'refs/tags/', 'refs/remotes/', 'refs/notes/'];
+/** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
+export const CAPTURED_CONFIG_RE =
+  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath))$';
+const MAX_PARENTS = 16;
+
+export interface CaptureOptions extends PolicyOptions {
+  cwd: string;
+  message?: string;
+}
+
+export interface CaptureResult {
+  snapshot: string;
+  files: number;
+  bytes: number;
+  tracked: number;
+  untracked: number;
+  ignored: number;
+  symlinks: number;
+  emptyDirs: number;
+  excludedSecrets: string[];
+  skipped: { path: string; reason: string }[];
+  incremental: boolean;
+}
+
+/** A stable id for a worktree: its git dir is unique per worktree and survives renames of nothing else. */
+export function workspaceId(repo: Repo): string {
+  return crypto.createHash('sha256').update(repo.gitDir).digest('hex').slice(0, 16);
+}
+
+function operationInProgress(gitDir: string): string | null {
+  const has = (p: string) => fs.existsSync(path.join(gitDir, p));
+  if (has('rebase-merge') || has('rebase-apply/rebasing')) return 'rebase';
+  if (has('rebase-apply')) return 'am';
+  if (has('MERGE_HEAD')) return 'merge';
+  if (has('CHERRY_PICK_HEAD')) return 'cherry-pick';
+  if (has('REVERT_HEAD')) return 'revert';
+  if (has('BISECT_LOG')) return 'bisect';
+  if (has('sequencer')) return 'sequencer';
+  return null;
+}
+
+/** Everything that makes a working tree uncapturable, checked before any effect. */
+async function refuseUnsupported(repo: Repo, entries: IndexEntry[]): Promise<void> {
+  const opts = { cwd: repo.worktree };
+  const unmerged = entries.filter((e) => e.stage !== 0);
+  if (unmerged.length) {
+    const paths = [...new Set(unmerged.map((e) => e.path))];
+    throw new XetError('UNMERGED_INDEX', `the index has ${paths.length} unmerged path(s); resolve them first`, {
+      paths: paths.slice(0, 50),
+    });
+  }
+  const op = operationInProgress(repo.gitDir);
+  if (op) {
+    throw new XetError('OPERATION_IN_PROGRESS', `a ${op} is in progress; finish or abort it first`, { operation: op });
+  }
+  const gitlinks = entries.filter((e) => e.mode === '160000').map((e) => e.path);
+  if (gitlinks.length || entries.some((e) => e.path === '.gitmodules')) {
+    throw new XetError('SUBMODULE_PRESENT', 'the repository has submodules, which snapshots do not support yet', {
+      paths: gitlinks.slice(0, 50),
+    });
+  }
+  const sparse = await git(['config', '--bool', 'core.sparseCheckout'], { ...opts, okCodes: [1] });
+  if (sparse.stdout.toString('utf8').trim() === 'true') {
+    throw new XetError('SPARSE_CHECKOUT', 'sparse checkout is enabled; disable it (git sparse-checkout disable) first');
+  }
+}
+
+const LFS_POINTER = Buffer.from('version https://git-lfs.github.com/spec/v1\n');
+
+/** Tracked files with filter=lfs whose worktree holds a pointer to an object we do not have. */
+async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: string[]): Promise<void> {
+  const info = path.join(repo.commonDir, 'info', 'attributes');
+  const mentionsLfs = (f: string) => {
+    try {
+      return fs.readFileSync(f, 'utf8').includes('lfs');
+    } catch {
+      return false;
+    }
+  };
+  if (!attributeFiles.some((f) => mentionsLfs(path.join(repo.worktree, f))) && !mentionsLfs(info)) return;
+  const r = await git(['check-attr', '-z', '--stdin', 'filter'], {
+    cwd: repo.worktree,
+    input: Buffer.from(captured.map((p) => `${p}\0`).join(''), 'utf8'),
+  });
+  const f = r.stdout.toString('utf8').split('\0');
+  const missing: string[] = [];
+  for (let i = 0; i + 2 < f.length; i += 3) {
+    if (f[i + 2] !== 'lfs') continue;
+    const p = f[i];
+    let head: Buffer;
+    try {
+      const fd = fs.openSync(path.join(repo.worktree, p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+      head = Buffer.alloc(200);
+      const n = fs.readSync(fd, head, 0, 200, 0);
+      fs.closeSync(fd);
+      head = head.subarray(0, n);
+    } catch {
+      continue; // a symlink or unreadable: not a pointer file
+    }
+    if (!head.subarray(0, LFS_POINTER.length).equals(LFS_POINTER)) continue;
+    const m = /oid sha256:([0-9a-f]{64})/.exec(head.toString('utf8'));
+    const obj = m && path.join(repo.commonDir, 'lfs', 'objects', m[1].slice(0, 2), m[1].slice(2, 4), m[1]);
+    if (!obj || !fs.existsSync(obj)) missing.push(p);
+  }
+  if (missing.length) {
+    throw new XetError(
+      'LFS_CONTENT_MISSING',
+      `${missing.length} Git LFS file(s) are pointers without content (run git lfs pull first): ${missing[0]}`,
+      { paths: missing.slice(0, 50) },
+    );
+  }
+}
+
+function readOptional(file: string): string | null {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+export async function capture(options: CaptureOptions): Promise<CaptureResult> {
+  const repo = await findRepo(options.cwd);
+  const userOpts = { cwd: repo.worktree };
+  const xetDir = sidecarDir(repo.commonDir);
+  const wsId = workspaceId(repo);
+  fs.mkdirSync(xetDir, { recursive: true });
+  // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
+  const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lock`), 'capturing this worktree');
+  try {
+    // --- read and check; nothing is written in this section ---
+    const entries = await readIndexEntries(userOpts);
+    await refuseUnsupported(repo, entries);
+    const policy = await resolvePolicy(repo.worktree, options);
+    const tracked = new Set(entries.map((e) => e.path));
+    const ignoredList = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts);
+    const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
+    await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
+    const head = await readHead(userOpts);
+    const refs = (await listRefs(CAPTURED_REF_PATTERNS, userOpts)).filter((r) => !r.name.startsWith('refs/xet/'));
+    const stash = await readStash(userOpts);
+    const config = await readLocalConfig(CAPTURED_CONFIG_RE, userOpts);
+    const indexHeader = Buffer.alloc(8);
+    const indexFile = path.join(repo.gitDir, 'index');
+    let indexVersion = 2;
+    if (fs.existsSync(indexFile)) {
+      const fd = fs.openSync(indexFile, 'r');
+      fs.readSync(fd, indexHeader, 0, 8, 0);
+      fs.closeSync(fd);
+      indexVersion = indexHeader.readUInt32BE(4);
+    }
+
+    // --- write objects (unreferenced until the ref at the very end) ---
+    const cacheDir = path.join(xetDir, 'cache');
+    fs.mkdirSync(cacheDir, { recursive: true });
+    const cacheIndex = path.join(cacheDir, `${wsId}.index`);
+    const incremental = fs.existsSync(cacheIndex);
+    const tmpBase = path.join(xetDir, 'tmp');
+    const filesTree = await scanToTree({
+      worktree: repo.worktree,
+      objectFormat: repo.objectFormat,
+      objectsDir: repo.objectsDir,
+      indexFile: cacheIndex,
+      scratchDir: scratchDir(tmpBase, 'capture'),
+      paths: walk.paths,
+      write: true,
+    });
+    const indexTree = await writeIndexTree(repo, tmpBase);
+
+    // Sizes and link count come from the tree git just wrote (no second pass over the files).
+    const listing = await lsTree(filesTree, { ...userOpts, long: true });
+    let bytes = 0;
+    let symlinks = 0;
+    for (const e of listing) {
+      bytes += e.size;
+      if (e.mode === '120000') symlinks++;
+    }
+
+    // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
+    // restore; refs to bare trees or blobs are kept reachable under objects/.
+    const tagObjects = await collectTagObjects(refs, userOpts);
+    const extraTop: TreeEntryInput[] = [];
+    if (tagObjects.tags.length) {
+      const blobs = await writeBlobs(
+        tagObjects.tags.map((t) => t.data),
+        'blob',
+        userOpts,
+      );
+      const tagTree = await mktree(
+        tagObjects.tags.map((t, n) => ({ mode: '100644', type: 'blob', oid: blobs[n], name: t.oid })),
+        userOpts,
+      );
+      extraTop.push({ mode: '040000', type: 'tree', oid: tagTree, name: 'tags' });
+    }
+    if (tagObjects.loose.length) {
+      const objTree = await mktree(
+        tagObjects.loose.map((o) => ({
+          mode: o.type === 'tree' ? '040000' : '100644',
+          type: o.type,
+          oid: o.oid,
+          name: o.oid,
+        })),
+        userOpts,
+      );
+      extraTop.push({ mode: '040000', type: 'tree', oid: objTree, name: 'objects' });
+    }
+
+    const [gMaj, gMin, gPatch] = gitVersion();
+    const flagged = (bit: number) =>
+      entries
+        .filter((e) => (e.flags & bit) !== 0)
+        .map((e) => e.path)
+        .sort();
+    const manifest: Manifest = {
+      schema: SNAPSHOT_SCHEMA,
+      tool: { name: 'git-xet', version: TOOL_VERSION },
+      git: { version: `${gMaj}.${gMin}.${gPatch}`, objectFormat: repo.objectFormat },
+      platform: { os: os.platform(), arch: os.arch() },
+      createdAt: new Date().toISOString(),
+      message: options.message ?? '',
+      source: { worktree: repo.worktree, linkedWorktree: repo.gitDir !== repo.commonDir },
+      head,
+      refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type, ...(r.symref ? { symref: r.symref } : {}) })),
+      stash,
+      config,
+      index: {
+        version: indexVersion,
+        intentToAdd: flagged(CE_INTENT_TO_ADD),
+        skipWorktree: flagged(CE_SKIP_WORKTREE),
+        assumeUnchanged: flagged(CE_VALID),
+      },
+      emptyDirs: walk.emptyDirs,
+      info: {
+        exclude: readOptional(path.join(repo.commonDir, 'info', 'exclude')),
+        attributes: readOptional(path.join(repo.commonDir, 'info', 'attributes')),
+      },
+      policy: {
+        ignored: policy.ignored,
+        include: policy.include,
+        exclude: policy.exclude,
+        secretPatterns: policy.secretPatterns,
+        excludedSecrets: walk.excludedSecrets,
+        excludedByPattern: walk.excludedByPattern,
+        ignoredNotCaptured: walk.ignoredNotCaptured,
+      },
+      skipped: walk.skipped,
+      counts: {
+        files: listing.length,
+        bytes,
+        tracked: walk.counts.tracked,
+        untracked: walk.counts.untracked,
+        ignored: walk.counts.ignored,
+        symlinks,
+        emptyDirs: walk.emptyDirs.length,
+      },
+    };
+    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
+    const top = await mktree(
+      [
+        { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
+        { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
+        { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
+        ...extraTop,
+      ],
+      userOpts,
+    );
+
+    const identity = await identityEnv(userOpts);
+    const commitOpts = { ...userOpts, env: identity };
+    const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
+    const subject = options.message ? options.message : 'snapshot';
+    const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${SNAPSHOT_SCHEMA}\n`, commitOpts);
+
+    // --- publish: the ref, then the sidecar record ---
+    await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
+    const db = openSidecar(repo.commonDir);
+    try {
+      const now = new Date().toISOString();
+      db.prepare(
+        `INSERT INTO workspaces(id, worktree, git_dir, last_capture_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET worktree = excluded.worktree, last_capture_at = excluded.last_capture_at`,
+      ).run(wsId, repo.worktree, repo.gitDir, now);
+      db.prepare(
+        `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
+      ).run(commit, wsId, manifest.createdAt, manifest.message, listing.length, bytes);
+    } finally {
+      db.close();
+    }
+    return {
+      snapshot: commit,
+      files: listing.length,
+      bytes,
+      tracked: walk.counts.tracked,
+      untracked: walk.counts.untracked,
+      ignored: walk.counts.ignored,
+      symlinks,
+      emptyDirs: walk.emptyDirs.length,
+      excludedSecrets: walk.excludedSecrets,
+      skipped: walk.skipped,
+      incremental,
+    };
+  } finally {
+    lock.release();
+  }
+}
+
+/** The staged tree, written from a copy of the index: `write-tree` would otherwise rewrite the
+ * user's index file (it stores the cache-tree it computed), and capture must not touch it. */
+async function writeIndexTree(repo: Repo, tmpBase: string): Promise<string> {
+  const src = path.join(repo.gitDir, 'index');
+  if (!fs.existsSync(src)) return ensureEmptyTree(repo);
+  const dir = scratchDir(tmpBase, 'index');
+  try {
+    const copy = path.join(dir, 'index');
+    fs.copyFileSync(src, copy);
+    return await gitText(['write-tree'], { cwd: repo.worktree, env: { GIT_INDEX_FILE: copy } });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function ensureEmptyTree(repo: Repo): Promise<string> {
+  const oid = await mktree([], { cwd: repo.worktree });
+  if (oid !== emptyTreeOid(repo.objectFormat)) throw new XetError('GIT_FAILED', 'unexpected empty tree oid');
+  return oid;
+}
+
+interface TagObjects {
+  tags: { oid: string; data: Buffer }[];
+  loose: { oid: string; type: 'tree' | 'blob' }[];
+  peeledCommits: string[];
+}
+
+async function collectTagObjects(refs: { oid: string; type: string }[], opts: { cwd: string }): Promise<TagObjects> {
+  const out: TagObjects = { tags: [], loose: [], peeledCommits: [] };
+  const seen = new Set<string>();
+  for (const r of refs) {
+    if (r.type === 'tree' || r.type === 'blob') out.loose.push({ oid: r.oid, type: r.type });
+  }
+  let pending = refs.filter((r) => r.type === 'tag').map((r) => r.oid);
+  while (pending.length) {
+    const batch = [...new Set(pending.filter((o) => !seen.has(o)))];
+    batch.forEach((o) => seen.add(o));
+    pending = [];
+    const objs = await catFileBatch(batch, opts);
+    for (const oid of batch) {
+      const o = objs.get(oid);
+      if (!o) throw new XetError('GIT_FAILED', `tag object ${oid} is missing`);
+      out.tags.push({ oid, data: Buffer.from(o.data) });
+      const m = /^object ([0-9a-f]+)\ntype (\w+)\n/.exec(o.data.toString('utf8', 0, 200));
+      if (!m) throw new XetError('GIT_FAILED', `tag object ${oid} is malformed`);
+      if (m[2] === 'tag') pending.push(m[1]);
+      else if (m[2] === 'commit') out.peeledCommits.push(m[1]);
+      else out.loose.push({ oid: m[1], type: m[2] as 'tree' | 'blob' });
+    }
+  }
+  out.tags.sort((a, b) => (a.oid < b.oid ? -1 : 1));
+  const uniq = new Map(out.loose.map((o) => [o.oid, o]));
+  out.loose = [...uniq.values()].sort((a, b) => (a.oid < b.oid ? -1 : 1));
+  return out;
+}
+
+/** HEAD first, then every other commit a ref, tag or stash entry names, so that fetching the
+ * snapshot brings all the history it refers to. Beyond MAX_PARENTS they are grouped under
+ * intermediate commits (a tree of octopus merges) to keep every commit ordinary. */
+async function snapshotParents(
+  repo: Repo,
+  head: { oid: string | null },
+  refs: { oid: string; type: string }[],
+  peeledCommits: string[],
+  stash: { oid: string }[],
+  opts: { cwd: string; env: Record<string, string> },
+): Promise<string[]> {
+  const others = new Set<string>();
+  for (const r of refs) if (r.type === 'commit') others.add(r.oid);
+  for (const c of peeledCommits) others.add(c);
+  for (const s of stash) others.add(s.oid);
+  if (head.oid) others.delete(head.oid);
+  let rest = [...others].sort();
+  const empty = (rest.length + (head.oid ? 1 : 0) > MAX_PARENTS) ? await ensureEmptyTree(repo) : '';
+  const first = head.oid ? [head.oid] : [];
+  while (first.length + rest.length > MAX_PARENTS) {
+    const groups: string[] = [];
+    for (let i = 0; i < rest.length; i += MAX_PARENTS) {
+      groups.push(await commitTree(empty, rest.slice(i, i + MAX_PARENTS), 'xet: refs group\n', opts));
+    }
+    rest = groups;
+  }
+  return [...first, ...rest];
+}

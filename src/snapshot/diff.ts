@@ -1,0 +1,96 @@
+// Diff: what changed between two snapshots, or between a snapshot and the current working tree.
+// File and index changes come from git's own tree diff; HEAD and ref changes from the manifests.
+// Comparing with the working tree hashes it without storing anything (scratch objects only), reusing
+// a copy of the workspace's stat cache so an unchanged tree costs a stat pass, not a read.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { listRefs, readHead, readIndexEntries } from '../git/plumbing';
+import { findRepo } from '../git/repo';
+import { sidecarDir } from '../sidecar/db';
+import { gitText, gitZ } from '../git/exec';
+import { CAPTURED_REF_PATTERNS, workspaceId } from './capture';
+import type { Manifest } from './manifest';
+import { resolvePolicy } from './policy';
+import { scanToTree } from './scan';
+import { readSnapshot, resolveSnapshotOid } from './store';
+import { treeDifferences, type Difference } from './verify';
+import { walkWorktree } from './walk';
+
+export interface DiffResult {
+  from: string;
+  to: string;
+  identical: boolean;
+  changes: Difference[];
+}
+
+type State = Pick<Manifest, 'head' | 'refs'>;
+
+function stateChanges(a: State, b: State): Difference[] {
+  const out: Difference[] = [];
+  if (JSON.stringify(a.head) !== JSON.stringify(b.head)) out.push({ kind: 'head', expected: a.head, actual: b.head });
+  const ra = new Map(a.refs.map((r) => [r.name, r.oid]));
+  const rb = new Map(b.refs.map((r) => [r.name, r.oid]));
+  for (const [n, o] of ra) if (rb.get(n) !== o) out.push({ kind: rb.has(n) ? 'ref-moved' : 'ref-deleted', path: n, expected: o, actual: rb.get(n) ?? null });
+  for (const [n, o] of rb) if (!ra.has(n)) out.push({ kind: 'ref-created', path: n, actual: o });
+  return out;
+}
+
+const rename = (d: Difference[]): Difference[] =>
+  d.map((x) => ({ ...x, kind: x.kind.replace(/-extra$/, '-added').replace(/-missing$/, '-deleted') }));
+
+export async function diffSnapshots(cwd: string, a: string, b?: string): Promise<DiffResult> {
+  const repo = await findRepo(cwd);
+  const opts = { cwd: repo.worktree };
+  const sa = await readSnapshot(await resolveSnapshotOid(a, opts), opts);
+  if (b !== undefined) {
+    const sb = await readSnapshot(await resolveSnapshotOid(b, opts), opts);
+    const changes = [
+      ...rename(await treeDifferences(sa.filesTree, sb.filesTree, repo.worktree, {}, 'file-')),
+      ...rename(await treeDifferences(sa.indexTree, sb.indexTree, repo.worktree, {}, 'index-')),
+      ...stateChanges(sa.manifest, sb.manifest),
+    ];
+    return { from: sa.oid, to: sb.oid, identical: changes.length === 0, changes };
+  }
+  // Snapshot -> working tree, with the snapshot's own capture policy.
+  const m = sa.manifest;
+  const policy = await resolvePolicy(repo.worktree, { ignored: m.policy.ignored, include: m.policy.include, exclude: m.policy.exclude });
+  const entries = await readIndexEntries(opts);
+  const ignored = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], opts);
+  const walk = walkWorktree({ root: repo.worktree, tracked: new Set(entries.map((e) => e.path)), ignored: new Set(ignored), policy });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-diff-'));
+  try {
+    const objects = path.join(scratch, 'objects');
+    fs.mkdirSync(objects);
+    const env = { GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
+    const indexFile = path.join(scratch, 'files.index');
+    const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo)}.index`);
+    if (fs.existsSync(cache)) fs.copyFileSync(cache, indexFile);
+    const filesTree = await scanToTree({
+      worktree: repo.worktree,
+      objectFormat: repo.objectFormat,
+      objectsDir: objects,
+      alternates: [repo.objectsDir],
+      indexFile,
+      scratchDir: path.join(scratch, 'shadow'),
+      paths: walk.paths,
+      write: false,
+    });
+    const indexCopy = path.join(scratch, 'index');
+    const userIndex = path.join(repo.gitDir, 'index');
+    const indexTree = fs.existsSync(userIndex)
+      ? (fs.copyFileSync(userIndex, indexCopy), await gitText(['write-tree', '--missing-ok'], { ...opts, env: { ...env, GIT_INDEX_FILE: indexCopy } }))
+      : sa.indexTree === '' ? '' : await gitText(['mktree'], { ...opts, env, input: '' });
+    const head = await readHead(opts);
+    const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
+    const changes = [
+      ...rename(await treeDifferences(sa.filesTree, filesTree, repo.worktree, env, 'file-')),
+      ...rename(await treeDifferences(sa.indexTree, indexTree, repo.worktree, env, 'index-')),
+      ...stateChanges(m, { head, refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type })) }),
+    ];
+    return { from: sa.oid, to: 'worktree', identical: changes.length === 0, changes };
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}

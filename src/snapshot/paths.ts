@@ -1,0 +1,54 @@
+// Path safety for anything a snapshot asks us to write. A snapshot may come from another machine or
+// an attacker, so every path is checked before the first byte is written: nothing absolute, no `.`,
+// `..` or `.git` component, no path through a file or symlink the same snapshot creates, no two
+// entries for one path. Violations are PATH_ESCAPE (would leave the target) or PATH_CONFLICT.
+
+import { XetError } from '../errors';
+
+export interface PathEntry {
+  path: string;
+  /** 'tree' for directories; anything else is a leaf (blob, symlink). */
+  type: string;
+}
+
+export function checkPathSyntax(p: string, where: string): void {
+  const bad = (why: string) => {
+    throw new XetError('PATH_ESCAPE', `unsafe path in ${where}: ${JSON.stringify(p)} (${why})`, { path: p, where });
+  };
+  if (p === '') bad('empty');
+  if (p.startsWith('/')) bad('absolute');
+  if (p.includes('\0')) bad('NUL byte');
+  for (const comp of p.split('/')) {
+    if (comp === '') bad('empty component');
+    if (comp === '.' || comp === '..') bad(`"${comp}" component`);
+    if (comp.toLowerCase() === '.git') bad('".git" component');
+  }
+}
+
+/** Checks leaves, directories and extra directories (empty dirs) of one target tree together. */
+export function checkTreePaths(entries: PathEntry[], extraDirs: string[], where: string): void {
+  const kinds = new Map<string, string>();
+  const conflict = (p: string, why: string) => {
+    throw new XetError('PATH_CONFLICT', `colliding paths in ${where}: ${JSON.stringify(p)} (${why})`, { path: p, where });
+  };
+  for (const e of entries) {
+    checkPathSyntax(e.path, where);
+    const kind = e.type === 'tree' ? 'dir' : 'leaf';
+    if (kinds.has(e.path)) conflict(e.path, 'listed twice');
+    kinds.set(e.path, kind);
+  }
+  for (const d of extraDirs) {
+    checkPathSyntax(d, where);
+    if (kinds.get(d) === 'leaf') conflict(d, 'an empty directory where a file is');
+  }
+  // Every ancestor of every path must be a directory, never a file or symlink we also write.
+  const all = [...kinds.keys(), ...extraDirs];
+  for (const p of all) {
+    let i = p.indexOf('/');
+    while (i >= 0) {
+      const parent = p.slice(0, i);
+      if (kinds.get(parent) === 'leaf') conflict(p, `its parent ${JSON.stringify(parent)} is a file or symlink`);
+      i = p.indexOf('/', i + 1);
+    }
+  }
+}

@@ -1,0 +1,198 @@
+// Verify: is a directory exactly in a snapshot's state? Git is the oracle: the directory's files are
+// hashed by git (no filters) into a tree and compared with the snapshot's files tree; its index is
+// written as a tree and compared with the snapshot's index tree; flags, HEAD, refs, stash, config and
+// info files are compared field by field. Nothing is written to the directory's repository: trees go
+// to a scratch object directory that borrows the real ones as alternates.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { gitText, gitZ } from '../git/exec';
+import { CE_INTENT_TO_ADD, CE_SKIP_WORKTREE, CE_VALID, listRefs, readHead, readIndexEntries, readLocalConfig, readStash } from '../git/plumbing';
+import { tryFindRepo, type Repo } from '../git/repo';
+import { XetError } from '../errors';
+import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
+import { resolvePolicyAll } from './policy-all';
+import { RESTORE_MARKER } from './restore';
+import { scanToTree } from './scan';
+import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
+import { walkWorktree } from './walk';
+
+export interface Difference {
+  kind: string;
+  path?: string;
+  expected?: unknown;
+  actual?: unknown;
+}
+
+export interface VerifyResult {
+  ok: boolean;
+  snapshot: string;
+  dir: string;
+  differences: Difference[];
+}
+
+export interface VerifyOptions {
+  cwd: string;
+  snapshot: string;
+  dir: string;
+}
+
+export async function verify(options: VerifyOptions): Promise<VerifyResult> {
+  const dir = path.resolve(options.cwd, options.dir);
+  const here = await tryFindRepo(options.cwd);
+  const result = (snapshot: string, differences: Difference[]): VerifyResult => ({
+    ok: differences.length === 0,
+    snapshot,
+    dir,
+    differences,
+  });
+  if (!fs.existsSync(dir)) {
+    const oid = here ? await resolveSnapshotOid(options.snapshot, { cwd: here.worktree }) : options.snapshot;
+    return result(oid, [{ kind: 'missing', path: dir }]);
+  }
+  const target = await tryFindRepo(dir);
+  // The snapshot is looked up where we stand, else in the directory's own repository.
+  const lookIn = here ?? target;
+  if (!lookIn) throw new XetError('NOT_A_REPOSITORY', `neither ${options.cwd} nor ${dir} is a git repository`, { dir });
+  let oid: string;
+  let snap: Snapshot;
+  try {
+    oid = await resolveSnapshotOid(options.snapshot, { cwd: lookIn.worktree });
+    snap = await readSnapshot(oid, { cwd: lookIn.worktree });
+  } catch (e) {
+    if (!(e instanceof XetError && e.code === 'SNAPSHOT_NOT_FOUND' && target && here && target !== here)) throw e;
+    oid = await resolveSnapshotOid(options.snapshot, { cwd: target.worktree });
+    snap = await readSnapshot(oid, { cwd: target.worktree });
+  }
+  if (!target || path.resolve(target.worktree) !== fs.realpathSync(dir)) {
+    return result(oid, [{ kind: 'not-a-repository', path: dir }]);
+  }
+  if (fs.existsSync(path.join(target.gitDir, RESTORE_MARKER))) {
+    return result(oid, [{ kind: 'incomplete', path: dir, actual: 'a restore into this directory did not finish' }]);
+  }
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-verify-'));
+  try {
+    const objects = path.join(scratch, 'objects');
+    fs.mkdirSync(objects);
+    const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
+    const differences = [
+      ...(await compareFiles(snap, target, scratch, objects, alternates)),
+      ...(await compareIndex(snap, target, scratch, objects, alternates)),
+      ...(await compareRefs(snap, target)),
+    ];
+    return result(oid, differences);
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+function objEnv(objects: string, alternates: string[]): Record<string, string> {
+  return { GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: alternates.join(':') };
+}
+
+/** Name-status between two trees, as differences of the given kind family. */
+export async function treeDifferences(a: string, b: string, cwd: string, env: Record<string, string>, prefix: string): Promise<Difference[]> {
+  if (a === b) return [];
+  const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', '--name-status', a, b], { cwd, env });
+  const out: Difference[] = [];
+  const names: Record<string, string> = { A: 'extra', D: 'missing', M: 'modified', T: 'type-changed' };
+  for (let i = 0; i + 1 < recs.length; i += 2) out.push({ kind: `${prefix}${names[recs[i]] ?? recs[i]}`, path: recs[i + 1] });
+  return out;
+}
+
+async function compareFiles(snap: Snapshot, target: Repo, scratch: string, objects: string, alternates: string[]): Promise<Difference[]> {
+  // Everything on disk counts, whatever the snapshot's policy was: a file the snapshot lacks is extra.
+  const entries = await readIndexEntries({ cwd: target.worktree });
+  const walk = walkWorktree({
+    root: target.worktree,
+    tracked: new Set(entries.map((e) => e.path)),
+    ignored: new Set(),
+    policy: resolvePolicyAll(),
+  });
+  const tree = await scanToTree({
+    worktree: target.worktree,
+    objectFormat: target.objectFormat,
+    objectsDir: objects,
+    alternates,
+    indexFile: path.join(scratch, 'files.index'),
+    scratchDir: path.join(scratch, 'shadow-files'),
+    paths: walk.paths,
+    write: false,
+  });
+  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, objEnv(objects, alternates), 'file-');
+  const want = new Set(snap.manifest.emptyDirs);
+  const have = new Set(walk.emptyDirs);
+  for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
+  for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
+  return diffs;
+}
+
+async function compareIndex(snap: Snapshot, target: Repo, scratch: string, objects: string, alternates: string[]): Promise<Difference[]> {
+  const env = objEnv(objects, alternates);
+  const src = path.join(target.gitDir, 'index');
+  let tree: string;
+  if (fs.existsSync(src)) {
+    const copy = path.join(scratch, 'index.copy');
+    fs.copyFileSync(src, copy);
+    tree = await gitText(['write-tree', '--missing-ok'], { cwd: target.worktree, env: { ...env, GIT_INDEX_FILE: copy } });
+  } else {
+    tree = await gitText(['mktree'], { cwd: target.worktree, env, input: '' });
+  }
+  const diffs = await treeDifferences(snap.indexTree, tree, target.worktree, env, 'index-');
+  const entries = await readIndexEntries({ cwd: target.worktree });
+  const m = snap.manifest.index;
+  const flagSets: [string, number, string[]][] = [
+    ['intent-to-add', CE_INTENT_TO_ADD, m.intentToAdd],
+    ['skip-worktree', CE_SKIP_WORKTREE, m.skipWorktree],
+    ['assume-unchanged', CE_VALID, m.assumeUnchanged],
+  ];
+  for (const [name, bit, want] of flagSets) {
+    const have = new Set(entries.filter((e) => e.flags & bit).map((e) => e.path));
+    const wantSet = new Set(want);
+    for (const p of wantSet) if (!have.has(p)) diffs.push({ kind: `index-flag-missing`, path: p, expected: name });
+    for (const p of have) if (!wantSet.has(p)) diffs.push({ kind: `index-flag-extra`, path: p, actual: name });
+  }
+  return diffs;
+}
+
+async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> {
+  const m = snap.manifest;
+  const opts = { cwd: target.worktree };
+  const diffs: Difference[] = [];
+  const head = await readHead(opts).catch(() => null);
+  if (JSON.stringify(head) !== JSON.stringify(m.head)) diffs.push({ kind: 'head', expected: m.head, actual: head });
+  const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
+  const key = (r: { oid: string; symref?: string }) => (r.symref ? `-> ${r.symref}` : r.oid);
+  const want = new Map(m.refs.map((r) => [r.name, key(r)]));
+  const have = new Map(refs.map((r) => [r.name, key(r)]));
+  for (const [name, oid] of want) {
+    if (have.get(name) !== oid) diffs.push({ kind: 'ref', path: name, expected: oid, actual: have.get(name) ?? null });
+  }
+  for (const [name, oid] of have) if (!want.has(name)) diffs.push({ kind: 'ref-extra', path: name, actual: oid });
+  const stash = await readStash(opts);
+  if (JSON.stringify(stash) !== JSON.stringify(m.stash)) diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
+  const config = await readLocalConfig(CAPTURED_CONFIG_RE, opts);
+  const norm = (c: { key: string; value: string }[]) =>
+    c
+      .filter((e) => !e.key.startsWith('core.'))
+      .map((e) => `${e.key}=${e.value}`)
+      .sort();
+  if (JSON.stringify(norm(config)) !== JSON.stringify(norm(m.config))) {
+    diffs.push({ kind: 'config', expected: norm(m.config), actual: norm(config) });
+  }
+  for (const c of m.config.filter((e) => e.key.startsWith('core.'))) {
+    const got = config.filter((e) => e.key === c.key).pop();
+    if (!got || got.value !== c.value) diffs.push({ kind: 'config', path: c.key, expected: c.value, actual: got?.value ?? null });
+  }
+  for (const name of ['exclude', 'attributes'] as const) {
+    let actual: string | null = null;
+    try {
+      actual = fs.readFileSync(path.join(target.commonDir, 'info', name), 'utf8');
+    } catch {
+      actual = null;
+    }
+    if (actual !== m.info[name]) diffs.push({ kind: `info-${name}`, expected: m.info[name], actual });
+  }
+  return diffs;
+}

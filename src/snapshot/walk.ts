@@ -1,0 +1,188 @@
+// Walking a working tree: what is on disk, classified the way a snapshot needs it (tracked,
+// untracked, ignored), filtered by the capture policy, with everything that cannot be captured
+// named and never dropped silently. It reads directories only (dirent types), no per-file stat:
+// hashing and stat caching are git's job (update-index against the workspace cache index).
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import type { CapturePolicy } from './policy';
+
+export type FileClass = 'tracked' | 'untracked' | 'ignored';
+export type SkipReasonName = 'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable';
+
+export interface WalkInput {
+  root: string;
+  /** Paths in the index (stage 0), as git lists them. */
+  tracked: Set<string>;
+  /** Untracked-and-ignored paths from `git ls-files -o -i --directory` ("dir/" for whole dirs). */
+  ignored: Set<string>;
+  policy: CapturePolicy;
+}
+
+export interface WalkResult {
+  /** Files and symlinks to capture, in walk order. */
+  paths: string[];
+  counts: { tracked: number; untracked: number; ignored: number };
+  emptyDirs: string[];
+  skipped: { path: string; reason: SkipReasonName }[];
+  excludedSecrets: string[];
+  excludedByPattern: number;
+  /** Ignored entries left out because the policy is `ignored: none` (a whole dir counts once). */
+  ignoredNotCaptured: number;
+  /** .gitattributes files seen (to decide whether an LFS check is needed). */
+  attributeFiles: string[];
+}
+
+type Kind = 'file' | 'symlink' | 'dir' | SkipReasonName | 'unknown';
+
+function kindOf(d: fs.Dirent): Kind {
+  if (d.isFile()) return 'file';
+  if (d.isDirectory()) return 'dir';
+  if (d.isSymbolicLink()) return 'symlink';
+  if (d.isFIFO()) return 'fifo';
+  if (d.isSocket()) return 'socket';
+  if (d.isBlockDevice()) return 'block-device';
+  if (d.isCharacterDevice()) return 'char-device';
+  return 'unknown';
+}
+
+function kindOfStat(st: fs.Stats): Kind {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'dir';
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isFIFO()) return 'fifo';
+  if (st.isSocket()) return 'socket';
+  if (st.isBlockDevice()) return 'block-device';
+  if (st.isCharacterDevice()) return 'char-device';
+  return 'unreadable';
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function checkNames(abs: string, rel: string): void {
+  // Node decodes names as UTF-8 and replaces bad bytes with U+FFFD; look at the raw bytes to tell a
+  // real U+FFFD from a name git would store differently from what we could write back.
+  for (const raw of fs.readdirSync(abs, { encoding: 'buffer' })) {
+    try {
+      utf8.decode(raw);
+    } catch {
+      throw new XetError('PATH_ENCODING', `a file name in ${rel || '.'} is not valid UTF-8: ${raw.toString('latin1')}`, {
+        dir: rel || '.',
+        nameHex: raw.toString('hex'),
+      });
+    }
+  }
+}
+
+export function walkWorktree(input: WalkInput): WalkResult {
+  const { root, tracked, ignored, policy } = input;
+  const res: WalkResult = {
+    paths: [],
+    counts: { tracked: 0, untracked: 0, ignored: 0 },
+    emptyDirs: [],
+    skipped: [],
+    excludedSecrets: [],
+    excludedByPattern: 0,
+    ignoredNotCaptured: 0,
+    attributeFiles: [],
+  };
+  const canIncludeIgnored = policy.ignored === 'all' || policy.include.length > 0;
+
+  // Returns whether anything under `rel` was captured (a file, a link or an empty dir).
+  const walkDir = (abs: string, rel: string, dirIgnored: boolean): boolean => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(abs, { withFileTypes: true });
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') {
+        res.skipped.push({ path: rel, reason: 'unreadable' });
+        return true; // named as skipped; not an empty dir
+      }
+      throw e;
+    }
+    if (entries.some((d) => d.name.includes('\uFFFD'))) checkNames(abs, rel);
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    let captured = false;
+    let sawAny = false;
+    for (const d of entries) {
+      const name = d.name;
+      if (rel === '' && name === '.git') continue;
+      const childRel = rel === '' ? name : `${rel}/${name}`;
+      const childAbs = abs + path.sep + name;
+      let kind = kindOf(d);
+      if (kind === 'unknown') {
+        try {
+          kind = kindOfStat(fs.lstatSync(childAbs));
+        } catch {
+          continue; // vanished while we looked
+        }
+      }
+      sawAny = true;
+      if (kind === 'dir') {
+        const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
+        if (fs.existsSync(childAbs + path.sep + '.git')) {
+          res.skipped.push({ path: childRel, reason: 'nested-repository' });
+          captured = true;
+          continue;
+        }
+        if (ign && !canIncludeIgnored && !hasTrackedUnder(tracked, childRel)) {
+          res.ignoredNotCaptured++;
+          continue;
+        }
+        if (walkDir(childAbs, childRel, ign)) captured = true;
+        continue;
+      }
+      if (kind !== 'file' && kind !== 'symlink') {
+        res.skipped.push({ path: childRel, reason: kind === 'unknown' ? 'unreadable' : kind });
+        captured = true;
+        continue;
+      }
+      if (tracked.has(childRel)) {
+        res.paths.push(childRel);
+        res.counts.tracked++;
+        if (name === '.gitattributes') res.attributeFiles.push(childRel);
+        captured = true;
+        continue;
+      }
+      const isIgnored = dirIgnored || ignored.has(childRel);
+      const included = policy.isIncluded(childRel);
+      if (isIgnored && policy.ignored === 'none' && !included) {
+        res.ignoredNotCaptured++;
+        continue;
+      }
+      if (!included && policy.isExcluded(childRel)) {
+        res.excludedByPattern++;
+        continue;
+      }
+      if (!included && policy.isSecret(childRel)) {
+        res.excludedSecrets.push(childRel);
+        continue;
+      }
+      res.paths.push(childRel);
+      if (isIgnored) res.counts.ignored++;
+      else res.counts.untracked++;
+      if (name === '.gitattributes') res.attributeFiles.push(childRel);
+      captured = true;
+    }
+    if (!sawAny && rel !== '') {
+      // A directory with nothing at all in it is recorded, so the tree's shape survives (git
+      // cannot hold one). Its parents need no record: restore creates them on the way.
+      if (dirIgnored && policy.ignored === 'none' && !policy.isIncluded(`${rel}/`)) return false;
+      res.emptyDirs.push(rel);
+      return true;
+    }
+    return captured;
+  };
+
+  walkDir(root, '', false);
+  return res;
+}
+
+// Sorted-array lookups would be faster, but this runs once per ignored directory, not per file.
+function hasTrackedUnder(tracked: Set<string>, dir: string): boolean {
+  const prefix = `${dir}/`;
+  for (const p of tracked) if (p.startsWith(prefix)) return true;
+  return false;
+}
