@@ -46,7 +46,10 @@ export function main(argv: string[]): void {
         process.exitCode = EXIT.OK;
         return;
       }
-      process.exitCode = emitError({ json }, new XetError('USAGE', e.message.replace(/^error: /, ''), { commander: e.code }));
+      process.exitCode = emitError(
+        { json },
+        new XetError('USAGE', e.message.replace(/^error: /, ''), { commander: e.code }),
+      );
       return;
     }
     process.exitCode = emitError({ json }, e);

@@ -16,4 +16,3 @@ export function run<A extends unknown[]>(fn: (out: Out, ...args: A) => Promise<n
     }
   };
 }
-

@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
+import type { GitConfig } from './config';
 import { git, gitText, gitZ, joinZ, splitZ, type GitOptions } from './exec';
 
 export interface IndexEntry {
@@ -57,7 +58,10 @@ export interface RefEntry {
 }
 
 export async function listRefs(patterns: string[], opts: GitOptions): Promise<RefEntry[]> {
-  const text = await gitText(['for-each-ref', '--format=%(refname)%00%(objectname)%00%(objecttype)%00%(symref)', ...patterns], opts);
+  const text = await gitText(
+    ['for-each-ref', '--format=%(refname)%00%(objectname)%00%(objecttype)%00%(symref)', ...patterns],
+    opts,
+  );
   if (!text) return [];
   return text.split('\n').map((line) => {
     const [name, oid, type, symref] = line.split('\0');
@@ -99,7 +103,10 @@ export async function readLocalConfig(regexp: string, opts: GitOptions): Promise
 }
 
 /** Read many objects through one `cat-file --batch`. Small objects only (manifests, tags). */
-export async function catFileBatch(names: string[], opts: GitOptions): Promise<Map<string, { type: string; data: Buffer } | null>> {
+export async function catFileBatch(
+  names: string[],
+  opts: GitOptions,
+): Promise<Map<string, { type: string; data: Buffer } | null>> {
   const result = new Map<string, { type: string; data: Buffer } | null>();
   if (names.length === 0) return result;
   const r = await git(['cat-file', '--batch'], { ...opts, input: names.map((n) => `${n}\n`).join('') });
@@ -125,7 +132,10 @@ export async function catFileBatch(names: string[], opts: GitOptions): Promise<M
 export async function writeBlobs(contents: Buffer[], type: 'blob' | 'tag', opts: GitOptions): Promise<string[]> {
   if (contents.length === 0) return [];
   if (contents.length === 1) {
-    const oid = await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], { ...opts, input: contents[0] });
+    const oid = await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], {
+      ...opts,
+      input: contents[0],
+    });
     return [oid];
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-blobs-'));
@@ -166,7 +176,10 @@ export interface TreeListing {
 }
 
 /** Recursive listing of a tree (blobs and links; with `trees` also the subtrees), with sizes. */
-export async function lsTree(tree: string, opts: GitOptions & { trees?: boolean; long?: boolean }): Promise<TreeListing[]> {
+export async function lsTree(
+  tree: string,
+  opts: GitOptions & { trees?: boolean; long?: boolean },
+): Promise<TreeListing[]> {
   const args = ['ls-tree', '-r', '-z', '--full-tree'];
   if (opts.trees) args.push('-t');
   if (opts.long) args.push('-l');
@@ -185,11 +198,10 @@ export async function lsTree(tree: string, opts: GitOptions & { trees?: boolean;
   });
 }
 
-export async function identityEnv(opts: GitOptions): Promise<Record<string, string>> {
-  const name = await git(['config', 'user.name'], { ...opts, okCodes: [1] });
-  const email = await git(['config', 'user.email'], { ...opts, okCodes: [1] });
-  const n = name.code === 0 ? name.stdout.toString('utf8').trim() : 'git xet';
-  const e = email.code === 0 ? email.stdout.toString('utf8').trim() : 'git-xet@localhost';
+/** Author and committer for commits git xet makes: the user's identity, else a neutral one. */
+export function identityEnv(config: GitConfig): Record<string, string> {
+  const n = config.get('user.name') || 'git xet';
+  const e = config.get('user.email') || 'git-xet@localhost';
   return { GIT_AUTHOR_NAME: n, GIT_AUTHOR_EMAIL: e, GIT_COMMITTER_NAME: n, GIT_COMMITTER_EMAIL: e };
 }
 

@@ -37,7 +37,10 @@ export async function findRepo(cwd: string): Promise<Repo> {
     if (e instanceof XetError && /not a git repository/i.test(String(e.details.stderr))) {
       throw new XetError('NOT_A_REPOSITORY', `not a git repository: ${cwd}`, { cwd });
     }
-    if (e instanceof XetError && /must be run in a work tree|this operation must be run/i.test(String(e.details.stderr))) {
+    if (
+      e instanceof XetError &&
+      /must be run in a work tree|this operation must be run/i.test(String(e.details.stderr))
+    ) {
       throw new XetError('BARE_REPOSITORY', `the repository at ${cwd} has no working tree`, { cwd });
     }
     throw e;

@@ -17,7 +17,12 @@ const MIGRATIONS: string[] = [
      id TEXT PRIMARY KEY,          -- stable id of a worktree: hash of its git dir
      worktree TEXT NOT NULL,       -- absolute path of the working tree
      git_dir TEXT NOT NULL,
-     last_capture_at TEXT
+     last_capture_at TEXT,
+     -- totals of the last captured files tree, so the next capture counts only what changed
+     last_files_tree TEXT,
+     last_files INTEGER,
+     last_bytes INTEGER,
+     last_symlinks INTEGER
    );
    CREATE TABLE snapshots (
      oid TEXT PRIMARY KEY,

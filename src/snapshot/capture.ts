@@ -28,12 +28,14 @@ import {
   type TreeEntryInput,
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, type Repo } from '../git/repo';
-import { openSidecar, sidecarDir } from '../sidecar/db';
+import { readConfig, type GitConfig } from '../git/config';
+import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir } from './scan';
 import { walkWorktree } from './walk';
+import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
@@ -82,8 +84,7 @@ function operationInProgress(gitDir: string): string | null {
 }
 
 /** Everything that makes a working tree uncapturable, checked before any effect. */
-async function refuseUnsupported(repo: Repo, entries: IndexEntry[]): Promise<void> {
-  const opts = { cwd: repo.worktree };
+function refuseUnsupported(repo: Repo, entries: IndexEntry[], config: GitConfig): void {
   const unmerged = entries.filter((e) => e.stage !== 0);
   if (unmerged.length) {
     const paths = [...new Set(unmerged.map((e) => e.path))];
@@ -101,8 +102,7 @@ async function refuseUnsupported(repo: Repo, entries: IndexEntry[]): Promise<voi
       paths: gitlinks.slice(0, 50),
     });
   }
-  const sparse = await git(['config', '--bool', 'core.sparseCheckout'], { ...opts, okCodes: [1] });
-  if (sparse.stdout.toString('utf8').trim() === 'true') {
+  if (config.getBool('core.sparseCheckout')) {
     throw new XetError('SPARSE_CHECKOUT', 'sparse checkout is enabled; disable it (git sparse-checkout disable) first');
   }
 }
@@ -153,14 +153,6 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
   }
 }
 
-function readOptional(file: string): string | null {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch {
-    return null;
-  }
-}
-
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const repo = await findRepo(options.cwd);
   const userOpts = { cwd: repo.worktree };
@@ -171,17 +163,22 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lock`), 'capturing this worktree');
   try {
     // --- read and check; nothing is written in this section ---
-    const entries = await readIndexEntries(userOpts);
-    await refuseUnsupported(repo, entries);
-    const policy = await resolvePolicy(repo.worktree, options);
+    // Independent reads run concurrently: each is a short git process, and their latency adds up.
+    const [entries, config, ignoredList, head, allRefs, stash, localConfig] = await Promise.all([
+      readIndexEntries(userOpts),
+      readConfig(userOpts),
+      gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
+      readHead(userOpts),
+      listRefs(CAPTURED_REF_PATTERNS, userOpts),
+      readStash(userOpts),
+      readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
+    ]);
+    refuseUnsupported(repo, entries, config);
+    const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
-    const ignoredList = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts);
     const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
-    const head = await readHead(userOpts);
-    const refs = (await listRefs(CAPTURED_REF_PATTERNS, userOpts)).filter((r) => !r.name.startsWith('refs/xet/'));
-    const stash = await readStash(userOpts);
-    const config = await readLocalConfig(CAPTURED_CONFIG_RE, userOpts);
+    const refs = allRefs.filter((r) => !r.name.startsWith('refs/xet/'));
     const indexHeader = Buffer.alloc(8);
     const indexFile = path.join(repo.gitDir, 'index');
     let indexVersion = 2;
@@ -198,7 +195,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const cacheIndex = path.join(cacheDir, `${wsId}.index`);
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
-    const filesTree = await scanToTree({
+    const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
       objectsDir: repo.objectsDir,
@@ -207,20 +204,18 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       paths: walk.paths,
       write: true,
     });
-    const indexTree = await writeIndexTree(repo, tmpBase);
+    const [filesTree, indexTree, tagObjects] = await Promise.all([
+      filesTreeP,
+      writeIndexTree(repo, tmpBase),
+      collectTagObjects(refs, userOpts),
+    ]);
 
-    // Sizes and link count come from the tree git just wrote (no second pass over the files).
-    const listing = await lsTree(filesTree, { ...userOpts, long: true });
-    let bytes = 0;
-    let symlinks = 0;
-    for (const e of listing) {
-      bytes += e.size;
-      if (e.mode === '120000') symlinks++;
-    }
+    const db = openSidecar(repo.commonDir);
+    const totals = await treeTotals(db, wsId, filesTree, userOpts);
+    const { files: fileCount, bytes, symlinks } = totals;
 
     // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
     // restore; refs to bare trees or blobs are kept reachable under objects/.
-    const tagObjects = await collectTagObjects(refs, userOpts);
     const extraTop: TreeEntryInput[] = [];
     if (tagObjects.tags.length) {
       const blobs = await writeBlobs(
@@ -264,7 +259,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       head,
       refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type, ...(r.symref ? { symref: r.symref } : {}) })),
       stash,
-      config,
+      config: localConfig,
       index: {
         version: indexVersion,
         intentToAdd: flagged(CE_INTENT_TO_ADD),
@@ -287,7 +282,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
       skipped: walk.skipped,
       counts: {
-        files: listing.length,
+        files: fileCount,
         bytes,
         tracked: walk.counts.tracked,
         untracked: walk.counts.untracked,
@@ -307,7 +302,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       userOpts,
     );
 
-    const identity = await identityEnv(userOpts);
+    const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: identity };
     const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
     const subject = options.message ? options.message : 'snapshot';
@@ -315,22 +310,24 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     // --- publish: the ref, then the sidecar record ---
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
-    const db = openSidecar(repo.commonDir);
     try {
       const now = new Date().toISOString();
       db.prepare(
-        `INSERT INTO workspaces(id, worktree, git_dir, last_capture_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET worktree = excluded.worktree, last_capture_at = excluded.last_capture_at`,
-      ).run(wsId, repo.worktree, repo.gitDir, now);
+        `INSERT INTO workspaces(id, worktree, git_dir, last_capture_at, last_files_tree, last_files, last_bytes, last_symlinks)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET worktree = excluded.worktree, last_capture_at = excluded.last_capture_at,
+           last_files_tree = excluded.last_files_tree, last_files = excluded.last_files,
+           last_bytes = excluded.last_bytes, last_symlinks = excluded.last_symlinks`,
+      ).run(wsId, repo.worktree, repo.gitDir, now, filesTree, fileCount, bytes, symlinks);
       db.prepare(
         `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
-      ).run(commit, wsId, manifest.createdAt, manifest.message, listing.length, bytes);
+      ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);
     } finally {
       db.close();
     }
     return {
       snapshot: commit,
-      files: listing.length,
+      files: fileCount,
       bytes,
       tracked: walk.counts.tracked,
       untracked: walk.counts.untracked,
@@ -419,7 +416,7 @@ async function snapshotParents(
   for (const s of stash) others.add(s.oid);
   if (head.oid) others.delete(head.oid);
   let rest = [...others].sort();
-  const empty = (rest.length + (head.oid ? 1 : 0) > MAX_PARENTS) ? await ensureEmptyTree(repo) : '';
+  const empty = rest.length + (head.oid ? 1 : 0) > MAX_PARENTS ? await ensureEmptyTree(repo) : '';
   const first = head.oid ? [head.oid] : [];
   while (first.length + rest.length > MAX_PARENTS) {
     const groups: string[] = [];
@@ -429,4 +426,70 @@ async function snapshotParents(
     rest = groups;
   }
   return [...first, ...rest];
+}
+
+interface Totals {
+  files: number;
+  bytes: number;
+  symlinks: number;
+}
+
+/** File count, bytes and symlink count of a files tree. From the previous capture's totals plus the
+ * tree diff when there is one (O(changes)); otherwise from a full listing. */
+async function treeTotals(db: Db, wsId: string, tree: string, opts: { cwd: string }): Promise<Totals> {
+  const prev = db
+    .prepare(
+      'SELECT last_files_tree AS tree, last_files AS files, last_bytes AS bytes, last_symlinks AS symlinks FROM workspaces WHERE id = ?',
+    )
+    .get(wsId) as { tree: string | null; files: number; bytes: number; symlinks: number } | undefined;
+  if (prev?.tree) {
+    const have = await catFileBatch([`${prev.tree}^{tree}`], opts).catch(() => null);
+    if (have?.get(`${prev.tree}^{tree}`)) {
+      const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };
+      const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', prev.tree, tree], opts);
+      const sizesOf: string[] = [];
+      const changes: { oldMode: string; newMode: string; oldOid: string; newOid: string }[] = [];
+      for (let i = 0; i + 1 < recs.length; i += 2) {
+        const [oldMode, newMode, oldOid, newOid] = recs[i].slice(1).split(' ');
+        changes.push({ oldMode, newMode, oldOid, newOid });
+        if (!/^0+$/.test(oldOid)) sizesOf.push(oldOid);
+        if (!/^0+$/.test(newOid)) sizesOf.push(newOid);
+      }
+      const sizes = await blobSizes(sizesOf, opts);
+      for (const c of changes) {
+        if (c.oldMode !== '000000') {
+          t.files--;
+          t.bytes -= sizes.get(c.oldOid) ?? 0;
+          if (c.oldMode === '120000') t.symlinks--;
+        }
+        if (c.newMode !== '000000') {
+          t.files++;
+          t.bytes += sizes.get(c.newOid) ?? 0;
+          if (c.newMode === '120000') t.symlinks++;
+        }
+      }
+      return t;
+    }
+  }
+  const listing = await lsTree(tree, { ...opts, long: true });
+  const t: Totals = { files: listing.length, bytes: 0, symlinks: 0 };
+  for (const e of listing) {
+    t.bytes += e.size;
+    if (e.mode === '120000') t.symlinks++;
+  }
+  return t;
+}
+
+async function blobSizes(oids: string[], opts: { cwd: string }): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (!oids.length) return out;
+  const text = await gitText(['cat-file', '--batch-check=%(objectname) %(objectsize)'], {
+    ...opts,
+    input: oids.map((o) => `${o}\n`).join(''),
+  });
+  for (const line of text.split('\n')) {
+    const [oid, size] = line.split(' ');
+    if (size && size !== 'missing') out.set(oid, Number(size));
+  }
+  return out;
 }

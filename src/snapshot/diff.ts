@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { listRefs, readHead, readIndexEntries } from '../git/plumbing';
 import { findRepo } from '../git/repo';
+import { readConfig } from '../git/config';
 import { sidecarDir } from '../sidecar/db';
 import { gitText, gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS, workspaceId } from './capture';
@@ -32,7 +33,9 @@ function stateChanges(a: State, b: State): Difference[] {
   if (JSON.stringify(a.head) !== JSON.stringify(b.head)) out.push({ kind: 'head', expected: a.head, actual: b.head });
   const ra = new Map(a.refs.map((r) => [r.name, r.oid]));
   const rb = new Map(b.refs.map((r) => [r.name, r.oid]));
-  for (const [n, o] of ra) if (rb.get(n) !== o) out.push({ kind: rb.has(n) ? 'ref-moved' : 'ref-deleted', path: n, expected: o, actual: rb.get(n) ?? null });
+  for (const [n, o] of ra)
+    if (rb.get(n) !== o)
+      out.push({ kind: rb.has(n) ? 'ref-moved' : 'ref-deleted', path: n, expected: o, actual: rb.get(n) ?? null });
   for (const [n, o] of rb) if (!ra.has(n)) out.push({ kind: 'ref-created', path: n, actual: o });
   return out;
 }
@@ -55,10 +58,19 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
   }
   // Snapshot -> working tree, with the snapshot's own capture policy.
   const m = sa.manifest;
-  const policy = await resolvePolicy(repo.worktree, { ignored: m.policy.ignored, include: m.policy.include, exclude: m.policy.exclude });
+  const policy = resolvePolicy(await readConfig(opts), {
+    ignored: m.policy.ignored,
+    include: m.policy.include,
+    exclude: m.policy.exclude,
+  });
   const entries = await readIndexEntries(opts);
   const ignored = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], opts);
-  const walk = walkWorktree({ root: repo.worktree, tracked: new Set(entries.map((e) => e.path)), ignored: new Set(ignored), policy });
+  const walk = walkWorktree({
+    root: repo.worktree,
+    tracked: new Set(entries.map((e) => e.path)),
+    ignored: new Set(ignored),
+    policy,
+  });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-diff-'));
   try {
     const objects = path.join(scratch, 'objects');
@@ -80,8 +92,11 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     const indexCopy = path.join(scratch, 'index');
     const userIndex = path.join(repo.gitDir, 'index');
     const indexTree = fs.existsSync(userIndex)
-      ? (fs.copyFileSync(userIndex, indexCopy), await gitText(['write-tree', '--missing-ok'], { ...opts, env: { ...env, GIT_INDEX_FILE: indexCopy } }))
-      : sa.indexTree === '' ? '' : await gitText(['mktree'], { ...opts, env, input: '' });
+      ? (fs.copyFileSync(userIndex, indexCopy),
+        await gitText(['write-tree', '--missing-ok'], { ...opts, env: { ...env, GIT_INDEX_FILE: indexCopy } }))
+      : sa.indexTree === ''
+        ? ''
+        : await gitText(['mktree'], { ...opts, env, input: '' });
     const head = await readHead(opts);
     const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
     const changes = [

@@ -3,72 +3,90 @@
 // describes the same thing for humans. A reader accepts any v1 manifest (unknown fields are kept, so
 // minor additions stay readable) and refuses any other major version.
 
-import { z } from 'zod';
+import type * as Zod from 'zod';
 import { XetError } from '../errors';
 import { canonicalJson } from './canonical-json';
 
 export const SNAPSHOT_SCHEMA = 'xet.snapshot/v1';
 const SCHEMA_RE = /^xet\.snapshot\/v(\d+)(?:\.(\d+))?$/;
 
-const oid = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
+// zod is loaded on first use: it costs ~30 ms at start-up and capture never parses a manifest.
+function buildSchema() {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { z } = require('zod') as typeof Zod;
+  const oid = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 
-export const SkipReason = z.enum(['fifo', 'socket', 'block-device', 'char-device', 'nested-repository', 'unreadable']);
+  const SkipReason = z.enum(['fifo', 'socket', 'block-device', 'char-device', 'nested-repository', 'unreadable']);
 
-export const ManifestSchema = z
-  .object({
-    schema: z.string(),
-    tool: z.object({ name: z.string(), version: z.string() }).loose(),
-    git: z.object({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }).loose(),
-    platform: z.object({ os: z.string(), arch: z.string() }).loose(),
-    createdAt: z.string(),
-    message: z.string(),
-    source: z.object({ worktree: z.string(), linkedWorktree: z.boolean() }).loose(),
-    head: z.union([
-      z.object({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }).loose(),
-      z.object({ kind: z.literal('detached'), oid }).loose(),
-    ]),
-    refs: z.array(
-      z.object({ name: z.string(), oid, type: z.enum(['commit', 'tag', 'tree', 'blob']), symref: z.string().optional() }).loose(),
-    ),
-    stash: z.array(z.object({ oid, message: z.string() }).loose()),
-    config: z.array(z.object({ key: z.string(), value: z.string() }).loose()),
-    index: z
-      .object({
-        version: z.number().int(),
-        intentToAdd: z.array(z.string()),
-        skipWorktree: z.array(z.string()),
-        assumeUnchanged: z.array(z.string()),
-      })
-      .loose(),
-    emptyDirs: z.array(z.string()),
-    info: z.object({ exclude: z.string().nullable(), attributes: z.string().nullable() }).loose(),
-    policy: z
-      .object({
-        ignored: z.enum(['all', 'none']),
-        include: z.array(z.string()),
-        exclude: z.array(z.string()),
-        secretPatterns: z.array(z.string()),
-        excludedSecrets: z.array(z.string()),
-        excludedByPattern: z.number().int(),
-        ignoredNotCaptured: z.number().int(),
-      })
-      .loose(),
-    skipped: z.array(z.object({ path: z.string(), reason: SkipReason }).loose()),
-    counts: z
-      .object({
-        files: z.number().int(),
-        bytes: z.number().int(),
-        tracked: z.number().int(),
-        untracked: z.number().int(),
-        ignored: z.number().int(),
-        symlinks: z.number().int(),
-        emptyDirs: z.number().int(),
-      })
-      .loose(),
-  })
-  .loose();
+  return z
+    .object({
+      schema: z.string(),
+      tool: z.object({ name: z.string(), version: z.string() }).loose(),
+      git: z.object({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }).loose(),
+      platform: z.object({ os: z.string(), arch: z.string() }).loose(),
+      createdAt: z.string(),
+      message: z.string(),
+      source: z.object({ worktree: z.string(), linkedWorktree: z.boolean() }).loose(),
+      head: z.union([
+        z.object({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }).loose(),
+        z.object({ kind: z.literal('detached'), oid }).loose(),
+      ]),
+      refs: z.array(
+        z
+          .object({
+            name: z.string(),
+            oid,
+            type: z.enum(['commit', 'tag', 'tree', 'blob']),
+            symref: z.string().optional(),
+          })
+          .loose(),
+      ),
+      stash: z.array(z.object({ oid, message: z.string() }).loose()),
+      config: z.array(z.object({ key: z.string(), value: z.string() }).loose()),
+      index: z
+        .object({
+          version: z.number().int(),
+          intentToAdd: z.array(z.string()),
+          skipWorktree: z.array(z.string()),
+          assumeUnchanged: z.array(z.string()),
+        })
+        .loose(),
+      emptyDirs: z.array(z.string()),
+      info: z.object({ exclude: z.string().nullable(), attributes: z.string().nullable() }).loose(),
+      policy: z
+        .object({
+          ignored: z.enum(['all', 'none']),
+          include: z.array(z.string()),
+          exclude: z.array(z.string()),
+          secretPatterns: z.array(z.string()),
+          excludedSecrets: z.array(z.string()),
+          excludedByPattern: z.number().int(),
+          ignoredNotCaptured: z.number().int(),
+        })
+        .loose(),
+      skipped: z.array(z.object({ path: z.string(), reason: SkipReason }).loose()),
+      counts: z
+        .object({
+          files: z.number().int(),
+          bytes: z.number().int(),
+          tracked: z.number().int(),
+          untracked: z.number().int(),
+          ignored: z.number().int(),
+          symlinks: z.number().int(),
+          emptyDirs: z.number().int(),
+        })
+        .loose(),
+    })
+    .loose();
+}
 
-export type Manifest = z.infer<typeof ManifestSchema>;
+let schema: ReturnType<typeof buildSchema> | null = null;
+export function manifestSchema(): ReturnType<typeof buildSchema> {
+  schema ??= buildSchema();
+  return schema;
+}
+
+export type Manifest = Zod.infer<ReturnType<typeof buildSchema>>;
 export type ManifestRef = Manifest['refs'][number];
 
 export function serializeManifest(m: Manifest): Buffer {
@@ -93,11 +111,15 @@ export function parseManifest(bytes: Buffer | string, where = 'manifest.json'): 
       { schema, supported: SNAPSHOT_SCHEMA },
     );
   }
-  const parsed = ManifestSchema.safeParse(raw);
+  const parsed = manifestSchema().safeParse(raw);
   if (!parsed.success) {
-    throw new XetError('SNAPSHOT_INVALID', `${where} does not match ${SNAPSHOT_SCHEMA}: ${parsed.error.issues[0]?.message}`, {
-      issues: parsed.error.issues.slice(0, 10).map((i) => ({ path: i.path.join('.'), message: i.message })),
-    });
+    throw new XetError(
+      'SNAPSHOT_INVALID',
+      `${where} does not match ${SNAPSHOT_SCHEMA}: ${parsed.error.issues[0]?.message}`,
+      {
+        issues: parsed.error.issues.slice(0, 10).map((i) => ({ path: i.path.join('.'), message: i.message })),
+      },
+    );
   }
   return parsed.data;
 }

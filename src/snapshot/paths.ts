@@ -29,7 +29,10 @@ export function checkPathSyntax(p: string, where: string): void {
 export function checkTreePaths(entries: PathEntry[], extraDirs: string[], where: string): void {
   const kinds = new Map<string, string>();
   const conflict = (p: string, why: string) => {
-    throw new XetError('PATH_CONFLICT', `colliding paths in ${where}: ${JSON.stringify(p)} (${why})`, { path: p, where });
+    throw new XetError('PATH_CONFLICT', `colliding paths in ${where}: ${JSON.stringify(p)} (${why})`, {
+      path: p,
+      where,
+    });
   };
   for (const e of entries) {
     checkPathSyntax(e.path, where);

@@ -4,7 +4,7 @@
 
 import ignore, { type Ignore } from 'ignore';
 import { XetError } from '../errors';
-import { git } from '../git/exec';
+import type { GitConfig } from '../git/config';
 
 export const DEFAULT_SECRET_PATTERNS = [
   '.env',
@@ -49,17 +49,8 @@ function matcher(patterns: string[]): Ignore | null {
   return patterns.length ? ignore({ allowRelativePaths: true }).add(patterns) : null;
 }
 
-async function configValues(cwd: string, key: string): Promise<string[]> {
-  const r = await git(['config', '-z', '--get-all', key], { cwd, okCodes: [1] });
-  if (r.code === 1) return [];
-  return r.stdout
-    .toString('utf8')
-    .split('\0')
-    .filter((s) => s !== '');
-}
-
-export async function resolvePolicy(cwd: string, opts: PolicyOptions): Promise<CapturePolicy> {
-  const ignoredCfg = (await configValues(cwd, 'xet.capture.ignored')).pop();
+export function resolvePolicy(config: GitConfig, opts: PolicyOptions): CapturePolicy {
+  const ignoredCfg = config.get('xet.capture.ignored');
   const ignored = opts.ignored ?? ignoredCfg ?? 'all';
   if (ignored !== 'all' && ignored !== 'none') {
     throw new XetError(
@@ -68,9 +59,9 @@ export async function resolvePolicy(cwd: string, opts: PolicyOptions): Promise<C
       { value: ignored, source: opts.ignored !== undefined ? '--ignored' : 'xet.capture.ignored' },
     );
   }
-  const include = [...(await configValues(cwd, 'xet.capture.include')), ...(opts.include ?? [])];
-  const exclude = [...(await configValues(cwd, 'xet.capture.exclude')), ...(opts.exclude ?? [])];
-  const secretPatterns = [...DEFAULT_SECRET_PATTERNS, ...(await configValues(cwd, 'xet.capture.secret'))];
+  const include = [...config.getAll('xet.capture.include'), ...(opts.include ?? [])];
+  const exclude = [...config.getAll('xet.capture.exclude'), ...(opts.exclude ?? [])];
+  const secretPatterns = [...DEFAULT_SECRET_PATTERNS, ...config.getAll('xet.capture.secret')];
   const inc = matcher(include);
   const exc = matcher(exclude);
   const sec = matcher(secretPatterns);

@@ -99,9 +99,19 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     } else {
       fs.mkdirSync(tmp);
       await git(['init', '--quiet', tmp]);
-      await git(['fetch', '--quiet', '--no-tags', '--', fromUrl as string, `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`], {
-        cwd: tmp,
-      });
+      await git(
+        [
+          'fetch',
+          '--quiet',
+          '--no-tags',
+          '--',
+          fromUrl as string,
+          `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
+        ],
+        {
+          cwd: tmp,
+        },
+      );
     }
     const opts: GitOptions = { cwd: tmp };
     const gitDir = path.join(tmp, '.git');
@@ -136,7 +146,9 @@ function publish(tmp: string, target: string): void {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOTEMPTY' || code === 'EEXIST') {
-      throw new XetError('TARGET_NOT_EMPTY', `${target} was filled by someone else during the restore`, { dir: target });
+      throw new XetError('TARGET_NOT_EMPTY', `${target} was filled by someone else during the restore`, {
+        dir: target,
+      });
     }
     throw new XetError('TARGET_UNUSABLE', `cannot move the restored tree into ${target}: ${(e as Error).message}`, {
       dir: target,
@@ -167,12 +179,16 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   for (const p of [...m.index.intentToAdd]) checkTreePaths([{ path: p, type: 'blob' }], [], 'manifest index flags');
   for (const p of [...m.index.skipWorktree, ...m.index.assumeUnchanged]) {
     if (!known.has(p) && !m.index.intentToAdd.includes(p)) {
-      throw new XetError('SNAPSHOT_INVALID', `index flag for ${JSON.stringify(p)}, which is not in the index`, { path: p });
+      throw new XetError('SNAPSHOT_INVALID', `index flag for ${JSON.stringify(p)}, which is not in the index`, {
+        path: p,
+      });
     }
   }
   for (const r of m.refs) {
     if (!/^refs\/(heads|tags|remotes|notes)\//.test(r.name) || r.name.includes('..')) {
-      throw new XetError('SNAPSHOT_INVALID', `the manifest names an unexpected ref ${JSON.stringify(r.name)}`, { ref: r.name });
+      throw new XetError('SNAPSHOT_INVALID', `the manifest names an unexpected ref ${JSON.stringify(r.name)}`, {
+        ref: r.name,
+      });
     }
   }
   if (m.head.kind === 'branch' && !m.head.ref.startsWith('refs/heads/')) {
@@ -193,10 +209,13 @@ async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): 
     await git(['read-tree', snap.indexTree], o1);
     await git(['checkout-index', '--all', '--force', '-u'], o1);
 
-    const diff = await gitZ(['diff-tree', '-r', '-z', '--no-renames', '--name-status', snap.indexTree, snap.filesTree], {
-      cwd: worktree,
-      env: realIndex.env,
-    });
+    const diff = await gitZ(
+      ['diff-tree', '-r', '-z', '--no-renames', '--name-status', snap.indexTree, snap.filesTree],
+      {
+        cwd: worktree,
+        env: realIndex.env,
+      },
+    );
     const toRemove: string[] = [];
     const toWrite: string[] = [];
     for (let i = 0; i + 1 < diff.length; i += 2) {
@@ -238,7 +257,14 @@ async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): 
   }
 }
 
-function shadowFor(snap: Snapshot, scratch: string, name: string, worktree: string, objectsDir: string, indexFile: string) {
+function shadowFor(
+  snap: Snapshot,
+  scratch: string,
+  name: string,
+  worktree: string,
+  objectsDir: string,
+  indexFile: string,
+) {
   return createShadow({
     dir: path.join(scratch, `shadow-${name}`),
     objectFormat: snap.manifest.git.objectFormat,
@@ -315,7 +341,9 @@ async function restoreRefs(snap: Snapshot, opts: GitOptions): Promise<void> {
         if (!body) throw new XetError('SNAPSHOT_INVALID', `tag blob for ${t.path} is missing`, { tag: t.path });
         const got = await gitText(['hash-object', '-t', 'tag', '-w', '--stdin'], { ...opts, input: body.data });
         if (got !== t.path) {
-          throw new XetError('SNAPSHOT_INVALID', `tag object ${t.path} does not hash to its name (got ${got})`, { tag: t.path });
+          throw new XetError('SNAPSHOT_INVALID', `tag object ${t.path} does not hash to its name (got ${got})`, {
+            tag: t.path,
+          });
         }
       }
     }
@@ -366,4 +394,3 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
     else fs.writeFileSync(file, content);
   }
 }
-

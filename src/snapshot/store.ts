@@ -24,7 +24,10 @@ export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promis
   }
   const candidates = /^[0-9a-f]{4,64}$/.test(spec) ? [`${SNAPSHOT_REF_PREFIX}${spec}`, spec] : [spec];
   for (const c of candidates) {
-    const r = await git(['rev-parse', '-q', '--verify', '--end-of-options', `${c}^{commit}`], { ...opts, okCodes: [1, 128] });
+    const r = await git(['rev-parse', '-q', '--verify', '--end-of-options', `${c}^{commit}`], {
+      ...opts,
+      okCodes: [1, 128],
+    });
     if (r.code === 0) return r.stdout.toString('utf8').trim();
   }
   if (/^[0-9a-f]{4,63}$/.test(spec)) {

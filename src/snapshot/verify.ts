@@ -8,8 +8,18 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { gitText, gitZ } from '../git/exec';
-import { CE_INTENT_TO_ADD, CE_SKIP_WORKTREE, CE_VALID, listRefs, readHead, readIndexEntries, readLocalConfig, readStash } from '../git/plumbing';
+import {
+  CE_INTENT_TO_ADD,
+  CE_SKIP_WORKTREE,
+  CE_VALID,
+  listRefs,
+  readHead,
+  readIndexEntries,
+  readLocalConfig,
+  readStash,
+} from '../git/plumbing';
 import { tryFindRepo, type Repo } from '../git/repo';
+import { readOptional } from './fsutil';
 import { XetError } from '../errors';
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
 import { resolvePolicyAll } from './policy-all';
@@ -92,16 +102,29 @@ function objEnv(objects: string, alternates: string[]): Record<string, string> {
 }
 
 /** Name-status between two trees, as differences of the given kind family. */
-export async function treeDifferences(a: string, b: string, cwd: string, env: Record<string, string>, prefix: string): Promise<Difference[]> {
+export async function treeDifferences(
+  a: string,
+  b: string,
+  cwd: string,
+  env: Record<string, string>,
+  prefix: string,
+): Promise<Difference[]> {
   if (a === b) return [];
   const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', '--name-status', a, b], { cwd, env });
   const out: Difference[] = [];
   const names: Record<string, string> = { A: 'extra', D: 'missing', M: 'modified', T: 'type-changed' };
-  for (let i = 0; i + 1 < recs.length; i += 2) out.push({ kind: `${prefix}${names[recs[i]] ?? recs[i]}`, path: recs[i + 1] });
+  for (let i = 0; i + 1 < recs.length; i += 2)
+    out.push({ kind: `${prefix}${names[recs[i]] ?? recs[i]}`, path: recs[i + 1] });
   return out;
 }
 
-async function compareFiles(snap: Snapshot, target: Repo, scratch: string, objects: string, alternates: string[]): Promise<Difference[]> {
+async function compareFiles(
+  snap: Snapshot,
+  target: Repo,
+  scratch: string,
+  objects: string,
+  alternates: string[],
+): Promise<Difference[]> {
   // Everything on disk counts, whatever the snapshot's policy was: a file the snapshot lacks is extra.
   const entries = await readIndexEntries({ cwd: target.worktree });
   const walk = walkWorktree({
@@ -128,14 +151,23 @@ async function compareFiles(snap: Snapshot, target: Repo, scratch: string, objec
   return diffs;
 }
 
-async function compareIndex(snap: Snapshot, target: Repo, scratch: string, objects: string, alternates: string[]): Promise<Difference[]> {
+async function compareIndex(
+  snap: Snapshot,
+  target: Repo,
+  scratch: string,
+  objects: string,
+  alternates: string[],
+): Promise<Difference[]> {
   const env = objEnv(objects, alternates);
   const src = path.join(target.gitDir, 'index');
   let tree: string;
   if (fs.existsSync(src)) {
     const copy = path.join(scratch, 'index.copy');
     fs.copyFileSync(src, copy);
-    tree = await gitText(['write-tree', '--missing-ok'], { cwd: target.worktree, env: { ...env, GIT_INDEX_FILE: copy } });
+    tree = await gitText(['write-tree', '--missing-ok'], {
+      cwd: target.worktree,
+      env: { ...env, GIT_INDEX_FILE: copy },
+    });
   } else {
     tree = await gitText(['mktree'], { cwd: target.worktree, env, input: '' });
   }
@@ -171,7 +203,8 @@ async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> 
   }
   for (const [name, oid] of have) if (!want.has(name)) diffs.push({ kind: 'ref-extra', path: name, actual: oid });
   const stash = await readStash(opts);
-  if (JSON.stringify(stash) !== JSON.stringify(m.stash)) diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
+  if (JSON.stringify(stash) !== JSON.stringify(m.stash))
+    diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
   const config = await readLocalConfig(CAPTURED_CONFIG_RE, opts);
   const norm = (c: { key: string; value: string }[]) =>
     c
@@ -183,15 +216,11 @@ async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> 
   }
   for (const c of m.config.filter((e) => e.key.startsWith('core.'))) {
     const got = config.filter((e) => e.key === c.key).pop();
-    if (!got || got.value !== c.value) diffs.push({ kind: 'config', path: c.key, expected: c.value, actual: got?.value ?? null });
+    if (!got || got.value !== c.value)
+      diffs.push({ kind: 'config', path: c.key, expected: c.value, actual: got?.value ?? null });
   }
   for (const name of ['exclude', 'attributes'] as const) {
-    let actual: string | null = null;
-    try {
-      actual = fs.readFileSync(path.join(target.commonDir, 'info', name), 'utf8');
-    } catch {
-      actual = null;
-    }
+    const actual = readOptional(path.join(target.commonDir, 'info', name));
     if (actual !== m.info[name]) diffs.push({ kind: `info-${name}`, expected: m.info[name], actual });
   }
   return diffs;

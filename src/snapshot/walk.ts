@@ -67,10 +67,14 @@ function checkNames(abs: string, rel: string): void {
     try {
       utf8.decode(raw);
     } catch {
-      throw new XetError('PATH_ENCODING', `a file name in ${rel || '.'} is not valid UTF-8: ${raw.toString('latin1')}`, {
-        dir: rel || '.',
-        nameHex: raw.toString('hex'),
-      });
+      throw new XetError(
+        'PATH_ENCODING',
+        `a file name in ${rel || '.'} is not valid UTF-8: ${raw.toString('latin1')}`,
+        {
+          dir: rel || '.',
+          nameHex: raw.toString('hex'),
+        },
+      );
     }
   }
 }

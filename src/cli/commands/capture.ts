@@ -1,6 +1,5 @@
 // git xet capture: snapshot the whole working tree.
 import type { Command } from 'commander';
-import { capture } from '../../snapshot/capture';
 import { run } from '../run';
 import { emit, formatBytes } from '../output';
 
@@ -12,10 +11,16 @@ export function registerCapture(program: Command): void {
     .description('capture HEAD, refs, index, unstaged edits, untracked and ignored files as a snapshot')
     .option('-m, --message <msg>', 'a message stored with the snapshot')
     .option('--ignored <policy>', 'ignored files: all | none (default: xet.capture.ignored, else all)')
-    .option('--include <pattern>', 'also capture matching ignored or secret files (gitignore syntax; repeatable)', collect, [])
+    .option(
+      '--include <pattern>',
+      'also capture matching ignored or secret files (gitignore syntax; repeatable)',
+      collect,
+      [],
+    )
     .option('--exclude <pattern>', 'leave out matching untracked or ignored files (repeatable)', collect, [])
     .action(
       run(async (out, opts: { message?: string; ignored?: string; include: string[]; exclude: string[] }) => {
+        const { capture } = await import('../../snapshot/capture');
         const r = await capture({ cwd: process.cwd(), ...opts });
         emit(out, r, () => {
           const lines = [r.snapshot];
@@ -23,8 +28,17 @@ export function registerCapture(program: Command): void {
             process.stderr.write(
               `captured ${r.files} files (${formatBytes(r.bytes)}): ${r.tracked} tracked, ${r.untracked} untracked, ${r.ignored} ignored${r.incremental ? ' [incremental]' : ''}\n`,
             );
-            if (r.excludedSecrets.length) process.stderr.write(`left out ${r.excludedSecrets.length} secret file(s): ${r.excludedSecrets.slice(0, 5).join(', ')}\n`);
-            if (r.skipped.length) process.stderr.write(`skipped ${r.skipped.length} special file(s): ${r.skipped.slice(0, 5).map((s) => `${s.path} (${s.reason})`).join(', ')}\n`);
+            if (r.excludedSecrets.length)
+              process.stderr.write(
+                `left out ${r.excludedSecrets.length} secret file(s): ${r.excludedSecrets.slice(0, 5).join(', ')}\n`,
+              );
+            if (r.skipped.length)
+              process.stderr.write(
+                `skipped ${r.skipped.length} special file(s): ${r.skipped
+                  .slice(0, 5)
+                  .map((s) => `${s.path} (${s.reason})`)
+                  .join(', ')}\n`,
+              );
           }
           return lines.join('\n');
         });

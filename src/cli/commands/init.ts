@@ -1,8 +1,6 @@
 // git xet init: create (or upgrade) the sidecar database. Idempotent.
 import * as path from 'node:path';
 import type { Command } from 'commander';
-import { findRepo } from '../../git/repo';
-import { SCHEMA_VERSION, openSidecar, sidecarDir } from '../../sidecar/db';
 import { run } from '../run';
 import { emit } from '../output';
 
@@ -12,6 +10,8 @@ export function registerInit(program: Command): void {
     .description('create the sidecar database in the common git dir (every command does this on first use)')
     .action(
       run(async (out) => {
+        const { SCHEMA_VERSION, openSidecar, sidecarDir } = await import('../../sidecar/db');
+        const { findRepo } = await import('../../git/repo');
         const repo = await findRepo(process.cwd());
         openSidecar(repo.commonDir).close();
         const db = path.join(sidecarDir(repo.commonDir), 'xet.db');

@@ -1,6 +1,5 @@
 // git xet restore: a snapshot -> a new repository in exactly the captured state.
 import type { Command } from 'commander';
-import { restore } from '../../snapshot/restore';
 import { run } from '../run';
 import { emit } from '../output';
 
@@ -13,6 +12,7 @@ export function registerRestore(program: Command): void {
     .option('--from <source>', 'fetch the snapshot from this path, URL or remote instead of the current repository')
     .action(
       run(async (out, snapshot: string, dir: string, opts: { from?: string }) => {
+        const { restore } = await import('../../snapshot/restore');
         const r = await restore({ cwd: process.cwd(), snapshot, dir, from: opts.from });
         emit(out, r, () => `restored ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.files} files, HEAD ${r.head})`);
       }),

@@ -1,7 +1,5 @@
 // git xet show: a snapshot's manifest.
 import type { Command } from 'commander';
-import { findRepo } from '../../git/repo';
-import { readSnapshot, resolveSnapshotOid } from '../../snapshot/store';
 import { run } from '../run';
 import { emit, formatBytes } from '../output';
 
@@ -12,12 +10,15 @@ export function registerShow(program: Command): void {
     .argument('<snapshot>', 'snapshot id (full or abbreviated)')
     .action(
       run(async (out, spec: string) => {
+        const { readSnapshot, resolveSnapshotOid } = await import('../../snapshot/store');
+        const { findRepo } = await import('../../git/repo');
         const repo = await findRepo(process.cwd());
         const opts = { cwd: repo.worktree };
         const snap = await readSnapshot(await resolveSnapshotOid(spec, opts), opts);
         const m = snap.manifest;
         emit(out, { snapshot: snap.oid, ...m }, () => {
-          const head = m.head.kind === 'branch' ? `${m.head.ref} (${m.head.oid ?? 'unborn'})` : `detached at ${m.head.oid}`;
+          const head =
+            m.head.kind === 'branch' ? `${m.head.ref} (${m.head.oid ?? 'unborn'})` : `detached at ${m.head.oid}`;
           const c = m.counts;
           const lines = [
             `snapshot ${snap.oid}`,
@@ -29,8 +30,13 @@ export function registerShow(program: Command): void {
             `index    v${m.index.version}; ${m.index.intentToAdd.length} intent-to-add, ${m.index.skipWorktree.length} skip-worktree, ${m.index.assumeUnchanged.length} assume-unchanged`,
             `policy   ignored=${m.policy.ignored}${m.policy.include.length ? ` include=${m.policy.include.join(',')}` : ''}${m.policy.exclude.length ? ` exclude=${m.policy.exclude.join(',')}` : ''}`,
           ];
-          if (m.policy.excludedSecrets.length) lines.push(`secrets left out (${m.policy.excludedSecrets.length}):`, ...m.policy.excludedSecrets.map((p) => `  ${p}`));
-          if (m.skipped.length) lines.push(`skipped (${m.skipped.length}):`, ...m.skipped.map((s) => `  ${s.path} (${s.reason})`));
+          if (m.policy.excludedSecrets.length)
+            lines.push(
+              `secrets left out (${m.policy.excludedSecrets.length}):`,
+              ...m.policy.excludedSecrets.map((p) => `  ${p}`),
+            );
+          if (m.skipped.length)
+            lines.push(`skipped (${m.skipped.length}):`, ...m.skipped.map((s) => `  ${s.path} (${s.reason})`));
           return lines.join('\n');
         });
       }),

@@ -1,7 +1,5 @@
 // git xet snapshots: list the snapshots in this repository, newest first.
 import type { Command } from 'commander';
-import { findRepo } from '../../git/repo';
-import { listSnapshots } from '../../snapshot/store';
 import { run } from '../run';
 import { emit, formatBytes } from '../output';
 
@@ -11,10 +9,17 @@ export function registerSnapshots(program: Command): void {
     .description('list snapshots (refs/xet/snapshots/*), newest first')
     .action(
       run(async (out) => {
+        const { listSnapshots } = await import('../../snapshot/store');
+        const { findRepo } = await import('../../git/repo');
         const repo = await findRepo(process.cwd());
         const list = await listSnapshots({ cwd: repo.worktree });
         emit(out, { snapshots: list }, () =>
-          list.map((s) => `${s.snapshot.slice(0, 12)}  ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`).join('\n'),
+          list
+            .map(
+              (s) =>
+                `${s.snapshot.slice(0, 12)}  ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`,
+            )
+            .join('\n'),
         );
       }),
     );

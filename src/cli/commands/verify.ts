@@ -1,7 +1,6 @@
 // git xet verify: is a directory exactly in a snapshot's state? Exit 0 if so, 1 with differences.
 import type { Command } from 'commander';
 import { EXIT } from '../../errors';
-import { verify } from '../../snapshot/verify';
 import { run } from '../run';
 import { emit } from '../output';
 import { describeDifference } from './diff';
@@ -14,11 +13,15 @@ export function registerVerify(program: Command): void {
     .argument('<dir>', 'directory to check')
     .action(
       run(async (out, snapshot: string, dir: string) => {
+        const { verify } = await import('../../snapshot/verify');
         const r = await verify({ cwd: process.cwd(), snapshot, dir });
         emit(out, r, () =>
           r.ok
             ? `${r.dir} matches snapshot ${r.snapshot.slice(0, 12)}`
-            : [`${r.dir} differs from snapshot ${r.snapshot.slice(0, 12)}:`, ...r.differences.map(describeDifference)].join('\n'),
+            : [
+                `${r.dir} differs from snapshot ${r.snapshot.slice(0, 12)}:`,
+                ...r.differences.map(describeDifference),
+              ].join('\n'),
         );
         return r.ok ? EXIT.OK : EXIT.DIFFERENT;
       }),

@@ -1,0 +1,296 @@
+// Safety: crafted snapshots never write outside the target, a killed restore never verifies, killed
+// and concurrent captures leave the repository and sidecar consistent, unknown formats are refused.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { Repo, initRepo } from './support/git';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+
+/** Raw tree object from entries, written with --literally so any name (even "../x") goes in. */
+function rawTree(r: Repo, entries: { mode: string; name: string; oid: string }[]): string {
+  const parts = entries.map((e) => Buffer.concat([Buffer.from(`${e.mode} ${e.name}\0`), Buffer.from(e.oid, 'hex')]));
+  return r.gitInput(Buffer.concat(parts), 'hash-object', '-t', 'tree', '--literally', '-w', '--stdin').trim();
+}
+
+/** A copy of a real snapshot whose files/ tree is replaced by a crafted one. */
+function craftSnapshot(
+  r: Repo,
+  base: string,
+  files: string,
+  manifestEdit?: (m: Record<string, unknown>) => void,
+): string {
+  const manifest = JSON.parse(r.git('cat-file', 'blob', `${base}:manifest.json`));
+  manifestEdit?.(manifest);
+  const mblob = r.gitInput(JSON.stringify(manifest), 'hash-object', '-w', '--stdin').trim();
+  const index = r.git('rev-parse', `${base}:index`).trim();
+  const top = r
+    .gitInput(
+      `040000 tree ${files}\tfiles\n040000 tree ${index}\tindex\n100644 blob ${mblob}\tmanifest.json\n`,
+      'mktree',
+    )
+    .trim();
+  return r.gitInput('crafted\n', 'commit-tree', top).trim();
+}
+
+function setup(): { sb: Sandbox; r: Repo; base: string; blob: string } {
+  const sb = createSandbox();
+  const r = initRepo(sb, 'src');
+  r.commit('init', { 'README.md': 'hi\n' });
+  const base = capture(sb, r.dir);
+  const blob = r.gitInput('payload\n', 'hash-object', '-w', '--stdin').trim();
+  return { sb, r, base, blob };
+}
+
+test('crafted snapshots are refused before any byte is written', () => {
+  const { sb, r, base, blob } = setup();
+  try {
+    const outside = sb.path('outside');
+    fs.mkdirSync(outside);
+    const link = r.gitInput(outside, 'hash-object', '-w', '--stdin').trim();
+    const sub = rawTree(r, [{ mode: '100644', name: 'pwned', oid: blob }]);
+    const cases: [string, string, string][] = [
+      ['dot-dot entry', rawTree(r, [{ mode: '100644', name: '..', oid: blob }]), 'PATH_ESCAPE'],
+      ['slash in a name', rawTree(r, [{ mode: '100644', name: 'a/../../../outside/pwned', oid: blob }]), 'PATH_ESCAPE'],
+      [
+        'absolute name',
+        rawTree(r, [{ mode: '100644', name: `/${outside}/pwned`.replace('//', '/'), oid: blob }]),
+        'PATH_ESCAPE',
+      ],
+      [
+        '.git entry',
+        rawTree(r, [
+          { mode: '040000', name: '.git', oid: rawTree(r, [{ mode: '100644', name: 'config', oid: blob }]) },
+        ]),
+        'PATH_ESCAPE',
+      ],
+      [
+        'symlink then a path through it',
+        rawTree(r, [
+          { mode: '120000', name: 'a', oid: link },
+          { mode: '040000', name: 'a', oid: sub },
+        ]),
+        'PATH_CONFLICT',
+      ],
+      [
+        'colliding names',
+        rawTree(r, [
+          { mode: '100644', name: 'x', oid: blob },
+          { mode: '100644', name: 'x', oid: blob },
+        ]),
+        'PATH_CONFLICT',
+      ],
+    ];
+    for (const [what, tree, code] of cases) {
+      const snap = craftSnapshot(r, base, tree);
+      const target = sb.path(`t-${what.replace(/\W+/g, '-')}`);
+      expectError(xet(sb, r.dir, ['restore', snap, target, '--json']), code);
+      assert.ok(!fs.existsSync(target), `${what}: target must not exist`);
+      assert.deepEqual(fs.readdirSync(outside), [], `${what}: nothing may land outside`);
+      const leftovers = fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore'));
+      assert.deepEqual(leftovers, [], `${what}: no temporary directory left behind`);
+    }
+    // An empty directory listed through a symlink the snapshot creates.
+    const withLink = rawTree(r, [{ mode: '120000', name: 'l', oid: link }]);
+    const snap = craftSnapshot(r, base, withLink, (m) => {
+      m.emptyDirs = ['l/inside'];
+    });
+    expectError(xet(sb, r.dir, ['restore', snap, sb.path('t-emptydir'), '--json']), 'PATH_CONFLICT');
+    assert.deepEqual(fs.readdirSync(outside), []);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a snapshot from a newer major format is refused with SCHEMA_UNSUPPORTED', () => {
+  const { sb, r, base } = setup();
+  try {
+    const files = r.git('rev-parse', `${base}:files`).trim();
+    const snap = craftSnapshot(r, base, files, (m) => {
+      m.schema = 'xet.snapshot/v2';
+    });
+    expectError(xet(sb, r.dir, ['show', snap, '--json']), 'SCHEMA_UNSUPPORTED');
+    expectError(xet(sb, r.dir, ['restore', snap, sb.path('t'), '--json']), 'SCHEMA_UNSUPPORTED');
+    assert.ok(!fs.existsSync(sb.path('t')));
+    const notSnap = r.git('rev-parse', 'HEAD').trim();
+    expectError(xet(sb, r.dir, ['show', notSnap, '--json']), 'SNAPSHOT_INVALID');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+function bigTree(r: Repo, dirs: number, files: number): void {
+  for (let d = 0; d < dirs; d++) {
+    fs.mkdirSync(r.p(`gen/d${d}`), { recursive: true });
+    for (let f = 0; f < files; f++) fs.writeFileSync(r.p(`gen/d${d}/f${f}.txt`), `${d}/${f}\n`.repeat(200));
+  }
+}
+
+test('a restore killed with SIGKILL never leaves a target that verifies', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    bigTree(r, 60, 100);
+    const snap = capture(sb, r.dir);
+    for (const delayMs of [50, 150, 300, 600]) {
+      const target = sb.path(`copy-${delayMs}`);
+      if (delayMs === 300) fs.mkdirSync(target); // an existing empty target directory too
+      const child = spawn(process.execPath, [XET_BIN, 'restore', snap, target], {
+        cwd: r.dir,
+        env: sb.env,
+        stdio: 'ignore',
+      });
+      const exited = new Promise<[number | null, string | null]>((res) => child.once('exit', (c, s) => res([c, s])));
+      await new Promise((res) => setTimeout(res, delayMs));
+      child.kill('SIGKILL');
+      const [code, signal] = await exited;
+      const v = verify(sb, r.dir, snap, target);
+      if (signal === 'SIGKILL') {
+        expectExit(v, 1);
+        const out = parseJson(v);
+        assert.equal(out.ok, false);
+        assert.ok(['missing', 'not-a-repository', 'incomplete'].includes(out.differences[0].kind), v.stdout);
+      } else {
+        // The restore finished before the kill: then it must verify.
+        assert.equal(code, 0);
+        expectExit(v, 0);
+      }
+      // A new restore into the same place succeeds and verifies.
+      if (fs.existsSync(target) && fs.readdirSync(target).length) fs.rmSync(target, { recursive: true });
+      expectExit(xet(sb, r.dir, ['restore', snap, target]), 0);
+      expectExit(verify(sb, r.dir, snap, target), 0);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('concurrent captures in one repository both succeed (or one is BUSY) and stay consistent', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    bigTree(r, 10, 50);
+    const runs = await Promise.all(
+      [0, 1, 2, 3].map(
+        (i) =>
+          new Promise<{ code: number | null; out: string }>((res) => {
+            const child = spawn(process.execPath, [XET_BIN, 'capture', '-m', `c${i}`, '--json'], {
+              cwd: r.dir,
+              env: sb.env,
+            });
+            let out = '';
+            child.stdout.on('data', (b) => (out += b));
+            child.on('close', (code) => res({ code, out }));
+          }),
+      ),
+    );
+    const snaps: string[] = [];
+    for (const run of runs) {
+      const out = JSON.parse(run.out);
+      if (run.code === 0) snaps.push(out.snapshot);
+      else assert.equal(out.error.code, 'BUSY', run.out);
+    }
+    assert.ok(snaps.length >= 1);
+    const refs = r.git('for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').trim().split('\n');
+    for (const s of snaps) assert.ok(refs.includes(s), `snapshot ${s} has its ref`);
+    r.git('fsck', '--no-progress', '--strict');
+    const list = parseJson(xet(sb, r.dir, ['snapshots', '--json']));
+    assert.equal(list.snapshots.length, refs.length);
+    const target = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', snaps[0], target]), 0);
+    expectExit(verify(sb, r.dir, snaps[0], target), 0);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a capture killed with SIGKILL leaves no snapshot ref, and the next capture works', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    bigTree(r, 40, 100);
+    for (const delayMs of [100, 250, 500]) {
+      const before = r.git('for-each-ref', 'refs/xet/');
+      const child = spawn(process.execPath, [XET_BIN, 'capture'], { cwd: r.dir, env: sb.env, stdio: 'ignore' });
+      const exited = new Promise<string | null>((res) => child.once('exit', (_c, s) => res(s)));
+      await new Promise((res) => setTimeout(res, delayMs));
+      child.kill('SIGKILL');
+      const signal = await exited;
+      if (signal === 'SIGKILL') {
+        const after = r.git('for-each-ref', 'refs/xet/');
+        // Either the ref was created at the very end (complete snapshot) or nothing changed.
+        if (after !== before) {
+          const added = after.split('\n').filter((l) => l && !before.includes(l));
+          for (const line of added) {
+            const oid = line.split(' ')[0];
+            expectExit(xet(sb, r.dir, ['show', oid]), 0);
+          }
+        }
+      }
+      const snap = capture(sb, r.dir);
+      const target = sb.path(`copy-${delayMs}`);
+      expectExit(xet(sb, r.dir, ['restore', snap, target]), 0);
+      expectExit(verify(sb, r.dir, snap, target), 0);
+    }
+    r.git('fsck', '--no-progress');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('init is idempotent and creates the sidecar in the common git dir (shared by linked worktrees)', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const first = parseJson(xet(sb, r.dir, ['init', '--json']));
+    const again = parseJson(xet(sb, r.dir, ['init', '--json']));
+    assert.deepEqual(first, again);
+    assert.equal(first.sidecar, path.join(r.dir, '.git', 'xet', 'xet.db'));
+    r.git('worktree', 'add', '-q', sb.path('wt'));
+    const fromWt = parseJson(xet(sb, sb.path('wt'), ['init', '--json']));
+    assert.equal(fromWt.sidecar, first.sidecar);
+    expectError(xet(sb, sb.root, ['init', '--json']), 'NOT_A_REPOSITORY');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a second capture of an unchanged tree is incremental and yields the same files tree', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    bigTree(r, 5, 20);
+    const a = parseJson(xet(sb, r.dir, ['capture', '--json']));
+    const b = parseJson(xet(sb, r.dir, ['capture', '--json']));
+    assert.equal(a.incremental, false);
+    assert.equal(b.incremental, true);
+    assert.equal(r.git('rev-parse', `${a.snapshot}:files`), r.git('rev-parse', `${b.snapshot}:files`));
+    assert.equal(b.bytes, a.bytes);
+    assert.equal(b.files, a.files);
+    // Edit, delete and add: the totals follow the tree (counted from the diff, not a full listing).
+    fs.appendFileSync(r.p('gen/d0/f0.txt'), 'more\n');
+    fs.rmSync(r.p('gen/d1/f1.txt'));
+    fs.writeFileSync(r.p('gen/new.txt'), '12345');
+    const c = parseJson(xet(sb, r.dir, ['capture', '--json']));
+    const listing = r.git('ls-tree', '-r', '-l', `${c.snapshot}:files`).trim().split('\n');
+    const bytes = listing.reduce((n, l) => n + Number(l.split(/\s+/)[3]), 0);
+    assert.equal(c.files, listing.length);
+    assert.equal(c.bytes, bytes);
+    const d = parseJson(xet(sb, r.dir, ['diff', a.snapshot, c.snapshot, '--json']));
+    const kinds = Object.fromEntries(d.changes.map((x: { path: string; kind: string }) => [x.path, x.kind]));
+    assert.deepEqual(kinds, {
+      'gen/d0/f0.txt': 'file-modified',
+      'gen/d1/f1.txt': 'file-deleted',
+      'gen/new.txt': 'file-added',
+    });
+  } finally {
+    sb.cleanup();
+  }
+});

@@ -1,0 +1,161 @@
+// Unit tests of the pure pieces: canonical JSON, path safety, manifest versioning, capture policy,
+// the config reader and the inter-process lock.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { isXetError } from '../src/errors';
+import { GitConfig } from '../src/git/config';
+import { acquireLock } from '../src/sidecar/lock';
+import { canonicalJson } from '../src/snapshot/canonical-json';
+import { parseManifest } from '../src/snapshot/manifest';
+import { checkPathSyntax, checkTreePaths } from '../src/snapshot/paths';
+import { resolvePolicy } from '../src/snapshot/policy';
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (e) {
+    return isXetError(e) ? e.code : `untyped: ${(e as Error).message}`;
+  }
+  return undefined;
+}
+
+test('canonical JSON sorts keys at every depth and has no whitespace', () => {
+  assert.equal(canonicalJson({ b: 1, a: [{ d: 'x', c: null }], e: true }), '{"a":[{"c":null,"d":"x"}],"b":1,"e":true}');
+  assert.equal(canonicalJson({ s: 'é\n"' }), '{"s":"é\\n\\""}');
+  assert.equal(canonicalJson({ a: undefined, b: 2 }), '{"b":2}');
+  assert.throws(() => canonicalJson({ x: 1.5 }), /safe integers/);
+});
+
+test('path syntax: absolute, dot, dot-dot and .git components are PATH_ESCAPE', () => {
+  for (const bad of ['/etc/passwd', '../x', 'a/../../x', 'a/./b', 'a//b', '.git/config', 'sub/.GIT/hooks/x', '']) {
+    assert.equal(
+      codeOf(() => checkPathSyntax(bad, 'test')),
+      'PATH_ESCAPE',
+      bad,
+    );
+  }
+  for (const good of ['a', 'a b/c', '-lead', 'x\ny', 'tab\there', 'back\\slash', 'ünï', '.gitignore', 'a/.github/x']) {
+    assert.equal(
+      codeOf(() => checkPathSyntax(good, 'test')),
+      undefined,
+      good,
+    );
+  }
+});
+
+test('tree paths: a path through a file or symlink, duplicates and dir/file clashes are PATH_CONFLICT', () => {
+  const leaf = (p: string) => ({ path: p, type: 'blob' });
+  const dir = (p: string) => ({ path: p, type: 'tree' });
+  assert.equal(
+    codeOf(() => checkTreePaths([leaf('a'), leaf('a/b')], [], 't')),
+    'PATH_CONFLICT',
+  );
+  assert.equal(
+    codeOf(() => checkTreePaths([leaf('a'), leaf('a')], [], 't')),
+    'PATH_CONFLICT',
+  );
+  assert.equal(
+    codeOf(() => checkTreePaths([leaf('a')], ['a'], 't')),
+    'PATH_CONFLICT',
+  );
+  assert.equal(
+    codeOf(() => checkTreePaths([leaf('a')], ['a/b'], 't')),
+    'PATH_CONFLICT',
+  );
+  assert.equal(
+    codeOf(() => checkTreePaths([dir('a'), leaf('a/b'), leaf('c')], ['d/e'], 't')),
+    undefined,
+  );
+});
+
+function manifestWith(schema: string): string {
+  return JSON.stringify({ schema });
+}
+
+test('manifest reader refuses other major versions with SCHEMA_UNSUPPORTED, junk with SNAPSHOT_INVALID', () => {
+  assert.equal(
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v2'))),
+    'SCHEMA_UNSUPPORTED',
+  );
+  assert.equal(
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v1'))),
+    'SNAPSHOT_INVALID',
+  ); // fields missing
+  assert.equal(
+    codeOf(() => parseManifest(manifestWith('something/v1'))),
+    'SNAPSHOT_INVALID',
+  );
+  assert.equal(
+    codeOf(() => parseManifest('{not json')),
+    'SNAPSHOT_INVALID',
+  );
+});
+
+test('policy: defaults, config, flags; secrets and patterns use gitignore syntax', () => {
+  const cfg = new GitConfig([
+    { key: 'xet.capture.ignored', value: 'none' },
+    { key: 'xet.capture.include', value: 'node_modules/' },
+    { key: 'xet.capture.secret', value: '*.secret' },
+  ]);
+  const p = resolvePolicy(cfg, { exclude: ['*.log'] });
+  assert.equal(p.ignored, 'none');
+  assert.ok(p.isIncluded('node_modules/a/b.js'));
+  assert.ok(!p.isIncluded('dist/a.js'));
+  assert.ok(p.isExcluded('deep/x.log'));
+  for (const s of [
+    '.env',
+    'app/.env.local',
+    'k.pem',
+    'ssh/id_rsa',
+    'ssh/id_ed25519.pub',
+    '.npmrc',
+    'x.secret',
+    'home/.aws/credentials',
+  ]) {
+    assert.ok(p.isSecret(s), s);
+  }
+  for (const s of ['env.ts', 'src/keys.ts', 'README']) assert.ok(!p.isSecret(s), s);
+  assert.equal(resolvePolicy(new GitConfig([]), { ignored: 'all' }).ignored, 'all');
+  assert.equal(
+    codeOf(() => resolvePolicy(new GitConfig([]), { ignored: 'some' })),
+    'USAGE',
+  );
+  assert.equal(
+    codeOf(() => resolvePolicy(new GitConfig([{ key: 'xet.capture.ignored', value: 'x' }]), {})),
+    'CONFIG_INVALID',
+  );
+});
+
+test('lock: second taker waits and gets BUSY; a dead owner is taken over', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-lock-'));
+  try {
+    const file = path.join(dir, 'l.lock');
+    const a = acquireLock(file, 'testing');
+    assert.equal(
+      codeOf(() => acquireLock(file, 'testing', 200)),
+      'BUSY',
+    );
+    a.release();
+    acquireLock(file, 'testing', 200).release();
+    // A lock held by a process that was killed: its pid is gone, so the lock is taken over.
+    const child = spawn(process.execPath, ['-e', 'setTimeout(()=>{}, 60000)']);
+    await new Promise((r) => child.once('spawn', r));
+    fs.writeFileSync(file, `${child.pid}\n${os.hostname()}\n`);
+    assert.equal(
+      codeOf(() => acquireLock(file, 'testing', 100)),
+      'BUSY',
+    );
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const b = acquireLock(file, 'testing', 2000);
+    assert.equal(fs.readFileSync(file, 'utf8').split('\n')[0], String(process.pid));
+    b.release();
+    assert.ok(!fs.existsSync(file));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
