@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { isXetError } from '../src/errors';
+import { ERROR_CODES, isXetError } from '../src/errors';
 import { GitConfig } from '../src/git/config';
 import { acquireLock } from '../src/sidecar/lock';
 import { canonicalJson } from '../src/snapshot/canonical-json';
@@ -157,5 +157,24 @@ test('lock: second taker waits and gets BUSY; a dead owner is taken over', async
     assert.ok(!fs.existsSync(file));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('every error code is raised somewhere in src/ and documented in README.md', () => {
+  const root = path.resolve(__dirname, '..', '..');
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  const sources: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.ts') && e.name !== 'errors.ts') sources.push(fs.readFileSync(p, 'utf8'));
+    }
+  };
+  walk(path.join(root, 'src'));
+  const all = sources.join('\n');
+  for (const code of Object.keys(ERROR_CODES)) {
+    assert.ok(readme.includes(`\`${code}\``), `README.md lists ${code}`);
+    assert.ok(all.includes(`'${code}'`), `${code} is raised somewhere`);
   }
 });

@@ -98,12 +98,33 @@ export function gitSync(args: string[], cwd?: string): { code: number; stdout: s
   return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
 
-/** The git binary's version as [major, minor, patch]. */
+let cachedVersion: [number, number, number] | null = null;
+
+/** The git binary's version as [major, minor, patch] (asked once per process). */
 export function gitVersion(): [number, number, number] {
+  if (cachedVersion) return cachedVersion;
   const r = gitSync(['--version']);
   const m = /git version (\d+)\.(\d+)\.(\d+)/.exec(r.stdout);
   if (!m) throw new XetError('GIT_FAILED', 'cannot determine the git version', { output: r.stdout });
-  return [Number(m[1]), Number(m[2]), Number(m[3])];
+  cachedVersion = [Number(m[1]), Number(m[2]), Number(m[3])];
+  return cachedVersion;
+}
+
+/** Oldest git with everything git xet relies on (bulk-checkin streaming in update-index, ls-files --debug flags). */
+export const MIN_GIT: [number, number] = [2, 38];
+
+export function requireGitVersion(): void {
+  const [maj, min, patch] = gitVersion();
+  if (maj < MIN_GIT[0] || (maj === MIN_GIT[0] && min < MIN_GIT[1])) {
+    throw new XetError(
+      'GIT_TOO_OLD',
+      `git ${maj}.${min}.${patch} is too old; git xet needs git ${MIN_GIT.join('.')} or newer`,
+      {
+        found: `${maj}.${min}.${patch}`,
+        required: MIN_GIT.join('.'),
+      },
+    );
+  }
 }
 
 /** Quote a path for use in a literal pathspec list fed through --pathspec-from-file with NULs. */

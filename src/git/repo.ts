@@ -3,7 +3,7 @@
 
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git } from './exec';
+import { git, requireGitVersion } from './exec';
 
 export interface Repo {
   /** Top of the working tree (absolute). */
@@ -18,6 +18,7 @@ export interface Repo {
 }
 
 export async function findRepo(cwd: string): Promise<Repo> {
+  requireGitVersion();
   let out: string;
   try {
     const r = await git(

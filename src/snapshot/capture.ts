@@ -35,6 +35,7 @@ import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir } from './scan';
 import { walkWorktree } from './walk';
+import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
 
@@ -163,6 +164,11 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lock`), 'capturing this worktree');
   try {
     // --- read and check; nothing is written in this section ---
+    if (fs.existsSync(path.join(repo.gitDir, RESTORE_MARKER))) {
+      throw new XetError('RESTORE_INCOMPLETE', `${repo.worktree} is a restore that did not finish; restore it again`, {
+        dir: repo.worktree,
+      });
+    }
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
     const [entries, config, ignoredList, head, allRefs, stash, localConfig] = await Promise.all([
       readIndexEntries(userOpts),

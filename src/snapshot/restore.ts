@@ -13,10 +13,8 @@ import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
 import { tryFindRepo, type Repo } from '../git/repo';
 import { createShadow } from '../git/shadow';
 import { checkTreePaths } from './paths';
-import { SNAPSHOT_REF_PREFIX } from './refs';
+import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
-
-export const RESTORE_MARKER = 'xet-restore-incomplete';
 
 export interface RestoreOptions {
   cwd: string;

@@ -23,7 +23,7 @@ import { readOptional } from './fsutil';
 import { XetError } from '../errors';
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
 import { resolvePolicyAll } from './policy-all';
-import { RESTORE_MARKER } from './restore';
+import { RESTORE_MARKER } from './refs';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { walkWorktree } from './walk';
