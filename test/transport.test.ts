@@ -1,0 +1,52 @@
+// Snapshots travel as ordinary refs: push refs/xet/* to any Git remote, restore elsewhere with --from.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { test } from 'node:test';
+import { git, initRepo } from './support/git';
+import { createSandbox } from './support/sandbox';
+import { capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+
+test('restore --from a bare remote (path or remote name) outside any repository', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('one', { 'a.txt': 'a\n' });
+    r.git('tag', '-a', 'v1', '-m', 'annotated');
+    r.git('checkout', '-qb', 'topic');
+    r.commit('two', { 'b.txt': 'b\n' });
+    r.write('a.txt', 'edited\n');
+    r.write('new/untracked.txt', 'u\n');
+    r.git('add', 'new');
+    const snap = capture(sb, r.dir);
+    const bare = sb.path('remote.git');
+    git(sb, sb.root, ['init', '-q', '--bare', bare]);
+    r.git('remote', 'add', 'hub', bare);
+    r.git('push', '-q', 'hub', 'refs/xet/*:refs/xet/*');
+
+    // From a directory that is not a repository: objects, tags and history come from the remote.
+    const outside = sb.path('elsewhere');
+    fs.mkdirSync(outside);
+    const copy = sb.path('copy');
+    const out = parseJson(xet(sb, outside, ['restore', snap.slice(0, 12), copy, '--from', bare, '--json']));
+    assert.equal(out.snapshot, snap);
+    expectExit(verify(sb, r.dir, snap, copy), 0);
+    expectExit(verify(sb, outside, snap, copy), 0); // the copy holds the snapshot itself
+    assert.equal(git(sb, copy, ['cat-file', '-t', 'v1']).trim(), 'tag');
+    assert.equal(git(sb, copy, ['status', '--porcelain']), r.git('status', '--porcelain'));
+    git(sb, copy, ['fsck', '--no-progress', '--strict']);
+
+    // By remote name, from inside the source repository.
+    const copy2 = sb.path('copy2');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy2, '--from', 'hub']), 0);
+    expectExit(verify(sb, r.dir, snap, copy2), 0);
+
+    expectError(
+      xet(sb, outside, ['restore', 'deadbeef', sb.path('c3'), '--from', bare, '--json']),
+      'SNAPSHOT_NOT_FOUND',
+    );
+    expectError(xet(sb, outside, ['restore', snap, sb.path('c4'), '--json']), 'NOT_A_REPOSITORY');
+    assert.ok(!fs.existsSync(sb.path('c3')) && !fs.existsSync(sb.path('c4')));
+  } finally {
+    sb.cleanup();
+  }
+});
