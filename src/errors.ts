@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   SPARSE_CHECKOUT: 'sparse checkout is enabled',
   LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
   PATH_ENCODING: 'a file name is not valid UTF-8',
+  WORKTREE_CHANGED: 'a file changed while it was being captured; capture again',
   // Snapshots
   SNAPSHOT_NOT_FOUND: 'no such snapshot',
   SNAPSHOT_INVALID: 'the object is not a valid git xet snapshot',

@@ -46,9 +46,6 @@ export function createShadow(spec: ShadowSpec): Shadow {
       '\tfsmonitor = false',
       '\tuntrackedCache = false',
       '\tsplitIndex = false',
-      // Every blob above 1 byte is streamed into one bulk-checkin pack per process instead of
-      // thousands of loose objects: this is what makes a cold capture of a big tree cheap.
-      '\tbigFileThreshold = 1',
       '[pack]',
       '\tcompression = 1',
       '[index]',

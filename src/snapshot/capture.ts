@@ -201,6 +201,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const cacheIndex = path.join(cacheDir, `${wsId}.index`);
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
+    const db = openSidecar(repo.commonDir);
+    const previous = db.prepare('SELECT last_files_tree AS tree FROM workspaces WHERE id = ?').get(wsId) as
+      { tree: string | null } | undefined;
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -209,6 +212,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       scratchDir: scratchDir(tmpBase, 'capture'),
       paths: walk.paths,
       write: true,
+      previousTree: previous?.tree ?? null,
     });
     const [filesTree, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
@@ -216,7 +220,6 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       collectTagObjects(refs, userOpts),
     ]);
 
-    const db = openSidecar(repo.commonDir);
     const totals = await treeTotals(db, wsId, filesTree, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
 

@@ -5,7 +5,9 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { git, gitText, gitZ, joinZ } from '../git/exec';
+import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
+import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
+import { lsTree } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 
 export interface ScanSpec {
@@ -22,6 +24,8 @@ export interface ScanSpec {
   /** Files and symlinks, relative to worktree, '/'-separated. */
   paths: string[];
   write: boolean;
+  /** A files tree of an earlier scan of the same worktree: only blobs new since then are packed. */
+  previousTree?: string | null;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<string> {
@@ -50,12 +54,13 @@ export async function scanToTree(spec: ScanSpec): Promise<string> {
     if (gone.length) {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(gone) });
     }
-    const args = ['update-index', '--add', '--remove', '--replace', '-z', '--stdin'];
-    if (!spec.write) args.splice(1, 0, '--info-only');
-    await git(args, { ...opts, input: joinZ(spec.paths) });
-    const writeTree = ['write-tree'];
-    if (!spec.write) writeTree.push('--missing-ok');
-    return await gitText(writeTree, opts);
+    // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
+    await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
+      ...opts,
+      input: joinZ(spec.paths),
+    });
+    if (!spec.write) return await gitText(['write-tree', '--missing-ok'], opts);
+    return await storeTree(spec, opts);
   } finally {
     shadow.dispose();
   }
@@ -64,4 +69,81 @@ export async function scanToTree(spec: ScanSpec): Promise<string> {
 export function scratchDir(base: string, what: string): string {
   fs.mkdirSync(base, { recursive: true });
   return fs.mkdtempSync(path.join(base, `${what}-`));
+}
+
+/** Trees go to a scratch object dir, then every object the repository lacks (new blobs read from
+ * the worktree, new trees) is written as one pack: one file, written with all cores. */
+async function storeTree(
+  spec: ScanSpec,
+  opts: { cwd: string; env: Record<string, string | undefined> },
+): Promise<string> {
+  const scratchObjects = path.join(spec.scratchDir, 'objects');
+  fs.mkdirSync(scratchObjects, { recursive: true });
+  const env = {
+    ...opts.env,
+    GIT_OBJECT_DIRECTORY: scratchObjects,
+    GIT_ALTERNATE_OBJECT_DIRECTORIES: [spec.objectsDir, ...(spec.alternates ?? [])].join(':'),
+  };
+  const o = { cwd: opts.cwd, env };
+  const tree = await gitText(['write-tree', '--missing-ok'], o);
+  const blobs = await candidateBlobs(tree, spec.previousTree ?? null, o);
+  const missing = await missingObjects(
+    blobs.map((b) => b.oid),
+    o,
+  );
+  const items: PackItem[] = [];
+  for (const b of blobs) {
+    if (!missing.has(b.oid)) continue;
+    missing.delete(b.oid);
+    items.push({ oid: b.oid, type: 'blob', file: path.join(spec.worktree, b.path), symlink: b.mode === '120000' });
+  }
+  for (const t of looseObjects(scratchObjects)) items.push(t);
+  await writePack(spec.objectsDir, spec.objectFormat, items);
+  return tree;
+}
+
+interface BlobRef {
+  mode: string;
+  oid: string;
+  path: string;
+}
+
+/** Blobs that may be new: those changed since `previous` (O(changes)), else all of them. */
+async function candidateBlobs(tree: string, previous: string | null, o: GitOptions): Promise<BlobRef[]> {
+  const out: BlobRef[] = [];
+  if (previous && (await git(['cat-file', '-e', `${previous}^{tree}`], { ...o, okCodes: [1, 128] })).code === 0) {
+    const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', previous, tree], o);
+    for (let i = 0; i + 1 < recs.length; i += 2) {
+      const [, newMode, , newOid] = recs[i].slice(1).split(' ');
+      if (newMode !== '000000' && newMode !== '160000') out.push({ mode: newMode, oid: newOid, path: recs[i + 1] });
+    }
+    return out;
+  }
+  for (const e of await lsTree(tree, o)) if (e.type === 'blob') out.push({ mode: e.mode, oid: e.oid, path: e.path });
+  return out;
+}
+
+async function missingObjects(oids: string[], o: GitOptions): Promise<Set<string>> {
+  const unique = [...new Set(oids)];
+  const missing = new Set<string>();
+  if (!unique.length) return missing;
+  const text = await gitText(['cat-file', '--batch-check=%(objectname)'], {
+    ...o,
+    input: unique.map((x) => `${x}\n`).join(''),
+  });
+  for (const line of text.split('\n')) if (line.endsWith(' missing')) missing.add(line.split(' ')[0]);
+  return missing;
+}
+
+/** Every loose object in a scratch object dir (the trees write-tree just made). */
+function looseObjects(dir: string): PackItem[] {
+  const out: PackItem[] = [];
+  for (const sub of fs.readdirSync(dir)) {
+    if (!/^[0-9a-f]{2}$/.test(sub)) continue;
+    for (const name of fs.readdirSync(path.join(dir, sub))) {
+      const { type, data } = readLooseObject(path.join(dir, sub, name));
+      out.push({ oid: sub + name, type, data });
+    }
+  }
+  return out;
 }
