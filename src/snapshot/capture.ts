@@ -3,7 +3,6 @@
 // (unreferenced objects are harmless); the snapshot ref is created last, so a capture that dies
 // half-way leaves no snapshot at all. The user's index, worktree and refs are only ever read.
 
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -29,7 +28,8 @@ import {
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
-import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
+import { openSidecar, sidecarDir } from '../sidecar/db';
+import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -65,11 +65,6 @@ export interface CaptureResult {
   excludedSecrets: string[];
   skipped: { path: string; reason: string }[];
   incremental: boolean;
-}
-
-/** A stable id for a worktree: its git dir is unique per worktree and survives renames of nothing else. */
-export function workspaceId(repo: Repo): string {
-  return crypto.createHash('sha256').update(repo.gitDir).digest('hex').slice(0, 16);
 }
 
 function operationInProgress(gitDir: string): string | null {
@@ -158,7 +153,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const repo = await findRepo(options.cwd);
   const userOpts = { cwd: repo.worktree };
   const xetDir = sidecarDir(repo.commonDir);
-  const wsId = workspaceId(repo);
+  const wsId = workspaceId(repo.gitDir);
   fs.mkdirSync(xetDir, { recursive: true });
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
   const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lock`), 'capturing this worktree');
@@ -202,8 +197,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
     const db = openSidecar(repo.commonDir);
-    const previous = db.prepare('SELECT last_files_tree AS tree FROM workspaces WHERE id = ?').get(wsId) as
-      { tree: string | null } | undefined;
+    const previous = lastFilesTree(db, wsId);
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -220,7 +214,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       collectTagObjects(refs, userOpts),
     ]);
 
-    const totals = await treeTotals(db, wsId, filesTree, userOpts);
+    const totals = await treeTotals(previous, filesTree, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
 
     // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
@@ -321,13 +315,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     try {
       const now = new Date().toISOString();
-      db.prepare(
-        `INSERT INTO workspaces(id, worktree, git_dir, last_capture_at, last_files_tree, last_files, last_bytes, last_symlinks)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET worktree = excluded.worktree, last_capture_at = excluded.last_capture_at,
-           last_files_tree = excluded.last_files_tree, last_files = excluded.last_files,
-           last_bytes = excluded.last_bytes, last_symlinks = excluded.last_symlinks`,
-      ).run(wsId, repo.worktree, repo.gitDir, now, filesTree, fileCount, bytes, symlinks);
+      recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
       db.prepare(
         `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
       ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);
@@ -445,13 +433,12 @@ interface Totals {
 
 /** File count, bytes and symlink count of a files tree. From the previous capture's totals plus the
  * tree diff when there is one (O(changes)); otherwise from a full listing. */
-async function treeTotals(db: Db, wsId: string, tree: string, opts: { cwd: string }): Promise<Totals> {
-  const prev = db
-    .prepare(
-      'SELECT last_files_tree AS tree, last_files AS files, last_bytes AS bytes, last_symlinks AS symlinks FROM workspaces WHERE id = ?',
-    )
-    .get(wsId) as { tree: string | null; files: number; bytes: number; symlinks: number } | undefined;
-  if (prev?.tree) {
+async function treeTotals(
+  prev: ({ tree: string } & Totals) | null,
+  tree: string,
+  opts: { cwd: string },
+): Promise<Totals> {
+  if (prev) {
     const have = await catFileBatch([`${prev.tree}^{tree}`], opts).catch(() => null);
     if (have?.get(`${prev.tree}^{tree}`)) {
       const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };

@@ -11,7 +11,8 @@ import { findRepo } from '../git/repo';
 import { readConfig } from '../git/config';
 import { sidecarDir } from '../sidecar/db';
 import { gitText, gitZ } from '../git/exec';
-import { CAPTURED_REF_PATTERNS, workspaceId } from './capture';
+import { CAPTURED_REF_PATTERNS } from './capture';
+import { workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
 import { resolvePolicy } from './policy';
 import { scanToTree } from './scan';
@@ -77,7 +78,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     fs.mkdirSync(objects);
     const env = { GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
     const indexFile = path.join(scratch, 'files.index');
-    const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo)}.index`);
+    const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo.gitDir)}.index`);
     if (fs.existsSync(cache)) fs.copyFileSync(cache, indexFile);
     const filesTree = await scanToTree({
       worktree: repo.worktree,

@@ -10,7 +10,9 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
-import { tryFindRepo, type Repo } from '../git/repo';
+import { findRepo, tryFindRepo, type Repo } from '../git/repo';
+import { openSidecar } from '../sidecar/db';
+import { recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { createShadow } from '../git/shadow';
 import { checkTreePaths } from './paths';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
@@ -27,6 +29,8 @@ export interface RestoreOptions {
 export interface RestoreResult {
   snapshot: string;
   dir: string;
+  /** Problems after the restore was complete (it stands; these only cost speed later). */
+  warnings: string[];
   files: number;
   head: string;
 }
@@ -126,9 +130,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     publish(tmp, target);
     published = true;
+    const warnings = await seedWorkspace(target, snap);
     return {
       snapshot: oid,
       dir: target,
+      warnings,
       files: snap.manifest.counts.files,
       head: snap.manifest.head.kind === 'branch' ? snap.manifest.head.ref : (snap.manifest.head.oid as string),
     };
@@ -390,5 +396,30 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
     const file = path.join(info, name);
     if (content === null) fs.rmSync(file, { force: true });
     else fs.writeFileSync(file, content);
+  }
+}
+
+/** Tell the new repository's sidecar that its worktree holds this files tree, so its first capture
+ * stores only what changed since (the objects are already there). An optimisation: the restore is
+ * complete before this runs, so a failure here is a warning, not an error. */
+async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> {
+  try {
+    const repo = await findRepo(target);
+    const db = openSidecar(repo.commonDir);
+    try {
+      const c = snap.manifest.counts;
+      recordFilesTree(
+        db,
+        { id: workspaceId(repo.gitDir), worktree: repo.worktree, gitDir: repo.gitDir },
+        snap.filesTree,
+        { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
+        null,
+      );
+    } finally {
+      db.close();
+    }
+    return [];
+  } catch (e) {
+    return [`could not record the restore in the sidecar: ${(e as Error).message}`];
   }
 }
