@@ -14,6 +14,8 @@ export interface IndexEntry {
   stage: number;
   path: string;
   flags: number;
+  /** File size recorded in the index (stat data; 0 when unknown). */
+  size: number;
 }
 
 export const CE_VALID = 0x8000; // assume-unchanged
@@ -36,14 +38,18 @@ export async function readIndexEntries(opts: GitOptions): Promise<IndexEntry[]> 
     // Five debug lines follow, the last one "  size: N\tflags: HEX".
     let j = nul + 1;
     let flags = 0;
+    let size = 0;
     for (let line = 0; line < 5; line++) {
       const nl = buf.indexOf(10, j);
       const text = buf.toString('utf8', j, nl < 0 ? buf.length : nl);
-      const m = /flags: ([0-9a-f]+)/.exec(text);
-      if (m) flags = parseInt(m[1], 16);
+      const m = /size: (\d+)\s+flags: ([0-9a-f]+)/.exec(text);
+      if (m) {
+        size = Number(m[1]);
+        flags = parseInt(m[2], 16);
+      }
       j = nl < 0 ? buf.length : nl + 1;
     }
-    out.push({ mode, oid, stage: Number(stage), path: p, flags });
+    out.push({ mode, oid, stage: Number(stage), path: p, flags, size });
     i = j;
   }
   return out;

@@ -165,7 +165,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       });
     }
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
-    const [entries, config, ignoredList, head, allRefs, stash, localConfig] = await Promise.all([
+    const [entries, config, ignoredList, head, allRefs, stash, localConfig, statDirty] = await Promise.all([
       readIndexEntries(userOpts),
       readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
@@ -173,6 +173,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       listRefs(CAPTURED_REF_PATTERNS, userOpts),
       readStash(userOpts),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
+      gitZ(['diff-files', '-z', '--name-only'], userOpts),
     ]);
     refuseUnsupported(repo, entries, config);
     const policy = resolvePolicy(config, options);
@@ -268,6 +269,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         intentToAdd: flagged(CE_INTENT_TO_ADD),
         skipWorktree: flagged(CE_SKIP_WORKTREE),
         assumeUnchanged: flagged(CE_VALID),
+        staleSizes: staleSizes(repo.worktree, entries, statDirty),
       },
       emptyDirs: walk.emptyDirs,
       info: {
@@ -338,6 +340,21 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   } finally {
     lock.release();
   }
+}
+
+/** Index entries whose recorded size is not the file's size: git reports those as modified without
+ * reading them, so the restore must record the same sizes to show the same status. */
+function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]): { path: string; size: number }[] {
+  const byPath = new Map(entries.map((e) => [e.path, e]));
+  const out: { path: string; size: number }[] = [];
+  for (const p of new Set(statDirty)) {
+    const e = byPath.get(p);
+    if (!e || e.stage !== 0 || e.size === 0 || e.flags & (CE_VALID | CE_SKIP_WORKTREE | CE_INTENT_TO_ADD)) continue;
+    const st = fs.lstatSync(path.join(worktree, p), { throwIfNoEntry: false });
+    if (!st || !(st.isFile() || st.isSymbolicLink())) continue;
+    if (st.size % 2 ** 32 !== e.size) out.push({ path: p, size: e.size });
+  }
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /** The staged tree, written from a copy of the index: `write-tree` would otherwise rewrite the

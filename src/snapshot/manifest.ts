@@ -49,6 +49,8 @@ function buildSchema() {
           intentToAdd: z.array(z.string()),
           skipWorktree: z.array(z.string()),
           assumeUnchanged: z.array(z.string()),
+          // Entries whose recorded stat size differs from the file (git calls them modified unread).
+          staleSizes: z.array(z.object({ path: z.string(), size: z.number().int() })).optional(),
         })
         .loose(),
       emptyDirs: z.array(z.string()),

@@ -15,6 +15,7 @@ import { openSidecar } from '../sidecar/db';
 import { recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { createShadow } from '../git/shadow';
 import { checkTreePaths } from './paths';
+import { setRecordedSizes } from '../git/index-file';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 
@@ -122,11 +123,12 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       snap = await readSnapshot(oid, opts);
       await validateSnapshotPaths(snap, opts);
     }
-    await writeWorktree(snap, tmp, gitDir);
-    await restoreIndexFlags(snap, opts);
+    const rewritten = await writeWorktree(snap, tmp, gitDir);
     await restoreRefs(snap, opts);
     await restoreConfig(snap, opts);
     restoreInfoFiles(snap, gitDir);
+    await refreshConverted(snap, rewritten, opts);
+    await restoreIndexFlags(snap, opts);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     publish(tmp, target);
     published = true;
@@ -180,7 +182,9 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   const index = await lsTree(snap.indexTree, { ...opts, trees: true });
   checkTreePaths(index, [], 'index/');
   const known = new Set(index.map((e) => e.path));
-  for (const p of [...m.index.intentToAdd]) checkTreePaths([{ path: p, type: 'blob' }], [], 'manifest index flags');
+  for (const p of [...m.index.intentToAdd, ...(m.index.staleSizes ?? []).map((e) => e.path)]) {
+    checkTreePaths([{ path: p, type: 'blob' }], [], 'manifest index entries');
+  }
   for (const p of [...m.index.skipWorktree, ...m.index.assumeUnchanged]) {
     if (!known.has(p) && !m.index.intentToAdd.includes(p)) {
       throw new XetError('SNAPSHOT_INVALID', `index flag for ${JSON.stringify(p)}, which is not in the index`, {
@@ -203,7 +207,7 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
 /** Files: the staged tree first (so the index gets true stat data), then the paths where the
  * working tree differs from the index, then empty directories. Both passes run git's checkout in a
  * shadow git dir, so no smudge filter or eol conversion touches the bytes. */
-async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): Promise<void> {
+async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): Promise<string[]> {
   const scratch = fs.mkdtempSync(path.join(gitDir, 'xet-scratch-'));
   const objectsDir = path.join(gitDir, 'objects');
   const realIndex = shadowFor(snap, scratch, 'a', worktree, objectsDir, path.join(gitDir, 'index'));
@@ -213,21 +217,22 @@ async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): 
     await git(['read-tree', snap.indexTree], o1);
     await git(['checkout-index', '--all', '--force', '-u'], o1);
 
-    const diff = await gitZ(
-      ['diff-tree', '-r', '-z', '--no-renames', '--name-status', snap.indexTree, snap.filesTree],
-      {
-        cwd: worktree,
-        env: realIndex.env,
-      },
-    );
+    const diff = await gitZ(['diff-tree', '-r', '-z', '--no-renames', snap.indexTree, snap.filesTree], {
+      cwd: worktree,
+      env: realIndex.env,
+    });
     const toRemove: string[] = [];
     const toWrite: string[] = [];
+    const rewritten: string[] = [];
     for (let i = 0; i + 1 < diff.length; i += 2) {
-      const status = diff[i];
+      // ":<old mode> <new mode> <old oid> <new oid> <status>"
+      const [oldMode, newMode, , , status] = diff[i].slice(1).split(' ');
       const p = diff[i + 1];
       if (status === 'D') toRemove.push(p);
       else toWrite.push(p);
       if (status === 'T' || status === 'M') toRemove.push(p);
+      // Same mode, other bytes: possibly only a conversion of the staged content (see refreshConverted).
+      if (status === 'M' && oldMode === newMode) rewritten.push(p);
     }
     const dirsToCheck = new Set<string>();
     for (const p of toRemove) {
@@ -256,6 +261,7 @@ async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): 
       assertNoSymlinkBetween(worktree, abs);
       fs.mkdirSync(abs, { recursive: true });
     }
+    return rewritten;
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
@@ -294,6 +300,45 @@ function assertNoSymlinkBetween(root: string, abs: string): void {
   }
 }
 
+/**
+ * Paths whose worktree bytes differ from the staged blob only by conversion (eol, filters): in the
+ * source, git recorded the worktree file's stat data against that blob. Our index holds the blob's
+ * checkout instead, and git treats a size mismatch as a modification without looking. So hash those
+ * files the way git would (with the copy's own attributes and config, now in place) and, where the
+ * result is the staged blob, let update-index record their stat data. Genuine edits are left alone.
+ */
+async function refreshConverted(snap: Snapshot, rewritten: string[], opts: GitOptions): Promise<void> {
+  const ix = snap.manifest.index;
+  const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
+  const candidates = rewritten.filter((p) => !flagged.has(p));
+  if (!candidates.length) return;
+  const staged = new Map<string, string>();
+  for (const e of await lsTree(snap.indexTree, opts)) staged.set(e.path, e.oid);
+  const regular = candidates.filter((p) => {
+    try {
+      return fs.lstatSync(path.join(opts.cwd as string, p)).isFile();
+    } catch {
+      return false;
+    }
+  });
+  if (!regular.length) return;
+  // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
+  // one path per line, so the (rare) names with a newline are hashed one by one.
+  const plain = regular.filter((p) => !p.includes('\n'));
+  const odd = regular.filter((p) => p.includes('\n'));
+  const oids = plain.length
+    ? (await gitText(['hash-object', '--stdin-paths'], { ...opts, input: plain.map((p) => `${p}\n`).join('') })).split(
+        '\n',
+      )
+    : [];
+  const same = plain.filter((p, i) => oids[i] === staged.get(p));
+  for (const p of odd) {
+    const oid = await gitText(['hash-object', `--path=${p}`, '--', p], opts);
+    if (oid === staged.get(p)) same.push(p);
+  }
+  if (same.length) await git(['update-index', '-z', '--stdin'], { ...opts, input: joinZ(same) });
+}
+
 async function restoreIndexFlags(snap: Snapshot, opts: GitOptions): Promise<void> {
   const ix = snap.manifest.index;
   const cwd = opts.cwd as string;
@@ -319,6 +364,15 @@ async function restoreIndexFlags(snap: Snapshot, opts: GitOptions): Promise<void
   }
   if (ix.assumeUnchanged.length) {
     await git(['update-index', '--assume-unchanged', '-z', '--stdin'], { ...opts, input: joinZ(ix.assumeUnchanged) });
+  }
+  const stale = ix.staleSizes ?? [];
+  if (stale.length) {
+    await git(['update-index', '--index-version=3'], opts);
+    setRecordedSizes(
+      path.join(opts.cwd as string, '.git', 'index'),
+      new Map(stale.map((e) => [e.path, e.size])),
+      snap.manifest.git.objectFormat,
+    );
   }
   if (ix.version >= 2 && ix.version <= 4) {
     await git(['update-index', `--index-version=${ix.version}`], opts);
