@@ -294,3 +294,32 @@ test('a second capture of an unchanged tree is incremental and yields the same f
     sb.cleanup();
   }
 });
+
+test('packs from many captures are rolled up past xet.capture.maxPacks, and every snapshot survives', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    r.git('config', 'xet.capture.maxPacks', '3');
+    const packCount = () => fs.readdirSync(r.p('.git/objects/pack')).filter((n) => n.endsWith('.idx')).length;
+    const snaps: string[] = [];
+    let repacked = false;
+    for (let i = 0; i < 6; i++) {
+      r.write(`f${i}.txt`, `content ${i}\n`.repeat(100));
+      const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+      snaps.push(out.snapshot);
+      repacked ||= out.repacked;
+      assert.deepEqual(out.warnings, []);
+    }
+    assert.ok(repacked, 'a capture consolidated packs');
+    assert.ok(packCount() <= 4, `packs after consolidation: ${packCount()}`);
+    r.git('fsck', '--no-progress', '--strict');
+    for (const s of snaps) {
+      const target = sb.path(`copy-${s.slice(0, 8)}`);
+      expectExit(xet(sb, r.dir, ['restore', s, target]), 0);
+      expectExit(verify(sb, r.dir, s, target), 0);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});

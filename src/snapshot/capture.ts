@@ -28,7 +28,7 @@ import {
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
-import { openSidecar, sidecarDir } from '../sidecar/db';
+import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
@@ -65,6 +65,9 @@ export interface CaptureResult {
   excludedSecrets: string[];
   skipped: { path: string; reason: string }[];
   incremental: boolean;
+  /** Small packs were rolled up after this capture (see consolidatePacks). */
+  repacked: boolean;
+  warnings: string[];
 }
 
 function operationInProgress(gitDir: string): string | null {
@@ -197,8 +200,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const cacheIndex = path.join(cacheDir, `${wsId}.index`);
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
-    const db = openSidecar(repo.commonDir);
-    const previous = lastFilesTree(db, wsId);
+    const previous = withSidecar(repo, (db) => lastFilesTree(db, wsId));
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -315,15 +317,23 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     // --- publish: the ref, then the sidecar record ---
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
+    // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
+    const warnings: string[] = [];
     try {
-      const now = new Date().toISOString();
-      recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
-      db.prepare(
-        `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
-      ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);
-    } finally {
-      db.close();
+      withSidecar(repo, (db) => {
+        const now = new Date().toISOString();
+        recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
+        db.prepare(
+          `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
+        ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);
+      });
+    } catch (e) {
+      warnings.push(`the sidecar was not updated (the next capture will store more): ${(e as Error).message}`);
     }
+    const repacked = await consolidatePacks(repo, config).catch((e: Error) => {
+      warnings.push(`could not consolidate packs: ${e.message}`);
+      return false;
+    });
     return {
       snapshot: commit,
       files: fileCount,
@@ -336,10 +346,35 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       excludedSecrets: walk.excludedSecrets,
       skipped: walk.skipped,
       incremental,
+      repacked,
+      warnings,
     };
   } finally {
     lock.release();
   }
+}
+
+function withSidecar<T>(repo: Repo, fn: (db: Db) => T): T {
+  const db = openSidecar(repo.commonDir);
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** Every capture adds one pack; past `xet.capture.maxPacks` (default 50) the small ones are rolled
+ * up with git's geometric repack, which touches only packs smaller than their neighbours, so the
+ * cost stays proportional to recent captures. Concurrent writers are safe: repack never removes a
+ * pack it did not list, and ours become visible only when complete. */
+async function consolidatePacks(repo: Repo, config: GitConfig): Promise<boolean> {
+  const max = Number(config.get('xet.capture.maxPacks') ?? 50);
+  if (!Number.isInteger(max) || max <= 0) return false;
+  const packDir = path.join(repo.objectsDir, 'pack');
+  const packs = fs.readdirSync(packDir).filter((n) => n.endsWith('.idx')).length;
+  if (packs <= max) return false;
+  await git(['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index'], { cwd: repo.worktree });
+  return true;
 }
 
 /** Index entries whose recorded size is not the file's size: git reports those as modified without
