@@ -7,6 +7,7 @@ export interface Out {
 }
 
 export function emit(out: Out, value: unknown, human: () => string): void {
+  clearProgress();
   if (out.json) process.stdout.write(`${JSON.stringify(value)}\n`);
   else {
     const text = human();
@@ -15,6 +16,7 @@ export function emit(out: Out, value: unknown, human: () => string): void {
 }
 
 export function emitError(out: Out, e: unknown): number {
+  clearProgress();
   if (e instanceof XetError) {
     if (out.json) process.stdout.write(`${JSON.stringify({ error: e.toJSON() })}\n`);
     else process.stderr.write(`git xet: ${e.message} [${e.code}]\n`);
@@ -36,4 +38,24 @@ export function formatBytes(n: number): string {
     u++;
   }
   return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+/** The progress line currently on the terminal, erased before anything else is printed. */
+let progressText = '';
+
+function clearProgress(): void {
+  if (!progressText) return;
+  process.stderr.write(`\r${' '.repeat(progressText.length)}\r`);
+  progressText = '';
+}
+
+/** A one-line progress reporter on a terminal's stderr; silent with --json or when not a TTY. */
+export function progressLine(out: Out): ((what: string) => void) | undefined {
+  if (out.json || !process.stderr.isTTY) return undefined;
+  const started = Date.now();
+  return (what: string) => {
+    clearProgress();
+    progressText = `git xet: ${what}… (${((Date.now() - started) / 1000).toFixed(1)} s)`;
+    process.stderr.write(progressText);
+  };
 }

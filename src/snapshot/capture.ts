@@ -51,6 +51,8 @@ const MAX_PARENTS = 16;
 export interface CaptureOptions extends PolicyOptions {
   cwd: string;
   message?: string;
+  /** Told what is happening, for a progress line on a terminal. */
+  progress?: (what: string) => void;
 }
 
 export interface CaptureResult {
@@ -181,7 +183,10 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     refuseUnsupported(repo, entries, config);
     const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
+    const progress = options.progress ?? (() => undefined);
+    progress('scanning the working tree');
     const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
+    progress(`hashing ${walk.paths.length} files`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
     const refs = allRefs.filter((r) => !r.name.startsWith('refs/xet/'));
     const indexHeader = Buffer.alloc(8);
@@ -217,6 +222,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       collectTagObjects(refs, userOpts),
     ]);
 
+    progress('writing the snapshot');
     const totals = await treeTotals(previous, filesTree, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
 

@@ -25,6 +25,8 @@ export interface RestoreOptions {
   dir: string;
   /** A path, URL or remote name to fetch the snapshot from instead of the current repository. */
   from?: string;
+  /** Told what is happening, for a progress line on a terminal. */
+  progress?: (what: string) => void;
 }
 
 export interface RestoreResult {
@@ -95,6 +97,8 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   const tmp = path.join(parent, `.${path.basename(target)}.xet-restore-${crypto.randomBytes(4).toString('hex')}`);
   let published = false;
   try {
+    const progress = options.progress ?? (() => undefined);
+    progress(fromUrl ? `fetching ${oid.slice(0, 12)}` : 'linking objects');
     // Objects: hard-linked from the local repository (git clone --local, like git itself does for
     // local clones: objects are immutable, so sharing inodes is safe), or fetched.
     if (!fromUrl && local) {
@@ -123,7 +127,9 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       snap = await readSnapshot(oid, opts);
       await validateSnapshotPaths(snap, opts);
     }
+    progress(`writing ${snap.manifest.counts.files} files`);
     const rewritten = await writeWorktree(snap, tmp, gitDir);
+    progress('restoring index, refs and config');
     await restoreRefs(snap, opts);
     await restoreConfig(snap, opts);
     restoreInfoFiles(snap, gitDir);

@@ -1,7 +1,7 @@
 // git xet capture: snapshot the whole working tree.
 import type { Command } from 'commander';
 import { run } from '../run';
-import { emit, formatBytes } from '../output';
+import { emit, formatBytes, progressLine } from '../output';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -21,7 +21,7 @@ export function registerCapture(program: Command): void {
     .action(
       run(async (out, opts: { message?: string; ignored?: string; include: string[]; exclude: string[] }) => {
         const { capture } = await import('../../snapshot/capture');
-        const r = await capture({ cwd: process.cwd(), ...opts });
+        const r = await capture({ cwd: process.cwd(), ...opts, progress: progressLine(out) });
         emit(out, r, () => {
           const lines = [r.snapshot];
           if (process.stderr.isTTY) {

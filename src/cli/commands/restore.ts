@@ -1,7 +1,7 @@
 // git xet restore: a snapshot -> a new repository in exactly the captured state.
 import type { Command } from 'commander';
 import { run } from '../run';
-import { emit } from '../output';
+import { progressLine, emit } from '../output';
 
 export function registerRestore(program: Command): void {
   program
@@ -13,7 +13,7 @@ export function registerRestore(program: Command): void {
     .action(
       run(async (out, snapshot: string, dir: string, opts: { from?: string }) => {
         const { restore } = await import('../../snapshot/restore');
-        const r = await restore({ cwd: process.cwd(), snapshot, dir, from: opts.from });
+        const r = await restore({ cwd: process.cwd(), snapshot, dir, from: opts.from, progress: progressLine(out) });
         emit(out, r, () => `restored ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.files} files, HEAD ${r.head})`);
       }),
     );
