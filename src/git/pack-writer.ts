@@ -9,11 +9,11 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
+import * as os from 'node:os';
+import { Worker } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
 import { XetError } from '../errors';
-
-const deflate = promisify(zlib.deflate);
+import { processItem, type WorkBatch, type WorkDone, type WorkItem, type WorkResult } from './pack-worker';
 
 export type ObjectFormat = 'sha1' | 'sha256';
 
@@ -34,11 +34,14 @@ export interface PackResult {
 }
 
 const TYPE_CODE = { commit: 1, tree: 2, blob: 3, tag: 4 } as const;
-/** Files above this are streamed through zlib rather than read whole (keeps memory flat). */
-const STREAM_THRESHOLD = 32 * 1024 * 1024;
-/** Bytes of file content read ahead of the writer. */
-const READ_AHEAD_BYTES = 64 * 1024 * 1024;
-const READ_AHEAD_ITEMS = 64;
+/** Files above this are deflated chunk by chunk into a temporary file (keeps memory flat). */
+const STREAM_THRESHOLD = 8 * 1024 * 1024;
+/** Work units for the compression workers, and how much work makes starting them worthwhile. */
+const BATCH_ITEMS = 64;
+const BATCH_BYTES = 4 * 1024 * 1024;
+const MAX_WORKERS = Number(process.env.XET_PACK_WORKERS ?? 4);
+const PARALLEL_MIN_BYTES = 8 * 1024 * 1024;
+const WORKER_YOUNG_MB = Number(process.env.XET_WORKER_YOUNG_MB ?? 4);
 
 function entryHeader(type: PackItem['type'], size: number): Buffer {
   const out: number[] = [];
@@ -51,10 +54,6 @@ function entryHeader(type: PackItem['type'], size: number): Buffer {
   }
   out.push(c);
   return Buffer.from(out);
-}
-
-function objectHash(format: ObjectFormat, type: string, data: Buffer): string {
-  return crypto.createHash(format).update(`${type} ${data.length}\0`).update(data).digest('hex');
 }
 
 /** A pack being written: bytes go to the file and into the running trailer hash. */
@@ -96,59 +95,7 @@ class PackFile {
   }
 }
 
-interface Prepared {
-  item: PackItem;
-  size: number;
-  /** Deflated body, or null when the item is streamed at write time. */
-  body: Buffer | null;
-  /** Bytes of read-ahead budget held until the item is written. */
-  held: number;
-}
-
-/** Read-ahead memory budget, granted strictly in item order so the writer can never starve: only the
- * oldest request ever waits, and a request larger than the budget is granted when nothing is held. */
-class Budget {
-  private used = 0;
-  private tail: Promise<void> = Promise.resolve();
-  private waiter: (() => void) | null = null;
-
-  constructor(private readonly max: number) {}
-
-  acquire(n: number): Promise<void> {
-    const turn = this.tail.then(() => this.grant(n));
-    this.tail = turn;
-    return turn;
-  }
-
-  release(n: number): void {
-    this.used -= n;
-    this.waiter?.();
-  }
-
-  private grant(n: number): Promise<void> {
-    return new Promise((resolve) => {
-      const attempt = () => {
-        if (this.used !== 0 && this.used + n > this.max) return;
-        this.used += n;
-        this.waiter = null;
-        resolve();
-      };
-      this.waiter = attempt;
-      attempt();
-    });
-  }
-}
-
-// Reads are synchronous on purpose: for small files libuv's open/stat/read/close round trips cost
-// more than the read itself, and the main thread has nothing better to do; zlib runs on the pool.
-function readContent(item: PackItem): Buffer {
-  if (item.data) return item.data;
-  if (!item.file) throw new Error(`pack item ${item.oid} has neither data nor file`);
-  if (item.symlink) return fs.readlinkSync(item.file, { encoding: 'buffer' });
-  return fs.readFileSync(item.file);
-}
-
-function changedError(item: PackItem, actual: string): XetError {
+function changedError(item: { oid: string; file?: string }, actual: string): XetError {
   return new XetError('WORKTREE_CHANGED', `${item.file} changed while it was being captured; capture again`, {
     path: item.file,
     expected: item.oid,
@@ -156,55 +103,132 @@ function changedError(item: PackItem, actual: string): XetError {
   });
 }
 
-async function prepare(item: PackItem, format: ObjectFormat, level: number, budget: Budget): Promise<Prepared> {
-  let size = item.data?.length ?? 0;
-  if (item.file && !item.symlink) {
-    const st = fs.lstatSync(item.file, { throwIfNoEntry: false });
-    if (!st?.isFile()) throw changedError(item, 'not a regular file any more');
-    size = st.size;
+/** Compress small objects on every core: batches go to worker threads, results come back tagged
+ * and are handed to `write` strictly in item order, with a bounded number of batches in flight. */
+async function processInWorkers(
+  items: PackItem[],
+  sizes: number[],
+  format: ObjectFormat,
+  level: number,
+  write: (r: WorkResult) => void,
+): Promise<void> {
+  const batches: PackItem[][] = [];
+  let cur: PackItem[] = [];
+  let curBytes = 0;
+  items.forEach((item, i) => {
+    cur.push(item);
+    curBytes += sizes[i];
+    if (cur.length >= BATCH_ITEMS || curBytes >= BATCH_BYTES) {
+      batches.push(cur);
+      cur = [];
+      curBytes = 0;
+    }
+  });
+  if (cur.length) batches.push(cur);
+  const n = Math.max(1, Math.min(os.availableParallelism(), MAX_WORKERS, batches.length));
+  // Small young generations keep each worker's memory near its working set (batches are small).
+  const workers = Array.from(
+    { length: n },
+    () =>
+      new Worker(path.join(__dirname, 'pack-worker.js'), {
+        resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
+      }),
+  );
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const done = new Map<number, WorkResult[]>();
+      let nextToSend = 0;
+      let nextToWrite = 0;
+      const send = (w: Worker) => {
+        if (nextToSend >= batches.length || nextToSend - nextToWrite >= n * 3) return false;
+        const batch = nextToSend++;
+        const msg: WorkBatch = { batch, format, level, items: batches[batch].map(toWorkItem) };
+        w.postMessage(msg);
+        return true;
+      };
+      const idle: Worker[] = [];
+      for (const w of workers) {
+        w.on('error', reject);
+        w.on('message', (m: WorkDone) => {
+          done.set(m.batch, m.results);
+          try {
+            while (done.has(nextToWrite)) {
+              for (const r of done.get(nextToWrite) as WorkResult[]) write(r);
+              done.delete(nextToWrite++);
+            }
+          } catch (e) {
+            reject(e);
+            return;
+          }
+          if (nextToWrite === batches.length) return resolve();
+          if (!send(w)) idle.push(w);
+          while (idle.length && send(idle[0])) idle.shift();
+        });
+        send(w);
+        send(w);
+      }
+    });
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
   }
-  const streamed = size > STREAM_THRESHOLD;
-  const held = streamed ? 0 : size;
-  await budget.acquire(held);
-  if (streamed) return { item, size, body: null, held };
-  const data = readContent(item);
-  const actual = objectHash(format, item.type, data);
-  if (actual !== item.oid) {
-    budget.release(held);
-    throw changedError(item, actual);
-  }
-  // Tiny objects are deflated inline: a thread-pool round trip costs more than the work.
-  const body = data.length < 4096 ? zlib.deflateSync(data, { level }) : await deflate(data, { level });
-  return { item, size: data.length, body, held };
 }
 
-/** Stream a large file into the pack: hash and deflate chunk by chunk. */
-async function writeStreamed(pack: PackFile, p: Prepared, format: ObjectFormat, level: number): Promise<number> {
-  const file = p.item.file as string;
-  const hash = crypto.createHash(format).update(`blob ${p.size}\0`);
-  const header = entryHeader('blob', p.size);
-  pack.write(header);
-  let crc = zlib.crc32(header);
+function toWorkItem(i: PackItem): WorkItem {
+  return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data };
+}
+
+interface Compressed {
+  item: PackItem;
+  size: number;
+  tmp: string;
+}
+
+/** Deflate a large file into a temporary file beside the pack, chunk by chunk (memory stays flat).
+ * Large files run concurrently with the small-file pipeline instead of stalling it. */
+async function compressToTemp(item: PackItem, tmp: string, format: ObjectFormat, level: number): Promise<Compressed> {
+  const file = item.file as string;
+  const size = fs.lstatSync(file).size;
+  const hash = crypto.createHash(format).update(`blob ${size}\0`);
   let seen = 0;
-  const deflater = zlib.createDeflate({ level });
-  const done = new Promise<void>((resolve, reject) => {
-    deflater.on('data', (chunk: Buffer) => {
-      pack.write(chunk);
-      crc = zlib.crc32(chunk, crc);
-    });
-    deflater.on('end', resolve);
+  const out = fs.createWriteStream(tmp, { flags: 'wx', mode: 0o600 });
+  const deflater = zlib.createDeflate({ level, chunkSize: 1 << 20 });
+  const written = new Promise<void>((resolve, reject) => {
+    out.on('finish', resolve);
+    out.on('error', reject);
     deflater.on('error', reject);
   });
-  const input = fs.createReadStream(file, { highWaterMark: 1 << 20 });
-  for await (const chunk of input as AsyncIterable<Buffer>) {
+  deflater.pipe(out);
+  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
     seen += chunk.length;
     hash.update(chunk);
     if (!deflater.write(chunk)) await new Promise((r) => deflater.once('drain', r));
   }
   deflater.end();
-  await done;
+  await written;
   const actual = hash.digest('hex');
-  if (seen !== p.size || actual !== p.item.oid) throw changedError(p.item, actual);
+  if (seen !== size || actual !== item.oid) throw changedError(item, actual);
+  return { item, size, tmp };
+}
+
+/** Append a compressed temporary file as one pack entry; returns the entry's CRC32. */
+function appendCompressed(pack: PackFile, c: Compressed): number {
+  const header = entryHeader(c.item.type, c.size);
+  pack.write(header);
+  let crc = zlib.crc32(header);
+  const fd = fs.openSync(c.tmp, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (;;) {
+      const n = fs.readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      const chunk = buf.subarray(0, n);
+      pack.write(chunk);
+      crc = zlib.crc32(chunk, crc);
+    }
+  } finally {
+    fs.closeSync(fd);
+    fs.rmSync(c.tmp, { force: true });
+  }
   return crc;
 }
 
@@ -227,6 +251,7 @@ export async function writePack(
   const tmpIdx = path.join(packDir, `tmp_idx_xet_${rand}`);
   const pack = new PackFile(tmpPack, format);
   const entries: { oid: string; offset: number; crc: number }[] = [];
+  const tmpExtras: string[] = [];
   try {
     const header = Buffer.alloc(12);
     header.write('PACK', 0, 'latin1');
@@ -234,33 +259,55 @@ export async function writePack(
     header.writeUInt32BE(unique.length, 8);
     pack.write(header);
 
-    // Read ahead with bounded items and bytes; write strictly in order.
-    const budget = new Budget(READ_AHEAD_BYTES);
-    const inflight: Promise<Prepared>[] = [];
-    let next = 0;
-    const launch = () => {
-      while (next < unique.length && inflight.length < READ_AHEAD_ITEMS) {
-        const p = prepare(unique[next++], format, level, budget);
-        p.catch(() => undefined); // awaited in order below; avoid unhandled-rejection noise meanwhile
-        inflight.push(p);
+    // Large files are deflated into temporary files concurrently; the rest is read ahead with
+    // bounded items and bytes and written in order. Large entries are appended at the end.
+    const sizeCache = new Map<PackItem, number>();
+    const sizeOf = (i: PackItem): number => {
+      let n = sizeCache.get(i);
+      if (n === undefined) {
+        n = i.data
+          ? i.data.length
+          : !i.file || i.symlink
+            ? 0
+            : (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0);
+        sizeCache.set(i, n);
       }
+      return n;
     };
-    launch();
-    for (let i = 0; i < unique.length; i++) {
-      const p = await (inflight.shift() as Promise<Prepared>);
-      const offset = pack.offset;
-      let crc: number;
-      if (p.body === null) {
-        crc = await writeStreamed(pack, p, format, level);
-      } else {
-        const h = entryHeader(p.item.type, p.size);
-        pack.write(h);
-        pack.write(p.body);
-        crc = zlib.crc32(p.body, zlib.crc32(h));
+    const isLarge = (i: PackItem) => !!i.file && !i.symlink && sizeOf(i) > STREAM_THRESHOLD;
+    const large = unique.filter(isLarge);
+    const largeSet = new Set(large);
+    const small = unique.filter((i) => !largeSet.has(i));
+    const largeJobs = large.map((item, n) => {
+      const job = compressToTemp(item, `${tmpPack}.large-${n}`, format, level);
+      job.catch(() => undefined);
+      return job;
+    });
+    tmpExtras.push(...large.map((_, n) => `${tmpPack}.large-${n}`));
+    const typeOf = new Map(small.map((i) => [i.oid, i.type]));
+    const writeResult = (r: WorkResult) => {
+      if ('error' in r) {
+        if (r.error === 'changed') throw changedError({ oid: r.oid, file: r.file }, r.actual ?? '');
+        throw changedError({ oid: r.oid, file: r.file }, `unreadable: ${r.actual}`);
       }
-      budget.release(p.held);
-      entries.push({ oid: p.item.oid, offset, crc });
-      launch();
+      const body = Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
+      const offset = pack.offset;
+      const h = entryHeader(typeOf.get(r.oid) as PackItem['type'], r.size);
+      pack.write(h);
+      pack.write(body);
+      entries.push({ oid: r.oid, offset, crc: zlib.crc32(body, zlib.crc32(h)) });
+    };
+    const smallSizes = small.map((i) => sizeOf(i));
+    const smallBytes = smallSizes.reduce((a, b) => a + b, 0);
+    if (smallBytes < PARALLEL_MIN_BYTES || os.availableParallelism() < 2) {
+      for (const item of small) writeResult(processItem(toWorkItem(item), format, level));
+    } else {
+      await processInWorkers(small, smallSizes, format, level, writeResult);
+    }
+    for (const job of largeJobs) {
+      const c = await job;
+      const offset = pack.offset;
+      entries.push({ oid: c.item.oid, offset, crc: appendCompressed(pack, c) });
     }
     const checksum = pack.finish();
     writeIndex(tmpIdx, format, entries, checksum);
@@ -273,7 +320,7 @@ export async function writePack(
     return { pack: name, objects: entries.length, bytes: pack.offset + checksum.length };
   } catch (e) {
     pack.abort();
-    fs.rmSync(tmpIdx, { force: true });
+    for (const f of [tmpIdx, ...tmpExtras]) fs.rmSync(f, { force: true });
     throw e;
   }
 }

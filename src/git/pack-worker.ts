@@ -1,0 +1,76 @@
+// Worker thread of the pack writer: reads, re-hashes and deflates batches of small objects so that
+// every core compresses. Results go back in the order received, bodies transferred without copies.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import { parentPort } from 'node:worker_threads';
+import * as zlib from 'node:zlib';
+
+export interface WorkItem {
+  oid: string;
+  type: string;
+  file?: string;
+  symlink?: boolean;
+  data?: Uint8Array;
+}
+
+export interface WorkBatch {
+  batch: number;
+  format: 'sha1' | 'sha256';
+  level: number;
+  items: WorkItem[];
+}
+
+export type WorkResult =
+  { oid: string; size: number; body: Uint8Array } | { oid: string; error: string; file?: string; actual?: string };
+
+export interface WorkDone {
+  batch: number;
+  results: WorkResult[];
+}
+
+// One growing read buffer per thread: file contents are only needed until they are deflated, and
+// reusing the buffer keeps a worker's memory at its largest file instead of its garbage backlog.
+let scratch = Buffer.allocUnsafe(1 << 20);
+
+function readWhole(file: string): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (scratch.length < size + 1) scratch = Buffer.allocUnsafe(size + 1 + (size >> 3));
+    let n = 0;
+    for (;;) {
+      const got = fs.readSync(fd, scratch, n, scratch.length - n, null);
+      if (got === 0) break;
+      n += got;
+      if (n === scratch.length) scratch = Buffer.concat([scratch, Buffer.allocUnsafe(scratch.length)]);
+    }
+    return scratch.subarray(0, n);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function processItem(item: WorkItem, format: 'sha1' | 'sha256', level: number): WorkResult {
+  let data: Buffer;
+  try {
+    if (item.data) data = Buffer.from(item.data.buffer, item.data.byteOffset, item.data.byteLength);
+    else if (item.symlink) data = fs.readlinkSync(item.file as string, { encoding: 'buffer' });
+    else data = readWhole(item.file as string);
+  } catch (e) {
+    return { oid: item.oid, error: 'unreadable', file: item.file, actual: (e as Error).message };
+  }
+  const actual = crypto.createHash(format).update(`${item.type} ${data.length}\0`).update(data).digest('hex');
+  if (actual !== item.oid) return { oid: item.oid, error: 'changed', file: item.file, actual };
+  // A copy with its own ArrayBuffer, so it can be transferred rather than cloned.
+  return { oid: item.oid, size: data.length, body: new Uint8Array(zlib.deflateSync(data, { level })) };
+}
+
+if (parentPort) {
+  const port = parentPort;
+  port.on('message', (msg: WorkBatch) => {
+    const results = msg.items.map((i) => processItem(i, msg.format, msg.level));
+    const transfer = results.flatMap((r) => ('body' in r ? [r.body.buffer as ArrayBuffer] : []));
+    port.postMessage({ batch: msg.batch, results } satisfies WorkDone, transfer);
+  });
+}
