@@ -6,6 +6,7 @@
 // filters and how restore writes them without smudging, using git's own C paths in bulk.
 
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 export interface ShadowSpec {
@@ -48,6 +49,10 @@ export function createShadow(spec: ShadowSpec): Shadow {
       '\tsplitIndex = false',
       '[pack]',
       '\tcompression = 1',
+      // Restore writes whole trees with checkout-index: let git spread that over every core.
+      '[checkout]',
+      `\tworkers = ${os.availableParallelism()}`,
+      '\tthresholdForParallelism = 100',
       '[index]',
       '\tversion = 4',
       '[gc]',

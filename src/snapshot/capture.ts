@@ -33,7 +33,7 @@ import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspac
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
-import { scanToTree, scratchDir } from './scan';
+import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
@@ -216,14 +216,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       write: true,
       previousTree: previous?.tree ?? null,
     });
-    const [filesTree, indexTree, tagObjects] = await Promise.all([
+    const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
       writeIndexTree(repo, tmpBase),
       collectTagObjects(refs, userOpts),
     ]);
 
     progress('writing the snapshot');
-    const totals = await treeTotals(previous, filesTree, userOpts);
+    const filesTree = scan.tree;
+    const totals = await treeTotals(previous, scan, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
 
     // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
@@ -493,39 +494,36 @@ interface Totals {
  * tree diff when there is one (O(changes)); otherwise from a full listing. */
 async function treeTotals(
   prev: ({ tree: string } & Totals) | null,
-  tree: string,
+  scan: ScanResult,
   opts: { cwd: string },
 ): Promise<Totals> {
-  if (prev) {
-    const have = await catFileBatch([`${prev.tree}^{tree}`], opts).catch(() => null);
-    if (have?.get(`${prev.tree}^{tree}`)) {
-      const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };
-      const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', prev.tree, tree], opts);
-      const sizesOf: string[] = [];
-      const changes: { oldMode: string; newMode: string; oldOid: string; newOid: string }[] = [];
-      for (let i = 0; i + 1 < recs.length; i += 2) {
-        const [oldMode, newMode, oldOid, newOid] = recs[i].slice(1).split(' ');
-        changes.push({ oldMode, newMode, oldOid, newOid });
-        if (!/^0+$/.test(oldOid)) sizesOf.push(oldOid);
-        if (!/^0+$/.test(newOid)) sizesOf.push(newOid);
-      }
-      const sizes = await blobSizes(sizesOf, opts);
-      for (const c of changes) {
-        if (c.oldMode !== '000000') {
-          t.files--;
-          t.bytes -= sizes.get(c.oldOid) ?? 0;
-          if (c.oldMode === '120000') t.symlinks--;
-        }
-        if (c.newMode !== '000000') {
-          t.files++;
-          t.bytes += sizes.get(c.newOid) ?? 0;
-          if (c.newMode === '120000') t.symlinks++;
-        }
-      }
-      return t;
+  if (prev && scan.changes) {
+    const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };
+    const recs = scan.changes;
+    const sizesOf: string[] = [];
+    const changes: { oldMode: string; newMode: string; oldOid: string; newOid: string }[] = [];
+    for (let i = 0; i + 1 < recs.length; i += 2) {
+      const [oldMode, newMode, oldOid, newOid] = recs[i].slice(1).split(' ');
+      changes.push({ oldMode, newMode, oldOid, newOid });
+      if (!/^0+$/.test(oldOid)) sizesOf.push(oldOid);
+      if (!/^0+$/.test(newOid)) sizesOf.push(newOid);
     }
+    const sizes = await blobSizes(sizesOf, opts);
+    for (const c of changes) {
+      if (c.oldMode !== '000000') {
+        t.files--;
+        t.bytes -= sizes.get(c.oldOid) ?? 0;
+        if (c.oldMode === '120000') t.symlinks--;
+      }
+      if (c.newMode !== '000000') {
+        t.files++;
+        t.bytes += sizes.get(c.newOid) ?? 0;
+        if (c.newMode === '120000') t.symlinks++;
+      }
+    }
+    return t;
   }
-  const listing = await lsTree(tree, { ...opts, long: true });
+  const listing = await lsTree(scan.tree, { ...opts, long: true });
   const t: Totals = { files: listing.length, bytes: 0, symlinks: 0 };
   for (const e of listing) {
     t.bytes += e.size;

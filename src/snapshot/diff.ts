@@ -80,7 +80,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     const indexFile = path.join(scratch, 'files.index');
     const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo.gitDir)}.index`);
     if (fs.existsSync(cache)) fs.copyFileSync(cache, indexFile);
-    const filesTree = await scanToTree({
+    const { tree: filesTree } = await scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
       objectsDir: objects,

@@ -28,7 +28,13 @@ export interface ScanSpec {
   previousTree?: string | null;
 }
 
-export async function scanToTree(spec: ScanSpec): Promise<string> {
+export interface ScanResult {
+  tree: string;
+  /** `diff-tree -r -z` records from the previous tree, when one was used (write mode). */
+  changes: string[] | null;
+}
+
+export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
   const shadow = createShadow({
     dir: spec.scratchDir,
     objectFormat: spec.objectFormat,
@@ -59,7 +65,7 @@ export async function scanToTree(spec: ScanSpec): Promise<string> {
       ...opts,
       input: joinZ(spec.paths),
     });
-    if (!spec.write) return await gitText(['write-tree', '--missing-ok'], opts);
+    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
     return await storeTree(spec, opts);
   } finally {
     shadow.dispose();
@@ -76,7 +82,7 @@ export function scratchDir(base: string, what: string): string {
 async function storeTree(
   spec: ScanSpec,
   opts: { cwd: string; env: Record<string, string | undefined> },
-): Promise<string> {
+): Promise<ScanResult> {
   const scratchObjects = path.join(spec.scratchDir, 'objects');
   fs.mkdirSync(scratchObjects, { recursive: true });
   const env = {
@@ -86,7 +92,7 @@ async function storeTree(
   };
   const o = { cwd: opts.cwd, env };
   const tree = await gitText(['write-tree', '--missing-ok'], o);
-  const blobs = await candidateBlobs(tree, spec.previousTree ?? null, o);
+  const { blobs, changes } = await candidateBlobs(tree, spec.previousTree ?? null, o);
   const missing = await missingObjects(
     blobs.map((b) => b.oid),
     o,
@@ -99,7 +105,7 @@ async function storeTree(
   }
   for (const t of looseObjects(scratchObjects)) items.push(t);
   await writePack(spec.objectsDir, spec.objectFormat, items);
-  return tree;
+  return { tree, changes };
 }
 
 interface BlobRef {
@@ -109,7 +115,11 @@ interface BlobRef {
 }
 
 /** Blobs that may be new: those changed since `previous` (O(changes)), else all of them. */
-async function candidateBlobs(tree: string, previous: string | null, o: GitOptions): Promise<BlobRef[]> {
+async function candidateBlobs(
+  tree: string,
+  previous: string | null,
+  o: GitOptions,
+): Promise<{ blobs: BlobRef[]; changes: string[] | null }> {
   const out: BlobRef[] = [];
   if (previous && (await git(['cat-file', '-e', `${previous}^{tree}`], { ...o, okCodes: [1, 128] })).code === 0) {
     const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', previous, tree], o);
@@ -117,10 +127,10 @@ async function candidateBlobs(tree: string, previous: string | null, o: GitOptio
       const [, newMode, , newOid] = recs[i].slice(1).split(' ');
       if (newMode !== '000000' && newMode !== '160000') out.push({ mode: newMode, oid: newOid, path: recs[i + 1] });
     }
-    return out;
+    return { blobs: out, changes: recs };
   }
   for (const e of await lsTree(tree, o)) if (e.type === 'blob') out.push({ mode: e.mode, oid: e.oid, path: e.path });
-  return out;
+  return { blobs: out, changes: null };
 }
 
 async function missingObjects(oids: string[], o: GitOptions): Promise<Set<string>> {

@@ -133,7 +133,7 @@ async function compareFiles(
     ignored: new Set(),
     policy: resolvePolicyAll(),
   });
-  const tree = await scanToTree({
+  const { tree } = await scanToTree({
     worktree: target.worktree,
     objectFormat: target.objectFormat,
     objectsDir: objects,

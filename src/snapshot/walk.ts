@@ -106,6 +106,11 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       throw e;
     }
+    if (rel !== '' && entries.some((d) => d.name === '.git')) {
+      // Another repository inside this one: its files belong to it, not to this snapshot.
+      res.skipped.push({ path: rel, reason: 'nested-repository' });
+      return true;
+    }
     if (entries.some((d) => d.name.includes('\uFFFD'))) checkNames(abs, rel);
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     let captured = false;
@@ -126,11 +131,6 @@ export function walkWorktree(input: WalkInput): WalkResult {
       sawAny = true;
       if (kind === 'dir') {
         const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
-        if (fs.existsSync(childAbs + path.sep + '.git')) {
-          res.skipped.push({ path: childRel, reason: 'nested-repository' });
-          captured = true;
-          continue;
-        }
         if (ign && !canIncludeIgnored && !hasTrackedUnder(tracked, childRel)) {
           res.ignoredNotCaptured++;
           continue;
