@@ -12,7 +12,8 @@ import { acquireLock } from '../src/sidecar/lock';
 import { canonicalJson } from '../src/snapshot/canonical-json';
 import { parseManifest } from '../src/snapshot/manifest';
 import { checkPathSyntax, checkTreePaths } from '../src/snapshot/paths';
-import { resolvePolicy } from '../src/snapshot/policy';
+import ignore from 'ignore';
+import { PatternMatcher, resolvePolicy } from '../src/snapshot/policy';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -176,5 +177,52 @@ test('every error code is raised somewhere in src/ and documented in README.md',
   for (const code of Object.keys(ERROR_CODES)) {
     assert.ok(readme.includes(`\`${code}\``), `README.md lists ${code}`);
     assert.ok(all.includes(`'${code}'`), `${code} is raised somewhere`);
+  }
+});
+
+test('the fast pattern matcher agrees with the ignore package on every path', () => {
+  const lists = [
+    ['node_modules/', '*.log', 'build', '**/.aws/credentials', 'docs/*.md', '/root-only', 'a/**/b', '.env.*'],
+    ['secret', 'x/y/z', '*.pem'],
+    ['*.tmp', '!keep.tmp', 'cache/'],
+    [],
+  ];
+  const paths = [
+    'node_modules/a/b.js',
+    'src/node_modules/x',
+    'node_modules',
+    'app.log',
+    'deep/app.log/inner.txt',
+    'build',
+    'build/out.js',
+    'src/build/x',
+    'home/.aws/credentials',
+    '.aws/credentials',
+    'credentials',
+    'docs/a.md',
+    'docs/sub/a.md',
+    'root-only',
+    'sub/root-only',
+    'a/b',
+    'a/x/y/b',
+    'b',
+    'cfg/.env.local',
+    '.env',
+    'secret',
+    'dir/secret/file',
+    'x/y/z',
+    'q/x/y/z',
+    'k.pem',
+    'keep.tmp',
+    'other.tmp',
+    'cache/v1/data',
+    'APP.LOG',
+    'CFG/.ENV.LOCAL',
+    'KEEP.TMP',
+  ];
+  for (const list of lists) {
+    const fast = new PatternMatcher(list);
+    const slow = ignore({ allowRelativePaths: true }).add(list);
+    for (const p of paths) assert.equal(fast.matches(p), slow.ignores(p), `${JSON.stringify(list)} on ${p}`);
   }
 });

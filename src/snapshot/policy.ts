@@ -45,8 +45,84 @@ export interface CapturePolicy {
   isSecret(path: string): boolean;
 }
 
-function matcher(patterns: string[]): Ignore | null {
-  return patterns.length ? ignore({ allowRelativePaths: true }).add(patterns) : null;
+/**
+ * A .gitignore-syntax matcher that is cheap per file. Patterns without a slash match a name at any
+ * depth, so they are tested on each path component's name once (results cached by name: the same
+ * names recur all over node_modules); patterns with a slash are tested on the whole path, and only
+ * when a component equals their last segment. With negations the fast path could change meaning,
+ * so those lists go through `ignore` whole.
+ */
+export class PatternMatcher {
+  private readonly whole: Ignore | null = null;
+  private readonly names: Ignore | null = null;
+  private readonly paths: Ignore | null = null;
+  /** Last segments of slash patterns, or null when one is a glob (then every path is tested). */
+  private readonly triggers: Set<string> | null = new Set();
+  private readonly fileCache = new Map<string, boolean>();
+  private readonly dirCache = new Map<string, boolean>();
+  /** A name can only match a bare pattern if it contains that pattern's longest literal run
+   * (lower-cased: `ignore` matches case-insensitively); null when some pattern has none. */
+  private readonly literals: string[] | null = null;
+
+  constructor(patterns: string[]) {
+    const real = patterns.filter((p) => p.trim() !== '' && !p.startsWith('#'));
+    if (!real.length) return;
+    if (real.some((p) => p.startsWith('!'))) {
+      this.whole = ignore({ allowRelativePaths: true }).add(real);
+      return;
+    }
+    const bare = real.filter((p) => !p.replace(/\/+$/, '').includes('/'));
+    const slashed = real.filter((p) => p.replace(/\/+$/, '').includes('/'));
+    if (bare.length) {
+      this.names = ignore({ allowRelativePaths: true }).add(bare);
+      const runs = bare.map(
+        (p) =>
+          p
+            .replace(/\/+$/, '')
+            .split(/[*?[\]\\]/)
+            .sort((a, b) => b.length - a.length)[0] ?? '',
+      );
+      this.literals = runs.every((r) => r.length >= 2) ? runs.map((r) => r.toLowerCase()) : null;
+    }
+    if (slashed.length) {
+      this.paths = ignore({ allowRelativePaths: true }).add(slashed);
+      for (const p of slashed) {
+        const last = p.replace(/\/+$/, '').split('/').pop() as string;
+        if (/[*?[\\]/.test(last)) {
+          this.triggers = null;
+          break;
+        }
+        this.triggers?.add(last);
+      }
+    }
+  }
+
+  matches(path: string): boolean {
+    if (this.whole) return this.whole.ignores(path);
+    const parts = path.split('/');
+    if (this.names) {
+      for (let i = 0; i < parts.length; i++) {
+        const dir = i < parts.length - 1;
+        const cache = dir ? this.dirCache : this.fileCache;
+        let hit = cache.get(parts[i]);
+        if (hit === undefined) {
+          const lower = parts[i].toLowerCase();
+          hit =
+            (this.literals === null || this.literals.some((l) => lower.includes(l))) &&
+            this.names.ignores(dir ? `${parts[i]}/` : parts[i]);
+          cache.set(parts[i], hit);
+        }
+        if (hit) return true;
+      }
+    }
+    if (!this.paths) return false;
+    if (this.triggers && !parts.some((p) => (this.triggers as Set<string>).has(p))) return false;
+    return this.paths.ignores(path);
+  }
+
+  get empty(): boolean {
+    return !this.whole && !this.names && !this.paths;
+  }
 }
 
 export function resolvePolicy(config: GitConfig, opts: PolicyOptions): CapturePolicy {
@@ -62,16 +138,16 @@ export function resolvePolicy(config: GitConfig, opts: PolicyOptions): CapturePo
   const include = [...config.getAll('xet.capture.include'), ...(opts.include ?? [])];
   const exclude = [...config.getAll('xet.capture.exclude'), ...(opts.exclude ?? [])];
   const secretPatterns = [...DEFAULT_SECRET_PATTERNS, ...config.getAll('xet.capture.secret')];
-  const inc = matcher(include);
-  const exc = matcher(exclude);
-  const sec = matcher(secretPatterns);
+  const inc = new PatternMatcher(include);
+  const exc = new PatternMatcher(exclude);
+  const sec = new PatternMatcher(secretPatterns);
   return {
     ignored,
     include,
     exclude,
     secretPatterns,
-    isIncluded: (p) => inc !== null && inc.ignores(p),
-    isExcluded: (p) => exc !== null && exc.ignores(p),
-    isSecret: (p) => sec !== null && sec.ignores(p),
+    isIncluded: (p) => inc.matches(p),
+    isExcluded: (p) => exc.matches(p),
+    isSecret: (p) => sec.matches(p),
   };
 }

@@ -112,7 +112,6 @@ export function walkWorktree(input: WalkInput): WalkResult {
       return true;
     }
     if (entries.some((d) => d.name.includes('\uFFFD'))) checkNames(abs, rel);
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     let captured = false;
     let sawAny = false;
     for (const d of entries) {
@@ -181,6 +180,11 @@ export function walkWorktree(input: WalkInput): WalkResult {
   };
 
   walkDir(root, '', false);
+  // Directory order is whatever the filesystem gives; what goes into the manifest is sorted.
+  const byPath = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  res.emptyDirs.sort(byPath);
+  res.excludedSecrets.sort(byPath);
+  res.skipped.sort((a, b) => byPath(a.path, b.path));
   return res;
 }
 
