@@ -10,6 +10,8 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as os from 'node:os';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
 import { XetError } from '../errors';
@@ -36,9 +38,28 @@ export interface PackResult {
 const TYPE_CODE = { commit: 1, tree: 2, blob: 3, tag: 4 } as const;
 /** Files above this are deflated chunk by chunk into a temporary file (keeps memory flat). */
 const STREAM_THRESHOLD = 8 * 1024 * 1024;
+/**
+ * Compressed bodies arrive from the workers as ArrayBuffers. Once written they are garbage, but V8
+ * collects them lazily and they would pile up to ~100 MB on a big capture; an explicit collection
+ * every few tens of MB keeps the process well under its memory goal for a few milliseconds each.
+ */
+const COLLECT_EVERY_BYTES = 32 * 1024 * 1024;
+let collect: (() => void) | null | undefined;
+function collectGarbage(): void {
+  if (collect === undefined) {
+    try {
+      v8.setFlagsFromString('--expose-gc');
+      collect = vm.runInNewContext('gc') as () => void;
+    } catch {
+      collect = null;
+    }
+  }
+  collect?.();
+}
+
 /** Work units for the compression workers, and how much work makes starting them worthwhile. */
 const BATCH_ITEMS = 64;
-const BATCH_BYTES = 4 * 1024 * 1024;
+const BATCH_BYTES = 2 * 1024 * 1024;
 const MAX_WORKERS = Number(process.env.XET_PACK_WORKERS ?? 4);
 const PARALLEL_MIN_BYTES = 8 * 1024 * 1024;
 const WORKER_YOUNG_MB = Number(process.env.XET_WORKER_YOUNG_MB ?? 4);
@@ -140,7 +161,7 @@ async function processInWorkers(
       let nextToSend = 0;
       let nextToWrite = 0;
       const send = (w: Worker) => {
-        if (nextToSend >= batches.length || nextToSend - nextToWrite >= n * 3) return false;
+        if (nextToSend >= batches.length || nextToSend - nextToWrite >= n * 2) return false;
         const batch = nextToSend++;
         const msg: WorkBatch = { batch, format, level, items: batches[batch].map(toWorkItem) };
         w.postMessage(msg);
@@ -278,19 +299,29 @@ export async function writePack(
     const large = unique.filter(isLarge);
     const largeSet = new Set(large);
     const small = unique.filter((i) => !largeSet.has(i));
+    // One at a time: each is already a stream through the thread pool, and running them together
+    // only multiplies buffers.
+    let chain: Promise<unknown> = Promise.resolve();
     const largeJobs = large.map((item, n) => {
-      const job = compressToTemp(item, `${tmpPack}.large-${n}`, format, level);
+      const job = chain.then(() => compressToTemp(item, `${tmpPack}.large-${n}`, format, level));
+      chain = job.catch(() => undefined);
       job.catch(() => undefined);
       return job;
     });
     tmpExtras.push(...large.map((_, n) => `${tmpPack}.large-${n}`));
     const typeOf = new Map(small.map((i) => [i.oid, i.type]));
+    let sinceCollect = 0;
     const writeResult = (r: WorkResult) => {
       if ('error' in r) {
         if (r.error === 'changed') throw changedError({ oid: r.oid, file: r.file }, r.actual ?? '');
         throw changedError({ oid: r.oid, file: r.file }, `unreadable: ${r.actual}`);
       }
       const body = Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
+      sinceCollect += body.length;
+      if (sinceCollect > COLLECT_EVERY_BYTES) {
+        sinceCollect = 0;
+        collectGarbage();
+      }
       const offset = pack.offset;
       const h = entryHeader(typeOf.get(r.oid) as PackItem['type'], r.size);
       pack.write(h);
