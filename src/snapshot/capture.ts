@@ -343,13 +343,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     });
     return {
       snapshot: commit,
-      files: fileCount,
-      bytes,
-      tracked: walk.counts.tracked,
-      untracked: walk.counts.untracked,
-      ignored: walk.counts.ignored,
-      symlinks,
-      emptyDirs: walk.emptyDirs.length,
+      ...manifest.counts,
       excludedSecrets: walk.excludedSecrets,
       skipped: walk.skipped,
       incremental,
