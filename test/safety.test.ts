@@ -323,3 +323,34 @@ test('packs from many captures are rolled up past xet.capture.maxPacks, and ever
     sb.cleanup();
   }
 });
+
+test('a first capture in a second worktree stores only what differs from the newest snapshot', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n', '.gitignore': 'node_modules/\n' });
+    for (let i = 0; i < 300; i++) r.write(`node_modules/pkg${i % 30}/f${i}.js`, `module.exports = ${i};\n`.repeat(20));
+    capture(sb, r.dir);
+    const wt = sb.path('wt');
+    r.git('worktree', 'add', '-q', wt);
+    fs.cpSync(r.p('node_modules'), path.join(wt, 'node_modules'), { recursive: true });
+    fs.writeFileSync(path.join(wt, 'node_modules', 'only-here.js'), 'new\n');
+    const packs = () => fs.readdirSync(r.p('.git/objects/pack')).filter((n) => n.endsWith('.idx'));
+    const before = new Set(packs());
+    const snap = capture(sb, wt);
+    const added = packs().filter((n) => !before.has(n));
+    const objects = added
+      .map((n) => r.git('verify-pack', '-v', r.p(`.git/objects/pack/${n}`)))
+      .join('')
+      .split('\n')
+      .filter((l) => /^[0-9a-f]{40} /.test(l));
+    // The new file, plus the trees on its path; none of the 300 shared files.
+    assert.ok(objects.length <= 4, `objects stored: ${objects.length}`);
+    const target = sb.path('copy');
+    expectExit(xet(sb, wt, ['restore', snap, target]), 0);
+    expectExit(verify(sb, wt, snap, target), 0);
+    r.git('fsck', '--no-progress', '--strict');
+  } finally {
+    sb.cleanup();
+  }
+});

@@ -205,7 +205,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const cacheIndex = path.join(cacheDir, `${wsId}.index`);
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
-    const previous = withSidecar(repo, (db) => lastFilesTree(db, wsId));
+    // The base to store changes against: this worktree's last capture, else the newest snapshot in
+    // the repository (another worktree of the same project shares most of its files).
+    const previous = withSidecar(repo, (db) => lastFilesTree(db, wsId)) ?? (await newestSnapshotBase(userOpts));
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -215,6 +217,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       paths: walk.paths,
       write: true,
       previousTree: previous?.tree ?? null,
+      knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
     });
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
@@ -538,4 +541,24 @@ async function blobSizes(oids: string[], opts: { cwd: string }): Promise<Map<str
     if (size && size !== 'missing') out.set(oid, Number(size));
   }
   return out;
+}
+
+/** The files tree and totals of the newest snapshot in the repository, if any. */
+async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: string } & Totals) | null> {
+  const newest = await gitText(
+    ['for-each-ref', '--sort=-creatordate', '--count=1', '--format=%(objectname)', SNAPSHOT_REF_PREFIX],
+    opts,
+  );
+  if (!newest) return null;
+  const objs = await catFileBatch([`${newest}:manifest.json`], opts);
+  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
+  const manifest = objs.get(`${newest}:manifest.json`);
+  if (!manifest || tree.code !== 0) return null;
+  try {
+    const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
+    if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;
+    return { tree: tree.stdout.toString('utf8').trim(), ...(counts as Totals) };
+  } catch {
+    return null;
+  }
 }

@@ -24,9 +24,17 @@ export interface ScanSpec {
   /** Files and symlinks, relative to worktree, '/'-separated. */
   paths: string[];
   write: boolean;
-  /** A files tree of an earlier scan of the same worktree: only blobs new since then are packed. */
+  /** A files tree whose objects are all stored (an earlier capture): only blobs that differ from
+   * it are candidates for storing. */
   previousTree?: string | null;
+  /** Blob oids known to be stored (the user's index): with no previous tree, these are not looked up. */
+  knownObjects?: Set<string>;
 }
+
+/** Without a previous tree, a first capture would look up every blob; past this many unknown ones
+ * they are simply packed (a duplicate of an object stored elsewhere costs space, never correctness,
+ * and the next repack drops it). */
+const LOOKUP_LIMIT = 2000;
 
 export interface ScanResult {
   tree: string;
@@ -93,10 +101,10 @@ async function storeTree(
   const o = { cwd: opts.cwd, env };
   const tree = await gitText(['write-tree', '--missing-ok'], o);
   const { blobs, changes } = await candidateBlobs(tree, spec.previousTree ?? null, o);
-  const missing = await missingObjects(
-    blobs.map((b) => b.oid),
-    o,
-  );
+  let unknown = blobs.map((b) => b.oid);
+  if (changes === null && spec.knownObjects) unknown = unknown.filter((oid) => !spec.knownObjects?.has(oid));
+  const missing =
+    changes === null && unknown.length > LOOKUP_LIMIT ? new Set(unknown) : await missingObjects(unknown, o);
   const items: PackItem[] = [];
   for (const b of blobs) {
     if (!missing.has(b.oid)) continue;
