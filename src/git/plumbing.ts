@@ -79,6 +79,13 @@ export async function listRefs(patterns: string[], opts: GitOptions): Promise<Re
 
 export type HeadState = { kind: 'branch'; ref: string; oid: string | null } | { kind: 'detached'; oid: string };
 
+/** Whether two HEAD states are the same (field by field: object key order is not meaning). */
+export function sameHead(a: HeadState | null, b: HeadState | null): boolean {
+  if (!a || !b) return a === b;
+  if (a.kind !== b.kind || a.oid !== b.oid) return false;
+  return a.kind !== 'branch' || (b.kind === 'branch' && a.ref === b.ref);
+}
+
 export async function readHead(opts: GitOptions): Promise<HeadState> {
   const sym = await git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] });
   const oidR = await git(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { ...opts, okCodes: [1] });

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { listRefs, readHead, readIndexEntries } from '../git/plumbing';
+import { listRefs, readHead, readIndexEntries, sameHead, type HeadState } from '../git/plumbing';
 import { findRepo } from '../git/repo';
 import { readConfig } from '../git/config';
 import { sidecarDir } from '../sidecar/db';
@@ -31,7 +31,7 @@ type State = Pick<Manifest, 'head' | 'refs'>;
 
 function stateChanges(a: State, b: State): Difference[] {
   const out: Difference[] = [];
-  if (JSON.stringify(a.head) !== JSON.stringify(b.head)) out.push({ kind: 'head', expected: a.head, actual: b.head });
+  if (!sameHead(a.head as HeadState, b.head as HeadState)) out.push({ kind: 'head', expected: a.head, actual: b.head });
   const ra = new Map(a.refs.map((r) => [r.name, r.oid]));
   const rb = new Map(b.refs.map((r) => [r.name, r.oid]));
   for (const [n, o] of ra)

@@ -17,6 +17,8 @@ import {
   readIndexEntries,
   readLocalConfig,
   readStash,
+  sameHead,
+  type HeadState,
 } from '../git/plumbing';
 import { tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
@@ -193,7 +195,7 @@ async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> 
   const opts = { cwd: target.worktree };
   const diffs: Difference[] = [];
   const head = await readHead(opts).catch(() => null);
-  if (JSON.stringify(head) !== JSON.stringify(m.head)) diffs.push({ kind: 'head', expected: m.head, actual: head });
+  if (!sameHead(head, m.head as HeadState)) diffs.push({ kind: 'head', expected: m.head, actual: head });
   const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
   const key = (r: { oid: string; symref?: string }) => (r.symref ? `-> ${r.symref}` : r.oid);
   const want = new Map(m.refs.map((r) => [r.name, key(r)]));
@@ -203,8 +205,8 @@ async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> 
   }
   for (const [name, oid] of have) if (!want.has(name)) diffs.push({ kind: 'ref-extra', path: name, actual: oid });
   const stash = await readStash(opts);
-  if (JSON.stringify(stash) !== JSON.stringify(m.stash))
-    diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
+  const stashKey = (l: { oid: string; message: string }[]) => l.map((e) => `${e.oid} ${e.message}`).join('\n');
+  if (stashKey(stash) !== stashKey(m.stash)) diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
   const config = await readLocalConfig(CAPTURED_CONFIG_RE, opts);
   const norm = (c: { key: string; value: string }[]) =>
     c
