@@ -50,3 +50,30 @@ test('restore --from a bare remote (path or remote name) outside any repository'
     sb.cleanup();
   }
 });
+
+test('a sha256 repository round-trips: its own pack and index formats, restore and fsck', () => {
+  const sb = createSandbox();
+  try {
+    const dir = sb.path('s256');
+    git(sb, sb.root, ['init', '-q', '--object-format=sha256', dir]);
+    fs.writeFileSync(`${dir}/a.txt`, 'a\n');
+    git(sb, dir, ['add', 'a.txt']);
+    git(sb, dir, ['commit', '-qm', 'one']);
+    git(sb, dir, ['tag', '-a', 'v1', '-m', 'annotated']);
+    fs.mkdirSync(`${dir}/deps`);
+    for (let i = 0; i < 40; i++) fs.writeFileSync(`${dir}/deps/f${i}.bin`, Buffer.alloc(30000 + i, i));
+    fs.writeFileSync(`${dir}/.gitignore`, 'deps/\n');
+    fs.appendFileSync(`${dir}/a.txt`, 'edit\n');
+    const out = parseJson(xet(sb, dir, ['capture', '--json']));
+    assert.match(out.snapshot, /^[0-9a-f]{64}$/);
+    git(sb, dir, ['fsck', '--no-progress', '--strict']);
+    const copy = sb.path('copy');
+    expectExit(xet(sb, dir, ['restore', out.snapshot, copy]), 0);
+    expectExit(verify(sb, dir, out.snapshot, copy), 0);
+    assert.equal(git(sb, copy, ['rev-parse', '--show-object-format']).trim(), 'sha256');
+    assert.equal(git(sb, copy, ['status', '--porcelain']), git(sb, dir, ['status', '--porcelain']));
+    git(sb, copy, ['fsck', '--no-progress', '--strict']);
+  } finally {
+    sb.cleanup();
+  }
+});
