@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import { buildProgram } from '../src/cli/main';
 import { ERROR_CODES, isXetError } from '../src/errors';
 import { GitConfig } from '../src/git/config';
 import { acquireLock } from '../src/sidecar/lock';
@@ -224,5 +225,17 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     const fast = new PatternMatcher(list);
     const slow = ignore({ allowRelativePaths: true }).add(list);
     for (const p of paths) assert.equal(fast.matches(p), slow.ignores(p), `${JSON.stringify(list)} on ${p}`);
+  }
+});
+
+test('every CLI command is documented in docs/CLI.md and the man page', () => {
+  const root = path.resolve(__dirname, '..', '..');
+  const cliDoc = fs.readFileSync(path.join(root, 'docs', 'CLI.md'), 'utf8');
+  const man = fs.readFileSync(path.join(root, 'man', 'git-xet.1'), 'utf8');
+  const names = buildProgram().commands.map((c) => c.name());
+  assert.ok(names.length >= 7);
+  for (const name of names) {
+    assert.ok(cliDoc.includes(`### \`git xet ${name}`), `docs/CLI.md documents ${name}`);
+    assert.ok(man.includes(`.B ${name}`), `the man page documents ${name}`);
   }
 });
