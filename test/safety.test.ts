@@ -354,3 +354,63 @@ test('a first capture in a second worktree stores only what differs from the new
     sb.cleanup();
   }
 });
+
+test("a caller's GIT_DIR never redirects restore's writes into the source repository", () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('one', { 'f.txt': 'hi\n' });
+    const snap = capture(sb, r.dir);
+    r.git('checkout', '-qb', 'work');
+    r.commit('unique work', { 'w.txt': 'w\n' });
+    const refsBefore = r.git('for-each-ref');
+    const indexBefore = fs.readFileSync(r.p('.git/index'));
+    const env = { GIT_DIR: r.p('.git'), GIT_WORK_TREE: r.dir, GIT_INDEX_FILE: r.p('.git/index') };
+    expectExit(xet(sb, r.dir, ['restore', snap, sb.path('copy')], { env }), 0);
+    assert.equal(r.git('for-each-ref'), refsBefore);
+    assert.equal(r.git('symbolic-ref', 'HEAD').trim(), 'refs/heads/work');
+    assert.ok(fs.readFileSync(r.p('.git/index')).equals(indexBefore));
+    expectExit(verify(sb, r.dir, snap, sb.path('copy')), 0);
+    // And the caller's GIT_DIR still names the repository the user means, from anywhere.
+    const list = parseJson(xet(sb, sb.root, ['snapshots', '--json'], { env }));
+    assert.deepEqual(
+      list.snapshots.map((s: { snapshot: string }) => s.snapshot),
+      [snap],
+    );
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('crafted index flags and config cannot write outside the target or run commands', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'f.txt': 'f\n' });
+    const outside = sb.path('outside');
+    fs.mkdirSync(outside);
+    fs.symlinkSync(outside, r.p('evil'));
+    const base = capture(sb, r.dir);
+    const files = r.git('rev-parse', `${base}:files`).trim();
+    // intent-to-add through a symlink the snapshot creates
+    const ita = craftSnapshot(r, base, files, (m) => {
+      (m.index as { intentToAdd: string[] }).intentToAdd = ['evil/sub/pwned'];
+    });
+    // (git allows such an entry: an intent-to-add file whose directory became something else; what
+    // matters is that restoring it never follows the link.)
+    const t1 = sb.path('t1');
+    expectExit(xet(sb, r.dir, ['restore', ita, t1]), 0);
+    assert.deepEqual(fs.readdirSync(outside), []);
+    assert.equal(fs.readlinkSync(path.join(t1, 'evil')), outside);
+    // config that would run a command (fsmonitor) is refused before anything is written
+    const marker = sb.path('PWNED');
+    const cfg = craftSnapshot(r, base, files, (m) => {
+      (m.config as { key: string; value: string }[]).push({ key: 'core.fsmonitor', value: `touch ${marker}; true` });
+    });
+    expectError(xet(sb, r.dir, ['restore', cfg, sb.path('t2'), '--json']), 'SNAPSHOT_INVALID');
+    assert.ok(!fs.existsSync(marker));
+    assert.ok(!fs.existsSync(sb.path('t2')));
+  } finally {
+    sb.cleanup();
+  }
+});

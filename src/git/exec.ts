@@ -21,8 +21,32 @@ export interface GitResult {
   stderr: string;
 }
 
+/**
+ * Variables that choose a repository, index or object store. They are never inherited: a command
+ * meant for the repository being restored must not act on the one named by the caller's GIT_DIR.
+ * Only the first lookup of the caller's own repository reads them (see callerRepoEnv), and every
+ * later command names its repository explicitly.
+ */
+const REPO_ENV = [
+  'GIT_DIR',
+  'GIT_WORK_TREE',
+  'GIT_INDEX_FILE',
+  'GIT_OBJECT_DIRECTORY',
+  'GIT_ALTERNATE_OBJECT_DIRECTORIES',
+  'GIT_COMMON_DIR',
+  'GIT_NAMESPACE',
+  'GIT_PREFIX',
+  'GIT_QUARANTINE_PATH',
+];
+
+/** The caller's repository-selecting variables, for locating the repository the user means. */
+export function callerRepoEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(REPO_ENV.map((k) => [k, process.env[k]]));
+}
+
 function baseEnv(extra?: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of REPO_ENV) delete env[k];
   env.GIT_TERMINAL_PROMPT = '0';
   env.GIT_PAGER = 'cat';
   env.LC_ALL = 'C';

@@ -12,6 +12,8 @@ export interface WorkItem {
   file?: string;
   symlink?: boolean;
   data?: Uint8Array;
+  /** Size seen when the item was listed; reading stops one byte past it. */
+  size?: number;
 }
 
 export interface WorkBatch {
@@ -33,17 +35,19 @@ export interface WorkDone {
 // reusing the buffer keeps a worker's memory at its largest file instead of its garbage backlog.
 let scratch = Buffer.allocUnsafe(1 << 20);
 
-function readWhole(file: string): Buffer {
-  const fd = fs.openSync(file, 'r');
+/** Read a regular file of `expected` bytes: never through a symlink, never blocking on a fifo, never
+ * more than expected + 1 bytes (a file swapped for something endless cannot exhaust memory). */
+function readWhole(file: string, expected: number): Buffer {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   try {
-    const size = fs.fstatSync(fd).size;
-    if (scratch.length < size + 1) scratch = Buffer.allocUnsafe(size + 1 + (size >> 3));
+    if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file any more');
+    const limit = expected + 1;
+    if (scratch.length < limit) scratch = Buffer.allocUnsafe(limit + (limit >> 3));
     let n = 0;
-    for (;;) {
-      const got = fs.readSync(fd, scratch, n, scratch.length - n, null);
+    while (n < limit) {
+      const got = fs.readSync(fd, scratch, n, limit - n, null);
       if (got === 0) break;
       n += got;
-      if (n === scratch.length) scratch = Buffer.concat([scratch, Buffer.allocUnsafe(scratch.length)]);
     }
     return scratch.subarray(0, n);
   } finally {
@@ -56,7 +60,7 @@ export function processItem(item: WorkItem, format: 'sha1' | 'sha256', level: nu
   try {
     if (item.data) data = Buffer.from(item.data.buffer, item.data.byteOffset, item.data.byteLength);
     else if (item.symlink) data = fs.readlinkSync(item.file as string, { encoding: 'buffer' });
-    else data = readWhole(item.file as string);
+    else data = readWhole(item.file as string, item.size ?? 0);
   } catch (e) {
     return { oid: item.oid, error: 'unreadable', file: item.file, actual: (e as Error).message };
   }

@@ -133,6 +133,7 @@ async function processInWorkers(
   level: number,
   write: (r: WorkResult) => void,
 ): Promise<void> {
+  const sizeMap = new Map(items.map((item, i) => [item, sizes[i]]));
   const batches: PackItem[][] = [];
   let cur: PackItem[] = [];
   let curBytes = 0;
@@ -163,7 +164,12 @@ async function processInWorkers(
       const send = (w: Worker) => {
         if (nextToSend >= batches.length || nextToSend - nextToWrite >= n * 2) return false;
         const batch = nextToSend++;
-        const msg: WorkBatch = { batch, format, level, items: batches[batch].map(toWorkItem) };
+        const msg: WorkBatch = {
+          batch,
+          format,
+          level,
+          items: batches[batch].map((i) => toWorkItem(i, sizeMap.get(i))),
+        };
         w.postMessage(msg);
         return true;
       };
@@ -194,8 +200,8 @@ async function processInWorkers(
   }
 }
 
-function toWorkItem(i: PackItem): WorkItem {
-  return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data };
+function toWorkItem(i: PackItem, size?: number): WorkItem {
+  return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data, size };
 }
 
 interface Compressed {
@@ -206,9 +212,23 @@ interface Compressed {
 
 /** Deflate a large file into a temporary file beside the pack, chunk by chunk (memory stays flat).
  * Large files run concurrently with the small-file pipeline instead of stalling it. */
-async function compressToTemp(item: PackItem, tmp: string, format: ObjectFormat, level: number): Promise<Compressed> {
+async function compressToTemp(
+  item: PackItem,
+  tmp: string,
+  format: ObjectFormat,
+  level: number,
+  aborted: () => boolean,
+): Promise<Compressed> {
+  if (aborted()) throw new Error('pack aborted');
   const file = item.file as string;
-  const size = fs.lstatSync(file).size;
+  // Opened once, never through a symlink or blocking on a fifo; the size read is the size hashed.
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  const st = fs.fstatSync(fd);
+  if (!st.isFile()) {
+    fs.closeSync(fd);
+    throw changedError(item, 'not a regular file any more');
+  }
+  const size = st.size;
   const hash = crypto.createHash(format).update(`blob ${size}\0`);
   let seen = 0;
   const out = fs.createWriteStream(tmp, { flags: 'wx', mode: 0o600 });
@@ -219,7 +239,12 @@ async function compressToTemp(item: PackItem, tmp: string, format: ObjectFormat,
     deflater.on('error', reject);
   });
   deflater.pipe(out);
-  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
+  for await (const chunk of fs.createReadStream('', {
+    fd,
+    highWaterMark: 1 << 20,
+    end: size,
+  }) as AsyncIterable<Buffer>) {
+    if (aborted()) throw new Error('pack aborted');
     seen += chunk.length;
     hash.update(chunk);
     if (!deflater.write(chunk)) await new Promise((r) => deflater.once('drain', r));
@@ -273,6 +298,8 @@ export async function writePack(
   const pack = new PackFile(tmpPack, format);
   const entries: { oid: string; offset: number; crc: number }[] = [];
   const tmpExtras: string[] = [];
+  let aborted = false;
+  let chain: Promise<unknown> = Promise.resolve();
   try {
     const header = Buffer.alloc(12);
     header.write('PACK', 0, 'latin1');
@@ -301,9 +328,8 @@ export async function writePack(
     const small = unique.filter((i) => !largeSet.has(i));
     // One at a time: each is already a stream through the thread pool, and running them together
     // only multiplies buffers.
-    let chain: Promise<unknown> = Promise.resolve();
     const largeJobs = large.map((item, n) => {
-      const job = chain.then(() => compressToTemp(item, `${tmpPack}.large-${n}`, format, level));
+      const job = chain.then(() => compressToTemp(item, `${tmpPack}.large-${n}`, format, level, () => aborted));
       chain = job.catch(() => undefined);
       job.catch(() => undefined);
       return job;
@@ -331,7 +357,7 @@ export async function writePack(
     const smallSizes = small.map((i) => sizeOf(i));
     const smallBytes = smallSizes.reduce((a, b) => a + b, 0);
     if (smallBytes < PARALLEL_MIN_BYTES || os.availableParallelism() < 2) {
-      for (const item of small) writeResult(processItem(toWorkItem(item), format, level));
+      for (const item of small) writeResult(processItem(toWorkItem(item, sizeOf(item)), format, level));
     } else {
       await processInWorkers(small, smallSizes, format, level, writeResult);
     }
@@ -350,6 +376,9 @@ export async function writePack(
     fsyncDir(packDir);
     return { pack: name, objects: entries.length, bytes: pack.offset + checksum.length };
   } catch (e) {
+    // Stop queued large-file jobs, let the running one notice, then remove every temporary file.
+    aborted = true;
+    await chain.catch(() => undefined);
     pack.abort();
     for (const f of [tmpIdx, ...tmpExtras]) fs.rmSync(f, { force: true });
     throw e;

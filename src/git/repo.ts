@@ -3,7 +3,7 @@
 
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, requireGitVersion } from './exec';
+import { callerRepoEnv, git, requireGitVersion } from './exec';
 
 export interface Repo {
   /** Top of the working tree (absolute). */
@@ -17,7 +17,17 @@ export interface Repo {
   objectFormat: 'sha1' | 'sha256';
 }
 
-export async function findRepo(cwd: string): Promise<Repo> {
+/** Options that make a git command act on exactly this repository, whatever the environment. */
+export function repoOpts(repo: Repo): { cwd: string; env: Record<string, string> } {
+  return { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir, GIT_WORK_TREE: repo.worktree } };
+}
+
+/**
+ * The repository at `cwd`. With `caller`, the user's GIT_DIR / GIT_WORK_TREE are honoured (the
+ * repository the user means, as `git --git-dir=… xet` expects); without, only `cwd` decides (a
+ * target directory must never resolve to the caller's repository).
+ */
+export async function findRepo(cwd: string, caller = false): Promise<Repo> {
   requireGitVersion();
   let out: string;
   try {
@@ -31,7 +41,7 @@ export async function findRepo(cwd: string): Promise<Repo> {
         '--git-common-dir',
         '--show-object-format',
       ],
-      { cwd },
+      { cwd, env: caller ? callerRepoEnv() : {} },
     );
     out = r.stdout.toString('utf8');
   } catch (e) {
@@ -62,9 +72,9 @@ export async function findRepo(cwd: string): Promise<Repo> {
 }
 
 /** Like findRepo but returns null outside a repository instead of throwing. */
-export async function tryFindRepo(cwd: string): Promise<Repo | null> {
+export async function tryFindRepo(cwd: string, caller = false): Promise<Repo | null> {
   try {
-    return await findRepo(cwd);
+    return await findRepo(cwd, caller);
   } catch (e) {
     if (e instanceof XetError && (e.code === 'NOT_A_REPOSITORY' || e.code === 'BARE_REPOSITORY')) return null;
     throw e;

@@ -48,13 +48,16 @@ export function acquireLock(file: string, what: string, timeoutMs = 30000): Lock
     try {
       const fd = fs.openSync(file, 'wx', 0o644);
       fs.writeSync(fd, `${process.pid}\n${os.hostname()}\n`);
+      const ino = fs.fstatSync(fd).ino;
       fs.closeSync(fd);
       let released = false;
       return {
         release() {
           if (released) return;
           released = true;
-          fs.rmSync(file, { force: true });
+          // Only our own file: if it was taken over (we were judged dead), the new owner's stays.
+          const st = fs.statSync(file, { throwIfNoEntry: false });
+          if (st && st.ino === ino) fs.rmSync(file, { force: true });
         },
       };
     } catch (e) {

@@ -26,7 +26,7 @@ import {
   type IndexEntry,
   type TreeEntryInput,
 } from '../git/plumbing';
-import { emptyTreeOid, findRepo, type Repo } from '../git/repo';
+import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
@@ -155,8 +155,8 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 }
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
-  const repo = await findRepo(options.cwd);
-  const userOpts = { cwd: repo.worktree };
+  const repo = await findRepo(options.cwd, true);
+  const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
   const wsId = workspaceId(repo.gitDir);
   fs.mkdirSync(xetDir, { recursive: true });
@@ -377,7 +377,7 @@ async function consolidatePacks(repo: Repo, config: GitConfig): Promise<boolean>
   const packDir = path.join(repo.objectsDir, 'pack');
   const packs = fs.readdirSync(packDir).filter((n) => n.endsWith('.idx')).length;
   if (packs <= max) return false;
-  await git(['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index'], { cwd: repo.worktree });
+  await git(['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index'], repoOpts(repo));
   return true;
 }
 
@@ -405,14 +405,15 @@ async function writeIndexTree(repo: Repo, tmpBase: string): Promise<string> {
   try {
     const copy = path.join(dir, 'index');
     fs.copyFileSync(src, copy);
-    return await gitText(['write-tree'], { cwd: repo.worktree, env: { GIT_INDEX_FILE: copy } });
+    const opts = repoOpts(repo);
+    return await gitText(['write-tree'], { ...opts, env: { ...opts.env, GIT_INDEX_FILE: copy } });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function ensureEmptyTree(repo: Repo): Promise<string> {
-  const oid = await mktree([], { cwd: repo.worktree });
+  const oid = await mktree([], repoOpts(repo));
   if (oid !== emptyTreeOid(repo.objectFormat)) throw new XetError('GIT_FAILED', 'unexpected empty tree oid');
   return oid;
 }

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { listRefs, readHead, readIndexEntries, sameHead, type HeadState } from '../git/plumbing';
-import { findRepo } from '../git/repo';
+import { findRepo, repoOpts } from '../git/repo';
 import { readConfig } from '../git/config';
 import { sidecarDir } from '../sidecar/db';
 import { gitText, gitZ } from '../git/exec';
@@ -45,8 +45,8 @@ const rename = (d: Difference[]): Difference[] =>
   d.map((x) => ({ ...x, kind: x.kind.replace(/-extra$/, '-added').replace(/-missing$/, '-deleted') }));
 
 export async function diffSnapshots(cwd: string, a: string, b?: string): Promise<DiffResult> {
-  const repo = await findRepo(cwd);
-  const opts = { cwd: repo.worktree };
+  const repo = await findRepo(cwd, true);
+  const opts = repoOpts(repo);
   const sa = await readSnapshot(await resolveSnapshotOid(a, opts), opts);
   if (b !== undefined) {
     const sb = await readSnapshot(await resolveSnapshotOid(b, opts), opts);
@@ -76,7 +76,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
   try {
     const objects = path.join(scratch, 'objects');
     fs.mkdirSync(objects);
-    const env = { GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
+    const env = { ...opts.env, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
     const indexFile = path.join(scratch, 'files.index');
     const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo.gitDir)}.index`);
     if (fs.existsSync(cache)) fs.copyFileSync(cache, indexFile);

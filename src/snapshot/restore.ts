@@ -10,11 +10,12 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
-import { findRepo, tryFindRepo, type Repo } from '../git/repo';
+import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { openSidecar } from '../sidecar/db';
 import { recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { createShadow } from '../git/shadow';
 import { checkTreePaths } from './paths';
+import { CAPTURED_CONFIG_RE } from './capture';
 import { setRecordedSizes } from '../git/index-file';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
@@ -56,7 +57,7 @@ function checkTarget(dir: string): void {
 /** Resolve where objects come from: a URL or path for `git fetch`, or the local repository. */
 async function resolveFrom(cwd: string, from: string, local: Repo | null): Promise<string> {
   if (local) {
-    const r = await git(['remote', 'get-url', '--', from], { cwd: local.worktree, okCodes: [2, 128] });
+    const r = await git(['remote', 'get-url', '--', from], { ...repoOpts(local), okCodes: [2, 128] });
     if (r.code === 0) return r.stdout.toString('utf8').trim();
   }
   if (/^[a-z][a-z0-9+.-]*::|^[a-z][a-z0-9+.-]*:\/\//i.test(from) || /^[^/]+@[^/]+:/.test(from)) return from;
@@ -68,7 +69,7 @@ async function resolveFrom(cwd: string, from: string, local: Repo | null): Promi
 export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target);
-  const local = await tryFindRepo(options.cwd);
+  const local = await tryFindRepo(options.cwd, true);
   if (!local && !options.from) {
     throw new XetError('NOT_A_REPOSITORY', 'restore runs in the source repository, or needs --from <path-or-remote>', {
       cwd: options.cwd,
@@ -80,9 +81,9 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   let oid: string | null = null;
   let snap: Snapshot | null = null;
   if (!fromUrl && local) {
-    oid = await resolveSnapshotOid(options.snapshot, { cwd: local.worktree });
-    snap = await readSnapshot(oid, { cwd: local.worktree });
-    await validateSnapshotPaths(snap, { cwd: local.worktree });
+    oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
+    snap = await readSnapshot(oid, repoOpts(local));
+    await validateSnapshotPaths(snap, repoOpts(local));
   } else if (fromUrl) {
     oid = await resolveRemoteSnapshot(fromUrl, options.snapshot, options.cwd);
   }
@@ -105,7 +106,8 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       await git(['clone', '--quiet', '--local', '--no-checkout', '--', local.commonDir, tmp]);
     } else {
       fs.mkdirSync(tmp);
-      await git(['init', '--quiet', tmp]);
+      // The snapshot id's length tells the object format (the remote must match it).
+      await git(['init', '--quiet', `--object-format=${oid.length === 64 ? 'sha256' : 'sha1'}`, tmp]);
       await git(
         [
           'fetch',
@@ -120,7 +122,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
         },
       );
     }
-    const opts: GitOptions = { cwd: tmp };
+    const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
     const gitDir = path.join(tmp, '.git');
     fs.writeFileSync(path.join(gitDir, RESTORE_MARKER), `${oid}\n`);
     if (!snap) {
@@ -188,8 +190,27 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   const index = await lsTree(snap.indexTree, { ...opts, trees: true });
   checkTreePaths(index, [], 'index/');
   const known = new Set(index.map((e) => e.path));
-  for (const p of [...m.index.intentToAdd, ...(m.index.staleSizes ?? []).map((e) => e.path)]) {
+  checkTreePaths(
+    m.index.intentToAdd.map((p) => ({ path: p, type: 'blob' })),
+    [],
+    'manifest intent-to-add entries',
+  );
+  for (const p of (m.index.staleSizes ?? []).map((e) => e.path)) {
     checkTreePaths([{ path: p, type: 'blob' }], [], 'manifest index entries');
+  }
+  // Only the config capture records may come back: anything else (core.fsmonitor, hooksPath,
+  // filter drivers…) would let a crafted snapshot run commands in the copy.
+  const allowed = new RegExp(CAPTURED_CONFIG_RE);
+  for (const c of m.config) {
+    if (!allowed.test(c.key) || /[\0\n]/.test(c.value)) {
+      throw new XetError(
+        'SNAPSHOT_INVALID',
+        `the manifest sets config ${JSON.stringify(c.key)}, which snapshots never carry`,
+        {
+          key: c.key,
+        },
+      );
+    }
   }
   for (const p of [...m.index.skipWorktree, ...m.index.assumeUnchanged]) {
     if (!known.has(p) && !m.index.intentToAdd.includes(p)) {
@@ -349,21 +370,30 @@ async function restoreIndexFlags(snap: Snapshot, opts: GitOptions): Promise<void
   const ix = snap.manifest.index;
   const cwd = opts.cwd as string;
   if (ix.intentToAdd.length) {
-    const placeholders: string[] = [];
-    for (const p of ix.intentToAdd) {
-      const abs = path.join(cwd, p);
-      if (!fs.existsSync(abs)) {
+    // `git add -N` wants a file to exist. It gets one in a scratch worktree made for the purpose,
+    // never in the target: nothing is created through a symlink the snapshot put there, and no
+    // placeholder or directory is left behind.
+    const gitDir = path.join(cwd, '.git');
+    const scratch = fs.mkdtempSync(path.join(gitDir, 'xet-ita-'));
+    try {
+      for (const p of ix.intentToAdd) {
+        const abs = path.join(scratch, p);
         fs.mkdirSync(path.dirname(abs), { recursive: true });
         fs.writeFileSync(abs, '');
-        placeholders.push(abs);
       }
+      await git(['add', '--intent-to-add', '--force', '--pathspec-from-file=-', '--pathspec-file-nul'], {
+        cwd: scratch,
+        env: {
+          GIT_DIR: gitDir,
+          GIT_WORK_TREE: scratch,
+          GIT_INDEX_FILE: path.join(gitDir, 'index'),
+          GIT_LITERAL_PATHSPECS: '1',
+        },
+        input: joinZ(ix.intentToAdd),
+      });
+    } finally {
+      fs.rmSync(scratch, { recursive: true, force: true });
     }
-    await git(['add', '--intent-to-add', '--force', '--pathspec-from-file=-', '--pathspec-file-nul'], {
-      ...opts,
-      env: { GIT_LITERAL_PATHSPECS: '1' },
-      input: joinZ(ix.intentToAdd),
-    });
-    for (const p of placeholders) fs.rmSync(p);
   }
   if (ix.skipWorktree.length) {
     await git(['update-index', '--skip-worktree', '-z', '--stdin'], { ...opts, input: joinZ(ix.skipWorktree) });

@@ -20,7 +20,7 @@ import {
   sameHead,
   type HeadState,
 } from '../git/plumbing';
-import { tryFindRepo, type Repo } from '../git/repo';
+import { repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
 import { XetError } from '../errors';
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
@@ -52,7 +52,7 @@ export interface VerifyOptions {
 
 export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   const dir = path.resolve(options.cwd, options.dir);
-  const here = await tryFindRepo(options.cwd);
+  const here = await tryFindRepo(options.cwd, true);
   const result = (snapshot: string, differences: Difference[]): VerifyResult => ({
     ok: differences.length === 0,
     snapshot,
@@ -60,7 +60,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     differences,
   });
   if (!fs.existsSync(dir)) {
-    const oid = here ? await resolveSnapshotOid(options.snapshot, { cwd: here.worktree }) : options.snapshot;
+    const oid = here ? await resolveSnapshotOid(options.snapshot, repoOpts(here)) : options.snapshot;
     return result(oid, [{ kind: 'missing', path: dir }]);
   }
   const target = await tryFindRepo(dir);
@@ -70,12 +70,12 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   let oid: string;
   let snap: Snapshot;
   try {
-    oid = await resolveSnapshotOid(options.snapshot, { cwd: lookIn.worktree });
-    snap = await readSnapshot(oid, { cwd: lookIn.worktree });
+    oid = await resolveSnapshotOid(options.snapshot, repoOpts(lookIn));
+    snap = await readSnapshot(oid, repoOpts(lookIn));
   } catch (e) {
     if (!(e instanceof XetError && e.code === 'SNAPSHOT_NOT_FOUND' && target && here && target !== here)) throw e;
-    oid = await resolveSnapshotOid(options.snapshot, { cwd: target.worktree });
-    snap = await readSnapshot(oid, { cwd: target.worktree });
+    oid = await resolveSnapshotOid(options.snapshot, repoOpts(target));
+    snap = await readSnapshot(oid, repoOpts(target));
   }
   if (!target || path.resolve(target.worktree) !== fs.realpathSync(dir)) {
     return result(oid, [{ kind: 'not-a-repository', path: dir }]);
@@ -99,8 +99,12 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   }
 }
 
-function objEnv(objects: string, alternates: string[]): Record<string, string> {
-  return { GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: alternates.join(':') };
+function objEnv(target: Repo, objects: string, alternates: string[]): Record<string, string> {
+  return {
+    ...repoOpts(target).env,
+    GIT_OBJECT_DIRECTORY: objects,
+    GIT_ALTERNATE_OBJECT_DIRECTORIES: alternates.join(':'),
+  };
 }
 
 /** Name-status between two trees, as differences of the given kind family. */
@@ -128,7 +132,7 @@ async function compareFiles(
   alternates: string[],
 ): Promise<Difference[]> {
   // Everything on disk counts, whatever the snapshot's policy was: a file the snapshot lacks is extra.
-  const entries = await readIndexEntries({ cwd: target.worktree });
+  const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
     tracked: new Set(entries.map((e) => e.path)),
@@ -145,7 +149,13 @@ async function compareFiles(
     paths: walk.paths,
     write: false,
   });
-  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, objEnv(objects, alternates), 'file-');
+  const diffs = await treeDifferences(
+    snap.filesTree,
+    tree,
+    target.worktree,
+    objEnv(target, objects, alternates),
+    'file-',
+  );
   const want = new Set(snap.manifest.emptyDirs);
   const have = new Set(walk.emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
@@ -160,7 +170,7 @@ async function compareIndex(
   objects: string,
   alternates: string[],
 ): Promise<Difference[]> {
-  const env = objEnv(objects, alternates);
+  const env = objEnv(target, objects, alternates);
   const src = path.join(target.gitDir, 'index');
   let tree: string;
   if (fs.existsSync(src)) {
@@ -174,7 +184,7 @@ async function compareIndex(
     tree = await gitText(['mktree'], { cwd: target.worktree, env, input: '' });
   }
   const diffs = await treeDifferences(snap.indexTree, tree, target.worktree, env, 'index-');
-  const entries = await readIndexEntries({ cwd: target.worktree });
+  const entries = await readIndexEntries(repoOpts(target));
   const m = snap.manifest.index;
   const flagSets: [string, number, string[]][] = [
     ['intent-to-add', CE_INTENT_TO_ADD, m.intentToAdd],
@@ -192,7 +202,7 @@ async function compareIndex(
 
 async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> {
   const m = snap.manifest;
-  const opts = { cwd: target.worktree };
+  const opts = repoOpts(target);
   const diffs: Difference[] = [];
   const head = await readHead(opts).catch(() => null);
   if (!sameHead(head, m.head as HeadState)) diffs.push({ kind: 'head', expected: m.head, actual: head });

@@ -106,17 +106,24 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       throw e;
     }
+    let innerGit = false;
     if (rel !== '' && entries.some((d) => d.name === '.git')) {
-      // Another repository inside this one: its files belong to it, not to this snapshot.
-      res.skipped.push({ path: rel, reason: 'nested-repository' });
-      return true;
+      // Another repository inside this one: its files belong to it, not to this snapshot. But when
+      // this index tracks paths below it, git treats it as an ordinary directory (only the inner
+      // .git is not ours), and so do we: a stray .git must never hide tracked files.
+      if (!hasTrackedUnder(tracked, rel)) {
+        res.skipped.push({ path: rel, reason: 'nested-repository' });
+        return true;
+      }
+      res.skipped.push({ path: `${rel}/.git`, reason: 'nested-repository' });
+      innerGit = true;
     }
     if (entries.some((d) => d.name.includes('\uFFFD'))) checkNames(abs, rel);
     let captured = false;
     let sawAny = false;
     for (const d of entries) {
       const name = d.name;
-      if (rel === '' && name === '.git') continue;
+      if (name === '.git' && (rel === '' || innerGit)) continue;
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const childAbs = abs + path.sep + name;
       let kind = kindOf(d);
@@ -163,6 +170,11 @@ export function walkWorktree(input: WalkInput): WalkResult {
         res.excludedSecrets.push(childRel);
         continue;
       }
+      if (kind === 'file' && !readable(childAbs)) {
+        // Not ours to read (another user's file): named, not fatal. A tracked one stays fatal.
+        res.skipped.push({ path: childRel, reason: 'unreadable' });
+        continue;
+      }
       res.paths.push(childRel);
       if (isIgnored) res.counts.ignored++;
       else res.counts.untracked++;
@@ -186,6 +198,18 @@ export function walkWorktree(input: WalkInput): WalkResult {
   res.excludedSecrets.sort(byPath);
   res.skipped.sort((a, b) => byPath(a.path, b.path));
   return res;
+}
+
+// Root reads everything; anyone else checks, so one unreadable file cannot fail a whole capture.
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+function readable(abs: string): boolean {
+  if (isRoot) return true;
+  try {
+    fs.accessSync(abs, fs.constants.R_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // Sorted-array lookups would be faster, but this runs once per ignored directory, not per file.

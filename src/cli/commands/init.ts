@@ -12,7 +12,7 @@ export function registerInit(program: Command): void {
       run(async (out) => {
         const { SCHEMA_VERSION, openSidecar, sidecarDir } = await import('../../sidecar/db');
         const { findRepo } = await import('../../git/repo');
-        const repo = await findRepo(process.cwd());
+        const repo = await findRepo(process.cwd(), true);
         openSidecar(repo.commonDir).close();
         const db = path.join(sidecarDir(repo.commonDir), 'xet.db');
         emit(out, { sidecar: db, schemaVersion: SCHEMA_VERSION }, () => `initialised ${db} (schema ${SCHEMA_VERSION})`);

@@ -11,9 +11,9 @@ export function registerShow(program: Command): void {
     .action(
       run(async (out, spec: string) => {
         const { readSnapshot, resolveSnapshotOid } = await import('../../snapshot/store');
-        const { findRepo } = await import('../../git/repo');
-        const repo = await findRepo(process.cwd());
-        const opts = { cwd: repo.worktree };
+        const { findRepo, repoOpts } = await import('../../git/repo');
+        const repo = await findRepo(process.cwd(), true);
+        const opts = repoOpts(repo);
         const snap = await readSnapshot(await resolveSnapshotOid(spec, opts), opts);
         const m = snap.manifest;
         emit(out, { snapshot: snap.oid, ...m }, () => {

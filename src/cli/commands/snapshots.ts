@@ -10,9 +10,9 @@ export function registerSnapshots(program: Command): void {
     .action(
       run(async (out) => {
         const { listSnapshots } = await import('../../snapshot/store');
-        const { findRepo } = await import('../../git/repo');
-        const repo = await findRepo(process.cwd());
-        const list = await listSnapshots({ cwd: repo.worktree });
+        const { findRepo, repoOpts } = await import('../../git/repo');
+        const repo = await findRepo(process.cwd(), true);
+        const list = await listSnapshots(repoOpts(repo));
         emit(out, { snapshots: list }, () =>
           list
             .map(

@@ -1,0 +1,103 @@
+// Working-tree states at the edges of what git allows, each round-tripped and verified.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { test } from 'node:test';
+import { Repo, initRepo } from './support/git';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectExit, verify, xet } from './support/xet';
+
+function roundTrip(sb: Sandbox, r: Repo, name: string): string {
+  const snap = capture(sb, r.dir);
+  const copy = sb.path(name);
+  expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
+  const v = verify(sb, r.dir, snap, copy);
+  assert.equal(v.status, 0, v.stdout);
+  const c = new Repo(sb, copy);
+  for (const args of [
+    ['status', '--porcelain=v2', '--untracked-files=all', '--ignored=matching'],
+    ['ls-files', '-s', '-v', '-t'],
+  ]) {
+    assert.equal(c.git(...args), r.git(...args), `git ${args.join(' ')}`);
+  }
+  return copy;
+}
+
+test('tracked files inside a directory that holds its own .git are captured, untracked ones too', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'sub/a.txt': 'a\n', 'top.txt': 't\n' });
+    new Repo(sb, r.p('sub')).git('init', '-q');
+    r.write('sub/a.txt', 'changed\n');
+    r.write('sub/untracked.txt', 'u\n');
+    r.write('sub/.git/junk', 'x'); // inside the inner repository: never ours
+    r.write('nested/x.txt', 'x\n');
+    new Repo(sb, r.p('nested')).git('init', '-q'); // a real nested repository: skipped, named
+    const copy = sbCopy(sb, r);
+    assert.equal(fs.readFileSync(`${copy}/sub/a.txt`, 'utf8'), 'changed\n');
+    assert.ok(fs.existsSync(`${copy}/sub/untracked.txt`));
+    assert.ok(!fs.existsSync(`${copy}/sub/.git`));
+    assert.ok(!fs.existsSync(`${copy}/nested`));
+  } finally {
+    sb.cleanup();
+  }
+});
+
+function sbCopy(sb: Sandbox, r: Repo): string {
+  const snap = capture(sb, r.dir);
+  const copy = sb.path('copy');
+  expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
+  expectExit(verify(sb, r.dir, snap, copy), 0);
+  const status = (dir: string) =>
+    new Repo(sb, dir)
+      .git('status', '--porcelain=v2', '--untracked-files=all')
+      .split('\n')
+      .filter((l) => !l.includes('nested'))
+      .join('\n');
+  assert.equal(status(copy), status(r.dir));
+  return copy;
+}
+
+test('intent-to-add entries whose files are gone, replaced by a directory, or by a file in their place', () => {
+  const cases: [string, (r: Repo) => void][] = [
+    [
+      'deleted with its directory',
+      (r) => {
+        r.write('dir/new.txt', 'x\n');
+        r.git('add', '-N', 'dir/new.txt');
+        r.rm('dir');
+      },
+    ],
+    [
+      'replaced by a directory',
+      (r) => {
+        r.write('x', 'n\n');
+        r.git('add', '-N', 'x');
+        r.rm('x');
+        r.write('x/y', 'y\n');
+      },
+    ],
+    [
+      'its directory replaced by a file',
+      (r) => {
+        r.write('q/h', 'z\n');
+        r.git('add', '-N', 'q/h');
+        r.rm('q');
+        r.write('q', 'file\n');
+      },
+    ],
+  ];
+  for (const [name, setup] of cases) {
+    const sb = createSandbox();
+    try {
+      const r = initRepo(sb, 'src');
+      r.commit('init', { 'a.txt': 'a\n' });
+      setup(r);
+      roundTrip(sb, r, 'copy');
+    } catch (e) {
+      throw new Error(`${name}: ${(e as Error).message}`, { cause: e });
+    } finally {
+      sb.cleanup();
+    }
+  }
+});
