@@ -161,7 +161,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const wsId = workspaceId(repo.gitDir);
   fs.mkdirSync(xetDir, { recursive: true });
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
-  const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lock`), 'capturing this worktree');
+  const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
   try {
     // --- read and check; nothing is written in this section ---
     if (fs.existsSync(path.join(repo.gitDir, RESTORE_MARKER))) {
