@@ -81,10 +81,6 @@ export async function tryFindRepo(cwd: string, caller = false): Promise<Repo | n
   }
 }
 
-export function zeroOid(format: 'sha1' | 'sha256'): string {
-  return '0'.repeat(format === 'sha256' ? 64 : 40);
-}
-
 export function emptyTreeOid(format: 'sha1' | 'sha256'): string {
   return format === 'sha256'
     ? '6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321'

@@ -8,7 +8,6 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { CapturePolicy } from './policy';
 
-export type FileClass = 'tracked' | 'untracked' | 'ignored';
 export type SkipReasonName = 'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable';
 
 export interface WalkInput {
