@@ -223,3 +223,66 @@ export async function commitTree(tree: string, parents: string[], message: strin
   for (const p of parents) args.push('-p', p);
   return gitText(args, { ...opts, input: message });
 }
+
+export interface TreeChange {
+  oldMode: string;
+  newMode: string;
+  oldOid: string;
+  newOid: string;
+  /** A, D, M or T (renames are off). */
+  status: string;
+  path: string;
+}
+
+/** `diff-tree -r` between two trees, parsed from its raw -z output. Modes of 000000 and all-zero
+ * oids mark the side where a path does not exist. */
+export async function diffTrees(a: string, b: string, opts: GitOptions): Promise<TreeChange[]> {
+  const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', a, b], opts);
+  const out: TreeChange[] = [];
+  for (let i = 0; i + 1 < recs.length; i += 2) {
+    // ":<old mode> <new mode> <old oid> <new oid> <status>"
+    const [oldMode, newMode, oldOid, newOid, status] = recs[i].slice(1).split(' ');
+    out.push({ oldMode, newMode, oldOid, newOid, status, path: recs[i + 1] });
+  }
+  return out;
+}
+
+/** Object sizes by oid through one `cat-file --batch-check`; absent objects are not in the map. */
+export async function objectSizes(oids: Iterable<string>, opts: GitOptions): Promise<Map<string, number>> {
+  const unique = [...new Set(oids)];
+  const out = new Map<string, number>();
+  if (!unique.length) return out;
+  const text = await gitText(['cat-file', '--batch-check=%(objectname) %(objectsize)'], {
+    ...opts,
+    input: unique.map((o) => `${o}\n`).join(''),
+  });
+  for (const line of text.split('\n')) {
+    const [oid, size] = line.split(' ');
+    if (size && size !== 'missing') out.set(oid, Number(size));
+  }
+  return out;
+}
+
+/**
+ * The tree of an index file, written from a copy of it: `write-tree` stores the cache-tree it
+ * computes back into the index, and the indexes we read (the user's, a target's) must not change.
+ * No index file means nothing staged: the empty tree. Objects go wherever `opts` points git.
+ */
+export async function indexFileTree(
+  indexFile: string,
+  scratch: string,
+  opts: GitOptions & { env: Record<string, string | undefined> },
+  missingOk = false,
+): Promise<string> {
+  if (!fs.existsSync(indexFile)) return mktree([], opts);
+  const copy = path.join(scratch, `index-copy-${process.pid}`);
+  fs.copyFileSync(indexFile, copy);
+  try {
+    return await gitText(['write-tree', ...(missingOk ? ['--missing-ok'] : [])], {
+      ...opts,
+      env: { ...opts.env, GIT_INDEX_FILE: copy },
+    });
+  } finally {
+    fs.rmSync(copy, { force: true });
+  }
+}

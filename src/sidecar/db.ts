@@ -52,6 +52,16 @@ export function openSidecar(commonDir: string): Db {
   return db;
 }
 
+/** Open the sidecar, run `fn`, close it whatever happens. */
+export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
+  const db = openSidecar(commonDir);
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
+}
+
 function migrate(db: Db): void {
   const current = db.pragma('user_version', { simple: true }) as number;
   if (current > SCHEMA_VERSION) {

@@ -9,26 +9,28 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitVersion, gitZ } from '../git/exec';
 import {
+  catFileBatch,
   CE_INTENT_TO_ADD,
   CE_SKIP_WORKTREE,
   CE_VALID,
-  catFileBatch,
   commitTree,
   identityEnv,
+  type IndexEntry,
+  indexFileTree,
   listRefs,
   lsTree,
   mktree,
+  objectSizes,
   readHead,
   readIndexEntries,
   readLocalConfig,
   readStash,
-  writeBlobs,
-  type IndexEntry,
   type TreeEntryInput,
+  writeBlobs,
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
-import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
+import { sidecarDir, withSidecar } from '../sidecar/db';
 import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
@@ -207,7 +209,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const tmpBase = path.join(xetDir, 'tmp');
     // The base to store changes against: this worktree's last capture, else the newest snapshot in
     // the repository (another worktree of the same project shares most of its files).
-    const previous = withSidecar(repo, (db) => lastFilesTree(db, wsId)) ?? (await newestSnapshotBase(userOpts));
+    const previous =
+      withSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId)) ?? (await newestSnapshotBase(userOpts));
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -330,7 +333,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
     const warnings: string[] = [];
     try {
-      withSidecar(repo, (db) => {
+      withSidecar(repo.commonDir, (db) => {
         const now = new Date().toISOString();
         recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
         db.prepare(
@@ -355,15 +358,6 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     };
   } finally {
     lock.release();
-  }
-}
-
-function withSidecar<T>(repo: Repo, fn: (db: Db) => T): T {
-  const db = openSidecar(repo.commonDir);
-  try {
-    return fn(db);
-  } finally {
-    db.close();
   }
 }
 
@@ -396,17 +390,11 @@ function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
-/** The staged tree, written from a copy of the index: `write-tree` would otherwise rewrite the
- * user's index file (it stores the cache-tree it computed), and capture must not touch it. */
+/** The staged tree, from a copy of the user's index (capture must not touch the index itself). */
 async function writeIndexTree(repo: Repo, tmpBase: string): Promise<string> {
-  const src = path.join(repo.gitDir, 'index');
-  if (!fs.existsSync(src)) return ensureEmptyTree(repo);
   const dir = scratchDir(tmpBase, 'index');
   try {
-    const copy = path.join(dir, 'index');
-    fs.copyFileSync(src, copy);
-    const opts = repoOpts(repo);
-    return await gitText(['write-tree'], { ...opts, env: { ...opts.env, GIT_INDEX_FILE: copy } });
+    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -497,17 +485,11 @@ async function treeTotals(
 ): Promise<Totals> {
   if (prev && scan.changes) {
     const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };
-    const recs = scan.changes;
-    const sizesOf: string[] = [];
-    const changes: { oldMode: string; newMode: string; oldOid: string; newOid: string }[] = [];
-    for (let i = 0; i + 1 < recs.length; i += 2) {
-      const [oldMode, newMode, oldOid, newOid] = recs[i].slice(1).split(' ');
-      changes.push({ oldMode, newMode, oldOid, newOid });
-      if (!/^0+$/.test(oldOid)) sizesOf.push(oldOid);
-      if (!/^0+$/.test(newOid)) sizesOf.push(newOid);
-    }
-    const sizes = await blobSizes(sizesOf, opts);
-    for (const c of changes) {
+    const sizes = await objectSizes(
+      scan.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((oid) => !/^0+$/.test(oid)),
+      opts,
+    );
+    for (const c of scan.changes) {
       if (c.oldMode !== '000000') {
         t.files--;
         t.bytes -= sizes.get(c.oldOid) ?? 0;
@@ -528,20 +510,6 @@ async function treeTotals(
     if (e.mode === '120000') t.symlinks++;
   }
   return t;
-}
-
-async function blobSizes(oids: string[], opts: { cwd: string }): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  if (!oids.length) return out;
-  const text = await gitText(['cat-file', '--batch-check=%(objectname) %(objectsize)'], {
-    ...opts,
-    input: oids.map((o) => `${o}\n`).join(''),
-  });
-  for (const line of text.split('\n')) {
-    const [oid, size] = line.split(' ');
-    if (size && size !== 'missing') out.set(oid, Number(size));
-  }
-  return out;
 }
 
 /** The files tree and totals of the newest snapshot in the repository, if any. */

@@ -6,11 +6,11 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { listRefs, readHead, readIndexEntries, sameHead, type HeadState } from '../git/plumbing';
+import { type HeadState, indexFileTree, listRefs, readHead, readIndexEntries, sameHead } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
 import { readConfig } from '../git/config';
 import { sidecarDir } from '../sidecar/db';
-import { gitText, gitZ } from '../git/exec';
+import { gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS } from './capture';
 import { workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
@@ -90,14 +90,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
       paths: walk.paths,
       write: false,
     });
-    const indexCopy = path.join(scratch, 'index');
-    const userIndex = path.join(repo.gitDir, 'index');
-    const indexTree = fs.existsSync(userIndex)
-      ? (fs.copyFileSync(userIndex, indexCopy),
-        await gitText(['write-tree', '--missing-ok'], { ...opts, env: { ...env, GIT_INDEX_FILE: indexCopy } }))
-      : sa.indexTree === ''
-        ? ''
-        : await gitText(['mktree'], { ...opts, env, input: '' });
+    const indexTree = await indexFileTree(path.join(repo.gitDir, 'index'), scratch, { ...opts, env }, true);
     const head = await readHead(opts);
     const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
     const changes = [

@@ -8,10 +8,10 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
-import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
+import { git, gitText, joinZ, type GitOptions } from '../git/exec';
+import { catFileBatch, diffTrees, lsTree, readLocalConfig } from '../git/plumbing';
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
-import { openSidecar } from '../sidecar/db';
+import { withSidecar } from '../sidecar/db';
 import { recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { createShadow } from '../git/shadow';
 import { checkTreePaths } from './paths';
@@ -244,17 +244,10 @@ async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): 
     await git(['read-tree', snap.indexTree], o1);
     await git(['checkout-index', '--all', '--force', '-u'], o1);
 
-    const diff = await gitZ(['diff-tree', '-r', '-z', '--no-renames', snap.indexTree, snap.filesTree], {
-      cwd: worktree,
-      env: realIndex.env,
-    });
     const toRemove: string[] = [];
     const toWrite: string[] = [];
     const rewritten: string[] = [];
-    for (let i = 0; i + 1 < diff.length; i += 2) {
-      // ":<old mode> <new mode> <old oid> <new oid> <status>"
-      const [oldMode, newMode, , , status] = diff[i].slice(1).split(' ');
-      const p = diff[i + 1];
+    for (const { oldMode, newMode, status, path: p } of await diffTrees(snap.indexTree, snap.filesTree, o1)) {
       if (status === 'D') toRemove.push(p);
       else toWrite.push(p);
       if (status === 'T' || status === 'M') toRemove.push(p);
@@ -495,19 +488,16 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
 async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> {
   try {
     const repo = await findRepo(target);
-    const db = openSidecar(repo.commonDir);
-    try {
-      const c = snap.manifest.counts;
+    const c = snap.manifest.counts;
+    withSidecar(repo.commonDir, (db) =>
       recordFilesTree(
         db,
         { id: workspaceId(repo.gitDir), worktree: repo.worktree, gitDir: repo.gitDir },
         snap.filesTree,
         { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
         null,
-      );
-    } finally {
-      db.close();
-    }
+      ),
+    );
     return [];
   } catch (e) {
     return [`could not record the restore in the sidecar: ${(e as Error).message}`];

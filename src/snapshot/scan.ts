@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
-import { lsTree } from '../git/plumbing';
+import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 
 export interface ScanSpec {
@@ -38,8 +38,8 @@ const LOOKUP_LIMIT = 2000;
 
 export interface ScanResult {
   tree: string;
-  /** `diff-tree -r -z` records from the previous tree, when one was used (write mode). */
-  changes: string[] | null;
+  /** What changed since the previous tree, when one was used (write mode). */
+  changes: TreeChange[] | null;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -127,30 +127,22 @@ async function candidateBlobs(
   tree: string,
   previous: string | null,
   o: GitOptions,
-): Promise<{ blobs: BlobRef[]; changes: string[] | null }> {
+): Promise<{ blobs: BlobRef[]; changes: TreeChange[] | null }> {
   const out: BlobRef[] = [];
   if (previous && (await git(['cat-file', '-e', `${previous}^{tree}`], { ...o, okCodes: [1, 128] })).code === 0) {
-    const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', previous, tree], o);
-    for (let i = 0; i + 1 < recs.length; i += 2) {
-      const [, newMode, , newOid] = recs[i].slice(1).split(' ');
-      if (newMode !== '000000' && newMode !== '160000') out.push({ mode: newMode, oid: newOid, path: recs[i + 1] });
+    const changes = await diffTrees(previous, tree, o);
+    for (const c of changes) {
+      if (c.newMode !== '000000' && c.newMode !== '160000') out.push({ mode: c.newMode, oid: c.newOid, path: c.path });
     }
-    return { blobs: out, changes: recs };
+    return { blobs: out, changes };
   }
   for (const e of await lsTree(tree, o)) if (e.type === 'blob') out.push({ mode: e.mode, oid: e.oid, path: e.path });
   return { blobs: out, changes: null };
 }
 
 async function missingObjects(oids: string[], o: GitOptions): Promise<Set<string>> {
-  const unique = [...new Set(oids)];
-  const missing = new Set<string>();
-  if (!unique.length) return missing;
-  const text = await gitText(['cat-file', '--batch-check=%(objectname)'], {
-    ...o,
-    input: unique.map((x) => `${x}\n`).join(''),
-  });
-  for (const line of text.split('\n')) if (line.endsWith(' missing')) missing.add(line.split(' ')[0]);
-  return missing;
+  const present = await objectSizes(oids, o);
+  return new Set(oids.filter((oid) => !present.has(oid)));
 }
 
 /** Every loose object in a scratch object dir (the trees write-tree just made). */

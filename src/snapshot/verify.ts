@@ -7,18 +7,19 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { gitText, gitZ } from '../git/exec';
 import {
   CE_INTENT_TO_ADD,
   CE_SKIP_WORKTREE,
   CE_VALID,
+  diffTrees,
+  type HeadState,
+  indexFileTree,
   listRefs,
   readHead,
   readIndexEntries,
   readLocalConfig,
   readStash,
   sameHead,
-  type HeadState,
 } from '../git/plumbing';
 import { repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
@@ -116,11 +117,11 @@ export async function treeDifferences(
   prefix: string,
 ): Promise<Difference[]> {
   if (a === b) return [];
-  const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', '--name-status', a, b], { cwd, env });
-  const out: Difference[] = [];
   const names: Record<string, string> = { A: 'extra', D: 'missing', M: 'modified', T: 'type-changed' };
-  for (let i = 0; i + 1 < recs.length; i += 2)
-    out.push({ kind: `${prefix}${names[recs[i]] ?? recs[i]}`, path: recs[i + 1] });
+  const out: Difference[] = [];
+  for (const c of await diffTrees(a, b, { cwd, env })) {
+    out.push({ kind: `${prefix}${names[c.status] ?? c.status}`, path: c.path });
+  }
   return out;
 }
 
@@ -171,18 +172,7 @@ async function compareIndex(
   alternates: string[],
 ): Promise<Difference[]> {
   const env = objEnv(target, objects, alternates);
-  const src = path.join(target.gitDir, 'index');
-  let tree: string;
-  if (fs.existsSync(src)) {
-    const copy = path.join(scratch, 'index.copy');
-    fs.copyFileSync(src, copy);
-    tree = await gitText(['write-tree', '--missing-ok'], {
-      cwd: target.worktree,
-      env: { ...env, GIT_INDEX_FILE: copy },
-    });
-  } else {
-    tree = await gitText(['mktree'], { cwd: target.worktree, env, input: '' });
-  }
+  const tree = await indexFileTree(path.join(target.gitDir, 'index'), scratch, { cwd: target.worktree, env }, true);
   const diffs = await treeDifferences(snap.indexTree, tree, target.worktree, env, 'index-');
   const entries = await readIndexEntries(repoOpts(target));
   const m = snap.manifest.index;
