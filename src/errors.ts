@@ -28,6 +28,14 @@ export const ERROR_CODES = {
   PATH_ESCAPE: 'a snapshot path would land outside the target directory',
   PATH_CONFLICT: 'two snapshot paths collide',
   RESTORE_INCOMPLETE: 'the directory holds a restore that did not finish',
+  // Forks
+  FORK_NOT_FOUND: 'the directory is not a registered fork of this repository',
+  FORK_MODE_UNAVAILABLE: 'the requested fork mode cannot work here (no mount permission, no reflink)',
+  FORK_BUSY: 'the fork is in use (a process has a file or its working directory in it)',
+  FORK_BROKEN: "the fork's overlay layers are missing or unusable",
+  DISK_FULL: 'no space left on the filesystem; nothing was kept half written',
+  BRANCH_EXISTS: 'the branch exists; pass --force to move it',
+  WORK_NOT_KEPT: 'discarding would lose files the capture left out (secrets, unsupported files)',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

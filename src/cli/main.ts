@@ -12,6 +12,11 @@ import { registerRestore } from './commands/restore';
 import { registerShow } from './commands/show';
 import { registerSnapshots } from './commands/snapshots';
 import { registerVerify } from './commands/verify';
+import { registerFork } from './commands/fork';
+import { registerForks } from './commands/forks';
+import { registerChanges } from './commands/changes';
+import { registerDiscard } from './commands/discard';
+import { registerExport } from './commands/export';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -29,6 +34,11 @@ export function buildProgram(): Command {
   registerRestore(program);
   registerVerify(program);
   registerDiff(program);
+  registerFork(program);
+  registerForks(program);
+  registerChanges(program);
+  registerDiscard(program);
+  registerExport(program);
   return program;
 }
 

@@ -33,6 +33,23 @@ const MIGRATIONS: string[] = [
      bytes INTEGER NOT NULL
    );
    CREATE INDEX snapshots_by_workspace ON snapshots(workspace_id, created_at);`,
+  // 2: forks (linked worktrees laid from a snapshot), live or discarded
+  `CREATE TABLE forks (
+     id TEXT PRIMARY KEY,
+     dir TEXT NOT NULL,              -- absolute path of the fork's working tree
+     mode TEXT NOT NULL CHECK (mode IN ('overlay', 'clone', 'copy')),
+     snapshot TEXT NOT NULL,         -- the snapshot it was laid from (its base)
+     head_oid TEXT,                  -- the commit its HEAD started at (NULL: unborn)
+     branch TEXT,                    -- the branch the snapshot's HEAD was on, if any
+     git_dir TEXT,                   -- the linked worktree's admin dir, once it exists
+     upper TEXT,                     -- overlay: upper and work dirs
+     work TEXT,
+     state TEXT NOT NULL CHECK (state IN ('creating', 'active', 'discarded')),
+     created_at TEXT NOT NULL,
+     discarded_at TEXT,
+     kept_snapshot TEXT              -- what discard captured before removing it
+   );
+   CREATE UNIQUE INDEX forks_live_dir ON forks(dir) WHERE state != 'discarded';`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -60,6 +77,12 @@ export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
   } finally {
     db.close();
   }
+}
+
+/** Like withSidecar, but only if the database exists (readers must not create one). */
+export function withExistingSidecar<T>(commonDir: string, fn: (db: Db) => T): T | null {
+  if (!fs.existsSync(path.join(sidecarDir(commonDir), 'xet.db'))) return null;
+  return withSidecar(commonDir, fn);
 }
 
 function migrate(db: Db): void {

@@ -2,7 +2,8 @@
 // files tree and its totals so the next capture stores and counts only what changed.
 
 import * as crypto from 'node:crypto';
-import type { Db } from './db';
+import * as path from 'node:path';
+import { sidecarDir, type Db } from './db';
 
 export interface FilesTotals {
   files: number;
@@ -13,6 +14,11 @@ export interface FilesTotals {
 /** A stable id for a worktree: its git dir is unique per worktree. */
 export function workspaceId(gitDir: string): string {
   return crypto.createHash('sha256').update(gitDir).digest('hex').slice(0, 16);
+}
+
+/** Capture's stat cache for a workspace: an index of its files tree with each file's stat data. */
+export function captureCacheIndex(commonDir: string, id: string): string {
+  return path.join(sidecarDir(commonDir), 'cache', `${id}.index`);
 }
 
 export function lastFilesTree(db: Db, id: string): ({ tree: string } & FilesTotals) | null {

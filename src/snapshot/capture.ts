@@ -31,7 +31,7 @@ import {
 import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withSidecar } from '../sidecar/db';
-import { lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
+import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -202,9 +202,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     }
 
     // --- write objects (unreferenced until the ref at the very end) ---
-    const cacheDir = path.join(xetDir, 'cache');
-    fs.mkdirSync(cacheDir, { recursive: true });
-    const cacheIndex = path.join(cacheDir, `${wsId}.index`);
+    const cacheIndex = captureCacheIndex(repo.commonDir, wsId);
+    fs.mkdirSync(path.dirname(cacheIndex), { recursive: true });
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
     // The base to store changes against: this worktree's last capture, else the newest snapshot in

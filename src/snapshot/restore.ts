@@ -8,17 +8,19 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitText, joinZ, type GitOptions } from '../git/exec';
-import { catFileBatch, diffTrees, lsTree, readLocalConfig } from '../git/plumbing';
+import { git, gitText, type GitOptions } from '../git/exec';
+import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
-import { recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { createShadow } from '../git/shadow';
+import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { checkTreePaths } from './paths';
 import { CAPTURED_CONFIG_RE } from './capture';
-import { setRecordedSizes } from '../git/index-file';
+import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
+
+/** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
+const FILES_INDEX = 'xet-files.index';
 
 export interface RestoreOptions {
   cwd: string;
@@ -39,7 +41,8 @@ export interface RestoreResult {
   head: string;
 }
 
-function checkTarget(dir: string): void {
+/** A target must not exist, or be an empty directory. */
+export function checkTarget(dir: string): void {
   let st: fs.Stats;
   try {
     st = fs.lstatSync(dir);
@@ -130,13 +133,22 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       await validateSnapshotPaths(snap, opts);
     }
     progress(`writing ${snap.manifest.counts.files} files`);
-    const rewritten = await writeWorktree(snap, tmp, gitDir);
+    const lay: LaySpec = {
+      snap,
+      worktree: tmp,
+      objectsDir: path.join(gitDir, 'objects'),
+      filesIndex: path.join(gitDir, FILES_INDEX),
+      indexFile: path.join(gitDir, 'index'),
+      scratchParent: gitDir,
+      repoGitDir: gitDir,
+    };
+    await layFiles(lay);
     progress('restoring index, refs and config');
     await restoreRefs(snap, opts);
+    // The index is built last: conversions are judged with the copy's own config and attributes.
     await restoreConfig(snap, opts);
     restoreInfoFiles(snap, gitDir);
-    await refreshConverted(snap, rewritten, opts);
-    await restoreIndexFlags(snap, opts);
+    await layIndex(lay);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     publish(tmp, target);
     published = true;
@@ -231,183 +243,6 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   }
 }
 
-/** Files: the staged tree first (so the index gets true stat data), then the paths where the
- * working tree differs from the index, then empty directories. Both passes run git's checkout in a
- * shadow git dir, so no smudge filter or eol conversion touches the bytes. */
-async function writeWorktree(snap: Snapshot, worktree: string, gitDir: string): Promise<string[]> {
-  const scratch = fs.mkdtempSync(path.join(gitDir, 'xet-scratch-'));
-  const objectsDir = path.join(gitDir, 'objects');
-  const realIndex = shadowFor(snap, scratch, 'a', worktree, objectsDir, path.join(gitDir, 'index'));
-  const filesIndex = shadowFor(snap, scratch, 'b', worktree, objectsDir, path.join(scratch, 'files.index'));
-  try {
-    const o1 = { cwd: worktree, env: realIndex.env };
-    await git(['read-tree', snap.indexTree], o1);
-    await git(['checkout-index', '--all', '--force', '-u'], o1);
-
-    const toRemove: string[] = [];
-    const toWrite: string[] = [];
-    const rewritten: string[] = [];
-    for (const { oldMode, newMode, status, path: p } of await diffTrees(snap.indexTree, snap.filesTree, o1)) {
-      if (status === 'D') toRemove.push(p);
-      else toWrite.push(p);
-      if (status === 'T' || status === 'M') toRemove.push(p);
-      // Same mode, other bytes: possibly only a conversion of the staged content (see refreshConverted).
-      if (status === 'M' && oldMode === newMode) rewritten.push(p);
-    }
-    const dirsToCheck = new Set<string>();
-    for (const p of toRemove) {
-      fs.rmSync(path.join(worktree, p), { force: true });
-      dirsToCheck.add(path.posix.dirname(p));
-    }
-    // Directories emptied by removals go too (a file that replaced a directory needs the room).
-    for (const d of [...dirsToCheck].sort((a, b) => b.length - a.length)) {
-      let cur = d;
-      while (cur !== '.' && cur !== '') {
-        try {
-          fs.rmdirSync(path.join(worktree, cur));
-        } catch {
-          break;
-        }
-        cur = path.posix.dirname(cur);
-      }
-    }
-    if (toWrite.length) {
-      const o2 = { cwd: worktree, env: filesIndex.env };
-      await git(['read-tree', snap.filesTree], o2);
-      await git(['checkout-index', '--force', '-z', '--stdin'], { ...o2, input: joinZ(toWrite) });
-    }
-    for (const d of snap.manifest.emptyDirs) {
-      const abs = path.join(worktree, d);
-      assertNoSymlinkBetween(worktree, abs);
-      fs.mkdirSync(abs, { recursive: true });
-    }
-    return rewritten;
-  } finally {
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
-}
-
-function shadowFor(
-  snap: Snapshot,
-  scratch: string,
-  name: string,
-  worktree: string,
-  objectsDir: string,
-  indexFile: string,
-) {
-  return createShadow({
-    dir: path.join(scratch, `shadow-${name}`),
-    objectFormat: snap.manifest.git.objectFormat,
-    objectsDir,
-    worktree,
-    indexFile,
-  });
-}
-
-function assertNoSymlinkBetween(root: string, abs: string): void {
-  const rel = path.relative(root, abs).split(path.sep);
-  let cur = root;
-  for (const comp of rel) {
-    cur = path.join(cur, comp);
-    try {
-      if (fs.lstatSync(cur).isSymbolicLink()) {
-        throw new XetError('PATH_ESCAPE', `refusing to create a directory through the symlink ${cur}`, { path: abs });
-      }
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw e;
-    }
-  }
-}
-
-/**
- * Paths whose worktree bytes differ from the staged blob only by conversion (eol, filters): in the
- * source, git recorded the worktree file's stat data against that blob. Our index holds the blob's
- * checkout instead, and git treats a size mismatch as a modification without looking. So hash those
- * files the way git would (with the copy's own attributes and config, now in place) and, where the
- * result is the staged blob, let update-index record their stat data. Genuine edits are left alone.
- */
-async function refreshConverted(snap: Snapshot, rewritten: string[], opts: GitOptions): Promise<void> {
-  const ix = snap.manifest.index;
-  const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
-  const candidates = rewritten.filter((p) => !flagged.has(p));
-  if (!candidates.length) return;
-  const staged = new Map<string, string>();
-  for (const e of await lsTree(snap.indexTree, opts)) staged.set(e.path, e.oid);
-  const regular = candidates.filter((p) => {
-    try {
-      return fs.lstatSync(path.join(opts.cwd as string, p)).isFile();
-    } catch {
-      return false;
-    }
-  });
-  if (!regular.length) return;
-  // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
-  // one path per line, so the (rare) names with a newline are hashed one by one.
-  const plain = regular.filter((p) => !p.includes('\n'));
-  const odd = regular.filter((p) => p.includes('\n'));
-  const oids = plain.length
-    ? (await gitText(['hash-object', '--stdin-paths'], { ...opts, input: plain.map((p) => `${p}\n`).join('') })).split(
-        '\n',
-      )
-    : [];
-  const same = plain.filter((p, i) => oids[i] === staged.get(p));
-  for (const p of odd) {
-    const oid = await gitText(['hash-object', `--path=${p}`, '--', p], opts);
-    if (oid === staged.get(p)) same.push(p);
-  }
-  if (same.length) await git(['update-index', '-z', '--stdin'], { ...opts, input: joinZ(same) });
-}
-
-async function restoreIndexFlags(snap: Snapshot, opts: GitOptions): Promise<void> {
-  const ix = snap.manifest.index;
-  const cwd = opts.cwd as string;
-  if (ix.intentToAdd.length) {
-    // `git add -N` wants a file to exist. It gets one in a scratch worktree made for the purpose,
-    // never in the target: nothing is created through a symlink the snapshot put there, and no
-    // placeholder or directory is left behind.
-    const gitDir = path.join(cwd, '.git');
-    const scratch = fs.mkdtempSync(path.join(gitDir, 'xet-ita-'));
-    try {
-      for (const p of ix.intentToAdd) {
-        const abs = path.join(scratch, p);
-        fs.mkdirSync(path.dirname(abs), { recursive: true });
-        fs.writeFileSync(abs, '');
-      }
-      await git(['add', '--intent-to-add', '--force', '--pathspec-from-file=-', '--pathspec-file-nul'], {
-        cwd: scratch,
-        env: {
-          GIT_DIR: gitDir,
-          GIT_WORK_TREE: scratch,
-          GIT_INDEX_FILE: path.join(gitDir, 'index'),
-          GIT_LITERAL_PATHSPECS: '1',
-        },
-        input: joinZ(ix.intentToAdd),
-      });
-    } finally {
-      fs.rmSync(scratch, { recursive: true, force: true });
-    }
-  }
-  if (ix.skipWorktree.length) {
-    await git(['update-index', '--skip-worktree', '-z', '--stdin'], { ...opts, input: joinZ(ix.skipWorktree) });
-  }
-  if (ix.assumeUnchanged.length) {
-    await git(['update-index', '--assume-unchanged', '-z', '--stdin'], { ...opts, input: joinZ(ix.assumeUnchanged) });
-  }
-  const stale = ix.staleSizes ?? [];
-  if (stale.length) {
-    await git(['update-index', '--index-version=3'], opts);
-    setRecordedSizes(
-      path.join(opts.cwd as string, '.git', 'index'),
-      new Map(stale.map((e) => [e.path, e.size])),
-      snap.manifest.git.objectFormat,
-    );
-  }
-  if (ix.version >= 2 && ix.version <= 4) {
-    await git(['update-index', `--index-version=${ix.version}`], opts);
-  }
-}
-
 async function restoreRefs(snap: Snapshot, opts: GitOptions): Promise<void> {
   const m = snap.manifest;
   // Tag objects travel as blobs; re-create each one byte for byte and check it hashes back.
@@ -486,13 +321,19 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
  * stores only what changed since (the objects are already there). An optimisation: the restore is
  * complete before this runs, so a failure here is a warning, not an error. */
 async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> {
+  const filesIndex = path.join(target, '.git', FILES_INDEX);
   try {
     const repo = await findRepo(target);
     const c = snap.manifest.counts;
+    const id = workspaceId(repo.gitDir);
+    // The files index holds every file's stat data: the first capture here hashes only what changed.
+    const cache = captureCacheIndex(repo.commonDir, id);
+    fs.mkdirSync(path.dirname(cache), { recursive: true });
+    fs.renameSync(filesIndex, cache);
     withSidecar(repo.commonDir, (db) =>
       recordFilesTree(
         db,
-        { id: workspaceId(repo.gitDir), worktree: repo.worktree, gitDir: repo.gitDir },
+        { id, worktree: repo.worktree, gitDir: repo.gitDir },
         snap.filesTree,
         { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
         null,
@@ -500,6 +341,7 @@ async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> 
     );
     return [];
   } catch (e) {
+    fs.rmSync(filesIndex, { force: true });
     return [`could not record the restore in the sidecar: ${(e as Error).message}`];
   }
 }

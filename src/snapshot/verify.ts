@@ -23,6 +23,8 @@ import {
 } from '../git/plumbing';
 import { repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
+import { withExistingSidecar } from '../sidecar/db';
+import { expectedForkHead, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { XetError } from '../errors';
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
 import { resolvePolicyAll } from './policy-all';
@@ -40,6 +42,10 @@ export interface Difference {
 
 export interface VerifyResult {
   ok: boolean;
+  /** 'repository': a standalone copy, checked in full. 'fork': a linked worktree made by `git xet
+   * fork`; refs, stash, config and info files belong to the whole repository and are not its own, so
+   * only its files, index and HEAD (detached at the snapshot's HEAD commit) are checked. */
+  scope: 'repository' | 'fork';
   snapshot: string;
   dir: string;
   differences: Difference[];
@@ -54,8 +60,10 @@ export interface VerifyOptions {
 export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   const dir = path.resolve(options.cwd, options.dir);
   const here = await tryFindRepo(options.cwd, true);
+  let scope: VerifyResult['scope'] = 'repository';
   const result = (snapshot: string, differences: Difference[]): VerifyResult => ({
     ok: differences.length === 0,
+    scope,
     snapshot,
     dir,
     differences,
@@ -84,6 +92,16 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   if (fs.existsSync(path.join(target.gitDir, RESTORE_MARKER))) {
     return result(oid, [{ kind: 'incomplete', path: dir, actual: 'a restore into this directory did not finish' }]);
   }
+  const fork =
+    target.gitDir !== target.commonDir
+      ? withExistingSidecar(target.commonDir, (db) => liveForkByGitDir(db, target.gitDir))
+      : null;
+  if (fork && fork.snapshot === oid) {
+    scope = 'fork';
+    if (fork.state === 'creating') {
+      return result(oid, [{ kind: 'incomplete', path: dir, actual: 'the creation of this fork did not finish' }]);
+    }
+  }
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-verify-'));
   try {
     const objects = path.join(scratch, 'objects');
@@ -92,7 +110,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     const differences = [
       ...(await compareFiles(snap, target, scratch, objects, alternates)),
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
-      ...(await compareRefs(snap, target)),
+      ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
     return result(oid, differences);
   } finally {
@@ -100,7 +118,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   }
 }
 
-function objEnv(target: Repo, objects: string, alternates: string[]): Record<string, string> {
+export function objEnv(target: Repo, objects: string, alternates: string[]): Record<string, string> {
   return {
     ...repoOpts(target).env,
     GIT_OBJECT_DIRECTORY: objects,
@@ -125,14 +143,17 @@ export async function treeDifferences(
   return out;
 }
 
-async function compareFiles(
-  snap: Snapshot,
+/** Everything on disk in a worktree as a files tree, whatever any capture policy says (a file the
+ * snapshot lacks is extra). Nothing is stored: trees go to `objects`. With `statCache`, an index of an
+ * earlier files tree with stat data, only files whose stat data changed are hashed (as git status
+ * trusts it); without, every file is hashed. */
+export async function scanWorktreeFiles(
   target: Repo,
   scratch: string,
   objects: string,
   alternates: string[],
-): Promise<Difference[]> {
-  // Everything on disk counts, whatever the snapshot's policy was: a file the snapshot lacks is extra.
+  statCache?: string,
+): Promise<{ tree: string; emptyDirs: string[] }> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -140,16 +161,29 @@ async function compareFiles(
     ignored: new Set(),
     policy: resolvePolicyAll(),
   });
+  const indexFile = path.join(scratch, 'files.index');
+  if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
   const { tree } = await scanToTree({
     worktree: target.worktree,
     objectFormat: target.objectFormat,
     objectsDir: objects,
     alternates,
-    indexFile: path.join(scratch, 'files.index'),
+    indexFile,
     scratchDir: path.join(scratch, 'shadow-files'),
     paths: walk.paths,
     write: false,
   });
+  return { tree, emptyDirs: walk.emptyDirs };
+}
+
+async function compareFiles(
+  snap: Snapshot,
+  target: Repo,
+  scratch: string,
+  objects: string,
+  alternates: string[],
+): Promise<Difference[]> {
+  const { tree, emptyDirs } = await scanWorktreeFiles(target, scratch, objects, alternates);
   const diffs = await treeDifferences(
     snap.filesTree,
     tree,
@@ -158,13 +192,13 @@ async function compareFiles(
     'file-',
   );
   const want = new Set(snap.manifest.emptyDirs);
-  const have = new Set(walk.emptyDirs);
+  const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
   for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
   return diffs;
 }
 
-async function compareIndex(
+export async function compareIndex(
   snap: Snapshot,
   target: Repo,
   scratch: string,
@@ -188,6 +222,12 @@ async function compareIndex(
     for (const p of have) if (!wantSet.has(p)) diffs.push({ kind: `index-flag-extra`, path: p, actual: name });
   }
   return diffs;
+}
+
+async function compareForkHead(target: Repo, fork: ForkRow): Promise<Difference[]> {
+  const head = await readHead(repoOpts(target)).catch(() => null);
+  const want = expectedForkHead(fork);
+  return sameHead(head, want as HeadState) ? [] : [{ kind: 'head', expected: want, actual: head }];
 }
 
 async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> {

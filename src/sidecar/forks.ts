@@ -1,0 +1,88 @@
+// The fork registry: one row per fork ever made in this repository. A row is written ('creating')
+// before the first effect on disk and flipped to 'active' when the fork is complete, so a fork whose
+// creator was killed is still known (and `discard` can clean it up); 'discarded' rows stay as history.
+
+import type { Db } from './db';
+
+export type ForkMode = 'overlay' | 'clone' | 'copy';
+
+export interface ForkRow {
+  id: string;
+  dir: string;
+  mode: ForkMode;
+  snapshot: string;
+  headOid: string | null;
+  branch: string | null;
+  gitDir: string | null;
+  upper: string | null;
+  work: string | null;
+  state: 'creating' | 'active' | 'discarded';
+  createdAt: string;
+  discardedAt: string | null;
+  keptSnapshot: string | null;
+}
+
+const COLUMNS = `id, dir, mode, snapshot, head_oid AS headOid, branch, git_dir AS gitDir, upper, work, state,
+  created_at AS createdAt, discarded_at AS discardedAt, kept_snapshot AS keptSnapshot`;
+
+export function insertFork(db: Db, row: Omit<ForkRow, 'state' | 'discardedAt' | 'keptSnapshot'>): void {
+  db.prepare(
+    `INSERT INTO forks(id, dir, mode, snapshot, head_oid, branch, git_dir, upper, work, state, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?)`,
+  ).run(
+    row.id,
+    row.dir,
+    row.mode,
+    row.snapshot,
+    row.headOid,
+    row.branch,
+    row.gitDir,
+    row.upper,
+    row.work,
+    row.createdAt,
+  );
+}
+
+export function updateFork(db: Db, id: string, fields: Partial<Pick<ForkRow, 'gitDir' | 'state'>>): void {
+  if (fields.gitDir !== undefined) db.prepare('UPDATE forks SET git_dir = ? WHERE id = ?').run(fields.gitDir, id);
+  if (fields.state !== undefined) db.prepare('UPDATE forks SET state = ? WHERE id = ?').run(fields.state, id);
+}
+
+export function markDiscarded(db: Db, id: string, keptSnapshot: string | null, at: string): void {
+  db.prepare(`UPDATE forks SET state = 'discarded', discarded_at = ?, kept_snapshot = ? WHERE id = ?`).run(
+    at,
+    keptSnapshot,
+    id,
+  );
+}
+
+export function deleteFork(db: Db, id: string): void {
+  db.prepare('DELETE FROM forks WHERE id = ?').run(id);
+}
+
+/** The live (not discarded) fork at this directory. */
+export function liveForkAt(db: Db, dir: string): ForkRow | null {
+  return (
+    (db.prepare(`SELECT ${COLUMNS} FROM forks WHERE dir = ? AND state != 'discarded'`).get(dir) as ForkRow) ?? null
+  );
+}
+
+export function liveForkByGitDir(db: Db, gitDir: string): ForkRow | null {
+  return (
+    (db.prepare(`SELECT ${COLUMNS} FROM forks WHERE git_dir = ? AND state != 'discarded'`).get(gitDir) as ForkRow) ??
+    null
+  );
+}
+
+export function listForks(db: Db, includeDiscarded: boolean): ForkRow[] {
+  const where = includeDiscarded ? '' : `WHERE state != 'discarded'`;
+  return db.prepare(`SELECT ${COLUMNS} FROM forks ${where} ORDER BY created_at, id`).all() as ForkRow[];
+}
+
+/** A fork's HEAD as created: detached at the snapshot's HEAD commit, or on the unborn branch. */
+export function expectedForkHead(
+  row: Pick<ForkRow, 'headOid' | 'branch'>,
+): { kind: 'detached'; oid: string } | { kind: 'branch'; ref: string; oid: null } {
+  if (row.headOid) return { kind: 'detached', oid: row.headOid };
+  return { kind: 'branch', ref: row.branch ?? 'refs/heads/main', oid: null };
+}

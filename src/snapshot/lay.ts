@@ -1,0 +1,201 @@
+// Laying a snapshot into a working tree: its files byte for byte, then its index (staged tree, flags,
+// stale stat sizes) with true stat data, so git sees exactly the captured state without re-hashing.
+// Shared by restore (a new repository) and forks (a linked worktree, or a base that forks reuse).
+//
+// Files first: the whole files tree is checked out through a shadow git dir (no smudge, no eol
+// conversion, all cores) against a "files index" that then holds the stat data of every file. That
+// index is also capture's stat cache, so the first capture in the new tree is O(changes). The real
+// index is a copy of it re-read with `git read-tree -m <index tree>`: git keeps the stat data of
+// every entry whose blob is unchanged, and entries whose staged blob differs from the file get none,
+// exactly as they would have in the source.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitText, joinZ } from '../git/exec';
+import { setRecordedSizes } from '../git/index-file';
+import { diffTrees, lsTree } from '../git/plumbing';
+import { createShadow } from '../git/shadow';
+import type { Snapshot } from './store';
+
+/** Config no index we write may inherit from the user's repository: a split index lives beside its
+ * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
+ * a directory that is not the target's. Passed as GIT_CONFIG_* so they win over every config file. */
+export const NEUTRAL_INDEX_CONFIG: Record<string, string> = {
+  GIT_CONFIG_COUNT: '3',
+  GIT_CONFIG_KEY_0: 'core.splitIndex',
+  GIT_CONFIG_VALUE_0: 'false',
+  GIT_CONFIG_KEY_1: 'core.fsmonitor',
+  GIT_CONFIG_VALUE_1: 'false',
+  GIT_CONFIG_KEY_2: 'core.untrackedCache',
+  GIT_CONFIG_VALUE_2: 'false',
+};
+
+export interface LaySpec {
+  snap: Snapshot;
+  /** Directory the files go into: must exist; files already there with snapshot paths are replaced. */
+  worktree: string;
+  /** Object database holding the snapshot's objects (read only). */
+  objectsDir: string;
+  /** The files index: the files tree with stat data (kept, for capture's stat cache). */
+  filesIndex: string;
+  /** The index git uses for this worktree. */
+  indexFile: string;
+  /** A directory for scratch git dirs (removed afterwards). */
+  scratchParent: string;
+  /** A git dir whose config and info/attributes apply to this worktree (conversions are judged with
+   * the target's own settings, as `git status` will judge them). */
+  repoGitDir: string;
+}
+
+/** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
+export async function layFiles(spec: LaySpec): Promise<void> {
+  const { snap, worktree } = spec;
+  const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-lay-'));
+  const shadow = createShadow({
+    dir: path.join(scratch, 'shadow'),
+    objectFormat: snap.manifest.git.objectFormat,
+    objectsDir: spec.objectsDir,
+    worktree,
+    indexFile: spec.filesIndex,
+  });
+  try {
+    const o = { cwd: worktree, env: shadow.env };
+    await git(['read-tree', snap.filesTree], o);
+    await git(['checkout-index', '--all', '--force'], o);
+    for (const d of snap.manifest.emptyDirs) {
+      const abs = path.join(worktree, d);
+      assertNoSymlinkBetween(worktree, abs);
+      fs.mkdirSync(abs, { recursive: true });
+    }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Build the worktree's index from the files index: staged tree, stat data, conversions, flags. */
+export async function layIndex(spec: LaySpec): Promise<void> {
+  const { snap, worktree } = spec;
+  const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-lay-'));
+  const shadow = createShadow({
+    dir: path.join(scratch, 'shadow'),
+    objectFormat: snap.manifest.git.objectFormat,
+    objectsDir: spec.objectsDir,
+    worktree,
+    indexFile: spec.indexFile,
+  });
+  try {
+    fs.copyFileSync(spec.filesIndex, spec.indexFile);
+    const o = { cwd: worktree, env: shadow.env };
+    await git(['read-tree', '-m', '-i', snap.indexTree], o);
+    const repoEnv = {
+      ...NEUTRAL_INDEX_CONFIG,
+      GIT_DIR: spec.repoGitDir,
+      GIT_WORK_TREE: worktree,
+      GIT_INDEX_FILE: spec.indexFile,
+      GIT_OBJECT_DIRECTORY: spec.objectsDir,
+    };
+    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, o);
+    await setIndexFlags(spec, repoEnv);
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+export function assertNoSymlinkBetween(root: string, abs: string): void {
+  const rel = path.relative(root, abs).split(path.sep);
+  let cur = root;
+  for (const comp of rel) {
+    cur = path.join(cur, comp);
+    try {
+      if (fs.lstatSync(cur).isSymbolicLink()) {
+        throw new XetError('PATH_ESCAPE', `refusing to create a directory through the symlink ${cur}`, { path: abs });
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw e;
+    }
+  }
+}
+
+type Opts = { cwd: string; env: Record<string, string | undefined> };
+
+/**
+ * Paths whose worktree bytes differ from the staged blob only by conversion (eol, filters): in the
+ * source, git recorded the worktree file's stat data against that blob. Our index has no stat data
+ * for them, and git would hash them on every status. So hash those files the way git would (with
+ * the target's own attributes and config) and, where the result is the staged blob, let
+ * update-index record their stat data. Genuine edits are left alone.
+ */
+async function refreshConverted(snap: Snapshot, repo: Opts, shadow: Opts): Promise<void> {
+  const ix = snap.manifest.index;
+  const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
+  const candidates: string[] = [];
+  for (const c of await diffTrees(snap.indexTree, snap.filesTree, shadow)) {
+    // Same mode, other bytes: possibly only a conversion of the staged content.
+    if (c.status === 'M' && c.oldMode === c.newMode && !flagged.has(c.path)) candidates.push(c.path);
+  }
+  const regular = candidates.filter((p) => {
+    try {
+      return fs.lstatSync(path.join(repo.cwd, p)).isFile();
+    } catch {
+      return false;
+    }
+  });
+  if (!regular.length) return;
+  const staged = new Map<string, string>();
+  for (const e of await lsTree(snap.indexTree, shadow)) staged.set(e.path, e.oid);
+  // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
+  // one path per line, so the (rare) names with a newline are hashed one by one.
+  const plain = regular.filter((p) => !p.includes('\n'));
+  const odd = regular.filter((p) => p.includes('\n'));
+  const oids = plain.length
+    ? (await gitText(['hash-object', '--stdin-paths'], { ...repo, input: plain.map((p) => `${p}\n`).join('') })).split(
+        '\n',
+      )
+    : [];
+  const same = plain.filter((p, i) => oids[i] === staged.get(p));
+  for (const p of odd) {
+    const oid = await gitText(['hash-object', `--path=${p}`, '--', p], repo);
+    if (oid === staged.get(p)) same.push(p);
+  }
+  if (same.length) await git(['update-index', '-z', '--stdin'], { ...repo, input: joinZ(same) });
+}
+
+async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Promise<void> {
+  const ix = spec.snap.manifest.index;
+  const opts = { cwd: spec.worktree, env: repoEnv };
+  if (ix.intentToAdd.length) {
+    // `git add -N` wants a file to exist. It gets one in a scratch worktree made for the purpose,
+    // never in the target: nothing is created through a symlink the snapshot put there, and no
+    // placeholder or directory is left behind.
+    const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-ita-'));
+    try {
+      for (const p of ix.intentToAdd) {
+        const abs = path.join(scratch, p);
+        fs.mkdirSync(path.dirname(abs), { recursive: true });
+        fs.writeFileSync(abs, '');
+      }
+      await git(['add', '--intent-to-add', '--force', '--pathspec-from-file=-', '--pathspec-file-nul'], {
+        cwd: scratch,
+        env: { ...repoEnv, GIT_WORK_TREE: scratch, GIT_LITERAL_PATHSPECS: '1' },
+        input: joinZ(ix.intentToAdd),
+      });
+    } finally {
+      fs.rmSync(scratch, { recursive: true, force: true });
+    }
+  }
+  if (ix.skipWorktree.length) {
+    await git(['update-index', '--skip-worktree', '-z', '--stdin'], { ...opts, input: joinZ(ix.skipWorktree) });
+  }
+  if (ix.assumeUnchanged.length) {
+    await git(['update-index', '--assume-unchanged', '-z', '--stdin'], { ...opts, input: joinZ(ix.assumeUnchanged) });
+  }
+  const stale = ix.staleSizes ?? [];
+  if (stale.length) {
+    await git(['update-index', '--index-version=3'], opts);
+    setRecordedSizes(spec.indexFile, new Map(stale.map((e) => [e.path, e.size])), spec.snap.manifest.git.objectFormat);
+  }
+  const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
+  await git(['update-index', `--index-version=${version}`], opts);
+}

@@ -1,0 +1,71 @@
+// Bases: a snapshot materialised once, read-only by contract, for overlay forks (their lower layer)
+// and clone forks (the source of their reflinks). A base is `<sidecar>/bases/<snapshot>/` holding
+// `tree/` (the files), `files.index` (the files tree with stat data: capture's cache for a fork) and
+// `index` (the snapshot's index with stat data). It is built in a temporary sibling and renamed into
+// place, so a base that exists is complete; nothing ever writes to it after that.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Repo } from '../git/repo';
+import { sidecarDir } from '../sidecar/db';
+import { layFiles, layIndex } from '../snapshot/lay';
+import type { Snapshot } from '../snapshot/store';
+
+export interface Base {
+  dir: string;
+  tree: string;
+  filesIndex: string;
+  index: string;
+}
+
+export function basesDir(repo: Repo): string {
+  return path.join(sidecarDir(repo.commonDir), 'bases');
+}
+
+function layoutAt(dir: string): Base {
+  return {
+    dir,
+    tree: path.join(dir, 'tree'),
+    filesIndex: path.join(dir, 'files.index'),
+    index: path.join(dir, 'index'),
+  };
+}
+
+export function baseFor(repo: Repo, snapshot: string): Base {
+  return layoutAt(path.join(basesDir(repo), snapshot));
+}
+
+/** The base for a snapshot, building it if it does not exist yet. */
+export async function ensureBase(repo: Repo, snap: Snapshot): Promise<{ base: Base; built: boolean }> {
+  const base = baseFor(repo, snap.oid);
+  if (fs.existsSync(base.index)) return { base, built: false };
+  fs.mkdirSync(basesDir(repo), { recursive: true });
+  const tmp = path.join(basesDir(repo), `.build-${snap.oid.slice(0, 12)}-${crypto.randomBytes(4).toString('hex')}`);
+  const building = layoutAt(tmp);
+  try {
+    fs.mkdirSync(building.tree, { recursive: true });
+    const spec = {
+      snap,
+      worktree: building.tree,
+      objectsDir: repo.objectsDir,
+      filesIndex: building.filesIndex,
+      indexFile: building.index,
+      scratchParent: tmp,
+      repoGitDir: repo.commonDir,
+    };
+    await layFiles(spec);
+    await layIndex(spec);
+    try {
+      fs.renameSync(tmp, base.dir);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      // Another fork built the same base meanwhile: theirs is as good as ours.
+      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw e;
+      return { base, built: false };
+    }
+    return { base, built: true };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}

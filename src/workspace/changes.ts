@@ -1,0 +1,190 @@
+// What a fork changed relative to its base snapshot: files added, modified and deleted, and whether
+// anything at all (files, index, HEAD) differs, which decides whether discard must capture first.
+//
+// Overlay forks are read from the upper layer, so the cost follows the changes, not the tree: every
+// file the fork wrote is in the upper dir, and directories the fork never touched are never listed.
+// Whiteouts and opaque or renamed directories are not decoded from overlay's xattrs: inside a
+// directory the fork touched, the mounted view says which base entries are hidden (deleted) and
+// which entries came from elsewhere (a renamed directory), and the base says what was there.
+// Clone and copy forks are scanned with their stat cache, the way `git status` looks at a tree.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { readHead, sameHead } from '../git/plumbing';
+import { findRepo, type Repo } from '../git/repo';
+import { expectedForkHead, type ForkRow } from '../sidecar/forks';
+import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
+import { diffTrees } from '../git/plumbing';
+import { readSnapshot } from '../snapshot/store';
+import { compareIndex, objEnv, scanWorktreeFiles } from '../snapshot/verify';
+import { baseFor } from './base';
+import { ensureMounted, resolveFork } from './fork';
+
+export interface FileChanges {
+  added: string[];
+  modified: string[];
+  deleted: string[];
+}
+
+export interface ForkChanges extends FileChanges {
+  id: string;
+  dir: string;
+  mode: ForkRow['mode'];
+  snapshot: string;
+  /** How they were found: the overlay's upper layer, or a scan of the whole tree. */
+  method: 'upper' | 'scan';
+}
+
+export async function forkChanges(cwd: string, dirArg: string): Promise<ForkChanges> {
+  const { repo, row } = await resolveFork(cwd, dirArg);
+  await ensureMounted(repo, row);
+  const files = await changedFiles(repo, row);
+  return {
+    id: row.id,
+    dir: row.dir,
+    mode: row.mode,
+    snapshot: row.snapshot,
+    method: row.mode === 'overlay' ? 'upper' : 'scan',
+    ...files,
+  };
+}
+
+export async function changedFiles(repo: Repo, row: ForkRow): Promise<FileChanges> {
+  if (row.mode === 'overlay' && row.upper) return upperChanges(row.upper, row.dir, baseFor(repo, row.snapshot).tree);
+  const fork = await findRepo(row.dir);
+  const snap = await readSnapshot(row.snapshot, { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir } });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-changes-'));
+  try {
+    const objects = path.join(scratch, 'objects');
+    fs.mkdirSync(objects);
+    const alternates = [fork.objectsDir];
+    const cache = captureCacheIndex(repo.commonDir, workspaceId(fork.gitDir));
+    const { tree } = await scanWorktreeFiles(fork, scratch, objects, alternates, cache);
+    const out: FileChanges = { added: [], modified: [], deleted: [] };
+    for (const c of await diffTrees(snap.filesTree, tree, {
+      cwd: fork.worktree,
+      env: objEnv(fork, objects, alternates),
+    })) {
+      (c.status === 'A' ? out.added : c.status === 'D' ? out.deleted : out.modified).push(c.path);
+    }
+    return out;
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Anything that makes the fork differ from its snapshot: files, the index and its flags, HEAD. */
+export async function forkIsDirty(repo: Repo, row: ForkRow): Promise<boolean> {
+  const files = await changedFiles(repo, row);
+  if (files.added.length || files.modified.length || files.deleted.length) return true;
+  const fork = await findRepo(row.dir);
+  const snap = await readSnapshot(row.snapshot, { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir } });
+  const head = await readHead({ cwd: fork.worktree, env: { GIT_DIR: fork.gitDir, GIT_WORK_TREE: fork.worktree } });
+  if (!sameHead(head, expectedForkHead(row))) return true;
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-dirty-'));
+  try {
+    const objects = path.join(scratch, 'objects');
+    fs.mkdirSync(objects);
+    return (await compareIndex(snap, fork, scratch, objects, [fork.objectsDir])).length > 0;
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+function isWhiteout(st: fs.Stats): boolean {
+  return st.isCharacterDevice() && st.rdev === 0;
+}
+
+function lstatOrNull(p: string): fs.Stats | null {
+  try {
+    return fs.lstatSync(p);
+  } catch {
+    return null;
+  }
+}
+
+/** Changes of an overlay fork, from its upper layer, mounted view and base (see the top comment). */
+export function upperChanges(upper: string, merged: string, base: string): FileChanges {
+  const out: FileChanges = { added: [], modified: [], deleted: [] };
+  const join = (rel: string, name: string) => (rel ? `${rel}/${name}` : name);
+
+  // Every file (or symlink) under a path, read from one layer.
+  const filesUnder = (root: string, rel: string, into: string[]) => {
+    const st = lstatOrNull(path.join(root, rel));
+    if (!st) return;
+    if (!st.isDirectory()) {
+      into.push(rel);
+      return;
+    }
+    for (const name of fs.readdirSync(path.join(root, rel))) filesUnder(root, join(rel, name), into);
+  };
+
+  const visit = (rel: string) => {
+    const upperEntries = new Map<string, fs.Stats>();
+    for (const name of fs.readdirSync(path.join(upper, rel))) {
+      const st = fs.lstatSync(path.join(upper, rel, name));
+      if (!isWhiteout(st)) upperEntries.set(name, st);
+    }
+    const shown = new Set(fs.readdirSync(path.join(merged, rel)));
+    const baseDir = lstatOrNull(path.join(base, rel));
+    const baseEntries = baseDir?.isDirectory() ? fs.readdirSync(path.join(base, rel)) : [];
+    const inBase = new Set(baseEntries);
+    // Base entries the mounted view no longer shows: deleted (a whiteout, or an opaque directory).
+    for (const name of baseEntries) if (!shown.has(name)) filesUnder(base, join(rel, name), out.deleted);
+    for (const name of shown) {
+      if (rel === '' && name === '.git') continue; // the worktree's own link to its git dir
+      const p = join(rel, name);
+      const st = upperEntries.get(name);
+      if (!st) {
+        // Not written by the fork: untouched base, unless it came with a renamed directory.
+        if (!inBase.has(name)) filesUnder(merged, p, out.added);
+        continue;
+      }
+      const baseSt = inBase.has(name) ? lstatOrNull(path.join(base, p)) : null;
+      if (st.isDirectory()) {
+        if (baseSt && !baseSt.isDirectory()) out.deleted.push(p);
+        visit(p);
+      } else if (!baseSt) {
+        out.added.push(p);
+      } else if (baseSt.isDirectory()) {
+        filesUnder(base, p, out.deleted);
+        out.added.push(p);
+      } else if (differs(path.join(upper, p), st, path.join(base, p), baseSt)) {
+        out.modified.push(p);
+      }
+    }
+  };
+  visit('');
+  for (const list of [out.added, out.modified, out.deleted]) list.sort();
+  return out;
+}
+
+/** A copied-up file may be unchanged (opened for writing, or touched): compare type, exec bit, bytes. */
+function differs(a: string, sa: fs.Stats, b: string, sb: fs.Stats): boolean {
+  if (sa.isSymbolicLink() || sb.isSymbolicLink()) {
+    return !(sa.isSymbolicLink() && sb.isSymbolicLink() && fs.readlinkSync(a) === fs.readlinkSync(b));
+  }
+  if ((sa.mode & 0o100) !== (sb.mode & 0o100) || sa.size !== sb.size) return true;
+  return !sameBytes(a, b, sa.size);
+}
+
+function sameBytes(a: string, b: string, size: number): boolean {
+  const chunk = 1 << 20;
+  const ba = Buffer.allocUnsafe(Math.min(chunk, Math.max(size, 1)));
+  const bb = Buffer.allocUnsafe(ba.length);
+  const fa = fs.openSync(a, 'r');
+  const fb = fs.openSync(b, 'r');
+  try {
+    for (let off = 0; off < size;) {
+      const na = fs.readSync(fa, ba, 0, ba.length, off);
+      const nb = fs.readSync(fb, bb, 0, bb.length, off);
+      if (na !== nb || na === 0 || !ba.subarray(0, na).equals(bb.subarray(0, nb))) return false;
+      off += na;
+    }
+    return true;
+  } finally {
+    fs.closeSync(fa);
+    fs.closeSync(fb);
+  }
+}

@@ -1,0 +1,209 @@
+// Export: a fork's (or a snapshot's) work as one ordinary commit on top of the commit it started
+// from, on a branch or as a patch, so it can be reviewed and merged with plain Git. The commit holds
+// tracked and untracked files that are not ignored, exactly as `git add -A && git commit` would
+// record them (clean filters and eol rules apply), built in a temporary index so the fork's own
+// index is never touched. Trailers name the snapshot the commit came from.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitText, gitZ, joinZ } from '../git/exec';
+import { readConfig } from '../git/config';
+import { commitTree, diffTrees, identityEnv, lsTree } from '../git/plumbing';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
+import { createShadow } from '../git/shadow';
+import { sidecarDir } from '../sidecar/db';
+import { capture } from '../snapshot/capture';
+import { NEUTRAL_INDEX_CONFIG } from '../snapshot/lay';
+import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
+import { ensureMounted, resolveFork } from './fork';
+
+export interface ExportOptions {
+  cwd: string;
+  /** A fork directory or a snapshot id. */
+  source: string;
+  branch?: string;
+  /** A file to write the patch to ('-' for the result's `patchText`). */
+  patch?: string;
+  message?: string;
+  force?: boolean;
+}
+
+export interface ExportResult {
+  /** The export commit, or null when there was nothing to export. */
+  commit: string | null;
+  parent: string | null;
+  snapshot: string;
+  fork: string | null;
+  branch: string | null;
+  patch: string | null;
+  patchText?: string;
+  changed: number;
+}
+
+export async function exportChanges(options: ExportOptions): Promise<ExportResult> {
+  if (Boolean(options.branch) === Boolean(options.patch)) {
+    throw new XetError('USAGE', 'export needs exactly one of --branch NAME or --patch FILE');
+  }
+  const repo = await findRepo(options.cwd, true);
+  const o = repoOpts(repo);
+  const ref = options.branch ? await checkBranch(repo, options.branch, Boolean(options.force)) : null;
+
+  const asDir = path.resolve(options.cwd, options.source);
+  let tree: string;
+  let parent: string | null;
+  let snapshot: string;
+  let forkId: string | null = null;
+  const trailers: string[] = [];
+  if (fs.existsSync(asDir) && fs.statSync(asDir).isDirectory()) {
+    const { row } = await resolveFork(options.cwd, options.source);
+    await ensureMounted(repo, row);
+    // The state being exported is kept as a snapshot, so the commit can always be traced back.
+    snapshot = (await capture({ cwd: row.dir, message: `git xet export: fork ${row.id}` })).snapshot;
+    const fork = await findRepo(row.dir);
+    tree = await treeOfWorktree(repo, fork.worktree, fork.gitDir, path.join(fork.gitDir, 'index'));
+    parent = row.headOid;
+    forkId = row.id;
+    trailers.push(`Xet-Snapshot: ${snapshot}`, `Xet-Base-Snapshot: ${row.snapshot}`, `Xet-Fork: ${row.id}`);
+  } else {
+    snapshot = await resolveSnapshotOid(options.source, o);
+    const snap = await readSnapshot(snapshot, o);
+    tree = await treeOfSnapshot(repo, snap);
+    parent = snap.manifest.head.oid;
+    trailers.push(`Xet-Snapshot: ${snapshot}`);
+  }
+
+  const parentTree = parent ? await gitText(['rev-parse', `${parent}^{tree}`], o) : null;
+  const changed = parentTree
+    ? (await diffTrees(parentTree, tree, o)).length
+    : (await lsTree(tree, o)).filter((e) => e.type === 'blob').length;
+  const result: ExportResult = {
+    commit: null,
+    parent,
+    snapshot,
+    fork: forkId,
+    branch: null,
+    patch: null,
+    changed,
+  };
+  if (changed === 0) return result;
+
+  const subject =
+    options.message ?? (forkId ? `Work from fork ${forkId}` : `Work from snapshot ${snapshot.slice(0, 12)}`);
+  const message = `${subject.replace(/\s+$/, '')}\n\n${trailers.join('\n')}\n`;
+  const config = await readConfig(o);
+  const commit = await commitTree(tree, parent ? [parent] : [], message, {
+    ...o,
+    env: { ...o.env, ...identityEnv(config) },
+  });
+  result.commit = commit;
+  if (ref) {
+    const zero = '0'.repeat(commit.length);
+    await git(['update-ref', '-m', `git xet export ${options.source}`, ref.name, commit, ref.old ?? zero], o);
+    result.branch = ref.name.slice('refs/heads/'.length);
+  } else if (options.patch) {
+    const text = (
+      await git(['format-patch', '-1', '--stdout', '--binary', '--no-signature', '--full-index', commit], o)
+    ).stdout;
+    if (options.patch === '-') {
+      result.patchText = text.toString('utf8');
+      result.patch = '-';
+    } else {
+      const file = path.resolve(options.cwd, options.patch);
+      const tmp = `${file}.xet-${crypto.randomBytes(4).toString('hex')}`;
+      fs.writeFileSync(tmp, text);
+      fs.renameSync(tmp, file);
+      result.patch = file;
+    }
+  }
+  return result;
+}
+
+/** Checks before any effect: a valid name, and an existing branch only with --force and only if no
+ * worktree has it checked out (moving it would change what that worktree's index is compared to). */
+async function checkBranch(repo: Repo, name: string, force: boolean): Promise<{ name: string; old: string | null }> {
+  const o = repoOpts(repo);
+  const r = await git(['check-ref-format', '--branch', name], { ...o, okCodes: [1, 128] });
+  if (r.code !== 0 || name.startsWith('-'))
+    throw new XetError('USAGE', `${JSON.stringify(name)} is not a valid branch name`);
+  const ref = `refs/heads/${name}`;
+  const old = await git(['rev-parse', '--verify', '-q', `${ref}^{commit}`], { ...o, okCodes: [1] });
+  if (old.code !== 0) return { name: ref, old: null };
+  if (!force) throw new XetError('BRANCH_EXISTS', `branch ${name} exists; pass --force to move it`, { branch: name });
+  const list = await gitText(['worktree', 'list', '--porcelain'], o);
+  let wt = '';
+  for (const line of list.split('\n')) {
+    if (line.startsWith('worktree ')) wt = line.slice('worktree '.length);
+    if (line === `branch ${ref}`) {
+      throw new XetError('BRANCH_EXISTS', `branch ${name} is checked out in ${wt}; it cannot be moved`, {
+        branch: name,
+        worktree: wt,
+      });
+    }
+  }
+  return { name: ref, old: old.stdout.toString('utf8').trim() };
+}
+
+/** `git add -A` into a copy of a worktree's index: the tree a commit of everything would have. */
+async function treeOfWorktree(repo: Repo, worktree: string, gitDir: string, index: string | null): Promise<string> {
+  const tmpIndex = path.join(
+    sidecarDir(repo.commonDir),
+    'tmp',
+    `export-${crypto.randomBytes(6).toString('hex')}.index`,
+  );
+  fs.mkdirSync(path.dirname(tmpIndex), { recursive: true });
+  try {
+    if (index && fs.existsSync(index)) fs.copyFileSync(index, tmpIndex);
+    const o = {
+      cwd: worktree,
+      env: { ...NEUTRAL_INDEX_CONFIG, GIT_DIR: gitDir, GIT_WORK_TREE: worktree, GIT_INDEX_FILE: tmpIndex },
+    };
+    await git(['add', '-A'], o);
+    return await gitText(['write-tree'], o);
+  } finally {
+    fs.rmSync(tmpIndex, { force: true });
+  }
+}
+
+/**
+ * A snapshot has no worktree to run `git add -A` in, so a minimal one is made: the files that differ
+ * from the snapshot's index, plus every .gitignore (so ignore rules apply as in the source). Entries
+ * the snapshot left unchanged are marked skip-worktree in the temporary index, where add ignores them.
+ */
+async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
+  const scratch = fs.mkdtempSync(path.join(sidecarDir(repo.commonDir), 'tmp', 'export-'));
+  try {
+    const wt = path.join(scratch, 'wt');
+    fs.mkdirSync(wt);
+    const shadow = createShadow({
+      dir: path.join(scratch, 'shadow'),
+      objectFormat: snap.manifest.git.objectFormat,
+      objectsDir: repo.objectsDir,
+      worktree: wt,
+      indexFile: path.join(scratch, 'files.index'),
+    });
+    const so = { cwd: wt, env: shadow.env };
+    const changes = await diffTrees(snap.indexTree, snap.filesTree, so);
+    const touched = new Set(changes.map((c) => c.path));
+    const write = changes.filter((c) => c.status !== 'D').map((c) => c.path);
+    const gitignores = (await lsTree(snap.filesTree, so)).filter(
+      (e) => e.path === '.gitignore' || e.path.endsWith('/.gitignore'),
+    );
+    for (const g of gitignores) if (!touched.has(g.path)) write.push(g.path);
+    await git(['read-tree', snap.filesTree], so);
+    if (write.length) await git(['checkout-index', '--force', '-z', '--stdin'], { ...so, input: joinZ(write) });
+    const index = path.join(scratch, 'index');
+    const o = {
+      cwd: wt,
+      env: { ...NEUTRAL_INDEX_CONFIG, GIT_DIR: repo.commonDir, GIT_WORK_TREE: wt, GIT_INDEX_FILE: index },
+    };
+    await git(['read-tree', snap.indexTree], o);
+    const untouched = (await gitZ(['ls-files', '-z'], o)).filter((p) => !touched.has(p));
+    if (untouched.length)
+      await git(['update-index', '--skip-worktree', '-z', '--stdin'], { ...o, input: joinZ(untouched) });
+    return await treeOfWorktree(repo, wt, repo.commonDir, index);
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}

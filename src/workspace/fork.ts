@@ -1,0 +1,386 @@
+// Forks: writable copies of a snapshot, each a linked worktree of the repository (own HEAD and
+// index, shared objects and refs), laid out by one of three modes:
+//   overlay  the snapshot's base is the lower layer of a kernel overlay; the fork writes only to its
+//            own upper dir, so creating one costs the same at any tree size;
+//   clone    the base's files reflinked into the fork (extents shared until written);
+//   copy     the snapshot's files checked out into the fork.
+// A fork's HEAD is detached at the snapshot's HEAD commit: refs are shared by all worktrees, so a
+// fork on the snapshot's branch would move that branch for everyone when it commits. The branch is
+// recorded, and `export --branch` makes branches from a fork's work.
+//
+// Order of effects: the registry row ('creating') comes first, then the worktree, files and index,
+// then 'active'. Any failure undoes what was made; a killed creator leaves a 'creating' row that
+// `forks` shows as incomplete and `discard` removes.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git } from '../git/exec';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
+import { createShadow } from '../git/shadow';
+import { sidecarDir, withSidecar } from '../sidecar/db';
+import {
+  deleteFork,
+  insertFork,
+  liveForkAt,
+  liveForkByGitDir,
+  updateFork,
+  type ForkMode,
+  type ForkRow,
+} from '../sidecar/forks';
+import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
+import { layFiles, layIndex } from '../snapshot/lay';
+import { checkTarget, validateSnapshotPaths } from '../snapshot/restore';
+import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
+import { baseFor, basesDir, ensureBase } from './base';
+import { cloneTree, probeReflink } from './copy';
+import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
+import { isNoSpace } from './tools';
+
+export type RequestedMode = ForkMode | 'auto';
+
+export interface ForkOptions {
+  cwd: string;
+  snapshot: string;
+  dir: string;
+  mode: RequestedMode;
+  progress?: (what: string) => void;
+}
+
+export interface ForkResult {
+  id: string;
+  dir: string;
+  mode: ForkMode;
+  snapshot: string;
+  /** The commit the fork's (detached) HEAD is at; null for an unborn branch. */
+  head: string | null;
+  /** The branch the snapshot's HEAD was on, if any. */
+  branch: string | null;
+  /** Why each better mode was not used (auto only). */
+  notAvailable: Partial<Record<'overlay' | 'clone', string>>;
+  /** Whether this fork had to materialise the snapshot's base first. */
+  baseBuilt: boolean;
+}
+
+export function forksDir(repo: Repo): string {
+  return path.join(sidecarDir(repo.commonDir), 'forks');
+}
+
+async function chooseMode(
+  requested: RequestedMode,
+  repo: Repo,
+  target: string,
+): Promise<{ mode: ForkMode; notAvailable: ForkResult['notAvailable'] }> {
+  const notAvailable: ForkResult['notAvailable'] = {};
+  if (requested === 'overlay' || requested === 'auto') {
+    const failure = await probeOverlay(path.join(sidecarDir(repo.commonDir), 'tmp'));
+    if (!failure) return { mode: 'overlay', notAvailable };
+    const why = failure.notPermitted
+      ? `this process may not mount an overlay: ${failure.message}`
+      : `an overlay mount failed: ${failure.message}`;
+    if (requested === 'overlay') throw new XetError('FORK_MODE_UNAVAILABLE', why, { mode: 'overlay' });
+    notAvailable.overlay = why;
+  }
+  if (requested === 'clone' || requested === 'auto') {
+    const why = probeReflink(basesDir(repo), target);
+    if (!why) return { mode: 'clone', notAvailable };
+    if (requested === 'clone') throw new XetError('FORK_MODE_UNAVAILABLE', why, { mode: 'clone' });
+    notAvailable.clone = why;
+  }
+  return { mode: 'copy', notAvailable };
+}
+
+export async function createFork(options: ForkOptions): Promise<ForkResult> {
+  const repo = await findRepo(options.cwd, true);
+  const o = repoOpts(repo);
+  const oid = await resolveSnapshotOid(options.snapshot, o);
+  const snap = await readSnapshot(oid, o);
+  await validateSnapshotPaths(snap, o);
+  const target = path.resolve(options.cwd, options.dir);
+  checkTarget(target);
+  const existed = fs.existsSync(target);
+  try {
+    fs.mkdirSync(target, { recursive: true });
+  } catch (e) {
+    throw new XetError('TARGET_UNUSABLE', `cannot create ${target}: ${(e as Error).message}`, { dir: target });
+  }
+  const dir = fs.realpathSync(target);
+  const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
+  if (inside(dir, fs.realpathSync(repo.commonDir)) || inside(dir, fs.realpathSync(repo.gitDir))) {
+    if (!existed) fs.rmdirSync(dir);
+    throw new XetError('TARGET_UNUSABLE', `a fork cannot live inside the git directory: ${dir}`, { dir });
+  }
+  const progress = options.progress ?? (() => undefined);
+  let chosen: Awaited<ReturnType<typeof chooseMode>>;
+  try {
+    chosen = await chooseMode(options.mode, repo, dir);
+  } catch (e) {
+    if (!existed) fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const { mode } = chosen;
+  const id = crypto.randomBytes(6).toString('hex');
+  const own = path.join(forksDir(repo), id);
+  const head = snap.manifest.head;
+  const row: Omit<ForkRow, 'state' | 'discardedAt' | 'keptSnapshot'> = {
+    id,
+    dir,
+    mode,
+    snapshot: oid,
+    headOid: head.oid,
+    branch: head.kind === 'branch' ? head.ref : null,
+    gitDir: null,
+    upper: mode === 'overlay' ? path.join(own, 'upper') : null,
+    work: mode === 'overlay' ? path.join(own, 'work') : null,
+    createdAt: new Date().toISOString(),
+  };
+  try {
+    withSidecar(repo.commonDir, (db) => insertFork(db, row));
+  } catch (e) {
+    if (!existed) fs.rmSync(dir, { recursive: true, force: true });
+    if (/UNIQUE constraint/.test((e as Error).message)) {
+      throw new XetError('TARGET_NOT_EMPTY', `${dir} is already a fork of this repository`, { dir });
+    }
+    throw e;
+  }
+
+  let gitDir: string | null = null;
+  let mounted = false;
+  let baseBuilt = false;
+  try {
+    let base = null;
+    if (mode !== 'copy') {
+      progress(`materialising the base of ${oid.slice(0, 12)}`);
+      const b = await ensureBase(repo, snap);
+      base = b.base;
+      baseBuilt = b.built;
+    }
+    progress('adding the worktree');
+    gitDir = await addWorktree(repo, dir, id, snap);
+    withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
+    const filesIndex = path.join(gitDir, 'xet-files.index');
+    const spec = {
+      snap,
+      worktree: dir,
+      objectsDir: repo.objectsDir,
+      filesIndex,
+      indexFile: path.join(gitDir, 'index'),
+      scratchParent: gitDir,
+      repoGitDir: gitDir,
+    };
+    if (mode === 'overlay' && base && row.upper && row.work) {
+      fs.mkdirSync(row.upper, { recursive: true });
+      fs.mkdirSync(row.work, { recursive: true });
+      // The worktree's .git file belongs to the fork, not the base: it moves into the upper layer.
+      fs.copyFileSync(path.join(dir, '.git'), path.join(row.upper, '.git'));
+      fs.rmSync(path.join(dir, '.git'));
+      // The base's index holds the stat data of the base's files, which the overlay shows unchanged.
+      fs.copyFileSync(base.index, spec.indexFile);
+      fs.copyFileSync(base.filesIndex, filesIndex);
+      progress('mounting');
+      const failure = await mountOverlay({ lower: base.tree, upper: row.upper, work: row.work }, dir);
+      if (failure) {
+        throw new XetError(
+          failure.notPermitted ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN',
+          `cannot mount the fork: ${failure.message}`,
+          { dir, mode },
+        );
+      }
+      mounted = true;
+    } else if (mode === 'clone' && base) {
+      progress(`cloning ${snap.manifest.counts.files} files`);
+      await cloneTree(base.tree, dir);
+      fs.copyFileSync(base.filesIndex, filesIndex);
+      // Copies are new inodes: record their stat data (git hashes each file once, here).
+      await refreshStat(snap, dir, repo.objectsDir, filesIndex, gitDir);
+      await layIndex(spec);
+    } else {
+      progress(`writing ${snap.manifest.counts.files} files`);
+      await layFiles(spec);
+      await layIndex(spec);
+    }
+    await adoptWorkspace(repo, dir, snap, filesIndex);
+    withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
+  } catch (e) {
+    await undoCreate(repo, { ...row, gitDir }, mounted, existed);
+    if (e instanceof XetError && e.code === 'GIT_FAILED' && isNoSpace(String(e.details.stderr))) {
+      throw new XetError('DISK_FULL', `no space left while creating the fork at ${dir}`, { dir });
+    }
+    if (isNoSpace((e as NodeJS.ErrnoException).code)) {
+      throw new XetError('DISK_FULL', `no space left while creating the fork at ${dir}`, { dir });
+    }
+    throw e;
+  }
+  return {
+    id,
+    dir,
+    mode,
+    snapshot: oid,
+    head: row.headOid,
+    branch: row.branch,
+    notAvailable: chosen.notAvailable,
+    baseBuilt,
+  };
+}
+
+/** `git worktree add` the fork (empty, detached), locked so `git worktree prune` never drops it while
+ * it is unmounted; returns its admin dir. */
+async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot): Promise<string> {
+  const o = repoOpts(repo);
+  const head = snap.manifest.head;
+  // An unborn HEAD has no commit to detach at: start at the snapshot commit, then point HEAD at the
+  // unborn branch as the snapshot had it.
+  await git(['worktree', 'add', '--no-checkout', '--detach', dir, head.oid ?? snap.oid], o);
+  const gitFile = fs.readFileSync(path.join(dir, '.git'), 'utf8');
+  const m = /^gitdir: (.*)$/m.exec(gitFile);
+  if (!m) throw new XetError('GIT_FAILED', `git worktree add wrote an unexpected ${dir}/.git`, { dir });
+  const gitDir = fs.realpathSync(path.resolve(dir, m[1]));
+  if (head.kind === 'branch' && head.oid === null) fs.writeFileSync(path.join(gitDir, 'HEAD'), `ref: ${head.ref}\n`);
+  await git(['worktree', 'lock', '--reason', `git xet fork ${id}`, dir], o);
+  // `git worktree add --no-checkout` leaves no index; ours comes later.
+  fs.rmSync(path.join(gitDir, 'index'), { force: true });
+  return gitDir;
+}
+
+/** Re-record stat data in a files index whose files are byte-identical copies (new inodes). */
+async function refreshStat(
+  snap: Snapshot,
+  worktree: string,
+  objectsDir: string,
+  indexFile: string,
+  scratchParent: string,
+): Promise<void> {
+  const scratch = fs.mkdtempSync(path.join(scratchParent, 'xet-refresh-'));
+  const shadow = createShadow({
+    dir: scratch,
+    objectFormat: snap.manifest.git.objectFormat,
+    objectsDir,
+    worktree,
+    indexFile,
+  });
+  try {
+    await git(['update-index', '-q', '--refresh'], { cwd: worktree, env: shadow.env, okCodes: [1] });
+  } finally {
+    shadow.dispose();
+  }
+}
+
+/** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
+ * as its stat cache: a capture in the fork hashes and stores only what the fork changed. */
+async function adoptWorkspace(repo: Repo, dir: string, snap: Snapshot, filesIndex: string): Promise<void> {
+  const fork = await findRepo(dir);
+  const wsId = workspaceId(fork.gitDir);
+  const cache = captureCacheIndex(repo.commonDir, wsId);
+  fs.mkdirSync(path.dirname(cache), { recursive: true });
+  fs.renameSync(filesIndex, cache);
+  const c = snap.manifest.counts;
+  withSidecar(repo.commonDir, (db) =>
+    recordFilesTree(
+      db,
+      { id: wsId, worktree: fork.worktree, gitDir: fork.gitDir },
+      snap.filesTree,
+      { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
+      null,
+    ),
+  );
+}
+
+/** Undo a fork creation that failed: unmount, drop the worktree, empty the target, forget the row. */
+async function undoCreate(
+  repo: Repo,
+  row: Pick<ForkRow, 'id' | 'dir' | 'gitDir' | 'mode'>,
+  mounted: boolean,
+  existed: boolean,
+): Promise<void> {
+  if (mounted || (row.mode === 'overlay' && isMounted(row.dir))) {
+    // Nobody can be using a fork that never finished; a lazy unmount detaches it regardless.
+    if ((await unmount(row.dir)) !== 'ok') await unmountLazy(row.dir);
+  }
+  await removeForkFiles(repo, row);
+  if (!isMounted(row.dir)) {
+    if (existed) emptyDir(row.dir);
+    else fs.rmSync(row.dir, { recursive: true, force: true });
+  }
+  withSidecar(repo.commonDir, (db) => deleteFork(db, row.id));
+}
+
+/** Remove what a fork owns besides its working tree: the worktree admin dir, layers, stat cache. */
+export async function removeForkFiles(repo: Repo, row: Pick<ForkRow, 'id' | 'gitDir'>): Promise<void> {
+  if (row.gitDir) {
+    fs.rmSync(captureCacheIndex(repo.commonDir, workspaceId(row.gitDir)), { force: true });
+    // The admin dir is ours (made for this fork); removing it is what `git worktree remove` does.
+    if (row.gitDir.startsWith(path.join(repo.commonDir, 'worktrees') + path.sep)) {
+      fs.rmSync(row.gitDir, { recursive: true, force: true });
+    }
+  }
+  fs.rmSync(path.join(forksDir(repo), row.id), { recursive: true, force: true });
+}
+
+export function emptyDir(dir: string): void {
+  for (const name of fs.readdirSync(dir)) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+}
+
+/** The live fork a directory (or, from inside a fork, the current worktree) names. */
+export async function resolveFork(cwd: string, dirArg: string): Promise<{ repo: Repo; row: ForkRow }> {
+  const abs = path.resolve(cwd, dirArg);
+  const dir = fs.existsSync(abs) ? fs.realpathSync(abs) : abs;
+  // The registry is in the repository we stand in; a fork's own worktree belongs to it too.
+  let repo: Repo;
+  try {
+    repo = await findRepo(cwd, true);
+  } catch (e) {
+    if (!(e instanceof XetError) || e.code !== 'NOT_A_REPOSITORY') throw e;
+    repo = await findRepo(dir);
+  }
+  const row = withSidecar(repo.commonDir, (db) => liveForkAt(db, dir) ?? liveForkByGitDir(db, repo.gitDir));
+  if (!row || (row.dir !== dir && path.resolve(dir) !== row.dir)) {
+    throw new XetError('FORK_NOT_FOUND', `${dir} is not a fork registered in ${repo.commonDir}`, { dir });
+  }
+  return { repo, row };
+}
+
+/** Mount an overlay fork that is not mounted (after a reboot); true if it had to be. */
+export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> {
+  if (row.mode !== 'overlay' || row.state !== 'active' || isMounted(row.dir)) return false;
+  if (!row.upper || !row.work || !fs.existsSync(path.join(row.upper, '.git'))) {
+    throw new XetError('FORK_BROKEN', `the upper layer of fork ${row.id} is missing (${row.upper})`, {
+      dir: row.dir,
+      upper: row.upper,
+    });
+  }
+  fs.mkdirSync(row.work, { recursive: true });
+  let base = baseFor(repo, row.snapshot);
+  if (!fs.existsSync(base.index)) {
+    // The base is derived data: rebuilt from the snapshot (its files get new inodes, so git
+    // re-hashes them once; the fork's content is unaffected).
+    base = (await ensureBase(repo, await readSnapshot(row.snapshot, repoOpts(repo)))).base;
+  }
+  fs.mkdirSync(row.dir, { recursive: true });
+  if (fs.readdirSync(row.dir).length > 0) {
+    throw new XetError(
+      'FORK_BROKEN',
+      `${row.dir} is not mounted and holds files of its own; mounting would hide them`,
+      { dir: row.dir },
+    );
+  }
+  const failure = await mountOverlay({ lower: base.tree, upper: row.upper, work: row.work }, row.dir);
+  if (failure) {
+    throw new XetError(
+      failure.notPermitted ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN',
+      `cannot mount fork ${row.id}: ${failure.message}`,
+      { dir: row.dir },
+    );
+  }
+  return true;
+}
+
+export async function remountFork(cwd: string, dirArg: string): Promise<{ id: string; dir: string; mounted: boolean }> {
+  const { repo, row } = await resolveFork(cwd, dirArg);
+  if (row.mode !== 'overlay') {
+    throw new XetError('USAGE', `fork ${row.id} is a ${row.mode} fork; only overlay forks are mounted`, {
+      dir: row.dir,
+    });
+  }
+  return { id: row.id, dir: row.dir, mounted: await ensureMounted(repo, row) };
+}

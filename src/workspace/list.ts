@@ -1,0 +1,75 @@
+// Listing forks with their live state (read from the system, not only the registry) and the bytes
+// each one uses of its own.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { findRepo } from '../git/repo';
+import { withSidecar } from '../sidecar/db';
+import { listForks, type ForkRow } from '../sidecar/forks';
+import { isMounted } from './overlay';
+
+export type ForkState = 'active' | 'unmounted' | 'incomplete' | 'missing' | 'broken' | 'discarded';
+
+export interface ForkInfo {
+  id: string;
+  dir: string;
+  mode: ForkRow['mode'];
+  snapshot: string;
+  head: string | null;
+  branch: string | null;
+  state: ForkState;
+  createdAt: string;
+  /** Bytes allocated to the fork itself: its upper layer (overlay) or its tree (clone: extents
+   * shared with the base are counted, as du counts them). Null when there is nothing to measure. */
+  bytes: number | null;
+  keptSnapshot: string | null;
+}
+
+export async function listForkInfo(cwd: string, all: boolean): Promise<ForkInfo[]> {
+  const repo = await findRepo(cwd, true);
+  const rows = withSidecar(repo.commonDir, (db) => listForks(db, all));
+  return rows.map((r) => {
+    const state = stateOf(r);
+    const measured = r.mode === 'overlay' ? r.upper : r.dir;
+    return {
+      id: r.id,
+      dir: r.dir,
+      mode: r.mode,
+      snapshot: r.snapshot,
+      head: r.headOid,
+      branch: r.branch,
+      state,
+      createdAt: r.createdAt,
+      bytes: state === 'discarded' || !measured || !fs.existsSync(measured) ? null : allocatedBytes(measured),
+      keptSnapshot: r.keptSnapshot,
+    };
+  });
+}
+
+export function stateOf(r: ForkRow): ForkState {
+  if (r.state === 'discarded') return 'discarded';
+  if (r.state === 'creating') return 'incomplete';
+  if (r.mode === 'overlay') {
+    if (isMounted(r.dir)) return 'active';
+    return r.upper && fs.existsSync(path.join(r.upper, '.git')) ? 'unmounted' : 'broken';
+  }
+  return fs.existsSync(path.join(r.dir, '.git')) ? 'active' : 'missing';
+}
+
+/** du(1): blocks allocated under a directory, hard links counted once, symlinks not followed. */
+export function allocatedBytes(root: string): number {
+  const seen = new Set<string>();
+  let total = 0;
+  const visit = (p: string) => {
+    const st = fs.lstatSync(p, { bigint: false });
+    const key = `${st.dev}:${st.ino}`;
+    if (st.nlink > 1) {
+      if (seen.has(key)) return;
+      seen.add(key);
+    }
+    total += st.blocks * 512;
+    if (st.isDirectory()) for (const name of fs.readdirSync(p)) visit(path.join(p, name));
+  };
+  visit(root);
+  return total;
+}

@@ -1,0 +1,143 @@
+// Kernel overlayfs for overlay forks: mounting, unmounting, asking whether a directory is mounted,
+// probing whether this process may mount at all, and finding who keeps a busy mount busy.
+// Facts these rely on (measured, docs/notes/forks-on-these-machines.md): without redirect_dir=on a
+// directory rename inside the fork fails with EXDEV; upper and work must be on one filesystem;
+// mount(8) exits 32 for every mount failure, so the reason is read from its message.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { runTool } from './tools';
+
+export interface OverlayLayers {
+  lower: string;
+  upper: string;
+  work: string;
+}
+
+/** Overlay option values are split at ',' and lowerdir at ':'; a backslash escapes either. */
+function escapeOption(p: string): string {
+  return p.replace(/\\/g, '\\\\').replace(/,/g, '\\,').replace(/:/g, '\\:');
+}
+
+export function overlayOptions(layers: OverlayLayers): string {
+  for (const p of [layers.lower, layers.upper, layers.work]) {
+    if (/[\n\0]/.test(p)) throw new XetError('USAGE', `cannot mount a path with a newline: ${JSON.stringify(p)}`);
+  }
+  return [
+    `lowerdir=${escapeOption(layers.lower)}`,
+    `upperdir=${escapeOption(layers.upper)}`,
+    `workdir=${escapeOption(layers.work)}`,
+    'redirect_dir=on',
+  ].join(',');
+}
+
+export interface MountFailure {
+  /** The kernel or mount(8) refused for lack of privilege. */
+  notPermitted: boolean;
+  message: string;
+}
+
+/** Mount an overlay at target; returns null on success or why it failed. */
+export async function mountOverlay(layers: OverlayLayers, target: string): Promise<MountFailure | null> {
+  const r = await runTool('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(layers), target]).catch(
+    (e: Error) => ({ code: 127, stdout: '', stderr: e.message }),
+  );
+  if (r.code === 0) return null;
+  return {
+    notPermitted:
+      r.code === 127 || /permission denied|must be superuser|operation not permitted|only root/i.test(r.stderr),
+    message: r.stderr || `mount exited ${r.code}`,
+  };
+}
+
+/** Unmount target: 'ok', 'busy' (a process uses it; nothing changed) or an error message. */
+export async function unmount(target: string): Promise<'ok' | 'busy' | { error: string }> {
+  const r = await runTool('umount', [target]);
+  if (r.code === 0) return 'ok';
+  if (/target is busy|device is busy|EBUSY/i.test(r.stderr)) return 'busy';
+  if (/not mounted/i.test(r.stderr) && !isMounted(target)) return 'ok';
+  return { error: r.stderr || `umount exited ${r.code}` };
+}
+
+/** Detach a mount even if busy (teardown only: open files keep the old view until closed). */
+export async function unmountLazy(target: string): Promise<void> {
+  await runTool('umount', ['-l', target]);
+}
+
+/** /proc/self/mountinfo escapes space, tab, newline and backslash in paths as octal. */
+function unescapeMountPath(s: string): string {
+  return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+/** The filesystem type mounted exactly at `dir` (the topmost mount), or null. */
+export function mountedType(dir: string): string | null {
+  let text: string;
+  try {
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return null;
+  }
+  let found: string | null = null;
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    const fields = line.split(' ');
+    if (unescapeMountPath(fields[4]) !== dir) continue;
+    const sep = fields.indexOf('-');
+    found = sep >= 0 ? fields[sep + 1] : 'unknown'; // later lines are mounted on top of earlier ones
+  }
+  return found;
+}
+
+export function isMounted(dir: string): boolean {
+  return mountedType(dir) === 'overlay';
+}
+
+/** Processes whose working directory or an open file is under `dir` (best effort, for messages). */
+export function holders(dir: string): number[] {
+  const pids: number[] = [];
+  let entries: string[];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return pids;
+  }
+  const under = (link: string) => link === dir || link.startsWith(`${dir}/`);
+  for (const pid of entries) {
+    try {
+      if (under(fs.readlinkSync(`/proc/${pid}/cwd`))) {
+        pids.push(Number(pid));
+        continue;
+      }
+      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+        if (under(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))) {
+          pids.push(Number(pid));
+          break;
+        }
+      }
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
+
+let probed: Promise<MountFailure | null> | null = null;
+
+/** Can this process mount an overlay? Tried for real once per process, in a scratch dir under `parent`. */
+export function probeOverlay(parent: string): Promise<MountFailure | null> {
+  probed ??= (async () => {
+    fs.mkdirSync(parent, { recursive: true });
+    const dir = fs.mkdtempSync(path.join(parent, 'overlay-probe-'));
+    const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((n) => path.join(dir, n));
+    for (const d of [lower, upper, work, merged]) fs.mkdirSync(d);
+    try {
+      const failure = await mountOverlay({ lower, upper, work }, merged);
+      if (!failure) await unmount(merged);
+      return failure;
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  })();
+  return probed;
+}
