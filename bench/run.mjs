@@ -27,6 +27,7 @@ import {
   openSync,
   readSync,
   closeSync,
+  realpathSync,
 } from 'node:fs';
 import { dirname, join, resolve, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,19 +39,19 @@ import { setTimeout, clearTimeout, setInterval, clearInterval } from 'node:timer
 // Configuration
 // ---------------------------------------------------------------------------
 
-const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(BENCH_DIR, '..');
+export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+export const ROOT = resolve(BENCH_DIR, '..');
 // Replaced by a frozen copy in main() (see freezeCli) unless --no-freeze-cli.
 let CLI = join(ROOT, 'bin', 'git-xet');
 const CLI_MAIN = join(ROOT, 'dist', 'src', 'cli', 'main.js');
-const WORK = join(BENCH_DIR, 'work');
+export const WORK = join(BENCH_DIR, 'work');
 const WORKLOAD_SRC = join(BENCH_DIR, 'workload');
 const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'results.json');
 
 // Bump when the workload recipe below changes: it is part of the cache key.
 const WORKLOAD_RECIPE = 'v1';
 // History of the workload repo: successive releases of one npm package.
-const HISTORY_PACKAGE = 'lodash';
+export const HISTORY_PACKAGE = 'lodash';
 const HISTORY_VERSIONS = ['4.17.15', '4.17.16', '4.17.17', '4.17.18', '4.17.19', '4.17.20', '4.17.21'];
 const RECAPTURE_EDITS = 10;
 
@@ -119,20 +120,20 @@ function parseArgs(argv) {
 // Small utilities
 // ---------------------------------------------------------------------------
 
-class BenchError extends Error {}
+export class BenchError extends Error {}
 
-function die(msg) {
+export function die(msg) {
   process.stderr.write(`bench: ${msg}\n`);
   process.exit(2);
 }
 
-function log(msg) {
+export function log(msg) {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function median(xs) {
+export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
@@ -144,24 +145,24 @@ function sha256(...parts) {
   return h.digest('hex');
 }
 
-function tail(s, n = 4000) {
+export function tail(s, n = 4000) {
   return s.length > n ? `…${s.slice(-n)}` : s;
 }
 
-function quote(a) {
+export function quote(a) {
   return /^[\w@%+=:,./-]+$/.test(a) ? a : `'${String(a).replace(/'/g, `'\\''`)}'`;
 }
 
-const MB = 1024 * 1024;
-const fmtS = (s) => (s == null ? '-' : s.toFixed(s < 10 ? 3 : 2));
-const fmtMB = (b) => (b == null ? '-' : `${(b / MB).toFixed(1)} MiB`);
+export const MB = 1024 * 1024;
+export const fmtS = (s) => (s == null ? '-' : s.toFixed(s < 10 ? 3 : 2));
+export const fmtMB = (b) => (b == null ? '-' : `${(b / MB).toFixed(1)} MiB`);
 
 /**
  * Run a child process. Resolves with {code, signal, stdout, stderr, seconds, pid};
  * rejects with a BenchError naming the command, cwd, exit status and output tail
  * unless allowFail is set. `onSpawn(child)` lets a caller sample the process.
  */
-function run(cmd, args, opts = {}) {
+export function run(cmd, args, opts = {}) {
   const { cwd = ROOT, env = process.env, allowFail = false, timeoutSec = 0, stdio = 'pipe', onSpawn } = opts;
   const cmdline = [cmd, ...args].map(quote).join(' ');
   return new Promise((resolveP, rejectP) => {
@@ -229,10 +230,10 @@ function run(cmd, args, opts = {}) {
   });
 }
 
-const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
+export const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
 
 // Harness git calls: fixed identity and dates so the workload is reproducible.
-const GIT_ENV = {
+export const GIT_ENV = {
   ...process.env,
   GIT_AUTHOR_NAME: 'Bench Author',
   GIT_AUTHOR_EMAIL: 'bench@example.invalid',
@@ -241,10 +242,10 @@ const GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: '1',
   GIT_TERMINAL_PROMPT: '0',
 };
-const git = (cwd, args, opts = {}) => run('git', args, { cwd, env: GIT_ENV, ...opts });
+export const git = (cwd, args, opts = {}) => run('git', args, { cwd, env: GIT_ENV, ...opts });
 
 /** Walk a directory tree (not following symlinks), optionally skipping top-level names. */
-function walk(root, { skipTop = [] } = {}) {
+export function walk(root, { skipTop = [] } = {}) {
   const out = { files: 0, symlinks: 0, dirs: 0, bytes: 0, entries: [] };
   const rec = (abs, rel) => {
     for (const name of readdirSync(abs)) {
@@ -285,7 +286,7 @@ function fileDigest(path) {
   return h.digest('hex');
 }
 
-function rmrf(p) {
+export function rmrf(p) {
   rmSync(p, { recursive: true, force: true, maxRetries: 3 });
 }
 
@@ -293,7 +294,7 @@ function rmrf(p) {
 // Workload
 // ---------------------------------------------------------------------------
 
-async function ensureWorkload(opts) {
+export async function ensureWorkload(opts) {
   const pkgJson = readFileSync(join(WORKLOAD_SRC, 'package.json'));
   const lock = readFileSync(join(WORKLOAD_SRC, 'package-lock.json'));
   const key = sha256(
@@ -656,7 +657,7 @@ async function xet(cwd, args, opts = {}) {
   return res;
 }
 
-function parseJsonOutput(stdout) {
+export function parseJsonOutput(stdout) {
   const t = stdout.trim();
   if (!t) return null;
   try {
@@ -759,7 +760,7 @@ async function waitForCli(minutes) {
  * the run (tsc cleans and rewrites it) cannot break or change the CLI under measurement.
  * node_modules is symlinked, so module resolution is unchanged.
  */
-async function freezeCli(tmp) {
+export async function freezeCli(tmp) {
   const dst = join(tmp, 'cli');
   mkdirSync(dst, { recursive: true });
   for (const d of ['bin', 'dist', 'hooks', 'remote-helper']) {
@@ -774,7 +775,7 @@ async function freezeCli(tmp) {
 }
 
 // Flush dirty pages from the previous (untimed) step so it does not bleed into the next timed one.
-const settle = () => run('sync', []);
+export const settle = () => run('sync', []);
 
 async function tarZstd(srcRepo, out) {
   rmSync(out, { force: true });
@@ -1050,7 +1051,7 @@ async function main() {
 }
 
 /** `npm run lint` checks bench/ with prettier: format results.json with the project's prettier if present. */
-async function formatResults(file) {
+export async function formatResults(file) {
   const prettier = join(ROOT, 'node_modules', '.bin', 'prettier');
   if (!existsSync(prettier)) return;
   const r = await run(prettier, ['--write', '--log-level', 'warn', file], { allowFail: true });
@@ -1148,7 +1149,7 @@ function printTable(results, summary) {
   process.stdout.write(out.join('\n') + '\n');
 }
 
-async function machineInfo(tmpBase) {
+export async function machineInfo(tmpBase) {
   const df = await run('df', ['-T', tmpBase], { allowFail: true });
   const fsLine = df.stdout.trim().split('\n')[1]?.split(/\s+/) ?? [];
   const gv = await run('git', ['--version'], { allowFail: true });
@@ -1169,7 +1170,10 @@ async function machineInfo(tmpBase) {
   };
 }
 
-main().catch((e) => {
-  process.stderr.write(`bench: ${e.stack || e}\n`);
-  process.exit(1);
-});
+// Run only when executed: bench/forks.mjs imports the workload builder and the helpers above.
+if (process.argv[1] && realpathSync(resolve(process.argv[1])) === fileURLToPath(import.meta.url)) {
+  main().catch((e) => {
+    process.stderr.write(`bench: ${e.stack || e}\n`);
+    process.exit(1);
+  });
+}

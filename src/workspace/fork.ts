@@ -203,13 +203,10 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     await adoptWorkspace(repo, dir, snap, filesIndex);
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
   } catch (e) {
+    // Judged before the undo frees the space again.
+    const full = diskFull(e, [dir, repo.commonDir]);
     await undoCreate(repo, { ...row, gitDir }, mounted, existed);
-    if (e instanceof XetError && e.code === 'GIT_FAILED' && isNoSpace(String(e.details.stderr))) {
-      throw new XetError('DISK_FULL', `no space left while creating the fork at ${dir}`, { dir });
-    }
-    if (isNoSpace((e as NodeJS.ErrnoException).code)) {
-      throw new XetError('DISK_FULL', `no space left while creating the fork at ${dir}`, { dir });
-    }
+    if (full) throw new XetError('DISK_FULL', `no space left on ${full} while creating the fork at ${dir}`, { dir });
     throw e;
   }
   return {
@@ -222,6 +219,24 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     notAvailable: chosen.notAvailable,
     baseBuilt,
   };
+}
+
+/** Whether a failure was a full filesystem: said so outright (ENOSPC), or a write that failed (git
+ * only says "unable to write file") where one of the filesystems involved has no space left. */
+function diskFull(e: unknown, dirs: string[]): string | null {
+  const text = e instanceof XetError ? `${e.message} ${String(e.details.stderr ?? '')}` : String((e as Error)?.message);
+  const code = (e as NodeJS.ErrnoException)?.code;
+  const said = isNoSpace(text) || isNoSpace(code);
+  if (!said && !/unable to write|write error|short write|failed to write/i.test(text)) return null;
+  for (const d of dirs) {
+    try {
+      const st = fs.statfsSync(d);
+      if (st.bavail * st.bsize < 1 << 20) return d;
+    } catch {
+      // gone: not the one that filled up
+    }
+  }
+  return said ? dirs[0] : null;
 }
 
 /** `git worktree add` the fork (empty, detached), locked so `git worktree prune` never drops it while
@@ -306,15 +321,37 @@ async function undoCreate(
 }
 
 /** Remove what a fork owns besides its working tree: the worktree admin dir, layers, stat cache. */
-export async function removeForkFiles(repo: Repo, row: Pick<ForkRow, 'id' | 'gitDir'>): Promise<void> {
-  if (row.gitDir) {
-    fs.rmSync(captureCacheIndex(repo.commonDir, workspaceId(row.gitDir)), { force: true });
+export async function removeForkFiles(repo: Repo, row: Pick<ForkRow, 'id' | 'gitDir' | 'dir'>): Promise<void> {
+  // A creator killed between `git worktree add` and recording its admin dir left no name for it:
+  // find it by the working tree it points at (git itself refuses a second worktree there).
+  const gitDir = row.gitDir ?? adminDirPointingAt(repo, row.dir);
+  if (gitDir) {
+    fs.rmSync(captureCacheIndex(repo.commonDir, workspaceId(gitDir)), { force: true });
     // The admin dir is ours (made for this fork); removing it is what `git worktree remove` does.
-    if (row.gitDir.startsWith(path.join(repo.commonDir, 'worktrees') + path.sep)) {
-      fs.rmSync(row.gitDir, { recursive: true, force: true });
+    if (gitDir.startsWith(path.join(repo.commonDir, 'worktrees') + path.sep)) {
+      fs.rmSync(gitDir, { recursive: true, force: true });
     }
   }
   fs.rmSync(path.join(forksDir(repo), row.id), { recursive: true, force: true });
+}
+
+function adminDirPointingAt(repo: Repo, dir: string): string | null {
+  const root = path.join(repo.commonDir, 'worktrees');
+  let names: string[];
+  try {
+    names = fs.readdirSync(root);
+  } catch {
+    return null;
+  }
+  for (const name of names) {
+    try {
+      const target = fs.readFileSync(path.join(root, name, 'gitdir'), 'utf8').trim();
+      if (path.resolve(target) === path.join(dir, '.git')) return fs.realpathSync(path.join(root, name));
+    } catch {
+      // not a complete admin dir
+    }
+  }
+  return null;
 }
 
 export function emptyDir(dir: string): void {

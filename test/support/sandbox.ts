@@ -30,8 +30,10 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-export function createSandbox(prefix = 'xet-test-'): Sandbox {
-  const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
+/** `base` defaults to the OS temp dir; fork tests use /dev/shm (the root ext4 here is slow and erratic
+ * for many small files, docs/notes/forks-on-these-machines.md). */
+export function createSandbox(prefix = 'xet-test-', base = os.tmpdir()): Sandbox {
+  const root = fs.realpathSync(fs.mkdtempSync(path.join(base, prefix)));
   const home = path.join(root, 'home');
   fs.mkdirSync(path.join(home, '.config'), { recursive: true });
   fs.writeFileSync(

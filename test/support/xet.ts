@@ -21,10 +21,12 @@ export function xet(
   sb: Sandbox,
   cwd: string,
   args: string[],
-  opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+  opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv; wrap?: string[] } = {},
 ): XetResult {
   if (!fs.existsSync(XET_BIN)) throw new Error(`CLI entry point not found at ${XET_BIN}`);
-  const r = run(sb, cwd, process.execPath, [XET_BIN, ...args], {
+  // `wrap` runs the CLI under another program, e.g. setpriv to take a capability away.
+  const [cmd, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
+  const r = run(sb, cwd, cmd, [...pre, XET_BIN, ...args], {
     timeoutMs: opts.timeoutMs ?? 180_000,
     env: opts.env,
   });
