@@ -44,7 +44,8 @@ const MIGRATIONS: string[] = [
      git_dir TEXT,                   -- the linked worktree's admin dir, once it exists
      upper TEXT,                     -- overlay: upper and work dirs
      work TEXT,
-     state TEXT NOT NULL CHECK (state IN ('creating', 'active', 'discarded')),
+     -- creating -> active -> discarding (its work is kept; removal under way) -> discarded
+     state TEXT NOT NULL CHECK (state IN ('creating', 'active', 'discarding', 'discarded')),
      created_at TEXT NOT NULL,
      discarded_at TEXT,
      kept_snapshot TEXT              -- what discard captured before removing it

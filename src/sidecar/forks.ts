@@ -16,7 +16,7 @@ export interface ForkRow {
   gitDir: string | null;
   upper: string | null;
   work: string | null;
-  state: 'creating' | 'active' | 'discarded';
+  state: 'creating' | 'active' | 'discarding' | 'discarded';
   createdAt: string;
   discardedAt: string | null;
   keptSnapshot: string | null;
@@ -48,12 +48,16 @@ export function updateFork(db: Db, id: string, fields: Partial<Pick<ForkRow, 'gi
   if (fields.state !== undefined) db.prepare('UPDATE forks SET state = ? WHERE id = ?').run(fields.state, id);
 }
 
+/** Removal starts: from here on the fork's work is whatever `keptSnapshot` holds, and a retry only
+ * finishes the removal (it must never capture a half-removed tree). */
+export function markDiscarding(db: Db, id: string, keptSnapshot: string | null): void {
+  db.prepare(`UPDATE forks SET state = 'discarding', kept_snapshot = ? WHERE id = ?`).run(keptSnapshot, id);
+}
+
 export function markDiscarded(db: Db, id: string, keptSnapshot: string | null, at: string): void {
-  db.prepare(`UPDATE forks SET state = 'discarded', discarded_at = ?, kept_snapshot = ? WHERE id = ?`).run(
-    at,
-    keptSnapshot,
-    id,
-  );
+  db.prepare(
+    `UPDATE forks SET state = 'discarded', discarded_at = ?, kept_snapshot = COALESCE(?, kept_snapshot) WHERE id = ?`,
+  ).run(at, keptSnapshot, id);
 }
 
 export function deleteFork(db: Db, id: string): void {

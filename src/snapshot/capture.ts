@@ -67,6 +67,10 @@ export interface CaptureResult {
   symlinks: number;
   emptyDirs: number;
   excludedSecrets: string[];
+  /** Entries left out by xet.capture.exclude / --exclude patterns. */
+  excludedByPattern: number;
+  /** Ignored entries left out because the policy is `ignored: none` (a whole dir counts once). */
+  ignoredNotCaptured: number;
   skipped: { path: string; reason: string }[];
   incremental: boolean;
   /** Small packs were rolled up after this capture (see consolidatePacks). */
@@ -351,6 +355,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       ...manifest.counts,
       excludedSecrets: walk.excludedSecrets,
       skipped: walk.skipped,
+      excludedByPattern: walk.excludedByPattern,
+      ignoredNotCaptured: walk.ignoredNotCaptured,
       incremental,
       repacked,
       warnings,

@@ -62,7 +62,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
   try {
     const o = { cwd: worktree, env: shadow.env };
     await git(['read-tree', snap.filesTree], o);
-    await git(['checkout-index', '--all', '--force'], o);
+    await git(['checkout-index', '--all', '--force', '-u'], o);
     for (const d of snap.manifest.emptyDirs) {
       const abs = path.join(worktree, d);
       assertNoSymlinkBetween(worktree, abs);

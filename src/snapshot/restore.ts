@@ -42,7 +42,7 @@ export interface RestoreResult {
 }
 
 /** A target must not exist, or be an empty directory. */
-export function checkTarget(dir: string): void {
+export function checkTarget(dir: string, what = 'restore'): void {
   let st: fs.Stats;
   try {
     st = fs.lstatSync(dir);
@@ -51,7 +51,7 @@ export function checkTarget(dir: string): void {
   }
   if (!st.isDirectory()) throw new XetError('TARGET_NOT_EMPTY', `${dir} exists and is not a directory`, { dir });
   if (fs.readdirSync(dir).length > 0) {
-    throw new XetError('TARGET_NOT_EMPTY', `${dir} exists and is not empty; restore needs a new or empty directory`, {
+    throw new XetError('TARGET_NOT_EMPTY', `${dir} exists and is not empty; ${what} needs a new or empty directory`, {
       dir,
     });
   }

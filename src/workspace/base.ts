@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
+import { acquireLock } from '../sidecar/lock';
 import { layFiles, layIndex } from '../snapshot/lay';
 import type { Snapshot } from '../snapshot/store';
 
@@ -40,6 +41,21 @@ export function baseFor(repo: Repo, snapshot: string): Base {
 export async function ensureBase(repo: Repo, snap: Snapshot): Promise<{ base: Base; built: boolean }> {
   const base = baseFor(repo, snap.oid);
   if (fs.existsSync(base.index)) return { base, built: false };
+  // One builder per base: others wait for it and then use its result instead of building their own.
+  const lock = acquireLock(
+    path.join(sidecarDir(repo.commonDir), 'locks', `base-${snap.oid}.lockdb`),
+    'materialising this base',
+    600_000,
+  );
+  try {
+    if (fs.existsSync(base.index)) return { base, built: false };
+    return await buildBase(repo, snap, base);
+  } finally {
+    lock.release();
+  }
+}
+
+async function buildBase(repo: Repo, snap: Snapshot, base: Base): Promise<{ base: Base; built: boolean }> {
   fs.mkdirSync(basesDir(repo), { recursive: true });
   const tmp = path.join(basesDir(repo), `.build-${snap.oid.slice(0, 12)}-${crypto.randomBytes(4).toString('hex')}`);
   const building = layoutAt(tmp);

@@ -12,19 +12,22 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { readHead, sameHead } from '../git/plumbing';
-import { findRepo, type Repo } from '../git/repo';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { expectedForkHead, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import { diffTrees } from '../git/plumbing';
 import { readSnapshot } from '../snapshot/store';
 import { compareIndex, objEnv, scanWorktreeFiles } from '../snapshot/verify';
 import { baseFor } from './base';
-import { ensureMounted, resolveFork } from './fork';
+import { ensureUsable, resolveFork } from './fork';
 
 export interface FileChanges {
   added: string[];
   modified: string[];
   deleted: string[];
+  /** Empty directories that appeared, and empty directories of the base that are gone or filled. */
+  addedEmptyDirs: string[];
+  removedEmptyDirs: string[];
 }
 
 export interface ForkChanges extends FileChanges {
@@ -38,7 +41,7 @@ export interface ForkChanges extends FileChanges {
 
 export async function forkChanges(cwd: string, dirArg: string): Promise<ForkChanges> {
   const { repo, row } = await resolveFork(cwd, dirArg);
-  await ensureMounted(repo, row);
+  await ensureUsable(repo, row);
   const files = await changedFiles(repo, row);
   return {
     id: row.id,
@@ -51,23 +54,27 @@ export async function forkChanges(cwd: string, dirArg: string): Promise<ForkChan
 }
 
 export async function changedFiles(repo: Repo, row: ForkRow): Promise<FileChanges> {
-  if (row.mode === 'overlay' && row.upper) return upperChanges(row.upper, row.dir, baseFor(repo, row.snapshot).tree);
+  const snap = await readSnapshot(row.snapshot, repoOpts(repo));
+  if (row.mode === 'overlay' && row.upper) {
+    return upperChanges(row.upper, row.dir, baseFor(repo, row.snapshot).tree, snap.manifest.emptyDirs);
+  }
   const fork = await findRepo(row.dir);
-  const snap = await readSnapshot(row.snapshot, { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir } });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-changes-'));
   try {
     const objects = path.join(scratch, 'objects');
     fs.mkdirSync(objects);
     const alternates = [fork.objectsDir];
     const cache = captureCacheIndex(repo.commonDir, workspaceId(fork.gitDir));
-    const { tree } = await scanWorktreeFiles(fork, scratch, objects, alternates, cache);
-    const out: FileChanges = { added: [], modified: [], deleted: [] };
-    for (const c of await diffTrees(snap.filesTree, tree, {
-      cwd: fork.worktree,
-      env: objEnv(fork, objects, alternates),
-    })) {
+    const { tree, emptyDirs } = await scanWorktreeFiles(fork, scratch, objects, alternates, cache);
+    const out: FileChanges = { added: [], modified: [], deleted: [], addedEmptyDirs: [], removedEmptyDirs: [] };
+    const env = objEnv(fork, objects, alternates);
+    for (const c of await diffTrees(snap.filesTree, tree, { cwd: fork.worktree, env })) {
       (c.status === 'A' ? out.added : c.status === 'D' ? out.deleted : out.modified).push(c.path);
     }
+    const was = new Set(snap.manifest.emptyDirs);
+    const now = new Set(emptyDirs);
+    out.addedEmptyDirs = emptyDirs.filter((d) => !was.has(d)).sort();
+    out.removedEmptyDirs = snap.manifest.emptyDirs.filter((d) => !now.has(d)).sort();
     return out;
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
@@ -77,9 +84,9 @@ export async function changedFiles(repo: Repo, row: ForkRow): Promise<FileChange
 /** Anything that makes the fork differ from its snapshot: files, the index and its flags, HEAD. */
 export async function forkIsDirty(repo: Repo, row: ForkRow): Promise<boolean> {
   const files = await changedFiles(repo, row);
-  if (files.added.length || files.modified.length || files.deleted.length) return true;
+  if (Object.values(files).some((list) => list.length > 0)) return true;
   const fork = await findRepo(row.dir);
-  const snap = await readSnapshot(row.snapshot, { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir } });
+  const snap = await readSnapshot(row.snapshot, repoOpts(repo));
   const head = await readHead({ cwd: fork.worktree, env: { GIT_DIR: fork.gitDir, GIT_WORK_TREE: fork.worktree } });
   if (!sameHead(head, expectedForkHead(row))) return true;
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-dirty-'));
@@ -105,9 +112,10 @@ function lstatOrNull(p: string): fs.Stats | null {
 }
 
 /** Changes of an overlay fork, from its upper layer, mounted view and base (see the top comment). */
-export function upperChanges(upper: string, merged: string, base: string): FileChanges {
-  const out: FileChanges = { added: [], modified: [], deleted: [] };
+export function upperChanges(upper: string, merged: string, base: string, baseEmptyDirs: string[]): FileChanges {
+  const out: FileChanges = { added: [], modified: [], deleted: [], addedEmptyDirs: [], removedEmptyDirs: [] };
   const join = (rel: string, name: string) => (rel ? `${rel}/${name}` : name);
+  const emptyNow = new Set<string>();
 
   // Every file (or symlink) under a path, read from one layer.
   const filesUnder = (root: string, rel: string, into: string[]) => {
@@ -120,25 +128,63 @@ export function upperChanges(upper: string, merged: string, base: string): FileC
     for (const name of fs.readdirSync(path.join(root, rel))) filesUnder(root, join(rel, name), into);
   };
 
+  // Whether the mounted entry is the base's own entry at the same path. With all layers on one
+  // filesystem overlayfs shows a lower file's inode, so a differing inode means the entry came from
+  // elsewhere (a renamed directory); on other layouts this is merely slower, never wrong.
+  const sameAsBase = (p: string) => {
+    const m = lstatOrNull(path.join(merged, p));
+    const b = lstatOrNull(path.join(base, p));
+    return Boolean(m && b && m.ino === b.ino && m.isDirectory() === b.isDirectory());
+  };
+
+  // Compare what the mounted view shows under p with the base at the same path, entry by entry.
+  const compareSubtree = (p: string) => {
+    const ms = lstatOrNull(path.join(merged, p));
+    const bs = lstatOrNull(path.join(base, p));
+    if (!ms) {
+      if (bs) filesUnder(base, p, out.deleted);
+      return;
+    }
+    if (ms.isDirectory()) {
+      if (bs && !bs.isDirectory()) out.deleted.push(p);
+      const names = fs.readdirSync(path.join(merged, p));
+      if (!names.length) emptyNow.add(p);
+      const shown = new Set(names);
+      if (bs?.isDirectory()) {
+        for (const n of fs.readdirSync(path.join(base, p)))
+          if (!shown.has(n)) filesUnder(base, join(p, n), out.deleted);
+      }
+      for (const n of names) compareSubtree(join(p, n));
+    } else if (!bs) {
+      out.added.push(p);
+    } else if (bs.isDirectory()) {
+      filesUnder(base, p, out.deleted);
+      out.added.push(p);
+    } else if (ms.ino !== bs.ino && differs(path.join(merged, p), ms, path.join(base, p), bs)) {
+      out.modified.push(p);
+    }
+  };
+
   const visit = (rel: string) => {
     const upperEntries = new Map<string, fs.Stats>();
     for (const name of fs.readdirSync(path.join(upper, rel))) {
       const st = fs.lstatSync(path.join(upper, rel, name));
       if (!isWhiteout(st)) upperEntries.set(name, st);
     }
-    const shown = new Set(fs.readdirSync(path.join(merged, rel)));
+    const shownList = fs.readdirSync(path.join(merged, rel)).filter((n) => rel !== '' || n !== '.git');
+    if (rel && !shownList.length) emptyNow.add(rel);
+    const shown = new Set(shownList);
     const baseDir = lstatOrNull(path.join(base, rel));
     const baseEntries = baseDir?.isDirectory() ? fs.readdirSync(path.join(base, rel)) : [];
     const inBase = new Set(baseEntries);
     // Base entries the mounted view no longer shows: deleted (a whiteout, or an opaque directory).
     for (const name of baseEntries) if (!shown.has(name)) filesUnder(base, join(rel, name), out.deleted);
-    for (const name of shown) {
-      if (rel === '' && name === '.git') continue; // the worktree's own link to its git dir
+    for (const name of shownList) {
       const p = join(rel, name);
       const st = upperEntries.get(name);
       if (!st) {
-        // Not written by the fork: untouched base, unless it came with a renamed directory.
-        if (!inBase.has(name)) filesUnder(merged, p, out.added);
+        // Not written by the fork: the base's own entry, unless it came with a renamed directory.
+        if (!inBase.has(name) || !sameAsBase(p)) compareSubtree(p);
         continue;
       }
       const baseSt = inBase.has(name) ? lstatOrNull(path.join(base, p)) : null;
@@ -156,7 +202,13 @@ export function upperChanges(upper: string, merged: string, base: string): FileC
     }
   };
   visit('');
-  for (const list of [out.added, out.modified, out.deleted]) list.sort();
+  const wasEmpty = new Set(baseEmptyDirs);
+  out.addedEmptyDirs = [...emptyNow].filter((d) => !wasEmpty.has(d));
+  for (const d of baseEmptyDirs) {
+    const st = lstatOrNull(path.join(merged, d));
+    if (!st?.isDirectory() || fs.readdirSync(path.join(merged, d)).length > 0) out.removedEmptyDirs.push(d);
+  }
+  for (const list of Object.values(out)) list.sort();
   return out;
 }
 

@@ -1,18 +1,20 @@
 // Discarding a fork: capture first if it holds any change (so nothing is lost), then unmount and
 // remove it. Only registered forks are ever removed, and only after checking that the directory
-// still is that fork. Every step can be re-run: a discard that was killed half way finishes on the
-// next try, because each removal tolerates what an earlier run already removed.
+// still is that fork. One discard per fork at a time (a lock); once its work is kept, the row says
+// so ('discarding', with the snapshot), so a discard killed half way is finished by the next one
+// without capturing the half-removed tree.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { Repo } from '../git/repo';
-import { withSidecar } from '../sidecar/db';
-import { markDiscarded, type ForkRow } from '../sidecar/forks';
+import { sidecarDir, withSidecar } from '../sidecar/db';
+import { markDiscarded, markDiscarding, liveForkAt, type ForkRow } from '../sidecar/forks';
+import { acquireLock } from '../sidecar/lock';
 import { capture } from '../snapshot/capture';
 import { forkIsDirty } from './changes';
-import { emptyDir, ensureMounted, removeForkFiles, resolveFork } from './fork';
-import { holders, isMounted, unmount } from './overlay';
+import { ensureUsable, removeForkFiles, resolveFork } from './fork';
+import { holders, isMounted, mountsUnder, unmount } from './overlay';
 
 export interface DiscardOptions {
   cwd: string;
@@ -27,55 +29,105 @@ export interface DiscardResult {
   /** The snapshot that keeps the fork's work, or null if it had none (or --no-capture). */
   snapshot: string | null;
   dirty: boolean | null;
+  /** A directory left in place because it no longer holds the fork (it may be someone else's). */
+  left: string | null;
 }
 
 export async function discardFork(options: DiscardOptions): Promise<DiscardResult> {
-  const { repo, row } = await resolveFork(options.cwd, options.dir);
+  const found = await resolveFork(options.cwd, options.dir);
+  const { repo } = found;
+  const lock = acquireLock(
+    path.join(sidecarDir(repo.commonDir), 'locks', `fork-${found.row.id}.lockdb`),
+    'discarding this fork',
+  );
+  try {
+    // Whoever held the lock before us may have finished the job.
+    const row = withSidecar(repo.commonDir, (db) => liveForkAt(db, found.row.dir));
+    if (!row || row.id !== found.row.id) {
+      throw new XetError('FORK_NOT_FOUND', `${found.row.dir} was discarded meanwhile`, { dir: found.row.dir });
+    }
+    return await discardLocked(repo, row, options);
+  } finally {
+    lock.release();
+  }
+}
+
+async function discardLocked(repo: Repo, row: ForkRow, options: DiscardOptions): Promise<DiscardResult> {
   let dirty: boolean | null = null;
-  let kept: string | null = null;
-  // A fork whose creation never finished holds no work of anyone's.
-  const present = row.state === 'active' && workingTreeIsFork(row);
-  if (present) await ensureMounted(repo, row);
-  if (present && options.capture) {
-    dirty = await forkIsDirty(repo, row);
-    if (dirty) {
-      const r = await capture({ cwd: row.dir, message: `git xet discard: fork ${row.id}` });
-      kept = r.snapshot;
-      const left = [...r.excludedSecrets, ...r.skipped.map((s) => s.path)];
-      if (left.length) {
+  let kept: string | null = row.keptSnapshot;
+  if (row.state === 'active') {
+    // A discard run from inside the fork must not keep it busy itself.
+    process.chdir(repo.commonDir);
+    if (options.capture) {
+      await ensureUsable(repo, row);
+      if (!holdsFork(row)) {
         throw new XetError(
-          'WORK_NOT_KEPT',
-          `the capture before discarding left ${left.length} file(s) out (${left[0]}…); the fork stays. ` +
-            'Capture them explicitly, or discard with --no-capture',
-          { dir: row.dir, snapshot: kept, paths: left.slice(0, 50) },
+          'FORK_BROKEN',
+          `${row.dir} does not hold fork ${row.id} (its layers or its link to the repository are gone); ` +
+            'nothing was removed. Look at it, then discard with --no-capture if it holds nothing you need',
+          { dir: row.dir },
         );
       }
+      dirty = await forkIsDirty(repo, row);
+      if (dirty) kept = await keepWork(row);
     }
-  } else if (row.state === 'active' && !present && options.capture) {
-    throw new XetError('FORK_BROKEN', `${row.dir} no longer holds fork ${row.id}; discard it with --no-capture`, {
-      dir: row.dir,
-    });
+    refuseBusy(row, kept);
+    withSidecar(repo.commonDir, (db) => markDiscarding(db, row.id, kept));
   }
-  await removeFork(repo, row, kept);
-  return { id: row.id, dir: row.dir, snapshot: kept, dirty };
+  const left = await removeFork(repo, row, kept);
+  return { id: row.id, dir: row.dir, snapshot: kept, dirty, left };
+}
+
+/** Capture everything the fork holds, ignored files included whatever the capture policy says (a
+ * discard must keep the fork's state, not a selection of it); refuse if anything was left out. */
+async function keepWork(row: ForkRow): Promise<string> {
+  const r = await capture({ cwd: row.dir, message: `git xet discard: fork ${row.id}`, ignored: 'all' });
+  const left = [...r.excludedSecrets, ...r.skipped.map((s) => s.path)];
+  if (left.length || r.excludedByPattern > 0) {
+    throw new XetError(
+      'WORK_NOT_KEPT',
+      `the capture before discarding left ${left.length + r.excludedByPattern} file(s) out ` +
+        `(${left[0] ?? 'xet.capture.exclude patterns'}); the fork stays. ` +
+        'Capture them explicitly (--include), or discard with --no-capture',
+      { dir: row.dir, snapshot: r.snapshot, paths: left.slice(0, 50), excludedByPattern: r.excludedByPattern },
+    );
+  }
+  return r.snapshot;
 }
 
 /** Whether the fork's directory (mounted, for overlay) still is the registered linked worktree. */
-function workingTreeIsFork(row: ForkRow): boolean {
-  if (row.mode === 'overlay') return Boolean(row.upper && fs.existsSync(path.join(row.upper, '.git')));
+function holdsFork(row: ForkRow): boolean {
   try {
     const m = /^gitdir: (.*)$/m.exec(fs.readFileSync(path.join(row.dir, '.git'), 'utf8'));
-    return Boolean(m && row.gitDir && path.resolve(row.dir, m[1]) === row.gitDir);
+    return Boolean(m && row.gitDir && fs.realpathSync(path.resolve(row.dir, m[1])) === row.gitDir);
   } catch {
     return false;
   }
 }
 
-async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promise<void> {
+/** A fork something still uses stays: processes with a file or cwd in it, or mounts inside it. */
+function refuseBusy(row: ForkRow, kept: string | null): void {
+  if (!fs.existsSync(row.dir)) return;
+  const pids = holders(row.dir).filter((p) => p !== process.pid);
+  const inner = mountsUnder(row.dir).filter((m) => m !== row.dir);
+  if (!pids.length && !inner.length) return;
+  const what = pids.length
+    ? `process ${pids.join(', ')}`
+    : `the mount${inner.length > 1 ? 's' : ''} ${inner.join(', ')}`;
+  throw new XetError(
+    'FORK_BUSY',
+    `fork ${row.id} is in use by ${what}; nothing was removed` +
+      (kept ? ` (its work is kept in snapshot ${kept})` : ''),
+    { dir: row.dir, pids, mounts: inner, snapshot: kept },
+  );
+}
+
+/** Remove the fork; returns the directory if it had to be left in place. */
+async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promise<string | null> {
   if (row.mode === 'overlay' && isMounted(row.dir)) {
     const r = await unmount(row.dir);
     if (r === 'busy') {
-      const pids = holders(row.dir);
+      const pids = holders(row.dir).filter((p) => p !== process.pid);
       throw new XetError(
         'FORK_BUSY',
         `fork ${row.id} is in use${pids.length ? ` by process ${pids.join(', ')}` : ''}; nothing was removed` +
@@ -85,15 +137,30 @@ async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promis
     }
     if (r !== 'ok') throw new XetError('FORK_BROKEN', `cannot unmount ${row.dir}: ${r.error}`, { dir: row.dir });
   }
+  let left: string | null = null;
   if (fs.existsSync(row.dir)) {
     if (row.mode === 'overlay') {
       // The unmounted mountpoint: empty unless someone wrote into it meanwhile (then it stays).
       if (fs.readdirSync(row.dir).length === 0) fs.rmdirSync(row.dir);
-    } else if (workingTreeIsFork(row) || row.state === 'creating') {
-      emptyDir(row.dir);
-      fs.rmdirSync(row.dir);
+      else left = row.dir;
+    } else if (holdsFork(row) || row.state !== 'active') {
+      // Ours: it links to the fork's worktree, or its creation or removal was under way.
+      removeTree(row.dir);
+    } else {
+      left = row.dir; // an active fork whose link is gone: its contents may not be ours to delete
     }
   }
   await removeForkFiles(repo, row);
   withSidecar(repo.commonDir, (db) => markDiscarded(db, row.id, kept, new Date().toISOString()));
+  return left;
+}
+
+/** Remove a copy or clone fork's tree, its `.git` link last: while any of it remains, the directory
+ * still says which worktree it is. */
+function removeTree(dir: string): void {
+  for (const name of fs.readdirSync(dir)) {
+    if (name !== '.git') fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
+  fs.rmSync(path.join(dir, '.git'), { force: true });
+  fs.rmdirSync(dir);
 }

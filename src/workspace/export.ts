@@ -17,7 +17,7 @@ import { sidecarDir } from '../sidecar/db';
 import { capture } from '../snapshot/capture';
 import { NEUTRAL_INDEX_CONFIG } from '../snapshot/lay';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
-import { ensureMounted, resolveFork } from './fork';
+import { ensureUsable, resolveFork } from './fork';
 
 export interface ExportOptions {
   cwd: string;
@@ -58,9 +58,9 @@ export async function exportChanges(options: ExportOptions): Promise<ExportResul
   const trailers: string[] = [];
   if (fs.existsSync(asDir) && fs.statSync(asDir).isDirectory()) {
     const { row } = await resolveFork(options.cwd, options.source);
-    await ensureMounted(repo, row);
-    // The state being exported is kept as a snapshot, so the commit can always be traced back.
-    snapshot = (await capture({ cwd: row.dir, message: `git xet export: fork ${row.id}` })).snapshot;
+    await ensureUsable(repo, row);
+    // The state being exported is kept as a snapshot (all of it), so the commit can be traced back.
+    snapshot = (await capture({ cwd: row.dir, message: `git xet export: fork ${row.id}`, ignored: 'all' })).snapshot;
     const fork = await findRepo(row.dir);
     tree = await treeOfWorktree(repo, fork.worktree, fork.gitDir, path.join(fork.gitDir, 'index'));
     parent = row.headOid;
@@ -129,20 +129,23 @@ async function checkBranch(repo: Repo, name: string, force: boolean): Promise<{ 
     throw new XetError('USAGE', `${JSON.stringify(name)} is not a valid branch name`);
   const ref = `refs/heads/${name}`;
   const old = await git(['rev-parse', '--verify', '-q', `${ref}^{commit}`], { ...o, okCodes: [1] });
-  if (old.code !== 0) return { name: ref, old: null };
-  if (!force) throw new XetError('BRANCH_EXISTS', `branch ${name} exists; pass --force to move it`, { branch: name });
+  if (old.code === 0 && !force) {
+    throw new XetError('BRANCH_EXISTS', `branch ${name} exists; pass --force to move it`, { branch: name });
+  }
+  // Checked out somewhere (an unborn branch too: creating it would give that worktree a commit it
+  // never made).
   const list = await gitText(['worktree', 'list', '--porcelain'], o);
   let wt = '';
   for (const line of list.split('\n')) {
     if (line.startsWith('worktree ')) wt = line.slice('worktree '.length);
     if (line === `branch ${ref}`) {
-      throw new XetError('BRANCH_EXISTS', `branch ${name} is checked out in ${wt}; it cannot be moved`, {
+      throw new XetError('BRANCH_EXISTS', `branch ${name} is checked out in ${wt}; export will not move it`, {
         branch: name,
         worktree: wt,
       });
     }
   }
-  return { name: ref, old: old.stdout.toString('utf8').trim() };
+  return { name: ref, old: old.code === 0 ? old.stdout.toString('utf8').trim() : null };
 }
 
 /** `git add -A` into a copy of a worktree's index: the tree a commit of everything would have. */
@@ -184,7 +187,9 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
       indexFile: path.join(scratch, 'files.index'),
     });
     const so = { cwd: wt, env: shadow.env };
-    const changes = await diffTrees(snap.indexTree, snap.filesTree, so);
+    // Paths the user hid from git (skip-worktree, assume-unchanged) stay as staged, as in the source.
+    const hidden = new Set([...snap.manifest.index.skipWorktree, ...snap.manifest.index.assumeUnchanged]);
+    const changes = (await diffTrees(snap.indexTree, snap.filesTree, so)).filter((c) => !hidden.has(c.path));
     const touched = new Set(changes.map((c) => c.path));
     const write = changes.filter((c) => c.status !== 'D').map((c) => c.path);
     const gitignores = (await lsTree(snap.filesTree, so)).filter(

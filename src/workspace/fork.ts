@@ -19,16 +19,8 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { createShadow } from '../git/shadow';
-import { sidecarDir, withSidecar } from '../sidecar/db';
-import {
-  deleteFork,
-  insertFork,
-  liveForkAt,
-  liveForkByGitDir,
-  updateFork,
-  type ForkMode,
-  type ForkRow,
-} from '../sidecar/forks';
+import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { layFiles, layIndex } from '../snapshot/lay';
 import { checkTarget, validateSnapshotPaths } from '../snapshot/restore';
@@ -98,17 +90,23 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const snap = await readSnapshot(oid, o);
   await validateSnapshotPaths(snap, o);
   const target = path.resolve(options.cwd, options.dir);
-  checkTarget(target);
-  const existed = fs.existsSync(target);
-  try {
-    fs.mkdirSync(target, { recursive: true });
-  } catch (e) {
-    throw new XetError('TARGET_UNUSABLE', `cannot create ${target}: ${(e as Error).message}`, { dir: target });
+  checkTarget(target, 'a fork');
+  const known = fs.existsSync(target) ? fs.realpathSync(target) : target;
+  const stale = withSidecar(repo.commonDir, (db) => liveForkAt(db, known));
+  if (stale) {
+    throw new XetError(
+      'TARGET_NOT_EMPTY',
+      `${target} is registered as fork ${stale.id}, which is not gone yet; run git xet discard ${target} first`,
+      { dir: target, fork: stale.id },
+    );
   }
+  const created = makeTargetDir(target);
   const dir = fs.realpathSync(target);
+  // Until the registry row is ours, only a directory this process created, and only while empty, is
+  // removed on the way out: another `fork` racing for the same directory may be filling it.
   const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
   if (inside(dir, fs.realpathSync(repo.commonDir)) || inside(dir, fs.realpathSync(repo.gitDir))) {
-    if (!existed) fs.rmdirSync(dir);
+    releaseEmpty(dir, created);
     throw new XetError('TARGET_UNUSABLE', `a fork cannot live inside the git directory: ${dir}`, { dir });
   }
   const progress = options.progress ?? (() => undefined);
@@ -116,7 +114,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   try {
     chosen = await chooseMode(options.mode, repo, dir);
   } catch (e) {
-    if (!existed) fs.rmSync(dir, { recursive: true, force: true });
+    releaseEmpty(dir, created);
     throw e;
   }
   const { mode } = chosen;
@@ -138,9 +136,9 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   try {
     withSidecar(repo.commonDir, (db) => insertFork(db, row));
   } catch (e) {
-    if (!existed) fs.rmSync(dir, { recursive: true, force: true });
+    releaseEmpty(dir, created);
     if (/UNIQUE constraint/.test((e as Error).message)) {
-      throw new XetError('TARGET_NOT_EMPTY', `${dir} is already a fork of this repository`, { dir });
+      throw new XetError('TARGET_NOT_EMPTY', `${dir} is being made into a fork by another git xet process`, { dir });
     }
     throw e;
   }
@@ -205,7 +203,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   } catch (e) {
     // Judged before the undo frees the space again.
     const full = diskFull(e, [dir, repo.commonDir]);
-    await undoCreate(repo, { ...row, gitDir }, mounted, existed);
+    await undoCreate(repo, { ...row, gitDir }, mounted, !created);
     if (full) throw new XetError('DISK_FULL', `no space left on ${full} while creating the fork at ${dir}`, { dir });
     throw e;
   }
@@ -219,6 +217,28 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     notAvailable: chosen.notAvailable,
     baseBuilt,
   };
+}
+
+/** Create the target directory; true if this call created it (EEXIST: it was there, empty). */
+function makeTargetDir(target: string): boolean {
+  try {
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.mkdirSync(target);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST' && fs.statSync(target).isDirectory()) return false;
+    throw new XetError('TARGET_UNUSABLE', `cannot create ${target}: ${(e as Error).message}`, { dir: target });
+  }
+}
+
+/** Remove a target this process created, if it is still empty (never anything inside it). */
+function releaseEmpty(dir: string, created: boolean): void {
+  if (!created) return;
+  try {
+    fs.rmdirSync(dir);
+  } catch {
+    // not empty (someone else's now) or already gone
+  }
 }
 
 /** Whether a failure was a full filesystem: said so outright (ENOSPC), or a write that failed (git
@@ -362,19 +382,39 @@ export function emptyDir(dir: string): void {
 export async function resolveFork(cwd: string, dirArg: string): Promise<{ repo: Repo; row: ForkRow }> {
   const abs = path.resolve(cwd, dirArg);
   const dir = fs.existsSync(abs) ? fs.realpathSync(abs) : abs;
-  // The registry is in the repository we stand in; a fork's own worktree belongs to it too.
-  let repo: Repo;
-  try {
-    repo = await findRepo(cwd, true);
-  } catch (e) {
-    if (!(e instanceof XetError) || e.code !== 'NOT_A_REPOSITORY') throw e;
-    repo = await findRepo(dir);
+  // The registry is in the repository we stand in, or else in the one the fork belongs to.
+  const candidates: Repo[] = [];
+  for (const [at, caller] of [
+    [cwd, true],
+    [dir, false],
+  ] as const) {
+    const r = await findRepo(at, caller).catch((e: unknown) => {
+      if (e instanceof XetError && (e.code === 'NOT_A_REPOSITORY' || e.code === 'BARE_REPOSITORY')) return null;
+      if (e instanceof XetError && e.code === 'GIT_FAILED') return null; // e.g. a dir that is gone
+      throw e;
+    });
+    if (r && !candidates.some((c) => c.commonDir === r.commonDir)) candidates.push(r);
   }
-  const row = withSidecar(repo.commonDir, (db) => liveForkAt(db, dir) ?? liveForkByGitDir(db, repo.gitDir));
-  if (!row || (row.dir !== dir && path.resolve(dir) !== row.dir)) {
-    throw new XetError('FORK_NOT_FOUND', `${dir} is not a fork registered in ${repo.commonDir}`, { dir });
+  for (const repo of candidates) {
+    const row = withExistingSidecar(repo.commonDir, (db) => liveForkAt(db, dir));
+    if (row) return { repo, row };
   }
-  return { repo, row };
+  throw new XetError(
+    'FORK_NOT_FOUND',
+    `${dir} is not a fork registered in ${candidates.map((c) => c.commonDir).join(' or ') || 'any repository here'}`,
+    { dir },
+  );
+}
+
+/** Make a fork usable again for reading and capturing: mounted (overlay), and with the `.git` file
+ * that links it to its worktree admin dir (re-written if someone deleted it; the registry knows it). */
+export async function ensureUsable(repo: Repo, row: ForkRow): Promise<void> {
+  await ensureMounted(repo, row);
+  if (row.state !== 'active' || !row.gitDir || !fs.existsSync(row.gitDir) || !fs.existsSync(row.dir)) return;
+  const link = path.join(row.dir, '.git');
+  if (!fs.existsSync(link) && (row.mode !== 'overlay' || isMounted(row.dir))) {
+    fs.writeFileSync(link, `gitdir: ${row.gitDir}\n`);
+  }
 }
 
 /** Mount an overlay fork that is not mounted (after a reboot); true if it had to be. */

@@ -70,23 +70,34 @@ function unescapeMountPath(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
 
-/** The filesystem type mounted exactly at `dir` (the topmost mount), or null. */
-export function mountedType(dir: string): string | null {
+/** Mount points and their filesystem types, in mount order (later ones are on top). */
+function mountTable(): { point: string; type: string }[] {
   let text: string;
   try {
     text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   } catch {
-    return null;
+    return [];
   }
-  let found: string | null = null;
+  const out: { point: string; type: string }[] = [];
   for (const line of text.split('\n')) {
     if (!line) continue;
     const fields = line.split(' ');
-    if (unescapeMountPath(fields[4]) !== dir) continue;
     const sep = fields.indexOf('-');
-    found = sep >= 0 ? fields[sep + 1] : 'unknown'; // later lines are mounted on top of earlier ones
+    out.push({ point: unescapeMountPath(fields[4]), type: sep >= 0 ? fields[sep + 1] : 'unknown' });
   }
+  return out;
+}
+
+/** The filesystem type mounted exactly at `dir` (the topmost mount), or null. */
+export function mountedType(dir: string): string | null {
+  let found: string | null = null;
+  for (const m of mountTable()) if (m.point === dir) found = m.type;
   return found;
+}
+
+/** Mount points at or below `dir`. */
+export function mountsUnder(dir: string): string[] {
+  return [...new Set(mountTable().map((m) => m.point))].filter((p) => p === dir || p.startsWith(`${dir}/`));
 }
 
 export function isMounted(dir: string): boolean {

@@ -13,8 +13,12 @@ export function registerDiscard(program: Command): void {
       run(async (out, dir: string, opts: { capture: boolean }) => {
         const { discardFork } = await import('../../workspace/discard');
         const r = await discardFork({ cwd: process.cwd(), dir, capture: opts.capture });
-        emit(out, r, () =>
-          r.snapshot ? `discarded fork ${r.id}; its work is in snapshot ${r.snapshot}` : `discarded fork ${r.id}`,
+        emit(
+          out,
+          r,
+          () =>
+            (r.snapshot ? `discarded fork ${r.id}; its work is in snapshot ${r.snapshot}` : `discarded fork ${r.id}`) +
+            (r.left ? `\n${r.left} was left in place: it no longer links to the fork` : ''),
         );
       }),
     );
