@@ -36,6 +36,14 @@ export const ERROR_CODES = {
   DISK_FULL: 'no space left on the filesystem; nothing was kept half written',
   BRANCH_EXISTS: 'the branch exists; pass --force to move it',
   WORK_NOT_KEPT: 'discarding would lose files the capture left out (secrets, unsupported files)',
+  // Handoffs and publication
+  HANDOFF_NOT_FOUND: 'no such handoff',
+  HANDOFF_INVALID: 'the handoff descriptor breaks the xet.handoff/v1 schema or its limits',
+  INTEGRITY_MISMATCH: 'bytes do not hash to the id that names them (descriptor, manifest, pack or state)',
+  REF_IMMUTABLE: 'the ref is create-once (handoffs, snapshots) and already exists with other content',
+  STORE_UNAVAILABLE: 'the xet store is missing, unreadable or read-only',
+  PUSH_REJECTED: 'the remote refused one or more refs',
+  OUTCOME_UNKNOWN: 'whether an earlier push was published cannot be established',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

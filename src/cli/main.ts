@@ -17,6 +17,7 @@ import { registerForks } from './commands/forks';
 import { registerChanges } from './commands/changes';
 import { registerDiscard } from './commands/discard';
 import { registerExport } from './commands/export';
+import { registerHandoff } from './commands/handoff';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerChanges(program);
   registerDiscard(program);
   registerExport(program);
+  registerHandoff(program);
   return program;
 }
 

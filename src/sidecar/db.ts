@@ -51,6 +51,25 @@ const MIGRATIONS: string[] = [
      kept_snapshot TEXT              -- what discard captured before removing it
    );
    CREATE UNIQUE INDEX forks_live_dir ON forks(dir) WHERE state != 'discarded';`,
+  // 3: publications (pushes with an id, resolved after a lost reply) and handoff acceptances
+  `CREATE TABLE publications (
+     id TEXT PRIMARY KEY,            -- the publication id the push carries into the store's state log
+     remote TEXT NOT NULL,           -- remote name or URL as given
+     url TEXT NOT NULL,
+     refspecs TEXT NOT NULL,         -- JSON array
+     state TEXT NOT NULL CHECK (state IN ('pending', 'published', 'rejected', 'not-published', 'unknown')),
+     created_at TEXT NOT NULL,
+     resolved_at TEXT,
+     detail TEXT                     -- JSON: per-ref results, the state seq that published it
+   );
+   CREATE TABLE handoff_acceptances (
+     handoff TEXT NOT NULL,
+     dir TEXT NOT NULL,
+     mode TEXT NOT NULL,             -- restore | overlay | clone | copy
+     snapshot TEXT NOT NULL,
+     accepted_at TEXT NOT NULL,
+     PRIMARY KEY (handoff, dir)
+   );`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
