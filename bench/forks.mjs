@@ -27,14 +27,14 @@ import {
   fmtS,
   formatResults,
   freezeCli,
-  git,
+  GIT_ENV,
   log,
   machineInfo,
   median,
   parseJsonOutput,
   quote,
   rmrf,
-  run,
+  run as runUntracked,
   settle,
   sleep,
   tail,
@@ -136,6 +136,23 @@ function parseArgs(argv) {
   return o;
 }
 
+// The harness's running children, so that a signal can stop them before the mounts are taken down
+// (a `git xet fork` with its cwd in the repo keeps the XFS busy).
+const children = new Set();
+let stopping = false;
+function run(cmd, args, opts = {}) {
+  if (stopping) return Promise.reject(new BenchError(`interrupted; not starting ${cmd}`));
+  return runUntracked(cmd, args, {
+    ...opts,
+    onSpawn: (child) => {
+      children.add(child);
+      child.on('close', () => children.delete(child));
+      opts.onSpawn?.(child);
+    },
+  });
+}
+const git = (cwd, args, opts = {}) => run('git', args, { cwd, env: GIT_ENV, ...opts });
+
 const sum = (xs) => xs.reduce((a, b) => a + b, 0);
 const med = (xs) => (xs?.length ? median(xs) : null);
 const ratio = (a, b) => (a != null && b ? a / b : null);
@@ -235,8 +252,11 @@ async function main() {
   };
   process.on('exit', cleanup);
   for (const sig of ['SIGINT', 'SIGTERM']) {
-    process.on(sig, () => {
-      log(`${sig}: unmounting and removing ${runDir}`);
+    process.on(sig, async () => {
+      stopping = true;
+      log(`${sig}: stopping ${children.size} child process(es), then unmounting and removing ${runDir}`);
+      for (const c of children) c.kill('SIGTERM');
+      for (let i = 0; i < 50 && children.size; i++) await sleep(100);
       cleanup();
       process.exit(130);
     });
@@ -266,6 +286,7 @@ async function main() {
     errors: [],
   };
   const fail = (phase, e) => {
+    if (stopping) return; // the failures that follow an interrupt are its echoes
     const msg = e instanceof BenchError ? e.message : e.stack || String(e);
     log(`ERROR in ${phase}:\n${msg}`);
     results.errors.push({ phase, message: msg });
@@ -683,7 +704,7 @@ async function main() {
     results.finishedAt = new Date().toISOString();
     results.summary = summarize(results);
     printTables(results);
-    if (opts.writeResults) {
+    if (opts.writeResults && !stopping) {
       writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
       await formatResults(opts.resultsFile);
       log(`wrote ${relative(ROOT, opts.resultsFile)}`);
@@ -708,6 +729,7 @@ function summarize(results) {
   const creation = [];
   const testReady = [];
   const disk = [];
+  const baseRows = [];
   for (const [mode, M] of Object.entries(results.modes)) {
     if (M.baseBuild?.seconds.length) {
       const s = med(M.baseBuild.seconds);
@@ -719,7 +741,7 @@ function summarize(results) {
     }
     for (const [n, R] of Object.entries(M.rounds)) {
       const row = {
-        label: `${mode}: ${n} fork${n === '1' ? '' : 's'}, base exists`,
+        label: `${mode}: ${n} fork${n === '1' ? '' : 's'}${M.baseBuild ? ', base exists' : ''}`,
         mode,
         n: Number(n),
         perFork: med(R.forkSeconds),
@@ -749,7 +771,7 @@ function summarize(results) {
         seconds: med(M.testReady.forkSeconds.map((x, i) => x + M.testReady.testSeconds[i])),
       });
     }
-    if (M.baseBuild) disk.unshift({ label: `${mode}: the base alone`, mode, n: 0, bytes: M.disk.baseBytes });
+    if (M.baseBuild) baseRows.push({ label: `${mode}: the base alone`, mode, n: 0, bytes: M.disk.baseBytes });
   }
   for (const r of creation) {
     r.vsFullCopy = ratio(r.perFork, full);
@@ -768,6 +790,7 @@ function summarize(results) {
     r.vsCpA = ratio(r.seconds, tr.cpA);
     r.vsNpm = ratio(r.seconds, tr.npm);
   }
+  disk.unshift(...baseRows);
   for (const d of disk) d.vsCopy = ratio(d.bytes, copyBytes);
 
   const changes = [];

@@ -4,6 +4,7 @@
 // wherever paths appear, because paths may contain newlines.
 
 import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
 import { XetError } from '../errors';
 
 export interface GitOptions {
@@ -94,6 +95,24 @@ export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
     });
     if (opts.input !== undefined) child.stdin.end(opts.input);
     else child.stdin.end();
+  });
+}
+
+/** Run git with its stdout written straight to a file (packs: sizes bounded by file data). */
+export function gitToFile(args: string[], file: string, opts: GitOptions = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const fd = fs.openSync(file, 'wx');
+    const child = spawn('git', args, { cwd: opts.cwd, env: baseEnv(opts.env), stdio: ['pipe', fd, 'pipe'] });
+    fs.closeSync(fd);
+    const err: Buffer[] = [];
+    child.stderr?.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
+    child.stdin?.on('error', () => undefined);
+    child.on('close', (code) => {
+      if (code === 0) resolve();
+      else reject(failure(args, code, Buffer.concat(err).toString('utf8'), opts.cwd));
+    });
+    child.stdin?.end(opts.input ?? '');
   });
 }
 

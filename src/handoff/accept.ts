@@ -1,0 +1,108 @@
+// Accepting a handoff: verify it completely (nothing is laid down for a handoff that fails any check
+// or has expired), then restore its snapshot into a directory or fork it there, and record the
+// acceptance in the sidecar. Restore and fork do their own target and path checks and clean up
+// after themselves on failure.
+
+import * as fs from 'node:fs';
+import { XetError } from '../errors';
+import { findRepo, repoOpts } from '../git/repo';
+import { withSidecar } from '../sidecar/db';
+import { recordAcceptance, type AcceptMode } from '../sidecar/handoffs';
+import type { RequestedMode } from '../workspace/fork';
+import { isoSeconds } from './descriptor';
+import { resolveHandoff } from './objects';
+import { verifyResolved } from './verify';
+
+export interface AcceptHandoffOptions {
+  cwd: string;
+  handoff: string;
+  dir: string;
+  /** Fork the snapshot (a linked worktree) instead of restoring it as a new repository. */
+  fork?: boolean;
+  mode?: RequestedMode;
+  allowExpired?: boolean;
+  progress?: (what: string) => void;
+}
+
+export interface AcceptHandoffResult {
+  handoff: string;
+  title: string;
+  from: string;
+  snapshot: string;
+  dir: string;
+  action: 'restore' | 'fork';
+  mode: AcceptMode;
+  expired: boolean;
+  /** The fork's id (action "fork"). */
+  fork: string | null;
+  files: number | null;
+  acceptedAt: string;
+  warnings: string[];
+}
+
+export async function acceptHandoff(options: AcceptHandoffOptions): Promise<AcceptHandoffResult> {
+  if (options.mode !== undefined && !options.fork) {
+    throw new XetError('USAGE', '--mode applies to --fork only (a plain accept restores)');
+  }
+  const repo = await findRepo(options.cwd, true);
+  const opts = repoOpts(repo);
+  const v = await verifyResolved(await resolveHandoff(options.handoff, opts), opts);
+  const d = v.descriptor;
+  if (v.expired && !options.allowExpired) {
+    throw new XetError(
+      'HANDOFF_INVALID',
+      `handoff ${v.id.slice(0, 12)} expired at ${d.expiresAt}; pass --allow-expired to accept it anyway`,
+      { id: v.id, expiresAt: d.expiresAt, expired: true },
+    );
+  }
+  options.progress?.('handoff verified');
+  let dir: string;
+  let mode: AcceptMode;
+  let fork: string | null = null;
+  let files: number | null = null;
+  const warnings: string[] = [];
+  if (options.fork) {
+    const { createFork } = await import('../workspace/fork');
+    const r = await createFork({
+      cwd: options.cwd,
+      snapshot: v.snapshot,
+      dir: options.dir,
+      mode: options.mode ?? 'auto',
+      progress: options.progress,
+    });
+    ({ dir, mode } = r);
+    fork = r.id;
+  } else {
+    const { restore } = await import('../snapshot/restore');
+    const r = await restore({ cwd: options.cwd, snapshot: v.snapshot, dir: options.dir, progress: options.progress });
+    dir = r.dir;
+    mode = 'restore';
+    files = r.files;
+    warnings.push(...r.warnings);
+  }
+  const acceptedAt = isoSeconds(new Date());
+  try {
+    const real = fs.realpathSync(dir);
+    withSidecar(repo.commonDir, (db) =>
+      recordAcceptance(db, { handoff: v.id, dir: real, mode, snapshot: v.snapshot, acceptedAt }),
+    );
+    dir = real;
+  } catch (e) {
+    // The copy stands; only the ledger entry is missing.
+    warnings.push(`the acceptance could not be recorded in the sidecar: ${(e as Error).message}`);
+  }
+  return {
+    handoff: v.id,
+    title: d.title,
+    from: d.from,
+    snapshot: v.snapshot,
+    dir,
+    action: options.fork ? 'fork' : 'restore',
+    mode,
+    expired: v.expired,
+    fork,
+    files,
+    acceptedAt,
+    warnings,
+  };
+}

@@ -1,0 +1,167 @@
+// Creating a handoff: a descriptor built from options (or taken as bytes, `--descriptor`), checked
+// completely (schema, limits, snapshot, manifest hash, artifacts) before the first object is
+// written, then stored as its deterministic commit under the create-once ref.
+
+import * as crypto from 'node:crypto';
+import { XetError } from '../errors';
+import { readConfig } from '../git/config';
+import { findRepo, repoOpts } from '../git/repo';
+import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
+import { checkSnapshot, failureCode } from './verify';
+import {
+  decodeDescriptor,
+  encodeDescriptor,
+  handoffId,
+  HANDOFF_SCHEMA,
+  isoSeconds,
+  parseDuration,
+  validateDescriptor,
+  type Descriptor,
+} from './descriptor';
+import {
+  handoffObjects,
+  handoffRef,
+  publishHandoffRef,
+  readHandoffRef,
+  refImmutable,
+  resolveHandoff,
+  writeHandoffObjects,
+} from './objects';
+
+export interface CreateHandoffOptions {
+  cwd: string;
+  /** Snapshot id (full or abbreviated); with `descriptor`, optional and must match it. */
+  snapshot?: string;
+  to?: string[];
+  from?: string;
+  title?: string;
+  summary?: string;
+  findings?: string[];
+  negative?: string[];
+  artifacts?: string[];
+  correlationId?: string;
+  /** A duration: 90m, 12h, 7d, 2w. */
+  expires?: string;
+  /** Id (full or abbreviated) of the handoff this one replaces. */
+  supersedes?: string;
+  /** Complete descriptor bytes, taken as they are (must already be canonical). */
+  descriptor?: Buffer;
+  now?: Date;
+}
+
+export interface CreateHandoffResult {
+  id: string;
+  ref: string;
+  commit: string;
+  snapshot: string;
+  /** false: the identical handoff already existed (create is idempotent). */
+  created: boolean;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+const FLAG_FIELDS = [
+  'to',
+  'from',
+  'title',
+  'summary',
+  'findings',
+  'negative',
+  'artifacts',
+  'correlationId',
+  'expires',
+  'supersedes',
+] as const;
+
+export async function createHandoff(options: CreateHandoffOptions): Promise<CreateHandoffResult> {
+  const repo = await findRepo(options.cwd, true);
+  const opts = repoOpts(repo);
+
+  let d: Descriptor;
+  let bytes: Buffer;
+  let id: string;
+  if (options.descriptor) {
+    const given = FLAG_FIELDS.filter((k) => {
+      const v = options[k];
+      return v !== undefined && !(Array.isArray(v) && v.length === 0);
+    });
+    if (given.length) {
+      throw new XetError('USAGE', `--descriptor takes the whole descriptor; drop ${given.join(', ')}`, { given });
+    }
+    d = decodeDescriptor(options.descriptor);
+    bytes = options.descriptor;
+    id = handoffId(bytes);
+    if (options.snapshot !== undefined) {
+      const oid = await resolveSnapshotOid(options.snapshot, opts);
+      if (oid !== d.snapshot.oid) {
+        throw new XetError('USAGE', `the descriptor is for snapshot ${d.snapshot.oid}, not ${oid}`, {
+          snapshot: oid,
+          descriptorSnapshot: d.snapshot.oid,
+        });
+      }
+    }
+    await readSnapshot(d.snapshot.oid, opts); // it must be a snapshot, not just any commit
+  } else {
+    if (options.snapshot === undefined)
+      throw new XetError('USAGE', 'handoff create needs <snapshot> (or --descriptor)');
+    if (options.title === undefined) throw new XetError('USAGE', 'handoff create needs --title');
+    if (!options.to?.length) throw new XetError('USAGE', 'handoff create needs --to AGENT[,AGENT…]');
+    const from = options.from ?? (await readConfig(opts)).get('xet.agent');
+    if (from === undefined) {
+      throw new XetError('USAGE', 'handoff create needs --from AGENT (or git config xet.agent)');
+    }
+    const expiresIn = options.expires !== undefined ? parseDuration(options.expires) : undefined;
+    const snap = await readSnapshot(await resolveSnapshotOid(options.snapshot, opts), opts);
+    const supersedes =
+      options.supersedes === undefined
+        ? undefined
+        : /^[0-9a-f]{64}$/.test(options.supersedes)
+          ? options.supersedes // may live elsewhere: a full id is taken as it is
+          : (await resolveHandoff(options.supersedes, opts)).id;
+    const now = options.now ?? new Date();
+    const createdAt = isoSeconds(now);
+    d = validateDescriptor({
+      schema: HANDOFF_SCHEMA,
+      snapshot: {
+        oid: snap.oid,
+        manifestSha256: crypto.createHash('sha256').update(snap.manifestBytes).digest('hex'),
+      },
+      from,
+      to: options.to.flatMap((t) => t.split(',')),
+      title: options.title,
+      summary: options.summary ?? '',
+      findings: options.findings ?? [],
+      negative: options.negative ?? [],
+      artifacts: options.artifacts ?? [],
+      correlationId: options.correlationId,
+      createdAt,
+      expiresAt: expiresIn === undefined ? undefined : isoSeconds(new Date(Date.parse(createdAt) + expiresIn * 1000)),
+      supersedes,
+    });
+    ({ id, bytes } = encodeDescriptor(d));
+  }
+
+  // The snapshot side: present, manifest hash as named, every artifact a file or symlink in it.
+  const checks = await checkSnapshot(d, opts);
+  const code = failureCode(checks);
+  if (code) {
+    const failed = checks.filter((c) => c.ok === false);
+    throw new XetError(code, failed.map((c) => c.detail).join('; '), { checks });
+  }
+
+  const objs = handoffObjects(bytes, d, repo.objectFormat);
+  const result = (created: boolean): CreateHandoffResult => ({
+    id,
+    ref: handoffRef(id),
+    commit: objs.commit.oid,
+    snapshot: d.snapshot.oid,
+    created,
+    createdAt: d.createdAt,
+    expiresAt: d.expiresAt ?? null,
+  });
+  const existing = await readHandoffRef(id, opts);
+  if (existing === objs.commit.oid) return result(false);
+  if (existing) throw refImmutable(id, objs.commit.oid, existing);
+  await writeHandoffObjects(objs, opts);
+  return result(await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts));
+}

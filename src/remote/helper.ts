@@ -1,0 +1,355 @@
+// git-remote-xet: the remote helper git runs for `xet::<url>` remotes, speaking gitremote-helpers(7)
+// on stdin/stdout. Capabilities: fetch, push, option, object-format.
+//
+// The helper enforces what git does not always check before handing a push over: fast-forward,
+// immutable tags and create-once xet refs, compare-and-swap (--force-with-lease) and --atomic, and
+// answers with git's own reasons ("non-fast forward", "fetch first", "stale info", "already exists")
+// so git prints what users know. Each push appends one state to the store's log; a push that loses
+// the race for the next state number re-reads the newer state and decides again.
+
+import * as readline from 'node:readline';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitText } from '../git/exec';
+import { objectSizes } from '../git/plumbing';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
+import { sidecarDir } from '../sidecar/db';
+import { acquireLock, type Lock } from '../sidecar/lock';
+import { DirectoryStore, STATE_SCHEMA, type LoadedState, type StoreState } from './store';
+import { importPacks, pushPack } from './transfer';
+import { storePathFromUrl } from './url';
+import * as crypto from 'node:crypto';
+
+/** Set by `git xet push`: the publication id this push carries into the state log. */
+export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
+/** Fault injection for tests: SIGKILL ourselves at a named point (after-pack, after-state, before-reply). */
+const DIE_AT_ENV = 'GIT_XET_TEST_DIE_AT';
+
+/** Refs that name content (snapshots, handoffs): created once, never moved or deleted. */
+export function isCreateOnce(ref: string): boolean {
+  return ref.startsWith('refs/xet/snapshots/') || ref.startsWith('refs/xet/handoffs/');
+}
+
+interface PushSpec {
+  force: boolean;
+  src: string;
+  dst: string;
+}
+
+interface Options {
+  dryRun: boolean;
+  atomic: boolean;
+  verbosity: number;
+  progress: boolean;
+  /** --force-with-lease: the value each ref must have now ('' = must not exist). */
+  cas: Map<string, string>;
+  objectFormat: boolean;
+}
+
+function dieAt(point: string): void {
+  if (process.env[DIE_AT_ENV] === point) process.kill(process.pid, 'SIGKILL');
+}
+
+/** Unquote a C-style quoted option value (git quotes non-ASCII and special bytes). */
+export function unquoteC(value: string): string {
+  if (!value.startsWith('"') || !value.endsWith('"')) return value;
+  const bytes: number[] = [];
+  const s = value.slice(1, -1);
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (c !== '\\') {
+      for (const b of Buffer.from(c, 'utf8')) bytes.push(b);
+      continue;
+    }
+    const n = s[++i];
+    const simple: Record<string, number> = { n: 10, t: 9, r: 13, '"': 34, '\\': 92, a: 7, b: 8, f: 12, v: 11 };
+    if (n in simple) bytes.push(simple[n]);
+    else if (/[0-7]/.test(n)) {
+      bytes.push(parseInt(s.slice(i, i + 3), 8));
+      i += 2;
+    } else bytes.push(n.charCodeAt(0));
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+export class RemoteHelper {
+  private readonly opts: Options = {
+    dryRun: false,
+    atomic: false,
+    verbosity: 1,
+    progress: false,
+    cas: new Map(),
+    objectFormat: false,
+  };
+  private store: DirectoryStore | null = null;
+
+  constructor(
+    private readonly repo: Repo,
+    private readonly root: string,
+    private readonly write: (s: string) => void,
+  ) {}
+
+  private openStore(create: boolean): DirectoryStore | null {
+    if (this.store) return this.store;
+    try {
+      this.store = create
+        ? DirectoryStore.openOrCreate(this.root, this.repo.objectFormat)
+        : DirectoryStore.open(this.root);
+    } catch (e) {
+      if (!create && e instanceof XetError && e.code === 'STORE_UNAVAILABLE') return null;
+      throw e;
+    }
+    if (this.store.objectFormat !== this.repo.objectFormat) {
+      throw new XetError(
+        'USAGE',
+        `the store at ${this.root} holds ${this.store.objectFormat} objects; this repository is ${this.repo.objectFormat}`,
+        { store: this.root },
+      );
+    }
+    return this.store;
+  }
+
+  option(name: string, raw: string): string {
+    const value = unquoteC(raw);
+    const bool = value === 'true';
+    switch (name) {
+      case 'verbosity':
+        this.opts.verbosity = Number(value);
+        return 'ok';
+      case 'progress':
+        this.opts.progress = bool;
+        return 'ok';
+      case 'dry-run':
+        this.opts.dryRun = bool;
+        return 'ok';
+      case 'atomic':
+        this.opts.atomic = bool;
+        return 'ok';
+      case 'object-format':
+        this.opts.objectFormat = bool;
+        return 'ok';
+      case 'cas': {
+        const at = value.lastIndexOf(':');
+        if (at < 0) return 'error cas needs <ref>:<expected oid>';
+        this.opts.cas.set(value.slice(0, at), /^0+$/.test(value.slice(at + 1)) ? '' : value.slice(at + 1));
+        return 'ok';
+      }
+      case 'cloning':
+      case 'followtags':
+      case 'check-connectivity':
+        return 'ok';
+      default:
+        return 'unsupported';
+    }
+  }
+
+  list(forPush: boolean): void {
+    const store = this.openStore(false);
+    if (!store && !forPush) {
+      throw new XetError('STORE_UNAVAILABLE', `no xet store at ${this.root}`, { store: this.root });
+    }
+    const latest = store?.latest() ?? null;
+    const lines: string[] = [];
+    if (this.opts.objectFormat) lines.push(`:object-format ${store?.objectFormat ?? this.repo.objectFormat}`);
+    const refs = latest?.state.refs ?? {};
+    const head = latest?.state.head;
+    if (head && refs[head]) lines.push(`@${head} HEAD`);
+    for (const name of Object.keys(refs).sort()) lines.push(`${refs[name]} ${name}`);
+    this.write(`${lines.join('\n')}${lines.length ? '\n' : ''}\n`);
+  }
+
+  async fetch(): Promise<void> {
+    const store = this.openStore(false);
+    if (!store) throw new XetError('STORE_UNAVAILABLE', `no xet store at ${this.root}`, { store: this.root });
+    const latest = store.latest();
+    if (latest) await importPacks(store, this.repo, latest.state.packs);
+    this.write('\n');
+  }
+
+  async push(specs: PushSpec[]): Promise<void> {
+    const pushId = process.env[PUBLICATION_ENV] || `push-${crypto.randomBytes(8).toString('hex')}`;
+    let lock: Lock | null = null;
+    if (process.env[PUBLICATION_ENV]) {
+      // Held while this push runs: `git xet push` resolving a lost reply waits for it, so it never
+      // looks up the log while the push could still land.
+      lock = acquireLock(
+        path.join(sidecarDir(this.repo.commonDir), 'locks', `publication-${pushId}.lockdb`),
+        'publishing this push',
+      );
+    }
+    try {
+      const results = await this.pushLocked(specs, pushId);
+      dieAt('before-reply');
+      this.write(`${results.map((r) => (r.error ? `error ${r.dst} ${r.error}` : `ok ${r.dst}`)).join('\n')}\n\n`);
+    } finally {
+      lock?.release();
+    }
+  }
+
+  private async pushLocked(specs: PushSpec[], pushId: string): Promise<{ dst: string; error?: string }[]> {
+    const o = repoOpts(this.repo);
+    const store = this.opts.dryRun ? this.openStore(false) : this.openStore(true);
+    const wanted = new Map<string, string | null>();
+    for (const s of specs) {
+      // An annotated tag is published as the tag object itself, as git does.
+      wanted.set(s.dst, s.src ? await gitText(['rev-parse', '--verify', s.src], o) : null);
+    }
+    let pack: string | null | undefined;
+    for (let attempt = 0; attempt < 1000; attempt++) {
+      const latest = store?.latest() ?? null;
+      const refs = latest?.state.refs ?? {};
+      const decided = await this.decide(specs, wanted, refs);
+      const rejected = decided.filter((d) => d.error);
+      if (this.opts.atomic && rejected.length) {
+        return decided.map((d) => (d.error ? d : { dst: d.dst, error: 'atomic push failed' }));
+      }
+      const changes = decided.filter((d) => !d.error && refs[d.dst] !== (wanted.get(d.dst) ?? undefined));
+      if (this.opts.dryRun || !changes.length || !store) return decided;
+      if (pack === undefined) {
+        const tips = changes.map((d) => wanted.get(d.dst)).filter((x): x is string => Boolean(x));
+        pack = await pushPack(store, o, [...new Set(tips)], [...new Set(Object.values(refs))]);
+        dieAt('after-pack');
+      }
+      const next = nextState(
+        latest,
+        refs,
+        changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
+        pack,
+        pushId,
+        await localHead(this.repo),
+      );
+      if (store.publishState(next)) {
+        dieAt('after-state');
+        return decided;
+      }
+      // Another push took this state number: decide again against what it published.
+    }
+    throw new XetError('BUSY', `the store at ${this.root} is too contended to publish; try again`, {
+      store: this.root,
+    });
+  }
+
+  private async decide(
+    specs: PushSpec[],
+    wanted: Map<string, string | null>,
+    refs: Record<string, string>,
+  ): Promise<{ dst: string; error?: string }[]> {
+    const o = repoOpts(this.repo);
+    const curOids = Object.values(refs);
+    const local = await objectSizes(curOids, o);
+    const out: { dst: string; error?: string }[] = [];
+    for (const s of specs) {
+      const cur = refs[s.dst];
+      const next = wanted.get(s.dst) ?? null;
+      const expected = this.opts.cas.get(s.dst);
+      let error: string | undefined;
+      if (expected !== undefined && (cur ?? '') !== expected) error = 'stale info';
+      else if (cur === next) error = undefined;
+      else if (next === null) {
+        if (cur === undefined) error = 'no such ref';
+        else if (isCreateOnce(s.dst)) error = 'create-once ref cannot be deleted';
+      } else if (cur === undefined) error = undefined;
+      else if (isCreateOnce(s.dst)) error = 'already exists';
+      else if (s.dst.startsWith('refs/tags/') && !s.force) error = 'already exists';
+      else if (!s.force && expected === undefined) {
+        if (!local.has(cur)) error = 'fetch first';
+        else {
+          const r = await git(['merge-base', '--is-ancestor', cur, next], { ...o, okCodes: [1, 128] });
+          if (r.code !== 0) error = 'non-fast forward';
+        }
+      }
+      out.push(error ? { dst: s.dst, error } : { dst: s.dst });
+    }
+    return out;
+  }
+}
+
+async function localHead(repo: Repo): Promise<string | null> {
+  const r = await git(['symbolic-ref', '-q', 'HEAD'], { ...repoOpts(repo), okCodes: [1, 128] });
+  return r.code === 0 ? r.stdout.toString('utf8').trim() : null;
+}
+
+function nextState(
+  latest: LoadedState | null,
+  refs: Record<string, string>,
+  changes: [string, string | null][],
+  pack: string | null,
+  pushId: string,
+  localHeadRef: string | null,
+): StoreState {
+  const next: Record<string, string> = { ...refs };
+  for (const [name, oid] of changes) {
+    if (oid === null) delete next[name];
+    else next[name] = oid;
+  }
+  const packs = [...(latest?.state.packs ?? [])];
+  if (pack && !packs.includes(pack)) packs.push(pack);
+  let head = latest?.state.head ?? null;
+  if (!head || !next[head]) {
+    const branches = Object.keys(next)
+      .filter((r) => r.startsWith('refs/heads/'))
+      .sort();
+    head =
+      [localHeadRef, 'refs/heads/main', 'refs/heads/master'].find((r) => r && next[r]) ?? branches[0] ?? head ?? null;
+  }
+  return {
+    schema: STATE_SCHEMA,
+    seq: (latest?.state.seq ?? 0) + 1,
+    prev: latest?.hash ?? null,
+    refs: next,
+    head,
+    packs,
+    pushId,
+    createdAt: new Date().toISOString(),
+  };
+}
+
+/** Run the helper protocol: `git-remote-xet <remote> [<url>]`. */
+export async function main(argv: string[]): Promise<number> {
+  const [remote, url] = argv;
+  const out = (s: string) => process.stdout.write(s);
+  try {
+    const repo = await findRepo(process.cwd(), true);
+    const root = storePathFromUrl(url ?? remote, process.cwd());
+    const helper = new RemoteHelper(repo, root, out);
+    const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+    const it = lines[Symbol.asyncIterator]();
+    const next = async (): Promise<string | null> => {
+      const r = await it.next();
+      return r.done ? null : r.value;
+    };
+    for (;;) {
+      const line = await next();
+      if (line === null || line === '') return 0;
+      if (line === 'capabilities') out('fetch\npush\noption\nobject-format\n\n');
+      else if (line.startsWith('option ')) {
+        const [, name, ...rest] = line.split(' ');
+        out(`${helper.option(name, rest.join(' '))}\n`);
+      } else if (line === 'list' || line === 'list for-push') helper.list(line === 'list for-push');
+      else if (line.startsWith('fetch ')) {
+        // A batch of fetch lines ends with a blank line; everything the store has comes at once.
+        for (let l: string | null = line; l; l = await next()) {
+          if (!l.startsWith('fetch ')) throw new XetError('USAGE', `unexpected in a fetch batch: ${l}`);
+        }
+        await helper.fetch();
+      } else if (line.startsWith('push ')) {
+        const specs: PushSpec[] = [];
+        for (let l: string | null = line; l; l = await next()) {
+          if (!l.startsWith('push ')) throw new XetError('USAGE', `unexpected in a push batch: ${l}`);
+          let spec = l.slice('push '.length);
+          const force = spec.startsWith('+');
+          if (force) spec = spec.slice(1);
+          const colon = spec.lastIndexOf(':');
+          specs.push({ force, src: spec.slice(0, colon), dst: spec.slice(colon + 1) });
+        }
+        await helper.push(specs);
+      } else {
+        throw new XetError('USAGE', `git-remote-xet does not understand ${JSON.stringify(line)}`);
+      }
+    }
+  } catch (e) {
+    const msg = e instanceof XetError ? `${e.message} [${e.code}]` : ((e as Error).stack ?? String(e));
+    process.stderr.write(`fatal: git-remote-xet: ${msg}\n`);
+    return e instanceof XetError ? 128 : 70;
+  }
+}

@@ -1,0 +1,93 @@
+// Moving objects between a local repository and a directory store. Push writes one pack of exactly
+// the objects the store lacks (reachable from the new tips, not from any tip the store already has);
+// fetch copies the store's packs the repository does not have and has git index them, which
+// re-hashes every object: a corrupt or forged pack is refused, never half imported.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, gitToFile, type GitOptions } from '../git/exec';
+import { objectSizes } from '../git/plumbing';
+import type { Repo } from '../git/repo';
+import { packTrailer, type DirectoryStore } from './store';
+
+/** Write the objects reachable from `tips` and not from `have` into the store; the pack's name, or
+ * null when the store already has everything. */
+export async function pushPack(
+  store: DirectoryStore,
+  o: GitOptions,
+  tips: string[],
+  have: string[],
+): Promise<string | null> {
+  if (!tips.length) return null;
+  // Tips the store has that we lack locally cannot bound the walk; leaving them out only costs size.
+  const present = await objectSizes(have, o);
+  const exclude = have.filter((oid) => present.has(oid));
+  const tmp = store.tempPath('push.pack');
+  try {
+    await gitToFile(['pack-objects', '--revs', '--stdout', '-q', '--delta-base-offset'], tmp, {
+      ...o,
+      input: `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`,
+    });
+    const header = Buffer.alloc(12);
+    const fd = fs.openSync(tmp, 'r');
+    fs.readSync(fd, header, 0, 12, 0);
+    fs.closeSync(fd);
+    if (header.readUInt32BE(8) === 0) return null; // nothing new
+    return store.publishPack(tmp);
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+/** Copy into the repository every store pack it does not have, verified by `git index-pack`. */
+export async function importPacks(store: DirectoryStore, repo: Repo, packs: string[]): Promise<string[]> {
+  const packDir = path.join(repo.objectsDir, 'pack');
+  fs.mkdirSync(packDir, { recursive: true });
+  const imported: string[] = [];
+  for (const name of packs) {
+    const final = path.join(packDir, `${name}.pack`);
+    if (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`))) continue;
+    const src = store.packPath(name);
+    if (!fs.existsSync(src)) {
+      throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
+        store: store.root,
+        pack: name,
+      });
+    }
+    const tmp = path.join(packDir, `tmp_xet_${crypto.randomBytes(6).toString('hex')}`);
+    try {
+      fs.copyFileSync(src, `${tmp}.pack`);
+      if (packTrailer(`${tmp}.pack`, store.objectFormat) !== name.slice('pack-'.length)) {
+        throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} does not end with the checksum that names it`, {
+          store: store.root,
+          pack: name,
+        });
+      }
+      const r = await git(['index-pack', '-o', `${tmp}.idx`, `${tmp}.pack`], {
+        cwd: repo.commonDir,
+        env: { GIT_DIR: repo.commonDir },
+        okCodes: [128],
+      });
+      if (r.code !== 0) {
+        throw new XetError(
+          'INTEGRITY_MISMATCH',
+          `store pack ${name} is corrupt: ${r.stderr.trim().split('\n').pop()}`,
+          {
+            store: store.root,
+            pack: name,
+          },
+        );
+      }
+      // The pack becomes visible to git when its index appears: index last.
+      fs.renameSync(`${tmp}.pack`, final);
+      fs.renameSync(`${tmp}.idx`, path.join(packDir, `${name}.idx`));
+      imported.push(name);
+    } finally {
+      fs.rmSync(`${tmp}.pack`, { force: true });
+      fs.rmSync(`${tmp}.idx`, { force: true });
+    }
+  }
+  return imported;
+}
