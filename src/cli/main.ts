@@ -18,6 +18,9 @@ import { registerChanges } from './commands/changes';
 import { registerDiscard } from './commands/discard';
 import { registerExport } from './commands/export';
 import { registerHandoff } from './commands/handoff';
+import { registerPush } from './commands/push';
+import { registerFetch } from './commands/fetch';
+import { registerFsck } from './commands/fsck';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -41,6 +44,9 @@ export function buildProgram(): Command {
   registerDiscard(program);
   registerExport(program);
   registerHandoff(program);
+  registerPush(program);
+  registerFetch(program);
+  registerFsck(program);
   return program;
 }
 

@@ -308,12 +308,13 @@ function nextState(
 export async function main(argv: string[]): Promise<number> {
   const [remote, url] = argv;
   const out = (s: string) => process.stdout.write(s);
+  const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  // The iterator buffers lines from now on; lines read while we await anything else are kept.
+  const it = lines[Symbol.asyncIterator]();
   try {
     const repo = await findRepo(process.cwd(), true);
     const root = storePathFromUrl(url ?? remote, process.cwd());
     const helper = new RemoteHelper(repo, root, out);
-    const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-    const it = lines[Symbol.asyncIterator]();
     const next = async (): Promise<string | null> => {
       const r = await it.next();
       return r.done ? null : r.value;
@@ -351,5 +352,9 @@ export async function main(argv: string[]): Promise<number> {
     const msg = e instanceof XetError ? `${e.message} [${e.code}]` : ((e as Error).stack ?? String(e));
     process.stderr.write(`fatal: git-remote-xet: ${msg}\n`);
     return e instanceof XetError ? 128 : 70;
+  } finally {
+    // Done (or failed): stop reading, so the process can exit whatever git still has open.
+    lines.close();
+    process.stdin.destroy();
   }
 }

@@ -96,7 +96,7 @@ export function serializeManifest(m: Manifest): Buffer {
 }
 
 /** Parse manifest bytes; refuses unknown major versions and anything not matching the schema. */
-export function parseManifest(bytes: Buffer | string, where = 'manifest.json'): Manifest {
+export function parseManifest(bytes: Buffer | string, where = 'manifest.json', validated = false): Manifest {
   let raw: unknown;
   try {
     raw = JSON.parse(typeof bytes === 'string' ? bytes : bytes.toString('utf8'));
@@ -113,6 +113,8 @@ export function parseManifest(bytes: Buffer | string, where = 'manifest.json'): 
       { schema, supported: SNAPSHOT_SCHEMA },
     );
   }
+  // Bytes already validated once (same snapshot id, same bytes) need not load zod again.
+  if (validated) return raw as Manifest;
   const parsed = manifestSchema().safeParse(raw);
   if (!parsed.success) {
     throw new XetError(

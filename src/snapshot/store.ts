@@ -44,7 +44,9 @@ export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promis
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} in this repository`, { snapshot: spec });
 }
 
-export async function readSnapshot(oid: string, opts: GitOptions): Promise<Snapshot> {
+/** `validated`: this snapshot id was fully validated before (its fork base exists), so its manifest
+ * (the same bytes, named by the id) is not checked against the schema again. */
+export async function readSnapshot(oid: string, opts: GitOptions, validated = false): Promise<Snapshot> {
   const names = [`${oid}^{tree}`, `${oid}:manifest.json`];
   const objs = await catFileBatch(names, opts);
   const tree = objs.get(names[0]);
@@ -53,7 +55,7 @@ export async function readSnapshot(oid: string, opts: GitOptions): Promise<Snaps
   if (!manifestObj || manifestObj.type !== 'blob') {
     throw new XetError('SNAPSHOT_INVALID', `${oid} is not a git xet snapshot (no manifest.json)`, { snapshot: oid });
   }
-  const manifest = parseManifest(manifestObj.data, `${oid.slice(0, 12)}:manifest.json`);
+  const manifest = parseManifest(manifestObj.data, `${oid.slice(0, 12)}:manifest.json`, validated);
   const entries = new Map<string, { mode: string; oid: string }>();
   const text = await gitText(['ls-tree', '-z', oid], opts);
   for (const rec of text.split('\0')) {

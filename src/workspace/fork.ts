@@ -87,8 +87,11 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const repo = await findRepo(options.cwd, true);
   const o = repoOpts(repo);
   const oid = await resolveSnapshotOid(options.snapshot, o);
-  const snap = await readSnapshot(oid, o);
-  await validateSnapshotPaths(snap, o);
+  // A snapshot with a base was validated (schema, every path) when the base was built; its id names
+  // the same bytes, so forks of it skip that O(tree) work.
+  const validated = fs.existsSync(baseFor(repo, oid).index);
+  const snap = await readSnapshot(oid, o, validated);
+  if (!validated) await validateSnapshotPaths(snap, o);
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target, 'a fork');
   const known = fs.existsSync(target) ? fs.realpathSync(target) : target;
@@ -198,7 +201,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       await layFiles(spec);
       await layIndex(spec);
     }
-    await adoptWorkspace(repo, dir, snap, filesIndex);
+    await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
   } catch (e) {
     // Judged before the undo frees the space again.
@@ -303,8 +306,15 @@ async function refreshStat(
 
 /** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
  * as its stat cache: a capture in the fork hashes and stores only what the fork changed. */
-async function adoptWorkspace(repo: Repo, dir: string, snap: Snapshot, filesIndex: string): Promise<void> {
-  const fork = await findRepo(dir);
+async function adoptWorkspace(
+  repo: Repo,
+  dir: string,
+  gitDir: string,
+  snap: Snapshot,
+  filesIndex: string,
+): Promise<void> {
+  // As findRepo(dir) would report it (both are real paths), without one more git process.
+  const fork = { worktree: dir, gitDir };
   const wsId = workspaceId(fork.gitDir);
   const cache = captureCacheIndex(repo.commonDir, wsId);
   fs.mkdirSync(path.dirname(cache), { recursive: true });

@@ -135,10 +135,36 @@ export function holders(dir: string): number[] {
 
 let probed: Promise<MountFailure | null> | null = null;
 
-/** Can this process mount an overlay? Tried for real once per process, in a scratch dir under `parent`. */
+/** What decides whether a mount is allowed: this boot, this user, these capabilities. */
+function mountContext(): string {
+  const read = (f: string) => {
+    try {
+      return fs.readFileSync(f, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const caps = /^CapEff:\s*(\S+)/m.exec(read('/proc/self/status'))?.[1] ?? '';
+  return `${read('/proc/sys/kernel/random/boot_id').trim()}:${process.geteuid?.() ?? ''}:${caps}`;
+}
+
+/** Can this process mount an overlay? Tried for real in a scratch dir under `parent`; a success is
+ * remembered there for this boot, user and capability set (a probe costs two mount calls). */
 export function probeOverlay(parent: string): Promise<MountFailure | null> {
   probed ??= (async () => {
     fs.mkdirSync(parent, { recursive: true });
+    const memo = path.join(parent, 'overlay-probe-ok');
+    const context = mountContext();
+    if (fs.existsSync(memo) && fs.readFileSync(memo, 'utf8') === context) return null;
+    const failure = await probeOnce(parent);
+    if (!failure) fs.writeFileSync(memo, context);
+    return failure;
+  })();
+  return probed;
+}
+
+async function probeOnce(parent: string): Promise<MountFailure | null> {
+  {
     const dir = fs.mkdtempSync(path.join(parent, 'overlay-probe-'));
     const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((n) => path.join(dir, n));
     for (const d of [lower, upper, work, merged]) fs.mkdirSync(d);
@@ -149,6 +175,5 @@ export function probeOverlay(parent: string): Promise<MountFailure | null> {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  })();
-  return probed;
+  }
 }
