@@ -3,6 +3,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+/** bin dir of git-remote-xet (compiled location: dist/test/support -> ../../../remote-helper). */
+export const REMOTE_HELPER_DIR = path.resolve(__dirname, '..', '..', '..', 'remote-helper');
+
 /** A fixed author/committer date so that commit ids are reproducible. */
 export const FIXED_DATE = '@1700000000 +0000';
 
@@ -70,6 +73,8 @@ export function createSandbox(prefix = 'xet-test-', base = os.tmpdir()): Sandbox
     PAGER: 'cat',
     // Repositories live strictly below root: never discover a repository above it.
     GIT_CEILING_DIRECTORIES: root,
+    // git finds git-remote-xet (for xet:: URLs) the way an installed one is found: on PATH.
+    PATH: `${REMOTE_HELPER_DIR}${path.delimiter}${process.env.PATH ?? ''}`,
   };
   return {
     root,
