@@ -82,31 +82,54 @@ export class RemoteHelper {
     objectFormat: false,
   };
   private store: DirectoryStore | null = null;
+  private cachedRepo: Repo | null = null;
+  private cloning = false;
 
   constructor(
-    private readonly repo: Repo,
+    private readonly remote: string,
+    private readonly url: string,
     private readonly root: string,
     private readonly write: (s: string) => void,
   ) {}
 
-  private openStore(create: boolean): DirectoryStore | null {
+  /** The local repository (git sets GIT_DIR for helpers). Looked up late: `ls-remote` runs outside
+   * any repository, and a clone re-initialises a sha256 repository after `list`. */
+  private async repo(): Promise<Repo> {
+    this.cachedRepo ??= await findRepo(process.cwd(), true);
+    return this.cachedRepo;
+  }
+
+  private async localFormat(): Promise<'sha1' | 'sha256' | null> {
+    return (await this.repo().catch(() => null))?.objectFormat ?? null;
+  }
+
+  private openStore(create: false): DirectoryStore | null;
+  private openStore(create: true, format: 'sha1' | 'sha256'): DirectoryStore;
+  private openStore(create: boolean, format?: 'sha1' | 'sha256'): DirectoryStore | null {
     if (this.store) return this.store;
     try {
-      this.store = create
-        ? DirectoryStore.openOrCreate(this.root, this.repo.objectFormat)
-        : DirectoryStore.open(this.root);
+      this.store = create ? DirectoryStore.openOrCreate(this.root, format ?? 'sha1') : DirectoryStore.open(this.root);
     } catch (e) {
-      if (!create && e instanceof XetError && e.code === 'STORE_UNAVAILABLE') return null;
+      if (!create && e instanceof XetError && e.code === 'STORE_UNAVAILABLE' && /no xet store/.test(e.message)) {
+        return null;
+      }
       throw e;
     }
-    if (this.store.objectFormat !== this.repo.objectFormat) {
+    return this.store;
+  }
+
+  /** Objects move only between a repository and a store of the same object format. */
+  private async matchingRepo(store: DirectoryStore | null): Promise<Repo> {
+    this.cachedRepo = null; // a clone may have re-initialised it with the store's format
+    const repo = await this.repo();
+    if (store && store.objectFormat !== repo.objectFormat) {
       throw new XetError(
         'USAGE',
-        `the store at ${this.root} holds ${this.store.objectFormat} objects; this repository is ${this.repo.objectFormat}`,
+        `the store at ${this.root} holds ${store.objectFormat} objects; this repository is ${repo.objectFormat}`,
         { store: this.root },
       );
     }
-    return this.store;
+    return repo;
   }
 
   option(name: string, raw: string): string {
@@ -126,7 +149,8 @@ export class RemoteHelper {
         this.opts.atomic = bool;
         return 'ok';
       case 'object-format':
-        this.opts.objectFormat = bool;
+        // git 2.39 sends it without a value, later gits send "true"
+        this.opts.objectFormat = value === '' || bool;
         return 'ok';
       case 'cas': {
         const at = value.lastIndexOf(':');
@@ -135,6 +159,8 @@ export class RemoteHelper {
         return 'ok';
       }
       case 'cloning':
+        this.cloning = bool;
+        return 'ok';
       case 'followtags':
       case 'check-connectivity':
         return 'ok';
@@ -143,14 +169,16 @@ export class RemoteHelper {
     }
   }
 
-  list(forPush: boolean): void {
+  async list(forPush: boolean): Promise<void> {
     const store = this.openStore(false);
     if (!store && !forPush) {
       throw new XetError('STORE_UNAVAILABLE', `no xet store at ${this.root}`, { store: this.root });
     }
     const latest = store?.latest() ?? null;
     const lines: string[] = [];
-    if (this.opts.objectFormat) lines.push(`:object-format ${store?.objectFormat ?? this.repo.objectFormat}`);
+    if (this.opts.objectFormat) {
+      lines.push(`:object-format ${store?.objectFormat ?? (await this.localFormat()) ?? 'sha1'}`);
+    }
     const refs = latest?.state.refs ?? {};
     const head = latest?.state.head;
     if (head && refs[head]) lines.push(`@${head} HEAD`);
@@ -161,19 +189,35 @@ export class RemoteHelper {
   async fetch(): Promise<void> {
     const store = this.openStore(false);
     if (!store) throw new XetError('STORE_UNAVAILABLE', `no xet store at ${this.root}`, { store: this.root });
+    const repo = await this.matchingRepo(store);
     const latest = store.latest();
-    if (latest) await importPacks(store, this.repo, latest.state.packs);
+    if (latest) await importPacks(store, repo, latest.state.packs);
+    if (this.cloning) await this.recordAbsoluteUrl(repo);
     this.write('\n');
+  }
+
+  /** git records a clone's URL as given; a relative store path would then resolve against the
+   * clone itself on the next fetch. Record the absolute one, as git does for local paths. */
+  private async recordAbsoluteUrl(repo: Repo): Promise<void> {
+    const given = this.url.startsWith('xet::') ? this.url.slice(5) : this.url;
+    if (path.isAbsolute(given) || /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(given) || !this.remote) return;
+    const key = `remote.${this.remote}.url`;
+    const r = await git(['config', '--get', key], { ...repoOpts(repo), okCodes: [1] });
+    const current = r.stdout.toString('utf8').trim();
+    if (current === this.url || current === `xet::${this.url}` || current === given) {
+      await git(['config', key, `xet::${this.root}`], repoOpts(repo));
+    }
   }
 
   async push(specs: PushSpec[]): Promise<void> {
     const pushId = process.env[PUBLICATION_ENV] || `push-${crypto.randomBytes(8).toString('hex')}`;
     let lock: Lock | null = null;
+    const repo = await this.repo();
     if (process.env[PUBLICATION_ENV]) {
       // Held while this push runs: `git xet push` resolving a lost reply waits for it, so it never
       // looks up the log while the push could still land.
       lock = acquireLock(
-        path.join(sidecarDir(this.repo.commonDir), 'locks', `publication-${pushId}.lockdb`),
+        path.join(sidecarDir(repo.commonDir), 'locks', `publication-${pushId}.lockdb`),
         'publishing this push',
       );
     }
@@ -187,8 +231,10 @@ export class RemoteHelper {
   }
 
   private async pushLocked(specs: PushSpec[], pushId: string): Promise<{ dst: string; error?: string }[]> {
-    const o = repoOpts(this.repo);
-    const store = this.opts.dryRun ? this.openStore(false) : this.openStore(true);
+    const repo = await this.matchingRepo(null);
+    const o = repoOpts(repo);
+    const store = this.opts.dryRun ? this.openStore(false) : this.openStore(true, repo.objectFormat);
+    await this.matchingRepo(store);
     const wanted = new Map<string, string | null>();
     for (const s of specs) {
       // An annotated tag is published as the tag object itself, as git does.
@@ -216,7 +262,7 @@ export class RemoteHelper {
         changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
         pack,
         pushId,
-        await localHead(this.repo),
+        await localHead(repo),
       );
       if (store.publishState(next)) {
         dieAt('after-state');
@@ -234,7 +280,7 @@ export class RemoteHelper {
     wanted: Map<string, string | null>,
     refs: Record<string, string>,
   ): Promise<{ dst: string; error?: string }[]> {
-    const o = repoOpts(this.repo);
+    const o = repoOpts(await this.repo());
     const curOids = Object.values(refs);
     const local = await objectSizes(curOids, o);
     const out: { dst: string; error?: string }[] = [];
@@ -312,9 +358,9 @@ export async function main(argv: string[]): Promise<number> {
   // The iterator buffers lines from now on; lines read while we await anything else are kept.
   const it = lines[Symbol.asyncIterator]();
   try {
-    const repo = await findRepo(process.cwd(), true);
-    const root = storePathFromUrl(url ?? remote, process.cwd());
-    const helper = new RemoteHelper(repo, root, out);
+    const given = url ?? remote;
+    const root = storePathFromUrl(given, process.cwd());
+    const helper = new RemoteHelper(url === undefined ? '' : remote, given, root, out);
     const next = async (): Promise<string | null> => {
       const r = await it.next();
       return r.done ? null : r.value;
@@ -326,7 +372,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (line.startsWith('option ')) {
         const [, name, ...rest] = line.split(' ');
         out(`${helper.option(name, rest.join(' '))}\n`);
-      } else if (line === 'list' || line === 'list for-push') helper.list(line === 'list for-push');
+      } else if (line === 'list' || line === 'list for-push') await helper.list(line === 'list for-push');
       else if (line.startsWith('fetch ')) {
         // A batch of fetch lines ends with a blank line; everything the store has comes at once.
         for (let l: string | null = line; l; l = await next()) {

@@ -147,7 +147,8 @@ export async function pushXetRefs(options: { cwd: string; remote?: string }): Pr
   }
   if (state === 'not-published') {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'not-published', { stderr: r.stderr.slice(-2000) }));
-    throw new XetError('GIT_FAILED', `the push to ${url} failed and published nothing: ${lastLine(r.stderr)}`, {
+    const code = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'GIT_FAILED';
+    throw new XetError(code as 'GIT_FAILED', `the push to ${url} failed and published nothing: ${lastLine(r.stderr)}`, {
       publication: id,
       stderr: r.stderr.slice(-4000),
     });

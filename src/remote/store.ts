@@ -175,6 +175,14 @@ export class DirectoryStore {
   /** Create `rel` with these bytes if it does not exist; false if it did (unless `same` tolerates an
    * identical existing file). */
   private createFile(rel: string, bytes: Buffer, same: boolean): boolean {
+    try {
+      return this.createFileUnchecked(rel, bytes, same);
+    } catch (e) {
+      throw storeError(this.root, e);
+    }
+  }
+
+  private createFileUnchecked(rel: string, bytes: Buffer, same: boolean): boolean {
     const tmp = this.tempPath('new');
     const fd = fs.openSync(tmp, 'wx');
     try {
@@ -193,7 +201,8 @@ export class DirectoryStore {
   }
 }
 
-function storeError(root: string, e: unknown): XetError {
+/** A filesystem failure inside the store, as the typed error users see (read-only, gone, full…). */
+export function storeError(root: string, e: unknown): XetError {
   if (e instanceof XetError) return e;
   const code = (e as NodeJS.ErrnoException).code;
   const why = code === 'EROFS' || code === 'EACCES' || code === 'EPERM' ? 'read-only or not permitted' : code;

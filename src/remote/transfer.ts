@@ -10,7 +10,7 @@ import { XetError } from '../errors';
 import { git, gitToFile, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
-import { packTrailer, type DirectoryStore } from './store';
+import { packTrailer, storeError, type DirectoryStore } from './store';
 
 /** Write the objects reachable from `tips` and not from `have` into the store; the pack's name, or
  * null when the store already has everything. */
@@ -26,6 +26,25 @@ export async function pushPack(
   const exclude = have.filter((oid) => present.has(oid));
   const tmp = store.tempPath('push.pack');
   try {
+    return await writePack(store, tmp, o, tips, exclude);
+  } catch (e) {
+    // Not being able to write the temporary pack is the store's problem (read-only, full), not git's.
+    if (e instanceof XetError && e.code !== 'GIT_FAILED') throw e;
+    if (e instanceof XetError && !/EROFS|EACCES|EPERM|ENOSPC|ENOENT/.test(String(e.message))) throw e;
+    throw storeError(store.root, e);
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+async function writePack(
+  store: DirectoryStore,
+  tmp: string,
+  o: GitOptions,
+  tips: string[],
+  exclude: string[],
+): Promise<string | null> {
+  {
     await gitToFile(['pack-objects', '--revs', '--stdout', '-q', '--delta-base-offset'], tmp, {
       ...o,
       input: `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`,
@@ -36,8 +55,6 @@ export async function pushPack(
     fs.closeSync(fd);
     if (header.readUInt32BE(8) === 0) return null; // nothing new
     return store.publishPack(tmp);
-  } finally {
-    fs.rmSync(tmp, { force: true });
   }
 }
 

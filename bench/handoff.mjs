@@ -1,0 +1,801 @@
+#!/usr/bin/env node
+// git xet handoff benchmarks: hand off a 10-file change through a xet store, against plain git.
+//
+//   npm run bench                   (= … && node bench/handoff.mjs)
+//   node bench/handoff.mjs --help   (options)
+//
+// Plain ESM, node built-ins only; the workload builder and the helpers come from bench/run.mjs.
+// Everything a run creates lives in <tmp-base>/xet-bench-handoff-<pid>/ (default /dev/shm): a frozen
+// copy of the CLI and of remote-helper/ (first on PATH for every child, so git runs that
+// git-remote-xet for xet:: URLs), the sending and receiving repositories, the xet store and the bare
+// repository of the alternative. It is removed at exit, on SIGINT/SIGTERM too (overlay forks are
+// unmounted first), and a run killed harder is cleaned up by the next one.
+//
+// Both sides start with the base remote: the xet side has pushed a snapshot of the workload (with a
+// handoff of it) to a directory store, the git side has pushed a commit of the same worktree (every
+// file, node_modules included: `git add -A -f`) to a bare repository. Each repetition then makes the
+// same 10-file change on both sides and hands it over:
+//
+//   send      xet:  capture, handoff create, push store      git: add -A -f, commit, push alt
+//   receive   xet:  fetch store, handoff accept <id> <dir>    git: fetch alt, worktree add <dir> <commit>
+//
+// Results: tables on stdout and bench/handoff-results.json.
+
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import {
+  BENCH_DIR,
+  ROOT,
+  BenchError,
+  HISTORY_PACKAGE,
+  GIT_ENV,
+  die,
+  ensureWorkload,
+  fmtMB,
+  fmtS,
+  formatResults,
+  freezeCli,
+  log,
+  machineInfo,
+  median,
+  parseJsonOutput,
+  quote,
+  rmrf,
+  run as runUntracked,
+  settle,
+  sleep,
+  tail,
+  walk,
+} from './run.mjs';
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'handoff-results.json');
+const EDITS = 10;
+
+const GOALS = {
+  // capture + handoff create + push vs add -A -f + commit + push, wall time
+  sendTime: 1.5,
+  // growth of the store vs growth of the bare repository
+  sendBytes: 1.2,
+  // fetch + handoff accept (restore into a new dir) vs fetch + worktree add of the new commit
+  receiveTime: 1.5,
+};
+
+const HELP = `usage: node bench/handoff.mjs [options]
+
+  --reps N             repetitions, median reported (default 3); each pushes a fresh 10-file change
+  --tmp-base DIR       where the run dir goes (default /dev/shm: the ext4 root is noisy, see
+                       docs/BENCHMARKS.md "The disk")
+  --no-fork            skip \`handoff accept --fork --mode overlay\` (needs root and overlayfs)
+  --rebuild-workload   rebuild bench/work/workload-* even if cached
+  --timeout SEC        per-command timeout (default 900)
+  --keep               keep the run dir (debugging; overlay forks are still discarded)
+  --no-results         do not write bench/handoff-results.json
+  --results FILE       write the results there instead
+  --no-freeze-cli      run bin/git-xet and remote-helper/ in place instead of a copy taken at start
+`;
+
+function parseArgs(argv) {
+  const o = {
+    reps: 3,
+    tmpBase: '/dev/shm',
+    fork: true,
+    rebuildWorkload: false,
+    timeoutSec: 900,
+    keep: false,
+    writeResults: true,
+    resultsFile: DEFAULT_RESULTS_FILE,
+    freezeCli: true,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => argv[++i] ?? die(`${a} needs a value`);
+    const num = () => {
+      const v = Number(val());
+      if (!Number.isFinite(v) || v < 0) die(`${a} needs a non-negative number`);
+      return v;
+    };
+    if (a === '--reps') o.reps = Math.max(1, Math.floor(num()));
+    else if (a === '--tmp-base') o.tmpBase = resolve(val());
+    else if (a === '--no-fork') o.fork = false;
+    else if (a === '--rebuild-workload') o.rebuildWorkload = true;
+    else if (a === '--timeout') o.timeoutSec = num();
+    else if (a === '--keep') o.keep = true;
+    else if (a === '--no-results') o.writeResults = false;
+    else if (a === '--results') o.resultsFile = resolve(val());
+    else if (a === '--no-freeze-cli') o.freezeCli = false;
+    else if (a === '-h' || a === '--help') {
+      process.stdout.write(HELP);
+      process.exit(0);
+    } else die(`unknown option ${a}\n${HELP}`);
+  }
+  return o;
+}
+
+// Every child gets this environment: fixed git identity (GIT_ENV) and, once the CLI is frozen, the
+// frozen remote-helper/ first on PATH.
+let childEnv = { ...GIT_ENV };
+
+// The harness's running children, so that a signal can stop them before the run dir goes.
+const children = new Set();
+let stopping = false;
+function run(cmd, args, opts = {}) {
+  if (stopping) return Promise.reject(new BenchError(`interrupted; not starting ${cmd}`));
+  return runUntracked(cmd, args, {
+    env: childEnv,
+    ...opts,
+    onSpawn: (child) => {
+      children.add(child);
+      child.on('close', () => children.delete(child));
+      opts.onSpawn?.(child);
+    },
+  });
+}
+const git = (cwd, args, opts = {}) => run('git', args, { cwd, ...opts });
+const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
+
+const med = (xs) => (xs?.length ? median(xs) : null);
+const ratio = (a, b) => (a != null && b ? a / b : null);
+const fmtX = (r) => (r == null ? '-' : `${r < 0.1 ? r.toFixed(3) : r.toFixed(2)}x`);
+const fmtB = (b) => (b == null ? '-' : b < 1e6 ? `${(b / 1000).toFixed(1)} kB` : `${(b / 1e6).toFixed(1)} MB`);
+const verdict = (r, goal) => (r == null ? 'not run' : r <= goal ? 'PASS' : 'FAIL');
+const range = (xs) => (xs?.length > 1 ? `${fmtS(Math.min(...xs))}-${fmtS(Math.max(...xs))}` : '');
+
+/** Sizes of the regular files under dir (apparent bytes), by relative path. */
+function fileSizes(dir) {
+  const out = new Map();
+  if (!existsSync(dir)) return out;
+  for (const e of walk(dir).entries) if (e.type === 'f') out.set(e.path, e.size);
+  return out;
+}
+const total = (m) => [...m.values()].reduce((a, b) => a + b, 0);
+/** What grew between two fileSizes() maps: byte delta, and the files that are new or changed. */
+function growth(before, after) {
+  const changed = [];
+  for (const [p, s] of after) if (before.get(p) !== s) changed.push({ path: p, bytes: s });
+  changed.sort((a, b) => b.bytes - a.bytes);
+  return { bytes: total(after) - total(before), newFiles: changed.length, largest: changed.slice(0, 4) };
+}
+
+// ---------------------------------------------------------------------------
+// Mounts (overlay forks) and teardown
+// ---------------------------------------------------------------------------
+
+/** Mount points at or under `dir`, deepest first (from /proc/self/mountinfo). */
+function mountsUnder(dir) {
+  let text;
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const line of text.split('\n')) {
+    const f = line.split(' ');
+    if (f.length < 5) continue;
+    const mp = f[4].replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+    if (mp === dir || mp.startsWith(`${dir}/`)) out.push(mp);
+  }
+  return [...new Set(out)].sort((a, b) => b.length - a.length);
+}
+
+/** Synchronous (usable from signal handlers): unmount what is under runDir, then delete it. */
+function teardown(runDir, keep = false) {
+  for (const mp of mountsUnder(runDir)) {
+    let r = spawnSync('umount', [mp], { encoding: 'utf8' });
+    if (r.status !== 0) {
+      log(`umount ${mp} failed (${(r.stderr || '').trim()}); detaching it lazily`);
+      r = spawnSync('umount', ['-l', mp], { encoding: 'utf8' });
+      if (r.status !== 0) log(`umount -l ${mp} failed too: ${(r.stderr || '').trim()}`);
+    }
+  }
+  if (mountsUnder(runDir).length) {
+    log(`WARNING: still mounted under ${runDir}: ${mountsUnder(runDir).join(', ')}; not removing it`);
+    return;
+  }
+  if (!keep) rmrf(runDir);
+}
+
+/** Runs killed by SIGKILL leave their dir (and maybe a mount): clean those whose pid is gone. */
+function cleanStaleRuns(tmpBase) {
+  if (!existsSync(tmpBase)) return;
+  for (const name of readdirSync(tmpBase)) {
+    const m = name.match(/^xet-bench-handoff-(\d+)$/);
+    if (!m || Number(m[1]) === process.pid) continue;
+    try {
+      process.kill(Number(m[1]), 0);
+      continue; // alive
+    } catch {
+      /* dead */
+    }
+    log(`cleaning up the stale run dir ${join(tmpBase, name)}`);
+    teardown(join(tmpBase, name));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The benchmark
+// ---------------------------------------------------------------------------
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const started = new Date();
+  mkdirSync(opts.tmpBase, { recursive: true });
+  cleanStaleRuns(opts.tmpBase);
+
+  const runDir = join(opts.tmpBase, `xet-bench-handoff-${process.pid}`);
+  mkdirSync(runDir, { recursive: true });
+  let tornDown = false;
+  const cleanup = () => {
+    if (tornDown) return;
+    tornDown = true;
+    teardown(runDir, opts.keep);
+    if (opts.keep) log(`kept ${runDir}`);
+  };
+  process.on('exit', cleanup);
+  for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, async () => {
+      stopping = true;
+      log(`${sig}: stopping ${children.size} child process(es), then removing ${runDir}`);
+      for (const c of children) c.kill('SIGTERM');
+      for (let i = 0; i < 50 && children.size; i++) await sleep(100);
+      cleanup();
+      process.exit(130);
+    });
+  }
+
+  const results = {
+    startedAt: started.toISOString(),
+    machine: null,
+    config: { reps: opts.reps, goals: GOALS, edits: EDITS, tmpBase: opts.tmpBase, fork: opts.fork },
+    workload: null,
+    cli: null,
+    setup: {},
+    reps: [],
+    problems: [],
+    warnings: [],
+    errors: [],
+  };
+  const fail = (phase, e) => {
+    if (stopping) return;
+    const msg = e instanceof BenchError ? e.message : e.stack || String(e);
+    log(`ERROR in ${phase}:\n${msg}`);
+    results.errors.push({ phase, message: msg });
+  };
+  const warn = (msg) => {
+    log(`WARNING: ${msg}`);
+    results.warnings.push(msg);
+  };
+  const problem = (msg) => {
+    log(`PROBLEM: ${msg}`);
+    results.problems.push(msg);
+  };
+
+  let cli = join(ROOT, 'bin', 'git-xet');
+  let helperDir = join(ROOT, 'remote-helper');
+
+  /** `git xet ...` in cwd; any failure (exit status, no JSON) throws with the command, a repro line and stderr. */
+  const xet = async (cwd, args) => {
+    const res = await run(process.execPath, [cli, ...args], { cwd, timeoutSec: opts.timeoutSec, allowFail: true });
+    res.json = parseJsonOutput(res.stdout);
+    if (res.code !== 0 || res.signal || !res.json) {
+      const err = new BenchError(
+        `git xet ${args.join(' ')} ${res.code !== 0 || res.signal ? `failed (exit ${res.code}${res.signal ? `, signal ${res.signal}` : ''})` : 'printed no JSON'} after ${res.seconds.toFixed(2)}s\n` +
+          `  repro: cd ${quote(cwd)} && PATH=${quote(helperDir)}:$PATH node ${quote(cli)} ${args.map(quote).join(' ')}\n` +
+          `  (cwd is in the run dir, removed at exit unless --keep)\n` +
+          (res.stdout.trim() ? `  stdout: ${tail(res.stdout.trim(), 3000)}\n` : '') +
+          (res.stderr.trim() ? `  stderr: ${tail(res.stderr.trim(), 3000)}\n` : ''),
+      );
+      err.result = res;
+      throw err;
+    }
+    return res;
+  };
+  /** sync, then one timed command; returns its result (seconds in .seconds). */
+  const timed = async (fn) => {
+    await settle();
+    return fn();
+  };
+
+  try {
+    // ---- workload, CLI ----------------------------------------------------------------
+    const wl = await ensureWorkload(opts);
+    results.workload = { ...wl, repo: relative(ROOT, wl.repo), dir: undefined };
+    log(
+      `workload: ${wl.worktree.files} files, ${fmtMB(wl.worktree.bytes)} in worktree ` +
+        `(node_modules ${wl.nodeModules.files} files, ${fmtMB(wl.nodeModules.bytes)})`,
+    );
+    // Preflight: the sender's copy, the git side's repos, the store and the receivers' packs, the
+    // checkouts of one repetition; the store and the receiver grow by up to a copy of the objects per rep.
+    const need = (6 + 0.7 * opts.reps) * wl.repoDuBytes;
+    const fsBase = statfsSync(opts.tmpBase);
+    const avail = fsBase.bavail * fsBase.bsize;
+    if (avail < need) {
+      throw new BenchError(`${opts.tmpBase} has ${fmtMB(avail)} free; this run needs about ${fmtMB(need)}`);
+    }
+    if (opts.fork && process.getuid?.() !== 0) {
+      warn('not running as root: skipping `handoff accept --fork --mode overlay` (overlay mounts need root)');
+      opts.fork = false;
+    }
+
+    if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
+      throw new BenchError('dist/src/cli/main.js does not exist: run `npm run build` (npm run bench does it)');
+    }
+    const head = await git(ROOT, ['rev-parse', '--short', 'HEAD'], { allowFail: true });
+    const dirty = await git(ROOT, ['status', '--porcelain', '--', 'src'], { allowFail: true });
+    results.cli = { commit: head.stdout.trim() || null, srcDirty: dirty.stdout.trim() !== '', frozenCopy: false };
+    if (opts.freezeCli) {
+      cli = await freezeCli(runDir);
+      helperDir = join(runDir, 'cli', 'remote-helper');
+      results.cli.frozenCopy = true;
+    }
+    childEnv = { ...GIT_ENV, PATH: `${helperDir}:${process.env.PATH ?? ''}` };
+    const which = (await sh('command -v git-remote-xet', { cwd: runDir })).stdout.trim();
+    if (which !== join(helperDir, 'git-remote-xet')) {
+      throw new BenchError(`git-remote-xet on PATH is ${which}, expected ${join(helperDir, 'git-remote-xet')}`);
+    }
+    results.cli.remoteHelper = which;
+    results.machine = await machineInfo(opts.tmpBase);
+
+    const A = join(runDir, 'A'); // the sender (xet)
+    const store = join(runDir, 'store'); // the xet store
+    const B = join(runDir, 'B'); // the receiver (xet)
+    const P = join(runDir, 'P'); // the sender (git)
+    const alt = join(runDir, 'alt.git'); // the bare repository
+    const Q = join(runDir, 'Q'); // the receiver (git)
+    const S = results.setup;
+
+    // The 10 files to edit: tracked .js files under vendor/, none of the work in progress, spread out
+    // (the same choice as bench/run.mjs's re-capture).
+    const editable = (await git(wl.repo, ['ls-files', '-z', `vendor/${HISTORY_PACKAGE}`])).stdout
+      .split('\0')
+      .filter((p) => p.endsWith('.js') && !Object.values(wl.wip).flat().includes(p))
+      .sort();
+    const edits = Array.from({ length: EDITS }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / EDITS)]);
+    results.config.editedFiles = edits;
+    const edit = (repo, round) => {
+      for (const f of edits) appendFileSync(join(repo, f), `\n// bench handoff edit, round ${round}\n`);
+    };
+
+    // ---- setup, xet side: A captures the workload, hands it off and pushes it to the store ------------
+    log(`setup: copying the workload to ${A}, capture, handoff create, push to xet::${store}`);
+    S.copySeconds = (await run('cp', ['-a', wl.repo, A])).seconds;
+    await git(A, ['remote', 'add', 'store', `xet::${store}`]);
+    const cap0 = await xet(A, ['capture', '--json']);
+    S.captureSeconds = cap0.seconds;
+    S.snapshot = cap0.json.snapshot;
+    const h0 = await xet(A, ['handoff', 'create', S.snapshot, '--to', 'B', '--from', 'A', '--title', 'base', '--json']);
+    S.handoff = h0.json.id;
+    const push0 = await xet(A, ['push', 'store', '--json']);
+    S.pushSeconds = push0.seconds;
+    S.storeBytes = total(fileSizes(store));
+    log(
+      `base: capture ${fmtS(S.captureSeconds)}s -> ${S.snapshot.slice(0, 12)}, handoff ${S.handoff.slice(0, 12)}, ` +
+        `push ${fmtS(S.pushSeconds)}s, store ${fmtB(S.storeBytes)}`,
+    );
+
+    // ---- setup, git side: a commit of the same worktree (every file) in a bare repo; P is a clone ------
+    log(`setup: the same worktree committed with add -A -f and pushed to ${alt} (pack-objects takes ~15 s)`);
+    const P0 = join(runDir, 'P0');
+    await run('cp', ['-a', wl.repo, P0]);
+    await git(P0, ['add', '-A', '-f']);
+    await git(P0, ['commit', '-q', '--no-verify', '-m', 'base: the whole worktree']);
+    S.baseCommit = (await git(P0, ['rev-parse', 'HEAD'])).stdout.trim();
+    S.baseCommitFiles = (await git(P0, ['ls-files', '-z'])).stdout.split('\0').filter(Boolean).length;
+    await git(runDir, ['init', '-q', '--bare', '-b', 'main', alt]);
+    await git(alt, ['config', 'gc.auto', '0']);
+    S.altPushSeconds = (await git(P0, ['push', '-q', alt, 'HEAD:refs/heads/main'])).seconds;
+    rmrf(P0);
+    // P: a developer's clone (packed objects, clean index), the remote named alt.
+    await git(runDir, ['clone', '-q', '--origin', 'alt', alt, P]);
+    await git(P, ['config', 'gc.auto', '0']);
+    // The clone's checkout leaves its index racily clean (files as new as the index), so the first
+    // `git add` would re-read every file. A status rewrites it, as A's cold capture filled its cache.
+    await sleep(1100);
+    await git(P, ['status', '--porcelain']);
+    S.altBytes = total(fileSizes(alt));
+    log(`base: commit ${S.baseCommit.slice(0, 12)} (${S.baseCommitFiles} files), alt.git ${fmtB(S.altBytes)}`);
+
+    // ---- setup, receivers: B has fetched the base from the store, Q from the bare repo -------------------
+    await git(runDir, ['init', '-q', B]);
+    await git(B, ['remote', 'add', 'store', `xet::${store}`]);
+    S.receiverFetchSeconds = (await xet(B, ['fetch', 'store', '--json'])).seconds;
+    await git(runDir, ['init', '-q', Q]);
+    await git(Q, ['config', 'gc.auto', '0']);
+    await git(Q, ['remote', 'add', 'alt', alt]);
+    S.altReceiverFetchSeconds = (await git(Q, ['fetch', '-q', 'alt'])).seconds;
+    // One untimed accept / worktree add of the base each, so the first timed repetition is not special.
+    const warm = join(runDir, 'warm-accept');
+    S.warmAcceptSeconds = (await xet(B, ['handoff', 'accept', S.handoff, warm, '--json'])).seconds;
+    rmrf(warm);
+    const warmWt = join(runDir, 'warm-worktree');
+    S.warmWorktreeAddSeconds = (await git(Q, ['worktree', 'add', '-q', '--detach', warmWt, S.baseCommit])).seconds;
+    await git(Q, ['worktree', 'remove', '--force', warmWt]);
+    log(
+      `receivers: B fetched the store in ${fmtS(S.receiverFetchSeconds)}s, Q fetched alt.git in ` +
+        `${fmtS(S.altReceiverFetchSeconds)}s; warm-up accept ${fmtS(S.warmAcceptSeconds)}s, ` +
+        `worktree add ${fmtS(S.warmWorktreeAddSeconds)}s`,
+    );
+
+    // ---- repetitions ------------------------------------------------------------------------------
+    for (let rep = 1; rep <= opts.reps; rep++) {
+      const R = { rep, send: { xet: {}, git: {} }, receive: { xet: {}, git: {} }, fork: null };
+      results.reps.push(R);
+      try {
+        // -- send, xet
+        const X = R.send.xet;
+        edit(A, rep);
+        const storeBefore = fileSizes(store);
+        const storeRefsBefore = Object.values(
+          JSON.parse(readFileSync(join(store, 'state', readdirSync(join(store, 'state')).sort().at(-1)), 'utf8')).state
+            .refs,
+        );
+        const aGitBefore = fileSizes(join(A, '.git'));
+        const cap = await timed(() => xet(A, ['capture', '-m', `handoff bench ${rep}`, '--json']));
+        const snap = cap.json.snapshot;
+        if (typeof snap !== 'string') throw new BenchError(`capture printed no snapshot: ${tail(cap.stdout, 500)}`);
+        const hc = await timed(() =>
+          xet(A, ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', `change ${rep}`, '--json']),
+        );
+        const hid = hc.json.id;
+        if (typeof hid !== 'string' || hc.json.snapshot !== snap) {
+          throw new BenchError(`handoff create: unexpected JSON ${tail(hc.stdout, 500)}`);
+        }
+        const pu = await timed(() => xet(A, ['push', 'store', '--json']));
+        const pushedNew = (pu.json.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
+        const wantNew = [`refs/xet/handoffs/${hid}`, `refs/xet/snapshots/${snap}`].sort();
+        if (JSON.stringify(pushedNew.sort()) !== JSON.stringify(wantNew)) {
+          problem(`push ${rep}: new refs ${JSON.stringify(pushedNew)}, expected ${JSON.stringify(wantNew)}`);
+        }
+        Object.assign(X, {
+          snapshot: snap,
+          handoff: hid,
+          capture: cap.seconds,
+          create: hc.seconds,
+          push: pu.seconds,
+          total: cap.seconds + hc.seconds + pu.seconds,
+          incremental: cap.json.incremental,
+          store: growth(storeBefore, fileSizes(store)),
+          localGit: growth(aGitBefore, fileSizes(join(A, '.git'))).bytes,
+        });
+        // Untimed, for comparison: a pack of only the objects the store lacked. The trees of the
+        // store's tips are excluded explicitly, because `--not <commit>` alone does not exclude the
+        // tree of a commit that is not an ancestor of the new one (a sibling snapshot).
+        const tips = [snap, hc.json.commit];
+        const packInput = [...tips, '--not', ...storeRefsBefore, ...storeRefsBefore.map((o) => `${o}^{tree}`)];
+        X.minimalPackBytes = Number(
+          (
+            await sh(
+              `printf '%s\\n' ${packInput.map(quote).join(' ')} | ` +
+                'git pack-objects --revs --stdout -q --delta-base-offset | wc -c',
+              { cwd: A },
+            )
+          ).stdout.trim(),
+        );
+        log(
+          `rep ${rep}: xet send ${fmtS(X.total)}s (capture ${fmtS(X.capture)} + handoff create ${fmtS(X.create)} + ` +
+            `push ${fmtS(X.push)}), store +${fmtB(X.store.bytes)} in ${X.store.newFiles} file(s) ` +
+            `(the objects it lacked: ${fmtB(X.minimalPackBytes)} as one pack)`,
+        );
+
+        // -- send, git
+        const G = R.send.git;
+        edit(P, rep);
+        const altBefore = fileSizes(alt);
+        const pGitBefore = fileSizes(join(P, '.git'));
+        const add = await timed(() => git(P, ['add', '-A', '-f']));
+        const commit = await timed(() => git(P, ['commit', '-q', '--no-verify', '-m', `change ${rep}`]));
+        const gpush = await timed(() => git(P, ['push', '-q', 'alt', 'HEAD:refs/heads/main']));
+        const newCommit = (await git(P, ['rev-parse', 'HEAD'])).stdout.trim();
+        const altHead = (await git(alt, ['rev-parse', 'refs/heads/main'])).stdout.trim();
+        if (altHead !== newCommit) problem(`git push ${rep}: alt.git main is ${altHead}, expected ${newCommit}`);
+        const changed = (await git(P, ['diff', '--name-only', 'HEAD~1', 'HEAD'])).stdout.trim().split('\n');
+        if (JSON.stringify(changed.sort()) !== JSON.stringify([...edits].sort())) {
+          problem(`git commit ${rep} changed ${changed.length} files, expected the ${EDITS} edited ones`);
+        }
+        Object.assign(G, {
+          commit: newCommit,
+          add: add.seconds,
+          commitSeconds: commit.seconds,
+          push: gpush.seconds,
+          total: add.seconds + commit.seconds + gpush.seconds,
+          alt: growth(altBefore, fileSizes(alt)),
+          localGit: growth(pGitBefore, fileSizes(join(P, '.git'))).bytes,
+        });
+        log(
+          `rep ${rep}: git send ${fmtS(G.total)}s (add -A -f ${fmtS(G.add)} + commit ${fmtS(G.commitSeconds)} + ` +
+            `push ${fmtS(G.push)}), alt.git +${fmtB(G.alt.bytes)} in ${G.alt.newFiles} file(s)`,
+        );
+
+        // -- receive, xet: fetch, then accept (a restore into a new dir)
+        const XR = R.receive.xet;
+        const bGitBefore = fileSizes(join(B, '.git'));
+        const fe = await timed(() => xet(B, ['fetch', 'store', '--json']));
+        const fetchedRefs = (fe.json.fetched ?? []).map((f) => f.ref).sort();
+        if (JSON.stringify(fetchedRefs) !== JSON.stringify(wantNew)) {
+          problem(`fetch ${rep}: fetched ${JSON.stringify(fetchedRefs)}, expected ${JSON.stringify(wantNew)}`);
+        }
+        const fetchedBytes = growth(bGitBefore, fileSizes(join(B, '.git')));
+        const accDir = join(runDir, `accept-${rep}`);
+        const ac = await timed(() => xet(B, ['handoff', 'accept', hid, accDir, '--json']));
+        if (ac.json.action !== 'restore' || ac.json.snapshot !== snap) {
+          problem(`handoff accept ${rep}: unexpected JSON ${tail(ac.stdout, 500)}`);
+        }
+        Object.assign(XR, {
+          fetch: fe.seconds,
+          accept: ac.seconds,
+          total: fe.seconds + ac.seconds,
+          fetchedBytes: fetchedBytes.bytes,
+          files: ac.json.files,
+        });
+        // Untimed checks: the edited files arrived; on the first rep, a full `git xet verify`.
+        for (const f of edits) {
+          if (readFileSync(join(accDir, f), 'utf8') !== readFileSync(join(A, f), 'utf8')) {
+            problem(`accept ${rep}: ${f} differs from the sender's`);
+          }
+        }
+        if (rep === 1) {
+          const v = await xet(B, ['verify', snap, accDir, '--json']);
+          XR.verifySeconds = v.seconds;
+          XR.verifyJson = v.json;
+        }
+        rmrf(accDir);
+        log(
+          `rep ${rep}: xet receive ${fmtS(XR.total)}s (fetch ${fmtS(XR.fetch)} + accept ${fmtS(XR.accept)}), ` +
+            `B/.git +${fmtB(XR.fetchedBytes)}`,
+        );
+
+        // -- receive, git: fetch, then the new commit checked out into a new dir
+        const GR = R.receive.git;
+        const qGitBefore = fileSizes(join(Q, '.git'));
+        const gfe = await timed(() => git(Q, ['fetch', '-q', 'alt']));
+        const qHead = (await git(Q, ['rev-parse', 'refs/remotes/alt/main'])).stdout.trim();
+        if (qHead !== newCommit) problem(`git fetch ${rep}: alt/main is ${qHead}, expected ${newCommit}`);
+        const gFetched = growth(qGitBefore, fileSizes(join(Q, '.git')));
+        const wt = join(runDir, `worktree-${rep}`);
+        const wa = await timed(() => git(Q, ['worktree', 'add', '-q', '--detach', wt, newCommit]));
+        for (const f of edits) {
+          if (readFileSync(join(wt, f), 'utf8') !== readFileSync(join(P, f), 'utf8')) {
+            problem(`worktree add ${rep}: ${f} differs from the sender's`);
+          }
+        }
+        const wst = await git(wt, ['status', '--porcelain']);
+        if (wst.stdout.trim()) problem(`worktree ${rep} is not clean: ${tail(wst.stdout, 300)}`);
+        await git(Q, ['worktree', 'remove', '--force', wt]);
+        // The self-contained variant (what accept makes): clone --local (hard links) + checkout.
+        const cl = join(runDir, `clone-${rep}`);
+        const clo = await timed(() => git(runDir, ['clone', '-q', '--local', '--no-checkout', Q, cl]));
+        const co = await timed(() => git(cl, ['checkout', '-q', '--detach', newCommit]));
+        rmrf(cl);
+        Object.assign(GR, {
+          fetch: gfe.seconds,
+          worktreeAdd: wa.seconds,
+          total: gfe.seconds + wa.seconds,
+          clone: clo.seconds,
+          checkout: co.seconds,
+          totalClone: gfe.seconds + clo.seconds + co.seconds,
+          fetchedBytes: gFetched.bytes,
+        });
+        log(
+          `rep ${rep}: git receive ${fmtS(GR.total)}s (fetch ${fmtS(GR.fetch)} + worktree add ${fmtS(GR.worktreeAdd)}); ` +
+            `clone --local + checkout ${fmtS(GR.clone + GR.checkout)}s; Q/.git +${fmtB(GR.fetchedBytes)}`,
+        );
+
+        // -- extra: accept as an overlay fork (its first fork builds the snapshot's base)
+        if (opts.fork) {
+          const fdir = join(runDir, `fork-${rep}`);
+          const fk = await timed(() =>
+            xet(B, ['handoff', 'accept', hid, fdir, '--fork', '--mode', 'overlay', '--json']),
+          );
+          if (fk.json.action !== 'fork' || fk.json.mode !== 'overlay') {
+            problem(`accept --fork ${rep}: unexpected JSON ${tail(fk.stdout, 500)}`);
+          }
+          for (const f of edits) {
+            if (readFileSync(join(fdir, f), 'utf8') !== readFileSync(join(A, f), 'utf8')) {
+              problem(`accept --fork ${rep}: ${f} differs from the sender's`);
+            }
+          }
+          const dc = await xet(B, ['discard', fdir, '--no-capture', '--json']);
+          if (existsSync(fdir) || mountsUnder(fdir).length) problem(`discard left ${fdir} behind`);
+          // The base is derived data (rebuilt by the next fork of this snapshot): drop it, it is a full tree.
+          rmrf(join(B, '.git', 'xet', 'bases', snap));
+          R.fork = { seconds: fk.seconds, discardSeconds: dc.seconds };
+          log(`rep ${rep}: accept --fork --mode overlay ${fmtS(fk.seconds)}s (builds the base)`);
+        }
+      } catch (e) {
+        fail(`rep ${rep}`, e);
+        break;
+      }
+    }
+  } catch (e) {
+    fail('harness', e);
+  } finally {
+    results.finishedAt = new Date().toISOString();
+    results.summary = summarize(results);
+    printTables(results);
+    if (opts.writeResults && !stopping) {
+      writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
+      await formatResults(opts.resultsFile);
+      log(`wrote ${relative(ROOT, opts.resultsFile)}`);
+    }
+    cleanup();
+  }
+  process.exitCode = results.errors.length || results.problems.length ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Summary and tables
+// ---------------------------------------------------------------------------
+
+function summarize(results) {
+  const reps = results.reps.filter((r) => r.receive.git.total != null);
+  const col = (f) => reps.map(f).filter((x) => x != null);
+  const row = (label, xs, bs, goal, unit = 's') => {
+    const x = med(xs);
+    const b = med(bs);
+    const r = ratio(x, b);
+    return {
+      label,
+      unit,
+      xet: x,
+      xetSamples: xs,
+      alt: b,
+      altSamples: bs,
+      ratio: r,
+      goal,
+      status: goal == null ? 'info' : verdict(r, goal),
+    };
+  };
+  const main = [
+    row(
+      'send: capture + handoff create + push  vs  add -A -f + commit + push',
+      col((r) => r.send.xet.total),
+      col((r) => r.send.git.total),
+      GOALS.sendTime,
+    ),
+    row(
+      'send: bytes written to the store  vs  to the bare repo',
+      col((r) => r.send.xet.store?.bytes),
+      col((r) => r.send.git.alt?.bytes),
+      GOALS.sendBytes,
+      'B',
+    ),
+    row(
+      'receive: fetch + handoff accept  vs  fetch + worktree add',
+      col((r) => r.receive.xet.total),
+      col((r) => r.receive.git.total),
+      GOALS.receiveTime,
+    ),
+  ];
+  const info = [
+    row(
+      'receive: fetch + handoff accept  vs  fetch + clone --local + checkout',
+      col((r) => r.receive.xet.total),
+      col((r) => r.receive.git.totalClone),
+      null,
+    ),
+    row(
+      'accept --fork --mode overlay  vs  worktree add',
+      col((r) => r.fork?.seconds),
+      col((r) => r.receive.git.worktreeAdd),
+      null,
+    ),
+    row(
+      'send: store growth  vs  a pack of only the missing objects',
+      col((r) => r.send.xet.store?.bytes),
+      col((r) => r.send.xet.minimalPackBytes),
+      null,
+      'B',
+    ),
+    row(
+      'receive: bytes fetched into the receiver .git',
+      col((r) => r.receive.xet.fetchedBytes),
+      col((r) => r.receive.git.fetchedBytes),
+      null,
+      'B',
+    ),
+    row(
+      "sender's own .git growth",
+      col((r) => r.send.xet.localGit),
+      col((r) => r.send.git.localGit),
+      null,
+      'B',
+    ),
+  ];
+  const steps = [
+    ['xet send', 'capture', col((r) => r.send.xet.capture)],
+    ['xet send', 'handoff create', col((r) => r.send.xet.create)],
+    ['xet send', 'push store', col((r) => r.send.xet.push)],
+    ['git send', 'add -A -f', col((r) => r.send.git.add)],
+    ['git send', 'commit', col((r) => r.send.git.commitSeconds)],
+    ['git send', 'push alt', col((r) => r.send.git.push)],
+    ['xet receive', 'fetch store', col((r) => r.receive.xet.fetch)],
+    ['xet receive', 'handoff accept (restore)', col((r) => r.receive.xet.accept)],
+    ['git receive', 'fetch alt', col((r) => r.receive.git.fetch)],
+    ['git receive', 'worktree add --detach', col((r) => r.receive.git.worktreeAdd)],
+    ['git receive', 'clone --local --no-checkout', col((r) => r.receive.git.clone)],
+    ['git receive', 'checkout --detach', col((r) => r.receive.git.checkout)],
+    ['xet extra', 'handoff accept --fork --mode overlay', col((r) => r.fork?.seconds)],
+  ].map(([side, step, xs]) => ({ side, step, seconds: med(xs), samples: xs }));
+  return { reps: reps.length, main, info, steps };
+}
+
+function table(hdr, rows) {
+  const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (r) =>
+    r
+      .map((c, i) => String(c).padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [line(hdr), widths.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)];
+}
+
+function printTables(results) {
+  const s = results.summary;
+  const out = ['', 'git xet handoff benchmark'];
+  const w = results.workload;
+  if (w) {
+    out.push(
+      `workload: ${w.worktree.files} files + ${w.worktree.symlinks} symlinks, ${fmtMB(w.worktree.bytes)} in worktree ` +
+        `(node_modules ${w.nodeModules.files} files); base snapshot ${results.setup.snapshot?.slice(0, 12) ?? '-'}, ` +
+        `base commit ${results.setup.baseCommit?.slice(0, 12) ?? '-'} (${results.setup.baseCommitFiles ?? '-'} files)`,
+    );
+  }
+  const m = results.machine;
+  if (m) out.push(`machine: ${m.nproc} cores, ${fmtMB(m.memBytes)} RAM, kernel ${m.kernel}; run dir on ${m.fs}`);
+  out.push(
+    `median of ${s.reps} repetition(s), each a fresh ${EDITS}-file change on top of the last; sync before every step; page cache warm`,
+  );
+  out.push('');
+  const fmtV = (r, v) => (r.unit === 'B' ? fmtB(v) : fmtS(v));
+  const rangeV = (r, xs) =>
+    r.unit === 'B' ? (xs?.length > 1 ? `${fmtB(Math.min(...xs))}-${fmtB(Math.max(...xs))}` : '') : range(xs);
+  const rows = (list) =>
+    list.map((r) => [
+      r.label,
+      fmtV(r, r.xet),
+      rangeV(r, r.xetSamples),
+      fmtV(r, r.alt),
+      rangeV(r, r.altSamples),
+      fmtX(r.ratio),
+      r.goal != null ? `<= ${r.goal}x` : '-',
+      r.status,
+    ]);
+  out.push(
+    ...table(
+      ['measurement', 'git xet', '(min-max)', 'alternative', '(min-max)', 'ratio', 'goal', 'result'],
+      [...rows(s.main), ...rows(s.info)],
+    ),
+  );
+  out.push('');
+  out.push('Steps (seconds, median; each step is one command, timed after a sync)');
+  out.push(
+    ...table(
+      ['side', 'step', 'seconds', '(min-max)'],
+      s.steps.map((x) => [x.side, x.step, fmtS(x.seconds), range(x.samples)]),
+    ),
+  );
+  for (const [title, list] of [
+    ['PROBLEMS', results.problems],
+    ['WARNINGS', results.warnings],
+  ]) {
+    if (!list.length) continue;
+    out.push('', `${title} (${list.length}):`);
+    for (const p of list) out.push(`  - ${p.split('\n').join('\n    ')}`);
+  }
+  if (results.errors.length) {
+    out.push('', `ERRORS (${results.errors.length}):`);
+    for (const e of results.errors) out.push(`  [${e.phase}] ${e.message.split('\n').join('\n    ')}`);
+  }
+  out.push('');
+  process.stdout.write(out.join('\n') + '\n');
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench: ${e.stack || e}\n`);
+  process.exit(1);
+});
