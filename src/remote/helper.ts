@@ -253,7 +253,7 @@ export class RemoteHelper {
       if (this.opts.dryRun || !changes.length || !store) return decided;
       if (pack === undefined) {
         const tips = changes.map((d) => wanted.get(d.dst)).filter((x): x is string => Boolean(x));
-        pack = await pushPack(store, o, [...new Set(tips)], [...new Set(Object.values(refs))]);
+        pack = await pushPack(store, o, [...new Set(tips)], refs);
         dieAt('after-pack');
       }
       const next = nextState(

@@ -7,23 +7,42 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitToFile, type GitOptions } from '../git/exec';
+import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 
-/** Write the objects reachable from `tips` and not from `have` into the store; the pack's name, or
- * null when the store already has everything. */
+/** How many of the store's snapshots bound a push by their trees (see pushPack). */
+const SNAPSHOT_TREES_EXCLUDED = 16;
+
+/** Write the objects reachable from `tips` and not from the store's refs into the store; the pack's
+ * name, or null when the store already has everything. */
 export async function pushPack(
   store: DirectoryStore,
   o: GitOptions,
   tips: string[],
-  have: string[],
+  storeRefs: Record<string, string>,
 ): Promise<string | null> {
   if (!tips.length) return null;
+  const have = [...new Set(Object.values(storeRefs))];
   // Tips the store has that we lack locally cannot bound the walk; leaving them out only costs size.
   const present = await objectSizes(have, o);
   const exclude = have.filter((oid) => present.has(oid));
+  // Snapshots are siblings, not ancestors, of each other (their parents are the repository's
+  // commits), and excluding a commit does not exclude the trees of commits beside it: a new
+  // snapshot would re-send every untracked and ignored file the store already has. Naming the trees
+  // of the store's newest snapshots as excluded too keeps a push to what changed. Subtrees they
+  // share are walked once, so the cost follows the distinct content, bounded by the count.
+  const snapshots = Object.entries(storeRefs)
+    .filter(([name, oid]) => name.startsWith('refs/xet/snapshots/') && present.has(oid))
+    .map(([, oid]) => oid);
+  if (snapshots.length) {
+    const newest = await gitText(
+      ['rev-list', '--no-walk=sorted', `--max-count=${SNAPSHOT_TREES_EXCLUDED}`, '--stdin'],
+      { ...o, input: `${snapshots.join('\n')}\n` },
+    );
+    for (const oid of newest.split('\n').filter(Boolean)) exclude.push(`${oid}^{tree}`);
+  }
   const tmp = store.tempPath('push.pack');
   try {
     return await writePack(store, tmp, o, tips, exclude);
