@@ -1057,3 +1057,32 @@ test('two agents hand work back and forth through one xet store', async () => {
     ok(sb, clone(sb, xurl(store), 'fresh').dir, ['fsck', '--strict']);
   });
 });
+
+test('a new snapshot pushes only what changed, although earlier snapshots are its siblings', async () => {
+  await withMountSandbox((sb) => {
+    const a = initRepo(sb, 'a');
+    a.commit('base', { 'src.txt': 'v1\n', '.gitignore': 'deps/\n' });
+    // 4 MiB of ignored content, the kind of thing (node_modules) a snapshot carries and git does not.
+    fs.mkdirSync(a.p('deps'));
+    fs.writeFileSync(a.p('deps/blob.bin'), crypto.randomBytes(4 << 20));
+    const store = sb.path('store');
+    a.git('remote', 'add', 'store', `xet::${store}`);
+    capture(sb, a.dir);
+    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    const size = () =>
+      fs.readdirSync(path.join(store, 'packs')).reduce((n, f) => n + fs.statSync(path.join(store, 'packs', f)).size, 0);
+    const before = size();
+    assert.ok(before > 4 << 20, 'the first push holds the ignored content');
+    fs.writeFileSync(a.p('src.txt'), 'v2\n');
+    capture(sb, a.dir);
+    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    const grown = size() - before;
+    assert.ok(grown < 64 << 10, `the second snapshot's push wrote ${grown} bytes; only src.txt changed`);
+    // And the store is still whole: a fresh repository fetches both snapshots and restores the second.
+    const b = initRepo(sb, 'b');
+    b.git('remote', 'add', 'store', `xet::${store}`);
+    expectExit(xet(sb, b.dir, ['fetch', 'store', '--json']), 0);
+    expectExit(xet(sb, sb.root, ['fsck', '--store', store, '--json']), 0);
+    assert.equal(b.git('for-each-ref', 'refs/xet/snapshots').trim().split('\n').length, 2);
+  });
+});
