@@ -957,7 +957,7 @@ test('git xet push/fetch with a git daemon: atomic, leased, a racing writer is r
       out = parseJson(r);
       assert.equal(out.refspecAdded, true);
       assert.equal(out.fetched.length, 2);
-      assert.match(b.git('config', '--get-all', 'remote.hub.fetch'), /^refs\/xet\/\*:refs\/xet\/\*$/m);
+      assert.match(b.git('config', '--get-all', 'remote.hub.fetch'), /^\+refs\/xet\/\*:refs\/remotes\/hub\/xet\/\*$/m);
       assert.equal(parseJson(xet(sb, b.dir, ['fetch', 'hub', '--json'])).refspecAdded, false);
       expectExit(xet(sb, b.dir, ['handoff', 'verify', h.id, '--json']), 0);
 
@@ -1084,5 +1084,74 @@ test('a new snapshot pushes only what changed, although earlier snapshots are it
     expectExit(xet(sb, b.dir, ['fetch', 'store', '--json']), 0);
     expectExit(xet(sb, sb.root, ['fsck', '--store', store, '--json']), 0);
     assert.equal(b.git('for-each-ref', 'refs/xet/snapshots').trim().split('\n').length, 2);
+  });
+});
+
+test('review regressions: fetch never moves a xet ref, gc does not force a re-import, tag leases, fsck gaps', async () => {
+  await withMountSandbox((sb) => {
+    const { store, r } = seededStore(sb);
+    const snap = capture(sb, r.dir);
+    r.git('remote', 'add', 'st', xurl(store));
+    expectExit(xet(sb, r.dir, ['push', 'st', '--json']), 0);
+    // A remote that offers a descendant commit under an existing snapshot's name: a plain refspec
+    // would fast-forward the local ref onto it. git xet fetch creates refs only where absent.
+    const b = initRepo(sb, 'b');
+    b.git('remote', 'add', 'st', xurl(store));
+    expectExit(xet(sb, b.dir, ['fetch', 'st', '--json']), 0);
+    assert.equal(b.git('rev-parse', `refs/xet/snapshots/${snap}`).trim(), snap);
+    const forged = r.git('commit-tree', '-p', snap, '-m', 'forged', `${snap}^{tree}`).trim();
+    // The helper refuses to move a create-once ref even when forced, so forge it in a state by hand
+    // (its objects carried into the store under another name first).
+    ok(sb, r.dir, ['push', xurl(store), `${forged}:refs/heads/carrier`]);
+    appendCraftedState(store, (s) => ({ ...s, refs: { ...s.refs, [`refs/xet/snapshots/${snap}`]: forged } }));
+    const err = expectError(xet(sb, b.dir, ['fetch', 'st', '--json']), 'REF_IMMUTABLE');
+    assert.equal(err.details.clashes[0].ref, `refs/xet/snapshots/${snap}`);
+    assert.equal(b.git('rev-parse', `refs/xet/snapshots/${snap}`).trim(), snap, 'the local snapshot ref did not move');
+    ok(sb, b.dir, ['fetch', 'st']); // a plain fetch only updates the tracking namespace
+    assert.equal(b.git('rev-parse', `refs/xet/snapshots/${snap}`).trim(), snap);
+  });
+  await withMountSandbox((sb) => {
+    const { store } = seededStore(sb);
+    const c = clone(sb, xurl(store), 'c');
+    c.git('gc', '-q');
+    const packs = () => fs.readdirSync(path.join(c.dir, '.git', 'objects', 'pack')).filter((f) => f.endsWith('.pack'));
+    const before = packs().length;
+    const w = clone(sb, xurl(store), 'w');
+    w.commit('more', { 'more.txt': 'more\n' });
+    ok(sb, w.dir, ['push', 'origin', 'HEAD:refs/heads/trunk']);
+    ok(sb, c.dir, ['fetch', 'origin']);
+    assert.equal(packs().length, before + 1, 'only the new store pack was imported after the local gc');
+    // A lease on a tag that matches is a forced update, as with any git remote.
+    w.git('tag', 't1');
+    ok(sb, w.dir, ['push', 'origin', 't1']);
+    const old = w.git('rev-parse', 't1').trim();
+    w.commit('again', { 'again.txt': 'x\n' });
+    w.git('tag', '-f', 't1');
+    ok(sb, w.dir, ['push', `--force-with-lease=refs/tags/t1:${old}`, 'origin', 't1']);
+    assert.equal(lsRemote(sb, w.dir, xurl(store)).get('refs/tags/t1'), w.git('rev-parse', 't1').trim());
+    // A gap in the state log is reported as exactly the missing state.
+    const states = fs.readdirSync(path.join(store, 'state')).sort();
+    assert.ok(states.length >= 3);
+    fs.rmSync(path.join(store, 'state', states[1]));
+    const f = fsckStore(sb, store);
+    assert.equal(f.status, 1);
+    assert.ok(f.out.problems.includes('state 2 is missing'), JSON.stringify(f.out.problems));
+    assert.ok(!f.out.problems.some((p) => /state [3-9] is missing/.test(p)), JSON.stringify(f.out.problems));
+  });
+});
+
+test('restore and handoff accept refuse a target inside the git directory', async () => {
+  await withMountSandbox((sb) => {
+    const { r } = seededStore(sb);
+    const snap = capture(sb, r.dir);
+    expectError(
+      xet(sb, r.dir, ['restore', snap, path.join(r.dir, '.git', 'refs', 'heads', 'zz'), '--json']),
+      'TARGET_UNUSABLE',
+    );
+    const id = parseJson(
+      xet(sb, r.dir, ['handoff', 'create', snap, '--to', 'b', '--from', 'a', '--title', 't', '--json']),
+    ).id;
+    expectError(xet(sb, r.dir, ['handoff', 'accept', id, path.join(r.dir, '.git', 'x'), '--json']), 'TARGET_UNUSABLE');
+    assert.equal(fs.existsSync(path.join(r.dir, '.git', 'refs', 'heads', 'zz')), false);
   });
 });

@@ -28,9 +28,9 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
   const problems: string[] = [];
   const seqs = store.stateSeqs();
   let prev: LoadedState | null = null;
-  seqs.forEach((seq, i) => {
-    if (seq !== i + 1) problems.push(`state ${i + 1} is missing (found ${seq} next)`);
-  });
+  const present = new Set(seqs);
+  const last = seqs.length ? seqs[seqs.length - 1] : 0;
+  for (let n = 1; n <= last; n++) if (!present.has(n)) problems.push(`state ${n} is missing`);
   const seen = new Set<string>();
   for (const seq of seqs) {
     let cur: LoadedState;

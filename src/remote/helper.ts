@@ -186,12 +186,17 @@ export class RemoteHelper {
     this.write(`${lines.join('\n')}${lines.length ? '\n' : ''}\n`);
   }
 
-  async fetch(): Promise<void> {
+  async fetch(wanted: string[]): Promise<void> {
     const store = this.openStore(false);
     if (!store) throw new XetError('STORE_UNAVAILABLE', `no xet store at ${this.root}`, { store: this.root });
     const repo = await this.matchingRepo(store);
     const latest = store.latest();
-    if (latest) await importPacks(store, repo, latest.state.packs);
+    if (latest) {
+      await importPacks(store, repo, latest.state.packs);
+      // Packs imported earlier may have lost objects to a local gc since: then import them again.
+      const have = await objectSizes(wanted, repoOpts(repo));
+      if (wanted.some((oid) => !have.has(oid))) await importPacks(store, repo, latest.state.packs, true);
+    }
     if (this.cloning) await this.recordAbsoluteUrl(repo);
     this.write('\n');
   }
@@ -240,7 +245,11 @@ export class RemoteHelper {
       // An annotated tag is published as the tag object itself, as git does.
       wanted.set(s.dst, s.src ? await gitText(['rev-parse', '--verify', s.src], o) : null);
     }
-    let pack: string | null | undefined;
+    // Packs this push wrote, and the tips they cover. A retry may accept a ref an earlier attempt
+    // refused (the ref moved back meanwhile): its objects must then be sent too, before any state
+    // names it.
+    const packs: string[] = [];
+    const covered = new Set<string>();
     for (let attempt = 0; attempt < 1000; attempt++) {
       const latest = store?.latest() ?? null;
       const refs = latest?.state.refs ?? {};
@@ -251,16 +260,20 @@ export class RemoteHelper {
       }
       const changes = decided.filter((d) => !d.error && refs[d.dst] !== (wanted.get(d.dst) ?? undefined));
       if (this.opts.dryRun || !changes.length || !store) return decided;
-      if (pack === undefined) {
-        const tips = changes.map((d) => wanted.get(d.dst)).filter((x): x is string => Boolean(x));
-        pack = await pushPack(store, o, [...new Set(tips)], refs);
+      const tips = changes
+        .map((d) => wanted.get(d.dst))
+        .filter((x): x is string => Boolean(x) && !covered.has(x as string));
+      if (tips.length) {
+        const pack = await pushPack(store, o, [...new Set(tips)], refs);
+        if (pack) packs.push(pack);
+        for (const t of tips) covered.add(t);
         dieAt('after-pack');
       }
       const next = nextState(
         latest,
         refs,
         changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
-        pack,
+        packs,
         pushId,
         await localHead(repo),
       );
@@ -296,7 +309,7 @@ export class RemoteHelper {
         else if (isCreateOnce(s.dst)) error = 'create-once ref cannot be deleted';
       } else if (cur === undefined) error = undefined;
       else if (isCreateOnce(s.dst)) error = 'already exists';
-      else if (s.dst.startsWith('refs/tags/') && !s.force) error = 'already exists';
+      else if (s.dst.startsWith('refs/tags/') && !s.force && expected === undefined) error = 'already exists';
       else if (!s.force && expected === undefined) {
         if (!local.has(cur)) error = 'fetch first';
         else {
@@ -319,7 +332,7 @@ function nextState(
   latest: LoadedState | null,
   refs: Record<string, string>,
   changes: [string, string | null][],
-  pack: string | null,
+  newPacks: string[],
   pushId: string,
   localHeadRef: string | null,
 ): StoreState {
@@ -329,7 +342,7 @@ function nextState(
     else next[name] = oid;
   }
   const packs = [...(latest?.state.packs ?? [])];
-  if (pack && !packs.includes(pack)) packs.push(pack);
+  for (const pack of newPacks) if (!packs.includes(pack)) packs.push(pack);
   let head = latest?.state.head ?? null;
   if (!head || !next[head]) {
     const branches = Object.keys(next)
@@ -375,10 +388,12 @@ export async function main(argv: string[]): Promise<number> {
       } else if (line === 'list' || line === 'list for-push') await helper.list(line === 'list for-push');
       else if (line.startsWith('fetch ')) {
         // A batch of fetch lines ends with a blank line; everything the store has comes at once.
+        const wanted: string[] = [];
         for (let l: string | null = line; l; l = await next()) {
           if (!l.startsWith('fetch ')) throw new XetError('USAGE', `unexpected in a fetch batch: ${l}`);
+          wanted.push(l.split(' ')[1]);
         }
-        await helper.fetch();
+        await helper.fetch(wanted);
       } else if (line.startsWith('push ')) {
         const specs: PushSpec[] = [];
         for (let l: string | null = line; l; l = await next()) {

@@ -18,7 +18,7 @@ import { git } from '../git/exec';
 import { listRefs } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir, withSidecar } from '../sidecar/db';
-import { acquireLock } from '../sidecar/lock';
+import { acquireLock, type Lock } from '../sidecar/lock';
 import {
   insertPublication,
   pendingPublications,
@@ -78,11 +78,22 @@ export async function pushXetRefs(options: { cwd: string; remote?: string }): Pr
   const kind = kindOf(url);
 
   // Outcomes lost earlier come first: this push must not be mistaken for (or replay) one of them.
+  // A pending publication whose owner still holds its lock is not lost but running: leave it be.
   const resolved: PushResult['resolved'] = [];
   for (const p of withSidecar(repo.commonDir, (db) => pendingPublications(db, url))) {
-    const state = await establish(repo, p);
-    if (state !== 'unknown') withSidecar(repo.commonDir, (db) => resolvePublication(db, p.id, state, null));
-    resolved.push({ id: p.id, state });
+    let owner: Lock;
+    try {
+      owner = acquireLock(ownerLockFile(repo, p.id), 'publishing', 0);
+    } catch {
+      continue;
+    }
+    try {
+      const state = await establish(repo, p);
+      if (state !== 'unknown') withSidecar(repo.commonDir, (db) => resolvePublication(db, p.id, state, null));
+      resolved.push({ id: p.id, state });
+    } finally {
+      owner.release();
+    }
   }
   const unknown = resolved.filter((r) => r.state === 'unknown');
   if (unknown.length) {
@@ -119,9 +130,36 @@ export async function pushXetRefs(options: { cwd: string; remote?: string }): Pr
   } else {
     args = ['push', '--porcelain', '--atomic', remote, ...specs];
   }
-  withSidecar(repo.commonDir, (db) =>
-    insertPublication(db, { id, remote, url, refspecs: specs, createdAt: new Date().toISOString() }),
-  );
+  // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
+  // never mistakes this running publication for a lost one.
+  const owner = acquireLock(ownerLockFile(repo, id), 'publishing');
+  try {
+    withSidecar(repo.commonDir, (db) =>
+      insertPublication(db, { id, remote, url, refspecs: specs, createdAt: new Date().toISOString() }),
+    );
+    return await runPublication(repo, { id, url, args, fresh, conflicts, result });
+  } finally {
+    owner.release();
+  }
+}
+
+function ownerLockFile(repo: Repo, id: string): string {
+  return path.join(sidecarDir(repo.commonDir), 'locks', `publication-${id}.owner.lockdb`);
+}
+
+async function runPublication(
+  repo: Repo,
+  p: {
+    id: string;
+    url: string;
+    args: string[];
+    fresh: { name: string }[];
+    conflicts: unknown[];
+    result: PushResult;
+  },
+): Promise<PushResult> {
+  const { id, url, args, fresh, conflicts, result } = p;
+  const o = repoOpts(repo);
   const r = await git(args, { ...o, env: { ...o.env, [PUBLICATION_ENV]: id }, okCodes: [1, 128] });
   const outcomes = parsePorcelain(r.stdout.toString('utf8'));
   if (r.code === 0) {
@@ -184,7 +222,8 @@ async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>
   if (r.code !== 0) {
     // A store that does not exist yet is created by the first push; anything else is unreachable.
     if (/no xet store at/.test(r.stderr) && !/not a store/.test(r.stderr)) return out;
-    throw new XetError('STORE_UNAVAILABLE', `cannot list ${remote}: ${lastLine(r.stderr)}`, { remote });
+    const code = /\[(INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'STORE_UNAVAILABLE';
+    throw new XetError(code as 'STORE_UNAVAILABLE', `cannot list ${remote}: ${lastLine(r.stderr)}`, { remote });
   }
   for (const line of r.stdout.toString('utf8').split('\n')) {
     const [oid, name] = line.split('\t');
@@ -215,15 +254,20 @@ async function establish(repo: Repo, p: PublicationRow): Promise<PublicationStat
       lock = acquireLock(
         path.join(sidecarDir(repo.commonDir), 'locks', `publication-${p.id}.lockdb`),
         'publishing',
-        2000,
+        10_000,
       );
     } catch {
       return 'unknown';
     }
     try {
       const store = DirectoryStore.open(storePathFromUrl(p.url, repo.worktree));
+      // Newest first; a state made before the publication was recorded cannot carry it (the helper
+      // runs on this machine, after the row was written), so the scan stops there.
+      const since = Date.parse(p.createdAt) - 60_000;
       for (const seq of store.stateSeqs().reverse()) {
-        if (store.readState(seq).state.pushId === p.id) return 'published';
+        const { state } = store.readState(seq);
+        if (state.pushId === p.id) return 'published';
+        if (Date.parse(state.createdAt) < since) break;
       }
       return 'not-published';
     } catch {
@@ -256,50 +300,78 @@ export interface FetchResult {
   refspecAdded: boolean;
 }
 
+/** Where a named remote's refs/xet/* are tracked (like its branches under refs/remotes/<name>/). */
+export function trackingPrefix(remote: string): string {
+  return `refs/remotes/${remote}/xet/`;
+}
+
+/**
+ * refs/xet/* arrive in a tracking namespace first (forced there: it only mirrors the remote), then
+ * each is created locally only if absent. A plain refspec into refs/xet/* would let a fast-forward
+ * move a content-named ref (a snapshot's or handoff's) to something else.
+ */
 export async function fetchXetRefs(options: { cwd: string; remote?: string }): Promise<FetchResult> {
   const repo = await findRepo(options.cwd, true);
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
   const url = await remoteUrl(repo, remote);
+  const named = url !== remote;
+  const prefix = named ? trackingPrefix(remote) : `refs/xet-incoming/${crypto.randomBytes(6).toString('hex')}/`;
+  const spec = `+refs/xet/*:${prefix}*`;
   let refspecAdded = false;
-  if (url !== remote) {
-    // A named remote: later plain `git fetch`es bring refs/xet/* too.
+  if (named) {
+    // Later plain `git fetch`es keep the tracking refs current; `git xet fetch` adopts new ones.
     const have = await git(['config', '--get-all', `remote.${remote}.fetch`], { ...o, okCodes: [1] });
-    if (!have.stdout.toString('utf8').split('\n').includes(XET_REFSPEC)) {
-      await git(['config', '--add', `remote.${remote}.fetch`, XET_REFSPEC], o);
+    if (!have.stdout.toString('utf8').split('\n').includes(spec)) {
+      await git(['config', '--add', `remote.${remote}.fetch`, spec], o);
       refspecAdded = true;
     }
   }
-  const before = new Map((await listRefs(['refs/xet/'], o)).map((r) => [r.name, r.oid]));
-  // Not forced: a ref that exists here with other content is refused, never overwritten.
-  const r = await git(['fetch', '--no-tags', '--', remote, XET_REFSPEC], { ...o, okCodes: [1, 128] });
-  if (r.code !== 0) {
-    const clash = /rejected\]\s+(\S+)/.exec(r.stderr);
-    if (clash) {
+  try {
+    const r = await git(['fetch', '--no-tags', '--', remote, spec], { ...o, okCodes: [1, 128] });
+    if (r.code !== 0) {
+      const code =
+        /\[(INTEGRITY_MISMATCH|STORE_UNAVAILABLE|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ??
+        (/does not appear to be a git repository|Could not read from remote/.test(r.stderr)
+          ? 'STORE_UNAVAILABLE'
+          : 'GIT_FAILED');
+      throw new XetError(code as 'GIT_FAILED', `fetching from ${remote} failed: ${lastLine(r.stderr)}`, {
+        remote,
+        stderr: r.stderr.slice(-4000),
+      });
+    }
+    const incoming = await listRefs([prefix], o);
+    const local = new Map((await listRefs(['refs/xet/'], o)).map((x) => [x.name, x.oid]));
+    const creates: { ref: string; oid: string }[] = [];
+    const clashes: { ref: string; here?: string; there: string; why: string }[] = [];
+    for (const x of incoming) {
+      const ref = `refs/xet/${x.name.slice(prefix.length)}`;
+      const named = /^refs\/xet\/snapshots\/([0-9a-f]+)$/.exec(ref);
+      if (named && named[1] !== x.oid) {
+        clashes.push({ ref, there: x.oid, why: 'a snapshot ref must name its own commit' });
+      } else if (!local.has(ref)) creates.push({ ref, oid: x.oid });
+      else if (local.get(ref) !== x.oid)
+        clashes.push({ ref, here: local.get(ref), there: x.oid, why: 'other content' });
+    }
+    if (creates.length) {
+      // `create` fails if the ref appeared meanwhile: never an overwrite, even in a race.
+      await git(['update-ref', '--stdin'], { ...o, input: creates.map((c) => `create ${c.ref} ${c.oid}\n`).join('') });
+    }
+    if (clashes.length) {
       throw new XetError(
         'REF_IMMUTABLE',
-        `${remote} has ${clash[1]} with other content than here; it was not fetched`,
-        {
-          remote,
-          stderr: r.stderr.slice(-4000),
-        },
+        `${remote} has ${clashes.length} ref(s) that differ from this repository's (${clashes[0].ref}: ` +
+          `${clashes[0].why}); they were not taken${creates.length ? `, ${creates.length} new ref(s) were` : ''}`,
+        { remote, clashes, fetched: creates },
       );
     }
-    const code = /INTEGRITY_MISMATCH/.test(r.stderr)
-      ? 'INTEGRITY_MISMATCH'
-      : /STORE_UNAVAILABLE|does not appear to be a git repository|Could not read from remote/.test(r.stderr)
-        ? 'STORE_UNAVAILABLE'
-        : 'GIT_FAILED';
-    throw new XetError(code, `fetching from ${remote} failed: ${lastLine(r.stderr)}`, {
-      remote,
-      stderr: r.stderr.slice(-4000),
-    });
+    return { remote, url, fetched: creates, refspecAdded };
+  } finally {
+    if (!named) {
+      const temp = await listRefs([prefix], o);
+      if (temp.length) {
+        await git(['update-ref', '--stdin'], { ...o, input: temp.map((t) => `delete ${t.name}\n`).join('') });
+      }
+    }
   }
-  const after = await listRefs(['refs/xet/'], o);
-  return {
-    remote,
-    url,
-    fetched: after.filter((x) => before.get(x.name) !== x.oid).map((x) => ({ ref: x.name, oid: x.oid })),
-    refspecAdded,
-  };
 }

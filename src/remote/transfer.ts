@@ -10,6 +10,7 @@ import { XetError } from '../errors';
 import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
+import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
@@ -77,14 +78,30 @@ async function writePack(
   }
 }
 
+/** Store packs this repository has imported, per store: a local `git gc` merges imported packs away,
+ * and their objects stay; the names alone say what not to copy again. */
+function importedLedger(repo: Repo, store: DirectoryStore): string {
+  const key = crypto.createHash('sha256').update(store.root).digest('hex').slice(0, 16);
+  return path.join(sidecarDir(repo.commonDir), 'imported-packs', `${key}.txt`);
+}
+
 /** Copy into the repository every store pack it does not have, verified by `git index-pack`. */
-export async function importPacks(store: DirectoryStore, repo: Repo, packs: string[]): Promise<string[]> {
+export async function importPacks(
+  store: DirectoryStore,
+  repo: Repo,
+  packs: string[],
+  ignoreLedger = false,
+): Promise<string[]> {
   const packDir = path.join(repo.objectsDir, 'pack');
   fs.mkdirSync(packDir, { recursive: true });
+  const ledger = importedLedger(repo, store);
+  const known = new Set(
+    !ignoreLedger && fs.existsSync(ledger) ? fs.readFileSync(ledger, 'utf8').split('\n').filter(Boolean) : [],
+  );
   const imported: string[] = [];
   for (const name of packs) {
     const final = path.join(packDir, `${name}.pack`);
-    if (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`))) continue;
+    if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
     const src = store.packPath(name);
     if (!fs.existsSync(src)) {
       throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
@@ -120,6 +137,8 @@ export async function importPacks(store: DirectoryStore, repo: Repo, packs: stri
       fs.renameSync(`${tmp}.pack`, final);
       fs.renameSync(`${tmp}.idx`, path.join(packDir, `${name}.idx`));
       imported.push(name);
+      fs.mkdirSync(path.dirname(ledger), { recursive: true });
+      fs.appendFileSync(ledger, `${name}\n`);
     } finally {
       fs.rmSync(`${tmp}.pack`, { force: true });
       fs.rmSync(`${tmp}.idx`, { force: true });

@@ -78,6 +78,22 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       cwd: options.cwd,
     });
   }
+  if (local) {
+    // A restore inside the repository's own git dir would write a repository among its refs.
+    const real = (p: string) => {
+      try {
+        return fs.realpathSync(p);
+      } catch {
+        return path.resolve(p);
+      }
+    };
+    const t = real(path.dirname(target)) + path.sep + path.basename(target);
+    for (const d of [real(local.commonDir), real(local.gitDir)]) {
+      if (t === d || t.startsWith(`${d}${path.sep}`)) {
+        throw new XetError('TARGET_UNUSABLE', `cannot restore inside the git directory ${d}`, { dir: target });
+      }
+    }
+  }
   const fromUrl = options.from ? await resolveFrom(options.cwd, options.from, local) : null;
 
   // Resolve and validate the snapshot before creating anything, when we can see it locally.
