@@ -25,6 +25,7 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import {
+  printReport,
   BENCH_DIR,
   ROOT,
   BenchError,
@@ -779,20 +780,7 @@ function printTables(results) {
       s.steps.map((x) => [x.side, x.step, fmtS(x.seconds), range(x.samples)]),
     ),
   );
-  for (const [title, list] of [
-    ['PROBLEMS', results.problems],
-    ['WARNINGS', results.warnings],
-  ]) {
-    if (!list.length) continue;
-    out.push('', `${title} (${list.length}):`);
-    for (const p of list) out.push(`  - ${p.split('\n').join('\n    ')}`);
-  }
-  if (results.errors.length) {
-    out.push('', `ERRORS (${results.errors.length}):`);
-    for (const e of results.errors) out.push(`  [${e.phase}] ${e.message.split('\n').join('\n    ')}`);
-  }
-  out.push('');
-  process.stdout.write(out.join('\n') + '\n');
+  printReport(out, results);
 }
 
 main().catch((e) => {

@@ -1177,3 +1177,21 @@ if (process.argv[1] && realpathSync(resolve(process.argv[1])) === fileURLToPath(
     process.exit(1);
   });
 }
+
+/** The end of a harness report: problems, warnings and errors after the tables, then print it all. */
+export function printReport(out, results) {
+  for (const [title, list] of [
+    ['PROBLEMS', results.problems],
+    ['WARNINGS', results.warnings],
+  ]) {
+    if (!list.length) continue;
+    out.push('', `${title} (${list.length}):`);
+    for (const p of list) out.push(`  - ${p.split('\n').join('\n    ')}`);
+  }
+  if (results.errors.length) {
+    out.push('', `ERRORS (${results.errors.length}):`);
+    for (const e of results.errors) out.push(`  [${e.phase}] ${e.message.split('\n').join('\n    ')}`);
+  }
+  out.push('');
+  process.stdout.write(out.join('\n') + '\n');
+}

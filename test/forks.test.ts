@@ -82,6 +82,15 @@ function entriesWithoutStat(sb: Sandbox, dir: string, paths: string[]): string[]
   return missing;
 }
 
+/** A repository of 8,000 small files: big enough that a fork or discard can be killed half way. */
+function manyFilesSource(sb: Sandbox): Repo {
+  const src = initRepo(sb, 'src');
+  const files: Record<string, string> = {};
+  for (let i = 0; i < 8000; i++) files[`d${i % 40}/f${i}.txt`] = `${i}\n`;
+  src.commit('many', files);
+  return src;
+}
+
 function richSource(sb: Sandbox, at = 'src'): Repo {
   const r = initRepo(sb, at);
   buildRichFixture(r);
@@ -487,10 +496,7 @@ test(
   { skip: rootOnly },
   async () => {
     await withMountSandbox(async (sb) => {
-      const src = initRepo(sb, 'src');
-      const files: Record<string, string> = {};
-      for (let i = 0; i < 8000; i++) files[`d${i % 40}/f${i}.txt`] = `${i}\n`;
-      src.commit('many', files);
+      const src = manyFilesSource(sb);
       const snap = capture(sb, src.dir);
       const f = sb.path('f');
       // Killed at a fixed delay (possibly before any effect), and as soon as the worktree exists (while
@@ -685,10 +691,7 @@ test(
   { skip: rootOnly },
   async () => {
     await withMountSandbox(async (sb) => {
-      const src = initRepo(sb, 'src');
-      const files: Record<string, string> = {};
-      for (let i = 0; i < 8000; i++) files[`d${i % 40}/f${i}.txt`] = `${i}\n`;
-      src.commit('many', files);
+      const src = manyFilesSource(sb);
       const snap = capture(sb, src.dir);
       const f = sb.path('f');
       fork(sb, src.dir, snap, f, ['--mode', 'copy']);

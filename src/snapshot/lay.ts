@@ -51,14 +51,7 @@ export interface LaySpec {
 /** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
 export async function layFiles(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
-  const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-lay-'));
-  const shadow = createShadow({
-    dir: path.join(scratch, 'shadow'),
-    objectFormat: snap.manifest.git.objectFormat,
-    objectsDir: spec.objectsDir,
-    worktree,
-    indexFile: spec.filesIndex,
-  });
+  const { scratch, shadow } = shadowFor(spec, spec.filesIndex);
   try {
     const o = { cwd: worktree, env: shadow.env };
     await git(['read-tree', snap.filesTree], o);
@@ -76,14 +69,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
 /** Build the worktree's index from the files index: staged tree, stat data, conversions, flags. */
 export async function layIndex(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
-  const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-lay-'));
-  const shadow = createShadow({
-    dir: path.join(scratch, 'shadow'),
-    objectFormat: snap.manifest.git.objectFormat,
-    objectsDir: spec.objectsDir,
-    worktree,
-    indexFile: spec.indexFile,
-  });
+  const { scratch, shadow } = shadowFor(spec, spec.indexFile);
   try {
     fs.copyFileSync(spec.filesIndex, spec.indexFile);
     const o = { cwd: worktree, env: shadow.env };
@@ -100,6 +86,19 @@ export async function layIndex(spec: LaySpec): Promise<void> {
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** A scratch dir holding a shadow git dir that reads and writes `indexFile` for the worktree. */
+function shadowFor(spec: LaySpec, indexFile: string): { scratch: string; shadow: ReturnType<typeof createShadow> } {
+  const scratch = fs.mkdtempSync(path.join(spec.scratchParent, 'xet-lay-'));
+  const shadow = createShadow({
+    dir: path.join(scratch, 'shadow'),
+    objectFormat: spec.snap.manifest.git.objectFormat,
+    objectsDir: spec.objectsDir,
+    worktree: spec.worktree,
+    indexFile,
+  });
+  return { scratch, shadow };
 }
 
 export function assertNoSymlinkBetween(root: string, abs: string): void {
