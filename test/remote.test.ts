@@ -1155,3 +1155,47 @@ test('restore and handoff accept refuse a target inside the git directory', asyn
     assert.equal(fs.existsSync(path.join(r.dir, '.git', 'refs', 'heads', 'zz')), false);
   });
 });
+
+test('a push that loses the race and then accepts a ref it refused sends that ref’s objects first', async () => {
+  await withMountSandbox(async (sb) => {
+    // The review's interleaving, made exact with the helper's pause points.
+    const store = sb.path('store');
+    const base = initRepo(sb, 'base', ['-b', 'main']);
+    const a1 = base.commit('a1', { 'f.txt': '1\n' });
+    ok(sb, base.dir, ['push', xurl(store), 'main', 'main:other']);
+    const p1 = clone(sb, xurl(store), 'p1');
+    const a2 = p1.commit('a2', { 'f.txt': '2\n' });
+    p1.git('checkout', '-q', '-b', 'other', 'origin/other');
+    p1.commit('b2', { 'g.txt': 'b\n' });
+    p1.git('checkout', '-q', 'main');
+    const p2 = clone(sb, xurl(store), 'p2');
+    p2.git('checkout', '-q', '--orphan', 'x');
+    const x = p2.commit('x', { 'x.txt': 'x\n' });
+    const pauses = sb.path('pauses');
+    fs.mkdirSync(pauses);
+    const waitFor = async (name: string) => {
+      const until = Date.now() + 30_000;
+      while (!fs.existsSync(path.join(pauses, name))) {
+        assert.ok(Date.now() < until, `the helper never reached ${name}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    const push1 = runAsync(sb, p1.dir, 'git', ['push', 'origin', 'main', 'other'], {
+      GIT_XET_TEST_PAUSE_AT: 'before-decide,after-pack',
+      GIT_XET_TEST_PAUSE_DIR: pauses,
+    });
+    await waitFor('before-decide.reached');
+    ok(sb, p2.dir, ['push', '-f', 'origin', `${x}:refs/heads/main`]); // P1 will find main unknown: "fetch first"
+    fs.writeFileSync(path.join(pauses, 'before-decide.go'), '');
+    await waitFor('after-pack.reached'); // its pack holds only `other`
+    ok(sb, p2.dir, ['push', '-f', 'origin', `${a1}:refs/heads/main`]); // main back where P1 can fast-forward it
+    fs.writeFileSync(path.join(pauses, 'after-pack.go'), '');
+    const r = await push1;
+    assert.equal(r.status, 0, `P1's push: ${r.stderr}`);
+    assert.equal(lsRemote(sb, p1.dir, xurl(store)).get('refs/heads/main'), a2, 'main was accepted on the retry');
+    assertStoreOk(sb, store);
+    const c = clone(sb, xurl(store), 'fresh');
+    assert.equal(c.git('rev-parse', 'origin/main').trim(), a2);
+    ok(sb, c.dir, ['fsck', '--strict']);
+  });
+});

@@ -7,6 +7,7 @@
 // so git prints what users know. Each push appends one state to the store's log; a push that loses
 // the race for the next state number re-reads the newer state and decides again.
 
+import * as fs from 'node:fs';
 import * as readline from 'node:readline';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -46,8 +47,25 @@ interface Options {
   objectFormat: boolean;
 }
 
+/** Fault injection for tests: stop at named points (GIT_XET_TEST_PAUSE_AT=a,b) once each, saying so
+ * with `<GIT_XET_TEST_PAUSE_DIR>/<point>.reached`, until `<point>.go` appears: races made exact. */
+const PAUSE_AT_ENV = 'GIT_XET_TEST_PAUSE_AT';
+const PAUSE_DIR_ENV = 'GIT_XET_TEST_PAUSE_DIR';
+const paused = new Set<string>();
+
 function dieAt(point: string): void {
   if (process.env[DIE_AT_ENV] === point) process.kill(process.pid, 'SIGKILL');
+}
+
+async function pauseAt(point: string): Promise<void> {
+  const dir = process.env[PAUSE_DIR_ENV];
+  if (!dir || paused.has(point) || !(process.env[PAUSE_AT_ENV] ?? '').split(',').includes(point)) return;
+  paused.add(point);
+  fs.writeFileSync(path.join(dir, `${point}.reached`), '');
+  const until = Date.now() + 60_000;
+  while (!fs.existsSync(path.join(dir, `${point}.go`)) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 /** Unquote a C-style quoted option value (git quotes non-ASCII and special bytes). */
@@ -251,6 +269,7 @@ export class RemoteHelper {
     const packs: string[] = [];
     const covered = new Set<string>();
     for (let attempt = 0; attempt < 1000; attempt++) {
+      await pauseAt('before-decide');
       const latest = store?.latest() ?? null;
       const refs = latest?.state.refs ?? {};
       const decided = await this.decide(specs, wanted, refs);
@@ -268,6 +287,7 @@ export class RemoteHelper {
         if (pack) packs.push(pack);
         for (const t of tips) covered.add(t);
         dieAt('after-pack');
+        await pauseAt('after-pack');
       }
       const next = nextState(
         latest,
