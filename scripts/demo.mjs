@@ -11,8 +11,11 @@ const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'bi
 const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'xet-demo-')));
 const src = path.join(root, 'project');
 const copy = path.join(root, 'restored');
+const helperDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'remote-helper');
 const env = {
   ...process.env,
+  // git finds git-remote-xet on PATH (npm link puts it there too).
+  PATH: `${helperDir}${path.delimiter}${process.env.PATH ?? ''}`,
   GIT_AUTHOR_NAME: 'Demo',
   GIT_AUTHOR_EMAIL: 'demo@example.com',
   GIT_COMMITTER_NAME: 'Demo',
@@ -91,6 +94,26 @@ try {
   process.stdout.write(`.env left behind as a secret: ${!fs.existsSync(path.join(copy, '.env'))}\n`);
   if (!same) process.exitCode = 1;
   step(same ? 'the restored copy is exactly the captured working tree' : 'MISMATCH');
+
+  // The same snapshot handed to another agent through the embedded default store, a directory.
+  const store = path.join(root, 'store');
+  const bob = path.join(root, 'bob');
+  const accepted = path.join(root, 'bob-copy');
+  step(`a handoff from alice to bob through the xet store ${store}`);
+  git(src, 'remote', 'add', 'team', `xet::${store}`);
+  const id = JSON.parse(
+    xet(src, 'handoff', 'create', snap, '--from', 'alice', '--to', 'bob', '--title', 'v3 in progress', '--json'),
+  ).id;
+  process.stdout.write(`handoff ${id}\n`);
+  process.stdout.write(xet(src, 'push', 'team'));
+  fs.mkdirSync(bob);
+  git(bob, 'init', '-q');
+  git(bob, 'remote', 'add', 'team', `xet::${store}`);
+  process.stdout.write(xet(bob, 'fetch', 'team'));
+  process.stdout.write(xet(bob, 'handoff', 'list', '--to', 'bob'));
+  process.stdout.write(xet(bob, 'handoff', 'accept', id, accepted));
+  process.stdout.write(xet(bob, 'verify', snap, accepted));
+  process.stdout.write(xet(src, 'fsck', '--store', store));
 } finally {
   fs.rmSync(root, { recursive: true, force: true });
 }
