@@ -502,7 +502,19 @@ function readProcStatus(pid) {
       return m ? Number(m[1]) * 1024 : 0;
     };
     const name = (s.match(/^Name:\s+(.*)$/m) || [])[1] || '?';
-    return { name, rss: get('VmRSS'), hwm: get('VmHWM') };
+    return { name, rss: get('VmRSS'), hwm: get('VmHWM'), pss: readPss(pid) };
+  } catch {
+    return null;
+  }
+}
+
+/** Proportional set size: pages shared between processes are split between them. A child that
+ * node has forked but not yet exec'd shares every page of its parent; summing plain RSS would count
+ * the parent twice for that instant. Null where smaps_rollup is unreadable (then RSS is used). */
+function readPss(pid) {
+  try {
+    const m = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(/^Pss:\s+(\d+) kB/m);
+    return m ? Number(m[1]) * 1024 : null;
   } catch {
     return null;
   }
@@ -558,8 +570,10 @@ class TreeSampler {
       if (this.skipRoot && pid === this.rootPid) continue;
       const st = readProcStatus(pid);
       if (!st) continue;
-      sum += st.rss;
-      parts.push({ pid, name: st.name, rssBytes: st.rss });
+      // The tree's total is summed in PSS (see readPss); each process's own peak stays RSS.
+      const share = st.pss ?? st.rss;
+      sum += share;
+      parts.push({ pid, name: st.name, rssBytes: share });
       let p = this.procs.get(pid);
       if (!p) {
         const t = performance.now() - this.t0;
@@ -1125,7 +1139,7 @@ function printTable(results, summary) {
     out.push(
       `peak RSS detail: node CLI ${fmtMB(d.nodePeakBytes)} (VmHWM), largest git child ${fmtMB(d.largestGitChild?.bytes)}` +
         `${d.largestGitChild ? ` (${d.largestGitChild.cmd.slice(0, 60)})` : ''}, ` +
-        `concurrent tree ${fmtMB(d.peakConcurrentTreeBytes)} (sampled every 20 ms, ${d.gitProcessesSeen} git processes seen), ` +
+        `concurrent tree (PSS) ${fmtMB(d.peakConcurrentTreeBytes)} (sampled every 20 ms, ${d.gitProcessesSeen} git processes seen), ` +
         `max single process ${fmtMB(d.maxSingleProcessBytesFromTime)} (/usr/bin/time %M)`,
     );
     out.push(

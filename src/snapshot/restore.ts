@@ -57,6 +57,24 @@ export function checkTarget(dir: string, what = 'restore'): void {
   }
 }
 
+/** A new tree inside a repository's own git dir would put a repository among its refs and objects. */
+export function refuseInsideGitDir(target: string, repo: Repo, what: string): void {
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      const parent = path.dirname(p);
+      return parent === p ? p : path.join(real(parent), path.basename(p));
+    }
+  };
+  const t = real(target);
+  for (const d of [real(repo.commonDir), real(repo.gitDir)]) {
+    if (t === d || t.startsWith(`${d}${path.sep}`)) {
+      throw new XetError('TARGET_UNUSABLE', `cannot ${what} inside the git directory ${d}`, { dir: target });
+    }
+  }
+}
+
 /** Resolve where objects come from: a URL or path for `git fetch`, or the local repository. */
 async function resolveFrom(cwd: string, from: string, local: Repo | null): Promise<string> {
   if (local) {
@@ -78,22 +96,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       cwd: options.cwd,
     });
   }
-  if (local) {
-    // A restore inside the repository's own git dir would write a repository among its refs.
-    const real = (p: string) => {
-      try {
-        return fs.realpathSync(p);
-      } catch {
-        return path.resolve(p);
-      }
-    };
-    const t = real(path.dirname(target)) + path.sep + path.basename(target);
-    for (const d of [real(local.commonDir), real(local.gitDir)]) {
-      if (t === d || t.startsWith(`${d}${path.sep}`)) {
-        throw new XetError('TARGET_UNUSABLE', `cannot restore inside the git directory ${d}`, { dir: target });
-      }
-    }
-  }
+  if (local) refuseInsideGitDir(target, local, 'restore');
   const fromUrl = options.from ? await resolveFrom(options.cwd, options.from, local) : null;
 
   // Resolve and validate the snapshot before creating anything, when we can see it locally.

@@ -23,7 +23,7 @@ import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { layFiles, layIndex } from '../snapshot/lay';
-import { checkTarget, validateSnapshotPaths } from '../snapshot/restore';
+import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { baseFor, basesDir, ensureBase } from './base';
 import { cloneTree, probeReflink } from './copy';
@@ -103,15 +103,11 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       { dir: target, fork: stale.id },
     );
   }
-  const created = makeTargetDir(target);
-  const dir = fs.realpathSync(target);
+  refuseInsideGitDir(target, repo, 'make a fork');
   // Until the registry row is ours, only a directory this process created, and only while empty, is
   // removed on the way out: another `fork` racing for the same directory may be filling it.
-  const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
-  if (inside(dir, fs.realpathSync(repo.commonDir)) || inside(dir, fs.realpathSync(repo.gitDir))) {
-    releaseEmpty(dir, created);
-    throw new XetError('TARGET_UNUSABLE', `a fork cannot live inside the git directory: ${dir}`, { dir });
-  }
+  const created = makeTargetDir(target);
+  const dir = fs.realpathSync(target);
   const progress = options.progress ?? (() => undefined);
   let chosen: Awaited<ReturnType<typeof chooseMode>>;
   try {
