@@ -4,20 +4,18 @@
 // a copy of the workspace's stat cache so an unchanged tree costs a stat pass, not a read.
 
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { type HeadState, indexFileTree, listRefs, readHead, readIndexEntries, sameHead } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
 import { readConfig } from '../git/config';
-import { sidecarDir } from '../sidecar/db';
 import { gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS } from './capture';
-import { workspaceId } from '../sidecar/workspaces';
+import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
 import { resolvePolicy } from './policy';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid } from './store';
-import { treeDifferences, type Difference } from './verify';
+import { treeDifferences, withScratchObjects, type Difference } from './verify';
 import { walkWorktree } from './walk';
 
 export interface DiffResult {
@@ -72,13 +70,10 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     ignored: new Set(ignored),
     policy,
   });
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-diff-'));
-  try {
-    const objects = path.join(scratch, 'objects');
-    fs.mkdirSync(objects);
+  return withScratchObjects('diff', async (scratch, objects) => {
     const env = { ...opts.env, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
     const indexFile = path.join(scratch, 'files.index');
-    const cache = path.join(sidecarDir(repo.commonDir), 'cache', `${workspaceId(repo.gitDir)}.index`);
+    const cache = captureCacheIndex(repo.commonDir, workspaceId(repo.gitDir));
     if (fs.existsSync(cache)) fs.copyFileSync(cache, indexFile);
     const { tree: filesTree } = await scanToTree({
       worktree: repo.worktree,
@@ -98,8 +93,6 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
       ...rename(await treeDifferences(sa.indexTree, indexTree, repo.worktree, env, 'index-')),
       ...stateChanges(m, { head, refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type })) }),
     ];
-    return { from: sa.oid, to: 'worktree', identical: changes.length === 0, changes };
-  } finally {
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
+    return { from: sa.oid, to: 'worktree' as const, identical: changes.length === 0, changes };
+  });
 }

@@ -102,10 +102,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
       return result(oid, [{ kind: 'incomplete', path: dir, actual: 'the creation of this fork did not finish' }]);
     }
   }
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-verify-'));
-  try {
-    const objects = path.join(scratch, 'objects');
-    fs.mkdirSync(objects);
+  return withScratchObjects('verify', async (scratch, objects) => {
     const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
     const differences = [
       ...(await compareFiles(snap, target, scratch, objects, alternates)),
@@ -113,6 +110,20 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
     return result(oid, differences);
+  });
+}
+
+/** Run `fn` with a scratch dir holding an empty object directory, for trees that are compared and
+ * thrown away (the inspected repository's own objects are only ever read, as alternates). */
+export async function withScratchObjects<T>(
+  what: string,
+  fn: (scratch: string, objects: string) => Promise<T>,
+): Promise<T> {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `xet-${what}-`));
+  try {
+    const objects = path.join(scratch, 'objects');
+    fs.mkdirSync(objects);
+    return await fn(scratch, objects);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

@@ -9,15 +9,14 @@
 // Clone and copy forks are scanned with their stat cache, the way `git status` looks at a tree.
 
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { readHead, sameHead } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { expectedForkHead, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import { diffTrees } from '../git/plumbing';
-import { readSnapshot } from '../snapshot/store';
-import { compareIndex, objEnv, scanWorktreeFiles } from '../snapshot/verify';
+import { readSnapshot, type Snapshot } from '../snapshot/store';
+import { compareIndex, objEnv, scanWorktreeFiles, withScratchObjects } from '../snapshot/verify';
 import { baseFor } from './base';
 import { ensureUsable, resolveFork } from './fork';
 
@@ -42,7 +41,7 @@ export interface ForkChanges extends FileChanges {
 export async function forkChanges(cwd: string, dirArg: string): Promise<ForkChanges> {
   const { repo, row } = await resolveFork(cwd, dirArg);
   await ensureUsable(repo, row);
-  const files = await changedFiles(repo, row);
+  const files = await changedFiles(repo, row, await readSnapshot(row.snapshot, repoOpts(repo)));
   return {
     id: row.id,
     dir: row.dir,
@@ -53,16 +52,12 @@ export async function forkChanges(cwd: string, dirArg: string): Promise<ForkChan
   };
 }
 
-export async function changedFiles(repo: Repo, row: ForkRow): Promise<FileChanges> {
-  const snap = await readSnapshot(row.snapshot, repoOpts(repo));
+export async function changedFiles(repo: Repo, row: ForkRow, snap: Snapshot): Promise<FileChanges> {
   if (row.mode === 'overlay' && row.upper) {
     return upperChanges(row.upper, row.dir, baseFor(repo, row.snapshot).tree, snap.manifest.emptyDirs);
   }
   const fork = await findRepo(row.dir);
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-changes-'));
-  try {
-    const objects = path.join(scratch, 'objects');
-    fs.mkdirSync(objects);
+  return withScratchObjects('changes', async (scratch, objects) => {
     const alternates = [fork.objectsDir];
     const cache = captureCacheIndex(repo.commonDir, workspaceId(fork.gitDir));
     const { tree, emptyDirs } = await scanWorktreeFiles(fork, scratch, objects, alternates, cache);
@@ -76,27 +71,20 @@ export async function changedFiles(repo: Repo, row: ForkRow): Promise<FileChange
     out.addedEmptyDirs = emptyDirs.filter((d) => !was.has(d)).sort();
     out.removedEmptyDirs = snap.manifest.emptyDirs.filter((d) => !now.has(d)).sort();
     return out;
-  } finally {
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
+  });
 }
 
 /** Anything that makes the fork differ from its snapshot: files, the index and its flags, HEAD. */
 export async function forkIsDirty(repo: Repo, row: ForkRow): Promise<boolean> {
-  const files = await changedFiles(repo, row);
+  const snap = await readSnapshot(row.snapshot, repoOpts(repo));
+  const files = await changedFiles(repo, row, snap);
   if (Object.values(files).some((list) => list.length > 0)) return true;
   const fork = await findRepo(row.dir);
-  const snap = await readSnapshot(row.snapshot, repoOpts(repo));
-  const head = await readHead({ cwd: fork.worktree, env: { GIT_DIR: fork.gitDir, GIT_WORK_TREE: fork.worktree } });
-  if (!sameHead(head, expectedForkHead(row))) return true;
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-dirty-'));
-  try {
-    const objects = path.join(scratch, 'objects');
-    fs.mkdirSync(objects);
-    return (await compareIndex(snap, fork, scratch, objects, [fork.objectsDir])).length > 0;
-  } finally {
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
+  if (!sameHead(await readHead(repoOpts(fork)), expectedForkHead(row))) return true;
+  return withScratchObjects(
+    'dirty',
+    async (scratch, objects) => (await compareIndex(snap, fork, scratch, objects, [fork.objectsDir])).length > 0,
+  );
 }
 
 function isWhiteout(st: fs.Stats): boolean {
