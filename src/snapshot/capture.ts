@@ -33,7 +33,7 @@ import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { acquireLock } from '../sidecar/lock';
-import { SNAPSHOT_SCHEMA, serializeManifest, type Manifest } from './manifest';
+import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
@@ -314,6 +314,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         emptyDirs: walk.emptyDirs.length,
       },
     };
+    manifest.schema = schemaFor(manifest);
     const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
     const top = await mktree(
       [
@@ -329,7 +330,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const commitOpts = { ...userOpts, env: identity };
     const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
     const subject = options.message ? options.message : 'snapshot';
-    const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${SNAPSHOT_SCHEMA}\n`, commitOpts);
+    const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
 
     // --- publish: the ref, then the sidecar record ---
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);

@@ -8,6 +8,13 @@ import { XetError } from '../errors';
 import { canonicalJson } from './canonical-json';
 
 export const SNAPSHOT_SCHEMA = 'xet.snapshot/v1';
+/** Written instead of v1 when a snapshot holds state that a reader of v1 would silently restore
+ * wrong (nested repositories, unmerged entries, an operation in progress, sparse checkout): an older
+ * git xet then refuses it by name instead of misreading it. Additions an old reader may ignore
+ * without losing content (file times, hard links) stay v1. See docs/FORMAT.md. */
+export const SNAPSHOT_SCHEMA_V2 = 'xet.snapshot/v2';
+/** Major versions this reader understands. */
+const READABLE_MAJORS = new Set(['1', '2']);
 const SCHEMA_RE = /^xet\.snapshot\/v(\d+)(?:\.(\d+))?$/;
 
 // zod is loaded on first use: it costs ~30 ms at start-up and capture never parses a manifest.
@@ -91,6 +98,13 @@ export function manifestSchema(): ReturnType<typeof buildSchema> {
 export type Manifest = Zod.infer<ReturnType<typeof buildSchema>>;
 export type ManifestRef = Manifest['refs'][number];
 
+/** The schema a new manifest is written with: v2 only when it holds what a v1 reader would misread.
+ * Each feature that needs v2 adds its test here. */
+export function schemaFor(m: Manifest): string {
+  const needsV2: boolean[] = [m.schema === SNAPSHOT_SCHEMA_V2];
+  return needsV2.some(Boolean) ? SNAPSHOT_SCHEMA_V2 : SNAPSHOT_SCHEMA;
+}
+
 export function serializeManifest(m: Manifest): Buffer {
   return Buffer.from(canonicalJson(m), 'utf8');
 }
@@ -106,11 +120,11 @@ export function parseManifest(bytes: Buffer | string, where = 'manifest.json', v
   const schema = (raw as { schema?: unknown } | null)?.schema;
   const m = typeof schema === 'string' ? SCHEMA_RE.exec(schema) : null;
   if (!m) throw new XetError('SNAPSHOT_INVALID', `${where} has no xet.snapshot schema`, { schema });
-  if (m[1] !== '1') {
+  if (!READABLE_MAJORS.has(m[1])) {
     throw new XetError(
       'SCHEMA_UNSUPPORTED',
-      `${where} is ${schema}; this git xet reads only ${SNAPSHOT_SCHEMA} — upgrade git xet to read it`,
-      { schema, supported: SNAPSHOT_SCHEMA },
+      `${where} is ${schema}; this git xet reads only ${SNAPSHOT_SCHEMA} and ${SNAPSHOT_SCHEMA_V2} — upgrade git xet to read it`,
+      { schema, supported: [SNAPSHOT_SCHEMA, SNAPSHOT_SCHEMA_V2] },
     );
   }
   // Bytes already validated once (same snapshot id, same bytes) need not load zod again.
