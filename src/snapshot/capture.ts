@@ -520,10 +520,16 @@ async function treeTotals(
 
 /** The files tree and totals of the newest snapshot in the repository, if any. */
 async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: string } & Totals) | null> {
-  const newest = await gitText(
-    ['for-each-ref', '--sort=-creatordate', '--count=1', '--format=%(objectname)', SNAPSHOT_REF_PREFIX],
-    opts,
-  );
+  // Only a ref that names its own commit is a snapshot (a fetched one may point anywhere).
+  const newest = (
+    await gitText(
+      ['for-each-ref', '--sort=-creatordate', '--format=%(refname) %(objectname)', SNAPSHOT_REF_PREFIX],
+      opts,
+    )
+  )
+    .split('\n')
+    .map((l) => l.split(' '))
+    .find(([name, oid]) => name === `${SNAPSHOT_REF_PREFIX}${oid}`)?.[1];
   if (!newest) return null;
   const objs = await catFileBatch([`${newest}:manifest.json`], opts);
   const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });

@@ -146,6 +146,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
     const gitDir = path.join(tmp, '.git');
+    if (fromUrl) await refuseMisnamedFetch(oid, opts);
     fs.writeFileSync(path.join(gitDir, RESTORE_MARKER), `${oid}\n`);
     if (!snap) {
       snap = await readSnapshot(oid, opts);
@@ -198,6 +199,17 @@ function publish(tmp: string, target: string): void {
     throw new XetError('TARGET_UNUSABLE', `cannot move the restored tree into ${target}: ${(e as Error).message}`, {
       dir: target,
       errno: code,
+    });
+  }
+}
+
+/** The remote's ref for a snapshot must point at the commit its name says (refs are anyone's). */
+async function refuseMisnamedFetch(oid: string, opts: GitOptions): Promise<void> {
+  const got = await gitText(['rev-parse', '--verify', `${SNAPSHOT_REF_PREFIX}${oid}`], opts);
+  if (got !== oid) {
+    throw new XetError('INTEGRITY_MISMATCH', `the remote's ${SNAPSHOT_REF_PREFIX}${oid} points at ${got}`, {
+      snapshot: oid,
+      oid: got,
     });
   }
 }

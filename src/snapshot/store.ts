@@ -18,22 +18,46 @@ export interface Snapshot {
   objectsTree: string | null;
 }
 
+/** A snapshot ref is named by the id of the commit it points to. Refs arrive by plain `git fetch`
+ * from anyone, so one that points elsewhere is refused wherever refs are read. */
+export function snapshotRefIsSound(r: { name: string; oid: string }): boolean {
+  return r.name === `${SNAPSHOT_REF_PREFIX}${r.oid}`;
+}
+
+function misnamedRef(r: { name: string; oid: string }): XetError {
+  const id = r.name.slice(SNAPSHOT_REF_PREFIX.length);
+  return new XetError(
+    'INTEGRITY_MISMATCH',
+    `the ref ${r.name} points at ${r.oid}, not at the commit its name says; it was not made by git xet (delete it with git update-ref -d)`,
+    { snapshot: id, ref: r.name, oid: r.oid },
+  );
+}
+
+async function commitOf(spec: string, opts: GitOptions): Promise<string | null> {
+  const r = await git(['rev-parse', '-q', '--verify', '--end-of-options', `${spec}^{commit}`], {
+    ...opts,
+    okCodes: [1, 128],
+  });
+  return r.code === 0 ? r.stdout.toString('utf8').trim() : null;
+}
+
 export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promise<string> {
   if (!/^[\w./@{}^~-]+$/.test(spec) || spec.startsWith('-')) {
     throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot named ${JSON.stringify(spec)}`, { snapshot: spec });
   }
-  const candidates = /^[0-9a-f]{4,64}$/.test(spec) ? [`${SNAPSHOT_REF_PREFIX}${spec}`, spec] : [spec];
-  for (const c of candidates) {
-    const r = await git(['rev-parse', '-q', '--verify', '--end-of-options', `${c}^{commit}`], {
-      ...opts,
-      okCodes: [1, 128],
-    });
-    if (r.code === 0) return r.stdout.toString('utf8').trim();
-  }
-  if (/^[0-9a-f]{4,63}$/.test(spec)) {
+  // A snapshot ref typed by name means the id in its name, never where the ref happens to point.
+  const asRef = /^(?:refs\/)?xet\/snapshots\/([0-9a-f]{4,64})$/.exec(spec);
+  if (asRef) return resolveSnapshotOid(asRef[1], opts);
+  if (/^[0-9a-f]{4,64}$/.test(spec)) {
+    // A full id names an object: that object it is, whatever a ref of the same name says.
+    if (spec.length === 40 || spec.length === 64) {
+      if ((await commitOf(spec, opts)) === spec) return spec;
+    }
     const matches = (await listRefs([SNAPSHOT_REF_PREFIX], opts)).filter((r) =>
       r.name.slice(SNAPSHOT_REF_PREFIX.length).startsWith(spec),
     );
+    const bad = matches.find((r) => !snapshotRefIsSound(r));
+    if (bad) throw misnamedRef(bad);
     if (matches.length === 1) return matches[0].oid;
     if (matches.length > 1) {
       throw new XetError('SNAPSHOT_NOT_FOUND', `${spec} is ambiguous: ${matches.length} snapshots start with it`, {
@@ -41,6 +65,8 @@ export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promis
       });
     }
   }
+  const oid = await commitOf(spec, opts);
+  if (oid) return oid;
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} in this repository`, { snapshot: spec });
 }
 
@@ -95,11 +121,22 @@ export interface SnapshotSummary {
 export async function listSnapshots(opts: GitOptions): Promise<SnapshotSummary[]> {
   const refs = await listRefs([SNAPSHOT_REF_PREFIX], opts);
   const objs = await catFileBatch(
-    refs.map((r) => `${r.oid}:manifest.json`),
+    refs.filter(snapshotRefIsSound).map((r) => `${r.oid}:manifest.json`),
     opts,
   );
   const out: SnapshotSummary[] = [];
   for (const r of refs) {
+    if (!snapshotRefIsSound(r)) {
+      out.push({
+        snapshot: r.name.slice(SNAPSHOT_REF_PREFIX.length),
+        createdAt: '',
+        message: `(invalid ref: points at ${r.oid})`,
+        head: '',
+        files: 0,
+        bytes: 0,
+      });
+      continue;
+    }
     const o = objs.get(`${r.oid}:manifest.json`);
     if (!o) continue;
     try {

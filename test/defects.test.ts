@@ -1,0 +1,58 @@
+// Regression tests for the defects of issue 8 ("Defects found"): each fails without its fix. Real
+// git, real CLI, hand-forged refs and objects where the defect needs hostile input.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { test } from 'node:test';
+import { initRepo, type Repo } from './support/git';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectError, expectExit, parseJson, restore, verify, xet } from './support/xet';
+
+function twoSnapshots(sb: Sandbox): { r: Repo; a: string; b: string } {
+  const r = initRepo(sb, 'src');
+  r.commit('init', { 'a.txt': 'one\n' });
+  r.write('a.txt', 'state A\n');
+  const a = capture(sb, r.dir);
+  r.write('a.txt', 'state B\n');
+  const b = capture(sb, r.dir);
+  return { r, a, b };
+}
+
+test('a snapshot ref pointing at another commit never redirects a full id, and is refused by name', async () => {
+  await withSandbox((sb) => {
+    const { r, a, b } = twoSnapshots(sb);
+    const h = xet(sb, r.dir, ['handoff', 'create', a, '--to', 'bob', '--from', 'alice', '--title', 'A', '--json']);
+    expectExit(h, 0);
+    const id = parseJson(h).id as string;
+    // What a plain `git fetch 'refs/xet/*:refs/xet/*'` from a hostile remote can leave behind.
+    r.git('update-ref', `refs/xet/snapshots/${a}`, b);
+    const forgedName = 'f'.repeat(40);
+    r.git('update-ref', `refs/xet/snapshots/${forgedName}`, b);
+
+    restore(sb, r.dir, a, sb.path('copy-a'));
+    assert.equal(fs.readFileSync(sb.path('copy-a', 'a.txt'), 'utf8'), 'state A\n');
+    expectExit(verify(sb, r.dir, a, sb.path('copy-a')), 0);
+    expectExit(xet(sb, r.dir, ['handoff', 'verify', id, '--json']), 0);
+    expectExit(xet(sb, r.dir, ['handoff', 'accept', id, sb.path('accepted'), '--json']), 0);
+    assert.equal(fs.readFileSync(sb.path('accepted', 'a.txt'), 'utf8'), 'state A\n');
+    // The snapshot ref typed by name means the id in its name.
+    restore(sb, r.dir, `refs/xet/snapshots/${a}`, sb.path('copy-by-ref'));
+    assert.equal(fs.readFileSync(sb.path('copy-by-ref', 'a.txt'), 'utf8'), 'state A\n');
+
+    // Abbreviations and ids with no object of their own go through refs: the bad ref is refused.
+    expectError(xet(sb, r.dir, ['restore', a.slice(0, 12), sb.path('copy-abbrev'), '--json']), 'INTEGRITY_MISMATCH');
+    assert.ok(!fs.existsSync(sb.path('copy-abbrev')));
+    expectError(xet(sb, r.dir, ['restore', forgedName, sb.path('copy-forged'), '--json']), 'INTEGRITY_MISMATCH');
+    expectError(xet(sb, r.dir, ['show', 'ffffff', '--json']), 'INTEGRITY_MISMATCH');
+    expectError(xet(sb, r.dir, ['fork', forgedName, sb.path('fork-forged'), '--json']), 'INTEGRITY_MISMATCH');
+    assert.ok(!fs.existsSync(sb.path('fork-forged')));
+
+    const list = parseJson(xet(sb, r.dir, ['snapshots', '--json'])).snapshots as {
+      snapshot: string;
+      message: string;
+    }[];
+    const byId = new Map(list.map((s) => [s.snapshot, s]));
+    assert.match(byId.get(a)?.message ?? '', /invalid ref: points at/);
+    assert.match(byId.get(forgedName)?.message ?? '', /invalid ref: points at/);
+    assert.equal(byId.get(b)?.message, '');
+  });
+});
