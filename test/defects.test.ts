@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { capture, expectError, expectExit, parseJson, restore, verify, xet } from './support/xet';
+import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
 
 function twoSnapshots(sb: Sandbox): { r: Repo; a: string; b: string } {
   const r = initRepo(sb, 'src');
@@ -54,5 +54,28 @@ test('a snapshot ref pointing at another commit never redirects a full id, and i
     assert.match(byId.get(a)?.message ?? '', /invalid ref: points at/);
     assert.match(byId.get(forgedName)?.message ?? '', /invalid ref: points at/);
     assert.equal(byId.get(b)?.message, '');
+  });
+});
+
+test("refs fetched by git xet fetch are not captured and do not become a snapshot's parents", async () => {
+  await withSandbox((sb) => {
+    const alice = initRepo(sb, 'alice');
+    alice.commit('alice', { 'shared.txt': 'x\n' });
+    alice.write('alice-private.txt', 'not for bob\n');
+    const aliceSnap = capture(sb, alice.dir);
+    const bob = initRepo(sb, 'bob');
+    bob.commit('bob', { 'b.txt': 'b\n' });
+    bob.git('remote', 'add', 'team/alice', alice.dir);
+    expectExit(xet(sb, bob.dir, ['fetch', 'team/alice', '--json']), 0);
+    assert.ok(bob.git('for-each-ref', 'refs/remotes/team/alice/xet/').includes(aliceSnap));
+    const snap = capture(sb, bob.dir);
+    const refs = showManifest(sb, bob.dir, snap).refs as { name: string }[];
+    assert.deepEqual(
+      refs.map((x) => x.name).filter((n) => /xet\//.test(n)),
+      [],
+    );
+    assert.ok(!bob.git('rev-list', snap).includes(aliceSnap), "alice's snapshot is reachable from bob's");
+    restore(sb, bob.dir, snap, sb.path('copy'));
+    expectExit(verify(sb, bob.dir, snap, sb.path('copy')), 0);
   });
 });

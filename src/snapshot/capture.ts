@@ -45,6 +45,9 @@ import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
 /** Refs a snapshot records (and keeps reachable). refs/xet/* is ours and never captured. */
 export const CAPTURED_REF_PATTERNS = ['refs/heads/', 'refs/tags/', 'refs/remotes/', 'refs/notes/'];
+/** git xet's own refs, here or fetched from a remote (`git xet fetch`): other people's snapshots and
+ * handoffs, never part of this worktree's state nor parents of its snapshot. */
+export const XET_NAMESPACE_RE = /^refs\/(?:remotes\/.+\/)?xet\//;
 /** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
 export const CAPTURED_CONFIG_RE =
   '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath))$';
@@ -194,7 +197,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
     progress(`hashing ${walk.paths.length} files`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
-    const refs = allRefs.filter((r) => !r.name.startsWith('refs/xet/'));
+    const refs = allRefs.filter((r) => !XET_NAMESPACE_RE.test(r.name));
     const indexHeader = Buffer.alloc(8);
     const indexFile = path.join(repo.gitDir, 'index');
     let indexVersion = 2;
