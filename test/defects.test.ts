@@ -1,6 +1,7 @@
 // Regression tests for the defects of issue 8 ("Defects found"): each fails without its fix. Real
 // git, real CLI, hand-forged refs and objects where the defect needs hostile input.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
@@ -77,5 +78,40 @@ test("refs fetched by git xet fetch are not captured and do not become a snapsho
     assert.ok(!bob.git('rev-list', snap).includes(aliceSnap), "alice's snapshot is reachable from bob's");
     restore(sb, bob.dir, snap, sb.path('copy'));
     expectExit(verify(sb, bob.dir, snap, sb.path('copy')), 0);
+  });
+});
+
+test('captures during a commit loop record HEAD and its branch at one moment; each restore verifies', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'loop.txt': '0\n', 'still.txt': 'x\n' });
+    // Commits land continuously, each moving HEAD's branch.
+    const loop = spawn('bash', ['-c', 'i=0; while :; do i=$((i+1)); git commit -q --allow-empty -m "c$i"; done'], {
+      cwd: r.dir,
+      env: sb.env,
+      detached: true,
+      stdio: 'ignore',
+    });
+    const snaps: string[] = [];
+    try {
+      await new Promise((res) => setTimeout(res, 300));
+      for (let n = 0; n < 20; n++) {
+        const c = xet(sb, r.dir, ['capture', '--json']);
+        if (c.status === 0) snaps.push(parseJson(c).snapshot as string);
+        else expectError(c, 'WORKTREE_CHANGED');
+      }
+    } finally {
+      process.kill(-(loop.pid as number), 'SIGKILL');
+    }
+    assert.ok(snaps.length >= 12, `only ${snaps.length} of 20 captures succeeded`);
+    const torn = snaps.filter((s) => {
+      const m = showManifest(sb, r.dir, s);
+      return m.head.oid !== (m.refs as { name: string; oid: string }[]).find((x) => x.name === m.head.ref)?.oid;
+    });
+    assert.deepEqual(torn, [], `${torn.length} of ${snaps.length} manifests disagree on HEAD and its branch`);
+    for (const [n, s] of snaps.entries()) {
+      restore(sb, r.dir, s, sb.path(`copy-${n}`));
+      expectExit(verify(sb, r.dir, s, sb.path(`copy-${n}`)), 0);
+    }
   });
 });

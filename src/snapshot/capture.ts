@@ -17,11 +17,9 @@ import {
   identityEnv,
   type IndexEntry,
   indexFileTree,
-  listRefs,
   lsTree,
   mktree,
   objectSizes,
-  readHead,
   readIndexEntries,
   readLocalConfig,
   readStash,
@@ -39,6 +37,7 @@ import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
+import { readRefView } from './refview';
 import { TOOL_VERSION } from '../version';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
@@ -179,16 +178,16 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       });
     }
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
-    const [entries, config, ignoredList, head, allRefs, stash, localConfig, statDirty] = await Promise.all([
+    const [entries, config, ignoredList, refView, stash, localConfig, statDirty] = await Promise.all([
       readIndexEntries(userOpts),
       readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
-      readHead(userOpts),
-      listRefs(CAPTURED_REF_PATTERNS, userOpts),
+      readRefView(CAPTURED_REF_PATTERNS, userOpts),
       readStash(userOpts),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
       gitZ(['diff-files', '-z', '--name-only'], userOpts),
     ]);
+    const { head, refs: allRefs } = refView;
     refuseUnsupported(repo, entries, config);
     const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
