@@ -3,8 +3,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { test } from 'node:test';
-import { initRepo, type Repo } from './support/git';
+import { git, initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
 
@@ -113,5 +114,49 @@ test('captures during a commit loop record HEAD and its branch at one moment; ea
       restore(sb, r.dir, s, sb.path(`copy-${n}`));
       expectExit(verify(sb, r.dir, s, sb.path(`copy-${n}`)), 0);
     }
+  });
+});
+
+test('a dotfiles repository (GIT_DIR=~/.cfg GIT_WORK_TREE=~) and one with core.worktree capture, restore, verify and diff', async () => {
+  await withSandbox((sb) => {
+    // The dotfiles pattern: a bare git dir inside the worktree it tracks, found only through the env.
+    const home = sb.path('dothome');
+    fs.mkdirSync(path.join(home, '.config', 'tool'), { recursive: true });
+    git(sb, home, ['init', '-q', '--bare', path.join(home, '.cfg')]);
+    const env = { GIT_DIR: path.join(home, '.cfg'), GIT_WORK_TREE: home };
+    fs.writeFileSync(path.join(home, '.bashrc'), 'alias ll=ls\n');
+    fs.writeFileSync(path.join(home, '.config', 'tool', 'rc'), 'untracked\n');
+    git(sb, home, ['add', '.bashrc'], { env });
+    git(sb, home, ['commit', '-q', '-m', 'dotfiles'], { env });
+    fs.appendFileSync(path.join(home, '.bashrc'), 'edited\n');
+    const c = xet(sb, home, ['capture', '--json'], { env });
+    expectExit(c, 0);
+    const snap = parseJson(c).snapshot as string;
+    const files = git(sb, home, ['ls-tree', '-r', '--name-only', `${snap}:files`], { env }).split('\n');
+    assert.deepEqual(files.filter(Boolean).sort(), ['.bashrc', '.config/tool/rc'], 'the git dir is not captured');
+    expectExit(xet(sb, home, ['restore', snap, sb.path('copy'), '--json'], { env }), 0);
+    assert.equal(fs.readFileSync(sb.path('copy', '.bashrc'), 'utf8'), 'alias ll=ls\nedited\n');
+    expectExit(xet(sb, home, ['verify', snap, sb.path('copy'), '--json'], { env }), 0);
+    expectExit(xet(sb, home, ['verify', snap, home, '--json'], { env }), 0);
+    assert.equal(parseJson(xet(sb, home, ['diff', snap, '--json'], { env })).identical, true);
+    fs.appendFileSync(path.join(home, '.bashrc'), 'more\n');
+    const v = xet(sb, home, ['verify', snap, home, '--json'], { env });
+    expectExit(v, 1);
+    assert.deepEqual(parseJson(v).differences, [{ kind: 'file-modified', path: '.bashrc' }]);
+
+    // core.worktree: the git dir lives elsewhere and is where commands run.
+    const meta = initRepo(sb, 'meta');
+    const wt = sb.path('wt');
+    fs.mkdirSync(wt);
+    meta.git('config', 'core.worktree', wt);
+    fs.writeFileSync(path.join(wt, 'a.txt'), 'a\n');
+    meta.git('add', 'a.txt');
+    meta.git('commit', '-q', '-m', 'a');
+    fs.writeFileSync(path.join(wt, 'u.txt'), 'u\n');
+    const s2 = capture(sb, meta.dir);
+    restore(sb, meta.dir, s2, sb.path('copy2'));
+    expectExit(verify(sb, meta.dir, s2, sb.path('copy2')), 0);
+    expectExit(verify(sb, meta.dir, s2, wt), 0);
+    assert.equal(parseJson(xet(sb, meta.dir, ['diff', s2, '--json'])).identical, true);
   });
 });

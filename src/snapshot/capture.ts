@@ -130,7 +130,7 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
   };
   if (!attributeFiles.some((f) => mentionsLfs(path.join(repo.worktree, f))) && !mentionsLfs(info)) return;
   const r = await git(['check-attr', '-z', '--stdin', 'filter'], {
-    cwd: repo.worktree,
+    ...repoOpts(repo),
     input: Buffer.from(captured.map((p) => `${p}\0`).join(''), 'utf8'),
   });
   const f = r.stdout.toString('utf8').split('\0');
@@ -193,7 +193,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');
-    const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
+    const walk = walkWorktree({
+      root: repo.worktree,
+      tracked,
+      ignored: new Set(ignoredList),
+      policy,
+      gitDirs: [repo.gitDir, repo.commonDir],
+    });
     progress(`hashing ${walk.paths.length} files`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
     const refs = allRefs.filter((r) => !XET_NAMESPACE_RE.test(r.name));
@@ -329,7 +335,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     );
 
     const identity = identityEnv(config);
-    const commitOpts = { ...userOpts, env: identity };
+    const commitOpts = { ...userOpts, env: { ...userOpts.env, ...identity } };
     const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
     const subject = options.message ? options.message : 'snapshot';
     const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);

@@ -69,6 +69,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     tracked: new Set(entries.map((e) => e.path)),
     ignored: new Set(ignored),
     policy,
+    gitDirs: [repo.gitDir, repo.commonDir],
   });
   return withScratchObjects('diff', async (scratch, objects) => {
     const env = { ...opts.env, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };

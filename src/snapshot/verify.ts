@@ -72,7 +72,9 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     const oid = here ? await resolveSnapshotOid(options.snapshot, repoOpts(here)) : options.snapshot;
     return result(oid, [{ kind: 'missing', path: dir }]);
   }
-  const target = await tryFindRepo(dir);
+  // The caller's own worktree is theirs to name even when its git dir is found only through
+  // GIT_DIR/GIT_WORK_TREE (a dotfiles repository); any other directory is looked at on its own.
+  const target = here && fs.realpathSync(dir) === here.worktree ? here : await tryFindRepo(dir);
   // The snapshot is looked up where we stand, else in the directory's own repository.
   const lookIn = here ?? target;
   if (!lookIn) throw new XetError('NOT_A_REPOSITORY', `neither ${options.cwd} nor ${dir} is a git repository`, { dir });
@@ -171,6 +173,7 @@ export async function scanWorktreeFiles(
     tracked: new Set(entries.map((e) => e.path)),
     ignored: new Set(),
     policy: resolvePolicyAll(),
+    gitDirs: [target.gitDir, target.commonDir],
   });
   const indexFile = path.join(scratch, 'files.index');
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);

@@ -17,6 +17,9 @@ export interface WalkInput {
   /** Untracked-and-ignored paths from `git ls-files -o -i --directory` ("dir/" for whole dirs). */
   ignored: Set<string>;
   policy: CapturePolicy;
+  /** The repository's git dirs (absolute). One inside the worktree under another name than `.git`
+   * (`GIT_DIR=~/.cfg GIT_WORK_TREE=~`) is git's, not the tree's: left out like `.git`. */
+  gitDirs?: string[];
 }
 
 export interface WalkResult {
@@ -91,6 +94,12 @@ export function walkWorktree(input: WalkInput): WalkResult {
     attributeFiles: [],
   };
   const canIncludeIgnored = policy.ignored === 'all' || policy.include.length > 0;
+  const gitDirsInside = new Set(
+    (input.gitDirs ?? [])
+      .map((g) => path.relative(root, g))
+      .filter((r) => r !== '' && !r.startsWith('..') && !path.isAbsolute(r))
+      .map((r) => r.split(path.sep).join('/')),
+  );
 
   // Returns whether anything under `rel` was captured (a file, a link or an empty dir).
   const walkDir = (abs: string, rel: string, dirIgnored: boolean): boolean => {
@@ -135,6 +144,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       sawAny = true;
       if (kind === 'dir') {
+        if (gitDirsInside.has(childRel)) continue;
         const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
         if (ign && !canIncludeIgnored && !hasTrackedUnder(tracked, childRel)) {
           res.ignoredNotCaptured++;
