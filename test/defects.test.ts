@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { git, initRepo, type Repo } from './support/git';
+import { git, gitTry, initRepo, run, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
 
@@ -158,5 +158,50 @@ test('a dotfiles repository (GIT_DIR=~/.cfg GIT_WORK_TREE=~) and one with core.w
     expectExit(verify(sb, meta.dir, s2, sb.path('copy2')), 0);
     expectExit(verify(sb, meta.dir, s2, wt), 0);
     assert.equal(parseJson(xet(sb, meta.dir, ['diff', s2, '--json'])).identical, true);
+  });
+});
+
+test('a store file that is a FIFO or a directory is refused with a typed error, never waited on', async () => {
+  await withSandbox((sb) => {
+    const src = initRepo(sb, 'src');
+    src.commit('one', { 'a.txt': 'a\n' });
+    const store = sb.path('store');
+    const snap = capture(sb, src.dir);
+    src.git('push', '-q', `xet::${store}`, 'main', `refs/xet/snapshots/${snap}`);
+    const [pack] = fs.readdirSync(path.join(store, 'packs'));
+    const variants: { name: string; file: string; kind: 'fifo' | 'dir' }[] = [
+      { name: 'pack-fifo', file: `packs/${pack}`, kind: 'fifo' },
+      { name: 'pack-dir', file: `packs/${pack}`, kind: 'dir' },
+      { name: 'state-fifo', file: 'state/000000000001.json', kind: 'fifo' },
+      { name: 'state-dir', file: 'state/000000000001.json', kind: 'dir' },
+      { name: 'header-fifo', file: 'XET-STORE', kind: 'fifo' },
+    ];
+    for (const v of variants) {
+      const s = sb.path(v.name);
+      fs.cpSync(store, s, { recursive: true });
+      fs.rmSync(path.join(s, v.file));
+      if (v.kind === 'dir') fs.mkdirSync(path.join(s, v.file));
+      else run(sb, s, 'mkfifo', [path.join(s, v.file)]);
+      const what = `${v.name}: `;
+      const cl = gitTry(sb, sb.root, ['clone', '-q', `xet::${s}`, `clone-${v.name}`], { timeoutMs: 30_000 });
+      assert.equal(cl.signal, null, `${what}clone hung`);
+      assert.notEqual(cl.status, 0, what);
+      assert.match(cl.stderr.toString(), /INTEGRITY_MISMATCH/, what + cl.stderr.toString());
+      const into = initRepo(sb, `into-${v.name}`);
+      into.git('remote', 'add', 'x', `xet::${s}`);
+      const f = xet(sb, into.dir, ['fetch', 'x', '--json'], { timeoutMs: 30_000 });
+      assert.equal(f.signal, null, `${what}fetch hung`);
+      expectError(f, 'INTEGRITY_MISMATCH');
+      const k = xet(sb, sb.root, ['fsck', '--store', s, '--json'], { timeoutMs: 30_000 });
+      assert.equal(k.signal, null, `${what}fsck hung`);
+      if (v.file === 'XET-STORE') expectError(k, 'INTEGRITY_MISMATCH');
+      else {
+        expectExit(k, 1);
+        assert.ok(
+          (parseJson(k).problems as string[]).some((p) => /not a regular file/.test(p)),
+          `${what}${k.stdout}`,
+        );
+      }
+    }
   });
 });

@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { DirectoryStore, packTrailer, type LoadedState } from './store';
+import { copyStoreFile } from './storefile';
 import { storePathFromUrl } from './url';
 
 export interface StoreCheck {
@@ -57,13 +58,12 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     const packDir = path.join(scratch, 'objects', 'pack');
     for (const name of packs) {
       const src = store.packPath(name);
-      if (!fs.existsSync(src)) {
-        problems.push(`pack ${name} is missing`);
-        continue;
-      }
       const dst = path.join(packDir, `${name}.pack`);
-      fs.copyFileSync(src, dst);
       try {
+        if (!copyStoreFile(src, dst)) {
+          problems.push(`pack ${name} is missing`);
+          continue;
+        }
         if (packTrailer(dst, store.objectFormat) !== name.slice('pack-'.length)) {
           problems.push(`pack ${name} does not end with the checksum that names it`);
           continue;

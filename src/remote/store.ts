@@ -16,10 +16,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { canonicalJson } from '../snapshot/canonical-json';
+import { readStoreFile, sameBytes, storeFileExists } from './storefile';
 
 export const STORE_FORMAT = 'xet.store/v1';
 export const STATE_SCHEMA = 'xet.store-state/v1';
 const SEQ_DIGITS = 12;
+/** A state names every ref and pack; far beyond any real one, small enough to read whole. */
+const MAX_STATE_BYTES = 64 * 1024 * 1024;
 
 export interface StoreState {
   schema: typeof STATE_SCHEMA;
@@ -55,8 +58,11 @@ export class DirectoryStore {
   static open(root: string): DirectoryStore {
     let text: string;
     try {
-      text = fs.readFileSync(path.join(root, 'XET-STORE'), 'utf8');
+      const bytes = readStoreFile(path.join(root, 'XET-STORE'), 256);
+      if (!bytes) throw Object.assign(new Error(`ENOENT: ${root}/XET-STORE`), { code: 'ENOENT' });
+      text = bytes.toString('utf8');
     } catch (e) {
+      if (e instanceof XetError) throw e;
       const code = (e as NodeJS.ErrnoException).code;
       throw new XetError(
         'STORE_UNAVAILABLE',
@@ -111,7 +117,7 @@ export class DirectoryStore {
   }
 
   hasPack(name: string): boolean {
-    return fs.existsSync(this.packPath(name));
+    return storeFileExists(this.packPath(name));
   }
 
   /** A temporary file path inside the store (same filesystem as the final names). */
@@ -151,12 +157,13 @@ export class DirectoryStore {
 
   readState(seq: number): LoadedState {
     const file = path.join(this.root, 'state', `${String(seq).padStart(SEQ_DIGITS, '0')}.json`);
-    let bytes: Buffer;
+    let bytes: Buffer | null;
     try {
-      bytes = fs.readFileSync(file);
+      bytes = readStoreFile(file, MAX_STATE_BYTES);
     } catch (e) {
       throw storeError(this.root, e);
     }
+    if (!bytes) throw storeError(this.root, Object.assign(new Error(`ENOENT: ${file}`), { code: 'ENOENT' }));
     return { state: parseState(bytes, file, seq, this.objectFormat), hash: sha256(bytes) };
   }
 
@@ -219,7 +226,7 @@ function linkOnce(src: string, dst: string, same: boolean): boolean {
     return true;
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    if (same && fs.readFileSync(src).equals(fs.readFileSync(dst))) return true;
+    if (same && sameBytes(src, dst)) return true;
     return false;
   }
 }

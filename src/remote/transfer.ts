@@ -12,6 +12,7 @@ import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
+import { copyStoreFile, storeFileExists } from './storefile';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
 const SNAPSHOT_TREES_EXCLUDED = 16;
@@ -103,7 +104,7 @@ export async function importPacks(
     const final = path.join(packDir, `${name}.pack`);
     if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
     const src = store.packPath(name);
-    if (!fs.existsSync(src)) {
+    if (!storeFileExists(src)) {
       throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
         store: store.root,
         pack: name,
@@ -111,7 +112,7 @@ export async function importPacks(
     }
     const tmp = path.join(packDir, `tmp_xet_${crypto.randomBytes(6).toString('hex')}`);
     try {
-      fs.copyFileSync(src, `${tmp}.pack`);
+      if (!copyStoreFile(src, `${tmp}.pack`)) throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} vanished`);
       if (packTrailer(`${tmp}.pack`, store.objectFormat) !== name.slice('pack-'.length)) {
         throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} does not end with the checksum that names it`, {
           store: store.root,
