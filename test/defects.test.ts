@@ -7,7 +7,17 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { git, gitTry, initRepo, run, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
+import {
+  capture,
+  expectError,
+  expectExit,
+  parseJson,
+  restore,
+  showManifest,
+  verify,
+  xet,
+  XET_BIN,
+} from './support/xet';
 
 function twoSnapshots(sb: Sandbox): { r: Repo; a: string; b: string } {
   const r = initRepo(sb, 'src');
@@ -202,6 +212,73 @@ test('a store file that is a FIFO or a directory is refused with a typed error, 
           `${what}${k.stdout}`,
         );
       }
+    }
+  });
+});
+
+/** Runs the CLI under /usr/bin/time -v: exit status, stdout and the peak RSS (MB) of it and its git children. */
+function xetMeasured(
+  sb: Sandbox,
+  cwd: string,
+  args: string[],
+): { status: number | null; stdout: string; peakMB: number } {
+  const r = run(sb, cwd, '/usr/bin/time', ['-v', process.execPath, XET_BIN, ...args]);
+  const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(r.stderr.toString());
+  assert.ok(m, r.stderr.toString());
+  return { status: r.status, stdout: r.stdout.toString(), peakMB: Number(m[1]) / 1024 };
+}
+
+test('a forged ref to a 200 MB blob or manifest is refused by its size, never read', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const sparse = sb.path('big');
+    fs.closeSync(fs.openSync(sparse, 'w'));
+    fs.truncateSync(sparse, 200 * 1024 * 1024);
+    const big = r.git('hash-object', '-w', sparse).trim();
+    fs.rmSync(sparse);
+    // A handoff ref pointing straight at the blob.
+    r.git('update-ref', `refs/xet/handoffs/${'a'.repeat(64)}`, big);
+    // A snapshot commit whose manifest.json is the blob.
+    const tree = r
+      .gitInput(
+        `040000 tree ${r.git('rev-parse', `${snap}:files`).trim()}\tfiles\n` +
+          `040000 tree ${r.git('rev-parse', `${snap}:index`).trim()}\tindex\n` +
+          `100644 blob ${big}\tmanifest.json\n`,
+        'mktree',
+      )
+      .trim();
+    const forged = r.gitInput('forged\n', 'commit-tree', tree).trim();
+    r.git('update-ref', `refs/xet/snapshots/${forged}`, forged);
+    // What node and git need anyway, far below the blob.
+    const LIMIT_MB = 150;
+
+    const list = xetMeasured(sb, r.dir, ['handoff', 'list', '--json']);
+    assert.equal(list.status, 0, list.stdout);
+    const h = (JSON.parse(list.stdout).handoffs as { id: string; valid: boolean; problems: string[] }[])[0];
+    assert.equal(h.valid, false);
+    assert.match(h.problems.join(' '), /209715200-byte object/);
+    assert.ok(list.peakMB < LIMIT_MB, `handoff list peaked at ${list.peakMB.toFixed(0)} MB`);
+    const hv = xetMeasured(sb, r.dir, ['handoff', 'verify', 'a'.repeat(64), '--json']);
+    assert.equal(hv.status, 3, hv.stdout);
+    assert.ok(hv.peakMB < LIMIT_MB, `handoff verify peaked at ${hv.peakMB.toFixed(0)} MB`);
+
+    const snaps = xetMeasured(sb, r.dir, ['snapshots', '--json']);
+    assert.equal(snaps.status, 0, snaps.stdout);
+    const entry = (JSON.parse(snaps.stdout).snapshots as { snapshot: string; message: string }[]).find(
+      (x) => x.snapshot === forged,
+    );
+    assert.match(entry?.message ?? '', /unreadable manifest: 209715200 bytes/);
+    assert.ok(snaps.peakMB < LIMIT_MB, `snapshots peaked at ${snaps.peakMB.toFixed(0)} MB`);
+    for (const cmd of [
+      ['show', forged, '--json'],
+      ['restore', forged, sb.path('copy'), '--json'],
+    ]) {
+      const x = xetMeasured(sb, r.dir, cmd);
+      assert.equal(x.status, 3, x.stdout);
+      assert.equal(JSON.parse(x.stdout).error.code, 'SNAPSHOT_INVALID');
+      assert.ok(x.peakMB < LIMIT_MB, `${cmd[0]} peaked at ${x.peakMB.toFixed(0)} MB`);
     }
   });
 });

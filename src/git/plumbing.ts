@@ -115,17 +115,105 @@ export async function readLocalConfig(regexp: string, opts: GitOptions): Promise
   });
 }
 
-/** Read many objects through one `cat-file --batch`. Small objects only (manifests, tags). */
+/** What git xet reads whole from the object store is small (manifests, tags, handoff objects);
+ * anything larger is refused unread, since a ref can point anywhere (a forged 600 MB blob). */
+export const CAT_FILE_MAX_BYTES = 64 * 1024 * 1024;
+
+export type CatFileResult = Map<string, { type: string; data: Buffer } | null> & {
+  /** Names whose object exists but is larger than the limit (not read; null in the map), with sizes. */
+  oversized: Map<string, number>;
+};
+
+interface ObjectInfo {
+  oid: string;
+  type: string;
+  size: number;
+}
+
+/** `cat-file --batch-check` of many names, in order: oid, type and size, or null when missing. */
+async function objectInfos(names: string[], opts: GitOptions): Promise<(ObjectInfo | null)[]> {
+  if (!names.length) return [];
+  const text = await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], {
+    ...opts,
+    input: names.map((n) => `${n}\n`).join(''),
+  });
+  const lines = text.split('\n');
+  // A missing name is echoed back as "<name> missing"; names (paths) may hold spaces.
+  return names.map((_, n) => {
+    const line = lines[n] ?? '';
+    if (/ (missing|ambiguous)$/.test(line) || !line) return null;
+    const [oid, type, size] = line.split(' ');
+    return { oid, type, size: Number(size) };
+  });
+}
+
+/**
+ * Read many small objects (manifests, tags, handoff objects). Nothing large is ever read, by git
+ * or by us: git reads a whole object to look a path up in it or to peel it, so for a name like
+ * `<oid>:manifest.json` or `<oid>^{tree}` the object and its top tree are size-checked first
+ * (only the header is read for that); then the named objects' sizes; only objects up to
+ * `maxBytes` are read, by oid, in one `cat-file --batch`. Anything larger is null in the map and
+ * listed in `oversized` with its size.
+ */
 export async function catFileBatch(
   names: string[],
   opts: GitOptions,
-): Promise<Map<string, { type: string; data: Buffer } | null>> {
-  const result = new Map<string, { type: string; data: Buffer } | null>();
+  maxBytes = CAT_FILE_MAX_BYTES,
+): Promise<CatFileResult> {
+  const result = Object.assign(new Map<string, { type: string; data: Buffer } | null>(), {
+    oversized: new Map<string, number>(),
+  });
   if (names.length === 0) return result;
-  const r = await git(['cat-file', '--batch'], { ...opts, input: names.map((n) => `${n}\n`).join('') });
+  const baseOf = (name: string): string | null => /^([0-9a-f]{40,64})(?::|\^\{)/.exec(name)?.[1] ?? null;
+  const bases = [...new Set(names.map(baseOf).filter((b): b is string => b !== null))];
+  const tooBig = new Map<string, number>();
+  const missing = new Set<string>();
+  if (bases.length) {
+    const infos = await objectInfos(bases, opts);
+    const commits: string[] = [];
+    bases.forEach((b, n) => {
+      const info = infos[n];
+      if (!info) missing.add(b);
+      else if (info.size > maxBytes) tooBig.set(b, info.size);
+      else if (info.type === 'commit') commits.push(b);
+    });
+    const trees = await objectInfos(
+      commits.map((c) => `${c}^{tree}`),
+      opts,
+    );
+    commits.forEach((c, n) => {
+      const t = trees[n];
+      if (t && t.size > maxBytes) tooBig.set(c, t.size);
+    });
+  }
+  const checkable = names.filter((name) => {
+    const b = baseOf(name);
+    if (b && tooBig.has(b)) {
+      result.oversized.set(name, tooBig.get(b) as number);
+      result.set(name, null);
+      return false;
+    }
+    if (b && missing.has(b)) {
+      result.set(name, null);
+      return false;
+    }
+    return true;
+  });
+  const infos = await objectInfos(checkable, opts);
+  const wanted: { name: string; oid: string }[] = [];
+  checkable.forEach((name, n) => {
+    const info = infos[n];
+    if (!info) result.set(name, null);
+    else if (info.size > maxBytes) {
+      result.oversized.set(name, info.size);
+      result.set(name, null);
+    } else wanted.push({ name, oid: info.oid });
+  });
+  if (!wanted.length) return result;
+  const r = await git(['cat-file', '--batch'], { ...opts, input: wanted.map((w) => `${w.oid}\n`).join('') });
   const buf = r.stdout;
   let i = 0;
-  for (const name of names) {
+  for (const { name } of wanted) {
     const nl = buf.indexOf(10, i);
     const header = buf.toString('utf8', i, nl);
     i = nl + 1;

@@ -16,6 +16,7 @@ export const DESCRIPTOR_FILE = 'descriptor.json';
 /** The identity of every handoff commit: the commit must not depend on who or where. */
 const IDENTITY = 'git xet <git-xet@localhost>';
 const ID_RE = /^[0-9a-f]{64}$/;
+const HANDOFF_OBJECT_MAX_BYTES = 1024 * 1024;
 
 export interface HandoffObjects {
   blob: { oid: string; bytes: Buffer };
@@ -177,37 +178,40 @@ export interface RawHandoff extends HandoffRef {
 }
 
 /**
- * Read the commits, trees and descriptor blobs of many handoff refs in two git processes. Sizes
- * are asked first so that a forged multi-gigabyte descriptor.json is never read into memory.
+ * Read the commits, trees and descriptor blobs of many handoff refs in a few git processes
+ * whatever their number. Sizes are asked before anything is read (catFileBatch): a ref pointing at
+ * a forged gigabyte blob, commit or tree, or a gigabyte descriptor.json, is never read into memory.
  */
 export async function readRawHandoffs(refs: HandoffRef[], opts: GitOptions): Promise<RawHandoff[]> {
   if (!refs.length) return [];
-  const sizes = await batchCheck(
-    refs.map((r) => `${r.commit}:${DESCRIPTOR_FILE}`),
-    opts,
-  );
   const names: string[] = [];
   for (const r of refs) names.push(r.commit, `${r.commit}^{tree}`);
-  refs.forEach((r, n) => {
-    const s = sizes[n];
-    if (s && s.type === 'blob' && s.size <= LIMITS.descriptorBytes) names.push(s.oid);
-  });
-  const objs = await catFileBatch([...new Set(names)], opts);
-  return refs.map((r, n) => {
+  // A handoff's commit and tree are a few hundred bytes; the ref may point at anything.
+  const objs = await catFileBatch([...new Set(names)], opts, HANDOFF_OBJECT_MAX_BYTES);
+  const parsed = refs.map((r) => {
     const commit = objs.get(r.commit);
     const isCommit = commit?.type === 'commit';
     const parents = isCommit ? commitParents(commit.data) : [];
     const tree = isCommit ? objs.get(`${r.commit}^{tree}`) : null;
     const entries = tree?.type === 'tree' ? parseTree(tree.data, r.commit.length / 2) : [];
-    const s = sizes[n];
+    const big = objs.oversized.get(r.commit) ?? objs.oversized.get(`${r.commit}^{tree}`);
+    return { r, isCommit, parents, entries, big, desc: entries.find((e) => e.name === DESCRIPTOR_FILE) };
+  });
+  const descOids = parsed.map((p) => p.desc?.oid).filter((o): o is string => o !== undefined);
+  const sizes = new Map((await batchCheck(descOids, opts)).map((s, n) => [descOids[n], s]));
+  const small = [...sizes].filter(([, s]) => s?.type === 'blob' && s.size <= LIMITS.descriptorBytes).map(([o]) => o);
+  const blobs = await catFileBatch(small, opts, LIMITS.descriptorBytes);
+  return parsed.map(({ r, isCommit, parents, entries, big, desc }) => {
+    const s = desc ? sizes.get(desc.oid) : null;
     let bytes: Buffer | null = null;
     let bytesProblem: string | null = null;
-    if (!isCommit) bytesProblem = `${r.ref} does not point to a commit`;
+    if (big !== undefined) bytesProblem = `${r.ref} leads to a ${big}-byte object, larger than any handoff's`;
+    else if (!isCommit) bytesProblem = `${r.ref} does not point to a commit`;
     else if (!s) bytesProblem = `the commit has no ${DESCRIPTOR_FILE}`;
     else if (s.type !== 'blob') bytesProblem = `${DESCRIPTOR_FILE} is a ${s.type}, not a file`;
     else if (s.size > LIMITS.descriptorBytes) {
       bytesProblem = `${DESCRIPTOR_FILE} is ${s.size} bytes; a descriptor is at most ${LIMITS.descriptorBytes} bytes`;
-    } else bytes = Buffer.from(objs.get(s.oid)?.data ?? Buffer.alloc(0));
+    } else bytes = Buffer.from(blobs.get(s.oid)?.data ?? Buffer.alloc(0));
     return { ...r, isCommit, parents, entries, bytes, bytesProblem };
   });
 }

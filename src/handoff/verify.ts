@@ -124,7 +124,11 @@ export async function checkSnapshot(d: Descriptor, opts: GitOptions): Promise<Ch
   }
   const checks: Check[] = [pass('snapshot')];
   const manifest = manifests.get(`${snap}:manifest.json`);
-  if (!manifest || manifest.type !== 'blob') checks.push(fail('manifest', `the commit ${snap} has no manifest.json`));
+  const big = manifests.oversized.get(`${snap}:manifest.json`);
+  if (big !== undefined)
+    checks.push(fail('manifest', `the snapshot's manifest.json is ${big} bytes, larger than any real one`));
+  else if (!manifest || manifest.type !== 'blob')
+    checks.push(fail('manifest', `the commit ${snap} has no manifest.json`));
   else {
     const sha = crypto.createHash('sha256').update(manifest.data).digest('hex');
     checks.push(

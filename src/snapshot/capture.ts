@@ -440,6 +440,9 @@ async function collectTagObjects(refs: { oid: string; type: string }[], opts: { 
     const objs = await catFileBatch(batch, opts);
     for (const oid of batch) {
       const o = objs.get(oid);
+      const big = objs.oversized.get(oid);
+      if (big !== undefined)
+        throw new XetError('GIT_FAILED', `tag object ${oid} is ${big} bytes, too large to capture`);
       if (!o) throw new XetError('GIT_FAILED', `tag object ${oid} is missing`);
       out.tags.push({ oid, data: Buffer.from(o.data) });
       const m = /^object ([0-9a-f]+)\ntype (\w+)\n/.exec(o.data.toString('utf8', 0, 200));

@@ -77,6 +77,12 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
   const objs = await catFileBatch(names, opts);
   const tree = objs.get(names[0]);
   const manifestObj = objs.get(names[1]);
+  for (const [name, size] of objs.oversized) {
+    throw new XetError('SNAPSHOT_INVALID', `${name} is ${size} bytes, larger than any snapshot's (a forged ref?)`, {
+      snapshot: oid,
+      size,
+    });
+  }
   if (!tree) throw new XetError('SNAPSHOT_NOT_FOUND', `snapshot ${oid} is not in this repository`, { snapshot: oid });
   if (!manifestObj || manifestObj.type !== 'blob') {
     throw new XetError('SNAPSHOT_INVALID', `${oid} is not a git xet snapshot (no manifest.json)`, { snapshot: oid });
@@ -138,6 +144,12 @@ export async function listSnapshots(opts: GitOptions): Promise<SnapshotSummary[]
       continue;
     }
     const o = objs.get(`${r.oid}:manifest.json`);
+    const big = objs.oversized.get(`${r.oid}:manifest.json`);
+    if (big !== undefined) {
+      const message = `(unreadable manifest: ${big} bytes)`;
+      out.push({ snapshot: r.oid, createdAt: '', message, head: '', files: 0, bytes: 0 });
+      continue;
+    }
     if (!o) continue;
     try {
       const m = parseManifest(o.data);
