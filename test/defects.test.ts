@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { git, gitTry, initRepo, run, type Repo } from './support/git';
+import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import {
   capture,
@@ -280,5 +281,45 @@ test('a forged ref to a 200 MB blob or manifest is refused by its size, never re
       assert.equal(JSON.parse(x.stdout).error.code, 'SNAPSHOT_INVALID');
       assert.ok(x.peakMB < LIMIT_MB, `${cmd[0]} peaked at ${x.peakMB.toFixed(0)} MB`);
     }
+  });
+});
+
+test('a file name that is not UTF-8 inside one fork is PATH_ENCODING for that fork only', async () => {
+  await withMountSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n', 'dir/b.txt': 'b\n' });
+    const snap = capture(sb, r.dir);
+    const bad = Buffer.from([0x66, 0xff, 0xfe, 0x2e, 0x74, 0x78, 0x74]); // "f\xff\xfe.txt"
+    const writeBad = (dir: string) => fs.writeFileSync(Buffer.concat([Buffer.from(`${dir}/dir/`), bad]), 'x\n');
+    const forks: Record<string, string> = {};
+    for (const mode of ['overlay', 'copy']) {
+      forks[mode] = sb.path(`fork-${mode}`);
+      expectExit(xet(sb, r.dir, ['fork', snap, forks[mode], '--mode', mode, '--json']), 0);
+    }
+    const clean = sb.path('fork-clean');
+    expectExit(xet(sb, r.dir, ['fork', snap, clean, '--mode', 'copy', '--json']), 0);
+    writeBad(forks.overlay);
+    writeBad(forks.copy);
+
+    const list = xet(sb, r.dir, ['forks', '--json']);
+    expectExit(list, 0);
+    const rows = parseJson(list).forks as { dir: string; bytes: number | null; error?: unknown }[];
+    assert.equal(rows.length, 3);
+    for (const f of rows) {
+      assert.equal(f.error, undefined, JSON.stringify(f));
+      assert.ok((f.bytes ?? 0) > 0, JSON.stringify(f));
+    }
+    for (const mode of ['overlay', 'copy']) {
+      const e = expectError(xet(sb, r.dir, ['changes', forks[mode], '--json']), 'PATH_ENCODING');
+      assert.equal(e.details.nameHex, bad.toString('hex'), mode);
+      expectError(xet(sb, r.dir, ['discard', forks[mode], '--json']), 'PATH_ENCODING');
+      assert.ok(fs.existsSync(forks[mode]), `${mode} fork kept`);
+    }
+    expectExit(xet(sb, r.dir, ['changes', clean, '--json']), 0);
+    // Without capture, discard removes the fork, the odd name too.
+    expectExit(xet(sb, r.dir, ['discard', forks.copy, '--no-capture', '--json']), 0);
+    assert.ok(!fs.existsSync(forks.copy));
+    expectExit(xet(sb, r.dir, ['discard', forks.overlay, '--no-capture', '--json']), 0);
+    assert.ok(!fs.existsSync(forks.overlay) || fs.readdirSync(forks.overlay).length === 0);
   });
 });

@@ -19,6 +19,7 @@ import { readSnapshot, type Snapshot } from '../snapshot/store';
 import { compareIndex, objEnv, scanWorktreeFiles, withScratchObjects } from '../snapshot/verify';
 import { baseFor } from './base';
 import { ensureUsable, resolveFork } from './fork';
+import { readdirUtf8 } from './names';
 
 export interface FileChanges {
   added: string[];
@@ -113,7 +114,7 @@ export function upperChanges(upper: string, merged: string, base: string, baseEm
       into.push(rel);
       return;
     }
-    for (const name of fs.readdirSync(path.join(root, rel))) filesUnder(root, join(rel, name), into);
+    for (const name of readdirUtf8(path.join(root, rel), rel)) filesUnder(root, join(rel, name), into);
   };
 
   // Whether the mounted entry is the base's own entry at the same path. With all layers on one
@@ -135,11 +136,11 @@ export function upperChanges(upper: string, merged: string, base: string, baseEm
     }
     if (ms.isDirectory()) {
       if (bs && !bs.isDirectory()) out.deleted.push(p);
-      const names = fs.readdirSync(path.join(merged, p));
+      const names = readdirUtf8(path.join(merged, p), p);
       if (!names.length) emptyNow.add(p);
       const shown = new Set(names);
       if (bs?.isDirectory()) {
-        for (const n of fs.readdirSync(path.join(base, p)))
+        for (const n of readdirUtf8(path.join(base, p), p))
           if (!shown.has(n)) filesUnder(base, join(p, n), out.deleted);
       }
       for (const n of names) compareSubtree(join(p, n));
@@ -155,15 +156,15 @@ export function upperChanges(upper: string, merged: string, base: string, baseEm
 
   const visit = (rel: string) => {
     const upperEntries = new Map<string, fs.Stats>();
-    for (const name of fs.readdirSync(path.join(upper, rel))) {
+    for (const name of readdirUtf8(path.join(upper, rel), rel)) {
       const st = fs.lstatSync(path.join(upper, rel, name));
       if (!isWhiteout(st)) upperEntries.set(name, st);
     }
-    const shownList = fs.readdirSync(path.join(merged, rel)).filter((n) => rel !== '' || n !== '.git');
+    const shownList = readdirUtf8(path.join(merged, rel), rel).filter((n) => rel !== '' || n !== '.git');
     if (rel && !shownList.length) emptyNow.add(rel);
     const shown = new Set(shownList);
     const baseDir = lstatOrNull(path.join(base, rel));
-    const baseEntries = baseDir?.isDirectory() ? fs.readdirSync(path.join(base, rel)) : [];
+    const baseEntries = baseDir?.isDirectory() ? readdirUtf8(path.join(base, rel), rel) : [];
     const inBase = new Set(baseEntries);
     // Base entries the mounted view no longer shows: deleted (a whiteout, or an opaque directory).
     for (const name of baseEntries) if (!shown.has(name)) filesUnder(base, join(rel, name), out.deleted);

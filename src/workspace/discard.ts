@@ -158,8 +158,10 @@ async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promis
 /** Remove a copy or clone fork's tree, its `.git` link last: while any of it remains, the directory
  * still says which worktree it is. */
 function removeTree(dir: string): void {
-  for (const name of fs.readdirSync(dir)) {
-    if (name !== '.git') fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  // Names as bytes: one that is not UTF-8 would not lead back to its file as a string.
+  for (const name of fs.readdirSync(dir, { encoding: 'buffer' })) {
+    if (name.toString('latin1') !== '.git')
+      fs.rmSync(Buffer.concat([Buffer.from(`${dir}/`), name]), { recursive: true, force: true });
   }
   fs.rmSync(path.join(dir, '.git'), { force: true });
   fs.rmdirSync(dir);

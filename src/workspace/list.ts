@@ -7,6 +7,9 @@ import { findRepo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { listForks, type ForkRow } from '../sidecar/forks';
 import { isMounted } from './overlay';
+import { XetError } from '../errors';
+
+const SEP = Buffer.from(path.sep);
 
 export type ForkState = 'active' | 'unmounted' | 'incomplete' | 'missing' | 'broken' | 'discarded';
 
@@ -23,15 +26,17 @@ export interface ForkInfo {
    * shared with the base are counted, as du counts them). Null when there is nothing to measure. */
   bytes: number | null;
   keptSnapshot: string | null;
+  /** Why this fork could not be looked at fully (the others are listed as usual). */
+  error?: { code: string; message: string };
 }
 
 export async function listForkInfo(cwd: string, all: boolean): Promise<ForkInfo[]> {
   const repo = await findRepo(cwd, true);
   const rows = withSidecar(repo.commonDir, (db) => listForks(db, all));
-  return rows.map((r) => {
+  return rows.map((r): ForkInfo => {
     const state = stateOf(r);
     const measured = r.mode === 'overlay' ? r.upper : r.dir;
-    return {
+    const info: ForkInfo = {
       id: r.id,
       dir: r.dir,
       mode: r.mode,
@@ -40,9 +45,18 @@ export async function listForkInfo(cwd: string, all: boolean): Promise<ForkInfo[
       branch: r.branch,
       state,
       createdAt: r.createdAt,
-      bytes: state === 'discarded' || !measured || !fs.existsSync(measured) ? null : allocatedBytes(measured),
+      bytes: null,
       keptSnapshot: r.keptSnapshot,
     };
+    if (state === 'discarded' || !measured || !fs.existsSync(measured)) return info;
+    try {
+      info.bytes = allocatedBytes(measured);
+    } catch (e) {
+      // One fork's unreadable tree must not hide every other fork.
+      const code = e instanceof XetError ? e.code : ((e as NodeJS.ErrnoException).code ?? 'GIT_FAILED');
+      info.error = { code, message: (e as Error).message };
+    }
+    return info;
   });
 }
 
@@ -60,7 +74,8 @@ export function stateOf(r: ForkRow): ForkState {
 export function allocatedBytes(root: string): number {
   const seen = new Set<string>();
   let total = 0;
-  const visit = (p: string) => {
+  // Names as bytes: a name that is not UTF-8 would not lead back to its file as a string.
+  const visit = (p: Buffer) => {
     const st = fs.lstatSync(p, { bigint: false });
     const key = `${st.dev}:${st.ino}`;
     if (st.nlink > 1) {
@@ -68,8 +83,10 @@ export function allocatedBytes(root: string): number {
       seen.add(key);
     }
     total += st.blocks * 512;
-    if (st.isDirectory()) for (const name of fs.readdirSync(p)) visit(path.join(p, name));
+    if (st.isDirectory()) {
+      for (const name of fs.readdirSync(p, { encoding: 'buffer' })) visit(Buffer.concat([p, SEP, name]));
+    }
   };
-  visit(root);
+  visit(Buffer.from(root));
   return total;
 }
