@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import { FAULT_POINTS } from './support/faults';
 import { git, initRepo } from './support/git';
 import { withSandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -122,3 +123,19 @@ test('WORK_NOT_KEPT: discard refuses when its capture would leave a secret out, 
     expectExit(xet(sb, r.dir, ['discard', f, '--no-capture', '--json']), 0);
     assert.equal(fs.existsSync(f), false);
   }));
+
+test('every fault point is placed in src and used by a test', () => {
+  const read = (dir: string): string[] =>
+    fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const p = path.join(dir, e.name);
+      return e.isDirectory() ? read(p) : e.name.endsWith('.ts') ? [fs.readFileSync(p, 'utf8')] : [];
+    });
+  const src = read(path.join(ROOT, 'src')).join('\n');
+  const tests = testSources()
+    .map((s) => s.text)
+    .join('\n');
+  for (const point of FAULT_POINTS) {
+    assert.match(src, new RegExp(`(faultPoint|dieAt|pauseAt)\\('${point}'\\)`), `${point} is placed in src`);
+    assert.ok(tests.includes(point), `${point} is used by some test`);
+  }
+});

@@ -180,7 +180,7 @@ test('a restore killed at each of its fault points leaves no target that verifie
   }
 });
 
-test('concurrent captures in one repository both succeed (or one is BUSY) and stay consistent', async () => {
+test('concurrent captures in one repository queue on the lock: all succeed and stay consistent', async () => {
   const sb = createSandbox();
   try {
     const r = initRepo(sb, 'src');
@@ -200,13 +200,12 @@ test('concurrent captures in one repository both succeed (or one is BUSY) and st
           }),
       ),
     );
+    // They wait for each other (BUSY only after 30 s of waiting, docs/CLI.md), so every one succeeds.
     const snaps: string[] = [];
     for (const run of runs) {
-      const out = JSON.parse(run.out);
-      if (run.code === 0) snaps.push(out.snapshot);
-      else assert.equal(out.error.code, 'BUSY', run.out);
+      assert.equal(run.code, 0, run.out);
+      snaps.push(JSON.parse(run.out).snapshot);
     }
-    assert.ok(snaps.length >= 1);
     const refs = r.git('for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').trim().split('\n');
     for (const s of snaps) assert.ok(refs.includes(s), `snapshot ${s} has its ref`);
     r.git('fsck', '--no-progress', '--strict');
