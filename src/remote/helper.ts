@@ -7,7 +7,6 @@
 // so git prints what users know. Each push appends one state to the store's log; a push that loses
 // the race for the next state number re-reads the newer state and decides again.
 
-import * as fs from 'node:fs';
 import * as readline from 'node:readline';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -20,11 +19,11 @@ import { DirectoryStore, STATE_SCHEMA, type LoadedState, type StoreState } from 
 import { importPacks, pushPack } from './transfer';
 import { storePathFromUrl } from './url';
 import * as crypto from 'node:crypto';
+// Fault injection for tests (SIGKILL or wait at a named point): src/testing/fault-points.ts.
+import { dieAt, pauseAt } from '../testing/fault-points';
 
 /** Set by `git xet push`: the publication id this push carries into the state log. */
 export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
-/** Fault injection for tests: SIGKILL ourselves at a named point (after-pack, after-state, before-reply). */
-const DIE_AT_ENV = 'GIT_XET_TEST_DIE_AT';
 
 /** Refs that name content (snapshots, handoffs): created once, never moved or deleted. */
 export function isCreateOnce(ref: string): boolean {
@@ -45,27 +44,6 @@ interface Options {
   /** --force-with-lease: the value each ref must have now ('' = must not exist). */
   cas: Map<string, string>;
   objectFormat: boolean;
-}
-
-/** Fault injection for tests: stop at named points (GIT_XET_TEST_PAUSE_AT=a,b) once each, saying so
- * with `<GIT_XET_TEST_PAUSE_DIR>/<point>.reached`, until `<point>.go` appears: races made exact. */
-const PAUSE_AT_ENV = 'GIT_XET_TEST_PAUSE_AT';
-const PAUSE_DIR_ENV = 'GIT_XET_TEST_PAUSE_DIR';
-const paused = new Set<string>();
-
-function dieAt(point: string): void {
-  if (process.env[DIE_AT_ENV] === point) process.kill(process.pid, 'SIGKILL');
-}
-
-async function pauseAt(point: string): Promise<void> {
-  const dir = process.env[PAUSE_DIR_ENV];
-  if (!dir || paused.has(point) || !(process.env[PAUSE_AT_ENV] ?? '').split(',').includes(point)) return;
-  paused.add(point);
-  fs.writeFileSync(path.join(dir, `${point}.reached`), '');
-  const until = Date.now() + 60_000;
-  while (!fs.existsSync(path.join(dir, `${point}.go`)) && Date.now() < until) {
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** Unquote a C-style quoted option value (git quotes non-ASCII and special bytes). */

@@ -36,6 +36,7 @@ import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
+import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { TOOL_VERSION } from '../version';
@@ -239,6 +240,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       collectTagObjects(refs, userOpts),
     ]);
 
+    await faultPoint('capture:after-pack');
     progress('writing the snapshot');
     const filesTree = scan.tree;
     const totals = await treeTotals(previous, scan, userOpts);
@@ -341,8 +343,10 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
 
     // --- publish: the ref, then the sidecar record ---
+    await faultPoint('capture:before-ref');
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
+    await faultPoint('capture:after-ref');
     const warnings: string[] = [];
     try {
       withSidecar(repo.commonDir, (db) => {

@@ -18,6 +18,7 @@ import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
+import { faultPoint } from '../testing/fault-points';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
 const FILES_INDEX = 'xet-files.index';
@@ -148,6 +149,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     const gitDir = path.join(tmp, '.git');
     if (fromUrl) await refuseMisnamedFetch(oid, opts);
     fs.writeFileSync(path.join(gitDir, RESTORE_MARKER), `${oid}\n`);
+    await faultPoint('restore:after-objects');
     if (!snap) {
       snap = await readSnapshot(oid, opts);
       await validateSnapshotPaths(snap, opts);
@@ -163,6 +165,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       repoGitDir: gitDir,
     };
     await layFiles(lay);
+    await faultPoint('restore:after-files');
     progress('restoring index, refs and config');
     await restoreRefs(snap, opts);
     // The index is built last: conversions are judged with the copy's own config and attributes.
@@ -170,6 +173,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     restoreInfoFiles(snap, gitDir);
     await layIndex(lay);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
+    await faultPoint('restore:before-rename');
     publish(tmp, target);
     published = true;
     const warnings = await seedWorkspace(target, snap);

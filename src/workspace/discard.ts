@@ -15,6 +15,7 @@ import { capture } from '../snapshot/capture';
 import { forkIsDirty } from './changes';
 import { ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
+import { dieAt, faultPoint } from '../testing/fault-points';
 
 export interface DiscardOptions {
   cwd: string;
@@ -70,9 +71,11 @@ async function discardLocked(repo: Repo, row: ForkRow, options: DiscardOptions):
       }
       dirty = await forkIsDirty(repo, row);
       if (dirty) kept = await keepWork(row);
+      await faultPoint('discard:after-capture');
     }
     refuseBusy(row, kept);
     withSidecar(repo.commonDir, (db) => markDiscarding(db, row.id, kept));
+    await faultPoint('discard:after-mark');
   }
   const left = await removeFork(repo, row, kept);
   return { id: row.id, dir: row.dir, snapshot: kept, dirty, left };
@@ -163,6 +166,7 @@ function removeTree(dir: string): void {
     if (name.toString('latin1') !== '.git')
       fs.rmSync(Buffer.concat([Buffer.from(`${dir}/`), name]), { recursive: true, force: true });
   }
+  dieAt('discard:mid-removal');
   fs.rmSync(path.join(dir, '.git'), { force: true });
   fs.rmdirSync(dir);
 }

@@ -29,6 +29,7 @@ import { baseFor, basesDir, ensureBase } from './base';
 import { cloneTree, probeReflink } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
+import { faultPoint } from '../testing/fault-points';
 
 export type RequestedMode = ForkMode | 'auto';
 
@@ -152,10 +153,12 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       const b = await ensureBase(repo, snap);
       base = b.base;
       baseBuilt = b.built;
+      await faultPoint('fork:after-base');
     }
     progress('adding the worktree');
     gitDir = await addWorktree(repo, dir, id, snap);
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
+    await faultPoint('fork:after-worktree');
     const filesIndex = path.join(gitDir, 'xet-files.index');
     const spec = {
       snap,
@@ -176,6 +179,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       fs.copyFileSync(base.index, spec.indexFile);
       fs.copyFileSync(base.filesIndex, filesIndex);
       progress('mounting');
+      await faultPoint('fork:before-mount');
       const failure = await mountOverlay({ lower: base.tree, upper: row.upper, work: row.work }, dir);
       if (failure) {
         throw new XetError(
@@ -198,6 +202,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       await layIndex(spec);
     }
     await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
+    await faultPoint('fork:before-active');
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
   } catch (e) {
     // Judged before the undo frees the space again.

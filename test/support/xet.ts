@@ -101,16 +101,17 @@ export function showManifest(sb: Sandbox, cwd: string, snapshot: string): any {
   return out && typeof out === 'object' && out.manifest && typeof out.manifest === 'object' ? out.manifest : out;
 }
 
-/** Asserts a typed failure: exit status (3 by default) and {"error":{"code":code,...}} on stdout. */
+/** Asserts a typed failure: exit status (3 by default) and {"error":{"code":code,...}} on stdout.
+ * One code: the docs promise one code for one condition, so a test never accepts either of two. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function expectError(r: XetResult, code: string | string[], exit = 3): any {
-  assert.equal(r.status, exit, `expected exit ${exit} with error ${String(code)}:\n${describeRun(r)}`);
+export function expectError(r: XetResult, code: string, exit = 3): any {
+  assert.equal(r.status, exit, `expected exit ${exit} with error ${code}:\n${describeRun(r)}`);
   const out = parseJson(r);
   assert.ok(out && typeof out === 'object' && out.error, `no "error" object in output:\n${describeRun(r)}`);
-  const codes = Array.isArray(code) ? code : [code];
-  assert.ok(
-    codes.includes(out.error.code),
-    `expected error code ${codes.join(' or ')}, got ${JSON.stringify(out.error.code)}:\n${describeRun(r)}`,
+  assert.equal(
+    out.error.code,
+    code,
+    `expected error code ${code}, got ${JSON.stringify(out.error.code)}:\n${describeRun(r)}`,
   );
   assert.equal(typeof out.error.message, 'string', `error.message should be a string: ${r.stdout}`);
   assert.ok(out.error.message.length > 0, `error.message should not be empty: ${r.stdout}`);

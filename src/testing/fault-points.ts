@@ -1,0 +1,77 @@
+// Fault points: named places in capture, restore, fork, discard and the remote helper where the test
+// suite can kill or stop the process, so that kill and race tests land exactly where they mean to
+// instead of at a delay that a slow machine turns into "before anything happened".
+//
+//   GIT_XET_TEST_DIE_AT=<point>        SIGKILL this process at <point>
+//   GIT_XET_TEST_PAUSE_AT=<p>[,<p>…]    wait at each point (once) until `<dir>/<point>.go` exists (60 s max)
+//   GIT_XET_TEST_PAUSE_DIR=<dir>       where a point reached is announced: `<dir>/<point>.reached`
+//
+// Unset (every real run) a point costs one environment lookup. The names are listed in FAULT_POINTS
+// so a test can check that each one it kills at exists.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export const DIE_AT_ENV = 'GIT_XET_TEST_DIE_AT';
+export const PAUSE_AT_ENV = 'GIT_XET_TEST_PAUSE_AT';
+export const PAUSE_DIR_ENV = 'GIT_XET_TEST_PAUSE_DIR';
+
+export const FAULT_POINTS = [
+  // the remote helper (git-remote-xet)
+  'before-decide',
+  'after-pack',
+  'after-state',
+  'before-reply',
+  // capture: objects written, nothing references them; the ref exists, the sidecar does not know it
+  'capture:after-pack',
+  'capture:before-ref',
+  'capture:after-ref',
+  // restore (in its hidden sibling directory): objects there, files laid, everything but the rename
+  'restore:after-objects',
+  'restore:after-files',
+  'restore:before-rename',
+  // fork: base materialised, worktree added and registered, files in place (overlay: before mounting)
+  'fork:after-base',
+  'fork:after-worktree',
+  'fork:before-mount',
+  'fork:before-active',
+  // discard: work captured but not recorded; recorded as 'discarding'; tree half removed
+  'discard:after-capture',
+  'discard:after-mark',
+  'discard:mid-removal',
+] as const;
+
+export type FaultPoint = (typeof FAULT_POINTS)[number];
+
+const paused = new Set<string>();
+
+function announce(point: string): void {
+  const dir = process.env[PAUSE_DIR_ENV];
+  if (dir) fs.writeFileSync(path.join(dir, `${point}.reached`), `${process.pid}\n`);
+}
+
+/** SIGKILL at `point` if the tests asked for it (synchronous: usable anywhere). */
+export function dieAt(point: FaultPoint): void {
+  if (process.env[DIE_AT_ENV] !== point) return;
+  announce(point);
+  process.kill(process.pid, 'SIGKILL');
+}
+
+/** Wait at `point` if the tests asked for it, once per process, until told to go on. */
+export async function pauseAt(point: FaultPoint): Promise<void> {
+  const dir = process.env[PAUSE_DIR_ENV];
+  if (!dir || paused.has(point) || !(process.env[PAUSE_AT_ENV] ?? '').split(',').includes(point)) return;
+  paused.add(point);
+  announce(point);
+  const until = Date.now() + 60_000;
+  while (!fs.existsSync(path.join(dir, `${point}.go`)) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A fault point where a test may kill or stop the process: `await faultPoint('capture:before-ref')`. */
+export async function faultPoint(point: FaultPoint): Promise<void> {
+  if (process.env[DIE_AT_ENV] === undefined && process.env[PAUSE_AT_ENV] === undefined) return;
+  dieAt(point);
+  await pauseAt(point);
+}

@@ -1,0 +1,397 @@
+// Contracts with docs/CLI.md: every `verify` difference kind and every `diff` kind the docs list is
+// produced by a real change to a real tree, and every `--json` shape the docs give is what the
+// command prints (no documented field missing, no undocumented one). The lists and shapes are parsed
+// from docs/CLI.md at run time, so the test fails when the docs and the output drift apart.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { killAt } from './support/faults';
+import { git, initRepo, type Repo } from './support/git';
+import { withMountSandbox } from './support/mounts';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectExit, parseJson, verify, xet } from './support/xet';
+
+const CLI_MD = fs.readFileSync(path.resolve(__dirname, '..', '..', 'docs', 'CLI.md'), 'utf8');
+
+/** docs/CLI.md's command sections, keyed by the command words (`capture`, `handoff create`, …). */
+function sections(): Map<string, string> {
+  const out = new Map<string, string>();
+  const parts = CLI_MD.split(/^### /m).slice(1);
+  for (const part of parts) {
+    const title = /^`git xet ([^`]*)`/.exec(part)?.[1];
+    if (!title) continue;
+    const words: string[] = [];
+    for (const w of title.split(' ')) {
+      if (/^[<[(-]/.test(w)) break;
+      words.push(w);
+    }
+    out.set(words.join(' '), part);
+  }
+  return out;
+}
+
+function section(name: string): string {
+  const s = sections().get(name);
+  assert.ok(s, `docs/CLI.md has a section for git xet ${name}`);
+  return s;
+}
+
+/** The backticked names in the docs sentence that starts with `lead` (up to its full stop). */
+function listedKinds(name: string, lead: RegExp): string[] {
+  const text = section(name).replace(/\s+/g, ' ');
+  const m = lead.exec(text);
+  assert.ok(m, `docs/CLI.md's ${name} section lists kinds (${lead})`);
+  const sentence = text.slice(m.index + m[0].length).split(/\.(\s|$)/)[0];
+  return [...sentence.matchAll(/`([a-z*-]+)`/g)].map((x) => x[1]);
+}
+
+/** verify's kinds; `index-*` stands for the index family of the file kinds. */
+function verifyKinds(): string[] {
+  const listed = listedKinds('verify', /kinds include /);
+  const files = listed.filter((k) => k.startsWith('file-')).map((k) => k.slice('file-'.length));
+  return listed.flatMap((k) => (k === 'index-*' ? files.map((f) => `index-${f}`) : [k]));
+}
+
+/** diff's kinds; "the same with `index-`" repeats the file kinds for the index. */
+function diffKinds(): string[] {
+  const listed = listedKinds('diff', /Kinds: /);
+  const files = listed.filter((k) => k.startsWith('file-')).map((k) => k.slice('file-'.length));
+  return listed.flatMap((k) => (k === 'index-' ? files.map((f) => `index-${f}`) : [k]));
+}
+
+// --- a tiny parser for the shapes docs/CLI.md writes as `{a, b?, c: [{d}], e: "x"|"y", ...f}` ---
+
+type Value = { object: Shape } | { array: Value } | { oneOf: unknown[] } | null;
+interface Shape {
+  fields: Map<string, { optional: boolean; value: Value }>;
+  spread: boolean;
+}
+
+function parseShape(text: string): Shape {
+  const tokens = text.match(/\.\.\.[A-Za-z]+|"[^"]*"|[A-Za-z][A-Za-z0-9]*|[{}[\]:,|?]/g) ?? [];
+  let i = 0;
+  const expect = (t: string) => {
+    assert.equal(tokens[i], t, `shape ${text}: expected ${t} at token ${i}`);
+    i++;
+  };
+  const value = (): Value => {
+    if (tokens[i] === '{') return { object: object() };
+    if (tokens[i] === '[') {
+      i++;
+      const of = value();
+      expect(']');
+      return { array: of };
+    }
+    const oneOf: unknown[] = [];
+    for (;;) {
+      const t = tokens[i++];
+      oneOf.push(t.startsWith('"') ? t.slice(1, -1) : t === 'true' ? true : t === 'false' ? false : t);
+      if (tokens[i] !== '|') break;
+      i++;
+    }
+    return { oneOf };
+  };
+  const object = (): Shape => {
+    expect('{');
+    const shape: Shape = { fields: new Map(), spread: false };
+    while (tokens[i] !== '}') {
+      const t = tokens[i++];
+      if (t.startsWith('...')) shape.spread = true;
+      else {
+        let optional = false;
+        if (tokens[i] === '?') {
+          optional = true;
+          i++;
+        }
+        let v: Value = null;
+        if (tokens[i] === ':') {
+          i++;
+          v = value();
+        }
+        shape.fields.set(t, { optional, value: v });
+      }
+      if (tokens[i] === ',') i++;
+    }
+    expect('}');
+    return shape;
+  };
+  const s = object();
+  assert.equal(i, tokens.length, `shape ${text} parsed to its end`);
+  return s;
+}
+
+/** Every JSON shape docs/CLI.md gives, keyed `<command>` (and `<command> (2)` for a second one). */
+function documentedShapes(): Map<string, Shape> {
+  const out = new Map<string, Shape>();
+  for (const [name, text] of sections()) {
+    // A backticked object after a colon: "JSON: `{…}`", "List this repository's forks: `{…}`".
+    let n = 0;
+    for (const m of text.matchAll(/:\s+`(\{[^`]*\})`/g)) {
+      out.set(n++ ? `${name} (${n})` : name, parseShape(m[1].replace(/\s+/g, ' ')));
+    }
+  }
+  return out;
+}
+
+/** Where `value` departs from `shape`: documented fields missing, undocumented ones present. */
+function shapeProblems(value: unknown, shape: Shape, where: string): string[] {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return [`${where} is not an object`];
+  const obj = value as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const [key, f] of shape.fields) {
+    if (key in obj) problems.push(...valueProblems(obj[key], f.value, `${where}.${key}`));
+    else if (!f.optional) problems.push(`${where}.${key} is documented but missing`);
+  }
+  if (!shape.spread) {
+    for (const k of Object.keys(obj)) if (!shape.fields.has(k)) problems.push(`${where}.${k} is not documented`);
+  }
+  return problems;
+}
+
+function valueProblems(v: unknown, value: Value, where: string): string[] {
+  if (!value || v === null) return []; // a plain field (any value), or null where the docs allow it
+  if ('oneOf' in value) return value.oneOf.includes(v) ? [] : [`${where} is ${v}, not ${value.oneOf.join('|')}`];
+  if ('array' in value) {
+    if (!Array.isArray(v)) return [`${where} is not an array`];
+    return v.flatMap((x, n) => valueProblems(x, value.array, `${where}[${n}]`));
+  }
+  return shapeProblems(v, value.object, where);
+}
+
+function checkShape(value: unknown, shape: Shape, where: string): void {
+  assert.deepEqual(shapeProblems(value, shape, where), [], JSON.stringify(value).slice(0, 600));
+}
+
+// --- a source with something of every kind to change ---
+
+function source(sb: Sandbox): { r: Repo; snap: string } {
+  const r = initRepo(sb, 'src');
+  r.commit('c1', { 'a.txt': 'a\n', 'b.txt': 'b\n', 'c.txt': 'c\n' });
+  r.git('branch', 'other');
+  r.commit('c2', { 'a.txt': 'a2\n' });
+  r.mkdir('empty');
+  r.git('update-index', '--assume-unchanged', 'c.txt');
+  return { r, snap: capture(sb, r.dir) };
+}
+
+let copies = 0;
+function freshCopy(sb: Sandbox, r: Repo, snap: string): string {
+  const dir = sb.path(`copy-${++copies}`);
+  expectExit(xet(sb, r.dir, ['restore', snap, dir, '--json']), 0);
+  return dir;
+}
+
+type Diff = { kind: string; path?: string };
+const brief = (ds: Diff[]) => ds.map((d) => (d.path ? `${d.kind} ${d.path}` : d.kind)).sort();
+
+test('every verify difference kind docs/CLI.md lists comes from a real change, with the documented shape', () =>
+  withSandbox((sb) => {
+    const { r, snap } = source(sb);
+    const blob = r.gitInput('other\n', 'hash-object', '-w', '--stdin').trim();
+    const g = (dir: string, ...args: string[]) => git(sb, dir, args);
+    // Each case: a change to a fresh restore of the snapshot, and exactly the differences it gives.
+    const cases: Record<string, [(dir: string) => void, string[]]> = {
+      'file-extra': [(d) => fs.writeFileSync(path.join(d, 'new.txt'), 'n\n'), ['file-extra new.txt']],
+      'file-missing': [(d) => fs.rmSync(path.join(d, 'b.txt')), ['file-missing b.txt']],
+      'file-modified': [(d) => fs.writeFileSync(path.join(d, 'b.txt'), 'B\n'), ['file-modified b.txt']],
+      'file-type-changed': [
+        (d) => {
+          fs.rmSync(path.join(d, 'b.txt'));
+          fs.symlinkSync('a.txt', path.join(d, 'b.txt'));
+        },
+        ['file-type-changed b.txt'],
+      ],
+      'empty-dir-missing': [(d) => fs.rmdirSync(path.join(d, 'empty')), ['empty-dir-missing empty']],
+      'empty-dir-extra': [(d) => fs.mkdirSync(path.join(d, 'void')), ['empty-dir-extra void']],
+      'index-extra': [
+        (d) => g(d, 'update-index', '--add', '--cacheinfo', `100644,${blob},ghost.txt`),
+        ['index-extra ghost.txt'],
+      ],
+      'index-missing': [(d) => g(d, 'rm', '-q', '--cached', 'b.txt'), ['index-missing b.txt']],
+      'index-modified': [(d) => g(d, 'update-index', '--cacheinfo', `100644,${blob},b.txt`), ['index-modified b.txt']],
+      'index-type-changed': [
+        (d) => g(d, 'update-index', '--cacheinfo', `120000,${blob},b.txt`),
+        ['index-type-changed b.txt'],
+      ],
+      'index-flag-missing': [
+        (d) => g(d, 'update-index', '--no-assume-unchanged', 'c.txt'),
+        ['index-flag-missing c.txt'],
+      ],
+      'index-flag-extra': [(d) => g(d, 'update-index', '--assume-unchanged', 'b.txt'), ['index-flag-extra b.txt']],
+      head: [(d) => g(d, 'checkout', '-q', '--detach'), ['head']],
+      ref: [(d) => g(d, 'branch', '-f', 'other', 'main'), ['ref refs/heads/other']],
+      'ref-extra': [(d) => g(d, 'branch', 'extra'), ['ref-extra refs/heads/extra']],
+      stash: [
+        (d) => {
+          fs.writeFileSync(path.join(d, 'b.txt'), 'stashed\n');
+          g(d, 'stash', '-q');
+        },
+        ['stash'],
+      ],
+      config: [(d) => g(d, 'remote', 'add', 'up', '/nowhere'), ['config']],
+      'info-exclude': [(d) => fs.writeFileSync(path.join(d, '.git/info/exclude'), '*.tmp\n'), ['info-exclude']],
+      'info-attributes': [
+        (d) => fs.writeFileSync(path.join(d, '.git/info/attributes'), '*.bin binary\n'),
+        ['info-attributes'],
+      ],
+    };
+    const shape = documentedShapes().get('verify');
+    assert.ok(shape, 'docs/CLI.md gives the JSON of verify');
+    const seen = new Map<string, Diff[]>();
+    const check = (dir: string, want: string[], what: string) => {
+      const v = verify(sb, r.dir, snap, dir);
+      expectExit(v, 1);
+      const out = parseJson(v);
+      checkShape(out, shape, `verify (${what})`);
+      assert.equal(out.ok, false);
+      assert.equal(out.scope, 'repository');
+      assert.deepEqual(brief(out.differences), [...want].sort(), `${what}: ${v.stdout}`);
+      for (const d of out.differences) seen.set(d.kind, [...(seen.get(d.kind) ?? []), d]);
+    };
+    for (const [kind, [change, want]] of Object.entries(cases)) {
+      const dir = freshCopy(sb, r, snap);
+      if (!seen.size) expectExit(verify(sb, r.dir, snap, dir), 0); // a fresh restore is identical
+      change(dir);
+      check(dir, want, kind);
+    }
+    // The directory itself: gone, not a repository, a restore that did not finish.
+    check(sb.path('nowhere'), [`missing ${sb.path('nowhere')}`], 'missing');
+    fs.mkdirSync(sb.path('plain'));
+    check(sb.path('plain'), [`not-a-repository ${sb.path('plain')}`], 'not-a-repository');
+    killAt(sb, r.dir, ['restore', snap, sb.path('killed'), '--json'], 'restore:after-files');
+    const hidden = fs.readdirSync(sb.root).find((n) => n.startsWith('.killed.xet-restore-'));
+    assert.ok(hidden, 'the killed restore left its hidden sibling');
+    check(sb.path(hidden), [`incomplete ${sb.path(hidden)}`], 'incomplete');
+
+    assert.deepEqual([...seen.keys()].sort(), [...verifyKinds()].sort(), 'the kinds produced are the documented ones');
+    // What a difference carries: expected/actual where there are two sides to show.
+    for (const kind of ['ref', 'head', 'stash', 'config', 'info-exclude']) {
+      const d = seen.get(kind)?.[0] as Record<string, unknown>;
+      assert.ok('expected' in d && 'actual' in d, `${kind} has expected and actual: ${JSON.stringify(d)}`);
+    }
+  }));
+
+test('every diff kind docs/CLI.md lists comes from a real change, between snapshots and to the worktree', () =>
+  withSandbox((sb) => {
+    const { r, snap } = source(sb);
+    const blob = r.gitInput('other\n', 'hash-object', '-w', '--stdin').trim();
+    const g = (dir: string, ...args: string[]) => git(sb, dir, args);
+    const cases: Record<string, [(dir: string) => void, string[]]> = {
+      'file-added': [(d) => fs.writeFileSync(path.join(d, 'new.txt'), 'n\n'), ['file-added new.txt']],
+      'file-deleted': [(d) => fs.rmSync(path.join(d, 'b.txt')), ['file-deleted b.txt']],
+      'file-modified': [(d) => fs.writeFileSync(path.join(d, 'b.txt'), 'B\n'), ['file-modified b.txt']],
+      'file-type-changed': [
+        (d) => {
+          fs.rmSync(path.join(d, 'b.txt'));
+          fs.symlinkSync('a.txt', path.join(d, 'b.txt'));
+        },
+        ['file-type-changed b.txt'],
+      ],
+      'index-added': [
+        (d) => g(d, 'update-index', '--add', '--cacheinfo', `100644,${blob},ghost.txt`),
+        ['index-added ghost.txt'],
+      ],
+      'index-deleted': [(d) => g(d, 'rm', '-q', '--cached', 'b.txt'), ['index-deleted b.txt']],
+      'index-modified': [(d) => g(d, 'update-index', '--cacheinfo', `100644,${blob},b.txt`), ['index-modified b.txt']],
+      'index-type-changed': [
+        (d) => g(d, 'update-index', '--cacheinfo', `120000,${blob},b.txt`),
+        ['index-type-changed b.txt'],
+      ],
+      head: [(d) => g(d, 'checkout', '-q', '--detach'), ['head']],
+      'ref-created': [(d) => g(d, 'branch', 'extra'), ['ref-created refs/heads/extra']],
+      'ref-moved': [(d) => g(d, 'branch', '-f', 'other', 'main'), ['ref-moved refs/heads/other']],
+      'ref-deleted': [(d) => g(d, 'branch', '-q', '-D', 'other'), ['ref-deleted refs/heads/other']],
+    };
+    const shape = documentedShapes().get('diff');
+    assert.ok(shape, 'docs/CLI.md gives the JSON of diff');
+    const seen = new Set<string>();
+    const check = (dir: string, args: string[], want: string[], what: string) => {
+      const res = xet(sb, dir, ['diff', ...args, '--exit-code', '--json']);
+      expectExit(res, 1);
+      const out = parseJson(res);
+      checkShape(out, shape, `diff (${what})`);
+      assert.equal(out.identical, false);
+      assert.deepEqual(brief(out.changes), [...want].sort(), `${what}: ${res.stdout}`);
+      for (const c of out.changes) seen.add(c.kind);
+    };
+    for (const [kind, [change, want]] of Object.entries(cases)) {
+      const dir = freshCopy(sb, r, snap);
+      if (!seen.size) {
+        const same = parseJson(xet(sb, dir, ['diff', snap, '--json']));
+        assert.deepEqual([same.identical, same.changes], [true, []], 'a fresh restore has no changes');
+      }
+      change(dir);
+      check(dir, [snap], want, `${kind}, to the worktree`);
+      // The same change between two snapshots.
+      const after = capture(sb, dir);
+      check(dir, [snap, after], want, `${kind}, between snapshots`);
+    }
+    assert.deepEqual([...seen].sort(), [...diffKinds()].sort(), 'the kinds produced are the documented ones');
+  }));
+
+const isRoot = process.getuid?.() === 0;
+
+test(
+  'every --json shape docs/CLI.md gives is what the command prints',
+  { skip: isRoot ? false : 'the overlay remount needs root (CI runs as root)' },
+  () =>
+    withMountSandbox((sb) => {
+      const shapes = documentedShapes();
+      const checked = new Set<string>();
+      const problems: string[] = [];
+      const json = (cwd: string, args: string[], key: string, exit = 0) => {
+        const res = xet(sb, cwd, [...args, '--json']);
+        expectExit(res, exit);
+        const out = parseJson(res);
+        const shape = shapes.get(key);
+        assert.ok(shape, `docs/CLI.md gives the JSON of ${key}`);
+        problems.push(...shapeProblems(out, shape, key));
+        checked.add(key);
+        return out;
+      };
+      const { r, snap } = source(sb);
+      json(r.dir, ['init'], 'init');
+      r.write('untracked.txt', 'u\n');
+      r.write('.env', 'SECRET=1\n');
+      const cap = json(r.dir, ['capture', '-m', 'second'], 'capture');
+      assert.deepEqual(cap.excludedSecrets, ['.env']);
+      json(r.dir, ['snapshots'], 'snapshots');
+      const shown = json(r.dir, ['show', snap], 'show');
+      assert.equal(shown.snapshot, snap);
+      json(r.dir, ['restore', snap, sb.path('restored')], 'restore');
+      json(r.dir, ['verify', snap, sb.path('restored')], 'verify');
+      json(r.dir, ['diff', snap, cap.snapshot], 'diff');
+      const f = sb.path('fork');
+      json(r.dir, ['fork', snap, f, '--mode', 'overlay'], 'fork');
+      // Unmount it as a reboot would; --remount mounts it again.
+      assert.equal(spawnSync('umount', [f]).status, 0);
+      const remounted = json(r.dir, ['fork', '--remount', f], 'fork (2)');
+      assert.equal(remounted.mounted, true);
+      fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+      json(r.dir, ['forks', '--all'], 'forks');
+      json(r.dir, ['changes', f], 'changes');
+      json(r.dir, ['export', f, '--branch', 'agent/work'], 'export');
+      json(r.dir, ['discard', f], 'discard');
+      const h = json(r.dir, ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'T'], 'handoff create');
+      json(r.dir, ['handoff', 'verify', h.id], 'handoff verify');
+      json(r.dir, ['handoff', 'accept', h.id, sb.path('accepted')], 'handoff accept');
+      // After the acceptance, so that its nested shape is checked too.
+      assert.equal(json(r.dir, ['handoff', 'show', h.id], 'handoff show').acceptances.length, 1);
+      assert.equal(json(r.dir, ['handoff', 'list'], 'handoff list').handoffs[0].accepted, 1);
+      const store = sb.path('store');
+      r.git('remote', 'add', 'origin', `xet::${store}`);
+      json(r.dir, ['push'], 'push');
+      const b = initRepo(sb, 'b');
+      b.git('remote', 'add', 'origin', `xet::${store}`);
+      json(b.dir, ['fetch'], 'fetch');
+      json(r.dir, ['fsck', '--store', store], 'fsck');
+      assert.deepEqual(problems, [], 'the output is what docs/CLI.md says');
+      assert.deepEqual(
+        [...shapes.keys()].filter((k) => !checked.has(k)),
+        [],
+        'every shape docs/CLI.md gives is checked against real output',
+      );
+    }),
+);
