@@ -21,6 +21,7 @@ import { registerHandoff } from './commands/handoff';
 import { registerPush } from './commands/push';
 import { registerFetch } from './commands/fetch';
 import { registerFsck } from './commands/fsck';
+import { registerArchive } from './commands/archive';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerPush(program);
   registerFetch(program);
   registerFsck(program);
+  registerArchive(program);
   return program;
 }
 

@@ -178,3 +178,35 @@ export function joinZ(items: Iterable<string>): Buffer {
   }
   return Buffer.concat(chunks);
 }
+
+export interface GitStream {
+  /** git's stdout, read by the caller at its own pace (git blocks when the pipe is full). */
+  stdout: NodeJS.ReadableStream;
+  /** Settles when git has exited: rejects with GIT_FAILED on a non-zero exit. */
+  done: Promise<void>;
+  /** Stop git early (the caller gave up on its output). */
+  kill(): void;
+}
+
+/** Run git with stdout as a stream, for outputs bounded by file data (object contents). */
+export function gitStream(args: string[], opts: GitOptions = {}): GitStream {
+  const child = spawn('git', args, { cwd: opts.cwd, env: baseEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const err: Buffer[] = [];
+  let errBytes = 0;
+  child.stderr.on('data', (b: Buffer) => {
+    if (errBytes < 64 * 1024) err.push(b);
+    errBytes += b.length;
+  });
+  child.stdin.on('error', () => undefined);
+  const done = new Promise<void>((resolve, reject) => {
+    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(failure(args, code ?? (signal ? 128 : null), Buffer.concat(err).toString('utf8'), opts.cwd));
+    });
+  });
+  // A caller that stops early must not leave an unhandled rejection behind.
+  done.catch(() => undefined);
+  child.stdin.end(opts.input ?? '');
+  return { stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
+}
