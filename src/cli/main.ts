@@ -21,6 +21,8 @@ import { registerHandoff } from './commands/handoff';
 import { registerPush } from './commands/push';
 import { registerFetch } from './commands/fetch';
 import { registerFsck } from './commands/fsck';
+import { registerStatus } from './commands/status';
+import { registerVersion } from './commands/version';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -29,6 +31,7 @@ export function buildProgram(): Command {
     .description('Capture, restore and verify whole Git working trees as ordinary Git objects')
     .version(TOOL_VERSION, '-V, --version')
     .option('--json', 'print results and errors as JSON on stdout')
+    .option('-q, --quiet', 'no progress line and no notes on stderr (results and errors still print)')
     .showHelpAfterError()
     .exitOverride();
   registerInit(program);
@@ -47,6 +50,8 @@ export function buildProgram(): Command {
   registerPush(program);
   registerFetch(program);
   registerFsck(program);
+  registerStatus(program);
+  registerVersion(program);
   return program;
 }
 
@@ -60,8 +65,16 @@ export function main(argv: string[]): void {
   });
   program.parseAsync(argv, { from: 'user' }).catch((e: unknown) => {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') {
         process.exitCode = EXIT.OK;
+        return;
+      }
+      if (e.code === 'commander.help') {
+        // No command (`git xet`, `git xet handoff`): the usage went to stderr; like an unknown command,
+        // this is a usage error. With --json the usage is in the error instead.
+        process.exitCode = json
+          ? emitError({ json }, new XetError('USAGE', 'a command is required', { commander: e.code }))
+          : EXIT.USAGE;
         return;
       }
       process.exitCode = emitError(

@@ -40,6 +40,7 @@ import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
+import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
@@ -53,6 +54,8 @@ const MAX_PARENTS = 16;
 export interface CaptureOptions extends PolicyOptions {
   cwd: string;
   message?: string;
+  /** Make a new snapshot even when nothing changed since this worktree's last one. */
+  always?: boolean;
   /** Told what is happening, for a progress line on a terminal. */
   progress?: (what: string) => void;
 }
@@ -76,6 +79,8 @@ export interface CaptureResult {
   /** Small packs were rolled up after this capture (see consolidatePacks). */
   repacked: boolean;
   warnings: string[];
+  /** Nothing changed since this worktree's last snapshot, which is returned (no new ref, no pack). */
+  unchanged: boolean;
 }
 
 function operationInProgress(gitDir: string): string | null {
@@ -315,14 +320,31 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
     };
     manifest.schema = schemaFor(manifest);
+    const topEntries: TreeEntryInput[] = [
+      { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
+      { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
+      ...extraTop,
+    ];
+    if (!options.always) {
+      const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
+      if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
+        return {
+          snapshot: last,
+          ...manifest.counts,
+          excludedSecrets: walk.excludedSecrets,
+          skipped: walk.skipped,
+          excludedByPattern: walk.excludedByPattern,
+          ignoredNotCaptured: walk.ignoredNotCaptured,
+          incremental,
+          repacked: false,
+          warnings: [],
+          unchanged: true,
+        };
+      }
+    }
     const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
     const top = await mktree(
-      [
-        { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
-        { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
-        { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
-        ...extraTop,
-      ],
+      [...topEntries, { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' }],
       userOpts,
     );
 
@@ -361,6 +383,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       incremental,
       repacked,
       warnings,
+      unchanged: false,
     };
   } finally {
     lock.release();
