@@ -197,7 +197,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');
     const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
-    progress(`hashing ${walk.paths.length} files`);
+    progress(`checking ${walk.paths.length} files for Git LFS pointers`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
     const refs = allRefs.filter((r) => !r.name.startsWith('refs/xet/'));
     const indexHeader = Buffer.alloc(8);
@@ -229,7 +229,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       write: true,
       previousTree: previous?.tree ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
+      progress,
     });
+    progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
       writeIndexTree(repo, tmpBase),
@@ -326,6 +328,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       ...extraTop,
     ];
     if (!options.always) {
+      progress('comparing with the last snapshot');
       const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
       if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
         return {
@@ -369,6 +372,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     } catch (e) {
       warnings.push(`the sidecar was not updated (the next capture will store more): ${(e as Error).message}`);
     }
+    progress('consolidating packs');
     const repacked = await consolidatePacks(repo, config).catch((e: Error) => {
       warnings.push(`could not consolidate packs: ${e.message}`);
       return false;

@@ -34,6 +34,7 @@ import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { walkWorktree } from './walk';
 import { scanUnderSnapshotPolicy, type ExcludedByPolicy } from './snapshot-policy';
 import { swappedVerifyArguments } from './verify-hints';
+import { isOriginKey } from './origin';
 
 export interface Difference {
   kind: string;
@@ -279,9 +280,10 @@ export async function compareRefs(snap: Snapshot, target: Repo): Promise<Differe
   const stashKey = (l: { oid: string; message: string }[]) => l.map((e) => `${e.oid} ${e.message}`).join('\n');
   if (stashKey(stash) !== stashKey(m.stash)) diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
   const config = await readLocalConfig(CAPTURED_CONFIG_RE, opts);
+  // remote.xet-origin says where a copy came from (restore --from), not what was captured.
   const norm = (c: { key: string; value: string }[]) =>
     c
-      .filter((e) => !e.key.startsWith('core.'))
+      .filter((e) => !e.key.startsWith('core.') && !isOriginKey(e.key))
       .map((e) => `${e.key}=${e.value}`)
       .sort();
   if (JSON.stringify(norm(config)) !== JSON.stringify(norm(m.config))) {
