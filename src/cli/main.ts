@@ -58,14 +58,24 @@ export function buildProgram(): Command {
 export function main(argv: string[]): void {
   const program = buildProgram();
   const json = argv.includes('--json');
-  program.configureOutput({
-    writeErr: (s) => {
-      if (!json) process.stderr.write(s);
-    },
-  });
+  // Every command, not only the program: subcommands copied the output settings when they were
+  // made, so with --json a usage error in `capture --bogus` would still print to stderr.
+  const quietErr = (c: Command): void => {
+    c.configureOutput({
+      writeErr: (s) => {
+        if (!json) process.stderr.write(s);
+      },
+    });
+    c.commands.forEach(quietErr);
+  };
+  quietErr(program);
   program.parseAsync(argv, { from: 'user' }).catch((e: unknown) => {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') {
+      if (
+        e.code === 'commander.helpDisplayed' ||
+        e.code === 'commander.version' ||
+        (e.code === 'commander.help' && e.exitCode === 0) // `help <cmd>`
+      ) {
         process.exitCode = EXIT.OK;
         return;
       }
