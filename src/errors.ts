@@ -44,6 +44,8 @@ export const ERROR_CODES = {
   STORE_UNAVAILABLE: 'the xet store is missing, unreadable or read-only',
   PUSH_REJECTED: 'the remote refused one or more refs',
   OUTCOME_UNKNOWN: 'whether an earlier push was published cannot be established',
+  REMOTE_UNAVAILABLE: 'the remote (a path or URL) cannot be reached: no repository there, or no connection',
+  REQUEST_ID_REUSED: 'the request id was already used for a handoff with different inputs',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

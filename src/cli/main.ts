@@ -22,6 +22,8 @@ import { registerPush } from './commands/push';
 import { registerFetch } from './commands/fetch';
 import { registerFsck } from './commands/fsck';
 import { registerArchive } from './commands/archive';
+import { registerStatus } from './commands/status';
+import { registerVersion } from './commands/version';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -30,6 +32,7 @@ export function buildProgram(): Command {
     .description('Capture, restore and verify whole Git working trees as ordinary Git objects')
     .version(TOOL_VERSION, '-V, --version')
     .option('--json', 'print results and errors as JSON on stdout')
+    .option('-q, --quiet', 'no progress line and no notes on stderr (results and errors still print)')
     .showHelpAfterError()
     .exitOverride();
   registerInit(program);
@@ -49,21 +52,41 @@ export function buildProgram(): Command {
   registerFetch(program);
   registerFsck(program);
   registerArchive(program);
+  registerStatus(program);
+  registerVersion(program);
   return program;
 }
 
 export function main(argv: string[]): void {
   const program = buildProgram();
   const json = argv.includes('--json');
-  program.configureOutput({
-    writeErr: (s) => {
-      if (!json) process.stderr.write(s);
-    },
-  });
+  // Every command, not only the program: subcommands copied the output settings when they were
+  // made, so with --json a usage error in `capture --bogus` would still print to stderr.
+  const quietErr = (c: Command): void => {
+    c.configureOutput({
+      writeErr: (s) => {
+        if (!json) process.stderr.write(s);
+      },
+    });
+    c.commands.forEach(quietErr);
+  };
+  quietErr(program);
   program.parseAsync(argv, { from: 'user' }).catch((e: unknown) => {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') {
+      if (
+        e.code === 'commander.helpDisplayed' ||
+        e.code === 'commander.version' ||
+        (e.code === 'commander.help' && e.exitCode === 0) // `help <cmd>`
+      ) {
         process.exitCode = EXIT.OK;
+        return;
+      }
+      if (e.code === 'commander.help') {
+        // No command (`git xet`, `git xet handoff`): the usage went to stderr; like an unknown command,
+        // this is a usage error. With --json the usage is in the error instead.
+        process.exitCode = json
+          ? emitError({ json }, new XetError('USAGE', 'a command is required', { commander: e.code }))
+          : EXIT.USAGE;
         return;
       }
       process.exitCode = emitError(

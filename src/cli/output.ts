@@ -4,6 +4,13 @@ import { EXIT, XetError } from '../errors';
 
 export interface Out {
   json: boolean;
+  /** --quiet: no progress and no informational notes on stderr; results and errors still print. */
+  quiet?: boolean;
+}
+
+/** Whether informational notes (counts, what was left out) go to stderr: a terminal, not --quiet. */
+export function chatty(out: Out): boolean {
+  return !out.json && !out.quiet && Boolean(process.stderr.isTTY);
 }
 
 export function emit(out: Out, value: unknown, human: () => string): void {
@@ -42,20 +49,45 @@ export function formatBytes(n: number): string {
 
 /** The progress line currently on the terminal, erased before anything else is printed. */
 let progressText = '';
+/** Redraws the progress line while a phase lasts, so the elapsed time moves. */
+let ticker: NodeJS.Timeout | null = null;
+/** How often the elapsed time is redrawn during a long phase. */
+export const PROGRESS_TICK_MS = 250;
 
-function clearProgress(): void {
+function eraseProgress(): void {
   if (!progressText) return;
   process.stderr.write(`\r${' '.repeat(progressText.length)}\r`);
   progressText = '';
 }
 
-/** A one-line progress reporter on a terminal's stderr; silent with --json or when not a TTY. */
+function clearProgress(): void {
+  if (ticker) clearInterval(ticker);
+  ticker = null;
+  eraseProgress();
+}
+
+/** A one-line progress reporter on a terminal's stderr; silent with --json, --quiet or when not a
+ * TTY. The line names the current phase and the time since the command started, redrawn every
+ * PROGRESS_TICK_MS while the phase lasts (git's own work runs in child processes, so the event loop
+ * is free to redraw). */
 export function progressLine(out: Out): ((what: string) => void) | undefined {
-  if (out.json || !process.stderr.isTTY) return undefined;
+  if (!chatty(out)) return undefined;
   const started = Date.now();
-  return (what: string) => {
-    clearProgress();
-    progressText = `git xet: ${what}… (${((Date.now() - started) / 1000).toFixed(1)} s)`;
+  let phase = '';
+  const draw = () => {
+    eraseProgress();
+    const text = `git xet: ${phase}… (${((Date.now() - started) / 1000).toFixed(1)} s)`;
+    // A line wider than the terminal wraps, and \r would then erase only its last part.
+    const width = process.stderr.columns ? process.stderr.columns - 1 : text.length;
+    progressText = text.length > width ? text.slice(0, width) : text;
     process.stderr.write(progressText);
+  };
+  return (what: string) => {
+    phase = what;
+    if (!ticker) {
+      ticker = setInterval(draw, PROGRESS_TICK_MS);
+      ticker.unref(); // never keeps the process alive
+    }
+    draw();
   };
 }

@@ -7,7 +7,8 @@ import { emitError, type Out } from './output';
 export function run<A extends unknown[]>(fn: (out: Out, ...args: A) => Promise<number | void>) {
   return async (...args: unknown[]): Promise<void> => {
     const cmd = args[args.length - 1] as Command;
-    const out: Out = { json: Boolean(cmd.optsWithGlobals().json) };
+    const g = cmd.optsWithGlobals();
+    const out: Out = { json: Boolean(g.json), quiet: Boolean(g.quiet) };
     try {
       const code = await fn(out, ...(args.slice(0, -1) as A));
       process.exitCode = code ?? EXIT.OK;

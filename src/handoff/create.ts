@@ -6,6 +6,9 @@ import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
 import { readConfig } from '../git/config';
 import { findRepo, repoOpts } from '../git/repo';
+import { withExistingSidecar, withSidecar } from '../sidecar/db';
+import { completeRequest, reserveRequest } from '../sidecar/requests';
+import { canonicalJson } from '../snapshot/canonical-json';
 import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
 import { checkSnapshot, failureCode } from './verify';
 import {
@@ -47,6 +50,10 @@ export interface CreateHandoffOptions {
   /** Complete descriptor bytes, taken as they are (must already be canonical). */
   descriptor?: Buffer;
   now?: Date;
+  /** A client-chosen id making retries idempotent: the same id with the same inputs returns the
+   * handoff the first call made (or makes it, if that call died first); with other inputs it is
+   * REQUEST_ID_REUSED. Remembered in the sidecar. */
+  requestId?: string;
 }
 
 export interface CreateHandoffResult {
@@ -73,9 +80,36 @@ const FLAG_FIELDS = [
   'supersedes',
 ] as const;
 
+const REQUEST_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}$/;
+
+/** The creation time an earlier call with this request id chose, if the inputs are the same. */
+function earlierRequest(commonDir: string, requestId: string, inputs: string): string | null {
+  const row = withExistingSidecar(commonDir, (db) =>
+    db
+      .prepare('SELECT inputs_sha256 AS inputs, created_at AS createdAt FROM handoff_requests WHERE request_id = ?')
+      .get(requestId),
+  ) as { inputs: string; createdAt: string } | undefined | null;
+  if (!row) return null;
+  if (row.inputs !== inputs) {
+    throw new XetError(
+      'REQUEST_ID_REUSED',
+      `request id ${requestId} was used for a handoff with other inputs; choose a new request id for a new handoff`,
+      { requestId },
+    );
+  }
+  return row.createdAt;
+}
+
 export async function createHandoff(options: CreateHandoffOptions): Promise<CreateHandoffResult> {
   const repo = await findRepo(options.cwd, true);
   const opts = repoOpts(repo);
+  const { requestId } = options;
+  if (requestId !== undefined && !REQUEST_ID_RE.test(requestId)) {
+    throw new XetError('USAGE', '--request-id must be 1-128 characters: letters, digits and . _ : @ + = -', {
+      requestId,
+    });
+  }
+  let inputs = '';
 
   let d: Descriptor;
   let bytes: Buffer;
@@ -91,6 +125,8 @@ export async function createHandoff(options: CreateHandoffOptions): Promise<Crea
     d = decodeDescriptor(options.descriptor);
     bytes = options.descriptor;
     id = handoffId(bytes);
+    inputs = crypto.createHash('sha256').update(bytes).digest('hex');
+    if (requestId !== undefined) earlierRequest(repo.commonDir, requestId, inputs);
     if (options.snapshot !== undefined) {
       const oid = await resolveSnapshotOid(options.snapshot, opts);
       if (oid !== d.snapshot.oid) {
@@ -118,8 +154,30 @@ export async function createHandoff(options: CreateHandoffOptions): Promise<Crea
         : /^[0-9a-f]{64}$/.test(options.supersedes)
           ? options.supersedes // may live elsewhere: a full id is taken as it is
           : (await resolveHandoff(options.supersedes, opts)).id;
+    const to = options.to.flatMap((t) => t.split(','));
+    // Everything that makes the descriptor, resolved (what an abbreviation or xet.agent meant), except
+    // the creation time: a retry with the same request id reuses the first call's.
+    inputs = crypto
+      .createHash('sha256')
+      .update(
+        canonicalJson({
+          snapshot: snap.oid,
+          from,
+          to,
+          title: options.title,
+          summary: options.summary ?? '',
+          findings: options.findings ?? [],
+          negative: options.negative ?? [],
+          artifacts: options.artifacts ?? [],
+          correlationId: options.correlationId ?? null,
+          expires: options.expires ?? null,
+          supersedes: supersedes ?? null,
+        }),
+      )
+      .digest('hex');
+    const earlier = requestId !== undefined ? earlierRequest(repo.commonDir, requestId, inputs) : null;
     const now = options.now ?? new Date();
-    const createdAt = isoSeconds(now);
+    const createdAt = earlier ?? isoSeconds(now);
     d = validateDescriptor({
       schema: HANDOFF_SCHEMA,
       snapshot: {
@@ -127,7 +185,7 @@ export async function createHandoff(options: CreateHandoffOptions): Promise<Crea
         manifestSha256: crypto.createHash('sha256').update(snap.manifestBytes).digest('hex'),
       },
       from,
-      to: options.to.flatMap((t) => t.split(',')),
+      to,
       title: options.title,
       summary: options.summary ?? '',
       findings: options.findings ?? [],
@@ -159,9 +217,24 @@ export async function createHandoff(options: CreateHandoffOptions): Promise<Crea
     createdAt: d.createdAt,
     expiresAt: d.expiresAt ?? null,
   });
+  if (requestId !== undefined) {
+    // Reserved only now that every check passed: a refused call leaves the request id unused.
+    const row = withSidecar(repo.commonDir, (db) => reserveRequest(db, requestId, inputs, d.createdAt));
+    if (row.inputsSha256 !== inputs || row.createdAt !== d.createdAt) {
+      // A concurrent first call with this request id won the reservation: converge on its handoff.
+      if (row.inputsSha256 === inputs && !options.descriptor) return createHandoff(options);
+      throw new XetError('REQUEST_ID_REUSED', `request id ${requestId} was used for a handoff with other inputs`, {
+        requestId,
+      });
+    }
+  }
   const existing = await readHandoffRef(id, opts);
-  if (existing === objs.commit.oid) return result(false);
-  if (existing) throw refImmutable(id, objs.commit.oid, existing);
-  await writeHandoffObjects(objs, opts);
-  return result(await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts));
+  let created = false;
+  if (existing && existing !== objs.commit.oid) throw refImmutable(id, objs.commit.oid, existing);
+  if (!existing) {
+    await writeHandoffObjects(objs, opts);
+    created = await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts);
+  }
+  if (requestId !== undefined) withSidecar(repo.commonDir, (db) => completeRequest(db, requestId, id));
+  return result(created);
 }

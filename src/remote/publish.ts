@@ -29,6 +29,8 @@ import {
 import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl } from './url';
+import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
+import { selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -70,10 +72,18 @@ function kindOf(url: string): 'xet' | 'git' {
   return url.startsWith('xet::') ? 'xet' : 'git';
 }
 
-export async function pushXetRefs(options: { cwd: string; remote?: string }): Promise<PushResult> {
+export async function pushXetRefs(options: {
+  cwd: string;
+  remote?: string;
+  /** Publish only these snapshots and handoffs (ids, abbreviated or full; a handoff brings its
+   * snapshot's ref); default: every refs/xet/* ref. */
+  only?: string[];
+}): Promise<PushResult> {
   const repo = await findRepo(options.cwd, true);
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
+  await checkRemoteArgument(repo, remote, options.remote === undefined);
+  const selected = options.only?.length ? await selectXetRefs(options.only, o) : null;
   const url = await remoteUrl(repo, remote);
   const kind = kindOf(url);
 
@@ -105,7 +115,7 @@ export async function pushXetRefs(options: { cwd: string; remote?: string }): Pr
     );
   }
 
-  const local = await listRefs(['refs/xet/'], o);
+  const local = (await listRefs(['refs/xet/'], o)).filter((r) => !selected || selected.has(r.name));
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
   const result: PushResult = { publication: id, remote, url, kind, refs: [], resolved };
   if (!local.length) return result;
@@ -186,10 +196,14 @@ async function runPublication(
   if (state === 'not-published') {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'not-published', { stderr: r.stderr.slice(-2000) }));
     const code = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'GIT_FAILED';
-    throw new XetError(code as 'GIT_FAILED', `the push to ${url} failed and published nothing: ${lastLine(r.stderr)}`, {
-      publication: id,
-      stderr: r.stderr.slice(-4000),
-    });
+    throw new XetError(
+      code as 'GIT_FAILED',
+      `the push to ${url} failed and published nothing: ${gitReason(r.stderr)}`,
+      {
+        publication: id,
+        stderr: r.stderr.slice(-4000),
+      },
+    );
   }
   throw new XetError(
     'OUTCOME_UNKNOWN',
@@ -199,10 +213,6 @@ async function runPublication(
       stderr: r.stderr.slice(-4000),
     },
   );
-}
-
-function lastLine(s: string): string {
-  return s.trim().split('\n').pop() ?? '';
 }
 
 function rejected(result: PushResult): XetError {
@@ -222,8 +232,15 @@ async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>
   if (r.code !== 0) {
     // A store that does not exist yet is created by the first push; anything else is unreachable.
     if (/no xet store at/.test(r.stderr) && !/not a store/.test(r.stderr)) return out;
-    const code = /\[(INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'STORE_UNAVAILABLE';
-    throw new XetError(code as 'STORE_UNAVAILABLE', `cannot list ${remote}: ${lastLine(r.stderr)}`, { remote });
+    // A xet store's helper names its own failures; a git remote that cannot be reached is
+    // REMOTE_UNAVAILABLE, the same code restore --from and fetch give.
+    const xetUrl = kindOf(await remoteUrl(repo, remote)) === 'xet';
+    const code = remoteFailureCode(r.stderr);
+    throw new XetError(
+      code === 'GIT_FAILED' && xetUrl ? 'STORE_UNAVAILABLE' : code,
+      `cannot list ${remote}: ${gitReason(r.stderr)}`,
+      { remote, stderr: r.stderr.slice(-4000) },
+    );
   }
   for (const line of r.stdout.toString('utf8').split('\n')) {
     const [oid, name] = line.split('\t');
@@ -314,6 +331,7 @@ export async function fetchXetRefs(options: { cwd: string; remote?: string }): P
   const repo = await findRepo(options.cwd, true);
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
+  await checkRemoteArgument(repo, remote, options.remote === undefined);
   const url = await remoteUrl(repo, remote);
   const named = url !== remote;
   const prefix = named ? trackingPrefix(remote) : `refs/xet-incoming/${crypto.randomBytes(6).toString('hex')}/`;
@@ -329,17 +347,7 @@ export async function fetchXetRefs(options: { cwd: string; remote?: string }): P
   }
   try {
     const r = await git(['fetch', '--no-tags', '--', remote, spec], { ...o, okCodes: [1, 128] });
-    if (r.code !== 0) {
-      const code =
-        /\[(INTEGRITY_MISMATCH|STORE_UNAVAILABLE|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ??
-        (/does not appear to be a git repository|Could not read from remote/.test(r.stderr)
-          ? 'STORE_UNAVAILABLE'
-          : 'GIT_FAILED');
-      throw new XetError(code as 'GIT_FAILED', `fetching from ${remote} failed: ${lastLine(r.stderr)}`, {
-        remote,
-        stderr: r.stderr.slice(-4000),
-      });
-    }
+    if (r.code !== 0) throw remoteError(remote, 'fetch', r.stderr);
     const incoming = await listRefs([prefix], o);
     const local = new Map((await listRefs(['refs/xet/'], o)).map((x) => [x.name, x.oid]));
     const creates: { ref: string; oid: string }[] = [];

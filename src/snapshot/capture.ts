@@ -40,6 +40,7 @@ import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { TOOL_VERSION } from '../version';
+import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
@@ -56,6 +57,8 @@ const MAX_PARENTS = 16;
 export interface CaptureOptions extends PolicyOptions {
   cwd: string;
   message?: string;
+  /** Make a new snapshot even when nothing changed since this worktree's last one. */
+  always?: boolean;
   /** Told what is happening, for a progress line on a terminal. */
   progress?: (what: string) => void;
 }
@@ -79,6 +82,8 @@ export interface CaptureResult {
   /** Small packs were rolled up after this capture (see consolidatePacks). */
   repacked: boolean;
   warnings: string[];
+  /** Nothing changed since this worktree's last snapshot, which is returned (no new ref, no pack). */
+  unchanged: boolean;
 }
 
 function operationInProgress(gitDir: string): string | null {
@@ -201,7 +206,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       policy,
       gitDirs: [repo.gitDir, repo.commonDir],
     });
-    progress(`hashing ${walk.paths.length} files`);
+    progress(`checking ${walk.paths.length} files for Git LFS pointers`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
     const refs = allRefs.filter((r) => !XET_NAMESPACE_RE.test(r.name));
     const indexHeader = Buffer.alloc(8);
@@ -233,7 +238,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       write: true,
       previousTree: previous?.tree ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
+      progress,
     });
+    progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
       writeIndexTree(repo, tmpBase),
@@ -325,14 +332,32 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
     };
     manifest.schema = schemaFor(manifest);
+    const topEntries: TreeEntryInput[] = [
+      { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
+      { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
+      ...extraTop,
+    ];
+    if (!options.always) {
+      progress('comparing with the last snapshot');
+      const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
+      if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
+        return {
+          snapshot: last,
+          ...manifest.counts,
+          excludedSecrets: walk.excludedSecrets,
+          skipped: walk.skipped,
+          excludedByPattern: walk.excludedByPattern,
+          ignoredNotCaptured: walk.ignoredNotCaptured,
+          incremental,
+          repacked: false,
+          warnings: [],
+          unchanged: true,
+        };
+      }
+    }
     const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
     const top = await mktree(
-      [
-        { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
-        { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
-        { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
-        ...extraTop,
-      ],
+      [...topEntries, { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' }],
       userOpts,
     );
 
@@ -359,6 +384,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     } catch (e) {
       warnings.push(`the sidecar was not updated (the next capture will store more): ${(e as Error).message}`);
     }
+    progress('consolidating packs');
     const repacked = await consolidatePacks(repo, config).catch((e: Error) => {
       warnings.push(`could not consolidate packs: ${e.message}`);
       return false;
@@ -373,6 +399,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       incremental,
       repacked,
       warnings,
+      unchanged: false,
     };
   } finally {
     lock.release();

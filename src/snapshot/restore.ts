@@ -19,6 +19,8 @@ import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { faultPoint } from '../testing/fault-points';
+import { recordOrigin } from './origin';
+import { remoteError } from '../remote/reach';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
 const FILES_INDEX = 'xet-files.index';
@@ -40,6 +42,8 @@ export interface RestoreResult {
   warnings: string[];
   files: number;
   head: string;
+  /** With --from: the remote the copy records it came from (`xet-origin`), else null. */
+  origin: { name: string; url: string } | null;
 }
 
 /** A target must not exist, or be an empty directory. */
@@ -84,7 +88,11 @@ async function resolveFrom(cwd: string, from: string, local: Repo | null): Promi
   }
   if (/^[a-z][a-z0-9+.-]*::|^[a-z][a-z0-9+.-]*:\/\//i.test(from) || /^[^/]+@[^/]+:/.test(from)) return from;
   const abs = path.resolve(cwd, from);
-  if (!fs.existsSync(abs)) throw new XetError('USAGE', `--from ${from}: no such remote or path`, { from });
+  // A bare word is meant as a remote name; a path that does not exist is an unreachable remote, as
+  // for fetch and push (git says so when it tries).
+  if (!fs.existsSync(abs) && !from.includes('/')) {
+    throw new XetError('USAGE', `--from ${from}: no such remote or path`, { from });
+  }
   return abs;
 }
 
@@ -131,7 +139,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       fs.mkdirSync(tmp);
       // The snapshot id's length tells the object format (the remote must match it).
       await git(['init', '--quiet', `--object-format=${oid.length === 64 ? 'sha256' : 'sha1'}`, tmp]);
-      await git(
+      const f = await git(
         [
           'fetch',
           '--quiet',
@@ -142,8 +150,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
         ],
         {
           cwd: tmp,
+          okCodes: [1, 128],
         },
       );
+      if (f.code !== 0) throw remoteError(fromUrl as string, 'restore --from', f.stderr);
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
     const gitDir = path.join(tmp, '.git');
@@ -170,9 +180,12 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await restoreRefs(snap, opts);
     // The index is built last: conversions are judged with the copy's own config and attributes.
     await restoreConfig(snap, opts);
+    const origin = fromUrl ? await recordOrigin(fromUrl, opts) : null;
     restoreInfoFiles(snap, gitDir);
+    progress('writing the index');
     await layIndex(lay);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
+    progress('moving the copy into place');
     await faultPoint('restore:before-rename');
     publish(tmp, target);
     published = true;
@@ -183,6 +196,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       warnings,
       files: snap.manifest.counts.files,
       head: snap.manifest.head.kind === 'branch' ? snap.manifest.head.ref : (snap.manifest.head.oid as string),
+      origin,
     };
   } finally {
     if (!published) fs.rmSync(tmp, { recursive: true, force: true });
@@ -219,8 +233,10 @@ async function refuseMisnamedFetch(oid: string, opts: GitOptions): Promise<void>
 }
 
 async function resolveRemoteSnapshot(url: string, spec: string, cwd: string): Promise<string> {
-  const r = await gitText(['ls-remote', '--', url, `${SNAPSHOT_REF_PREFIX}*`], { cwd });
-  const oids = r
+  const ls = await git(['ls-remote', '--', url, `${SNAPSHOT_REF_PREFIX}*`], { cwd, okCodes: [1, 2, 128] });
+  if (ls.code !== 0) throw remoteError(url, 'restore --from', ls.stderr);
+  const oids = ls.stdout
+    .toString('utf8')
     .split('\n')
     .filter(Boolean)
     .map((l) => l.split('\t')[1].slice(SNAPSHOT_REF_PREFIX.length))

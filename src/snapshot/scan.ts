@@ -29,6 +29,8 @@ export interface ScanSpec {
   previousTree?: string | null;
   /** Blob oids known to be stored (the user's index): with no previous tree, these are not looked up. */
   knownObjects?: Set<string>;
+  /** Told when hashing is done and storing begins (a progress line's phases). */
+  progress?: (what: string) => void;
 }
 
 /** Without a previous tree, a first capture would look up every blob; past this many unknown ones
@@ -112,6 +114,7 @@ async function storeTree(
     items.push({ oid: b.oid, type: 'blob', file: path.join(spec.worktree, b.path), symlink: b.mode === '120000' });
   }
   for (const t of looseObjects(scratchObjects)) items.push(t);
+  if (items.length) spec.progress?.(`storing ${items.length} new objects`);
   await writePack(spec.objectsDir, spec.objectFormat, items);
   return { tree, changes };
 }

@@ -32,6 +32,9 @@ import { RESTORE_MARKER } from './refs';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { walkWorktree } from './walk';
+import { scanUnderSnapshotPolicy, type ExcludedByPolicy } from './snapshot-policy';
+import { swappedVerifyArguments } from './verify-hints';
+import { isOriginKey } from './origin';
 
 export interface Difference {
   kind: string;
@@ -49,6 +52,9 @@ export interface VerifyResult {
   snapshot: string;
   dir: string;
   differences: Difference[];
+  /** What the snapshot's own capture policy leaves out of the directory (secrets, excluded and, with
+   * `ignored: none`, ignored files): reported here, never a difference. */
+  excludedByPolicy: ExcludedByPolicy;
 }
 
 export interface VerifyOptions {
@@ -61,13 +67,16 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   const dir = path.resolve(options.cwd, options.dir);
   const here = await tryFindRepo(options.cwd, true);
   let scope: VerifyResult['scope'] = 'repository';
+  let excludedByPolicy: ExcludedByPolicy = { secrets: [], byPattern: 0, ignored: 0 };
   const result = (snapshot: string, differences: Difference[]): VerifyResult => ({
     ok: differences.length === 0,
     scope,
     snapshot,
     dir,
     differences,
+    excludedByPolicy,
   });
+  swappedVerifyArguments(options.cwd, options.snapshot, options.dir);
   if (!fs.existsSync(dir)) {
     const oid = here ? await resolveSnapshotOid(options.snapshot, repoOpts(here)) : options.snapshot;
     return result(oid, [{ kind: 'missing', path: dir }]);
@@ -106,8 +115,10 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   }
   return withScratchObjects('verify', async (scratch, objects) => {
     const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
+    const files = await compareFiles(snap, target, scratch, objects, alternates);
+    excludedByPolicy = files.excludedByPolicy;
     const differences = [
-      ...(await compareFiles(snap, target, scratch, objects, alternates)),
+      ...files.differences,
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
@@ -190,14 +201,24 @@ export async function scanWorktreeFiles(
   return { tree, emptyDirs: walk.emptyDirs };
 }
 
-async function compareFiles(
+/** Files and empty directories under the snapshot's own capture policy; `statCache` as in
+ * scanUnderSnapshotPolicy (verify hashes everything; status trusts the worktree's stat cache). */
+export async function compareFiles(
   snap: Snapshot,
   target: Repo,
   scratch: string,
   objects: string,
   alternates: string[],
-): Promise<Difference[]> {
-  const { tree, emptyDirs } = await scanWorktreeFiles(target, scratch, objects, alternates);
+  statCache?: string,
+): Promise<{ differences: Difference[]; excludedByPolicy: ExcludedByPolicy }> {
+  const { tree, emptyDirs, excludedByPolicy } = await scanUnderSnapshotPolicy(
+    target,
+    snap.manifest,
+    scratch,
+    objects,
+    alternates,
+    statCache,
+  );
   const diffs = await treeDifferences(
     snap.filesTree,
     tree,
@@ -209,7 +230,7 @@ async function compareFiles(
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
   for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
-  return diffs;
+  return { differences: diffs, excludedByPolicy };
 }
 
 export async function compareIndex(
@@ -244,7 +265,7 @@ async function compareForkHead(target: Repo, fork: ForkRow): Promise<Difference[
   return sameHead(head, want as HeadState) ? [] : [{ kind: 'head', expected: want, actual: head }];
 }
 
-async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> {
+export async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> {
   const m = snap.manifest;
   const opts = repoOpts(target);
   const diffs: Difference[] = [];
@@ -262,9 +283,10 @@ async function compareRefs(snap: Snapshot, target: Repo): Promise<Difference[]> 
   const stashKey = (l: { oid: string; message: string }[]) => l.map((e) => `${e.oid} ${e.message}`).join('\n');
   if (stashKey(stash) !== stashKey(m.stash)) diffs.push({ kind: 'stash', expected: m.stash, actual: stash });
   const config = await readLocalConfig(CAPTURED_CONFIG_RE, opts);
+  // remote.xet-origin says where a copy came from (restore --from), not what was captured.
   const norm = (c: { key: string; value: string }[]) =>
     c
-      .filter((e) => !e.key.startsWith('core.'))
+      .filter((e) => !e.key.startsWith('core.') && !isOriginKey(e.key))
       .map((e) => `${e.key}=${e.value}`)
       .sort();
   if (JSON.stringify(norm(config)) !== JSON.stringify(norm(m.config))) {

@@ -27,6 +27,7 @@ export function registerHandoff(program: Command): void {
     .option('--expires <duration>', 'expiry after creation: 90m, 12h, 7d, 2w')
     .option('--supersedes <id>', 'the handoff this one replaces')
     .option('--descriptor <file>', 'take a complete canonical descriptor from a file ("-": stdin)')
+    .option('--request-id <id>', 'a client-chosen id: a retry with the same id and inputs returns the same handoff')
     .action(
       run(
         async (
@@ -44,6 +45,7 @@ export function registerHandoff(program: Command): void {
             expires?: string;
             supersedes?: string;
             descriptor?: string;
+            requestId?: string;
           },
         ) => {
           const { createHandoff } = await import('../../handoff/create');
@@ -69,6 +71,7 @@ export function registerHandoff(program: Command): void {
             expires: opts.expires,
             supersedes: opts.supersedes,
             descriptor,
+            requestId: opts.requestId,
           });
           emit(out, r, () => r.id);
         },

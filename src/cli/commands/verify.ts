@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { EXIT } from '../../errors';
 import { run } from '../run';
-import { emit } from '../output';
+import { chatty, emit } from '../output';
 import { describeDifference } from './diff';
 
 export function registerVerify(program: Command): void {
@@ -15,6 +15,14 @@ export function registerVerify(program: Command): void {
       run(async (out, snapshot: string, dir: string) => {
         const { verify } = await import('../../snapshot/verify');
         const r = await verify({ cwd: process.cwd(), snapshot, dir });
+        const x = r.excludedByPolicy;
+        if (chatty(out) && x.secrets.length + x.byPattern + x.ignored > 0) {
+          process.stderr.write(
+            `not compared (the snapshot's policy leaves them out): ${x.secrets.length} secret file(s)${
+              x.secrets.length ? ` (${x.secrets.slice(0, 5).join(', ')})` : ''
+            }, ${x.byPattern} excluded by pattern, ${x.ignored} ignored\n`,
+          );
+        }
         emit(out, r, () =>
           r.ok
             ? `${r.dir} matches snapshot ${r.snapshot.slice(0, 12)}`

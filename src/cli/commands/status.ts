@@ -1,0 +1,36 @@
+// git xet status: this worktree's last snapshot, whether anything changed since, and its forks.
+import type { Command } from 'commander';
+import { run } from '../run';
+import { emit } from '../output';
+import { describeDifference } from './diff';
+
+export function registerStatus(program: Command): void {
+  program
+    .command('status')
+    .description("this worktree's last snapshot, whether anything changed since, and the repository's forks")
+    .action(
+      run(async (out) => {
+        const { status } = await import('../../snapshot/status');
+        const r = await status({ cwd: process.cwd() });
+        emit(out, r, () => {
+          const lines: string[] = [];
+          if (r.fork) lines.push(`fork ${r.fork.id} (${r.fork.mode}) of snapshot ${r.fork.snapshot.slice(0, 12)}`);
+          if (r.lastSnapshot) {
+            const m = r.lastSnapshot.message ? ` "${r.lastSnapshot.message}"` : '';
+            lines.push(`last snapshot ${r.lastSnapshot.snapshot.slice(0, 12)} (${r.lastSnapshot.createdAt})${m}`);
+          } else lines.push('no snapshot of this worktree yet');
+          if (r.base) {
+            const since = r.base.kind === 'fork' ? 'the fork was made' : 'then';
+            lines.push(r.changed ? `changed since ${since}:` : `nothing changed since ${since}`);
+            lines.push(...r.changes.slice(0, 50).map(describeDifference));
+            if (r.changes.length > 50) lines.push(`  … and ${r.changes.length - 50} more`);
+          }
+          if (r.forks.length) {
+            lines.push(`${r.forks.length} fork(s):`);
+            for (const f of r.forks) lines.push(`  ${f.id}  ${f.mode.padEnd(7)} ${f.state.padEnd(10)} ${f.dir}`);
+          }
+          return lines.join('\n');
+        });
+      }),
+    );
+}
