@@ -37,6 +37,7 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
+import { FILEMETA_ENTRY, serializeFileMeta } from './filemeta';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
@@ -224,6 +225,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       write: true,
       previousTree: previous?.tree ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
+      meta: true,
     });
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
@@ -312,10 +314,22 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         ignored: walk.counts.ignored,
         symlinks,
         emptyDirs: walk.emptyDirs.length,
+        ...(scan.meta
+          ? {
+              diskBytes: bytes - scan.meta.linkedBytes,
+              hardLinks: scan.meta.hardLinks,
+              externalLinks: scan.meta.externalLinks,
+            }
+          : {}),
       },
     };
     manifest.schema = schemaFor(manifest);
-    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
+    const [manifestBlob, metaBlob] = await writeBlobs(
+      [serializeManifest(manifest), ...(scan.meta ? [serializeFileMeta(scan.meta)] : [])],
+      'blob',
+      userOpts,
+    );
+    if (metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: metaBlob, name: FILEMETA_ENTRY });
     const top = await mktree(
       [
         { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },

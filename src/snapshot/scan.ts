@@ -9,6 +9,7 @@ import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
 import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
+import { MetaCollector, type FileMeta } from './filemeta';
 
 export interface ScanSpec {
   worktree: string;
@@ -29,6 +30,8 @@ export interface ScanSpec {
   previousTree?: string | null;
   /** Blob oids known to be stored (the user's index): with no previous tree, these are not looked up. */
   knownObjects?: Set<string>;
+  /** Collect file times and hard links (src/snapshot/filemeta.ts); git then hashes each inode once. */
+  meta?: boolean;
 }
 
 /** Without a previous tree, a first capture would look up every blob; past this many unknown ones
@@ -40,6 +43,8 @@ export interface ScanResult {
   tree: string;
   /** What changed since the previous tree, when one was used (write mode). */
   changes: TreeChange[] | null;
+  /** With `meta`: times and hard links of every file, in tree order. */
+  meta: FileMeta | null;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -68,13 +73,16 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
     if (gone.length) {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(gone) });
     }
+    const collector = spec.meta ? new MetaCollector(spec.worktree, spec.indexFile, spec.objectFormat) : null;
+    const hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
     // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
     await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
       ...opts,
-      input: joinZ(spec.paths),
+      input: joinZ(hashPaths),
     });
-    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
-    return await storeTree(spec, opts);
+    const meta = collector ? await collector.finish(opts) : null;
+    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null, meta };
+    return { ...(await storeTree(spec, opts)), meta };
   } finally {
     shadow.dispose();
   }
@@ -90,7 +98,7 @@ export function scratchDir(base: string, what: string): string {
 async function storeTree(
   spec: ScanSpec,
   opts: { cwd: string; env: Record<string, string | undefined> },
-): Promise<ScanResult> {
+): Promise<Omit<ScanResult, 'meta'>> {
   const scratchObjects = path.join(spec.scratchDir, 'objects');
   fs.mkdirSync(scratchObjects, { recursive: true });
   const env = {

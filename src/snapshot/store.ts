@@ -16,6 +16,8 @@ export interface Snapshot {
   indexTree: string;
   tagsTree: string | null;
   objectsTree: string | null;
+  /** The `filemeta` blob (times, hard links; docs/FORMAT.md), absent in older snapshots. */
+  filemetaBlob: string | null;
 }
 
 export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promise<string> {
@@ -80,6 +82,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     indexTree: treeOf('index', true) as string,
     tagsTree: treeOf('tags', false),
     objectsTree: treeOf('objects', false),
+    filemetaBlob: entries.get('filemeta')?.mode === '100644' ? (entries.get('filemeta')?.oid ?? null) : null,
   };
 }
 
