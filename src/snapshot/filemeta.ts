@@ -17,7 +17,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, joinZ, type GitOptions } from '../git/exec';
-import { catFileBatch, objectSizes } from '../git/plumbing';
+import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
 import {
   parseIndex,
   statFields,
@@ -431,14 +431,7 @@ export async function planFileMeta(
 ): Promise<FileMetaPlan | null> {
   if (!blob) return null;
   const blobs = indexBlobs(parseIndex(filesIndex, format));
-  const size = (await objectSizes([blob], opts)).get(blob);
-  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
-  if (size > maxFileMetaBytes(blobs.length)) {
-    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
-  }
-  const data = (await catFileBatch([blob], opts)).get(blob);
-  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
-  const meta = parseFileMeta(data.data, blobs);
+  const meta = await readFileMeta(blob, blobs, opts);
   const anyLink = meta.linkTo.some((k) => k >= 0);
   return {
     checkout: anyLink ? blobs.filter((_, i) => meta.linkTo[i] < 0).map((b) => b.path) : null,
@@ -447,4 +440,64 @@ export async function planFileMeta(
       refreshIndexStat(filesIndex, worktree, format);
     },
   };
+}
+
+/** Read and check a snapshot's filemeta blob (its size first: anything from a ref is hostile). */
+async function readFileMeta(
+  blob: string,
+  blobs: { mode: number; oid: string }[],
+  opts: GitOptions,
+): Promise<ParsedFileMeta> {
+  const size = (await objectSizes([blob], opts)).get(blob);
+  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
+  if (size > maxFileMetaBytes(blobs.length)) {
+    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
+  }
+  const data = (await catFileBatch([blob], opts)).get(blob);
+  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
+  return parseFileMeta(data.data, blobs);
+}
+
+export interface MetaDifference {
+  kind: 'mtime' | 'hardlink';
+  path: string;
+  expected: string | null;
+  actual: string | null;
+}
+
+/** Times (to the microsecond, what restore can set) and hard-link groups of the paths both the
+ * snapshot and the directory have, except `skip` (paths already reported as other differences). */
+export async function fileMetaDifferences(
+  filesTree: string,
+  blob: string | null,
+  actual: FileMeta | null,
+  skip: Set<string>,
+  opts: GitOptions,
+): Promise<MetaDifference[]> {
+  if (!blob || !actual) return [];
+  const listing = (await lsTree(filesTree, opts)).filter((e) => e.type === 'blob');
+  const want = await readFileMeta(
+    blob,
+    listing.map((e) => ({ mode: parseInt(e.mode, 8), oid: e.oid })),
+    opts,
+  );
+  const have = new Map(actual.entries.map((e) => [e.path, e]));
+  const out: MetaDifference[] = [];
+  for (let i = 0; i < listing.length; i++) {
+    const p = listing[i].path;
+    const a = have.get(p);
+    if (!a || skip.has(p)) continue;
+    if (microseconds(want.mtimeSec[i], want.mtimeNsec[i]) !== microseconds(a.mtimeSec, a.mtimeNsec)) {
+      out.push({
+        kind: 'mtime',
+        path: p,
+        expected: formatTime(want.mtimeSec[i], want.mtimeNsec[i]),
+        actual: formatTime(a.mtimeSec, a.mtimeNsec),
+      });
+    }
+    const wantRep = want.linkTo[i] >= 0 ? listing[want.linkTo[i]].path : null;
+    const haveRep = a.linkTo >= 0 ? actual.entries[a.linkTo].path : null;
+    if (wantRep !== haveRep) out.push({ kind: 'hardlink', path: p, expected: wantRep, actual: haveRep });
+  }
+  return out;
 }

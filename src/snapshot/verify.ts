@@ -32,6 +32,7 @@ import { RESTORE_MARKER } from './refs';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { walkWorktree } from './walk';
+import { fileMetaDifferences, type FileMeta } from './filemeta';
 
 export interface Difference {
   kind: string;
@@ -164,7 +165,8 @@ export async function scanWorktreeFiles(
   objects: string,
   alternates: string[],
   statCache?: string,
-): Promise<{ tree: string; emptyDirs: string[] }> {
+  meta = false,
+): Promise<{ tree: string; emptyDirs: string[]; meta: FileMeta | null }> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -174,7 +176,8 @@ export async function scanWorktreeFiles(
   });
   const indexFile = path.join(scratch, 'files.index');
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
-  const { tree } = await scanToTree({
+  const scan = await scanToTree({
+    meta,
     worktree: target.worktree,
     objectFormat: target.objectFormat,
     objectsDir: objects,
@@ -184,7 +187,7 @@ export async function scanWorktreeFiles(
     paths: walk.paths,
     write: false,
   });
-  return { tree, emptyDirs: walk.emptyDirs };
+  return { tree: scan.tree, emptyDirs: walk.emptyDirs, meta: scan.meta };
 }
 
 async function compareFiles(
@@ -194,13 +197,13 @@ async function compareFiles(
   objects: string,
   alternates: string[],
 ): Promise<Difference[]> {
-  const { tree, emptyDirs } = await scanWorktreeFiles(target, scratch, objects, alternates);
-  const diffs = await treeDifferences(
-    snap.filesTree,
-    tree,
-    target.worktree,
-    objEnv(target, objects, alternates),
-    'file-',
+  const { tree, emptyDirs, meta } = await scanWorktreeFiles(target, scratch, objects, alternates, undefined, true);
+  const env = objEnv(target, objects, alternates);
+  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, env, 'file-');
+  // Times and hard links are their own kinds, never reported for a path that differs otherwise.
+  const reported = new Set(diffs.map((d) => d.path as string));
+  diffs.push(
+    ...(await fileMetaDifferences(snap.filesTree, snap.filemetaBlob, meta, reported, { cwd: target.worktree, env })),
   );
   const want = new Set(snap.manifest.emptyDirs);
   const have = new Set(emptyDirs);
