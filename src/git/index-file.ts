@@ -53,3 +53,168 @@ export function setRecordedSizes(indexFile: string, sizes: Map<string, number>, 
   fs.renameSync(tmp, indexFile);
   return changed;
 }
+
+// --- Reading entries and writing whole stat data (versions 2, 3 and 4) ---
+// Layout of an entry (gitformat-index(5)): ctime sec, ctime nsec, mtime sec, mtime nsec, dev, ino,
+// mode, uid, gid, size (each 32 bits, big-endian, truncated as git truncates: `(unsigned int)`),
+// the object id, 16 bits of flags (name length, stage, extended), 16 more when extended (v3+),
+// then the path: NUL-terminated and padded to a multiple of 8 (v2, v3), or prefix-compressed with a
+// varint of bytes to drop from the previous path and no padding (v4). Stat data sits at a fixed
+// place in every version, so it can be rewritten in place without touching anything else; the
+// trailing checksum is recomputed (left zero when the writer skipped it, index.skipHash).
+
+/** One stage-0 or higher entry as stored; `offset` is where its stat data starts in the file. */
+export interface RawIndexEntry {
+  path: string;
+  mode: number;
+  oid: string;
+  stage: number;
+  offset: number;
+}
+
+export interface ParsedIndex {
+  buf: Buffer;
+  version: number;
+  hashLen: number;
+  entries: RawIndexEntry[];
+}
+
+export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): ParsedIndex {
+  const buf = fs.readFileSync(indexFile);
+  const hashLen = format === 'sha256' ? 32 : 20;
+  if (buf.length < 12 + hashLen || buf.toString('latin1', 0, 4) !== 'DIRC') {
+    throw new XetError('GIT_FAILED', `${indexFile} is not a git index`);
+  }
+  const version = buf.readUInt32BE(4);
+  if (version < 2 || version > 4)
+    throw new XetError('GIT_FAILED', `index version ${version} is not known`, { version });
+  const count = buf.readUInt32BE(8);
+  const entries: RawIndexEntry[] = [];
+  const limit = buf.length - hashLen;
+  let off = 12;
+  let prev: Buffer = Buffer.alloc(0);
+  for (let n = 0; n < count; n++) {
+    const flagsAt = off + STAT_BYTES + hashLen;
+    if (flagsAt + 2 > limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
+    const flags = buf.readUInt16BE(flagsAt);
+    const extended = version >= 3 && (flags & 0x4000) !== 0;
+    let at = flagsAt + 2 + (extended ? 2 : 0);
+    let name: Buffer;
+    if (version === 4) {
+      let c = buf[at++];
+      let drop = c & 127;
+      while (c & 128) {
+        c = buf[at++];
+        drop = ((drop + 1) << 7) | (c & 127);
+      }
+      const end = buf.indexOf(0, at);
+      if (end < 0 || end >= limit || drop > prev.length) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
+      name = Buffer.concat([prev.subarray(0, prev.length - drop), buf.subarray(at, end)]);
+      prev = name;
+      off = end + 1;
+    } else {
+      const end = buf.indexOf(0, at);
+      if (end < 0 || end >= limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
+      name = buf.subarray(at, end);
+      off += (end - off + 8) & ~7;
+    }
+    entries.push({
+      path: name.toString('utf8'),
+      mode: buf.readUInt32BE(flagsAt - hashLen - 16),
+      oid: buf.toString('hex', flagsAt - hashLen, flagsAt),
+      stage: (flags >> 12) & 3,
+      offset: flagsAt - hashLen - STAT_BYTES,
+    });
+  }
+  return { buf, version, hashLen, entries };
+}
+
+/** Stat data as lstat gives it (bigint: nanoseconds and 64-bit inodes survive). */
+export interface StatFields {
+  ctimeSec: bigint;
+  ctimeNsec: number;
+  mtimeSec: bigint;
+  mtimeNsec: number;
+  dev: bigint;
+  ino: bigint;
+  uid: number;
+  gid: number;
+  size: bigint;
+}
+
+export function statFields(st: fs.BigIntStats): StatFields {
+  return {
+    ctimeSec: st.ctimeNs / 1_000_000_000n,
+    ctimeNsec: Number(st.ctimeNs % 1_000_000_000n),
+    mtimeSec: st.mtimeNs / 1_000_000_000n,
+    mtimeNsec: Number(st.mtimeNs % 1_000_000_000n),
+    dev: st.dev,
+    ino: st.ino,
+    uid: Number(st.uid),
+    gid: Number(st.gid),
+    size: st.size,
+  };
+}
+
+const U32 = 0xffffffffn;
+
+/** What git would record for this stat (fill_stat_data: every field cast to 32 bits). */
+export function writeStat(buf: Buffer, offset: number, s: StatFields): void {
+  buf.writeUInt32BE(Number(BigInt.asUintN(32, s.ctimeSec)), offset);
+  buf.writeUInt32BE(s.ctimeNsec, offset + 4);
+  buf.writeUInt32BE(Number(BigInt.asUintN(32, s.mtimeSec)), offset + 8);
+  buf.writeUInt32BE(s.mtimeNsec, offset + 12);
+  buf.writeUInt32BE(Number(s.dev & U32), offset + 16);
+  buf.writeUInt32BE(Number(s.ino & U32), offset + 20);
+  buf.writeUInt32BE(s.uid >>> 0, offset + 28);
+  buf.writeUInt32BE(s.gid >>> 0, offset + 32);
+  buf.writeUInt32BE(Number(s.size & U32), offset + SIZE_OFFSET);
+}
+
+/** Whether git's own comparison (match_stat_data without USE_NSEC and USE_STDEV, the build every
+ * distribution ships) would call the entry unchanged: seconds, inode, owner, size. */
+export function statMatchesCoarse(buf: Buffer, offset: number, s: StatFields): boolean {
+  return (
+    buf.readUInt32BE(offset) === Number(BigInt.asUintN(32, s.ctimeSec)) &&
+    buf.readUInt32BE(offset + 8) === Number(BigInt.asUintN(32, s.mtimeSec)) &&
+    buf.readUInt32BE(offset + 20) === Number(s.ino & U32) &&
+    buf.readUInt32BE(offset + 28) === s.uid >>> 0 &&
+    buf.readUInt32BE(offset + 32) === s.gid >>> 0 &&
+    buf.readUInt32BE(offset + SIZE_OFFSET) === Number(s.size & U32)
+  );
+}
+
+/** Whether the recorded stat data is exactly this stat (nanoseconds and device included). */
+export function statMatchesExactly(buf: Buffer, offset: number, s: StatFields): boolean {
+  return (
+    statMatchesCoarse(buf, offset, s) &&
+    buf.readUInt32BE(offset + 4) === s.ctimeNsec &&
+    buf.readUInt32BE(offset + 12) === s.mtimeNsec &&
+    buf.readUInt32BE(offset + 16) === Number(s.dev & U32)
+  );
+}
+
+/**
+ * Write an index whose stat data was edited in place: checksum recomputed, published by rename.
+ * The file's mtime is set back to `notAfter` (when given) or to the replaced file's: git judges an
+ * entry "racily clean" by comparing its mtime with the index file's, so an index that looked newer
+ * than it is would make git trust entries it must re-read. An earlier mtime only makes it re-read
+ * more (microseconds are all node can set; truncation errs on the early side).
+ */
+export function writeIndexBuffer(indexFile: string, parsed: ParsedIndex, notAfter?: Date): void {
+  const { buf, hashLen } = parsed;
+  const before = fs.statSync(indexFile);
+  const trailer = buf.subarray(buf.length - hashLen);
+  if (trailer.some((b) => b !== 0)) {
+    crypto
+      .createHash(hashLen === 32 ? 'sha256' : 'sha1')
+      .update(buf.subarray(0, buf.length - hashLen))
+      .digest()
+      .copy(buf, buf.length - hashLen);
+  }
+  const tmp = `${indexFile}.xet-${process.pid}`;
+  fs.writeFileSync(tmp, buf);
+  const when = notAfter && notAfter < before.mtime ? notAfter : before.mtime;
+  fs.utimesSync(tmp, when, when);
+  fs.renameSync(tmp, indexFile);
+}

@@ -4,11 +4,11 @@
 // every machine), publishing the ref, finding refs by (abbreviated) id and reading back what a ref
 // really holds, which may be anything: refs travel by plain `git fetch` and can be forged.
 
-import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import type { Repo } from '../git/repo';
+import { objectId } from '../git/object-id';
 import { HANDOFF_SCHEMA, LIMITS, type Descriptor } from './descriptor';
 
 export const HANDOFF_REF_PREFIX = 'refs/xet/handoffs/';
@@ -22,11 +22,6 @@ export interface HandoffObjects {
   blob: { oid: string; bytes: Buffer };
   tree: { oid: string; bytes: Buffer };
   commit: { oid: string; bytes: Buffer };
-}
-
-/** Git's object id of `bytes` as an object of `type`, computed here (no process, nothing written). */
-function objectId(type: string, bytes: Buffer, format: Repo['objectFormat']): string {
-  return crypto.createHash(format).update(`${type} ${bytes.length}\0`).update(bytes).digest('hex');
 }
 
 /**

@@ -35,6 +35,8 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
+import { FILEMETA_ENTRY, serializeFileMeta } from './filemeta';
+import { objectId } from '../git/object-id';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
@@ -239,6 +241,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       previousTree: previous?.tree ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
       progress,
+      meta: true,
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     const [scan, indexTree, tagObjects] = await Promise.all([
@@ -329,9 +332,22 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         ignored: walk.counts.ignored,
         symlinks,
         emptyDirs: walk.emptyDirs.length,
+        ...(scan.meta
+          ? {
+              diskBytes: bytes - scan.meta.linkedBytes,
+              hardLinks: scan.meta.hardLinks,
+              externalLinks: scan.meta.externalLinks,
+            }
+          : {}),
       },
     };
     manifest.schema = schemaFor(manifest);
+    // Named before it is stored: an unchanged capture must add no object at all.
+    const metaBytes = scan.meta ? serializeFileMeta(scan.meta) : null;
+    if (metaBytes) {
+      const oid = objectId('blob', metaBytes, repo.objectFormat);
+      extraTop.push({ mode: '100644', type: 'blob', oid, name: FILEMETA_ENTRY });
+    }
     const topEntries: TreeEntryInput[] = [
       { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
       { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
@@ -355,7 +371,11 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         };
       }
     }
-    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
+    const [manifestBlob] = await writeBlobs(
+      [serializeManifest(manifest), ...(metaBytes ? [metaBytes] : [])],
+      'blob',
+      userOpts,
+    );
     const top = await mktree(
       [...topEntries, { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' }],
       userOpts,

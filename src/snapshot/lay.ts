@@ -17,6 +17,7 @@ import { setRecordedSizes } from '../git/index-file';
 import { diffTrees, lsTree } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
+import { planFileMeta } from './filemeta';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
  * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
@@ -55,12 +56,20 @@ export async function layFiles(spec: LaySpec): Promise<void> {
   try {
     const o = { cwd: worktree, env: shadow.env };
     await git(['read-tree', snap.filesTree], o);
-    await git(['checkout-index', '--all', '--force', '-u'], o);
-    for (const d of snap.manifest.emptyDirs) {
-      const abs = path.join(worktree, d);
+    const format = snap.manifest.git.objectFormat;
+    const meta = await planFileMeta(snap.filemetaBlob, spec.filesIndex, worktree, format, o);
+    if (meta?.checkout) {
+      await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(meta.checkout) });
+    } else {
+      await git(['checkout-index', '--all', '--force', '-u'], o);
+    }
+    const mkdirSafe = (abs: string) => {
       assertNoSymlinkBetween(worktree, abs);
       fs.mkdirSync(abs, { recursive: true });
-    }
+    };
+    for (const d of snap.manifest.emptyDirs) mkdirSafe(path.join(worktree, d));
+    // Hard links, then times (which change ctime), then the stat data git will trust.
+    meta?.finish(mkdirSafe);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

@@ -83,6 +83,11 @@ function buildSchema() {
           ignored: z.number().int(),
           symlinks: z.number().int(),
           emptyDirs: z.number().int(),
+          // Bytes counting each hard-linked inode once; paths that are links of an earlier path;
+          // inodes with links outside the captured paths (restored as separate files).
+          diskBytes: z.number().int().optional(),
+          hardLinks: z.number().int().optional(),
+          externalLinks: z.number().int().optional(),
         })
         .loose(),
     })

@@ -9,6 +9,7 @@ import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
 import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
+import { MetaCollector, type FileMeta } from './filemeta';
 
 export interface ScanSpec {
   worktree: string;
@@ -31,6 +32,8 @@ export interface ScanSpec {
   knownObjects?: Set<string>;
   /** Told when hashing is done and storing begins (a progress line's phases). */
   progress?: (what: string) => void;
+  /** Collect file times and hard links (src/snapshot/filemeta.ts); git then hashes each inode once. */
+  meta?: boolean;
 }
 
 /** Without a previous tree, a first capture would look up every blob; past this many unknown ones
@@ -42,6 +45,8 @@ export interface ScanResult {
   tree: string;
   /** What changed since the previous tree, when one was used (write mode). */
   changes: TreeChange[] | null;
+  /** With `meta`: times and hard links of every file, in tree order. */
+  meta: FileMeta | null;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -70,13 +75,16 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
     if (gone.length) {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(gone) });
     }
+    const collector = spec.meta ? new MetaCollector(spec.worktree, spec.indexFile, spec.objectFormat) : null;
+    const hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
     // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
     await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
       ...opts,
-      input: joinZ(spec.paths),
+      input: joinZ(hashPaths),
     });
-    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
-    return await storeTree(spec, opts);
+    const meta = collector ? await collector.finish(opts) : null;
+    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null, meta };
+    return { ...(await storeTree(spec, opts)), meta };
   } finally {
     shadow.dispose();
   }
@@ -92,7 +100,7 @@ export function scratchDir(base: string, what: string): string {
 async function storeTree(
   spec: ScanSpec,
   opts: { cwd: string; env: Record<string, string | undefined> },
-): Promise<ScanResult> {
+): Promise<Omit<ScanResult, 'meta'>> {
   const scratchObjects = path.join(spec.scratchDir, 'objects');
   fs.mkdirSync(scratchObjects, { recursive: true });
   const env = {

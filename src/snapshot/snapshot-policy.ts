@@ -12,6 +12,7 @@ import type { Manifest } from './manifest';
 import { PatternMatcher, type CapturePolicy } from './policy';
 import { scanToTree } from './scan';
 import { walkWorktree } from './walk';
+import type { FileMeta } from './filemeta';
 
 /** What a snapshot's policy left out of a worktree: reported, never a difference. */
 export interface ExcludedByPolicy {
@@ -50,7 +51,8 @@ export async function scanUnderSnapshotPolicy(
   objects: string,
   alternates: string[],
   statCache?: string,
-): Promise<{ tree: string; emptyDirs: string[]; excludedByPolicy: ExcludedByPolicy }> {
+  meta = false,
+): Promise<{ tree: string; emptyDirs: string[]; excludedByPolicy: ExcludedByPolicy; meta: FileMeta | null }> {
   const opts = repoOpts(target);
   const policy = policyOfSnapshot(manifest.policy);
   const [entries, ignored] = await Promise.all([
@@ -65,10 +67,12 @@ export async function scanUnderSnapshotPolicy(
     tracked: new Set(entries.map((e) => e.path)),
     ignored: new Set(ignored),
     policy,
+    gitDirs: [target.gitDir, target.commonDir],
   });
   const indexFile = path.join(scratch, 'policy-files.index');
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
-  const { tree } = await scanToTree({
+  const { tree, meta: fileMeta } = await scanToTree({
+    meta,
     worktree: target.worktree,
     objectFormat: target.objectFormat,
     objectsDir: objects,
@@ -81,6 +85,7 @@ export async function scanUnderSnapshotPolicy(
   return {
     tree,
     emptyDirs: walk.emptyDirs,
+    meta: fileMeta,
     excludedByPolicy: {
       secrets: walk.excludedSecrets,
       byPattern: walk.excludedByPattern,

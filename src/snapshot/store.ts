@@ -16,6 +16,8 @@ export interface Snapshot {
   indexTree: string;
   tagsTree: string | null;
   objectsTree: string | null;
+  /** The `filemeta` blob (times, hard links; docs/FORMAT.md), absent in older snapshots. */
+  filemetaBlob: string | null;
 }
 
 /** A snapshot ref is named by the id of the commit it points to. Refs arrive by plain `git fetch`
@@ -112,6 +114,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     indexTree: treeOf('index', true) as string,
     tagsTree: treeOf('tags', false),
     objectsTree: treeOf('objects', false),
+    filemetaBlob: entries.get('filemeta')?.mode === '100644' ? (entries.get('filemeta')?.oid ?? null) : null,
   };
 }
 

@@ -35,6 +35,7 @@ import { walkWorktree } from './walk';
 import { scanUnderSnapshotPolicy, type ExcludedByPolicy } from './snapshot-policy';
 import { swappedVerifyArguments } from './verify-hints';
 import { isOriginKey } from './origin';
+import { fileMetaDifferences, type FileMeta } from './filemeta';
 
 export interface Difference {
   kind: string;
@@ -177,7 +178,8 @@ export async function scanWorktreeFiles(
   objects: string,
   alternates: string[],
   statCache?: string,
-): Promise<{ tree: string; emptyDirs: string[] }> {
+  meta = false,
+): Promise<{ tree: string; emptyDirs: string[]; meta: FileMeta | null }> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -188,7 +190,8 @@ export async function scanWorktreeFiles(
   });
   const indexFile = path.join(scratch, 'files.index');
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
-  const { tree } = await scanToTree({
+  const scan = await scanToTree({
+    meta,
     worktree: target.worktree,
     objectFormat: target.objectFormat,
     objectsDir: objects,
@@ -198,7 +201,7 @@ export async function scanWorktreeFiles(
     paths: walk.paths,
     write: false,
   });
-  return { tree, emptyDirs: walk.emptyDirs };
+  return { tree: scan.tree, emptyDirs: walk.emptyDirs, meta: scan.meta };
 }
 
 /** Files and empty directories under the snapshot's own capture policy; `statCache` as in
@@ -211,20 +214,21 @@ export async function compareFiles(
   alternates: string[],
   statCache?: string,
 ): Promise<{ differences: Difference[]; excludedByPolicy: ExcludedByPolicy }> {
-  const { tree, emptyDirs, excludedByPolicy } = await scanUnderSnapshotPolicy(
+  const { tree, emptyDirs, excludedByPolicy, meta } = await scanUnderSnapshotPolicy(
     target,
     snap.manifest,
     scratch,
     objects,
     alternates,
     statCache,
+    true,
   );
-  const diffs = await treeDifferences(
-    snap.filesTree,
-    tree,
-    target.worktree,
-    objEnv(target, objects, alternates),
-    'file-',
+  const env = objEnv(target, objects, alternates);
+  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, env, 'file-');
+  // Times and hard links are their own kinds, never reported for a path that differs otherwise.
+  const reported = new Set(diffs.map((d) => d.path as string));
+  diffs.push(
+    ...(await fileMetaDifferences(snap.filesTree, snap.filemetaBlob, meta, reported, { cwd: target.worktree, env })),
   );
   const want = new Set(snap.manifest.emptyDirs);
   const have = new Set(emptyDirs);

@@ -18,10 +18,10 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
-import { createShadow } from '../git/shadow';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
+import { refreshIndexStat } from '../snapshot/filemeta';
 import { layFiles, layIndex } from '../snapshot/lay';
 import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
@@ -193,8 +193,9 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
       progress(`cloning ${snap.manifest.counts.files} files`);
       await cloneTree(base.tree, dir);
       fs.copyFileSync(base.filesIndex, filesIndex);
-      // Copies are new inodes: record their stat data (git hashes each file once, here).
-      await refreshStat(snap, dir, repo.objectsDir, filesIndex, gitDir);
+      // Copies are new inodes with the base's bytes, times and links (cp -a): their stat data is
+      // recorded from lstat, no file is read.
+      refreshIndexStat(filesIndex, dir, snap.manifest.git.objectFormat);
       await layIndex(spec);
     } else {
       progress(`writing ${snap.manifest.counts.files} files`);
@@ -280,29 +281,6 @@ async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot):
   // `git worktree add --no-checkout` leaves no index; ours comes later.
   fs.rmSync(path.join(gitDir, 'index'), { force: true });
   return gitDir;
-}
-
-/** Re-record stat data in a files index whose files are byte-identical copies (new inodes). */
-async function refreshStat(
-  snap: Snapshot,
-  worktree: string,
-  objectsDir: string,
-  indexFile: string,
-  scratchParent: string,
-): Promise<void> {
-  const scratch = fs.mkdtempSync(path.join(scratchParent, 'xet-refresh-'));
-  const shadow = createShadow({
-    dir: scratch,
-    objectFormat: snap.manifest.git.objectFormat,
-    objectsDir,
-    worktree,
-    indexFile,
-  });
-  try {
-    await git(['update-index', '-q', '--refresh'], { cwd: worktree, env: shadow.env, okCodes: [1] });
-  } finally {
-    shadow.dispose();
-  }
 }
 
 /** Register the fork as a workspace whose last capture is the snapshot's files, with the files index

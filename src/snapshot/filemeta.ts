@@ -1,0 +1,503 @@
+// File metadata a tree cannot hold: every captured file's and symlink's modification time (to the
+// nanosecond) and which paths are hard links of one inode. This module owns the `filemeta` blob of a
+// snapshot (format in docs/FORMAT.md), collecting it during capture's scan (hashing each inode
+// once), and laying it back on restore (links, times, then the index's stat data from lstat, so git
+// trusts every entry without reading a file).
+//
+// Capture reads stat data from the cache index that `update-index` just wrote instead of lstat-ing
+// every file again: git keeps that data current, except that the git distributions ship compares
+// only whole seconds, so an entry can keep stale nanoseconds (and hide a change) when its inode
+// changed within the same second git looked at it. Those entries are recognisable: their ctime is
+// not older than the start of the run that recorded them. Only they, new paths, and every path of
+// a tree known to hold hard links are lstat-ed; an entry whose lstat differs in the nanoseconds is
+// hashed again. The start of each run and the link counts (nlink > 1 only) live beside the cache
+// index in `<index>.meta.json`, tied to it by its checksum.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { git, joinZ, type GitOptions } from '../git/exec';
+import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
+import {
+  parseIndex,
+  statFields,
+  statMatchesCoarse,
+  writeIndexBuffer,
+  writeStat,
+  type ParsedIndex,
+  type StatFields,
+} from '../git/index-file';
+
+export const FILEMETA_HEADER = 'xet.filemeta/v1';
+export const FILEMETA_ENTRY = 'filemeta';
+
+export interface FileMetaEntry {
+  path: string;
+  mtimeSec: bigint;
+  mtimeNsec: number;
+  /** Index (in this list) of the first path of its hard-link group, or -1. */
+  linkTo: number;
+  /** The inode's link count when it exceeds the paths captured for it (links outside the tree). */
+  externalNlink: number;
+}
+
+export interface FileMeta {
+  /** One per file or symlink of the files tree, in its order (paths sorted by bytes). */
+  entries: FileMetaEntry[];
+  /** Paths that are hard links of an earlier path (restored as links, stored and counted once). */
+  hardLinks: number;
+  /** Inodes with links outside the captured paths (restored as separate files). */
+  externalLinks: number;
+  /** Apparent bytes of the paths in `hardLinks` (what counting each inode once saves). */
+  linkedBytes: number;
+}
+
+interface Record {
+  schema: 'xet.statcache-meta/1';
+  /** Trailing checksum (hex) of the cache index this describes. */
+  index: string;
+  /** No entry of that index was recorded before this second (a run's start, less a second). */
+  since: number;
+  /** Link counts above 1, by path. */
+  links: { [path: string]: number };
+}
+
+const BLOB_MODE = new Set([0o100644, 0o100755, 0o120000]);
+const ODD_SECONDS = 2 ** 31; // a u32 seconds field past 2038 may be a wrapped negative time
+
+type Stat = StatFields & { nlink: number };
+
+function lstatBig(abs: string): Stat | null {
+  try {
+    const st = fs.lstatSync(abs, { bigint: true });
+    if (!st.isFile() && !st.isSymbolicLink()) return null;
+    return { ...statFields(st), nlink: Number(st.nlink) };
+  } catch {
+    return null; // vanished: git reports it through update-index
+  }
+}
+
+function trailerHex(indexFile: string, hashLen: number): string | null {
+  try {
+    const fd = fs.openSync(indexFile, 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const b = Buffer.alloc(hashLen);
+      fs.readSync(fd, b, 0, hashLen, size - hashLen);
+      return b.toString('hex');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+}
+
+/** Collects file metadata around one `update-index` run of a scan. */
+export class MetaCollector {
+  private readonly hashLen: number;
+  private record: Record | null = null;
+  private readonly stats = new Map<string, Stat>();
+  /** follower path -> the path git hashes for its inode */
+  private readonly followers = new Map<string, string>();
+  private runStart = 0;
+
+  constructor(
+    private readonly worktree: string,
+    private readonly indexFile: string,
+    private readonly format: 'sha1' | 'sha256',
+  ) {
+    this.hashLen = format === 'sha256' ? 32 : 20;
+  }
+
+  private get recordFile(): string {
+    return `${this.indexFile}.meta.json`;
+  }
+
+  private readRecord(): Record | null {
+    try {
+      const r = JSON.parse(fs.readFileSync(this.recordFile, 'utf8')) as Record;
+      if (r.schema !== 'xet.statcache-meta/1' || !Number.isSafeInteger(r.since) || typeof r.links !== 'object') {
+        return null;
+      }
+      return r.index === trailerHex(this.indexFile, this.hashLen) ? r : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Before update-index: lstat what must be, group hard links; returns the paths git should hash
+   * (one per inode). */
+  prepare(paths: string[], previous: string[]): string[] {
+    this.runStart = Date.now();
+    this.record = this.readRecord();
+    const full = !this.record || Object.keys(this.record.links).length > 0;
+    const known = full ? null : new Set(previous);
+    const byInode = new Map<string, string[]>();
+    for (const p of paths) {
+      if (known?.has(p)) continue;
+      const s = lstatBig(path.join(this.worktree, p));
+      if (!s) continue;
+      this.stats.set(p, s);
+      if (s.nlink > 1) {
+        const key = `${s.dev}:${s.ino}`;
+        const g = byInode.get(key);
+        if (g) g.push(p);
+        else byInode.set(key, [p]);
+      }
+    }
+    for (const g of byInode.values()) {
+      if (g.length < 2) continue;
+      g.sort();
+      for (const f of g.slice(1)) this.followers.set(f, g[0]);
+    }
+    return this.followers.size ? paths.filter((p) => !this.followers.has(p)) : paths;
+  }
+
+  /** After update-index (before write-tree): followers enter the index with their inode's blob and
+   * stat data, suspicious entries are hashed again, and the metadata is read off the index. */
+  async finish(opts: GitOptions): Promise<FileMeta> {
+    if (this.followers.size) await this.addFollowers(opts);
+    let parsed = parseIndex(this.indexFile, this.format);
+    const suspects = this.suspects(parsed);
+    if (suspects.length) {
+      // Same seconds, other nanoseconds: git trusted an entry it should not have. Hash those again.
+      await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(suspects) });
+      await git(['update-index', '--add', '--info-only', '-z', '--stdin'], { ...opts, input: joinZ(suspects) });
+      for (const p of suspects) {
+        const s = lstatBig(path.join(this.worktree, p));
+        if (s) this.stats.set(p, s);
+      }
+      parsed = parseIndex(this.indexFile, this.format);
+    }
+    const meta = this.collect(parsed);
+    this.writeRecord(parsed);
+    return meta;
+  }
+
+  private async addFollowers(opts: GitOptions): Promise<void> {
+    const parsed = parseIndex(this.indexFile, this.format);
+    const byPath = new Map(parsed.entries.map((e) => [e.path, e]));
+    const lines: string[] = [];
+    for (const [f, rep] of this.followers) {
+      const e = byPath.get(rep);
+      if (!e) {
+        this.followers.delete(f); // the representative vanished: nothing to share
+        continue;
+      }
+      lines.push(`${e.mode.toString(8)} ${e.oid}\t${f}`);
+    }
+    if (lines.length) await git(['update-index', '-z', '--index-info'], { ...opts, input: joinZ(lines) });
+  }
+
+  /** Entries whose stat may be stale (see the top of this module), lstat-ed now. */
+  private suspects(parsed: ParsedIndex): string[] {
+    const { buf } = parsed;
+    const since = this.record?.since;
+    const out: string[] = [];
+    for (const e of parsed.entries) {
+      if (this.followers.has(e.path)) continue;
+      let s = this.stats.get(e.path);
+      if (!s) {
+        const ctime = buf.readUInt32BE(e.offset);
+        const mtime = buf.readUInt32BE(e.offset + 8);
+        if (since !== undefined && ctime < since && mtime < ODD_SECONDS && ctime < ODD_SECONDS) continue;
+        const fresh = lstatBig(path.join(this.worktree, e.path));
+        if (!fresh) continue;
+        s = fresh;
+        this.stats.set(e.path, s);
+      }
+      if (!statMatchesCoarse(buf, e.offset, s)) continue; // changed after git read it: git's data stands
+      if (buf.readUInt32BE(e.offset + 4) !== s.ctimeNsec || buf.readUInt32BE(e.offset + 12) !== s.mtimeNsec) {
+        out.push(e.path);
+      }
+    }
+    return out;
+  }
+
+  private collect(parsed: ParsedIndex): FileMeta {
+    const { buf } = parsed;
+    const entries: FileMetaEntry[] = [];
+    const nlinks: number[] = [];
+    const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
+    let byPath: Map<string, (typeof parsed.entries)[number]> | null = null;
+    let dirty = false;
+    let hardLinks = 0;
+    let linkedBytes = 0;
+    for (const e of parsed.entries) {
+      if (e.stage !== 0 || !BLOB_MODE.has(e.mode)) continue;
+      const rep = this.followers.get(e.path);
+      let s = this.stats.get(e.path);
+      if (rep !== undefined && s) {
+        // A follower's entry came from --index-info without stat data; its inode's is the
+        // representative's, provided git recorded the representative as it is now.
+        byPath ??= new Map(parsed.entries.map((x) => [x.path, x]));
+        const r = byPath.get(rep);
+        if (r && statMatchesCoarse(buf, r.offset, s)) {
+          writeStat(buf, e.offset, s);
+          dirty = true;
+        } else s = undefined;
+      }
+      const exact = s && statMatchesCoarse(buf, e.offset, s) ? s : null;
+      const entry: FileMetaEntry = {
+        path: e.path,
+        mtimeSec: exact ? exact.mtimeSec : BigInt(buf.readUInt32BE(e.offset + 8)),
+        mtimeNsec: exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
+        linkTo: -1,
+        externalNlink: 0,
+      };
+      const nlink = exact ? exact.nlink : (this.record?.links[e.path] ?? 1);
+      if (exact && nlink > 1) {
+        const key = `${exact.dev}:${exact.ino}`;
+        const g = groups.get(key);
+        // One inode is one blob; a member that hashed otherwise changed during the capture.
+        if (g && g.mode === e.mode && g.oid === e.oid) {
+          entry.linkTo = g.n;
+          g.size++;
+          hardLinks++;
+          linkedBytes += Number(exact.size);
+        } else if (!g) {
+          groups.set(key, { n: entries.length, mode: e.mode, oid: e.oid, size: 1 });
+        }
+      }
+      entries.push(entry);
+      nlinks.push(nlink);
+    }
+    const groupSize = new Map<number, number>();
+    for (const g of groups.values()) groupSize.set(g.n, g.size);
+    let externalLinks = 0;
+    for (let i = 0; i < entries.length; i++) {
+      if (nlinks[i] > 1 && entries[i].linkTo < 0 && nlinks[i] > (groupSize.get(i) ?? 1)) {
+        entries[i].externalNlink = nlinks[i];
+        externalLinks++;
+      }
+    }
+    if (dirty) writeIndexBuffer(this.indexFile, parsed);
+    return { entries, hardLinks, externalLinks, linkedBytes };
+  }
+
+  private writeRecord(parsed: ParsedIndex): void {
+    const links: Record['links'] = {};
+    for (const [p, s] of this.stats) if (s.nlink > 1) links[p] = s.nlink;
+    for (const [p, n] of Object.entries(this.record?.links ?? {})) if (!this.stats.has(p)) links[p] = n;
+    const index = trailerHex(this.indexFile, parsed.hashLen);
+    if (!index) return;
+    const rec: Record = {
+      schema: 'xet.statcache-meta/1',
+      index,
+      since: Math.floor(this.runStart / 1000) - 1,
+      links,
+    };
+    const tmp = `${this.recordFile}.${process.pid}`;
+    fs.writeFileSync(tmp, JSON.stringify(rec));
+    fs.renameSync(tmp, this.recordFile);
+  }
+}
+
+// --- the blob ---
+
+export function serializeFileMeta(meta: FileMeta): Buffer {
+  const lines = [FILEMETA_HEADER, String(meta.entries.length)];
+  for (const e of meta.entries) {
+    let l = `${e.mtimeSec}.${String(e.mtimeNsec).padStart(9, '0')}`;
+    if (e.linkTo >= 0) l += ` =${e.linkTo}`;
+    if (e.externalNlink > 0) l += ` +${e.externalNlink}`;
+    lines.push(l);
+  }
+  return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
+}
+
+export interface ParsedFileMeta {
+  mtimeSec: bigint[];
+  mtimeNsec: number[];
+  linkTo: Int32Array;
+  externalNlink: number[];
+}
+
+const LINE_RE = /^(-?\d{1,19})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
+
+/** Parse a filemeta blob for a files tree whose blob entries (files and symlinks, in tree order)
+ * have these modes and oids. Anything malformed, or a link between entries that are not the same
+ * blob with the same mode, is SNAPSHOT_INVALID: a hostile snapshot may only say what git could. */
+export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }[]): ParsedFileMeta {
+  const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
+  const text = data.toString('utf8');
+  const lines = text.split('\n');
+  if (lines[0] !== FILEMETA_HEADER) throw bad(`does not start with ${FILEMETA_HEADER}`);
+  const count = Number(lines[1]);
+  if (!/^\d+$/.test(lines[1] ?? '') || count !== blobs.length) {
+    throw bad(`counts ${lines[1]} entries; the files tree has ${blobs.length}`);
+  }
+  if (lines.length !== count + 3 || lines[count + 2] !== '') throw bad('has the wrong number of lines');
+  const out: ParsedFileMeta = {
+    mtimeSec: new Array<bigint>(count),
+    mtimeNsec: new Array<number>(count),
+    linkTo: new Int32Array(count).fill(-1),
+    externalNlink: new Array<number>(count).fill(0),
+  };
+  for (let i = 0; i < count; i++) {
+    const m = LINE_RE.exec(lines[i + 2]);
+    if (!m) throw bad(`line ${i + 3} is malformed`);
+    out.mtimeSec[i] = BigInt(m[1]);
+    out.mtimeNsec[i] = Number(m[2]);
+    if (m[3] !== undefined) {
+      const k = Number(m[3]);
+      if (k >= i || out.linkTo[k] !== -1 || blobs[k].mode !== blobs[i].mode || blobs[k].oid !== blobs[i].oid) {
+        throw bad(`links entry ${i} to entry ${k}, which is not the same file`);
+      }
+      out.linkTo[i] = k;
+    }
+    if (m[4] !== undefined) out.externalNlink[i] = Number(m[4]);
+  }
+  return out;
+}
+
+/** At most this many bytes per entry (a 19-digit time, both fields) plus the header. */
+export function maxFileMetaBytes(entries: number): number {
+  return 64 + entries * 48;
+}
+
+// --- restore ---
+
+/** Paths of the files index's blob entries, in order, with what parseFileMeta checks. */
+export function indexBlobs(parsed: ParsedIndex): { path: string; mode: number; oid: string; offset: number }[] {
+  return parsed.entries.filter((e) => e.stage === 0 && BLOB_MODE.has(e.mode));
+}
+
+/** Set the recorded times (and make the recorded hard links) in a laid-out tree. Followers must not
+ * exist yet; their parents may not either. */
+export function applyLinksAndTimes(
+  worktree: string,
+  blobs: { path: string }[],
+  meta: ParsedFileMeta,
+  mkdirSafe: (abs: string) => void,
+): void {
+  for (let i = 0; i < blobs.length; i++) {
+    const k = meta.linkTo[i];
+    if (k < 0) continue;
+    const abs = path.join(worktree, blobs[i].path);
+    mkdirSafe(path.dirname(abs));
+    fs.linkSync(path.join(worktree, blobs[k].path), abs);
+  }
+  const now = new Date();
+  for (let i = 0; i < blobs.length; i++) {
+    if (meta.linkTo[i] >= 0) continue; // one inode, one time
+    // Node (libuv) sets times to the microsecond, truncating; aiming at the middle of the
+    // microsecond keeps the double's rounding from crossing into the next one.
+    const us = Math.floor(meta.mtimeNsec[i] / 1000);
+    const t = Number(meta.mtimeSec[i]) + (us + 0.5) / 1e6;
+    fs.lutimesSync(path.join(worktree, blobs[i].path), now, t);
+  }
+}
+
+/** Record every blob entry's stat data from lstat, without reading a file: for an index whose
+ * entries name exactly the files on disk (just written, linked, copied), after times changed. */
+export function refreshIndexStat(indexFile: string, worktree: string, format: 'sha1' | 'sha256'): number {
+  const parsed = parseIndex(indexFile, format);
+  let n = 0;
+  for (const e of indexBlobs(parsed)) {
+    const s = lstatBig(path.join(worktree, e.path));
+    if (!s) continue;
+    writeStat(parsed.buf, e.offset, s);
+    n++;
+  }
+  if (n) writeIndexBuffer(indexFile, parsed);
+  return n;
+}
+
+/** Microseconds since the epoch: the precision restore can set, and verify compares. */
+export function microseconds(sec: bigint, nsec: number): bigint {
+  return sec * 1_000_000n + BigInt(Math.floor(nsec / 1000));
+}
+
+export function formatTime(sec: bigint, nsec: number): string {
+  return `${sec}.${String(nsec).padStart(9, '0')}`;
+}
+
+/** What layFiles needs from a snapshot's filemeta: which paths to check out (followers are linked
+ * instead), and how to finish (links, times, stat data) once the files are there. */
+export interface FileMetaPlan {
+  /** Paths for checkout-index, or null for all of them. */
+  checkout: string[] | null;
+  finish(mkdirSafe: (abs: string) => void): void;
+}
+
+export async function planFileMeta(
+  blob: string | null,
+  filesIndex: string,
+  worktree: string,
+  format: 'sha1' | 'sha256',
+  opts: GitOptions,
+): Promise<FileMetaPlan | null> {
+  if (!blob) return null;
+  const blobs = indexBlobs(parseIndex(filesIndex, format));
+  const meta = await readFileMeta(blob, blobs, opts);
+  const anyLink = meta.linkTo.some((k) => k >= 0);
+  return {
+    checkout: anyLink ? blobs.filter((_, i) => meta.linkTo[i] < 0).map((b) => b.path) : null,
+    finish(mkdirSafe) {
+      applyLinksAndTimes(worktree, blobs, meta, mkdirSafe);
+      refreshIndexStat(filesIndex, worktree, format);
+    },
+  };
+}
+
+/** Read and check a snapshot's filemeta blob (its size first: anything from a ref is hostile). */
+async function readFileMeta(
+  blob: string,
+  blobs: { mode: number; oid: string }[],
+  opts: GitOptions,
+): Promise<ParsedFileMeta> {
+  const size = (await objectSizes([blob], opts)).get(blob);
+  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
+  if (size > maxFileMetaBytes(blobs.length)) {
+    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
+  }
+  const data = (await catFileBatch([blob], opts)).get(blob);
+  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
+  return parseFileMeta(data.data, blobs);
+}
+
+export interface MetaDifference {
+  kind: 'mtime' | 'hardlink';
+  path: string;
+  expected: string | null;
+  actual: string | null;
+}
+
+/** Times (to the microsecond, what restore can set) and hard-link groups of the paths both the
+ * snapshot and the directory have, except `skip` (paths already reported as other differences). */
+export async function fileMetaDifferences(
+  filesTree: string,
+  blob: string | null,
+  actual: FileMeta | null,
+  skip: Set<string>,
+  opts: GitOptions,
+): Promise<MetaDifference[]> {
+  if (!blob || !actual) return [];
+  const listing = (await lsTree(filesTree, opts)).filter((e) => e.type === 'blob');
+  const want = await readFileMeta(
+    blob,
+    listing.map((e) => ({ mode: parseInt(e.mode, 8), oid: e.oid })),
+    opts,
+  );
+  const have = new Map(actual.entries.map((e) => [e.path, e]));
+  const out: MetaDifference[] = [];
+  for (let i = 0; i < listing.length; i++) {
+    const p = listing[i].path;
+    const a = have.get(p);
+    if (!a || skip.has(p)) continue;
+    if (microseconds(want.mtimeSec[i], want.mtimeNsec[i]) !== microseconds(a.mtimeSec, a.mtimeNsec)) {
+      out.push({
+        kind: 'mtime',
+        path: p,
+        expected: formatTime(want.mtimeSec[i], want.mtimeNsec[i]),
+        actual: formatTime(a.mtimeSec, a.mtimeNsec),
+      });
+    }
+    const wantRep = want.linkTo[i] >= 0 ? listing[want.linkTo[i]].path : null;
+    const haveRep = a.linkTo >= 0 ? actual.entries[a.linkTo].path : null;
+    if (wantRep !== haveRep) out.push({ kind: 'hardlink', path: p, expected: wantRep, actual: haveRep });
+  }
+  return out;
+}
