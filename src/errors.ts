@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   PATH_ESCAPE: 'a snapshot path would land outside the target directory',
   PATH_CONFLICT: 'two snapshot paths collide',
   RESTORE_INCOMPLETE: 'the directory holds a restore that did not finish',
+  OPERATION_RUNS_COMMANDS: "the snapshot's rebase todo has exec lines; restore with --allow-exec to keep them",
   // Forks
   FORK_NOT_FOUND: 'the directory is not a registered fork of this repository',
   FORK_MODE_UNAVAILABLE: 'the requested fork mode cannot work here (no mount permission, no reflink)',

@@ -40,6 +40,7 @@ import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
+import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
@@ -78,39 +79,15 @@ export interface CaptureResult {
   warnings: string[];
 }
 
-function operationInProgress(gitDir: string): string | null {
-  const has = (p: string) => fs.existsSync(path.join(gitDir, p));
-  if (has('rebase-merge') || has('rebase-apply/rebasing')) return 'rebase';
-  if (has('rebase-apply')) return 'am';
-  if (has('MERGE_HEAD')) return 'merge';
-  if (has('CHERRY_PICK_HEAD')) return 'cherry-pick';
-  if (has('REVERT_HEAD')) return 'revert';
-  if (has('BISECT_LOG')) return 'bisect';
-  if (has('sequencer')) return 'sequencer';
-  return null;
-}
-
 /** Everything that makes a working tree uncapturable, checked before any effect. */
-function refuseUnsupported(repo: Repo, entries: IndexEntry[], config: GitConfig): void {
-  const unmerged = entries.filter((e) => e.stage !== 0);
-  if (unmerged.length) {
-    const paths = [...new Set(unmerged.map((e) => e.path))];
-    throw new XetError('UNMERGED_INDEX', `the index has ${paths.length} unmerged path(s); resolve them first`, {
-      paths: paths.slice(0, 50),
-    });
-  }
-  const op = operationInProgress(repo.gitDir);
-  if (op) {
-    throw new XetError('OPERATION_IN_PROGRESS', `a ${op} is in progress; finish or abort it first`, { operation: op });
-  }
+// Unmerged entries, operations in progress and sparse checkout are captured (operation-state.ts),
+// which refuses only what it cannot restore faithfully.
+function refuseUnsupported(entries: IndexEntry[]): void {
   const gitlinks = entries.filter((e) => e.mode === '160000').map((e) => e.path);
   if (gitlinks.length || entries.some((e) => e.path === '.gitmodules')) {
     throw new XetError('SUBMODULE_PRESENT', 'the repository has submodules, which snapshots do not support yet', {
       paths: gitlinks.slice(0, 50),
     });
-  }
-  if (config.getBool('core.sparseCheckout')) {
-    throw new XetError('SPARSE_CHECKOUT', 'sparse checkout is enabled; disable it (git sparse-checkout disable) first');
   }
 }
 
@@ -186,7 +163,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
       gitZ(['diff-files', '-z', '--name-only'], userOpts),
     ]);
-    refuseUnsupported(repo, entries, config);
+    refuseUnsupported(entries);
+    const opState = await captureOperationState(repo, entries, config, head, userOpts);
     const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
@@ -227,7 +205,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     });
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
-      writeIndexTree(repo, tmpBase),
+      writeIndexTree(repo, tmpBase, unmergedPaths(entries)),
       collectTagObjects(refs, userOpts),
     ]);
 
@@ -251,9 +229,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       );
       extraTop.push({ mode: '040000', type: 'tree', oid: tagTree, name: 'tags' });
     }
-    if (tagObjects.loose.length) {
+    const looseObjects = [
+      ...tagObjects.loose,
+      ...opState.keep.filter((k) => !tagObjects.loose.some((o) => o.oid === k.oid)),
+    ];
+    if (looseObjects.length) {
       const objTree = await mktree(
-        tagObjects.loose.map((o) => ({
+        looseObjects.map((o) => ({
           mode: o.type === 'tree' ? '040000' : '100644',
           type: o.type,
           oid: o.oid,
@@ -263,6 +245,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       );
       extraTop.push({ mode: '040000', type: 'tree', oid: objTree, name: 'objects' });
     }
+    const gitStateTree = await writeGitStateTree(opState.files, userOpts);
+    if (gitStateTree) extraTop.push({ mode: '040000', type: 'tree', oid: gitStateTree, name: GITSTATE_TREE });
 
     const [gMaj, gMin, gPatch] = gitVersion();
     const flagged = (bit: number) =>
@@ -313,6 +297,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         symlinks,
         emptyDirs: walk.emptyDirs.length,
       },
+      ...opState.manifest,
     };
     manifest.schema = schemaFor(manifest);
     const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
@@ -328,7 +313,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: identity };
-    const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
+    const parents = await snapshotParents(
+      repo,
+      head,
+      refs,
+      [...tagObjects.peeledCommits, ...opState.commits],
+      stash,
+      commitOpts,
+    );
     const subject = options.message ? options.message : 'snapshot';
     const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
 
@@ -397,10 +389,10 @@ function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]
 }
 
 /** The staged tree, from a copy of the user's index (capture must not touch the index itself). */
-async function writeIndexTree(repo: Repo, tmpBase: string): Promise<string> {
+async function writeIndexTree(repo: Repo, tmpBase: string, unmerged: string[]): Promise<string> {
   const dir = scratchDir(tmpBase, 'index');
   try {
-    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo));
+    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo), false, unmerged);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
