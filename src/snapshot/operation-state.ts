@@ -412,7 +412,24 @@ export async function captureOperationState(
     .map((e) => ({ path: e.path, stage: e.stage, mode: e.mode, oid: e.oid }));
   if (unmerged.length) {
     out.manifest.unmerged = unmerged;
-    for (const e of unmerged) if (e.mode !== '160000') out.keep.push({ oid: e.oid, type: 'blob' });
+    const blobs = [...new Set(unmerged.filter((e) => e.mode !== '160000').map((e) => e.oid))];
+    // A stage whose blob is not in the repository cannot travel (git itself could not merge it).
+    const text = blobs.length
+      ? await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
+          ...opts,
+          input: blobs.map((o) => `${o}\n`).join(''),
+        })
+      : '';
+    const bad = text.split('\n').filter((l) => l && !l.endsWith(' blob'));
+    if (bad.length) {
+      const oid = bad[0].split(' ')[0];
+      const paths = unmerged.filter((e) => e.oid === oid).map((e) => e.path);
+      throw new XetError('UNMERGED_INDEX', `an unmerged entry of ${paths[0]} names ${oid}, which is not a blob here`, {
+        paths,
+        oid,
+      });
+    }
+    for (const oid of blobs) out.keep.push({ oid, type: 'blob' });
   }
   const state = readGitState(repo.gitDir, head.kind === 'detached', repo.objectFormat);
   const hexes = new Set<string>();
