@@ -695,6 +695,26 @@ export async function applyOperationRestore(plan: OperationPlan, gitDir: string,
   }
 }
 
+/** Forks share one base per snapshot and lay only files and the stage-0 index; an operation, its
+ * conflicts or a sparse checkout would be lost there, so such a snapshot is restored, not forked. */
+export function refuseForkOfOperation(snap: Snapshot): void {
+  const m = snap.manifest;
+  if (m.unmerged?.length || m.operation) {
+    throw new XetError(
+      'OPERATION_IN_PROGRESS',
+      `snapshot ${snap.oid.slice(0, 12)} holds ${m.operation ? `a ${m.operation.kinds.join(', ')} in progress` : 'unmerged entries'}; forks cannot carry it: use git xet restore`,
+      { operation: m.operation?.kinds.join(',') ?? null, snapshot: snap.oid },
+    );
+  }
+  if (m.sparse) {
+    throw new XetError(
+      'SPARSE_CHECKOUT',
+      `snapshot ${snap.oid.slice(0, 12)} is a sparse checkout; forks cannot carry it: use git xet restore`,
+      { snapshot: snap.oid },
+    );
+  }
+}
+
 /** Paths of the unmerged entries of an index listing (for trees that hold stage 0 only). */
 export function unmergedPaths(entries: IndexEntry[]): string[] {
   return [...new Set(entries.filter((e) => e.stage !== 0).map((e) => e.path))];
