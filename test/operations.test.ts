@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { initRepo, Repo } from './support/git';
+import { git as gitRun, initRepo, Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { collectGitState, compareGitStates } from './support/state';
 import { capture, describeRun, expectError, parseJson, restore, showManifest, verify, xet } from './support/xet';
@@ -382,4 +382,38 @@ test('verify reports unmerged stages and operation files that differ, each as it
       after.some((d: { kind: string }) => d.kind === 'operation'),
       `an aborted rebase is an operation difference: ${JSON.stringify(after)}`,
     );
+  }));
+
+test('rebase -i --rebase-merges stopped at an edit, restored --from a bare remote: labels and picks arrive', () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'src', ['-b', 'main']);
+    r.commit('base', { 'f.txt': 'base\n' });
+    r.git('checkout', '-q', '-b', 'side');
+    r.commit('side 1', { 's.txt': 's\n' });
+    r.git('checkout', '-q', 'main');
+    r.git('merge', '-q', '--no-ff', 'side', '-m', 'merge side');
+    r.commit('main 1', { 'm.txt': 'm\n' });
+    r.git('checkout', '-q', '-b', 'topic', 'main~2');
+    r.commit('topic 1', { 't.txt': 't\n' });
+    r.git('checkout', '-q', 'main');
+    gitRun(sb, r.dir, ['rebase', '-q', '-i', '--rebase-merges', 'topic'], {
+      env: { GIT_SEQUENCE_EDITOR: "sed -i 's/^pick \\([0-9a-f]*\\) main 1/edit \\1 main 1/'" },
+    });
+    assert.ok(fs.existsSync(r.gitPath('rebase-merge/amend')), 'fixture: stopped at the edit');
+    assert.match(r.git('for-each-ref', 'refs/rewritten/'), /refs\/rewritten\/onto/);
+    const snapshot = capture(sb, r.dir);
+    const bare = sb.path('remote.git');
+    r.git('init', '-q', '--bare', bare);
+    r.git('push', '-q', bare, `refs/xet/snapshots/${snapshot}`);
+    const dir = sb.path('far-copy');
+    restore(sb, sb.root, snapshot, dir, ['--from', bare]);
+    const copy = new Repo(sb, dir);
+    assertSame(r, copy, 'after restore --from');
+    assert.equal(copy.git('for-each-ref', 'refs/rewritten/'), r.git('for-each-ref', 'refs/rewritten/'));
+    continueBoth(r, copy, (x) => {
+      x.write('m.txt', 'edited\n');
+      x.git('commit', '-q', '-a', '--amend', '--no-edit');
+      x.git('rebase', '--continue');
+    });
+    assert.equal(copy.git('for-each-ref', 'refs/rewritten/'), '', 'labels are cleaned up at the end');
   }));
