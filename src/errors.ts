@@ -11,10 +11,10 @@ export const ERROR_CODES = {
   CONFIG_INVALID: 'a git config xet.* value is invalid',
   BUSY: 'another git xet process holds the lock; retry later',
   // Capture refusals (checked before anything is written)
-  UNMERGED_INDEX: 'the index has unmerged (conflicted) entries',
-  OPERATION_IN_PROGRESS: 'a merge, rebase, cherry-pick, revert or bisect is in progress',
+  UNMERGED_INDEX: 'an unmerged (conflicted) index entry names a blob the repository lacks',
+  OPERATION_IN_PROGRESS: 'an operation in progress whose state git xet cannot restore faithfully',
   SUBMODULE_PRESENT: 'the repository has submodules, which snapshots do not support yet',
-  SPARSE_CHECKOUT: 'sparse checkout is enabled',
+  SPARSE_CHECKOUT: 'the sparse-checkout patterns file cannot be captured',
   LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
   PATH_ENCODING: 'a file name is not valid UTF-8',
   WORKTREE_CHANGED: 'a file changed while it was being captured; capture again',
@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   PATH_ESCAPE: 'a snapshot path would land outside the target directory',
   PATH_CONFLICT: 'two snapshot paths collide',
   RESTORE_INCOMPLETE: 'the directory holds a restore that did not finish',
+  OPERATION_RUNS_COMMANDS: "the snapshot's rebase todo has exec lines; restore with --allow-exec to keep them",
   // Forks
   FORK_NOT_FOUND: 'the directory is not a registered fork of this repository',
   FORK_MODE_UNAVAILABLE: 'the requested fork mode cannot work here (no mount permission, no reflink)',

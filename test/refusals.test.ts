@@ -47,136 +47,48 @@ function baseRepo(sb: Sandbox, name = 'src'): Repo {
   return r;
 }
 
-function exists(r: Repo, gitPathName: string): boolean {
-  return fs.existsSync(r.gitPath(gitPathName));
-}
-
-test('conflicted merge (unmerged entries and MERGE_HEAD) is refused', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    r.git('checkout', '-q', '-b', 'other');
-    r.commit('theirs', { 'f.txt': 'theirs\n' });
-    r.git('checkout', '-q', 'main');
-    r.commit('ours', { 'f.txt': 'ours\n' });
-    assert.notEqual(r.gitTry('merge', 'other').status, 0, 'fixture: merge must conflict');
-    assert.ok(exists(r, 'MERGE_HEAD'));
-    assert.notEqual(r.git('ls-files', '-u'), '');
-    // Unmerged entries are judged first: the conflict is what the user must resolve.
-    expectRefusal(r, 'UNMERGED_INDEX');
-  }));
-
-test('unmerged index entries without an operation in progress -> UNMERGED_INDEX', () =>
+// Conflicts and operations in progress are captured (test/operations.test.ts); what is refused is
+// only what a restore could not reproduce.
+test('unmerged entry whose blob the repository lacks -> UNMERGED_INDEX', () =>
   withSandbox((sb) => {
     const r = baseRepo(sb);
     const o1 = r.gitInput('base version\n', 'hash-object', '-w', '--stdin').trim();
     const o2 = r.gitInput('our version\n', 'hash-object', '-w', '--stdin').trim();
-    const o3 = r.gitInput('their version\n', 'hash-object', '-w', '--stdin').trim();
+    const absent = r.gitInput('never written\n', 'hash-object', '--stdin').trim();
     r.gitInput(
-      `100644 ${o1} 1\tconflict.txt\n100644 ${o2} 2\tconflict.txt\n100644 ${o3} 3\tconflict.txt\n`,
+      `100644 ${o1} 1\tconflict.txt\n100644 ${o2} 2\tconflict.txt\n100644 ${absent} 3\tconflict.txt\n`,
       'update-index',
       '--index-info',
     );
     r.write('conflict.txt', '<<<<<<< ours\nour version\n=======\ntheir version\n>>>>>>> theirs\n');
     assert.equal(r.git('ls-files', '-u').trim().split('\n').length, 3, 'fixture: three stages');
-    for (const f of ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merge', 'rebase-apply', 'BISECT_START']) {
-      assert.equal(exists(r, f), false, `fixture: ${f} must not exist`);
-    }
-    expectRefusal(r, 'UNMERGED_INDEX');
+    const err = expectRefusal(r, 'UNMERGED_INDEX');
+    assert.deepEqual(err.details?.paths, ['conflict.txt']);
   }));
 
-test('merge in progress (git merge --no-commit, no conflicts) -> OPERATION_IN_PROGRESS merge', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    r.git('checkout', '-q', '-b', 'other');
-    r.commit('theirs', { 'theirs.txt': 'theirs\n' });
-    r.git('checkout', '-q', 'main');
-    r.commit('ours', { 'ours.txt': 'ours\n' });
-    r.git('merge', '-q', '--no-commit', '--no-ff', 'other');
-    assert.ok(exists(r, 'MERGE_HEAD'));
-    assert.equal(r.git('ls-files', '-u'), '');
-    const err = expectRefusal(r, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'merge', `details: ${JSON.stringify(err.details)}`);
-  }));
-
-test('merge in progress inside a linked worktree -> OPERATION_IN_PROGRESS merge', () =>
-  withSandbox((sb) => {
-    const main = baseRepo(sb, 'main-repo');
-    main.git('branch', 'other');
-    main.git('worktree', 'add', '-q', '-b', 'wt', sb.path('linked'));
-    const wt = new Repo(sb, sb.path('linked'));
-    wt.commit('on wt', { 'wt.txt': 'wt\n' });
-    main.git('checkout', '-q', 'other');
-    main.commit('on other', { 'other-branch.txt': 'o\n' });
-    wt.git('merge', '-q', '--no-commit', '--no-ff', 'other');
-    assert.ok(exists(wt, 'MERGE_HEAD'), 'fixture: per-worktree MERGE_HEAD');
-    assert.equal(fs.existsSync(path.join(main.commonDir(), 'MERGE_HEAD')), false, 'fixture: not in the main worktree');
-    const err = expectRefusal(wt, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'merge', `details: ${JSON.stringify(err.details)}`);
-  }));
-
-test('rebase in progress (stopped by exec false) -> OPERATION_IN_PROGRESS rebase', () =>
+test('operation state git xet does not know (a new file in rebase-merge/) -> OPERATION_IN_PROGRESS', () =>
   withSandbox((sb) => {
     const r = baseRepo(sb);
     r.commit('c2', { 'f.txt': 'two\n' });
     r.commit('c3', { 'f.txt': 'three\n' });
     assert.notEqual(r.gitTry('rebase', '--exec', 'false', 'HEAD~2').status, 0, 'fixture: rebase must stop');
-    assert.ok(exists(r, 'rebase-merge'), 'fixture: rebase-merge exists');
-    assert.equal(r.git('ls-files', '-u'), '');
+    fs.writeFileSync(r.gitPath('rebase-merge/from-a-newer-git'), 'x\n');
     const err = expectRefusal(r, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'rebase', `details: ${JSON.stringify(err.details)}`);
+    assert.equal(err.details?.operation, 'rebase-merge', `details: ${JSON.stringify(err.details)}`);
+    assert.equal(err.details?.path, 'rebase-merge/from-a-newer-git');
   }));
 
-test('rebase in progress (stopped by a conflict) is refused', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    r.git('checkout', '-q', '-b', 'topic');
-    r.commit('topic change', { 'f.txt': 'topic\n' });
-    r.git('checkout', '-q', 'main');
-    r.commit('main change', { 'f.txt': 'main\n' });
-    r.git('checkout', '-q', 'topic');
-    assert.notEqual(r.gitTry('rebase', 'main').status, 0, 'fixture: rebase must conflict');
-    assert.ok(exists(r, 'rebase-merge') || exists(r, 'rebase-apply'));
-    expectRefusal(r, 'UNMERGED_INDEX');
-  }));
-
-test('cherry-pick in progress (conflict resolved, not committed) -> OPERATION_IN_PROGRESS cherry-pick', () =>
+test('operation state that is not a regular file (MERGE_MSG a symlink) -> OPERATION_IN_PROGRESS', () =>
   withSandbox((sb) => {
     const r = baseRepo(sb);
     r.git('checkout', '-q', '-b', 'other');
-    r.commit('theirs', { 'f.txt': 'theirs\n' });
+    r.commit('theirs', { 'theirs.txt': 'theirs\n' });
     r.git('checkout', '-q', 'main');
-    r.commit('ours', { 'f.txt': 'ours\n' });
-    assert.notEqual(r.gitTry('cherry-pick', 'other').status, 0, 'fixture: cherry-pick must conflict');
-    r.write('f.txt', 'resolved\n');
-    r.git('add', 'f.txt');
-    assert.ok(exists(r, 'CHERRY_PICK_HEAD'));
-    assert.equal(r.git('ls-files', '-u'), '');
+    r.git('merge', '-q', '--no-commit', '--no-ff', 'other');
+    fs.rmSync(r.gitPath('MERGE_MSG'));
+    fs.symlinkSync('/etc/passwd', r.gitPath('MERGE_MSG'));
     const err = expectRefusal(r, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'cherry-pick', `details: ${JSON.stringify(err.details)}`);
-  }));
-
-test('revert in progress (conflict resolved, not committed) -> OPERATION_IN_PROGRESS revert', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    r.commit('c2', { 'f.txt': 'two\n' });
-    r.commit('c3', { 'f.txt': 'three\n' });
-    assert.notEqual(r.gitTry('revert', '--no-edit', 'HEAD~1').status, 0, 'fixture: revert must conflict');
-    r.write('f.txt', 'resolved\n');
-    r.git('add', 'f.txt');
-    assert.ok(exists(r, 'REVERT_HEAD'));
-    assert.equal(r.git('ls-files', '-u'), '');
-    const err = expectRefusal(r, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'revert', `details: ${JSON.stringify(err.details)}`);
-  }));
-
-test('bisect in progress -> OPERATION_IN_PROGRESS bisect', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    for (let i = 2; i <= 6; i++) r.commit(`c${i}`, { 'f.txt': `${i}\n` });
-    r.git('bisect', 'start', 'HEAD', 'HEAD~5');
-    assert.ok(exists(r, 'BISECT_START'));
-    const err = expectRefusal(r, 'OPERATION_IN_PROGRESS');
-    assert.equal(err.details?.operation, 'bisect', `details: ${JSON.stringify(err.details)}`);
+    assert.equal(err.details?.operation, 'merge');
   }));
 
 test('gitlink in the index (update-index --cacheinfo 160000) -> SUBMODULE_PRESENT', () =>
@@ -199,12 +111,14 @@ test('real submodule (git submodule add of a local repository) -> SUBMODULE_PRES
     expectRefusal(r, 'SUBMODULE_PRESENT');
   }));
 
-test('sparse checkout (git sparse-checkout set dir) -> SPARSE_CHECKOUT', () =>
+test('sparse checkout whose patterns file is not a regular file -> SPARSE_CHECKOUT', () =>
   withSandbox((sb) => {
     const r = initRepo(sb, 'src');
     r.commit('c1', { 'dir/in.txt': 'in\n', 'out/out.txt': 'out\n', 'top.txt': 'top\n' });
     r.git('sparse-checkout', 'set', 'dir');
     assert.equal(fs.existsSync(r.p('out/out.txt')), false, 'fixture: out/ is not checked out');
+    fs.rmSync(r.gitPath('info/sparse-checkout'));
+    fs.mkdirSync(r.gitPath('info/sparse-checkout'));
     expectRefusal(r, 'SPARSE_CHECKOUT');
   }));
 

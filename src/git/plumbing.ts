@@ -361,11 +361,20 @@ export async function indexFileTree(
   scratch: string,
   opts: GitOptions & { env: Record<string, string | undefined> },
   missingOk = false,
+  /** Paths with unmerged entries (stages 1-3): left out, so the tree holds stage 0 only. */
+  unmerged: string[] = [],
 ): Promise<string> {
   if (!fs.existsSync(indexFile)) return mktree([], opts);
   const copy = path.join(scratch, `index-copy-${process.pid}`);
   fs.copyFileSync(indexFile, copy);
   try {
+    if (unmerged.length) {
+      await git(['update-index', '-z', '--force-remove', '--stdin'], {
+        ...opts,
+        env: { ...opts.env, GIT_INDEX_FILE: copy },
+        input: joinZ(unmerged),
+      });
+    }
     return await gitText(['write-tree', ...(missingOk ? ['--missing-ok'] : [])], {
       ...opts,
       env: { ...opts.env, GIT_INDEX_FILE: copy },

@@ -43,6 +43,7 @@ import { readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
+import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
@@ -88,39 +89,15 @@ export interface CaptureResult {
   unchanged: boolean;
 }
 
-function operationInProgress(gitDir: string): string | null {
-  const has = (p: string) => fs.existsSync(path.join(gitDir, p));
-  if (has('rebase-merge') || has('rebase-apply/rebasing')) return 'rebase';
-  if (has('rebase-apply')) return 'am';
-  if (has('MERGE_HEAD')) return 'merge';
-  if (has('CHERRY_PICK_HEAD')) return 'cherry-pick';
-  if (has('REVERT_HEAD')) return 'revert';
-  if (has('BISECT_LOG')) return 'bisect';
-  if (has('sequencer')) return 'sequencer';
-  return null;
-}
-
 /** Everything that makes a working tree uncapturable, checked before any effect. */
-function refuseUnsupported(repo: Repo, entries: IndexEntry[], config: GitConfig): void {
-  const unmerged = entries.filter((e) => e.stage !== 0);
-  if (unmerged.length) {
-    const paths = [...new Set(unmerged.map((e) => e.path))];
-    throw new XetError('UNMERGED_INDEX', `the index has ${paths.length} unmerged path(s); resolve them first`, {
-      paths: paths.slice(0, 50),
-    });
-  }
-  const op = operationInProgress(repo.gitDir);
-  if (op) {
-    throw new XetError('OPERATION_IN_PROGRESS', `a ${op} is in progress; finish or abort it first`, { operation: op });
-  }
+// Unmerged entries, operations in progress and sparse checkout are captured (operation-state.ts),
+// which refuses only what it cannot restore faithfully.
+function refuseUnsupported(entries: IndexEntry[]): void {
   const gitlinks = entries.filter((e) => e.mode === '160000').map((e) => e.path);
   if (gitlinks.length || entries.some((e) => e.path === '.gitmodules')) {
     throw new XetError('SUBMODULE_PRESENT', 'the repository has submodules, which snapshots do not support yet', {
       paths: gitlinks.slice(0, 50),
     });
-  }
-  if (config.getBool('core.sparseCheckout')) {
-    throw new XetError('SPARSE_CHECKOUT', 'sparse checkout is enabled; disable it (git sparse-checkout disable) first');
   }
 }
 
@@ -196,7 +173,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       gitZ(['diff-files', '-z', '--name-only'], userOpts),
     ]);
     const { head, refs: allRefs } = refView;
-    refuseUnsupported(repo, entries, config);
+    refuseUnsupported(entries);
+    const opState = await captureOperationState(repo, entries, config, head, userOpts);
     const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
@@ -246,7 +224,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     const [scan, indexTree, tagObjects] = await Promise.all([
       filesTreeP,
-      writeIndexTree(repo, tmpBase),
+      writeIndexTree(repo, tmpBase, unmergedPaths(entries)),
       collectTagObjects(refs, userOpts),
     ]);
 
@@ -271,9 +249,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       );
       extraTop.push({ mode: '040000', type: 'tree', oid: tagTree, name: 'tags' });
     }
-    if (tagObjects.loose.length) {
+    const looseObjects = [
+      ...tagObjects.loose,
+      ...opState.keep.filter((k) => !tagObjects.loose.some((o) => o.oid === k.oid)),
+    ];
+    if (looseObjects.length) {
       const objTree = await mktree(
-        tagObjects.loose.map((o) => ({
+        looseObjects.map((o) => ({
           mode: o.type === 'tree' ? '040000' : '100644',
           type: o.type,
           oid: o.oid,
@@ -283,6 +265,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       );
       extraTop.push({ mode: '040000', type: 'tree', oid: objTree, name: 'objects' });
     }
+    const gitStateTree = await writeGitStateTree(opState.files, userOpts);
+    if (gitStateTree) extraTop.push({ mode: '040000', type: 'tree', oid: gitStateTree, name: GITSTATE_TREE });
 
     const [gMaj, gMin, gPatch] = gitVersion();
     const flagged = (bit: number) =>
@@ -340,6 +324,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
             }
           : {}),
       },
+      ...opState.manifest,
     };
     manifest.schema = schemaFor(manifest);
     // Named before it is stored: an unchanged capture must add no object at all.
@@ -383,7 +368,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: { ...userOpts.env, ...identity } };
-    const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
+    const parents = await snapshotParents(
+      repo,
+      head,
+      refs,
+      [...tagObjects.peeledCommits, ...opState.commits],
+      stash,
+      commitOpts,
+    );
     const subject = options.message ? options.message : 'snapshot';
     const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
 
@@ -456,10 +448,10 @@ function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]
 }
 
 /** The staged tree, from a copy of the user's index (capture must not touch the index itself). */
-async function writeIndexTree(repo: Repo, tmpBase: string): Promise<string> {
+async function writeIndexTree(repo: Repo, tmpBase: string, unmerged: string[]): Promise<string> {
   const dir = scratchDir(tmpBase, 'index');
   try {
-    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo));
+    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo), false, unmerged);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -86,7 +86,8 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
       paths: walk.paths,
       write: false,
     });
-    const indexTree = await indexFileTree(path.join(repo.gitDir, 'index'), scratch, { ...opts, env }, true);
+    const unmerged = [...new Set(entries.filter((e) => e.stage !== 0).map((e) => e.path))];
+    const indexTree = await indexFileTree(path.join(repo.gitDir, 'index'), scratch, { ...opts, env }, true, unmerged);
     const head = await readHead(opts);
     const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
     const changes = [

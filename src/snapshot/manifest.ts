@@ -74,6 +74,28 @@ function buildSchema() {
         })
         .loose(),
       skipped: z.array(z.object({ path: z.string(), reason: SkipReason }).loose()),
+      // Unmerged index entries, an operation in progress, sparse checkout (operation-state.ts; v2).
+      unmerged: z
+        .array(z.object({ path: z.string(), stage: z.number().int(), mode: z.string(), oid }).loose())
+        .optional(),
+      operation: z
+        .object({
+          kinds: z.array(z.string()),
+          refs: z.array(z.object({ name: z.string(), oid }).loose()),
+          exec: z.array(z.string()),
+        })
+        .loose()
+        .optional(),
+      sparse: z
+        .object({
+          sparseCheckout: z.string().nullable(),
+          cone: z.string().nullable(),
+          sparseIndex: z.string().nullable(),
+          worktreeConfig: z.boolean(),
+          patterns: z.string().nullable(),
+        })
+        .loose()
+        .optional(),
       counts: z
         .object({
           files: z.number().int(),
@@ -106,7 +128,11 @@ export type ManifestRef = Manifest['refs'][number];
 /** The schema a new manifest is written with: v2 only when it holds what a v1 reader would misread.
  * Each feature that needs v2 adds its test here. */
 export function schemaFor(m: Manifest): string {
-  const needsV2: boolean[] = [m.schema === SNAPSHOT_SCHEMA_V2];
+  const needsV2: boolean[] = [
+    m.schema === SNAPSHOT_SCHEMA_V2,
+    // Conflicts, an operation in progress, sparse checkout (operation-state.ts).
+    Boolean(m.unmerged?.length || m.operation || m.sparse),
+  ];
   return needsV2.some(Boolean) ? SNAPSHOT_SCHEMA_V2 : SNAPSHOT_SCHEMA;
 }
 

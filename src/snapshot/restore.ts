@@ -16,6 +16,7 @@ import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/work
 import { checkTreePaths } from './paths';
 import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
+import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { faultPoint } from '../testing/fault-points';
@@ -33,6 +34,8 @@ export interface RestoreOptions {
   from?: string;
   /** Told what is happening, for a progress line on a terminal. */
   progress?: (what: string) => void;
+  /** Keep `exec` lines of a rebase todo (they run on `git rebase --continue` in the copy). */
+  allowExec?: boolean;
 }
 
 export interface RestoreResult {
@@ -111,10 +114,12 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   // Resolve and validate the snapshot before creating anything, when we can see it locally.
   let oid: string | null = null;
   let snap: Snapshot | null = null;
+  let opPlan: OperationPlan | null = null;
   if (!fromUrl && local) {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
     snap = await readSnapshot(oid, repoOpts(local));
     await validateSnapshotPaths(snap, repoOpts(local));
+    opPlan = await planOperationRestore(snap, repoOpts(local), options.allowExec === true);
   } else if (fromUrl) {
     oid = await resolveRemoteSnapshot(fromUrl, options.snapshot, options.cwd);
   }
@@ -163,6 +168,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     if (!snap) {
       snap = await readSnapshot(oid, opts);
       await validateSnapshotPaths(snap, opts);
+      opPlan = await planOperationRestore(snap, opts, options.allowExec === true);
     }
     progress(`writing ${snap.manifest.counts.files} files`);
     const lay: LaySpec = {
@@ -184,6 +190,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     restoreInfoFiles(snap, gitDir);
     progress('writing the index');
     await layIndex(lay);
+    if (opPlan) await applyOperationRestore(opPlan, gitDir, opts);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     progress('moving the copy into place');
     await faultPoint('restore:before-rename');

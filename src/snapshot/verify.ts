@@ -23,6 +23,7 @@ import {
 } from '../git/plumbing';
 import { repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
+import { compareOperationState, unmergedPaths } from './operation-state';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { XetError } from '../errors';
@@ -245,9 +246,15 @@ export async function compareIndex(
   alternates: string[],
 ): Promise<Difference[]> {
   const env = objEnv(target, objects, alternates);
-  const tree = await indexFileTree(path.join(target.gitDir, 'index'), scratch, { cwd: target.worktree, env }, true);
-  const diffs = await treeDifferences(snap.indexTree, tree, target.worktree, env, 'index-');
   const entries = await readIndexEntries(repoOpts(target));
+  const tree = await indexFileTree(
+    path.join(target.gitDir, 'index'),
+    scratch,
+    { cwd: target.worktree, env },
+    true,
+    unmergedPaths(entries),
+  );
+  const diffs = await treeDifferences(snap.indexTree, tree, target.worktree, env, 'index-');
   const m = snap.manifest.index;
   const flagSets: [string, number, string[]][] = [
     ['intent-to-add', CE_INTENT_TO_ADD, m.intentToAdd],
@@ -260,6 +267,7 @@ export async function compareIndex(
     for (const p of wantSet) if (!have.has(p)) diffs.push({ kind: `index-flag-missing`, path: p, expected: name });
     for (const p of have) if (!wantSet.has(p)) diffs.push({ kind: `index-flag-extra`, path: p, actual: name });
   }
+  diffs.push(...(await compareOperationState(snap, target, entries, repoOpts(target))));
   return diffs;
 }
 

@@ -24,6 +24,7 @@ import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/work
 import { refreshIndexStat } from '../snapshot/filemeta';
 import { layFiles, layIndex } from '../snapshot/lay';
 import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
+import { refuseForkOfOperation } from '../snapshot/operation-state';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { baseFor, basesDir, ensureBase } from './base';
 import { cloneTree, probeReflink } from './copy';
@@ -93,6 +94,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const validated = fs.existsSync(baseFor(repo, oid).index);
   const snap = await readSnapshot(oid, o, validated);
   if (!validated) await validateSnapshotPaths(snap, o);
+  refuseForkOfOperation(snap);
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target, 'a fork');
   const known = fs.existsSync(target) ? fs.realpathSync(target) : target;

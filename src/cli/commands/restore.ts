@@ -10,10 +10,18 @@ export function registerRestore(program: Command): void {
     .argument('<snapshot>', 'snapshot id')
     .argument('<dir>', 'target directory; must not exist or be empty')
     .option('--from <source>', 'fetch the snapshot from this path, URL or remote instead of the current repository')
+    .option('--allow-exec', "keep a rebase todo's exec lines (git rebase --continue in the copy runs them)")
     .action(
-      run(async (out, snapshot: string, dir: string, opts: { from?: string }) => {
+      run(async (out, snapshot: string, dir: string, opts: { from?: string; allowExec?: boolean }) => {
         const { restore } = await import('../../snapshot/restore');
-        const r = await restore({ cwd: process.cwd(), snapshot, dir, from: opts.from, progress: progressLine(out) });
+        const r = await restore({
+          cwd: process.cwd(),
+          snapshot,
+          dir,
+          from: opts.from,
+          progress: progressLine(out),
+          allowExec: opts.allowExec === true,
+        });
         emit(out, r, () => `restored ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.files} files, HEAD ${r.head})`);
       }),
     );
