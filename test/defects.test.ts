@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { git, gitTry, initRepo, run, type Repo } from './support/git';
+import { writeLargeFile } from './support/fixtures';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import {
@@ -321,5 +322,67 @@ test('a file name that is not UTF-8 inside one fork is PATH_ENCODING for that fo
     assert.ok(!fs.existsSync(forks.copy));
     expectExit(xet(sb, r.dir, ['discard', forks.overlay, '--no-capture', '--json']), 0);
     assert.ok(!fs.existsSync(forks.overlay) || fs.readdirSync(forks.overlay).length === 0);
+  });
+});
+
+/** Starts the CLI and SIGKILLs it as soon as `landed()` holds (polled every 2 ms); resolves with
+ * whether the kill happened there (false: the command finished first). */
+function killWhen(sb: Sandbox, cwd: string, args: string[], landed: () => boolean): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [XET_BIN, ...args], { cwd, env: sb.env, stdio: 'ignore' });
+    let killed = false;
+    const timer = setInterval(() => {
+      if (!killed && landed()) {
+        killed = true;
+        child.kill('SIGKILL');
+      }
+    }, 2);
+    child.on('error', reject);
+    child.on('close', () => {
+      clearInterval(timer);
+      resolve(killed);
+    });
+  });
+}
+
+test('temporary files of a SIGKILLed capture or restore are removed by the next run, never a live one', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    writeLargeFile(r.p('big.bin'), 96 * 1024 * 1024);
+    const packDir = path.join(r.commonDir(), 'objects', 'pack');
+    const xetTmp = path.join(r.commonDir(), 'xet', 'tmp');
+    const ls = (dir: string, re: RegExp) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => re.test(n)) : []);
+    const tmpPacks = () => ls(packDir, /^tmp_(pack|idx)_xet_/);
+    const scratch = () => ls(xetTmp, /^capture-/);
+    // A live process's temporary files (this test's own pid) must survive every cleanup.
+    fs.mkdirSync(packDir, { recursive: true });
+    const livePack = path.join(packDir, `tmp_pack_xet_${process.pid}_abcdef`);
+    fs.writeFileSync(livePack, 'in use');
+    fs.mkdirSync(path.join(xetTmp, `capture-${process.pid}-AbCdEf`), { recursive: true });
+
+    const killed = await killWhen(sb, r.dir, ['capture', '--json'], () => tmpPacks().length > 1);
+    assert.ok(killed, 'the capture finished before its pack appeared');
+    assert.ok(tmpPacks().length > 1 && scratch().length > 1, `left: ${tmpPacks()} ${scratch()}`);
+    assert.equal(r.git('for-each-ref', 'refs/xet/').trim(), '', 'no snapshot from the killed capture');
+
+    const c = xet(sb, r.dir, ['capture', '--json']);
+    expectExit(c, 0);
+    assert.match(parseJson(c).warnings.join(' '), /removed \d+ temporary file\(s\)/);
+    assert.deepEqual(tmpPacks(), [path.basename(livePack)]);
+    assert.deepEqual(scratch(), [`capture-${process.pid}-AbCdEf`]);
+    const snap = parseJson(c).snapshot as string;
+
+    const siblings = () => ls(sb.root, /\.xet-restore-/);
+    const k2 = await killWhen(sb, r.dir, ['restore', snap, sb.path('copy1'), '--json'], () => siblings().length > 0);
+    assert.ok(k2, 'the restore finished before its temporary sibling appeared');
+    assert.equal(siblings().length, 1);
+    assert.ok(!fs.existsSync(sb.path('copy1')));
+    const live = sb.path(`.copy9.xet-restore-${process.pid}-abcd1234`);
+    fs.mkdirSync(live);
+    const rs = restore(sb, r.dir, snap, sb.path('copy2'));
+    assert.match(parseJson(rs).warnings.join(' '), /removed 1 temporary file\(s\)/);
+    assert.deepEqual(siblings(), [path.basename(live)]);
+    expectExit(verify(sb, r.dir, snap, sb.path('copy2')), 0);
   });
 });

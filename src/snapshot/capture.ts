@@ -38,6 +38,7 @@ import { walkWorktree } from './walk';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
+import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
@@ -171,6 +172,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
   const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
   try {
+    // Temporary files of killed captures (their owners are dead) go before we make our own.
+    const cleaned = removeLeftovers(repoLeftovers(repo));
     // --- read and check; nothing is written in this section ---
     if (fs.existsSync(path.join(repo.gitDir, RESTORE_MARKER))) {
       throw new XetError('RESTORE_INCOMPLETE', `${repo.worktree} is a restore that did not finish; restore it again`, {
@@ -343,7 +346,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // --- publish: the ref, then the sidecar record ---
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
-    const warnings: string[] = [];
+    const warnings: string[] = leftoverWarning(cleaned);
     try {
       withSidecar(repo.commonDir, (db) => {
         const now = new Date().toISOString();

@@ -17,6 +17,7 @@ import { checkTreePaths } from './paths';
 import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
+import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
@@ -117,7 +118,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   } catch (e) {
     throw new XetError('TARGET_UNUSABLE', `cannot create ${parent}: ${(e as Error).message}`, { dir: target });
   }
-  const tmp = path.join(parent, `.${path.basename(target)}.xet-restore-${crypto.randomBytes(4).toString('hex')}`);
+  const cleaned = removeLeftovers(restoreLeftovers(parent));
+  const tmp = path.join(
+    parent,
+    `.${path.basename(target)}.xet-restore-${process.pid}-${crypto.randomBytes(4).toString('hex')}`,
+  );
   let published = false;
   try {
     const progress = options.progress ?? (() => undefined);
@@ -172,7 +177,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     publish(tmp, target);
     published = true;
-    const warnings = await seedWorkspace(target, snap);
+    const warnings = [...leftoverWarning(cleaned), ...(await seedWorkspace(target, snap))];
     return {
       snapshot: oid,
       dir: target,
