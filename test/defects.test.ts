@@ -386,3 +386,40 @@ test('temporary files of a SIGKILLed capture or restore are removed by the next 
     expectExit(verify(sb, r.dir, snap, sb.path('copy2')), 0);
   });
 });
+
+test('a path longer than PATH_MAX is PATH_TOO_LONG for capture and for restore of a forged snapshot', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const good = capture(sb, r.dir);
+    // 25 levels of 200-byte names: 5000 bytes, made with relative paths as only they can.
+    const name = 'd'.repeat(200);
+    run(sb, r.dir, 'bash', ['-c', `for i in $(seq 25); do mkdir ${name} && cd ${name} || exit 1; done; echo x > f`]);
+    try {
+      const e = expectError(xet(sb, r.dir, ['capture', '--json']), 'PATH_TOO_LONG');
+      assert.ok(e.details.bytes >= 4096, JSON.stringify(e.details));
+    } finally {
+      // rm(1) walks with relative paths; node's rmSync would fail on this tree (and so the cleanup).
+      run(sb, r.dir, 'rm', ['-rf', name]);
+    }
+
+    // A forged snapshot whose files tree holds the same path.
+    let tree = r.gitInput(`100644 blob ${r.git('rev-parse', `${good}:files/a.txt`).trim()}\tf\n`, 'mktree').trim();
+    for (let i = 0; i < 25; i++) tree = r.gitInput(`040000 tree ${tree}\t${name}\n`, 'mktree').trim();
+    const top = r
+      .gitInput(
+        `040000 tree ${tree}\tfiles\n040000 tree ${r.git('rev-parse', `${good}:index`).trim()}\tindex\n` +
+          `100644 blob ${r.git('rev-parse', `${good}:manifest.json`).trim()}\tmanifest.json\n`,
+        'mktree',
+      )
+      .trim();
+    const forged = r.gitInput('forged\n', 'commit-tree', top).trim();
+    r.git('update-ref', `refs/xet/snapshots/${forged}`, forged);
+    expectError(xet(sb, r.dir, ['restore', forged, sb.path('copy'), '--json']), 'PATH_TOO_LONG');
+    assert.deepEqual(
+      fs.readdirSync(sb.root).filter((n) => n.includes('copy')),
+      [],
+      'nothing of the restore is left',
+    );
+  });
+});
