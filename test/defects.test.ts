@@ -9,6 +9,7 @@ import { git, gitTry, initRepo, run, type Repo } from './support/git';
 import { writeLargeFile } from './support/fixtures';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
+import { sha256 } from './support/state';
 import {
   capture,
   expectError,
@@ -421,5 +422,62 @@ test('a path longer than PATH_MAX is PATH_TOO_LONG for capture and for restore o
       [],
       'nothing of the restore is left',
     );
+  });
+});
+
+test('bidi control characters are refused in every handoff text field, and list escapes forged names', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const base = ['handoff', 'create', snap, '--to', 'bob', '--from', 'alice', '--json'];
+    const cases = [
+      ...['\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'].map((c) => [
+        '--title',
+        `ok ${c}evil`,
+      ]),
+      ['--title', 't', '--summary', 'line\n\u202ex'],
+      ['--title', 't', '--finding', 'f\u2067'],
+      ['--title', 't', '--negative', '\u202dn'],
+      ['--title', 't', '--correlation-id', 'c\u2066'],
+      ['--title', 't', '--artifact', 'a\u202e.txt'],
+    ];
+    for (const extra of cases) {
+      const e = expectError(xet(sb, r.dir, [...base, ...extra]), 'HANDOFF_INVALID');
+      assert.match(e.message, /bidirectional control character/, extra.join(' '));
+    }
+    assert.equal(r.git('for-each-ref', 'refs/xet/handoffs/'), '', 'nothing was created');
+
+    // Someone else's descriptor with a bidi override, and a ref whose very name holds one.
+    const bytes = Buffer.from(
+      JSON.stringify({
+        artifacts: [],
+        createdAt: '2025-01-02T03:04:05Z',
+        findings: [],
+        from: 'mallory',
+        negative: [],
+        schema: 'xet.handoff/v1',
+        snapshot: { manifestSha256: sha256(r.gitTry('cat-file', 'blob', `${snap}:manifest.json`).stdout), oid: snap },
+        summary: '',
+        title: 'fix \u202egnp.exe',
+        to: ['bob'],
+      }),
+    );
+    const blob = r.gitInput(bytes, 'hash-object', '-w', '--stdin').trim();
+    const tree = r.gitInput(`100644 blob ${blob}\tdescriptor.json\n`, 'mktree').trim();
+    const commit = r.gitInput('x\n', 'commit-tree', tree, '-p', snap).trim();
+    r.git('update-ref', `refs/xet/handoffs/${sha256(bytes)}`, commit);
+    r.git('update-ref', 'refs/xet/handoffs/\u202eevil', commit);
+    const list = xet(sb, r.dir, ['handoff', 'list', '--json']);
+    expectExit(list, 0);
+    const hs = parseJson(list).handoffs as { id: string; valid: boolean; title: string | null; problems: string[] }[];
+    const forged = hs.find((h) => h.id === sha256(bytes));
+    assert.equal(forged?.valid, false);
+    assert.equal(forged?.title, null);
+    assert.match(forged?.problems.join(' ') ?? '', /bidirectional control character/);
+    const human = xet(sb, r.dir, ['handoff', 'list']);
+    expectExit(human, 0);
+    assert.ok(!/[\u202a-\u202e\u2066-\u2069]/.test(human.stdout), human.stdout);
+    assert.match(human.stdout, /\\u\{202e\}evil/);
   });
 });
