@@ -546,9 +546,11 @@ async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: strin
     .find(([name, oid]) => name === `${SNAPSHOT_REF_PREFIX}${oid}`)?.[1];
   if (!newest) return null;
   const objs = await catFileBatch([`${newest}:manifest.json`], opts);
-  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
   const manifest = objs.get(`${newest}:manifest.json`);
-  if (!manifest || tree.code !== 0) return null;
+  // No manifest (or one too large to read: its top tree may be too): no base, and nothing more read.
+  if (!manifest) return null;
+  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
+  if (tree.code !== 0) return null;
   try {
     const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
     if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;
