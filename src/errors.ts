@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
   PATH_ENCODING: 'a file name is not valid UTF-8',
   WORKTREE_CHANGED: 'a file changed while it was being captured; capture again',
+  PATH_TOO_LONG: 'a path is longer than the system allows (PATH_MAX, 4096 bytes with the directory it is in)',
   // Snapshots
   SNAPSHOT_NOT_FOUND: 'no such snapshot',
   SNAPSHOT_INVALID: 'the object is not a valid git xet snapshot',

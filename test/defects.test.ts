@@ -6,8 +6,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { git, gitTry, initRepo, run, type Repo } from './support/git';
+import { writeLargeFile } from './support/fixtures';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
+import { sha256 } from './support/state';
 import {
   capture,
   expectError,
@@ -321,5 +323,161 @@ test('a file name that is not UTF-8 inside one fork is PATH_ENCODING for that fo
     assert.ok(!fs.existsSync(forks.copy));
     expectExit(xet(sb, r.dir, ['discard', forks.overlay, '--no-capture', '--json']), 0);
     assert.ok(!fs.existsSync(forks.overlay) || fs.readdirSync(forks.overlay).length === 0);
+  });
+});
+
+/** Starts the CLI and SIGKILLs it as soon as `landed()` holds (polled every 2 ms); resolves with
+ * whether the kill happened there (false: the command finished first). */
+function killWhen(sb: Sandbox, cwd: string, args: string[], landed: () => boolean): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [XET_BIN, ...args], { cwd, env: sb.env, stdio: 'ignore' });
+    let killed = false;
+    const timer = setInterval(() => {
+      if (!killed && landed()) {
+        killed = true;
+        child.kill('SIGKILL');
+      }
+    }, 2);
+    child.on('error', reject);
+    child.on('close', () => {
+      clearInterval(timer);
+      resolve(killed);
+    });
+  });
+}
+
+test('temporary files of a SIGKILLed capture or restore are removed by the next run, never a live one', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    writeLargeFile(r.p('big.bin'), 96 * 1024 * 1024);
+    const packDir = path.join(r.commonDir(), 'objects', 'pack');
+    const xetTmp = path.join(r.commonDir(), 'xet', 'tmp');
+    const ls = (dir: string, re: RegExp) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => re.test(n)) : []);
+    const tmpPacks = () => ls(packDir, /^tmp_(pack|idx)_xet_/);
+    const scratch = () => ls(xetTmp, /^capture-/);
+    // A live process's temporary files (this test's own pid) must survive every cleanup.
+    fs.mkdirSync(packDir, { recursive: true });
+    const livePack = path.join(packDir, `tmp_pack_xet_${process.pid}_abcdef`);
+    fs.writeFileSync(livePack, 'in use');
+    fs.mkdirSync(path.join(xetTmp, `capture-${process.pid}-AbCdEf`), { recursive: true });
+
+    const killed = await killWhen(sb, r.dir, ['capture', '--json'], () => tmpPacks().length > 1);
+    assert.ok(killed, 'the capture finished before its pack appeared');
+    assert.ok(tmpPacks().length > 1 && scratch().length > 1, `left: ${tmpPacks()} ${scratch()}`);
+    assert.equal(r.git('for-each-ref', 'refs/xet/').trim(), '', 'no snapshot from the killed capture');
+
+    const c = xet(sb, r.dir, ['capture', '--json']);
+    expectExit(c, 0);
+    assert.match(parseJson(c).warnings.join(' '), /removed \d+ temporary file\(s\)/);
+    assert.deepEqual(tmpPacks(), [path.basename(livePack)]);
+    assert.deepEqual(scratch(), [`capture-${process.pid}-AbCdEf`]);
+    const snap = parseJson(c).snapshot as string;
+
+    const siblings = () => ls(sb.root, /\.xet-restore-/);
+    const k2 = await killWhen(sb, r.dir, ['restore', snap, sb.path('copy1'), '--json'], () => siblings().length > 0);
+    assert.ok(k2, 'the restore finished before its temporary sibling appeared');
+    assert.equal(siblings().length, 1);
+    assert.ok(!fs.existsSync(sb.path('copy1')));
+    const live = sb.path(`.copy9.xet-restore-${process.pid}-abcd1234`);
+    fs.mkdirSync(live);
+    const rs = restore(sb, r.dir, snap, sb.path('copy2'));
+    assert.match(parseJson(rs).warnings.join(' '), /removed 1 temporary file\(s\)/);
+    assert.deepEqual(siblings(), [path.basename(live)]);
+    expectExit(verify(sb, r.dir, snap, sb.path('copy2')), 0);
+  });
+});
+
+test('a path longer than PATH_MAX is PATH_TOO_LONG for capture and for restore of a forged snapshot', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const good = capture(sb, r.dir);
+    // 25 levels of 200-byte names: 5000 bytes, made with relative paths as only they can.
+    const name = 'd'.repeat(200);
+    run(sb, r.dir, 'bash', ['-c', `for i in $(seq 25); do mkdir ${name} && cd ${name} || exit 1; done; echo x > f`]);
+    try {
+      const e = expectError(xet(sb, r.dir, ['capture', '--json']), 'PATH_TOO_LONG');
+      assert.ok(e.details.bytes >= 4096, JSON.stringify(e.details));
+    } finally {
+      // rm(1) walks with relative paths; node's rmSync would fail on this tree (and so the cleanup).
+      run(sb, r.dir, 'rm', ['-rf', name]);
+    }
+
+    // A forged snapshot whose files tree holds the same path.
+    let tree = r.gitInput(`100644 blob ${r.git('rev-parse', `${good}:files/a.txt`).trim()}\tf\n`, 'mktree').trim();
+    for (let i = 0; i < 25; i++) tree = r.gitInput(`040000 tree ${tree}\t${name}\n`, 'mktree').trim();
+    const top = r
+      .gitInput(
+        `040000 tree ${tree}\tfiles\n040000 tree ${r.git('rev-parse', `${good}:index`).trim()}\tindex\n` +
+          `100644 blob ${r.git('rev-parse', `${good}:manifest.json`).trim()}\tmanifest.json\n`,
+        'mktree',
+      )
+      .trim();
+    const forged = r.gitInput('forged\n', 'commit-tree', top).trim();
+    r.git('update-ref', `refs/xet/snapshots/${forged}`, forged);
+    expectError(xet(sb, r.dir, ['restore', forged, sb.path('copy'), '--json']), 'PATH_TOO_LONG');
+    assert.deepEqual(
+      fs.readdirSync(sb.root).filter((n) => n.includes('copy')),
+      [],
+      'nothing of the restore is left',
+    );
+  });
+});
+
+test('bidi control characters are refused in every handoff text field, and list escapes forged names', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const base = ['handoff', 'create', snap, '--to', 'bob', '--from', 'alice', '--json'];
+    const cases = [
+      ...['\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'].map((c) => [
+        '--title',
+        `ok ${c}evil`,
+      ]),
+      ['--title', 't', '--summary', 'line\n\u202ex'],
+      ['--title', 't', '--finding', 'f\u2067'],
+      ['--title', 't', '--negative', '\u202dn'],
+      ['--title', 't', '--correlation-id', 'c\u2066'],
+      ['--title', 't', '--artifact', 'a\u202e.txt'],
+    ];
+    for (const extra of cases) {
+      const e = expectError(xet(sb, r.dir, [...base, ...extra]), 'HANDOFF_INVALID');
+      assert.match(e.message, /bidirectional control character/, extra.join(' '));
+    }
+    assert.equal(r.git('for-each-ref', 'refs/xet/handoffs/'), '', 'nothing was created');
+
+    // Someone else's descriptor with a bidi override, and a ref whose very name holds one.
+    const bytes = Buffer.from(
+      JSON.stringify({
+        artifacts: [],
+        createdAt: '2025-01-02T03:04:05Z',
+        findings: [],
+        from: 'mallory',
+        negative: [],
+        schema: 'xet.handoff/v1',
+        snapshot: { manifestSha256: sha256(r.gitTry('cat-file', 'blob', `${snap}:manifest.json`).stdout), oid: snap },
+        summary: '',
+        title: 'fix \u202egnp.exe',
+        to: ['bob'],
+      }),
+    );
+    const blob = r.gitInput(bytes, 'hash-object', '-w', '--stdin').trim();
+    const tree = r.gitInput(`100644 blob ${blob}\tdescriptor.json\n`, 'mktree').trim();
+    const commit = r.gitInput('x\n', 'commit-tree', tree, '-p', snap).trim();
+    r.git('update-ref', `refs/xet/handoffs/${sha256(bytes)}`, commit);
+    r.git('update-ref', 'refs/xet/handoffs/\u202eevil', commit);
+    const list = xet(sb, r.dir, ['handoff', 'list', '--json']);
+    expectExit(list, 0);
+    const hs = parseJson(list).handoffs as { id: string; valid: boolean; title: string | null; problems: string[] }[];
+    const forged = hs.find((h) => h.id === sha256(bytes));
+    assert.equal(forged?.valid, false);
+    assert.equal(forged?.title, null);
+    assert.match(forged?.problems.join(' ') ?? '', /bidirectional control character/);
+    const human = xet(sb, r.dir, ['handoff', 'list']);
+    expectExit(human, 0);
+    assert.ok(!/[\u202a-\u202e\u2066-\u2069]/.test(human.stdout), human.stdout);
+    assert.match(human.stdout, /\\u\{202e\}evil/);
   });
 });

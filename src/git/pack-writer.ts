@@ -292,7 +292,8 @@ export async function writePack(
   if (unique.length === 0) return { pack: null, objects: 0, bytes: 0 };
   const packDir = path.join(objectsDir, 'pack');
   fs.mkdirSync(packDir, { recursive: true });
-  const rand = crypto.randomBytes(6).toString('hex');
+  // The pid says whose it is: a killed capture's leftovers are removed by a later one (leftovers.ts).
+  const rand = `${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
   const tmpPack = path.join(packDir, `tmp_pack_xet_${rand}`);
   const tmpIdx = path.join(packDir, `tmp_idx_xet_${rand}`);
   const pack = new PackFile(tmpPack, format);

@@ -41,6 +41,16 @@ const SHA256_RE = /^[0-9a-f]{64}$/;
 const LONE_SURROGATE = /\p{Cs}/u;
 const CONTROL = /\p{Cc}/u;
 const CONTROL_BUT_NEWLINE_TAB = /[^\P{Cc}\n\t]/u;
+// Bidirectional embeddings, overrides and isolates reorder how text is displayed ("Trojan Source"):
+// a title could show another title, a finding hide a line. Refused like control characters.
+const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
+const UNSAFE_TO_SHOW = /[\p{Cc}\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/gu;
+
+/** Text from elsewhere (a ref name, a message quoting one) as it may be printed: control and bidi
+ * characters escaped as \u{…}, so nothing can reorder or hide what a terminal shows. */
+export function displaySafe(s: string): string {
+  return s.replace(UNSAFE_TO_SHOW, (c) => `\\u{${(c.codePointAt(0) as number).toString(16)}}`);
+}
 
 export const bytesOf = (s: string): number => Buffer.byteLength(s, 'utf8');
 
@@ -56,6 +66,9 @@ function buildSchema() {
       .refine((s) => !LONE_SURROGATE.test(s), { message: `${what} holds an unpaired surrogate (not UTF-8)` })
       .refine((s) => !(opts.multiline ? CONTROL_BUT_NEWLINE_TAB : CONTROL).test(s), {
         message: `${what} holds a control character${opts.multiline ? ' (only newline and tab are allowed)' : ''}`,
+      })
+      .refine((s) => !BIDI_CONTROL.test(s), {
+        message: `${what} holds a bidirectional control character (U+202A–U+202E, U+2066–U+2069)`,
       });
   const agent = z
     .string()

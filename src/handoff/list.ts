@@ -5,7 +5,7 @@
 import { findRepo, repoOpts } from '../git/repo';
 import { withExistingSidecar } from '../sidecar/db';
 import { acceptanceCounts, acceptancesOf, type AcceptanceRow } from '../sidecar/handoffs';
-import { isExpired, type Descriptor } from './descriptor';
+import { displaySafe, isExpired, type Descriptor } from './descriptor';
 import { listHandoffRefs, readRawHandoffs, resolveHandoff } from './objects';
 import { checkStructure, inspectionError } from './verify';
 
@@ -42,7 +42,8 @@ export async function listHandoffs(options: { cwd: string; to?: string; from?: s
     return {
       id: ins.id,
       valid: ins.ok,
-      problems: ins.checks.filter((c) => c.ok === false).map((c) => `${c.check}: ${c.detail}`),
+      // A forged ref's name is quoted in its problems: printed escaped, it cannot spoof other lines.
+      problems: ins.checks.filter((c) => c.ok === false).map((c) => displaySafe(`${c.check}: ${c.detail}`)),
       title: d?.title ?? null,
       from: d?.from ?? null,
       to: d?.to ?? [],

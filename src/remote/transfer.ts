@@ -110,7 +110,7 @@ export async function importPacks(
         pack: name,
       });
     }
-    const tmp = path.join(packDir, `tmp_xet_${crypto.randomBytes(6).toString('hex')}`);
+    const tmp = path.join(packDir, `tmp_xet_${process.pid}_${crypto.randomBytes(6).toString('hex')}`);
     try {
       if (!copyStoreFile(src, `${tmp}.pack`)) throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} vanished`);
       if (packTrailer(`${tmp}.pack`, store.objectFormat) !== name.slice('pack-'.length)) {

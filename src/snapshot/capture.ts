@@ -41,6 +41,7 @@ import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
+import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
@@ -156,6 +157,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
   const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
   try {
+    // Temporary files of killed captures (their owners are dead) go before we make our own.
+    const cleaned = removeLeftovers(repoLeftovers(repo));
     // --- read and check; nothing is written in this section ---
     if (fs.existsSync(path.join(repo.gitDir, RESTORE_MARKER))) {
       throw new XetError('RESTORE_INCOMPLETE', `${repo.worktree} is a restore that did not finish; restore it again`, {
@@ -384,7 +387,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
     await faultPoint('capture:after-ref');
-    const warnings: string[] = [];
+    const warnings: string[] = leftoverWarning(cleaned);
     try {
       withSidecar(repo.commonDir, (db) => {
         const now = new Date().toISOString();
@@ -586,9 +589,11 @@ async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: strin
     .find(([name, oid]) => name === `${SNAPSHOT_REF_PREFIX}${oid}`)?.[1];
   if (!newest) return null;
   const objs = await catFileBatch([`${newest}:manifest.json`], opts);
-  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
   const manifest = objs.get(`${newest}:manifest.json`);
-  if (!manifest || tree.code !== 0) return null;
+  // No manifest (or one too large to read: its top tree may be too): no base, and nothing more read.
+  if (!manifest) return null;
+  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
+  if (tree.code !== 0) return null;
   try {
     const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
     if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;

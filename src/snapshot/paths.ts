@@ -5,6 +5,22 @@
 
 import { XetError } from '../errors';
 
+/** Linux's PATH_MAX: the bytes of a path handed to the kernel, its terminating NUL included. */
+export const PATH_MAX = 4096;
+
+/** A path the kernel refuses (ENAMETOOLONG) is a typed error, found before anything is written. */
+export function refuseTooLong(root: string, rel: string | number, where: string): void {
+  const relBytes = typeof rel === 'number' ? rel : Buffer.byteLength(rel);
+  const bytes = Buffer.byteLength(root) + 1 + relBytes;
+  if (bytes + 1 <= PATH_MAX) return;
+  const shown = typeof rel === 'number' ? `a path of ${rel} bytes` : `${JSON.stringify(rel.slice(0, 120))}…`;
+  throw new XetError(
+    'PATH_TOO_LONG',
+    `${where}: ${shown} under ${root} is ${bytes} bytes; the system allows ${PATH_MAX - 1}`,
+    { root, bytes, limit: PATH_MAX - 1, ...(typeof rel === 'string' ? { path: rel.slice(0, 1024) } : {}) },
+  );
+}
+
 export interface PathEntry {
   path: string;
   /** 'tree' for directories; anything else is a leaf (blob, symlink). */

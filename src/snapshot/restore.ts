@@ -13,11 +13,12 @@ import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { checkTreePaths } from './paths';
+import { checkTreePaths, refuseTooLong } from './paths';
 import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
+import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { faultPoint } from '../testing/fault-points';
 import { recordOrigin } from './origin';
@@ -115,10 +116,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   let oid: string | null = null;
   let snap: Snapshot | null = null;
   let opPlan: OperationPlan | null = null;
+  let longest = 0;
   if (!fromUrl && local) {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
     snap = await readSnapshot(oid, repoOpts(local));
-    await validateSnapshotPaths(snap, repoOpts(local));
+    longest = await validateSnapshotPaths(snap, repoOpts(local));
     opPlan = await planOperationRestore(snap, repoOpts(local), options.allowExec === true);
   } else if (fromUrl) {
     oid = await resolveRemoteSnapshot(fromUrl, options.snapshot, options.cwd);
@@ -131,7 +133,13 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   } catch (e) {
     throw new XetError('TARGET_UNUSABLE', `cannot create ${parent}: ${(e as Error).message}`, { dir: target });
   }
-  const tmp = path.join(parent, `.${path.basename(target)}.xet-restore-${crypto.randomBytes(4).toString('hex')}`);
+  const cleaned = removeLeftovers(restoreLeftovers(parent));
+  const tmp = path.join(
+    parent,
+    `.${path.basename(target)}.xet-restore-${process.pid}-${crypto.randomBytes(4).toString('hex')}`,
+  );
+  // The longest path must fit under the temporary sibling (as long as the target's name, and more).
+  if (snap) refuseTooLong(tmp, longest, 'restore');
   let published = false;
   try {
     const progress = options.progress ?? (() => undefined);
@@ -167,7 +175,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await faultPoint('restore:after-objects');
     if (!snap) {
       snap = await readSnapshot(oid, opts);
-      await validateSnapshotPaths(snap, opts);
+      refuseTooLong(tmp, await validateSnapshotPaths(snap, opts), 'restore');
       opPlan = await planOperationRestore(snap, opts, options.allowExec === true);
     }
     progress(`writing ${snap.manifest.counts.files} files`);
@@ -196,7 +204,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await faultPoint('restore:before-rename');
     publish(tmp, target);
     published = true;
-    const warnings = await seedWorkspace(target, snap);
+    const warnings = [...leftoverWarning(cleaned), ...(await seedWorkspace(target, snap))];
     return {
       snapshot: oid,
       dir: target,
@@ -253,13 +261,18 @@ async function resolveRemoteSnapshot(url: string, spec: string, cwd: string): Pr
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} at ${url}`, { snapshot: spec, from: url });
 }
 
-export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): Promise<void> {
+/** Checks every path; returns the byte length of the longest (to check against a target). */
+export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): Promise<number> {
   const m = snap.manifest;
   const files = await lsTree(snap.filesTree, { ...opts, trees: true });
   checkTreePaths(files, m.emptyDirs, 'files/');
   const index = await lsTree(snap.indexTree, { ...opts, trees: true });
   checkTreePaths(index, [], 'index/');
   const known = new Set(index.map((e) => e.path));
+  let longest = 0;
+  for (const e of files) longest = Math.max(longest, Buffer.byteLength(e.path));
+  for (const e of index) longest = Math.max(longest, Buffer.byteLength(e.path));
+  for (const d of m.emptyDirs) longest = Math.max(longest, Buffer.byteLength(d));
   checkTreePaths(
     m.index.intentToAdd.map((p) => ({ path: p, type: 'blob' })),
     [],
@@ -299,6 +312,7 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   if (m.head.kind === 'branch' && !m.head.ref.startsWith('refs/heads/')) {
     throw new XetError('SNAPSHOT_INVALID', `HEAD points outside refs/heads: ${m.head.ref}`, { ref: m.head.ref });
   }
+  return longest;
 }
 
 async function restoreRefs(snap: Snapshot, opts: GitOptions): Promise<void> {

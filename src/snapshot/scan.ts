@@ -92,7 +92,8 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
 
 export function scratchDir(base: string, what: string): string {
   fs.mkdirSync(base, { recursive: true });
-  return fs.mkdtempSync(path.join(base, `${what}-`));
+  // The pid says whose it is: a killed capture's leftovers are removed by a later one (leftovers.ts).
+  return fs.mkdtempSync(path.join(base, `${what}-${process.pid}-`));
 }
 
 /** Trees go to a scratch object dir, then every object the repository lacks (new blobs read from

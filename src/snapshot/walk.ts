@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { CapturePolicy } from './policy';
+import { refuseTooLong } from './paths';
 
 export type SkipReasonName = 'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable';
 
@@ -150,6 +151,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
           res.ignoredNotCaptured++;
           continue;
         }
+        refuseTooLong(root, childRel, 'capture');
         if (walkDir(childAbs, childRel, ign)) captured = true;
         continue;
       }
@@ -158,6 +160,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
         captured = true;
         continue;
       }
+      refuseTooLong(root, childRel, 'capture');
       if (tracked.has(childRel)) {
         res.paths.push(childRel);
         res.counts.tracked++;

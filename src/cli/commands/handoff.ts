@@ -86,6 +86,7 @@ export function registerHandoff(program: Command): void {
     .action(
       run(async (out, opts: { to?: string; from?: string }) => {
         const { listHandoffs } = await import('../../handoff/list');
+        const { displaySafe } = await import('../../handoff/descriptor');
         const list = await listHandoffs({ cwd: process.cwd(), to: opts.to, from: opts.from });
         emit(out, { handoffs: list }, () =>
           list
@@ -94,7 +95,7 @@ export function registerHandoff(program: Command): void {
                 ? `${h.id.slice(0, 12)}  ${h.createdAt}  ${h.from} -> ${h.to.join(',')}  ${h.title}${
                     h.expired ? '  (expired)' : ''
                   }${h.supersededBy.length ? '  (superseded)' : ''}${h.accepted ? `  (accepted ${h.accepted}x)` : ''}`
-                : `${h.id.slice(0, 12)}  INVALID: ${h.problems.join('; ')}`,
+                : `${displaySafe(h.id.slice(0, 12))}  INVALID: ${h.problems.join('; ')}`,
             )
             .join('\n'),
         );

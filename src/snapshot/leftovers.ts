@@ -1,0 +1,83 @@
+// Temporary files of git xet processes that were killed (SIGKILL, OOM, power loss) before their
+// `finally` ran: capture's pack being written (`objects/pack/tmp_pack_xet_<pid>_…`, its index and
+// large-object parts), fetch's imported pack (`tmp_xet_<pid>_…`), scratch directories under
+// `.git/xet/tmp/<what>-<pid>-…`, and restore's hidden sibling `.<name>.xet-restore-<pid>-…`. Each
+// name carries its owner's pid; a later run removes those whose owner is gone, and never one of a
+// live process (a pid reused since only delays the cleanup). Until then `countLeftovers` says how
+// many there are.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export interface Leftover {
+  path: string;
+  pid: number;
+}
+
+const PACK_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
+const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6}$/;
+const RESTORE_RE = /^\..+\.xet-restore-(\d+)-[0-9a-f]+$/;
+
+export function ownerAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: it exists, as someone else's process.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function deadIn(dir: string, re: RegExp): Leftover[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: Leftover[] = [];
+  for (const name of names) {
+    const m = re.exec(name);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (!ownerAlive(pid)) out.push({ path: path.join(dir, name), pid });
+  }
+  return out;
+}
+
+/** Leftovers of dead capture and fetch processes in a repository. */
+export function repoLeftovers(repo: { objectsDir: string; commonDir: string }): Leftover[] {
+  return [
+    ...deadIn(path.join(repo.objectsDir, 'pack'), PACK_RE),
+    ...deadIn(path.join(repo.commonDir, 'xet', 'tmp'), SCRATCH_RE),
+  ];
+}
+
+/** Hidden siblings left in `parent` by dead restores. */
+export function restoreLeftovers(parent: string): Leftover[] {
+  return deadIn(parent, RESTORE_RE);
+}
+
+/** How many leftovers of dead processes a repository holds (for status-like reports). */
+export function countLeftovers(repo: { objectsDir: string; commonDir: string }): number {
+  return repoLeftovers(repo).length;
+}
+
+/** Remove leftovers; returns how many went. One that cannot be removed stays for the next run. */
+export function removeLeftovers(list: Leftover[]): number {
+  let n = 0;
+  for (const l of list) {
+    try {
+      fs.rmSync(l.path, { recursive: true, force: true });
+      n++;
+    } catch {
+      // not ours to fix here; reported again next time
+    }
+  }
+  return n;
+}
+
+export function leftoverWarning(n: number): string[] {
+  return n ? [`removed ${n} temporary file(s) left by killed git xet processes`] : [];
+}
