@@ -49,3 +49,21 @@ test('a discard racing one that holds the fork waits for it, then finds it gone:
     assert.equal(JSON.parse(lost.stdout).error.code, 'FORK_NOT_FOUND', lost.stdout);
     assert.equal(fs.existsSync(f), false);
   }));
+
+test('a file that changes between hashing and packing fails the capture with WORKTREE_CHANGED, leaving no snapshot', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    r.write('new.txt', 'as hashed\n');
+    const held = await pausedAt(sb, r.dir, ['capture', '--json'], 'pack:mid-write');
+    r.write('new.txt', 'edited meanwhile\n');
+    held.go();
+    const out = await held.done;
+    assert.equal(out.code, 3, out.stdout);
+    const e = JSON.parse(out.stdout).error;
+    assert.equal(e.code, 'WORKTREE_CHANGED', out.stdout);
+    assert.equal(r.git('for-each-ref', 'refs/xet/'), '', 'no snapshot');
+    // Captured again, it holds what the file says now.
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/new.txt`), 'edited meanwhile\n');
+  }));
