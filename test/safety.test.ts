@@ -227,12 +227,19 @@ test('a capture killed at each of its fault points leaves no snapshot ref or a c
     bigTree(r, 10, 50);
     const snapshotRefs = () => r.git('for-each-ref', '--format=%(objectname)', 'refs/xet/').split('\n').filter(Boolean);
     const listed = () => parseJson(xet(sb, r.dir, ['snapshots', '--json'])).snapshots.length as number;
-    for (const point of ['capture:after-pack', 'capture:before-ref', 'capture:after-ref'] as const) {
+    for (const point of ['pack:mid-write', 'capture:after-pack', 'capture:before-ref', 'capture:after-ref'] as const) {
       const before = snapshotRefs();
       const listedBefore = listed();
       r.write(`gen/changed-${point.replace(':', '-')}.txt`, `${point}\n`); // something new to store
       killAt(sb, r.dir, ['capture', '--json'], point);
       const added = snapshotRefs().filter((oid) => !before.includes(oid));
+      if (point === 'pack:mid-write') {
+        const packs = fs.readdirSync(path.join(r.dir, '.git', 'objects', 'pack'));
+        assert.ok(
+          packs.some((n) => n.startsWith('tmp_pack_xet_')),
+          `killed with a pack half written: ${packs.join(', ')}`,
+        );
+      }
       if (point === 'capture:after-ref') {
         // The ref is the publication: the snapshot is whole although the sidecar never heard of it.
         assert.equal(added.length, 1, `${point}: one new snapshot ref`);

@@ -16,6 +16,7 @@ import { Worker } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
 import { XetError } from '../errors';
 import { processItem, type WorkBatch, type WorkDone, type WorkItem, type WorkResult } from './pack-worker';
+import { faultPoint } from '../testing/fault-points';
 
 export type ObjectFormat = 'sha1' | 'sha256';
 
@@ -307,6 +308,7 @@ export async function writePack(
     header.writeUInt32BE(2, 4);
     header.writeUInt32BE(unique.length, 8);
     pack.write(header);
+    await faultPoint('pack:mid-write');
 
     // Large files are deflated into temporary files concurrently; the rest is read ahead with
     // bounded items and bytes and written in order. Large entries are appended at the end.

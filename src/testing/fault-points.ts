@@ -22,7 +22,9 @@ export const FAULT_POINTS = [
   'after-pack',
   'after-state',
   'before-reply',
-  // capture: objects written, nothing references them; the ref exists, the sidecar does not know it
+  // capture: a pack half written (tmp_pack_xet_*); objects written, nothing references them; the ref
+  // exists, the sidecar does not know it
+  'pack:mid-write',
   'capture:after-pack',
   'capture:before-ref',
   'capture:after-ref',

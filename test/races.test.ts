@@ -1,0 +1,69 @@
+// Races made exact with the fault points: one process is held at a named point while another
+// tries the same thing, so the loser's answer is the one the docs promise, every run.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { pausedAt } from './support/faults';
+import { initRepo } from './support/git';
+import { runAsync } from './support/remote';
+import { withSandbox } from './support/sandbox';
+import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+
+test('a fork racing one held after its worktree exists is refused with TARGET_NOT_EMPTY; the first completes', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n', 'd/b.txt': 'b\n' });
+    const snap = capture(sb, r.dir);
+    const f = sb.path('f');
+    const first = await pausedAt(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json'], 'fork:after-worktree');
+    expectError(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 'TARGET_NOT_EMPTY');
+    first.go();
+    const won = await first.done;
+    assert.equal(won.code, 0, won.stdout);
+    const v = verify(sb, r.dir, snap, f);
+    expectExit(v, 0);
+    assert.equal(parseJson(v).scope, 'fork');
+  }));
+
+test('a discard racing one that holds the fork waits for it, then finds it gone: FORK_NOT_FOUND', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const f = sb.path('f');
+    expectExit(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 0);
+    fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+    const first = await pausedAt(sb, r.dir, ['discard', f, '--json'], 'discard:after-mark');
+    // The first holds the fork's lock with its work kept and its removal not begun; the second queues.
+    const second = runAsync(sb, r.dir, process.execPath, [XET_BIN, 'discard', f, '--json']);
+    await new Promise((res) => setTimeout(res, 500));
+    assert.ok(fs.existsSync(path.join(f, 'work.txt')), 'nothing is removed while the first is held');
+    first.go();
+    const won = await first.done;
+    assert.equal(won.code, 0, won.stdout);
+    const kept = JSON.parse(won.stdout).snapshot;
+    assert.match(kept, /^[0-9a-f]{40}$/);
+    const lost = await second;
+    assert.equal(lost.status, 3, lost.stdout);
+    assert.equal(JSON.parse(lost.stdout).error.code, 'FORK_NOT_FOUND', lost.stdout);
+    assert.equal(fs.existsSync(f), false);
+  }));
+
+test('a file that changes between hashing and packing fails the capture with WORKTREE_CHANGED, leaving no snapshot', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    r.write('new.txt', 'as hashed\n');
+    const held = await pausedAt(sb, r.dir, ['capture', '--json'], 'pack:mid-write');
+    r.write('new.txt', 'edited meanwhile\n');
+    held.go();
+    const out = await held.done;
+    assert.equal(out.code, 3, out.stdout);
+    const e = JSON.parse(out.stdout).error;
+    assert.equal(e.code, 'WORKTREE_CHANGED', out.stdout);
+    assert.equal(r.git('for-each-ref', 'refs/xet/'), '', 'no snapshot');
+    // Captured again, it holds what the file says now.
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/new.txt`), 'edited meanwhile\n');
+  }));
