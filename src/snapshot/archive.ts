@@ -5,6 +5,7 @@
 // Everything read from the snapshot is checked before use: paths (as for restore), names' encoding,
 // each object's type and size against the tree listing, symlink targets' size before reading.
 
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
@@ -109,7 +110,10 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
     await writeArchive(items, format, mtime, opts.output as Writable, false, result, gopts);
     return result;
   }
-  const tmp = path.join(path.dirname(outFile), `.${path.basename(outFile)}.xet-archive-${process.pid}`);
+  const tmp = path.join(
+    path.dirname(outFile),
+    `.${path.basename(outFile)}.xet-archive-${randomBytes(4).toString('hex')}`,
+  );
   let fd: number;
   try {
     fd = fs.openSync(tmp, 'wx', 0o644);
@@ -267,6 +271,12 @@ async function writeArchive(
             target = utf8.decode(Buffer.concat(parts));
           } catch {
             throw new XetError('PATH_ENCODING', `the target of symlink ${JSON.stringify(it.path)} is not valid UTF-8`);
+          }
+          if (target === '' || target.includes('\0')) {
+            throw new XetError(
+              'SNAPSHOT_INVALID',
+              `symlink ${JSON.stringify(it.path)} has an empty or NUL-bearing target`,
+            );
           }
           await entry(pack, { ...header, type: 'symlink', linkname: target });
           result.symlinks++;
