@@ -437,7 +437,19 @@ async function main() {
         rmrf(untar);
       }
     }
-    if (firstRestore) results.after = await afterRestore(repo, firstRestore, opts, results);
+    if (firstRestore) {
+      // Independent of the timings: does the restored tree match the snapshot (files, index, refs)?
+      const v = await run(process.execPath, [CLI, 'verify', snapshot, firstRestore.dest, '--json'], {
+        cwd: captured,
+        timeoutSec: opts.timeoutSec,
+        allowFail: true,
+      });
+      const vj = parseJsonOutput(v.stdout);
+      results.verify = { exit: v.code, ok: vj?.ok ?? null, differences: (vj?.differences ?? []).slice(0, 20) };
+      if (v.code !== 0)
+        results.problems.push(`git xet verify of the restored tree: exit ${v.code} ${tail(v.stdout, 600)}`);
+      results.after = await afterRestore(repo, firstRestore, opts, results);
+    }
   } catch (e) {
     fail('harness', e);
   } finally {
@@ -539,6 +551,16 @@ function summarize(results) {
       status: a.restored.diskBytes <= a.source.diskBytes ? 'PASS' : 'FAIL',
       bytes: true,
     });
+    // Same filesystem as the restore (the source may be on another one, e.g. with --tmp-base).
+    rows.push({
+      label: 'disk use (du -s, worktree): restored vs tar copy',
+      xet: a.restored.diskBytes,
+      baseline: a.tarCopy.diskBytes,
+      ratio: a.restored.diskBytes / a.tarCopy.diskBytes,
+      goal: GOALS.diskRatio,
+      status: a.restored.diskBytes <= a.tarCopy.diskBytes ? 'PASS' : 'FAIL',
+      bytes: true,
+    });
   }
   return { rows };
 }
@@ -585,6 +607,7 @@ function printTable(results) {
           (s.gitStatusLines != null ? `; git status: ${s.gitStatusLines} lines` : ''),
       );
     }
+    if (results.verify) out.push(`git xet verify of the restored tree: exit ${results.verify.exit}`);
     if (a.makeRestored) {
       out.push(
         `make in the restored tree: ${a.makeRestored.compiles} compiles, ${a.makeRestored.links} links, ${fmtS(a.makeRestored.seconds)} s`,
