@@ -58,6 +58,7 @@ interface Item {
 // A symlink target longer than PATH_MAX cannot be created anywhere: refused before reading it.
 const MAX_LINK_TARGET = 4095;
 const MAX_HEADER_LINE = 256;
+const WRITE_BATCH = 256 * 1024;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Validates what the user typed; returns the prefix with one trailing slash, or ''. */
@@ -228,9 +229,23 @@ async function writeArchive(
   // A file we opened is ended and closed; a stream we were given (stdout) is only flushed.
   const flushed = gzip ? pipeline(gzip, out, { end: ownsOutput }) : Promise.resolve();
   const consumed = (async () => {
+    // tar-stream yields a 512-byte header per entry and small bodies: written one by one, a tree
+    // of small files costs a system call per chunk. Coalesced into writes of up to 256 KiB.
+    let batch: Buffer[] = [];
+    let batched = 0;
+    const flush = async () => {
+      if (!batched) return;
+      const buf = batch.length === 1 ? batch[0] : Buffer.concat(batch, batched);
+      batch = [];
+      batched = 0;
+      if (!sink.write(buf)) await once(sink, 'drain');
+    };
     for await (const chunk of pack as unknown as AsyncIterable<Buffer>) {
-      if (!sink.write(chunk)) await once(sink, 'drain');
+      batch.push(chunk);
+      batched += chunk.length;
+      if (batched >= WRITE_BATCH) await flush();
     }
+    await flush();
     if (gzip) gzip.end();
     else if (ownsOutput)
       await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
