@@ -360,7 +360,11 @@ async function main() {
     config: { reps: opts.reps, goals: GOALS },
     workload: null,
     cli: null,
-    measurements: { capture: { xet: [], baseline: [] }, restore: { xet: [], baseline: [] } },
+    measurements: {
+      capture: { xet: [], baseline: [] },
+      restore: { xet: [], baseline: [] },
+      archive: { xet: [], baseline: [] },
+    },
     after: null,
     problems: [],
     warnings: [],
@@ -412,6 +416,23 @@ async function main() {
         fail(`capture rep ${rep}`, e);
         rmrf(copy);
         break;
+      }
+    }
+    if (snapshot) {
+      // Information only, once: `git xet archive` of the snapshot against tar of the same files.
+      const a = join(tmp, 'archive.tar');
+      await settle();
+      try {
+        const x = await xet(captured, ['archive', snapshot, '-o', a], opts.timeoutSec);
+        rmrf(a);
+        await settle();
+        const t = await sh(`tar -C ${quote(repo)} --exclude=./.git -cf ${quote(a)} .`);
+        rmrf(a);
+        M.archive.xet.push(x.seconds);
+        M.archive.baseline.push(t.seconds);
+        log(`archive ${fmtS(x.seconds)}s vs tar -cf ${fmtS(t.seconds)}s`);
+      } catch (e) {
+        fail('archive', e);
       }
     }
     let firstRestore = null;
@@ -527,6 +548,7 @@ function summarize(results) {
   const rows = [
     row('capture vs tar | zstd -1 -T0', M.capture, GOALS.captureRatio),
     row('restore vs zstd -d | tar -x (incl .git)', M.restore, GOALS.restoreRatio),
+    { ...row('archive -o FILE vs tar -cf (info, 1 run)', M.archive, null), status: 'info' },
   ];
   const a = results.after;
   if (a) {
@@ -584,7 +606,7 @@ function printTable(results) {
     fmt(r, r.xet),
     fmt(r, r.baseline),
     r.ratio == null ? '-' : `${r.ratio.toFixed(2)}x`,
-    r.goal == null ? 'nothing to do' : `<= ${r.goal}x`,
+    r.goal == null ? (r.status === 'info' ? '-' : 'nothing to do') : `<= ${r.goal}x`,
     r.status,
   ]);
   const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
