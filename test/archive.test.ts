@@ -143,6 +143,25 @@ test('forged snapshots (a symlink with an 8 KB target, one with an empty target)
     }
   }));
 
+test('a gitlink in the files tree (an uninitialised submodule) becomes an empty directory', () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    const head = r.commit('one', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const blob = r.git('rev-parse', `${snap}:files/a.txt`).trim();
+    const files = r.gitInput(`100644 blob ${blob}\ta.txt\n160000 commit ${head}\tsub\n`, 'mktree').trim();
+    const top = r.git('ls-tree', snap).split('\n').filter(Boolean);
+    const lines = top.map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l));
+    const tree = r.gitInput(`${lines.join('\n')}\n`, 'mktree').trim();
+    const withLink = r.gitInput('with a gitlink\n', 'commit-tree', tree).trim();
+    const res = xet(sb, r.dir, ['archive', withLink, '-o', sb.path('g.tar'), '--json']);
+    expectExit(res, 0);
+    assert.equal(parseJson(res).dirs, 1);
+    untar(sb, sb.path('g.tar'), sb.path('x'));
+    assert.deepEqual(fs.readdirSync(sb.path('x')).sort(), ['a.txt', 'sub']);
+    assert.deepEqual(fs.readdirSync(sb.path('x', 'sub')), []);
+  }));
+
 test('archive streams: a 160 MiB file passes through a node process that stays far smaller', () => {
   // tmpfs: the root disk here is slow for a large file written three times.
   const sb = createSandbox('xet-archive-', '/dev/shm');
