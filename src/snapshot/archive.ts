@@ -121,7 +121,8 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
   } catch (e) {
     throw new XetError('TARGET_UNUSABLE', `cannot create ${tmp}: ${(e as Error).message}`, { path: outFile });
   }
-  const stream = fs.createWriteStream('', { fd });
+  // Room for several batches: the next one is built while the last is still being written.
+  const stream = fs.createWriteStream('', { fd, highWaterMark: 4 * WRITE_BATCH });
   try {
     await writeArchive(items, format, mtime, stream, true, result, gopts);
     fs.renameSync(tmp, outFile);
