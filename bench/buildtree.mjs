@@ -360,7 +360,11 @@ async function main() {
     config: { reps: opts.reps, goals: GOALS },
     workload: null,
     cli: null,
-    measurements: { capture: { xet: [], baseline: [] }, restore: { xet: [], baseline: [] } },
+    measurements: {
+      capture: { xet: [], baseline: [] },
+      restore: { xet: [], baseline: [] },
+      archive: { xet: [], baseline: [] },
+    },
     after: null,
     problems: [],
     warnings: [],
@@ -414,6 +418,23 @@ async function main() {
         break;
       }
     }
+    if (snapshot) {
+      // Information only, once: `git xet archive` of the snapshot against tar of the same files.
+      const a = join(tmp, 'archive.tar');
+      await settle();
+      try {
+        const x = await xet(captured, ['archive', snapshot, '-o', a], opts.timeoutSec);
+        rmrf(a);
+        await settle();
+        const t = await sh(`tar -C ${quote(repo)} --exclude=./.git -cf ${quote(a)} .`);
+        rmrf(a);
+        M.archive.xet.push(x.seconds);
+        M.archive.baseline.push(t.seconds);
+        log(`archive ${fmtS(x.seconds)}s vs tar -cf ${fmtS(t.seconds)}s`);
+      } catch (e) {
+        fail('archive', e);
+      }
+    }
     let firstRestore = null;
     for (let rep = 1; rep <= opts.reps && snapshot; rep++) {
       const untar = join(tmp, `untar-${rep}`);
@@ -437,7 +458,19 @@ async function main() {
         rmrf(untar);
       }
     }
-    if (firstRestore) results.after = await afterRestore(repo, firstRestore, opts, results);
+    if (firstRestore) {
+      // Independent of the timings: does the restored tree match the snapshot (files, index, refs)?
+      const v = await run(process.execPath, [CLI, 'verify', snapshot, firstRestore.dest, '--json'], {
+        cwd: captured,
+        timeoutSec: opts.timeoutSec,
+        allowFail: true,
+      });
+      const vj = parseJsonOutput(v.stdout);
+      results.verify = { exit: v.code, ok: vj?.ok ?? null, differences: (vj?.differences ?? []).slice(0, 20) };
+      if (v.code !== 0)
+        results.problems.push(`git xet verify of the restored tree: exit ${v.code} ${tail(v.stdout, 600)}`);
+      results.after = await afterRestore(repo, firstRestore, opts, results);
+    }
   } catch (e) {
     fail('harness', e);
   } finally {
@@ -515,6 +548,7 @@ function summarize(results) {
   const rows = [
     row('capture vs tar | zstd -1 -T0', M.capture, GOALS.captureRatio),
     row('restore vs zstd -d | tar -x (incl .git)', M.restore, GOALS.restoreRatio),
+    { ...row('archive -o FILE vs tar -cf (info, 1 run)', M.archive, null), status: 'info' },
   ];
   const a = results.after;
   if (a) {
@@ -537,6 +571,16 @@ function summarize(results) {
       ratio: a.restored.diskBytes / a.source.diskBytes,
       goal: GOALS.diskRatio,
       status: a.restored.diskBytes <= a.source.diskBytes ? 'PASS' : 'FAIL',
+      bytes: true,
+    });
+    // Same filesystem as the restore (the source may be on another one, e.g. with --tmp-base).
+    rows.push({
+      label: 'disk use (du -s, worktree): restored vs tar copy',
+      xet: a.restored.diskBytes,
+      baseline: a.tarCopy.diskBytes,
+      ratio: a.restored.diskBytes / a.tarCopy.diskBytes,
+      goal: GOALS.diskRatio,
+      status: a.restored.diskBytes <= a.tarCopy.diskBytes ? 'PASS' : 'FAIL',
       bytes: true,
     });
   }
@@ -562,7 +606,7 @@ function printTable(results) {
     fmt(r, r.xet),
     fmt(r, r.baseline),
     r.ratio == null ? '-' : `${r.ratio.toFixed(2)}x`,
-    r.goal == null ? 'nothing to do' : `<= ${r.goal}x`,
+    r.goal == null ? (r.status === 'info' ? '-' : 'nothing to do') : `<= ${r.goal}x`,
     r.status,
   ]);
   const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
@@ -585,6 +629,7 @@ function printTable(results) {
           (s.gitStatusLines != null ? `; git status: ${s.gitStatusLines} lines` : ''),
       );
     }
+    if (results.verify) out.push(`git xet verify of the restored tree: exit ${results.verify.exit}`);
     if (a.makeRestored) {
       out.push(
         `make in the restored tree: ${a.makeRestored.compiles} compiles, ${a.makeRestored.links} links, ${fmtS(a.makeRestored.seconds)} s`,

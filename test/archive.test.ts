@@ -117,30 +117,49 @@ test('archive refuses bad arguments before writing anything', () =>
     );
   }));
 
-test('a forged snapshot (a symlink whose target is 8 KB) is refused and leaves no file', () =>
+test('forged snapshots (a symlink with an 8 KB target, one with an empty target) are refused and leave no file', () =>
   withSandbox((sb) => {
     const r = initRepo(sb, 'src');
     r.commit('one', { 'a.txt': 'a\n' });
     const snap = capture(sb, r.dir);
-    // Same snapshot, its files tree replaced by one with a huge "symlink" next to a real file.
-    const big = r.gitInput('x'.repeat(8192), 'hash-object', '-w', '--stdin').trim();
     const blob = r.git('rev-parse', `${snap}:files/a.txt`).trim();
-    const files = r.gitInput(`100644 blob ${blob}\ta.txt\n120000 blob ${big}\tlink\n`, 'mktree').trim();
-    const top = r
-      .git('ls-tree', snap)
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l))
-      .join('\n');
-    const tree = r.gitInput(`${top}\n`, 'mktree').trim();
-    const forged = r.gitInput('forged\n', 'commit-tree', tree).trim();
-    const res = xet(sb, r.dir, ['archive', forged, '-o', sb.path('f.tar'), '--json']);
-    expectError(res, 'SNAPSHOT_INVALID');
-    assert.equal(fs.existsSync(sb.path('f.tar')), false, describeRun(res));
-    assert.deepEqual(
-      fs.readdirSync(sb.root).filter((n) => n.includes('xet-archive')),
-      [],
-    );
+    const top = r.git('ls-tree', snap).split('\n').filter(Boolean);
+    // The same snapshot with its files tree replaced by one holding a bad "symlink" after a real file.
+    const forge = (target: string): string => {
+      const link = r.gitInput(target, 'hash-object', '-w', '--stdin').trim();
+      const files = r.gitInput(`100644 blob ${blob}\ta.txt\n120000 blob ${link}\tlink\n`, 'mktree').trim();
+      const lines = top.map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l));
+      const tree = r.gitInput(`${lines.join('\n')}\n`, 'mktree').trim();
+      return r.gitInput('forged\n', 'commit-tree', tree).trim();
+    };
+    for (const target of ['x'.repeat(8192), '']) {
+      const res = xet(sb, r.dir, ['archive', forge(target), '-o', sb.path('f.tar'), '--json']);
+      expectError(res, 'SNAPSHOT_INVALID');
+      assert.equal(fs.existsSync(sb.path('f.tar')), false, describeRun(res));
+      assert.deepEqual(
+        fs.readdirSync(sb.root).filter((n) => n.includes('xet-archive')),
+        [],
+      );
+    }
+  }));
+
+test('a gitlink in the files tree (an uninitialised submodule) becomes an empty directory', () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    const head = r.commit('one', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const blob = r.git('rev-parse', `${snap}:files/a.txt`).trim();
+    const files = r.gitInput(`100644 blob ${blob}\ta.txt\n160000 commit ${head}\tsub\n`, 'mktree').trim();
+    const top = r.git('ls-tree', snap).split('\n').filter(Boolean);
+    const lines = top.map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l));
+    const tree = r.gitInput(`${lines.join('\n')}\n`, 'mktree').trim();
+    const withLink = r.gitInput('with a gitlink\n', 'commit-tree', tree).trim();
+    const res = xet(sb, r.dir, ['archive', withLink, '-o', sb.path('g.tar'), '--json']);
+    expectExit(res, 0);
+    assert.equal(parseJson(res).dirs, 1);
+    untar(sb, sb.path('g.tar'), sb.path('x'));
+    assert.deepEqual(fs.readdirSync(sb.path('x')).sort(), ['a.txt', 'sub']);
+    assert.deepEqual(fs.readdirSync(sb.path('x', 'sub')), []);
   }));
 
 test('archive streams: a 160 MiB file passes through a node process that stays far smaller', () => {

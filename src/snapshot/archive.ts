@@ -5,6 +5,7 @@
 // Everything read from the snapshot is checked before use: paths (as for restore), names' encoding,
 // each object's type and size against the tree listing, symlink targets' size before reading.
 
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
@@ -57,6 +58,7 @@ interface Item {
 // A symlink target longer than PATH_MAX cannot be created anywhere: refused before reading it.
 const MAX_LINK_TARGET = 4095;
 const MAX_HEADER_LINE = 256;
+const WRITE_BATCH = 256 * 1024;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Validates what the user typed; returns the prefix with one trailing slash, or ''. */
@@ -109,14 +111,18 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
     await writeArchive(items, format, mtime, opts.output as Writable, false, result, gopts);
     return result;
   }
-  const tmp = path.join(path.dirname(outFile), `.${path.basename(outFile)}.xet-archive-${process.pid}`);
+  const tmp = path.join(
+    path.dirname(outFile),
+    `.${path.basename(outFile)}.xet-archive-${randomBytes(4).toString('hex')}`,
+  );
   let fd: number;
   try {
     fd = fs.openSync(tmp, 'wx', 0o644);
   } catch (e) {
     throw new XetError('TARGET_UNUSABLE', `cannot create ${tmp}: ${(e as Error).message}`, { path: outFile });
   }
-  const stream = fs.createWriteStream('', { fd });
+  // Room for several batches: the next one is built while the last is still being written.
+  const stream = fs.createWriteStream('', { fd, highWaterMark: 4 * WRITE_BATCH });
   try {
     await writeArchive(items, format, mtime, stream, true, result, gopts);
     fs.renameSync(tmp, outFile);
@@ -224,9 +230,23 @@ async function writeArchive(
   // A file we opened is ended and closed; a stream we were given (stdout) is only flushed.
   const flushed = gzip ? pipeline(gzip, out, { end: ownsOutput }) : Promise.resolve();
   const consumed = (async () => {
+    // tar-stream yields a 512-byte header per entry and small bodies: written one by one, a tree
+    // of small files costs a system call per chunk. Coalesced into writes of up to 256 KiB.
+    let batch: Buffer[] = [];
+    let batched = 0;
+    const flush = async () => {
+      if (!batched) return;
+      const buf = batch.length === 1 ? batch[0] : Buffer.concat(batch, batched);
+      batch = [];
+      batched = 0;
+      if (!sink.write(buf)) await once(sink, 'drain');
+    };
     for await (const chunk of pack as unknown as AsyncIterable<Buffer>) {
-      if (!sink.write(chunk)) await once(sink, 'drain');
+      batch.push(chunk);
+      batched += chunk.length;
+      if (batched >= WRITE_BATCH) await flush();
     }
+    await flush();
     if (gzip) gzip.end();
     else if (ownsOutput)
       await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
@@ -267,6 +287,12 @@ async function writeArchive(
             target = utf8.decode(Buffer.concat(parts));
           } catch {
             throw new XetError('PATH_ENCODING', `the target of symlink ${JSON.stringify(it.path)} is not valid UTF-8`);
+          }
+          if (target === '' || target.includes('\0')) {
+            throw new XetError(
+              'SNAPSHOT_INVALID',
+              `symlink ${JSON.stringify(it.path)} has an empty or NUL-bearing target`,
+            );
           }
           await entry(pack, { ...header, type: 'symlink', linkname: target });
           result.symlinks++;
