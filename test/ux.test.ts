@@ -75,6 +75,7 @@ test(
     // The snapshot's recorded policy rules, not today's config: a new secret pattern changes nothing.
     r.git('config', 'xet.capture.secret', 'notes.txt');
     assert.equal(parseJson(verify(sb, r.dir, snap, r.dir)).ok, true);
+    assert.equal(parseJson(xet(sb, r.dir, ['diff', snap, '--json'])).identical, true, 'diff too');
   }),
 );
 
@@ -341,6 +342,12 @@ test(
       `some phase was redrawn with a later time: ${JSON.stringify([...byPhase].map(([k, v]) => [k, [...v]]))}`,
     );
     assert.match(t.out, /captured \d+ files/);
+    const snap = /([0-9a-f]{40})/.exec(t.out)?.[1] as string;
+    const rt = onTerminal(sb, r.dir, ['restore', snap, sb.path('copy')]);
+    assert.equal(rt.status, 0, rt.out);
+    for (const phase of ['linking objects', 'writing 1021 files', 'writing the index', 'moving the copy into place']) {
+      assert.match(rt.out, new RegExp(`git xet: ${phase}… \\(\\d+\\.\\d s\\)`), `restore phase ${phase}`);
+    }
 
     r.write('data/d0.bin', 'changed\n');
     const q = onTerminal(sb, r.dir, ['--quiet', 'capture']);
