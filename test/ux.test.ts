@@ -225,6 +225,14 @@ test(
     assert.equal(cfg('remote.origin.url'), sb.path('only-on-the-producer.git'), 'the captured origin is kept');
     // verify compares what was captured; where the copy came from is not part of it.
     expectExit(verify(sb, copy, s1, copy), 0);
+    // status in the copy measures from the snapshot it was restored from.
+    const st = parseJson(xet(sb, copy, ['status', '--json']));
+    assert.deepEqual([st.lastSnapshot, st.base, st.changed], [null, { snapshot: s1, kind: 'restored' }, false]);
+    fs.writeFileSync(path.join(copy, 'a.txt'), 'edited in the copy\n');
+    assert.deepEqual(parseJson(xet(sb, copy, ['status', '--json'])).changes, [
+      { kind: 'file-modified', path: 'a.txt' },
+    ]);
+    fs.writeFileSync(path.join(copy, 'a.txt'), 'a\n');
 
     r.commit('more', { 'b.txt': 'b\n' });
     r.git('push', '-q', 'pub', 'HEAD:refs/heads/main');
