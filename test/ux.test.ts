@@ -273,6 +273,8 @@ test(
     expectExit(noRemote, 2);
     assert.match(noRemote.stderr, /no remote named "origin"/);
     assert.doesNotMatch(noRemote.stderr, /and the repository exists/);
+    const idFirst = expectError(xet(sb, r.dir, ['push', snap.slice(0, 8), '--json']), 'USAGE', 2);
+    assert.match(idFirst.message, /give the remote first: git xet push <remote> <id>/);
     const typo = expectError(xet(sb, r.dir, ['fetch', 'orgin', '--json']), 'USAGE', 2);
     assert.equal(typo.details.remote, 'orgin');
 
