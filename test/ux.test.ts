@@ -35,10 +35,12 @@ const packs = (r: Repo) =>
     .sort();
 
 /** Runs the CLI under a pseudo-terminal (util-linux script), so stderr is a TTY; returns the raw bytes. */
-function onTerminal(sb: Sandbox, cwd: string, args: string[]): { status: number | null; out: string } {
+function onTerminal(sb: Sandbox, cwd: string, args: string[], tickMs = 250): { status: number | null; out: string } {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const cmd = [process.execPath, XET_BIN, ...args].map(q).join(' ');
-  const r = run(sb, cwd, 'script', ['-qfec', cmd, '/dev/null'], { env: { COLUMNS: '200', TERM: 'xterm' } });
+  const r = run(sb, cwd, 'script', ['-qfec', cmd, '/dev/null'], {
+    env: { COLUMNS: '200', TERM: 'xterm', GIT_XET_TEST_PROGRESS_TICK_MS: String(tickMs) },
+  });
   return { status: r.status, out: r.stdout.toString('utf8') };
 }
 
@@ -75,6 +77,7 @@ test(
     // The snapshot's recorded policy rules, not today's config: a new secret pattern changes nothing.
     r.git('config', 'xet.capture.secret', 'notes.txt');
     assert.equal(parseJson(verify(sb, r.dir, snap, r.dir)).ok, true);
+    assert.equal(parseJson(xet(sb, r.dir, ['diff', snap, '--json'])).identical, true, 'diff too');
   }),
 );
 
@@ -88,12 +91,14 @@ test(
     assert.equal(first.unchanged, false);
     const refs = snapshotRefs(r);
     const packsBefore = packs(r);
+    const objectsBefore = r.git('count-objects', '-v');
     const again = parseJson(xet(sb, r.dir, ['capture', '-m', 'step 2', '--json']));
     assert.equal(again.unchanged, true);
     assert.equal(again.snapshot, first.snapshot);
     assert.equal(again.files, first.files);
     assert.deepEqual(snapshotRefs(r), refs, 'no new ref');
     assert.deepEqual(packs(r), packsBefore, 'no new pack');
+    assert.equal(r.git('count-objects', '-v'), objectsBefore, 'no new loose object either');
     // The existing snapshot keeps its own message (a checkpoint message does not make a snapshot).
     assert.equal(parseJson(xet(sb, r.dir, ['show', first.snapshot, '--json'])).message, 'step 1');
     const forced = parseJson(xet(sb, r.dir, ['capture', '--always', '--json']));
@@ -220,6 +225,14 @@ test(
     assert.equal(cfg('remote.origin.url'), sb.path('only-on-the-producer.git'), 'the captured origin is kept');
     // verify compares what was captured; where the copy came from is not part of it.
     expectExit(verify(sb, copy, s1, copy), 0);
+    // status in the copy measures from the snapshot it was restored from.
+    const st = parseJson(xet(sb, copy, ['status', '--json']));
+    assert.deepEqual([st.lastSnapshot, st.base, st.changed], [null, { snapshot: s1, kind: 'restored' }, false]);
+    fs.writeFileSync(path.join(copy, 'a.txt'), 'edited in the copy\n');
+    assert.deepEqual(parseJson(xet(sb, copy, ['status', '--json'])).changes, [
+      { kind: 'file-modified', path: 'a.txt' },
+    ]);
+    fs.writeFileSync(path.join(copy, 'a.txt'), 'a\n');
 
     r.commit('more', { 'b.txt': 'b\n' });
     r.git('push', '-q', 'pub', 'HEAD:refs/heads/main');
@@ -260,6 +273,8 @@ test(
     expectExit(noRemote, 2);
     assert.match(noRemote.stderr, /no remote named "origin"/);
     assert.doesNotMatch(noRemote.stderr, /and the repository exists/);
+    const idFirst = expectError(xet(sb, r.dir, ['push', snap.slice(0, 8), '--json']), 'USAGE', 2);
+    assert.match(idFirst.message, /give the remote first: git xet push <remote> <id>/);
     const typo = expectError(xet(sb, r.dir, ['fetch', 'orgin', '--json']), 'USAGE', 2);
     assert.equal(typo.details.remote, 'orgin');
 
@@ -322,25 +337,39 @@ test(
       r.write(`data/d${d}.bin`, buf);
       for (let i = 0; i < 50; i++) r.write(`small/d${d}/f${i}.txt`, `${d}.${i}\n`.repeat(100));
     }
-    const t = onTerminal(sb, r.dir, ['capture']);
+    const t = onTerminal(sb, r.dir, ['capture'], 20);
     assert.equal(t.status, 0, t.out);
     const lines = t.out
       .split(/[\r\n]/)
       .map((l) => l.trim())
       .filter((l) => l.startsWith('git xet: '));
-    const byPhase = new Map<string, Set<string>>();
+    // Each phase's line with its times, in the order drawn; one draw per phase is what did not move.
+    const byPhase = new Map<string, number[]>();
     for (const l of lines) {
       const m = /^git xet: (.*)… \((\d+\.\d) s\)$/.exec(l);
       if (!m) continue;
-      byPhase.set(m[1], (byPhase.get(m[1]) ?? new Set()).add(m[2]));
+      byPhase.set(m[1], [...(byPhase.get(m[1]) ?? []), Number(m[2])]);
     }
     assert.ok(byPhase.has('scanning the working tree') && [...byPhase.keys()].some((k) => k.startsWith('storing ')));
-    const ticked = [...byPhase.values()].some((times) => times.size >= 2);
+    for (const [phase, times] of byPhase) {
+      assert.deepEqual(
+        [...times].sort((a, b) => a - b),
+        times,
+        `${phase}: the elapsed time never goes back`,
+      );
+    }
+    const ticked = [...byPhase.values()].some((times) => times.length >= 3);
     assert.ok(
       ticked,
       `some phase was redrawn with a later time: ${JSON.stringify([...byPhase].map(([k, v]) => [k, [...v]]))}`,
     );
     assert.match(t.out, /captured \d+ files/);
+    const snap = /([0-9a-f]{40})/.exec(t.out)?.[1] as string;
+    const rt = onTerminal(sb, r.dir, ['restore', snap, sb.path('copy')]);
+    assert.equal(rt.status, 0, rt.out);
+    for (const phase of ['linking objects', 'writing 1021 files', 'writing the index', 'moving the copy into place']) {
+      assert.match(rt.out, new RegExp(`git xet: ${phase}… \\(\\d+\\.\\d s\\)`), `restore phase ${phase}`);
+    }
 
     r.write('data/d0.bin', 'changed\n');
     const q = onTerminal(sb, r.dir, ['--quiet', 'capture']);

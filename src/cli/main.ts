@@ -85,7 +85,10 @@ export function main(argv: string[]): void {
         // No command (`git xet`, `git xet handoff`): the usage went to stderr; like an unknown command,
         // this is a usage error. With --json the usage is in the error instead.
         process.exitCode = json
-          ? emitError({ json }, new XetError('USAGE', 'a command is required', { commander: e.code }))
+          ? emitError(
+              { json },
+              new XetError('USAGE', 'a command is required (git xet --help lists them)', { commander: e.code }),
+            )
           : EXIT.USAGE;
         return;
       }

@@ -68,7 +68,11 @@ export async function checkRemoteArgument(repo: Repo, remote: string, defaulted:
     defaulted
       ? `no remote to use: the current branch has no upstream and there is no remote named ${JSON.stringify(remote)}; ` +
           'name one (git xet <command> <remote>) or add it (git remote add origin <url>)'
-      : `no remote named ${JSON.stringify(remote)} (and no such path); see git remote -v`,
+      : `no remote named ${JSON.stringify(remote)} (and no such path); see git remote -v${
+          /^[0-9a-f]{4,64}$/.test(remote)
+            ? ' (to name a snapshot or handoff, give the remote first: git xet push <remote> <id>)'
+            : ''
+        }`,
     { remote, defaulted },
   );
 }

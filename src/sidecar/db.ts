@@ -70,14 +70,17 @@ const MIGRATIONS: string[] = [
      accepted_at TEXT NOT NULL,
      PRIMARY KEY (handoff, dir)
    );`,
-  // 4: client-chosen request ids of handoff create (idempotent retries after a lost reply)
+  // 4: client-chosen request ids of handoff create (idempotent retries after a lost reply), and the
+  // snapshot a restored workspace came from
   `CREATE TABLE handoff_requests (
      request_id TEXT PRIMARY KEY,
      inputs_sha256 TEXT NOT NULL,    -- sha256 of the canonical JSON of the resolved inputs
      created_at TEXT NOT NULL,       -- the descriptor's createdAt, reused by every retry
      handoff TEXT,                   -- its id, once created
      recorded_at TEXT NOT NULL
-   );`,
+   );
+   -- the snapshot a restored worktree was laid from (git xet status compares with it)
+   ALTER TABLE workspaces ADD COLUMN restored_from TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

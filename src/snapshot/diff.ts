@@ -7,12 +7,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type HeadState, indexFileTree, listRefs, readHead, readIndexEntries, sameHead } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
-import { readConfig } from '../git/config';
 import { gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS } from './capture';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
-import { resolvePolicy } from './policy';
+import { policyOfSnapshot } from './snapshot-policy';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid } from './store';
 import { treeDifferences, withScratchObjects, type Difference } from './verify';
@@ -55,13 +54,10 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
     ];
     return { from: sa.oid, to: sb.oid, identical: changes.length === 0, changes };
   }
-  // Snapshot -> working tree, with the snapshot's own capture policy.
+  // Snapshot -> working tree, with the snapshot's own capture policy (as recorded: today's config
+  // plays no part, as for verify).
   const m = sa.manifest;
-  const policy = resolvePolicy(await readConfig(opts), {
-    ignored: m.policy.ignored,
-    include: m.policy.include,
-    exclude: m.policy.exclude,
-  });
+  const policy = policyOfSnapshot(m.policy);
   const entries = await readIndexEntries(opts);
   const ignored = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], opts);
   const walk = walkWorktree({

@@ -22,6 +22,7 @@ import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers'
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { faultPoint } from '../testing/fault-points';
 import { recordOrigin } from './origin';
+import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
@@ -402,15 +403,16 @@ async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> 
     const cache = captureCacheIndex(repo.commonDir, id);
     fs.mkdirSync(path.dirname(cache), { recursive: true });
     fs.renameSync(filesIndex, cache);
-    withSidecar(repo.commonDir, (db) =>
+    withSidecar(repo.commonDir, (db) => {
       recordFilesTree(
         db,
         { id, worktree: repo.worktree, gitDir: repo.gitDir },
         snap.filesTree,
         { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
         null,
-      ),
-    );
+      );
+      recordRestoredFrom(db, id, snap.oid);
+    });
     return [];
   } catch (e) {
     fs.rmSync(filesIndex, { force: true });

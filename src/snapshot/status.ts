@@ -8,6 +8,7 @@ import { findRepo, repoOpts } from '../git/repo';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, listForks, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
+import { restoredFrom } from '../sidecar/restored';
 import { sameHead, readHead, type HeadState } from '../git/plumbing';
 import { stateOf, type ForkState } from '../workspace/list';
 import type { ExcludedByPolicy } from './snapshot-policy';
@@ -23,8 +24,9 @@ export interface StatusResult {
   lastSnapshot: { snapshot: string; createdAt: string; message: string } | null;
   /** When this worktree is a fork made by `git xet fork`: which, and of what. */
   fork: { id: string; snapshot: string; mode: ForkRow['mode'] } | null;
-  /** What the changes are measured against: the last snapshot, else the fork's snapshot, else none. */
-  base: { snapshot: string; kind: 'last-snapshot' | 'fork' } | null;
+  /** What the changes are measured against: the last snapshot, else the fork's snapshot, else the
+   * snapshot this copy was restored from (restore, handoff accept), else none. */
+  base: { snapshot: string; kind: 'last-snapshot' | 'fork' | 'restored' } | null;
   /** Whether anything differs from `base` (null without a base): exactly when a capture would make a
    * new snapshot, unless the capture policy or git xet itself changed since. */
   changed: boolean | null;
@@ -60,15 +62,17 @@ export async function status(options: { cwd: string }): Promise<StatusResult> {
       ),
       self: repo.gitDir !== repo.commonDir ? liveForkByGitDir(db, repo.gitDir) : null,
       forks: listForks(db, false),
+      restored: restoredFrom(db, wsId),
     })) ?? null;
   const self = side?.self ?? null;
-  const baseOid = lastOid ?? self?.snapshot ?? null;
+  const baseOid = lastOid ?? self?.snapshot ?? side?.restored ?? null;
+  const baseKind = lastOid ? 'last-snapshot' : self ? 'fork' : 'restored';
   const result: StatusResult = {
     worktree: repo.worktree,
     workspace: wsId,
     lastSnapshot: null,
     fork: self ? { id: self.id, snapshot: self.snapshot, mode: self.mode } : null,
-    base: baseOid ? { snapshot: baseOid, kind: lastOid ? 'last-snapshot' : 'fork' } : null,
+    base: baseOid ? { snapshot: baseOid, kind: baseKind } : null,
     changed: null,
     changes: [],
     excludedByPolicy: null,

@@ -20,7 +20,8 @@ export function registerStatus(program: Command): void {
             lines.push(`last snapshot ${r.lastSnapshot.snapshot.slice(0, 12)} (${r.lastSnapshot.createdAt})${m}`);
           } else lines.push('no snapshot of this worktree yet');
           if (r.base) {
-            const since = r.base.kind === 'fork' ? 'the fork was made' : 'then';
+            if (r.base.kind === 'restored') lines.push(`restored from snapshot ${r.base.snapshot.slice(0, 12)}`);
+            const since = { fork: 'the fork was made', restored: 'the restore', 'last-snapshot': 'then' }[r.base.kind];
             lines.push(r.changed ? `changed since ${since}:` : `nothing changed since ${since}`);
             lines.push(...r.changes.slice(0, 50).map(describeDifference));
             if (r.changes.length > 50) lines.push(`  … and ${r.changes.length - 50} more`);
