@@ -558,8 +558,9 @@ export async function planOperationRestore(
   const m = snap.manifest;
   const format = m.git.objectFormat;
   const oidRe = format === 'sha256' ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/;
-  const tree = await gitStateTreeOf(snap, opts);
-  if (!m.unmerged?.length && !m.operation && !m.sparse && !tree) return null;
+  // A gitstate/ tree without a manifest operation is never read, so it cannot be written either.
+  if (!m.unmerged?.length && !m.operation && !m.sparse) return null;
+  const tree = m.operation ? await gitStateTreeOf(snap, opts) : null;
   const plan: OperationPlan = { unmerged: m.unmerged ?? [], files: [], refs: [], sparse: m.sparse ?? null, exec: [] };
 
   // Unmerged entries: safe paths, stages 1-3 once each, not also staged at stage 0, objects present.
@@ -585,7 +586,6 @@ export async function planOperationRestore(
 
   // gitstate/: names first (from the listing, with sizes), then contents.
   if (tree) {
-    if (!m.operation) invalid(`snapshot ${snap.oid} has a ${GITSTATE_TREE}/ tree but no operation in its manifest`);
     const listing = await lsTree(tree, { ...opts, long: true });
     if (listing.length > MAX_FILES) invalid(`${GITSTATE_TREE}/ has too many files`);
     let total = 0;
@@ -765,10 +765,10 @@ export async function compareOperationState(
       diffs.push({ kind: 'unmerged-extra', path: h.path, actual: { stage: h.stage, mode: h.mode, oid: h.oid } });
   }
 
-  const head = await git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] });
   let state: { kinds: string[]; files: StateFile[] } | null;
   try {
-    state = readGitState(target.gitDir, head.code !== 0, target.objectFormat);
+    const detached = !fs.readFileSync(path.join(target.gitDir, 'HEAD'), 'utf8').startsWith('ref: ');
+    state = readGitState(target.gitDir, detached, target.objectFormat);
   } catch (e) {
     if (!(e instanceof XetError)) throw e;
     state = { kinds: ['unknown'], files: [] };
@@ -779,7 +779,7 @@ export async function compareOperationState(
   if (wantKinds.join(',') !== haveKinds.join(',') && !diffs.some((d) => d.kind === 'operation')) {
     diffs.push({ kind: 'operation', expected: wantKinds, actual: haveKinds });
   }
-  const tree = await gitStateTreeOf(snap, opts).catch(() => null);
+  const tree = m.operation ? await gitStateTreeOf(snap, opts).catch(() => null) : null;
   const wantFiles = new Map(tree ? (await lsTree(tree, opts)).map((e) => [e.path, e.oid]) : []);
   const haveFiles = new Map((state?.files ?? []).map((f) => [f.path, blobOid(f.data, target.objectFormat)]));
   for (const [p, oid] of wantFiles) {
