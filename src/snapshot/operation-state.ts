@@ -404,6 +404,8 @@ export async function captureOperationState(
   entries: IndexEntry[],
   config: GitConfig,
   head: { kind: string; oid: string | null },
+  /** Commits the snapshot's other parents already reach (captured refs). */
+  tips: string[],
   opts: GitOptions,
 ): Promise<CapturedState> {
   const out: CapturedState = { manifest: {}, files: [], commits: [], keep: [] };
@@ -456,7 +458,9 @@ export async function captureOperationState(
         ? /(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g
         : /(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])/g;
     for (const f of state.files) {
-      if (f.path === 'rebase-apply/patch-merge-index') continue;
+      // The todo backup is rebase's own list of orig-head's commits (git.git: 1,200 of them), all
+      // reached through orig-head; the index file is binary.
+      if (f.path === 'rebase-apply/patch-merge-index' || f.path === 'rebase-merge/git-rebase-todo.backup') continue;
       for (const m of f.data.toString('latin1').matchAll(re)) hexes.add(m[0]);
     }
   }
@@ -495,6 +499,15 @@ export async function captureOperationState(
   const seen = new Set<string>();
   out.keep = out.keep.filter((k) => !seen.has(k.oid) && seen.add(k.oid));
   out.commits = [...new Set(out.commits)].sort();
+  if (out.commits.length > 64) {
+    // Many commits (a long bisect log, a rewritten-list): most are ancestors of one another or of a
+    // captured branch, and every 16 parents cost a grouping commit. Keep only the tips.
+    const others = [...new Set([...tips, ...(head.oid ? [head.oid] : [])])];
+    const independent = new Set(
+      (await gitText(['merge-base', '--independent', ...out.commits, ...others], opts)).split('\n'),
+    );
+    out.commits = out.commits.filter((c) => independent.has(c) && !others.includes(c));
+  }
   return out;
 }
 
