@@ -84,7 +84,9 @@ test('merge with a conflict: stages, MERGE_HEAD and message travel; git merge --
     const r = twoBranches(sb);
     assert.notEqual(r.gitTry('merge', 'topic').status, 0, 'fixture: the merge conflicts');
     r.write('untracked.txt', 'u\n');
-    const { copy, manifest } = roundTripOperation(r, ['merge']);
+    const { copy, manifest, snapshot } = roundTripOperation(r, ['merge']);
+    const d = xet(sb, r.dir, ['diff', snapshot, '--json']);
+    assert.equal(parseJson(d).identical, true, `diff of the source against its own snapshot: ${describeRun(d)}`);
     assert.deepEqual(
       manifest.unmerged.map((e: { stage: number; path: string }) => `${e.stage} ${e.path}`),
       ['1 f.txt', '2 f.txt', '3 f.txt'],
