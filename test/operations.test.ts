@@ -62,8 +62,8 @@ function continueBoth(src: Repo, copy: Repo, steps: (r: Repo) => void): void {
   assert.equal(log(copy), log(src), 'continuing gives the same commits');
 }
 
-function twoBranches(sb: Sandbox, name = 'src'): Repo {
-  const r = initRepo(sb, name, ['-b', 'main']);
+function twoBranches(sb: Sandbox, name = 'src', initArgs: string[] = []): Repo {
+  const r = initRepo(sb, name, ['-b', 'main', ...initArgs]);
   r.commit('base', { 'f.txt': 'base\n', 'g.txt': 'g\n' });
   r.git('checkout', '-q', '-b', 'topic');
   r.commit('topic 1', { 'f.txt': 'topic\n' });
@@ -529,3 +529,26 @@ test('a forged manifest with unsafe unmerged entries, operation refs or sparse s
       assert.equal(fs.existsSync(target), false, `nothing written for ${what}`);
     }
   }));
+
+test('cherry-pick conflict in a sha256 repository: 64-hex ids in the state are checked and kept', () =>
+  withSandbox((sb) => {
+    const r = twoBranches(sb, 'src', ['--object-format=sha256']);
+    assert.notEqual(r.gitTry('cherry-pick', 'topic~2').status, 0, 'fixture: the pick conflicts');
+    const snapshot = capture256(r);
+    assert.match(snapshot, /^[0-9a-f]{64}$/);
+    const dir = sb.path('copy-256');
+    restore(sb, r.dir, snapshot, dir);
+    const copy = new Repo(sb, dir);
+    assertSame(r, copy, 'after restore');
+    continueBoth(r, copy, (x) => {
+      resolve('f.txt', 'resolved\n')(x);
+      x.git('cherry-pick', '--continue');
+    });
+  }));
+
+/** capture in a sha256 repository (the support helper expects 40-hex ids). */
+function capture256(r: Repo): string {
+  const res = xet(r.sb, r.dir, ['capture', '--json']);
+  assert.equal(res.status, 0, describeRun(res));
+  return parseJson(res).snapshot as string;
+}
