@@ -62,8 +62,8 @@ function continueBoth(src: Repo, copy: Repo, steps: (r: Repo) => void): void {
   assert.equal(log(copy), log(src), 'continuing gives the same commits');
 }
 
-function twoBranches(sb: Sandbox, name = 'src'): Repo {
-  const r = initRepo(sb, name, ['-b', 'main']);
+function twoBranches(sb: Sandbox, name = 'src', initArgs: string[] = []): Repo {
+  const r = initRepo(sb, name, ['-b', 'main', ...initArgs]);
   r.commit('base', { 'f.txt': 'base\n', 'g.txt': 'g\n' });
   r.git('checkout', '-q', '-b', 'topic');
   r.commit('topic 1', { 'f.txt': 'topic\n' });
@@ -84,7 +84,9 @@ test('merge with a conflict: stages, MERGE_HEAD and message travel; git merge --
     const r = twoBranches(sb);
     assert.notEqual(r.gitTry('merge', 'topic').status, 0, 'fixture: the merge conflicts');
     r.write('untracked.txt', 'u\n');
-    const { copy, manifest } = roundTripOperation(r, ['merge']);
+    const { copy, manifest, snapshot } = roundTripOperation(r, ['merge']);
+    const d = xet(sb, r.dir, ['diff', snapshot, '--json']);
+    assert.equal(parseJson(d).identical, true, `diff of the source against its own snapshot: ${describeRun(d)}`);
     assert.deepEqual(
       manifest.unmerged.map((e: { stage: number; path: string }) => `${e.stage} ${e.path}`),
       ['1 f.txt', '2 f.txt', '3 f.txt'],
@@ -207,7 +209,7 @@ test('bisect midway: status and the next step (git bisect good|bad) are the same
     for (let i = 1; i <= 9; i++) r.commit(`c${i}`, { 'f.txt': `${i}\n`, [`f${i}.txt`]: 'x\n' });
     r.git('bisect', 'start', 'HEAD', 'HEAD~8');
     r.git('bisect', 'good');
-    const { copy, manifest } = roundTripOperation(r, ['bisect']);
+    const { copy, manifest, snapshot } = roundTripOperation(r, ['bisect']);
     assert.ok(manifest.operation.refs.some((x: { name: string }) => x.name === 'refs/bisect/bad'));
     assert.match(
       copy.git('status'),
@@ -221,6 +223,16 @@ test('bisect midway: status and the next step (git bisect good|bad) are the same
       assertSame(r, copy, `after bisect ${term}`);
     }
     assert.equal(copy.git('bisect', 'log'), r.git('bisect', 'log'));
+    const kinds = parseJson(verify(sb, r.dir, snapshot, copy.dir)).differences.map(
+      (d: { kind: string; path?: string }) => `${d.kind} ${d.path ?? ''}`,
+    );
+    for (const k of [
+      'operation-ref-missing refs/bisect/bad',
+      'operation-ref-extra refs/bisect/bad',
+      'gitstate-modified BISECT_LOG',
+    ]) {
+      assert.ok(kinds.includes(k), `verify after two more steps reports ${k}: ${kinds.join(', ')}`);
+    }
   }));
 
 test('rebase with exec lines: restore refuses them unless --allow-exec, then --continue runs them', () =>
@@ -276,11 +288,20 @@ test('sparse checkout, non-cone patterns: restored sparse, git sparse-checkout l
     r.commit('c1', { 'keep.txt': 'k\n', 'drop.md': 'd\n', 'sub/x.txt': 'x\n', 'sub/y.md': 'y\n' });
     r.git('sparse-checkout', 'set', '--no-cone', '*.txt');
     assert.equal(fs.existsSync(r.p('drop.md')), false, 'fixture: *.md not checked out');
-    const { copy, manifest } = roundTripOperation(r, null);
+    const { copy, manifest, snapshot } = roundTripOperation(r, null);
     assert.equal(manifest.sparse.cone, 'false');
     assert.equal(copy.git('sparse-checkout', 'list'), '*.txt\n');
     assert.equal(fs.existsSync(copy.p('sub/y.md')), false);
     continueBoth(r, copy, (x) => x.git('sparse-checkout', 'reapply'));
+    copy.git('sparse-checkout', 'disable');
+    const v = parseJson(verify(sb, r.dir, snapshot, copy.dir));
+    const kinds = v.differences.map((d: { kind: string; path?: string }) => `${d.kind} ${d.path ?? ''}`);
+    for (const k of ['sparse core.sparseCheckout', 'index-flag-missing drop.md', 'file-extra drop.md']) {
+      assert.ok(
+        kinds.includes(k),
+        `verify of a copy whose sparse checkout was disabled reports ${k}: ${kinds.join(', ')}`,
+      );
+    }
   }));
 
 /** A copy of snapshot `snap` whose gitstate/ tree gets one more file (path -> content). */
@@ -417,3 +438,117 @@ test('rebase -i --rebase-merges stopped at an edit, restored --from a bare remot
     });
     assert.equal(copy.git('for-each-ref', 'refs/rewritten/'), '', 'labels are cleaned up at the end');
   }));
+
+test('fork of a snapshot holding an operation or a sparse checkout is refused (restore it instead)', () =>
+  withSandbox((sb) => {
+    const r = twoBranches(sb);
+    assert.notEqual(r.gitTry('merge', 'topic').status, 0);
+    const merging = capture(sb, r.dir);
+    const target = sb.path('fork-of-merge');
+    const err = expectError(
+      xet(sb, r.dir, ['fork', merging, target, '--mode', 'copy', '--json']),
+      'OPERATION_IN_PROGRESS',
+    );
+    assert.equal(err.details.operation, 'merge');
+    assert.equal(fs.existsSync(target), false, 'nothing created');
+    r.git('merge', '--abort');
+    r.git('sparse-checkout', 'set', 'nothing-here');
+    const sparse = capture(sb, r.dir);
+    expectError(
+      xet(sb, r.dir, ['fork', sparse, sb.path('fork-of-sparse'), '--mode', 'copy', '--json']),
+      'SPARSE_CHECKOUT',
+    );
+    assert.equal(fs.existsSync(sb.path('fork-of-sparse')), false, 'nothing created');
+  }));
+
+/** A copy of snapshot `snap` whose manifest is changed by `edit`. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function forgeManifest(r: Repo, snap: string, edit: (m: any) => void): string {
+  const m = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
+  edit(m);
+  const blob = r.gitInput(JSON.stringify(m), 'hash-object', '-w', '--stdin').trim();
+  const top = r
+    .git('ls-tree', snap)
+    .trim()
+    .split('\n')
+    .map((l) => (l.endsWith('\tmanifest.json') ? `100644 blob ${blob}\tmanifest.json` : l));
+  const tree = r.gitInput(`${top.join('\n')}\n`, 'mktree').trim();
+  const parents = r
+    .git('log', '-1', '--format=%P', snap)
+    .trim()
+    .split(' ')
+    .flatMap((p) => ['-p', p]);
+  const commit = r.gitInput('forged\n', 'commit-tree', tree, ...parents).trim();
+  r.git('update-ref', `refs/xet/snapshots/${commit}`, commit);
+  return commit;
+}
+
+test('a forged manifest with unsafe unmerged entries, operation refs or sparse settings is refused, nothing written', () =>
+  withSandbox((sb) => {
+    const r = twoBranches(sb);
+    assert.notEqual(r.gitTry('merge', 'topic').status, 0);
+    const snap = capture(sb, r.dir);
+    const blob = r.git('rev-parse', 'HEAD:g.txt').trim();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const cases: [string, (m: any) => void, string][] = [
+      [
+        'unmerged path into .git',
+        (m) => m.unmerged.push({ path: '.git/hooks/pre-commit', stage: 3, mode: '100755', oid: blob }),
+        'PATH_ESCAPE',
+      ],
+      ['unmerged path ..', (m) => (m.unmerged[0].path = '../outside'), 'PATH_ESCAPE'],
+      ['unmerged stage 0', (m) => (m.unmerged[0].stage = 0), 'SNAPSHOT_INVALID'],
+      [
+        'unmerged and staged',
+        (m) => m.unmerged.push({ path: 'g.txt', stage: 2, mode: '100644', oid: blob }),
+        'SNAPSHOT_INVALID',
+      ],
+      ['unmerged blob absent', (m) => (m.unmerged[0].oid = 'f'.repeat(40)), 'SNAPSHOT_INVALID'],
+      [
+        'operation ref outside refs/bisect',
+        (m) => m.operation.refs.push({ name: 'refs/heads/main', oid: blob }),
+        'SNAPSHOT_INVALID',
+      ],
+      [
+        'sparse value',
+        (m) =>
+          (m.sparse = {
+            sparseCheckout: 'true\n[core]',
+            cone: null,
+            sparseIndex: null,
+            worktreeConfig: false,
+            patterns: null,
+          }),
+        'SNAPSHOT_INVALID',
+      ],
+    ];
+    for (const [what, edit, code] of cases) {
+      const forged = forgeManifest(r, snap, edit);
+      const target = sb.path(`forged-${what.replace(/\W/g, '_')}`);
+      expectError(xet(sb, r.dir, ['restore', forged, target, '--json']), code);
+      assert.equal(fs.existsSync(target), false, `nothing written for ${what}`);
+    }
+  }));
+
+test('cherry-pick conflict in a sha256 repository: 64-hex ids in the state are checked and kept', () =>
+  withSandbox((sb) => {
+    const r = twoBranches(sb, 'src', ['--object-format=sha256']);
+    assert.notEqual(r.gitTry('cherry-pick', 'topic~2').status, 0, 'fixture: the pick conflicts');
+    const snapshot = capture256(r);
+    assert.match(snapshot, /^[0-9a-f]{64}$/);
+    const dir = sb.path('copy-256');
+    restore(sb, r.dir, snapshot, dir);
+    const copy = new Repo(sb, dir);
+    assertSame(r, copy, 'after restore');
+    continueBoth(r, copy, (x) => {
+      resolve('f.txt', 'resolved\n')(x);
+      x.git('cherry-pick', '--continue');
+    });
+  }));
+
+/** capture in a sha256 repository (the support helper expects 40-hex ids). */
+function capture256(r: Repo): string {
+  const res = xet(r.sb, r.dir, ['capture', '--json']);
+  assert.equal(res.status, 0, describeRun(res));
+  return parseJson(res).snapshot as string;
+}

@@ -177,7 +177,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     ]);
     const { head, refs: allRefs } = refView;
     refuseUnsupported(entries);
-    const opState = await captureOperationState(repo, entries, config, head, userOpts);
+    const opState = await captureOperationState(
+      repo,
+      entries,
+      config,
+      head,
+      allRefs.filter((r) => r.type === 'commit' && !r.name.startsWith('refs/xet/')).map((r) => r.oid),
+      userOpts,
+    );
     const policy = resolvePolicy(config, options);
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);

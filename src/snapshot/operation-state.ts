@@ -404,6 +404,8 @@ export async function captureOperationState(
   entries: IndexEntry[],
   config: GitConfig,
   head: { kind: string; oid: string | null },
+  /** Commits the snapshot's other parents already reach (captured refs). */
+  tips: string[],
   opts: GitOptions,
 ): Promise<CapturedState> {
   const out: CapturedState = { manifest: {}, files: [], commits: [], keep: [] };
@@ -456,7 +458,9 @@ export async function captureOperationState(
         ? /(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g
         : /(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])/g;
     for (const f of state.files) {
-      if (f.path === 'rebase-apply/patch-merge-index') continue;
+      // The todo backup is rebase's own list of orig-head's commits (git.git: 1,200 of them), all
+      // reached through orig-head; the index file is binary.
+      if (f.path === 'rebase-apply/patch-merge-index' || f.path === 'rebase-merge/git-rebase-todo.backup') continue;
       for (const m of f.data.toString('latin1').matchAll(re)) hexes.add(m[0]);
     }
   }
@@ -495,6 +499,15 @@ export async function captureOperationState(
   const seen = new Set<string>();
   out.keep = out.keep.filter((k) => !seen.has(k.oid) && seen.add(k.oid));
   out.commits = [...new Set(out.commits)].sort();
+  if (out.commits.length > 64) {
+    // Many commits (a long bisect log, a rewritten-list): most are ancestors of one another or of a
+    // captured branch, and every 16 parents cost a grouping commit. Keep only the tips.
+    const others = [...new Set([...tips, ...(head.oid ? [head.oid] : [])])];
+    const independent = new Set(
+      (await gitText(['merge-base', '--independent', ...out.commits, ...others], opts)).split('\n'),
+    );
+    out.commits = out.commits.filter((c) => independent.has(c) && !others.includes(c));
+  }
   return out;
 }
 
@@ -558,8 +571,9 @@ export async function planOperationRestore(
   const m = snap.manifest;
   const format = m.git.objectFormat;
   const oidRe = format === 'sha256' ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/;
-  const tree = await gitStateTreeOf(snap, opts);
-  if (!m.unmerged?.length && !m.operation && !m.sparse && !tree) return null;
+  // A gitstate/ tree without a manifest operation is never read, so it cannot be written either.
+  if (!m.unmerged?.length && !m.operation && !m.sparse) return null;
+  const tree = m.operation ? await gitStateTreeOf(snap, opts) : null;
   const plan: OperationPlan = { unmerged: m.unmerged ?? [], files: [], refs: [], sparse: m.sparse ?? null, exec: [] };
 
   // Unmerged entries: safe paths, stages 1-3 once each, not also staged at stage 0, objects present.
@@ -585,7 +599,6 @@ export async function planOperationRestore(
 
   // gitstate/: names first (from the listing, with sizes), then contents.
   if (tree) {
-    if (!m.operation) invalid(`snapshot ${snap.oid} has a ${GITSTATE_TREE}/ tree but no operation in its manifest`);
     const listing = await lsTree(tree, { ...opts, long: true });
     if (listing.length > MAX_FILES) invalid(`${GITSTATE_TREE}/ has too many files`);
     let total = 0;
@@ -765,10 +778,10 @@ export async function compareOperationState(
       diffs.push({ kind: 'unmerged-extra', path: h.path, actual: { stage: h.stage, mode: h.mode, oid: h.oid } });
   }
 
-  const head = await git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] });
   let state: { kinds: string[]; files: StateFile[] } | null;
   try {
-    state = readGitState(target.gitDir, head.code !== 0, target.objectFormat);
+    const detached = !fs.readFileSync(path.join(target.gitDir, 'HEAD'), 'utf8').startsWith('ref: ');
+    state = readGitState(target.gitDir, detached, target.objectFormat);
   } catch (e) {
     if (!(e instanceof XetError)) throw e;
     state = { kinds: ['unknown'], files: [] };
@@ -779,7 +792,7 @@ export async function compareOperationState(
   if (wantKinds.join(',') !== haveKinds.join(',') && !diffs.some((d) => d.kind === 'operation')) {
     diffs.push({ kind: 'operation', expected: wantKinds, actual: haveKinds });
   }
-  const tree = await gitStateTreeOf(snap, opts).catch(() => null);
+  const tree = m.operation ? await gitStateTreeOf(snap, opts).catch(() => null) : null;
   const wantFiles = new Map(tree ? (await lsTree(tree, opts)).map((e) => [e.path, e.oid]) : []);
   const haveFiles = new Map((state?.files ?? []).map((f) => [f.path, blobOid(f.data, target.objectFormat)]));
   for (const [p, oid] of wantFiles) {
