@@ -33,7 +33,7 @@ export const FILEMETA_ENTRY = 'filemeta';
 
 export interface FileMetaEntry {
   path: string;
-  mtimeSec: bigint;
+  mtimeSec: number;
   mtimeNsec: number;
   /** Index (in this list) of the first path of its hard-link group, or -1. */
   linkTo: number;
@@ -65,13 +65,13 @@ interface Record {
 const BLOB_MODE = new Set([0o100644, 0o100755, 0o120000]);
 const ODD_SECONDS = 2 ** 31; // a u32 seconds field past 2038 may be a wrapped negative time
 
-type Stat = StatFields & { nlink: number };
+type Stat = StatFields;
 
 function lstatBig(abs: string): Stat | null {
   try {
     const st = fs.lstatSync(abs, { bigint: true });
     if (!st.isFile() && !st.isSymbolicLink()) return null;
-    return { ...statFields(st), nlink: Number(st.nlink) };
+    return statFields(st);
   } catch {
     return null; // vanished: git reports it through update-index
   }
@@ -157,6 +157,8 @@ export class MetaCollector {
   /** After update-index (before write-tree): followers enter the index with their inode's blob and
    * stat data, suspicious entries are hashed again, and the metadata is read off the index. */
   async finish(opts: GitOptions): Promise<FileMeta> {
+    // Nothing to capture: git wrote no index at all.
+    if (!fs.existsSync(this.indexFile)) return { entries: [], hardLinks: 0, externalLinks: 0, linkedBytes: 0 };
     if (this.followers.size) await this.addFollowers(opts);
     let parsed = parseIndex(this.indexFile, this.format);
     const suspects = this.suspects(parsed);
@@ -170,24 +172,31 @@ export class MetaCollector {
       }
       parsed = parseIndex(this.indexFile, this.format);
     }
-    const meta = this.collect(parsed);
-    this.writeRecord(parsed);
-    return meta;
+    return this.collect(parsed);
   }
 
   private async addFollowers(opts: GitOptions): Promise<void> {
     const parsed = parseIndex(this.indexFile, this.format);
     const byPath = new Map(parsed.entries.map((e) => [e.path, e]));
     const lines: string[] = [];
+    const orphans: string[] = [];
     for (const [f, rep] of this.followers) {
       const e = byPath.get(rep);
       if (!e) {
-        this.followers.delete(f); // the representative vanished: nothing to share
+        // The representative vanished meanwhile: the follower is hashed as a file of its own.
+        this.followers.delete(f);
+        orphans.push(f);
         continue;
       }
       lines.push(`${e.mode.toString(8)} ${e.oid}\t${f}`);
     }
     if (lines.length) await git(['update-index', '-z', '--index-info'], { ...opts, input: joinZ(lines) });
+    if (orphans.length) {
+      await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
+        ...opts,
+        input: joinZ(orphans),
+      });
+    }
   }
 
   /** Entries whose stat may be stale (see the top of this module), lstat-ed now. */
@@ -241,7 +250,7 @@ export class MetaCollector {
       const exact = s && statMatchesCoarse(buf, e.offset, s) ? s : null;
       const entry: FileMetaEntry = {
         path: e.path,
-        mtimeSec: exact ? exact.mtimeSec : BigInt(buf.readUInt32BE(e.offset + 8)),
+        mtimeSec: exact ? exact.mtimeSec : buf.readUInt32BE(e.offset + 8),
         mtimeNsec: exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
         linkTo: -1,
         externalNlink: 0,
@@ -255,7 +264,7 @@ export class MetaCollector {
           entry.linkTo = g.n;
           g.size++;
           hardLinks++;
-          linkedBytes += Number(exact.size);
+          linkedBytes += exact.size;
         } else if (!g) {
           groups.set(key, { n: entries.length, mode: e.mode, oid: e.oid, size: 1 });
         }
@@ -276,11 +285,13 @@ export class MetaCollector {
     return { entries, hardLinks, externalLinks, linkedBytes };
   }
 
-  private writeRecord(parsed: ParsedIndex): void {
+  /** Once git has written the index for the last time in this run (write-tree stores its
+   * cache-tree there): remember the run's start and link counts, tied to that exact index. */
+  saveRecord(): void {
     const links: Record['links'] = {};
     for (const [p, s] of this.stats) if (s.nlink > 1) links[p] = s.nlink;
     for (const [p, n] of Object.entries(this.record?.links ?? {})) if (!this.stats.has(p)) links[p] = n;
-    const index = trailerHex(this.indexFile, parsed.hashLen);
+    const index = trailerHex(this.indexFile, this.hashLen);
     if (!index) return;
     const rec: Record = {
       schema: 'xet.statcache-meta/1',
@@ -308,13 +319,13 @@ export function serializeFileMeta(meta: FileMeta): Buffer {
 }
 
 export interface ParsedFileMeta {
-  mtimeSec: bigint[];
+  mtimeSec: number[];
   mtimeNsec: number[];
   linkTo: Int32Array;
   externalNlink: number[];
 }
 
-const LINE_RE = /^(-?\d{1,19})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
+const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
 
 /** Parse a filemeta blob for a files tree whose blob entries (files and symlinks, in tree order)
  * have these modes and oids. Anything malformed, or a link between entries that are not the same
@@ -330,7 +341,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   }
   if (lines.length !== count + 3 || lines[count + 2] !== '') throw bad('has the wrong number of lines');
   const out: ParsedFileMeta = {
-    mtimeSec: new Array<bigint>(count),
+    mtimeSec: new Array<number>(count),
     mtimeNsec: new Array<number>(count),
     linkTo: new Int32Array(count).fill(-1),
     externalNlink: new Array<number>(count).fill(0),
@@ -338,7 +349,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   for (let i = 0; i < count; i++) {
     const m = LINE_RE.exec(lines[i + 2]);
     if (!m) throw bad(`line ${i + 3} is malformed`);
-    out.mtimeSec[i] = BigInt(m[1]);
+    out.mtimeSec[i] = Number(m[1]);
     out.mtimeNsec[i] = Number(m[2]);
     if (m[3] !== undefined) {
       const k = Number(m[3]);
@@ -352,7 +363,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   return out;
 }
 
-/** At most this many bytes per entry (a 19-digit time, both fields) plus the header. */
+/** At most this many bytes per entry (a 15-digit time, both fields) plus the header. */
 export function maxFileMetaBytes(entries: number): number {
   return 64 + entries * 48;
 }
@@ -361,7 +372,7 @@ export function maxFileMetaBytes(entries: number): number {
 
 /** Paths of the files index's blob entries, in order, with what parseFileMeta checks. */
 export function indexBlobs(parsed: ParsedIndex): { path: string; mode: number; oid: string; offset: number }[] {
-  return parsed.entries.filter((e) => e.stage === 0 && BLOB_MODE.has(e.mode));
+  return parsed.entries.filter((e) => e.stage === 0 && !e.intentToAdd && BLOB_MODE.has(e.mode));
 }
 
 /** Set the recorded times (and make the recorded hard links) in a laid-out tree. Followers must not
@@ -406,11 +417,11 @@ export function refreshIndexStat(indexFile: string, worktree: string, format: 's
 }
 
 /** Microseconds since the epoch: the precision restore can set, and verify compares. */
-export function microseconds(sec: bigint, nsec: number): bigint {
-  return sec * 1_000_000n + BigInt(Math.floor(nsec / 1000));
+export function microseconds(sec: number, nsec: number): bigint {
+  return BigInt(sec) * 1_000_000n + BigInt(Math.floor(nsec / 1000));
 }
 
-export function formatTime(sec: bigint, nsec: number): string {
+export function formatTime(sec: number, nsec: number): string {
   return `${sec}.${String(nsec).padStart(9, '0')}`;
 }
 
@@ -430,12 +441,13 @@ export async function planFileMeta(
   opts: GitOptions,
 ): Promise<FileMetaPlan | null> {
   if (!blob) return null;
-  const blobs = indexBlobs(parseIndex(filesIndex, format));
+  const blobs = fs.existsSync(filesIndex) ? indexBlobs(parseIndex(filesIndex, format)) : [];
   const meta = await readFileMeta(blob, blobs, opts);
   const anyLink = meta.linkTo.some((k) => k >= 0);
   return {
     checkout: anyLink ? blobs.filter((_, i) => meta.linkTo[i] < 0).map((b) => b.path) : null,
     finish(mkdirSafe) {
+      if (!blobs.length) return;
       applyLinksAndTimes(worktree, blobs, meta, mkdirSafe);
       refreshIndexStat(filesIndex, worktree, format);
     },

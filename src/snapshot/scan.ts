@@ -81,8 +81,11 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
       input: joinZ(hashPaths),
     });
     const meta = collector ? await collector.finish(opts) : null;
-    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null, meta };
-    return { ...(await storeTree(spec, opts)), meta };
+    const result = spec.write
+      ? await storeTree(spec, opts)
+      : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
+    collector?.saveRecord();
+    return { ...result, meta };
   } finally {
     shadow.dispose();
   }
