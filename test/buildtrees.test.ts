@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { git, initRepo, type Repo } from './support/git';
+import { git, initRepo, Repo } from './support/git';
 import { mountXfs, withMountSandbox, xfsUnavailable } from './support/mounts';
 import type { Sandbox } from './support/sandbox';
 import { capture, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
@@ -127,6 +127,14 @@ function filesOpenedBy(sb: Sandbox, dir: string, args: string[]): string[] {
   return [...opened].sort();
 }
 
+/** The repository copied (cp -a: times, modes, links within it) onto a reflink XFS mount. */
+function copyToXfs(sb: Sandbox, src: Repo): Repo {
+  const xfs = mountXfs(sb, 'xfs', 300);
+  const r = run(sb, sb.root, 'cp', ['-a', src.dir, path.join(xfs, 'src')]);
+  assert.equal(r.status, 0, r.stderr);
+  return new Repo(sb, path.join(xfs, 'src'));
+}
+
 function mtimesUs(dir: string, rels: string[]): Map<string, bigint> {
   return new Map(rels.map((p) => [p, fs.lstatSync(path.join(dir, p), { bigint: true }).mtimeNs / 1000n]));
 }
@@ -196,9 +204,11 @@ test(
         assertFreshBuildTree(sb, src, viaOverlay, 'overlay fork', true);
       }
       if (isRoot && !xfsUnavailable()) {
-        const xfs = mountXfs(sb, 'xfs', 300);
-        fork(sb, src.dir, snap, path.join(xfs, 'clone'), 'clone');
-        assertFreshBuildTree(sb, src, path.join(xfs, 'clone'), 'clone fork');
+        // Clone forks need the repository on a reflink filesystem: the same tree, copied there.
+        const onXfs = copyToXfs(sb, src);
+        const snapXfs = capture(sb, onXfs.dir);
+        fork(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone'), 'clone');
+        assertFreshBuildTree(sb, onXfs, sb.path('xfs', 'clone'), 'clone fork');
       }
     });
   },
@@ -344,9 +354,11 @@ test(
         expectExit(verify(sb, src.dir, out.snapshot, viaOverlay), 0);
       }
       if (isRoot && !xfsUnavailable()) {
-        const xfs = mountXfs(sb, 'xfs', 300);
-        fork(sb, src.dir, out.snapshot, path.join(xfs, 'clone'), 'clone');
-        assert.deepEqual(linkGroups(path.join(xfs, 'clone'), all), groups);
+        const onXfs = copyToXfs(sb, src);
+        const snapXfs = capture(sb, onXfs.dir);
+        fork(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone'), 'clone');
+        assert.deepEqual(linkGroups(sb.path('xfs', 'clone'), all), groups);
+        expectExit(verify(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone')), 0);
       }
 
       // A link broken in the copy is reported as such.

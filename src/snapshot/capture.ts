@@ -37,7 +37,7 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
-import { FILEMETA_ENTRY, serializeFileMeta } from './filemeta';
+import { FILEMETA_ENTRY } from './filemeta';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
@@ -324,12 +324,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
     };
     manifest.schema = schemaFor(manifest);
-    const [manifestBlob, metaBlob] = await writeBlobs(
-      [serializeManifest(manifest), ...(scan.meta ? [serializeFileMeta(scan.meta)] : [])],
-      'blob',
-      userOpts,
-    );
-    if (metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: metaBlob, name: FILEMETA_ENTRY });
+    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
+    if (scan.metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: scan.metaBlob, name: FILEMETA_ENTRY });
     const top = await mktree(
       [
         { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },

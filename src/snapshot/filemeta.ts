@@ -13,6 +13,7 @@
 // hashed again. The start of each run and the link counts (nlink > 1 only) live beside the cache
 // index in `<index>.meta.json`, tied to it by its checksum.
 
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -308,14 +309,29 @@ export class MetaCollector {
 // --- the blob ---
 
 export function serializeFileMeta(meta: FileMeta): Buffer {
-  const lines = [FILEMETA_HEADER, String(meta.entries.length)];
+  // Written straight into one buffer: this runs on every capture, for every file.
+  const head = `${FILEMETA_HEADER}\n${meta.entries.length}\n`;
+  const buf = Buffer.allocUnsafe(head.length + meta.entries.length * 48);
+  let at = buf.write(head, 0, 'latin1');
   for (const e of meta.entries) {
-    let l = `${e.mtimeSec}.${String(e.mtimeNsec).padStart(9, '0')}`;
-    if (e.linkTo >= 0) l += ` =${e.linkTo}`;
-    if (e.externalNlink > 0) l += ` +${e.externalNlink}`;
-    lines.push(l);
+    at += buf.write(String(e.mtimeSec), at, 'latin1');
+    buf[at++] = 0x2e; // '.'
+    let ns = e.mtimeNsec;
+    for (let d = 8; d >= 0; d--) {
+      buf[at + d] = 0x30 + (ns % 10);
+      ns = Math.floor(ns / 10);
+    }
+    at += 9;
+    if (e.linkTo >= 0) at += buf.write(` =${e.linkTo}`, at, 'latin1');
+    if (e.externalNlink > 0) at += buf.write(` +${e.externalNlink}`, at, 'latin1');
+    buf[at++] = 0x0a;
   }
-  return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
+  return buf.subarray(0, at);
+}
+
+/** The object id git gives a blob of these bytes. */
+export function blobOid(data: Buffer, format: 'sha1' | 'sha256'): string {
+  return crypto.createHash(format).update(`blob ${data.length}\0`).update(data).digest('hex');
 }
 
 export interface ParsedFileMeta {
