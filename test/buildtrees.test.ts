@@ -410,3 +410,42 @@ test('index files of versions 2, 3 and 4 are parsed as git lists them, and stat 
     }
   });
 });
+
+test('a crafted filemeta is refused: a link between different files, a wrong count, a huge blob', async () => {
+  await withMountSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('two', { 'a.txt': 'a\n', 'b.txt': 'b\n', 'c.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const top = r.git('ls-tree', snap).trim().split('\n');
+    /** The snapshot with its filemeta replaced (same files, index, manifest). */
+    const craft = (meta: string | Buffer): string => {
+      const blob = r.gitInput(meta, 'hash-object', '-w', '--stdin').trim();
+      const entries = top.map((l) => (l.endsWith('\tfilemeta') ? `100644 blob ${blob}\tfilemeta` : l));
+      const tree = r.gitInput(`${entries.join('\n')}\n`, 'mktree').trim();
+      const commit = r.gitInput('crafted\n', 'commit-tree', tree).trim();
+      r.git('update-ref', `refs/xet/snapshots/${commit}`, commit);
+      return commit;
+    };
+    const good = r.git('cat-file', 'blob', `${snap}:filemeta`).split('\n');
+    assert.equal(good[1], '3');
+    const cases: [string, string | Buffer][] = [
+      ['b.txt as a link of a.txt (other content)', `${good[0]}\n3\n${good[2]}\n${good[3]} =0\n${good[4]}\n`],
+      ['a link to itself', `${good[0]}\n3\n${good[2]}\n${good[3]}\n${good[4]} =2\n`],
+      ['a count that is not the tree', `${good[0]}\n2\n${good[2]}\n${good[3]}\n`],
+      ['a malformed time', `${good[0]}\n3\n${good[2]}\n1.5\n${good[4]}\n`],
+      ['a blob far larger than three entries need', Buffer.alloc(1 << 20, 0x31)],
+    ];
+    for (const [what, meta] of cases) {
+      const bad = craft(meta);
+      const dir = sb.path(`t-${cases.findIndex((c) => c[0] === what)}`);
+      const err = xet(sb, r.dir, ['restore', bad, dir, '--json']);
+      assert.equal(err.status, 3, `${what}: ${err.stdout}`);
+      assert.equal(parseJson(err).error.code, 'SNAPSHOT_INVALID', what);
+      assert.ok(!fs.existsSync(dir), `${what}: nothing is left behind`);
+    }
+    // The same link between equal files (a.txt and c.txt) is what a capture of links says: accepted.
+    const ok = craft(`${good[0]}\n3\n${good[2]}\n${good[3]}\n${good[4]} =0\n`);
+    restore(sb, r.dir, ok, sb.path('linked'));
+    assert.equal(fs.statSync(sb.path('linked', 'c.txt')).ino, fs.statSync(sb.path('linked', 'a.txt')).ino);
+  });
+});
