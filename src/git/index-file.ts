@@ -66,9 +66,14 @@ export function setRecordedSizes(indexFile: string, sizes: Map<string, number>, 
 /** One entry as stored; `offset` is where its stat data starts in the file. The oid is read only
  * when asked for (most callers never do, and an index has hundreds of thousands of entries). */
 export class RawIndexEntry {
+  private decoded: string | undefined;
+
   constructor(
     private readonly buf: Buffer,
-    readonly path: string,
+    /** Where the path's bytes are (the index itself, or for v4 the rebuilt names). */
+    readonly names: Buffer,
+    readonly nameStart: number,
+    readonly nameEnd: number,
     readonly mode: number,
     readonly stage: number,
     readonly offset: number,
@@ -77,9 +82,32 @@ export class RawIndexEntry {
     readonly intentToAdd = false,
   ) {}
 
+  /** Decoded on first use: most callers look at a few paths of a large index. */
+  get path(): string {
+    this.decoded ??= this.names.toString('utf8', this.nameStart, this.nameEnd);
+    return this.decoded;
+  }
+
   get oid(): string {
     return this.buf.toString('hex', this.offset + STAT_BYTES, this.offset + STAT_BYTES + this.hashLen);
   }
+}
+
+/** Position of the stage-0 entry for `path` (entries are sorted by path bytes), or -1. */
+export function findEntry(parsed: ParsedIndex, path: string): number {
+  const key = Buffer.from(path, 'utf8');
+  const { entries } = parsed;
+  let lo = 0;
+  let hi = entries.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const e = entries[mid];
+    const c = e.names.compare(key, 0, key.length, e.nameStart, e.nameEnd) || e.stage;
+    if (c === 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
 }
 
 export interface ParsedIndex {
@@ -102,16 +130,19 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
   const entries: RawIndexEntry[] = [];
   const limit = buf.length - hashLen;
   let off = 12;
-  // v4 names are rebuilt in one scratch buffer (prefix kept, suffix copied after it).
-  let name = Buffer.alloc(4096);
-  let nameLen = 0;
+  // v4 names are rebuilt one after another in an arena (the previous name's prefix, then the suffix).
+  let arena = version === 4 ? Buffer.allocUnsafe(Math.max(4096, buf.length * 2)) : buf;
+  let arenaLen = 0;
+  let prevStart = 0;
+  let prevLen = 0;
   for (let n = 0; n < count; n++) {
     const flagsAt = off + STAT_BYTES + hashLen;
     if (flagsAt + 2 > limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
     const flags = buf.readUInt16BE(flagsAt);
     const extended = version >= 3 && (flags & 0x4000) !== 0;
     let at = flagsAt + 2 + (extended ? 2 : 0);
-    let p: string;
+    let start: number;
+    let stop: number;
     if (version === 4) {
       let c = buf[at++];
       let drop = c & 127;
@@ -120,27 +151,35 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
         drop = ((drop + 1) << 7) | (c & 127);
       }
       const end = buf.indexOf(0, at);
-      if (end < 0 || end >= limit || drop > nameLen) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
-      const keep = nameLen - drop;
-      if (keep + end - at > name.length) {
-        const bigger = Buffer.alloc(2 * (keep + end - at));
-        name.copy(bigger, 0, 0, keep);
-        name = bigger;
+      if (end < 0 || end >= limit || drop > prevLen) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
+      const keep = prevLen - drop;
+      const len = keep + end - at;
+      if (arenaLen + len > arena.length) {
+        const bigger = Buffer.allocUnsafe(2 * (arenaLen + len));
+        arena.copy(bigger, 0, 0, arenaLen);
+        arena = bigger;
       }
-      buf.copy(name, keep, at, end);
-      nameLen = keep + end - at;
-      p = name.toString('utf8', 0, nameLen);
+      arena.copy(arena, arenaLen, prevStart, prevStart + keep);
+      buf.copy(arena, arenaLen + keep, at, end);
+      start = arenaLen;
+      stop = arenaLen + len;
+      prevStart = start;
+      prevLen = len;
+      arenaLen = stop;
       off = end + 1;
     } else {
       const end = buf.indexOf(0, at);
       if (end < 0 || end >= limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
-      p = buf.toString('utf8', at, end);
+      start = at;
+      stop = end;
       off += (end - off + 8) & ~7;
     }
     const statAt = flagsAt - hashLen - STAT_BYTES;
     const ita = extended && (buf.readUInt16BE(flagsAt + 2) & 0x2000) !== 0;
-    entries.push(new RawIndexEntry(buf, p, buf.readUInt32BE(statAt + 24), (flags >> 12) & 3, statAt, hashLen, ita));
+    const mode = buf.readUInt32BE(statAt + 24);
+    entries.push(new RawIndexEntry(buf, arena, start, stop, mode, (flags >> 12) & 3, statAt, hashLen, ita));
   }
+  // Entries made before the arena last grew point into the old buffer, which stays valid.
   return { buf, version, hashLen, entries };
 }
 

@@ -20,7 +20,9 @@ import { XetError } from '../errors';
 import { git, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
 import {
+  findEntry,
   parseIndex,
+  type RawIndexEntry,
   statFields,
   statMatchesCoarse,
   writeIndexBuffer,
@@ -33,7 +35,7 @@ export const FILEMETA_HEADER = 'xet.filemeta/v1';
 export const FILEMETA_ENTRY = 'filemeta';
 
 export interface FileMetaEntry {
-  path: string;
+  readonly path: string;
   mtimeSec: number;
   mtimeNsec: number;
   /** Index (in this list) of the first path of its hard-link group, or -1. */
@@ -51,6 +53,21 @@ export interface FileMeta {
   externalLinks: number;
   /** Apparent bytes of the paths in `hardLinks` (what counting each inode once saves). */
   linkedBytes: number;
+}
+
+/** A FileMetaEntry whose path is decoded only when asked for (verify does, capture does not). */
+class MetaEntry implements FileMetaEntry {
+  linkTo = -1;
+  externalNlink = 0;
+  constructor(
+    private readonly raw: RawIndexEntry,
+    readonly mtimeSec: number,
+    readonly mtimeNsec: number,
+  ) {}
+
+  get path(): string {
+    return this.raw.path;
+  }
 }
 
 interface Record {
@@ -200,14 +217,34 @@ export class MetaCollector {
     }
   }
 
+  /** The lstat-ed paths (and followers) by position in the index: looked up by binary search, so
+   * the index's other paths are never decoded. */
+  private locate(parsed: ParsedIndex): { at: Map<number, Stat>; repOf: Map<number, number> } {
+    const at = new Map<number, Stat>();
+    for (const [p, s] of this.stats) {
+      const i = findEntry(parsed, p);
+      if (i >= 0) at.set(i, s);
+    }
+    const repOf = new Map<number, number>();
+    for (const [f, rep] of this.followers) {
+      const i = findEntry(parsed, f);
+      const r = findEntry(parsed, rep);
+      if (i >= 0 && r >= 0) repOf.set(i, r);
+    }
+    return { at, repOf };
+  }
+
   /** Entries whose stat may be stale (see the top of this module), lstat-ed now. */
   private suspects(parsed: ParsedIndex): string[] {
     const { buf } = parsed;
     const since = this.record?.since;
+    const { at, repOf } = this.locate(parsed);
     const out: string[] = [];
-    for (const e of parsed.entries) {
-      if (this.followers.has(e.path)) continue;
-      let s = this.stats.get(e.path);
+    const entries = parsed.entries;
+    for (let i = 0; i < entries.length; i++) {
+      if (repOf.has(i)) continue;
+      const e = entries[i];
+      let s = at.get(i);
       if (!s) {
         const ctime = buf.readUInt32BE(e.offset);
         const mtime = buf.readUInt32BE(e.offset + 8);
@@ -227,36 +264,36 @@ export class MetaCollector {
 
   private collect(parsed: ParsedIndex): FileMeta {
     const { buf } = parsed;
-    const entries: FileMetaEntry[] = [];
+    const { at, repOf } = this.locate(parsed);
+    const entries: MetaEntry[] = [];
     const nlinks: number[] = [];
     const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
-    let byPath: Map<string, (typeof parsed.entries)[number]> | null = null;
     let dirty = false;
     let hardLinks = 0;
     let linkedBytes = 0;
-    for (const e of parsed.entries) {
+    const all = parsed.entries;
+    for (let i = 0; i < all.length; i++) {
+      const e = all[i];
       if (e.stage !== 0 || !BLOB_MODE.has(e.mode)) continue;
-      const rep = this.followers.get(e.path);
-      let s = this.stats.get(e.path);
+      const rep = repOf.get(i);
+      let s = at.get(i);
       if (rep !== undefined && s) {
         // A follower's entry came from --index-info without stat data; its inode's is the
         // representative's, provided git recorded the representative as it is now.
-        byPath ??= new Map(parsed.entries.map((x) => [x.path, x]));
-        const r = byPath.get(rep);
-        if (r && statMatchesCoarse(buf, r.offset, s)) {
+        if (statMatchesCoarse(buf, all[rep].offset, s)) {
           writeStat(buf, e.offset, s);
           dirty = true;
         } else s = undefined;
       }
       const exact = s && statMatchesCoarse(buf, e.offset, s) ? s : null;
-      const entry: FileMetaEntry = {
-        path: e.path,
-        mtimeSec: exact ? exact.mtimeSec : buf.readUInt32BE(e.offset + 8),
-        mtimeNsec: exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
-        linkTo: -1,
-        externalNlink: 0,
-      };
-      const nlink = exact ? exact.nlink : (this.record?.links[e.path] ?? 1);
+      const entry = new MetaEntry(
+        e,
+        exact ? exact.mtimeSec : buf.readUInt32BE(e.offset + 8),
+        exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
+      );
+      // Not lstat-ed means trusted from the cache: its link count is 1 (a tree with links is
+      // lstat-ed whole).
+      const nlink = exact ? exact.nlink : 1;
       if (exact && nlink > 1) {
         const key = `${exact.dev}:${exact.ino}`;
         const g = groups.get(key);
