@@ -6,10 +6,12 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { git, initRepo, type Repo } from './support/git';
+import { git, initRepo, Repo } from './support/git';
 import { mountXfs, withMountSandbox, xfsUnavailable } from './support/mounts';
 import type { Sandbox } from './support/sandbox';
 import { capture, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
+import { parseIndex } from '../src/git/index-file';
+import { refreshIndexStat } from '../src/snapshot/filemeta';
 
 const has = (cmd: string) => spawnSync(cmd, ['--version'], { encoding: 'utf8' }).status === 0;
 const noMake = has('make') && has('cc') ? false : 'make and cc are needed';
@@ -73,7 +75,7 @@ function statMismatches(
   skipDev = false,
   edits: string[] = [],
 ): string[] {
-  const out = run(sb, dir, 'git', ['ls-files', '--debug'], env).stdout;
+  const out = run(sb, dir, 'git', ['-c', 'core.quotePath=false', 'ls-files', '--debug'], env).stdout;
   const bad: string[] = [];
   const lines = out.split('\n');
   let n = 0;
@@ -123,6 +125,14 @@ function filesOpenedBy(sb: Sandbox, dir: string, args: string[]): string[] {
   }
   fs.rmSync(log, { force: true });
   return [...opened].sort();
+}
+
+/** The repository copied (cp -a: times, modes, links within it) onto a reflink XFS mount. */
+function copyToXfs(sb: Sandbox, src: Repo): Repo {
+  const xfs = mountXfs(sb, 'xfs', 300);
+  const r = run(sb, sb.root, 'cp', ['-a', src.dir, path.join(xfs, 'src')]);
+  assert.equal(r.status, 0, r.stderr);
+  return new Repo(sb, path.join(xfs, 'src'));
 }
 
 function mtimesUs(dir: string, rels: string[]): Map<string, bigint> {
@@ -194,9 +204,11 @@ test(
         assertFreshBuildTree(sb, src, viaOverlay, 'overlay fork', true);
       }
       if (isRoot && !xfsUnavailable()) {
-        const xfs = mountXfs(sb, 'xfs', 300);
-        fork(sb, src.dir, snap, path.join(xfs, 'clone'), 'clone');
-        assertFreshBuildTree(sb, src, path.join(xfs, 'clone'), 'clone fork');
+        // Clone forks need the repository on a reflink filesystem: the same tree, copied there.
+        const onXfs = copyToXfs(sb, src);
+        const snapXfs = capture(sb, onXfs.dir);
+        fork(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone'), 'clone');
+        assertFreshBuildTree(sb, onXfs, sb.path('xfs', 'clone'), 'clone fork');
       }
     });
   },
@@ -267,6 +279,9 @@ test(
       fs.mkdirSync(src.p('node_modules/ext'), { recursive: true });
       fs.linkSync(outside, src.p('node_modules/ext/index.js'));
       const all = [...names, ...pkgs.flat(), 'node_modules/ext/index.js', 'README', '.gitignore'];
+      // Built a while ago: a file written in the very second of a capture is "racily clean" to git,
+      // which then re-reads it (per path) whenever it rewrites the index; that is git's own safety.
+      for (const p of all) fs.utimesSync(src.p(p), new Date(1_600_000_000_000), new Date(1_600_000_000_000));
 
       // Capture reads each inode once: of the ten names only one is opened (by git's hashing or by
       // the pack writer; both read the same representative).
@@ -342,9 +357,11 @@ test(
         expectExit(verify(sb, src.dir, out.snapshot, viaOverlay), 0);
       }
       if (isRoot && !xfsUnavailable()) {
-        const xfs = mountXfs(sb, 'xfs', 300);
-        fork(sb, src.dir, out.snapshot, path.join(xfs, 'clone'), 'clone');
-        assert.deepEqual(linkGroups(path.join(xfs, 'clone'), all), groups);
+        const onXfs = copyToXfs(sb, src);
+        const snapXfs = capture(sb, onXfs.dir);
+        fork(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone'), 'clone');
+        assert.deepEqual(linkGroups(sb.path('xfs', 'clone'), all), groups);
+        expectExit(verify(sb, onXfs.dir, snapXfs, sb.path('xfs', 'clone')), 0);
       }
 
       // A link broken in the copy is reported as such.
@@ -358,3 +375,80 @@ test(
     });
   },
 );
+
+test('index files of versions 2, 3 and 4 are parsed as git lists them, and stat data is written as git would', async () => {
+  await withMountSandbox((sb) => {
+    for (const version of ['2', '3', '4']) {
+      const r = initRepo(sb, `v${version}`);
+      const names: Record<string, string> = { 'a.txt': 'a\n', 'dir/b.txt': 'b\n', 'dir/sub/c.txt': 'c\n' };
+      for (let i = 0; i < 20; i++) names[`dir/sub/many-${String(i).padStart(2, '0')}-ünï.txt`] = `${i}\n`;
+      r.commit('files', names);
+      r.write('new.txt', 'new\n');
+      if (version !== '2') {
+        // Extended entries (git writes at least v3 for them).
+        r.git('add', '--intent-to-add', 'new.txt');
+        r.git('update-index', '--skip-worktree', 'dir/b.txt');
+      }
+      r.git('update-index', `--index-version=${version}`);
+      const index = r.gitPath('index');
+      const parsed = parseIndex(index, 'sha1');
+      assert.equal(parsed.version, Number(version));
+      const listed = r
+        .git('ls-files', '-s', '-z')
+        .split('\0')
+        .filter(Boolean)
+        .map((l) => l.replace(/\t/, ' '));
+      assert.deepEqual(
+        parsed.entries.map((e) => `${e.mode.toString(8)} ${e.oid} ${e.stage} ${e.path}`),
+        listed,
+        `v${version} entries`,
+      );
+      // Times change (ctime with them): written from lstat, git agrees without reading a file.
+      for (const p of Object.keys(names)) fs.utimesSync(r.p(p), new Date(), new Date(2001, 1, 2));
+      assert.ok(refreshIndexStat(index, r.dir, 'sha1') > 0);
+      assert.deepEqual(statMismatches(sb, r.dir, {}, false, ['new.txt']), [], `v${version} stat data`);
+      assert.equal(r.git('fsck', '--no-dangling', '--no-progress'), '', 'the checksum is right');
+      assert.deepEqual(filesOpenedBy(sb, r.dir, ['diff-files', '--name-only']), []);
+      assert.equal(r.git('status', '--porcelain'), version === '2' ? '?? new.txt\n' : ' A new.txt\n');
+    }
+  });
+});
+
+test('a crafted filemeta is refused: a link between different files, a wrong count, a huge blob', async () => {
+  await withMountSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('two', { 'a.txt': 'a\n', 'b.txt': 'b\n', 'c.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const top = r.git('ls-tree', snap).trim().split('\n');
+    /** The snapshot with its filemeta replaced (same files, index, manifest). */
+    const craft = (meta: string | Buffer): string => {
+      const blob = r.gitInput(meta, 'hash-object', '-w', '--stdin').trim();
+      const entries = top.map((l) => (l.endsWith('\tfilemeta') ? `100644 blob ${blob}\tfilemeta` : l));
+      const tree = r.gitInput(`${entries.join('\n')}\n`, 'mktree').trim();
+      const commit = r.gitInput('crafted\n', 'commit-tree', tree).trim();
+      r.git('update-ref', `refs/xet/snapshots/${commit}`, commit);
+      return commit;
+    };
+    const good = r.git('cat-file', 'blob', `${snap}:filemeta`).split('\n');
+    assert.equal(good[1], '3');
+    const cases: [string, string | Buffer][] = [
+      ['b.txt as a link of a.txt (other content)', `${good[0]}\n3\n${good[2]}\n${good[3]} =0\n${good[4]}\n`],
+      ['a link to itself', `${good[0]}\n3\n${good[2]}\n${good[3]}\n${good[4]} =2\n`],
+      ['a count that is not the tree', `${good[0]}\n2\n${good[2]}\n${good[3]}\n`],
+      ['a malformed time', `${good[0]}\n3\n${good[2]}\n1.5\n${good[4]}\n`],
+      ['a blob far larger than three entries need', Buffer.alloc(1 << 20, 0x31)],
+    ];
+    for (const [what, meta] of cases) {
+      const bad = craft(meta);
+      const dir = sb.path(`t-${cases.findIndex((c) => c[0] === what)}`);
+      const err = xet(sb, r.dir, ['restore', bad, dir, '--json']);
+      assert.equal(err.status, 3, `${what}: ${err.stdout}`);
+      assert.equal(parseJson(err).error.code, 'SNAPSHOT_INVALID', what);
+      assert.ok(!fs.existsSync(dir), `${what}: nothing is left behind`);
+    }
+    // The same link between equal files (a.txt and c.txt) is what a capture of links says: accepted.
+    const ok = craft(`${good[0]}\n3\n${good[2]}\n${good[3]}\n${good[4]} =0\n`);
+    restore(sb, r.dir, ok, sb.path('linked'));
+    assert.equal(fs.statSync(sb.path('linked', 'c.txt')).ino, fs.statSync(sb.path('linked', 'a.txt')).ino);
+  });
+});

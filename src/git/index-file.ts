@@ -63,13 +63,51 @@ export function setRecordedSizes(indexFile: string, sizes: Map<string, number>, 
 // place in every version, so it can be rewritten in place without touching anything else; the
 // trailing checksum is recomputed (left zero when the writer skipped it, index.skipHash).
 
-/** One stage-0 or higher entry as stored; `offset` is where its stat data starts in the file. */
-export interface RawIndexEntry {
-  path: string;
-  mode: number;
-  oid: string;
-  stage: number;
-  offset: number;
+/** One entry as stored; `offset` is where its stat data starts in the file. The oid is read only
+ * when asked for (most callers never do, and an index has hundreds of thousands of entries). */
+export class RawIndexEntry {
+  private decoded: string | undefined;
+
+  constructor(
+    private readonly buf: Buffer,
+    /** Where the path's bytes are (the index itself, or for v4 the rebuilt names). */
+    readonly names: Buffer,
+    readonly nameStart: number,
+    readonly nameEnd: number,
+    readonly mode: number,
+    readonly stage: number,
+    readonly offset: number,
+    private readonly hashLen: number,
+    /** `git add -N`: an entry with no content of its own yet (extended flag 0x2000). */
+    readonly intentToAdd = false,
+  ) {}
+
+  /** Decoded on first use: most callers look at a few paths of a large index. */
+  get path(): string {
+    this.decoded ??= this.names.toString('utf8', this.nameStart, this.nameEnd);
+    return this.decoded;
+  }
+
+  get oid(): string {
+    return this.buf.toString('hex', this.offset + STAT_BYTES, this.offset + STAT_BYTES + this.hashLen);
+  }
+}
+
+/** Position of the stage-0 entry for `path` (entries are sorted by path bytes), or -1. */
+export function findEntry(parsed: ParsedIndex, path: string): number {
+  const key = Buffer.from(path, 'utf8');
+  const { entries } = parsed;
+  let lo = 0;
+  let hi = entries.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const e = entries[mid];
+    const c = e.names.compare(key, 0, key.length, e.nameStart, e.nameEnd) || e.stage;
+    if (c === 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
 }
 
 export interface ParsedIndex {
@@ -92,14 +130,19 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
   const entries: RawIndexEntry[] = [];
   const limit = buf.length - hashLen;
   let off = 12;
-  let prev: Buffer = Buffer.alloc(0);
+  // v4 names are rebuilt one after another in an arena (the previous name's prefix, then the suffix).
+  let arena = version === 4 ? Buffer.allocUnsafe(Math.max(4096, buf.length * 2)) : buf;
+  let arenaLen = 0;
+  let prevStart = 0;
+  let prevLen = 0;
   for (let n = 0; n < count; n++) {
     const flagsAt = off + STAT_BYTES + hashLen;
     if (flagsAt + 2 > limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
     const flags = buf.readUInt16BE(flagsAt);
     const extended = version >= 3 && (flags & 0x4000) !== 0;
     let at = flagsAt + 2 + (extended ? 2 : 0);
-    let name: Buffer;
+    let start: number;
+    let stop: number;
     if (version === 4) {
       let c = buf[at++];
       let drop = c & 127;
@@ -108,89 +151,99 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
         drop = ((drop + 1) << 7) | (c & 127);
       }
       const end = buf.indexOf(0, at);
-      if (end < 0 || end >= limit || drop > prev.length) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
-      name = Buffer.concat([prev.subarray(0, prev.length - drop), buf.subarray(at, end)]);
-      prev = name;
+      if (end < 0 || end >= limit || drop > prevLen) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
+      const keep = prevLen - drop;
+      const len = keep + end - at;
+      if (arenaLen + len > arena.length) {
+        const bigger = Buffer.allocUnsafe(2 * (arenaLen + len));
+        arena.copy(bigger, 0, 0, arenaLen);
+        arena = bigger;
+      }
+      arena.copy(arena, arenaLen, prevStart, prevStart + keep);
+      buf.copy(arena, arenaLen + keep, at, end);
+      start = arenaLen;
+      stop = arenaLen + len;
+      prevStart = start;
+      prevLen = len;
+      arenaLen = stop;
       off = end + 1;
     } else {
       const end = buf.indexOf(0, at);
       if (end < 0 || end >= limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
-      name = buf.subarray(at, end);
+      start = at;
+      stop = end;
       off += (end - off + 8) & ~7;
     }
-    entries.push({
-      path: name.toString('utf8'),
-      mode: buf.readUInt32BE(flagsAt - hashLen - 16),
-      oid: buf.toString('hex', flagsAt - hashLen, flagsAt),
-      stage: (flags >> 12) & 3,
-      offset: flagsAt - hashLen - STAT_BYTES,
-    });
+    const statAt = flagsAt - hashLen - STAT_BYTES;
+    const ita = extended && (buf.readUInt16BE(flagsAt + 2) & 0x2000) !== 0;
+    const mode = buf.readUInt32BE(statAt + 24);
+    entries.push(new RawIndexEntry(buf, arena, start, stop, mode, (flags >> 12) & 3, statAt, hashLen, ita));
   }
+  // Entries made before the arena last grew point into the old buffer, which stays valid.
   return { buf, version, hashLen, entries };
 }
 
-/** Stat data as lstat gives it (bigint: nanoseconds and 64-bit inodes survive). */
+/** Stat data as lstat gives it (from a bigint lstat, so nanoseconds and 64-bit inodes survive),
+ * with the 32-bit values git records precomputed: these are compared for every entry. */
 export interface StatFields {
-  ctimeSec: bigint;
+  ctimeSec: number;
   ctimeNsec: number;
-  mtimeSec: bigint;
+  mtimeSec: number;
   mtimeNsec: number;
   dev: bigint;
   ino: bigint;
   uid: number;
   gid: number;
-  size: bigint;
+  size: number;
+  nlink: number;
+  /** (unsigned int) casts, as fill_stat_data does. */
+  u32: { ctime: number; mtime: number; dev: number; ino: number; size: number };
 }
 
+const NS = 1_000_000_000n;
+const u32 = (v: bigint): number => Number(BigInt.asUintN(32, v));
+
 export function statFields(st: fs.BigIntStats): StatFields {
+  const ctime = st.ctimeNs / NS;
+  const mtime = st.mtimeNs / NS;
   return {
-    ctimeSec: st.ctimeNs / 1_000_000_000n,
-    ctimeNsec: Number(st.ctimeNs % 1_000_000_000n),
-    mtimeSec: st.mtimeNs / 1_000_000_000n,
-    mtimeNsec: Number(st.mtimeNs % 1_000_000_000n),
+    ctimeSec: Number(ctime),
+    ctimeNsec: Number(st.ctimeNs - ctime * NS),
+    mtimeSec: Number(mtime),
+    mtimeNsec: Number(st.mtimeNs - mtime * NS),
     dev: st.dev,
     ino: st.ino,
     uid: Number(st.uid),
     gid: Number(st.gid),
-    size: st.size,
+    size: Number(st.size),
+    nlink: Number(st.nlink),
+    u32: { ctime: u32(ctime), mtime: u32(mtime), dev: u32(st.dev), ino: u32(st.ino), size: u32(st.size) },
   };
 }
 
-const U32 = 0xffffffffn;
-
 /** What git would record for this stat (fill_stat_data: every field cast to 32 bits). */
 export function writeStat(buf: Buffer, offset: number, s: StatFields): void {
-  buf.writeUInt32BE(Number(BigInt.asUintN(32, s.ctimeSec)), offset);
+  buf.writeUInt32BE(s.u32.ctime, offset);
   buf.writeUInt32BE(s.ctimeNsec, offset + 4);
-  buf.writeUInt32BE(Number(BigInt.asUintN(32, s.mtimeSec)), offset + 8);
+  buf.writeUInt32BE(s.u32.mtime, offset + 8);
   buf.writeUInt32BE(s.mtimeNsec, offset + 12);
-  buf.writeUInt32BE(Number(s.dev & U32), offset + 16);
-  buf.writeUInt32BE(Number(s.ino & U32), offset + 20);
+  buf.writeUInt32BE(s.u32.dev, offset + 16);
+  buf.writeUInt32BE(s.u32.ino, offset + 20);
   buf.writeUInt32BE(s.uid >>> 0, offset + 28);
   buf.writeUInt32BE(s.gid >>> 0, offset + 32);
-  buf.writeUInt32BE(Number(s.size & U32), offset + SIZE_OFFSET);
+  buf.writeUInt32BE(s.u32.size, offset + SIZE_OFFSET);
 }
 
 /** Whether git's own comparison (match_stat_data without USE_NSEC and USE_STDEV, the build every
  * distribution ships) would call the entry unchanged: seconds, inode, owner, size. */
 export function statMatchesCoarse(buf: Buffer, offset: number, s: StatFields): boolean {
   return (
-    buf.readUInt32BE(offset) === Number(BigInt.asUintN(32, s.ctimeSec)) &&
-    buf.readUInt32BE(offset + 8) === Number(BigInt.asUintN(32, s.mtimeSec)) &&
-    buf.readUInt32BE(offset + 20) === Number(s.ino & U32) &&
+    buf.readUInt32BE(offset) === s.u32.ctime &&
+    buf.readUInt32BE(offset + 8) === s.u32.mtime &&
+    buf.readUInt32BE(offset + 20) === s.u32.ino &&
+    buf.readUInt32BE(offset + SIZE_OFFSET) === s.u32.size &&
     buf.readUInt32BE(offset + 28) === s.uid >>> 0 &&
-    buf.readUInt32BE(offset + 32) === s.gid >>> 0 &&
-    buf.readUInt32BE(offset + SIZE_OFFSET) === Number(s.size & U32)
-  );
-}
-
-/** Whether the recorded stat data is exactly this stat (nanoseconds and device included). */
-export function statMatchesExactly(buf: Buffer, offset: number, s: StatFields): boolean {
-  return (
-    statMatchesCoarse(buf, offset, s) &&
-    buf.readUInt32BE(offset + 4) === s.ctimeNsec &&
-    buf.readUInt32BE(offset + 12) === s.mtimeNsec &&
-    buf.readUInt32BE(offset + 16) === Number(s.dev & U32)
+    buf.readUInt32BE(offset + 32) === s.gid >>> 0
   );
 }
 

@@ -35,8 +35,7 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
-import { FILEMETA_ENTRY, serializeFileMeta } from './filemeta';
-import { objectId } from '../git/object-id';
+import { FILEMETA_ENTRY } from './filemeta';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
@@ -337,12 +336,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       ...opState.manifest,
     };
     manifest.schema = schemaFor(manifest);
-    // Named before it is stored: an unchanged capture must add no object at all.
-    const metaBytes = scan.meta ? serializeFileMeta(scan.meta) : null;
-    if (metaBytes) {
-      const oid = objectId('blob', metaBytes, repo.objectFormat);
-      extraTop.push({ mode: '100644', type: 'blob', oid, name: FILEMETA_ENTRY });
-    }
+    // The filemeta blob went into the scan's pack (or was there already, for an unchanged tree).
+    if (scan.metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: scan.metaBlob, name: FILEMETA_ENTRY });
     const topEntries: TreeEntryInput[] = [
       { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
       { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
@@ -366,11 +361,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         };
       }
     }
-    const [manifestBlob] = await writeBlobs(
-      [serializeManifest(manifest), ...(metaBytes ? [metaBytes] : [])],
-      'blob',
-      userOpts,
-    );
+    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
     const top = await mktree(
       [...topEntries, { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' }],
       userOpts,

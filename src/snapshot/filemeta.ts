@@ -13,13 +13,16 @@
 // hashed again. The start of each run and the link counts (nlink > 1 only) live beside the cache
 // index in `<index>.meta.json`, tied to it by its checksum.
 
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
 import {
+  findEntry,
   parseIndex,
+  type RawIndexEntry,
   statFields,
   statMatchesCoarse,
   writeIndexBuffer,
@@ -32,8 +35,8 @@ export const FILEMETA_HEADER = 'xet.filemeta/v1';
 export const FILEMETA_ENTRY = 'filemeta';
 
 export interface FileMetaEntry {
-  path: string;
-  mtimeSec: bigint;
+  readonly path: string;
+  mtimeSec: number;
   mtimeNsec: number;
   /** Index (in this list) of the first path of its hard-link group, or -1. */
   linkTo: number;
@@ -52,6 +55,21 @@ export interface FileMeta {
   linkedBytes: number;
 }
 
+/** A FileMetaEntry whose path is decoded only when asked for (verify does, capture does not). */
+class MetaEntry implements FileMetaEntry {
+  linkTo = -1;
+  externalNlink = 0;
+  constructor(
+    private readonly raw: RawIndexEntry,
+    readonly mtimeSec: number,
+    readonly mtimeNsec: number,
+  ) {}
+
+  get path(): string {
+    return this.raw.path;
+  }
+}
+
 interface Record {
   schema: 'xet.statcache-meta/1';
   /** Trailing checksum (hex) of the cache index this describes. */
@@ -65,13 +83,13 @@ interface Record {
 const BLOB_MODE = new Set([0o100644, 0o100755, 0o120000]);
 const ODD_SECONDS = 2 ** 31; // a u32 seconds field past 2038 may be a wrapped negative time
 
-type Stat = StatFields & { nlink: number };
+type Stat = StatFields;
 
 function lstatBig(abs: string): Stat | null {
   try {
     const st = fs.lstatSync(abs, { bigint: true });
     if (!st.isFile() && !st.isSymbolicLink()) return null;
-    return { ...statFields(st), nlink: Number(st.nlink) };
+    return statFields(st);
   } catch {
     return null; // vanished: git reports it through update-index
   }
@@ -157,6 +175,8 @@ export class MetaCollector {
   /** After update-index (before write-tree): followers enter the index with their inode's blob and
    * stat data, suspicious entries are hashed again, and the metadata is read off the index. */
   async finish(opts: GitOptions): Promise<FileMeta> {
+    // Nothing to capture: git wrote no index at all.
+    if (!fs.existsSync(this.indexFile)) return { entries: [], hardLinks: 0, externalLinks: 0, linkedBytes: 0 };
     if (this.followers.size) await this.addFollowers(opts);
     let parsed = parseIndex(this.indexFile, this.format);
     const suspects = this.suspects(parsed);
@@ -170,34 +190,61 @@ export class MetaCollector {
       }
       parsed = parseIndex(this.indexFile, this.format);
     }
-    const meta = this.collect(parsed);
-    this.writeRecord(parsed);
-    return meta;
+    return this.collect(parsed);
   }
 
   private async addFollowers(opts: GitOptions): Promise<void> {
     const parsed = parseIndex(this.indexFile, this.format);
     const byPath = new Map(parsed.entries.map((e) => [e.path, e]));
     const lines: string[] = [];
+    const orphans: string[] = [];
     for (const [f, rep] of this.followers) {
       const e = byPath.get(rep);
       if (!e) {
-        this.followers.delete(f); // the representative vanished: nothing to share
+        // The representative vanished meanwhile: the follower is hashed as a file of its own.
+        this.followers.delete(f);
+        orphans.push(f);
         continue;
       }
       lines.push(`${e.mode.toString(8)} ${e.oid}\t${f}`);
     }
     if (lines.length) await git(['update-index', '-z', '--index-info'], { ...opts, input: joinZ(lines) });
+    if (orphans.length) {
+      await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
+        ...opts,
+        input: joinZ(orphans),
+      });
+    }
+  }
+
+  /** The lstat-ed paths (and followers) by position in the index: looked up by binary search, so
+   * the index's other paths are never decoded. */
+  private locate(parsed: ParsedIndex): { at: Map<number, Stat>; repOf: Map<number, number> } {
+    const at = new Map<number, Stat>();
+    for (const [p, s] of this.stats) {
+      const i = findEntry(parsed, p);
+      if (i >= 0) at.set(i, s);
+    }
+    const repOf = new Map<number, number>();
+    for (const [f, rep] of this.followers) {
+      const i = findEntry(parsed, f);
+      const r = findEntry(parsed, rep);
+      if (i >= 0 && r >= 0) repOf.set(i, r);
+    }
+    return { at, repOf };
   }
 
   /** Entries whose stat may be stale (see the top of this module), lstat-ed now. */
   private suspects(parsed: ParsedIndex): string[] {
     const { buf } = parsed;
     const since = this.record?.since;
+    const { at, repOf } = this.locate(parsed);
     const out: string[] = [];
-    for (const e of parsed.entries) {
-      if (this.followers.has(e.path)) continue;
-      let s = this.stats.get(e.path);
+    const entries = parsed.entries;
+    for (let i = 0; i < entries.length; i++) {
+      if (repOf.has(i)) continue;
+      const e = entries[i];
+      let s = at.get(i);
       if (!s) {
         const ctime = buf.readUInt32BE(e.offset);
         const mtime = buf.readUInt32BE(e.offset + 8);
@@ -217,36 +264,36 @@ export class MetaCollector {
 
   private collect(parsed: ParsedIndex): FileMeta {
     const { buf } = parsed;
-    const entries: FileMetaEntry[] = [];
+    const { at, repOf } = this.locate(parsed);
+    const entries: MetaEntry[] = [];
     const nlinks: number[] = [];
     const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
-    let byPath: Map<string, (typeof parsed.entries)[number]> | null = null;
     let dirty = false;
     let hardLinks = 0;
     let linkedBytes = 0;
-    for (const e of parsed.entries) {
+    const all = parsed.entries;
+    for (let i = 0; i < all.length; i++) {
+      const e = all[i];
       if (e.stage !== 0 || !BLOB_MODE.has(e.mode)) continue;
-      const rep = this.followers.get(e.path);
-      let s = this.stats.get(e.path);
+      const rep = repOf.get(i);
+      let s = at.get(i);
       if (rep !== undefined && s) {
         // A follower's entry came from --index-info without stat data; its inode's is the
         // representative's, provided git recorded the representative as it is now.
-        byPath ??= new Map(parsed.entries.map((x) => [x.path, x]));
-        const r = byPath.get(rep);
-        if (r && statMatchesCoarse(buf, r.offset, s)) {
+        if (statMatchesCoarse(buf, all[rep].offset, s)) {
           writeStat(buf, e.offset, s);
           dirty = true;
         } else s = undefined;
       }
       const exact = s && statMatchesCoarse(buf, e.offset, s) ? s : null;
-      const entry: FileMetaEntry = {
-        path: e.path,
-        mtimeSec: exact ? exact.mtimeSec : BigInt(buf.readUInt32BE(e.offset + 8)),
-        mtimeNsec: exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
-        linkTo: -1,
-        externalNlink: 0,
-      };
-      const nlink = exact ? exact.nlink : (this.record?.links[e.path] ?? 1);
+      const entry = new MetaEntry(
+        e,
+        exact ? exact.mtimeSec : buf.readUInt32BE(e.offset + 8),
+        exact ? exact.mtimeNsec : buf.readUInt32BE(e.offset + 12),
+      );
+      // Not lstat-ed means trusted from the cache: its link count is 1 (a tree with links is
+      // lstat-ed whole).
+      const nlink = exact ? exact.nlink : 1;
       if (exact && nlink > 1) {
         const key = `${exact.dev}:${exact.ino}`;
         const g = groups.get(key);
@@ -255,7 +302,7 @@ export class MetaCollector {
           entry.linkTo = g.n;
           g.size++;
           hardLinks++;
-          linkedBytes += Number(exact.size);
+          linkedBytes += exact.size;
         } else if (!g) {
           groups.set(key, { n: entries.length, mode: e.mode, oid: e.oid, size: 1 });
         }
@@ -276,11 +323,13 @@ export class MetaCollector {
     return { entries, hardLinks, externalLinks, linkedBytes };
   }
 
-  private writeRecord(parsed: ParsedIndex): void {
+  /** Once git has written the index for the last time in this run (write-tree stores its
+   * cache-tree there): remember the run's start and link counts, tied to that exact index. */
+  saveRecord(): void {
     const links: Record['links'] = {};
     for (const [p, s] of this.stats) if (s.nlink > 1) links[p] = s.nlink;
     for (const [p, n] of Object.entries(this.record?.links ?? {})) if (!this.stats.has(p)) links[p] = n;
-    const index = trailerHex(this.indexFile, parsed.hashLen);
+    const index = trailerHex(this.indexFile, this.hashLen);
     if (!index) return;
     const rec: Record = {
       schema: 'xet.statcache-meta/1',
@@ -297,24 +346,39 @@ export class MetaCollector {
 // --- the blob ---
 
 export function serializeFileMeta(meta: FileMeta): Buffer {
-  const lines = [FILEMETA_HEADER, String(meta.entries.length)];
+  // Written straight into one buffer: this runs on every capture, for every file.
+  const head = `${FILEMETA_HEADER}\n${meta.entries.length}\n`;
+  const buf = Buffer.allocUnsafe(head.length + meta.entries.length * 48);
+  let at = buf.write(head, 0, 'latin1');
   for (const e of meta.entries) {
-    let l = `${e.mtimeSec}.${String(e.mtimeNsec).padStart(9, '0')}`;
-    if (e.linkTo >= 0) l += ` =${e.linkTo}`;
-    if (e.externalNlink > 0) l += ` +${e.externalNlink}`;
-    lines.push(l);
+    at += buf.write(String(e.mtimeSec), at, 'latin1');
+    buf[at++] = 0x2e; // '.'
+    let ns = e.mtimeNsec;
+    for (let d = 8; d >= 0; d--) {
+      buf[at + d] = 0x30 + (ns % 10);
+      ns = Math.floor(ns / 10);
+    }
+    at += 9;
+    if (e.linkTo >= 0) at += buf.write(` =${e.linkTo}`, at, 'latin1');
+    if (e.externalNlink > 0) at += buf.write(` +${e.externalNlink}`, at, 'latin1');
+    buf[at++] = 0x0a;
   }
-  return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
+  return buf.subarray(0, at);
+}
+
+/** The object id git gives a blob of these bytes. */
+export function blobOid(data: Buffer, format: 'sha1' | 'sha256'): string {
+  return crypto.createHash(format).update(`blob ${data.length}\0`).update(data).digest('hex');
 }
 
 export interface ParsedFileMeta {
-  mtimeSec: bigint[];
+  mtimeSec: number[];
   mtimeNsec: number[];
   linkTo: Int32Array;
   externalNlink: number[];
 }
 
-const LINE_RE = /^(-?\d{1,19})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
+const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
 
 /** Parse a filemeta blob for a files tree whose blob entries (files and symlinks, in tree order)
  * have these modes and oids. Anything malformed, or a link between entries that are not the same
@@ -330,7 +394,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   }
   if (lines.length !== count + 3 || lines[count + 2] !== '') throw bad('has the wrong number of lines');
   const out: ParsedFileMeta = {
-    mtimeSec: new Array<bigint>(count),
+    mtimeSec: new Array<number>(count),
     mtimeNsec: new Array<number>(count),
     linkTo: new Int32Array(count).fill(-1),
     externalNlink: new Array<number>(count).fill(0),
@@ -338,7 +402,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   for (let i = 0; i < count; i++) {
     const m = LINE_RE.exec(lines[i + 2]);
     if (!m) throw bad(`line ${i + 3} is malformed`);
-    out.mtimeSec[i] = BigInt(m[1]);
+    out.mtimeSec[i] = Number(m[1]);
     out.mtimeNsec[i] = Number(m[2]);
     if (m[3] !== undefined) {
       const k = Number(m[3]);
@@ -352,7 +416,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   return out;
 }
 
-/** At most this many bytes per entry (a 19-digit time, both fields) plus the header. */
+/** At most this many bytes per entry (a 15-digit time, both fields) plus the header. */
 export function maxFileMetaBytes(entries: number): number {
   return 64 + entries * 48;
 }
@@ -361,7 +425,7 @@ export function maxFileMetaBytes(entries: number): number {
 
 /** Paths of the files index's blob entries, in order, with what parseFileMeta checks. */
 export function indexBlobs(parsed: ParsedIndex): { path: string; mode: number; oid: string; offset: number }[] {
-  return parsed.entries.filter((e) => e.stage === 0 && BLOB_MODE.has(e.mode));
+  return parsed.entries.filter((e) => e.stage === 0 && !e.intentToAdd && BLOB_MODE.has(e.mode));
 }
 
 /** Set the recorded times (and make the recorded hard links) in a laid-out tree. Followers must not
@@ -406,11 +470,11 @@ export function refreshIndexStat(indexFile: string, worktree: string, format: 's
 }
 
 /** Microseconds since the epoch: the precision restore can set, and verify compares. */
-export function microseconds(sec: bigint, nsec: number): bigint {
-  return sec * 1_000_000n + BigInt(Math.floor(nsec / 1000));
+export function microseconds(sec: number, nsec: number): bigint {
+  return BigInt(sec) * 1_000_000n + BigInt(Math.floor(nsec / 1000));
 }
 
-export function formatTime(sec: bigint, nsec: number): string {
+export function formatTime(sec: number, nsec: number): string {
   return `${sec}.${String(nsec).padStart(9, '0')}`;
 }
 
@@ -430,12 +494,13 @@ export async function planFileMeta(
   opts: GitOptions,
 ): Promise<FileMetaPlan | null> {
   if (!blob) return null;
-  const blobs = indexBlobs(parseIndex(filesIndex, format));
+  const blobs = fs.existsSync(filesIndex) ? indexBlobs(parseIndex(filesIndex, format)) : [];
   const meta = await readFileMeta(blob, blobs, opts);
   const anyLink = meta.linkTo.some((k) => k >= 0);
   return {
     checkout: anyLink ? blobs.filter((_, i) => meta.linkTo[i] < 0).map((b) => b.path) : null,
     finish(mkdirSafe) {
+      if (!blobs.length) return;
       applyLinksAndTimes(worktree, blobs, meta, mkdirSafe);
       refreshIndexStat(filesIndex, worktree, format);
     },

@@ -9,7 +9,7 @@ import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
 import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
-import { MetaCollector, type FileMeta } from './filemeta';
+import { blobOid, MetaCollector, serializeFileMeta, type FileMeta } from './filemeta';
 
 export interface ScanSpec {
   worktree: string;
@@ -47,6 +47,8 @@ export interface ScanResult {
   changes: TreeChange[] | null;
   /** With `meta`: times and hard links of every file, in tree order. */
   meta: FileMeta | null;
+  /** With `meta` and `write`: the stored filemeta blob (in the same pack as the files). */
+  metaBlob?: string;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -83,8 +85,12 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
       input: joinZ(hashPaths),
     });
     const meta = collector ? await collector.finish(opts) : null;
-    if (!spec.write) return { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null, meta };
-    return { ...(await storeTree(spec, opts)), meta };
+    const extra = meta && spec.write ? metaItem(meta, spec.objectFormat) : null;
+    const result = spec.write
+      ? await storeTree(spec, opts, extra)
+      : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
+    collector?.saveRecord();
+    return { ...result, meta, ...(extra ? { metaBlob: extra.oid } : {}) };
   } finally {
     shadow.dispose();
   }
@@ -98,9 +104,15 @@ export function scratchDir(base: string, what: string): string {
 
 /** Trees go to a scratch object dir, then every object the repository lacks (new blobs read from
  * the worktree, new trees) is written as one pack: one file, written with all cores. */
+function metaItem(meta: FileMeta, format: 'sha1' | 'sha256'): PackItem {
+  const data = serializeFileMeta(meta);
+  return { oid: blobOid(data, format), type: 'blob', data };
+}
+
 async function storeTree(
   spec: ScanSpec,
   opts: { cwd: string; env: Record<string, string | undefined> },
+  extra: PackItem | null,
 ): Promise<Omit<ScanResult, 'meta'>> {
   const scratchObjects = path.join(spec.scratchDir, 'objects');
   fs.mkdirSync(scratchObjects, { recursive: true });
@@ -114,9 +126,12 @@ async function storeTree(
   const { blobs, changes } = await candidateBlobs(tree, spec.previousTree ?? null, o);
   let unknown = blobs.map((b) => b.oid);
   if (changes === null && spec.knownObjects) unknown = unknown.filter((oid) => !spec.knownObjects?.has(oid));
+  // The filemeta blob is looked up with the files' (it is the same as last time when no time changed).
+  if (extra) unknown.push(extra.oid);
   const missing =
     changes === null && unknown.length > LOOKUP_LIMIT ? new Set(unknown) : await missingObjects(unknown, o);
   const items: PackItem[] = [];
+  if (extra && missing.delete(extra.oid)) items.push(extra);
   for (const b of blobs) {
     if (!missing.has(b.oid)) continue;
     missing.delete(b.oid);

@@ -224,13 +224,17 @@ export async function compareFiles(
     statCache,
     true,
   );
-  const env = objEnv(target, objects, alternates);
-  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, env, 'file-');
-  // Times and hard links are their own kinds, never reported for a path that differs otherwise.
-  const reported = new Set(diffs.map((d) => d.path as string));
-  diffs.push(
-    ...(await fileMetaDifferences(snap.filesTree, snap.filemetaBlob, meta, reported, { cwd: target.worktree, env })),
+  const diffs = await treeDifferences(
+    snap.filesTree,
+    tree,
+    target.worktree,
+    objEnv(target, objects, alternates),
+    'file-',
   );
+  // Times and hard links are their own kinds, never reported for a path that differs otherwise.
+  const metaOpts = { cwd: target.worktree, env: objEnv(target, objects, alternates) };
+  const reported = new Set(diffs.map((d) => d.path as string));
+  diffs.push(...(await fileMetaDifferences(snap.filesTree, snap.filemetaBlob, meta, reported, metaOpts)));
   const want = new Set(snap.manifest.emptyDirs);
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
