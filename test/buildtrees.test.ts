@@ -193,6 +193,24 @@ test(
         'a time is its own kind of difference and the only one',
       );
 
+      // A handoff accepted elsewhere goes through the same restore.
+      const h = xet(sb, src.dir, [
+        'handoff',
+        'create',
+        snap,
+        '--from',
+        'agent-a',
+        '--to',
+        'agent-b',
+        '--title',
+        'build tree',
+        '--json',
+      ]);
+      expectExit(h, 0);
+      const accepted = sb.path('accepted');
+      expectExit(xet(sb, src.dir, ['handoff', 'accept', parseJson(h).id, accepted, '--json']), 0);
+      assertFreshBuildTree(sb, src, accepted, 'handoff accept');
+
       // Forks get the same times.
       const viaCopy = sb.path('fork-copy');
       fork(sb, src.dir, snap, viaCopy, 'copy');
