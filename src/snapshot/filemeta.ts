@@ -416,9 +416,9 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   return out;
 }
 
-/** At most this many bytes per entry (a 15-digit time, both fields) plus the header. */
+/** At most this many bytes per entry (a signed 15-digit time, both fields at 10 digits) plus the header. */
 export function maxFileMetaBytes(entries: number): number {
-  return 64 + entries * 48;
+  return 64 + entries * 64;
 }
 
 // --- restore ---
