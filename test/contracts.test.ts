@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { killAt } from './support/faults';
-import { git, initRepo, type Repo } from './support/git';
+import { git, initRepo, Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectExit, parseJson, verify, xet } from './support/xet';
@@ -61,9 +61,10 @@ function diffKinds(): string[] {
   return listed.flatMap((k) => (k === 'index-' ? files.map((f) => `index-${f}`) : [k]));
 }
 
-// --- a tiny parser for the shapes docs/CLI.md writes as `{a, b?, c: [{d}], e: "x"|"y", ...f}` ---
+// --- a tiny parser for the shapes docs/CLI.md writes as `{a, b?, c: [{d}], e: "x"|"y", g: {h} | null, ...f}` ---
 
-type Value = { object: Shape } | { array: Value } | { oneOf: unknown[] } | null;
+/** A field's value: any (null), an object (`| null` makes null allowed), an array, one of some literals. */
+type Value = { object: Shape; nullable: boolean } | { array: Value } | { oneOf: unknown[] } | null;
 interface Shape {
   fields: Map<string, { optional: boolean; value: Value }>;
   spread: boolean;
@@ -77,7 +78,12 @@ function parseShape(text: string): Shape {
     i++;
   };
   const value = (): Value => {
-    if (tokens[i] === '{') return { object: object() };
+    if (tokens[i] === '{') {
+      const of = object();
+      const nullable = tokens[i] === '|' && tokens[i + 1] === 'null';
+      if (nullable) i += 2;
+      return { object: of, nullable };
+    }
     if (tokens[i] === '[') {
       i++;
       const of = value();
@@ -87,7 +93,8 @@ function parseShape(text: string): Shape {
     const oneOf: unknown[] = [];
     for (;;) {
       const t = tokens[i++];
-      oneOf.push(t.startsWith('"') ? t.slice(1, -1) : t === 'true' ? true : t === 'false' ? false : t);
+      const literals: Record<string, unknown> = { true: true, false: false, null: null };
+      oneOf.push(t.startsWith('"') ? t.slice(1, -1) : Object.hasOwn(literals, t) ? literals[t] : t);
       if (tokens[i] !== '|') break;
       i++;
     }
@@ -151,8 +158,9 @@ function shapeProblems(value: unknown, shape: Shape, where: string): string[] {
 }
 
 function valueProblems(v: unknown, value: Value, where: string): string[] {
-  if (!value || v === null) return []; // a plain field (any value), or null where the docs allow it
+  if (!value) return []; // a plain field: any value
   if ('oneOf' in value) return value.oneOf.includes(v) ? [] : [`${where} is ${v}, not ${value.oneOf.join('|')}`];
+  if (v === null) return 'object' in value && value.nullable ? [] : [`${where} is null, which the docs do not allow`];
   if ('array' in value) {
     if (!Array.isArray(v)) return [`${where} is not an array`];
     return v.flatMap((x, n) => valueProblems(x, value.array, `${where}[${n}]`));
@@ -173,6 +181,24 @@ function source(sb: Sandbox): { r: Repo; snap: string } {
   r.commit('c2', { 'a.txt': 'a2\n' });
   r.mkdir('empty');
   r.git('update-index', '--assume-unchanged', 'c.txt');
+  // Two paths of one inode (untracked): the snapshot's filemeta records them as a link group.
+  r.write('l1.txt', 'l\n');
+  fs.linkSync(path.join(r.dir, 'l1.txt'), path.join(r.dir, 'l2.txt'));
+  return { r, snap: capture(sb, r.dir) };
+}
+
+/** A second source stopped in a conflict of `git rebase -r` (rebase-merge state, stages 1-3 of f.txt,
+ * the label ref refs/rewritten/onto): what the conflict and operation kinds change. */
+function operationSource(sb: Sandbox): { r: Repo; snap: string } {
+  const r = initRepo(sb, 'op-src', ['-b', 'main']);
+  r.commit('base', { 'f.txt': 'base\n', 'g.txt': 'g\n' });
+  r.git('checkout', '-q', '-b', 'topic');
+  r.commit('topic 1', { 'f.txt': 'topic\n' });
+  r.git('checkout', '-q', 'main');
+  r.commit('main 1', { 'f.txt': 'main\n' });
+  r.git('checkout', '-q', 'topic');
+  assert.notEqual(r.gitTry('rebase', '-r', 'main').status, 0, 'fixture: the rebase stops in a conflict');
+  assert.match(r.git('for-each-ref', 'refs/rewritten/'), /refs\/rewritten\/onto/);
   return { r, snap: capture(sb, r.dir) };
 }
 
@@ -188,11 +214,17 @@ const brief = (ds: Diff[]) => ds.map((d) => (d.path ? `${d.kind} ${d.path}` : d.
 
 test('every verify difference kind docs/CLI.md lists comes from a real change, with the documented shape', () =>
   withSandbox((sb) => {
-    const { r, snap } = source(sb);
+    const main = source(sb);
+    const { r, snap } = main;
+    const op = operationSource(sb);
     const blob = r.gitInput('other\n', 'hash-object', '-w', '--stdin').trim();
+    const opBlob = op.r.gitInput('other\n', 'hash-object', '-w', '--stdin').trim();
     const g = (dir: string, ...args: string[]) => git(sb, dir, args);
-    // Each case: a change to a fresh restore of the snapshot, and exactly the differences it gives.
-    const cases: Record<string, [(dir: string) => void, string[]]> = {
+    const gitInput = (d: string, input: string, ...args: string[]) => new Repo(sb, d).gitInput(input, ...args);
+    const gitFile = (d: string, rel: string) => path.join(d, '.git', rel);
+    // Each case: a change to a fresh restore of the snapshot (of `source`, or of `operationSource`
+    // where the third element says so), and exactly the differences it gives.
+    const cases: Record<string, [(dir: string) => void, string[], 'op'?]> = {
       'file-extra': [(d) => fs.writeFileSync(path.join(d, 'new.txt'), 'n\n'), ['file-extra new.txt']],
       'file-missing': [(d) => fs.rmSync(path.join(d, 'b.txt')), ['file-missing b.txt']],
       'file-modified': [(d) => fs.writeFileSync(path.join(d, 'b.txt'), 'B\n'), ['file-modified b.txt']],
@@ -236,12 +268,69 @@ test('every verify difference kind docs/CLI.md lists comes from a real change, w
         (d) => fs.writeFileSync(path.join(d, '.git/info/attributes'), '*.bin binary\n'),
         ['info-attributes'],
       ],
+      // Conflicts and operations in progress, in a copy of the stopped rebase.
+      'unmerged-missing': [
+        (d) => g(d, 'add', 'f.txt'), // marked resolved as it is: stage 0 instead of stages 1-3
+        ['unmerged-missing f.txt', 'unmerged-missing f.txt', 'unmerged-missing f.txt', 'index-extra f.txt'],
+        'op',
+      ],
+      'unmerged-extra': [
+        (d) => gitInput(d, `100644 ${opBlob} 1\tz.txt\n`, 'update-index', '--index-info'),
+        ['unmerged-extra z.txt'],
+        'op',
+      ],
+      'unmerged-modified': [
+        (d) => gitInput(d, `100644 ${opBlob} 2\tf.txt\n`, 'update-index', '--index-info'),
+        ['unmerged-modified f.txt'],
+        'op',
+      ],
+      // In a copy of a tree with nothing in progress, a squash message starts one (git merge --squash).
+      operation: [
+        (d) => fs.writeFileSync(gitFile(d, 'SQUASH_MSG'), 'Squashed commit\n'),
+        ['operation', 'gitstate-extra SQUASH_MSG'],
+      ],
+      'gitstate-missing': [
+        (d) => fs.rmSync(gitFile(d, 'rebase-merge/message')),
+        ['gitstate-missing rebase-merge/message'],
+        'op',
+      ],
+      'gitstate-extra': [
+        (d) => fs.writeFileSync(gitFile(d, 'rebase-merge/quiet'), ''),
+        ['gitstate-extra rebase-merge/quiet'],
+        'op',
+      ],
+      'gitstate-modified': [
+        (d) => fs.appendFileSync(gitFile(d, 'rebase-merge/git-rebase-todo'), 'pick 0000000 extra\n'),
+        ['gitstate-modified rebase-merge/git-rebase-todo'],
+        'op',
+      ],
+      'operation-ref-missing': [
+        (d) => g(d, 'update-ref', '-d', 'refs/rewritten/onto'),
+        ['operation-ref-missing refs/rewritten/onto'],
+        'op',
+      ],
+      'operation-ref-extra': [
+        (d) => g(d, 'update-ref', 'refs/rewritten/extra', 'HEAD'),
+        ['operation-ref-extra refs/rewritten/extra'],
+        'op',
+      ],
+      sparse: [(d) => g(d, 'config', 'core.sparseCheckout', 'true'), ['sparse core.sparseCheckout']],
+      // File times and hard links (the snapshot records them: filemeta).
+      mtime: [(d) => fs.utimesSync(path.join(d, 'b.txt'), 1e9, 1e9), ['mtime b.txt']],
+      hardlink: [
+        (d) => {
+          // The same bytes, but a file of its own again: the link to l1.txt is gone.
+          fs.rmSync(path.join(d, 'l2.txt'));
+          fs.writeFileSync(path.join(d, 'l2.txt'), 'l\n');
+        },
+        ['hardlink l2.txt'],
+      ],
     };
     const shape = documentedShapes().get('verify');
     assert.ok(shape, 'docs/CLI.md gives the JSON of verify');
     const seen = new Map<string, Diff[]>();
-    const check = (dir: string, want: string[], what: string) => {
-      const v = verify(sb, r.dir, snap, dir);
+    const check = (dir: string, want: string[], what: string, from = main) => {
+      const v = verify(sb, from.r.dir, from.snap, dir);
       expectExit(v, 1);
       const out = parseJson(v);
       checkShape(out, shape, `verify (${what})`);
@@ -252,11 +341,15 @@ test('every verify difference kind docs/CLI.md lists comes from a real change, w
       assert.deepEqual(brief(relevant), [...want].sort(), `${what}: ${v.stdout}`);
       for (const d of relevant) seen.set(d.kind, [...(seen.get(d.kind) ?? []), d]);
     };
-    for (const [kind, [change, want]] of Object.entries(cases)) {
-      const dir = freshCopy(sb, r, snap);
-      if (!seen.size) expectExit(verify(sb, r.dir, snap, dir), 0); // a fresh restore is identical
+    const fresh = new Set<string>();
+    for (const [kind, [change, want, which]] of Object.entries(cases)) {
+      const from = which === 'op' ? op : main;
+      const dir = freshCopy(sb, from.r, from.snap);
+      // A fresh restore of each source is identical (mtime included).
+      if (!fresh.has(from.snap)) expectExit(verify(sb, from.r.dir, from.snap, dir), 0);
+      fresh.add(from.snap);
       change(dir);
-      check(dir, want, kind);
+      check(dir, want, kind, from);
     }
     // The directory itself: gone, not a repository, a restore that did not finish.
     check(sb.path('nowhere'), [`missing ${sb.path('nowhere')}`], 'missing');
@@ -360,6 +453,11 @@ test(
       const cap = json(r.dir, ['capture', '-m', 'second'], 'capture');
       assert.deepEqual(cap.excludedSecrets, ['.env']);
       json(r.dir, ['snapshots'], 'snapshots');
+      const st = json(r.dir, ['status'], 'status');
+      assert.equal(st.lastSnapshot?.snapshot, cap.snapshot);
+      json(r.dir, ['version'], 'version');
+      const tar = sb.path('snap.tar');
+      assert.equal(json(r.dir, ['archive', snap, '-o', tar], 'archive').output, tar);
       const shown = json(r.dir, ['show', snap], 'show');
       assert.equal(shown.snapshot, snap);
       json(r.dir, ['restore', snap, sb.path('restored')], 'restore');
@@ -372,22 +470,34 @@ test(
       const remounted = json(r.dir, ['fork', '--remount', f], 'fork (2)');
       assert.equal(remounted.mounted, true);
       fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+      // In the fork: its own `fork` and `base`, and a live fork in `forks`.
+      const inFork = json(f, ['status'], 'status');
+      assert.equal(inFork.base?.kind, 'fork');
+      assert.ok(inFork.fork && inFork.forks.length && inFork.changed === true, JSON.stringify(inFork));
       json(r.dir, ['forks', '--all'], 'forks');
       json(r.dir, ['changes', f], 'changes');
       json(r.dir, ['export', f, '--branch', 'agent/work'], 'export');
       json(r.dir, ['discard', f], 'discard');
       const h = json(r.dir, ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'T'], 'handoff create');
+      // With a request id: a retry returns the same handoff.
+      const req = ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'R', '--request-id', 'req-1'];
+      const first = json(r.dir, req, 'handoff create');
+      assert.deepEqual([first.created, json(r.dir, req, 'handoff create').created], [true, false]);
       json(r.dir, ['handoff', 'verify', h.id], 'handoff verify');
       json(r.dir, ['handoff', 'accept', h.id, sb.path('accepted')], 'handoff accept');
       // After the acceptance, so that its nested shape is checked too.
       assert.equal(json(r.dir, ['handoff', 'show', h.id], 'handoff show').acceptances.length, 1);
-      assert.equal(json(r.dir, ['handoff', 'list'], 'handoff list').handoffs[0].accepted, 1);
+      const listed = json(r.dir, ['handoff', 'list'], 'handoff list').handoffs;
+      assert.equal(listed.find((x: { id: string }) => x.id === h.id)?.accepted, 1);
       const store = sb.path('store');
       r.git('remote', 'add', 'origin', `xet::${store}`);
       json(r.dir, ['push'], 'push');
       const b = initRepo(sb, 'b');
       b.git('remote', 'add', 'origin', `xet::${store}`);
       json(b.dir, ['fetch'], 'fetch');
+      // Nothing captured here yet: no last snapshot, no fork, no base.
+      const none = json(b.dir, ['status'], 'status');
+      assert.deepEqual([none.lastSnapshot, none.fork, none.base, none.changed], [null, null, null, null]);
       json(r.dir, ['fsck', '--store', store], 'fsck');
       assert.deepEqual(problems, [], 'the output is what docs/CLI.md says');
       assert.deepEqual(
