@@ -180,26 +180,6 @@ test('bisect in progress -> OPERATION_IN_PROGRESS bisect', () =>
     assert.equal(err.details?.operation, 'bisect', `details: ${JSON.stringify(err.details)}`);
   }));
 
-test('gitlink in the index (update-index --cacheinfo 160000) -> SUBMODULE_PRESENT', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    const head = r.git('rev-parse', 'HEAD').trim();
-    r.git('update-index', '--add', '--cacheinfo', `160000,${head},sub`);
-    assert.match(r.git('ls-files', '-s', 'sub'), /^160000 /);
-    expectRefusal(r, 'SUBMODULE_PRESENT');
-  }));
-
-test('real submodule (git submodule add of a local repository) -> SUBMODULE_PRESENT', () =>
-  withSandbox((sb) => {
-    const sub = initRepo(sb, 'subrepo');
-    sub.commit('sub c1', { 'lib.txt': 'lib\n' });
-    const r = baseRepo(sb);
-    r.git('-c', 'protocol.file.allow=always', 'submodule', 'add', '-q', sub.dir, 'libs/sub');
-    r.git('commit', '-q', '-m', 'add submodule');
-    assert.ok(fs.existsSync(r.p('.gitmodules')));
-    expectRefusal(r, 'SUBMODULE_PRESENT');
-  }));
-
 test('sparse checkout (git sparse-checkout set dir) -> SPARSE_CHECKOUT', () =>
   withSandbox((sb) => {
     const r = initRepo(sb, 'src');

@@ -37,6 +37,7 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
+import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
 import { readOptional } from './fsutil';
 import { TOOL_VERSION } from '../version';
@@ -47,7 +48,7 @@ export { SNAPSHOT_REF_PREFIX };
 export const CAPTURED_REF_PATTERNS = ['refs/heads/', 'refs/tags/', 'refs/remotes/', 'refs/notes/'];
 /** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
 export const CAPTURED_CONFIG_RE =
-  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath))$';
+  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath)|submodule\\.(active|.*\\.(url|active|branch)))$';
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {
@@ -55,6 +56,8 @@ export interface CaptureOptions extends PolicyOptions {
   message?: string;
   /** Told what is happening, for a progress line on a terminal. */
   progress?: (what: string) => void;
+  /** An inner repository of another capture: found from `cwd` alone, never from GIT_DIR. */
+  inner?: boolean;
 }
 
 export interface CaptureResult {
@@ -73,6 +76,8 @@ export interface CaptureResult {
   ignoredNotCaptured: number;
   skipped: { path: string; reason: string }[];
   incremental: boolean;
+  /** Submodules and nested repositories, each captured as its own snapshot. */
+  repositories: { path: string; kind: string; snapshot: string; files: number }[];
   /** Small packs were rolled up after this capture (see consolidatePacks). */
   repacked: boolean;
   warnings: string[];
@@ -102,12 +107,6 @@ function refuseUnsupported(repo: Repo, entries: IndexEntry[], config: GitConfig)
   const op = operationInProgress(repo.gitDir);
   if (op) {
     throw new XetError('OPERATION_IN_PROGRESS', `a ${op} is in progress; finish or abort it first`, { operation: op });
-  }
-  const gitlinks = entries.filter((e) => e.mode === '160000').map((e) => e.path);
-  if (gitlinks.length || entries.some((e) => e.path === '.gitmodules')) {
-    throw new XetError('SUBMODULE_PRESENT', 'the repository has submodules, which snapshots do not support yet', {
-      paths: gitlinks.slice(0, 50),
-    });
   }
   if (config.getBool('core.sparseCheckout')) {
     throw new XetError('SPARSE_CHECKOUT', 'sparse checkout is enabled; disable it (git sparse-checkout disable) first');
@@ -161,7 +160,7 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 }
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
-  const repo = await findRepo(options.cwd, true);
+  const repo = await findRepo(options.cwd, !options.inner);
   const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
   const wsId = workspaceId(repo.gitDir);
@@ -194,6 +193,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const walk = walkWorktree({ root: repo.worktree, tracked, ignored: new Set(ignoredList), policy });
     progress(`hashing ${walk.paths.length} files`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
+    // Inner repositories first: each is a capture of its own (with its own refusals), and the
+    // outer snapshot names their snapshots and has them as parents.
+    if (walk.repositories.length) progress(`capturing ${walk.repositories.length} inner repositories`);
+    const innerRepos = await captureInnerRepositories(repo, walk.repositories, { ignored: options.ignored }, capture);
+    const skipped = [...walk.skipped, ...innerRepos.skipped, ...innerRepos.innerSkipped].sort((a, b) =>
+      a.path < b.path ? -1 : a.path > b.path ? 1 : 0,
+    ) as typeof walk.skipped;
+    const excludedSecrets = [...walk.excludedSecrets, ...innerRepos.excludedSecrets].sort();
+    const excludedByPattern = walk.excludedByPattern + innerRepos.excludedByPattern;
     const refs = allRefs.filter((r) => !r.name.startsWith('refs/xet/'));
     const indexHeader = Buffer.alloc(8);
     const indexFile = path.join(repo.gitDir, 'index');
@@ -235,6 +243,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const filesTree = scan.tree;
     const totals = await treeTotals(previous, scan, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
+    // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
+    // since the walk) with a mere warning, and a count that includes it would be a lie.
+    if (fileCount !== walk.paths.length) {
+      throw new XetError(
+        'WORKTREE_CHANGED',
+        `the snapshot would hold ${fileCount} files where ${walk.paths.length} were found; capture again`,
+        { found: walk.paths.length, stored: fileCount },
+      );
+    }
 
     // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
     // restore; refs to bare trees or blobs are kept reachable under objects/.
@@ -299,11 +316,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         include: policy.include,
         exclude: policy.exclude,
         secretPatterns: policy.secretPatterns,
-        excludedSecrets: walk.excludedSecrets,
-        excludedByPattern: walk.excludedByPattern,
+        excludedSecrets,
+        excludedByPattern,
         ignoredNotCaptured: walk.ignoredNotCaptured,
       },
-      skipped: walk.skipped,
+      skipped,
+      ...(innerRepos.repositories.length ? { repositories: innerRepos.repositories } : {}),
       counts: {
         files: fileCount,
         bytes,
@@ -328,7 +346,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: identity };
-    const parents = await snapshotParents(repo, head, refs, tagObjects.peeledCommits, stash, commitOpts);
+    const parents = await snapshotParents(
+      repo,
+      head,
+      refs,
+      [...tagObjects.peeledCommits, ...innerRepos.parents],
+      stash,
+      commitOpts,
+    );
     const subject = options.message ? options.message : 'snapshot';
     const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
 
@@ -354,11 +379,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     return {
       snapshot: commit,
       ...manifest.counts,
-      excludedSecrets: walk.excludedSecrets,
-      skipped: walk.skipped,
-      excludedByPattern: walk.excludedByPattern,
+      excludedSecrets,
+      skipped,
+      excludedByPattern,
       ignoredNotCaptured: walk.ignoredNotCaptured,
       incremental,
+      repositories: innerRepos.summaries,
       repacked,
       warnings,
     };

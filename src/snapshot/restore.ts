@@ -18,6 +18,7 @@ import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
+import { restoreRepositories, validateRepositories } from './inner-repos';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
 const FILES_INDEX = 'xet-files.index';
@@ -162,6 +163,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       repoGitDir: gitDir,
     };
     await layFiles(lay);
+    if (snap.manifest.repositories?.length) {
+      progress(`restoring ${snap.manifest.repositories.length} inner repositories`);
+      await restoreRepositories(snap, tmp, gitDir, gitDir, { restoreRefs, restoreConfig, restoreInfoFiles });
+    }
     progress('restoring index, refs and config');
     await restoreRefs(snap, opts);
     // The index is built last: conversions are judged with the copy's own config and attributes.
@@ -214,7 +219,12 @@ async function resolveRemoteSnapshot(url: string, spec: string, cwd: string): Pr
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} at ${url}`, { snapshot: spec, from: url });
 }
 
-export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): Promise<void> {
+export async function validateSnapshotPaths(
+  snap: Snapshot,
+  opts: GitOptions,
+  depth = 0,
+  budget?: { left: number },
+): Promise<void> {
   const m = snap.manifest;
   const files = await lsTree(snap.filesTree, { ...opts, trees: true });
   checkTreePaths(files, m.emptyDirs, 'files/');
@@ -260,6 +270,14 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   if (m.head.kind === 'branch' && !m.head.ref.startsWith('refs/heads/')) {
     throw new XetError('SNAPSHOT_INVALID', `HEAD points outside refs/heads: ${m.head.ref}`, { ref: m.head.ref });
   }
+  await validateRepositories(
+    snap,
+    files,
+    opts,
+    (inner, d, b) => validateSnapshotPaths(inner, opts, d, b),
+    depth,
+    budget,
+  );
 }
 
 async function restoreRefs(snap: Snapshot, opts: GitOptions): Promise<void> {

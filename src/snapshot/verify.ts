@@ -31,7 +31,8 @@ import { resolvePolicyAll } from './policy-all';
 import { RESTORE_MARKER } from './refs';
 import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
-import { walkWorktree } from './walk';
+import { walkWorktree, type FoundRepository } from './walk';
+import { compareRepositories } from './inner-repos';
 
 export interface Difference {
   kind: string;
@@ -105,7 +106,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   return withScratchObjects('verify', async (scratch, objects) => {
     const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
     const differences = [
-      ...(await compareFiles(snap, target, scratch, objects, alternates)),
+      ...(await compareFiles(snap, target, scratch, objects, alternates, options.cwd)),
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
@@ -164,7 +165,7 @@ export async function scanWorktreeFiles(
   objects: string,
   alternates: string[],
   statCache?: string,
-): Promise<{ tree: string; emptyDirs: string[] }> {
+): Promise<{ tree: string; emptyDirs: string[]; repositories: FoundRepository[] }> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -184,7 +185,7 @@ export async function scanWorktreeFiles(
     paths: walk.paths,
     write: false,
   });
-  return { tree, emptyDirs: walk.emptyDirs };
+  return { tree, emptyDirs: walk.emptyDirs, repositories: walk.repositories };
 }
 
 async function compareFiles(
@@ -193,8 +194,9 @@ async function compareFiles(
   scratch: string,
   objects: string,
   alternates: string[],
+  cwd: string,
 ): Promise<Difference[]> {
-  const { tree, emptyDirs } = await scanWorktreeFiles(target, scratch, objects, alternates);
+  const { tree, emptyDirs, repositories } = await scanWorktreeFiles(target, scratch, objects, alternates);
   const diffs = await treeDifferences(
     snap.filesTree,
     tree,
@@ -206,6 +208,12 @@ async function compareFiles(
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
   for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
+  // Each inner repository is verified as a repository of its own.
+  diffs.push(
+    ...(await compareRepositories(snap, target.worktree, repositories, async (snapshot, dir) => {
+      return (await verify({ cwd, snapshot, dir })).differences;
+    })),
+  );
   return diffs;
 }
 
