@@ -13,7 +13,7 @@ export const ERROR_CODES = {
   // Capture refusals (checked before anything is written)
   UNMERGED_INDEX: 'the index has unmerged (conflicted) entries',
   OPERATION_IN_PROGRESS: 'a merge, rebase, cherry-pick, revert or bisect is in progress',
-  SUBMODULE_PRESENT: 'the snapshot holds submodules or nested repositories, which forks do not support yet',
+  SUBMODULE_PRESENT: 'forks do not support snapshots with submodules or nested repositories',
   SPARSE_CHECKOUT: 'sparse checkout is enabled',
   LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
   PATH_ENCODING: 'a file name is not valid UTF-8',

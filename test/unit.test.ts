@@ -80,7 +80,7 @@ function manifestWith(schema: string): string {
 
 test('manifest reader refuses other major versions with SCHEMA_UNSUPPORTED, junk with SNAPSHOT_INVALID', () => {
   assert.equal(
-    codeOf(() => parseManifest(manifestWith('xet.snapshot/v2'))),
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v3'))),
     'SCHEMA_UNSUPPORTED',
   );
   assert.equal(

@@ -241,10 +241,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     progress('writing the snapshot');
     const filesTree = scan.tree;
-    const totals = await treeTotals(previous, scan, userOpts);
-    const { files: fileCount, bytes, symlinks } = totals;
+    let totals = await treeTotals(previous, scan, userOpts);
     // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
-    // since the walk) with a mere warning, and a count that includes it would be a lie.
+    // since the walk) with a mere warning, and a count that includes it would be a lie. Totals carried
+    // over from an earlier capture are recounted before concluding anything.
+    if (totals.files !== walk.paths.length && previous) totals = await treeTotals(null, scan, userOpts);
+    const { files: fileCount, bytes, symlinks } = totals;
     if (fileCount !== walk.paths.length) {
       throw new XetError(
         'WORKTREE_CHANGED',

@@ -84,12 +84,18 @@ export async function captureInnerRepositories(
       out.skipped.push({ path: f.path, reason: 'nested-repository' });
       continue;
     }
-    const r = await captureFn({
-      cwd: abs,
-      message: `inner repository ${f.path}`,
-      ignored: options.ignored,
-      inner: true,
-    });
+    let r: Awaited<ReturnType<CaptureFn>>;
+    try {
+      r = await captureFn({ cwd: abs, message: `inner repository ${f.path}`, ignored: options.ignored, inner: true });
+    } catch (e) {
+      // The inner repository's own refusal (a merge in progress there, say), named by where it is.
+      if (!(e instanceof XetError)) throw e;
+      const where = typeof e.details.repository === 'string' ? `${f.path}/${e.details.repository}` : f.path;
+      throw new XetError(e.code, `in the inner repository ${f.path}: ${e.message}`, {
+        ...e.details,
+        repository: where,
+      });
+    }
     await fetchSnapshot(outer, inner, r.snapshot);
     out.repositories.push({
       path: f.path,

@@ -165,7 +165,12 @@ export async function scanWorktreeFiles(
   objects: string,
   alternates: string[],
   statCache?: string,
-): Promise<{ tree: string; emptyDirs: string[]; repositories: FoundRepository[] }> {
+): Promise<{
+  tree: string;
+  emptyDirs: string[];
+  repositories: FoundRepository[];
+  skipped: { path: string; reason: string }[];
+}> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -185,7 +190,7 @@ export async function scanWorktreeFiles(
     paths: walk.paths,
     write: false,
   });
-  return { tree, emptyDirs: walk.emptyDirs, repositories: walk.repositories };
+  return { tree, emptyDirs: walk.emptyDirs, repositories: walk.repositories, skipped: walk.skipped };
 }
 
 async function compareFiles(
@@ -196,7 +201,7 @@ async function compareFiles(
   alternates: string[],
   cwd: string,
 ): Promise<Difference[]> {
-  const { tree, emptyDirs, repositories } = await scanWorktreeFiles(target, scratch, objects, alternates);
+  const { tree, emptyDirs, repositories, skipped } = await scanWorktreeFiles(target, scratch, objects, alternates);
   const diffs = await treeDifferences(
     snap.filesTree,
     tree,
@@ -208,6 +213,8 @@ async function compareFiles(
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
   for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
+  // On disk, but no snapshot can hold it (git refuses the name): never "identical".
+  for (const s of skipped) if (s.reason === 'git-refuses-path') diffs.push({ kind: 'file-unstorable', path: s.path });
   // Each inner repository is verified as a repository of its own.
   diffs.push(
     ...(await compareRepositories(snap, target.worktree, repositories, async (snapshot, dir) => {
