@@ -112,12 +112,12 @@ export async function captureInnerRepositories(
   return out;
 }
 
-/** Where git keeps a submodule's git dir, relative to the superproject's git dir
+/** Where git keeps a submodule's git dir, relative to the superproject's own (per-worktree) git dir
  * (`modules/<name>`), or null when it lives elsewhere (an old-style `.git` directory inside the
  * submodule, restored the same way). */
 function submoduleGitDir(outer: Repo, inner: Repo, f: FoundRepository): string | null {
   if (f.kind !== 'submodule' || inner.gitDir !== inner.commonDir) return null;
-  const rel = path.relative(real(outer.commonDir), real(inner.gitDir)).split(path.sep).join('/');
+  const rel = path.relative(real(outer.gitDir), real(inner.gitDir)).split(path.sep).join('/');
   if (!rel.startsWith('modules/')) return null;
   try {
     checkPathSyntax(rel, 'submodule git dir');
