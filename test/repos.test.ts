@@ -394,3 +394,23 @@ test("an inner repository's own refusal fails the capture and names the reposito
     sb.cleanup();
   }
 });
+
+test('a shallow nested clone is named in skipped, and the outer repository stays whole', () => {
+  const sb = createSandbox();
+  try {
+    const lib = library(sb, 'lib');
+    const src = initRepo(sb, 'src');
+    src.commit('init', { 'a.txt': 'a\n' });
+    src.git('clone', '-q', '--depth', '1', `file://${lib.dir}`, src.p('shallow'));
+    assert.equal(new Repo(sb, src.p('shallow')).git('rev-parse', '--is-shallow-repository').trim(), 'true');
+    const out = xet(sb, src.dir, ['capture', '--json']);
+    expectExit(out, 0);
+    const r = parseJson(out);
+    assert.deepEqual(r.skipped, [{ path: 'shallow', reason: 'nested-repository' }]);
+    assert.deepEqual(r.repositories, []);
+    // Its truncated history was not fetched into the outer repository (dangling parents).
+    assert.equal(src.gitTry('fsck', '--no-progress', '--no-dangling').status, 0);
+  } finally {
+    sb.cleanup();
+  }
+});

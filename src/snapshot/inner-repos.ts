@@ -80,7 +80,11 @@ export async function captureInnerRepositories(
       }
       throw e;
     }
-    if (real(inner.worktree) !== real(abs) || inner.objectFormat !== outer.objectFormat) {
+    if (
+      real(inner.worktree) !== real(abs) ||
+      inner.objectFormat !== outer.objectFormat ||
+      (await incompleteHistory(inner))
+    ) {
       out.skipped.push({ path: f.path, reason: 'nested-repository' });
       continue;
     }
@@ -110,6 +114,17 @@ export async function captureInnerRepositories(
     out.summaries.push({ path: f.path, kind: f.kind, snapshot: r.snapshot, files: r.files });
   }
   return out;
+}
+
+/** A shallow or partial clone lacks objects its commits name: its snapshot's objects cannot be
+ * fetched whole into the outer repository (fetch would leave the outer one with dangling links, or
+ * fail), and its restore could not be faithful. Such a repository stays named in `skipped`. */
+async function incompleteHistory(inner: Repo): Promise<boolean> {
+  const o = repoOpts(inner);
+  const shallow = await git(['rev-parse', '--is-shallow-repository'], o);
+  if (shallow.stdout.toString('utf8').trim() === 'true') return true;
+  const partial = await git(['config', '--get', 'extensions.partialClone'], { ...o, okCodes: [1] });
+  return partial.code === 0;
 }
 
 /** Where git keeps a submodule's git dir, relative to the superproject's own (per-worktree) git dir
