@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { Repo, initRepo } from './support/git';
 import { flipFirstByte } from './support/roundtrip';
+import { withMountSandbox } from './support/mounts';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { collectGitState, compareGitStates, compareTrees, walkTree, withoutPaths } from './support/state';
 import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
@@ -414,3 +415,33 @@ test('a shallow nested clone is named in skipped, and the outer repository stays
     sb.cleanup();
   }
 });
+
+const notRoot = process.getuid?.() === 0 ? false : 'overlay forks need root for mounts';
+
+test(
+  'discard of an overlay fork keeps a nested repository, and refuses to lose a .Git directory',
+  { skip: notRoot },
+  () =>
+    withMountSandbox((sb) => {
+      const src = initRepo(sb, 'src');
+      src.commit('init', { 'a.txt': 'a\n' });
+      const snap = capture(sb, src.dir);
+      const f = sb.path('ov');
+      expectExit(xet(sb, src.dir, ['fork', snap, f, '--mode', 'overlay', '--json']), 0);
+      const inner = new Repo(sb, path.join(f, 'work'));
+      fs.mkdirSync(inner.dir);
+      inner.git('init', '-q');
+      const commit = inner.commit('agent work', { 'result.txt': 'precious\n' });
+      fs.mkdirSync(path.join(f, 'x', '.Git'), { recursive: true });
+      fs.writeFileSync(path.join(f, 'x', '.Git', 'todo'), 'keep\n');
+      const err = expectError(xet(sb, src.dir, ['discard', f, '--json']), 'WORK_NOT_KEPT');
+      assert.deepEqual(err.details.paths, ['x/.Git']);
+      fs.rmSync(path.join(f, 'x'), { recursive: true });
+      const d = xet(sb, src.dir, ['discard', f, '--json']);
+      expectExit(d, 0);
+      const kept = parseJson(d).snapshot as string;
+      const copy = sb.path('copy');
+      restore(sb, src.dir, kept, copy);
+      assert.equal(new Repo(sb, path.join(copy, 'work')).git('rev-parse', 'HEAD').trim(), commit);
+    }),
+);

@@ -183,7 +183,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       listRefs(CAPTURED_REF_PATTERNS, userOpts),
       readStash(userOpts),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
-      gitZ(['diff-files', '-z', '--name-only'], userOpts),
+      gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     refuseUnsupported(repo, entries, config);
     const policy = resolvePolicy(config, options);
