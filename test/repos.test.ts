@@ -224,6 +224,23 @@ test('a nested clone (not tracked here) is captured recursively; an exclude patt
     assert.equal(new Repo(sb, path.join(copy, 'deps/lib')).git('rev-parse', 'HEAD').trim(), local);
     assert.ok(fs.statSync(path.join(copy, 'deps/lib/.git')).isDirectory());
     verifyOk(sb, src.dir, snap, copy);
+    // diff looks inside inner repositories too, against the worktree and between snapshots.
+    const d0 = xet(sb, src.dir, ['diff', snap, '--json']);
+    expectExit(d0, 0);
+    assert.equal(parseJson(d0).identical, true, d0.stdout);
+    dep.write('lib.txt', 'edited after the capture\n');
+    const d1 = parseJson(xet(sb, src.dir, ['diff', snap, '--json']));
+    assert.deepEqual(
+      d1.changes.map((c: { kind: string; path: string }) => `${c.kind} ${c.path}`),
+      ['file-modified deps/lib/lib.txt'],
+    );
+    const later = capture(sb, src.dir);
+    const d2 = parseJson(xet(sb, src.dir, ['diff', snap, later, '--json']));
+    assert.deepEqual(
+      d2.changes.map((c: { kind: string; path: string }) => `${c.kind} ${c.path}`),
+      ['file-modified deps/lib/lib.txt'],
+    );
+    dep.write('lib.txt', 'fixed\n');
     // A repository the snapshot does not have is a difference.
     new Repo(sb, path.join(copy, 'extra')).write('e.txt', 'e\n');
     new Repo(sb, path.join(copy, 'extra')).git('init', '-q');

@@ -332,3 +332,28 @@ export async function compareRepositories(
   }
   return out;
 }
+
+/**
+ * Changes between the inner repositories of a snapshot and those of another snapshot or a working
+ * tree: `repository-added`, `repository-deleted`, and for a path in both, the inner diff (through
+ * `diffInner`, which returns nothing when there is nothing to compare) with paths prefixed.
+ */
+export async function repositoryChanges(
+  from: RepositoryEntry[],
+  to: { path: string; snapshot?: string }[],
+  diffInner: (a: RepositoryEntry, b: { path: string; snapshot?: string }) => Promise<RepositoryDifference[]>,
+): Promise<RepositoryDifference[]> {
+  const out: RepositoryDifference[] = [];
+  const toByPath = new Map(to.map((r) => [r.path, r]));
+  const fromPaths = new Set(from.map((r) => r.path));
+  for (const r of from) {
+    const other = toByPath.get(r.path);
+    if (!other) {
+      out.push({ kind: 'repository-deleted', path: r.path });
+      continue;
+    }
+    for (const d of await diffInner(r, other)) out.push({ ...d, path: d.path ? `${r.path}/${d.path}` : r.path });
+  }
+  for (const r of to) if (!fromPaths.has(r.path)) out.push({ kind: 'repository-added', path: r.path });
+  return out;
+}
