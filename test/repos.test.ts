@@ -462,3 +462,45 @@ test(
       assert.equal(new Repo(sb, path.join(copy, 'work')).git('rev-parse', 'HEAD').trim(), commit);
     }),
 );
+
+test('a superproject with two submodules made from npm packages, cloned with --recurse-submodules', () => {
+  const sb = createSandbox();
+  try {
+    const modules = path.resolve(__dirname, '..', '..', 'node_modules');
+    const origins: Repo[] = [];
+    for (const pkg of ['commander', 'ignore']) {
+      const o = initRepo(sb, `origin-${pkg}`);
+      fs.cpSync(path.join(modules, pkg), o.dir, { recursive: true });
+      o.commit(`import ${pkg}`, { '.gitignore': 'node_modules/\nbuild/\n' });
+      origins.push(o);
+    }
+    const up = initRepo(sb, 'app-origin');
+    up.commit('init', { 'package.json': '{"name":"app","private":true}\n' });
+    for (const o of origins) up.git(...FILE_OK, 'submodule', 'add', '-q', o.dir, `deps/${path.basename(o.dir)}`);
+    up.git('commit', '-q', '-m', 'submodules');
+    const src = new Repo(sb, sb.path('app'));
+    up.git(...FILE_OK, 'clone', '-q', '--recurse-submodules', up.dir, src.dir);
+    // Work in progress in both submodules and the superproject, plus build output.
+    const cmd = new Repo(sb, src.p('deps/origin-commander'));
+    cmd.write('index.js', `${cmd.read('index.js').toString()}\n// patched\n`);
+    cmd.write('build/out.o', Buffer.alloc(64 * 1024, 7));
+    const ign = new Repo(sb, src.p('deps/origin-ignore'));
+    ign.commit('local fix', { 'FIX.md': 'fix\n' });
+    src.write('notes.txt', 'wip\n');
+    const snap = capture(sb, src.dir);
+    const copy = sb.path('copy');
+    restore(sb, src.dir, snap, copy);
+    sameFiles(src.dir, copy, []);
+    assertSameRepo(sb, src.dir, copy, 'superproject');
+    for (const d of ['deps/origin-commander', 'deps/origin-ignore']) {
+      assertSameRepo(sb, src.p(d), path.join(copy, d), d);
+    }
+    verifyOk(sb, src.dir, snap, copy);
+    // The copy continues without setup: git submodule commands work on it.
+    assert.match(new Repo(sb, copy).git('submodule', 'status'), /^\+[0-9a-f]{40} deps\/origin-ignore/m);
+    new Repo(sb, copy).git(...FILE_OK, 'submodule', 'update', '-q', '--init');
+    assert.match(new Repo(sb, copy).git('submodule', 'status'), /^ [0-9a-f]{40} deps\/origin-ignore/m);
+  } finally {
+    sb.cleanup();
+  }
+});
