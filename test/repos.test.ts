@@ -165,6 +165,16 @@ test('an initialised submodule (and its own submodule) round-trips with edits, s
     assert.equal(cs.gitTry('fsck', '--no-progress').status, 0);
 
     verifyOk(sb, src.dir, snap, copy);
+    // The inner repositories' stat caches were seeded: their first capture reads only what changed.
+    assert.equal(fs.existsSync(path.join(copy, '.git/modules/libs/lib/xet-files.index')), false);
+    assert.equal(fs.readdirSync(path.join(copy, '.git/modules/libs/lib/xet/cache')).length, 1);
+    assert.equal(fs.readdirSync(path.join(copy, '.git/modules/libs/lib/modules/vendor/deep/xet/cache')).length, 1);
+    const again = parseJson(xet(sb, copy, ['capture', '--json']));
+    assert.deepEqual(
+      again.repositories.map((r: { path: string; files: number }) => `${r.path} ${r.files}`),
+      res.repositories.map((r: { path: string; files: number }) => `${r.path} ${r.files}`),
+    );
+    verifyOk(sb, copy, again.snapshot, copy);
     const undo = flipFirstByte(path.join(copy, 'libs/lib/untracked.txt'));
     const v = verify(sb, src.dir, snap, copy);
     assert.equal(v.status, 1, v.stdout);

@@ -17,6 +17,8 @@ import { checkPathSyntax, checkTreePaths, type PathEntry } from './paths';
 import { SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, type Snapshot } from './store';
 import type { FoundRepository } from './walk';
+import { withSidecar } from '../sidecar/db';
+import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 
 export type RepositoryEntry = NonNullable<Manifest['repositories']>[number];
 
@@ -24,6 +26,8 @@ export type RepositoryEntry = NonNullable<Manifest['repositories']>[number];
 export const MAX_REPOSITORY_DEPTH = 8;
 /** At most this many inner repositories in one snapshot tree (all levels together). */
 const MAX_REPOSITORIES = 1000;
+/** The files index an inner restore leaves in the inner git dir for seedRepositories. */
+const INNER_FILES_INDEX = 'xet-files.index';
 
 export interface InnerCaptureResult {
   repositories: RepositoryEntry[];
@@ -283,7 +287,7 @@ export async function restoreRepositories(
     });
     const opts: GitOptions = { cwd: wt, env: { GIT_DIR: innerGitDir, GIT_WORK_TREE: wt } };
     const inner = await readSnapshot(r.snapshot, opts);
-    const filesIndex = path.join(innerGitDir, 'xet-files.index');
+    const filesIndex = path.join(innerGitDir, INNER_FILES_INDEX);
     const lay: LaySpec = {
       snap: inner,
       worktree: wt,
@@ -299,8 +303,43 @@ export async function restoreRepositories(
     await hooks.restoreConfig(inner, opts);
     hooks.restoreInfoFiles(inner, innerGitDir);
     await layIndex(lay);
-    fs.rmSync(filesIndex, { force: true });
+    // The files index stays (INNER_FILES_INDEX): seedRepositories adopts it once the tree is in place.
   }
+}
+
+/**
+ * After the restored tree is in its final place: make each inner repository's files index its
+ * capture stat cache and record its files tree, so the first capture in the copy reads only what
+ * changed inside submodules too. An optimisation: failures are returned as warnings.
+ */
+export async function seedRepositories(snap: Snapshot, worktree: string, opts: GitOptions): Promise<string[]> {
+  const warnings: string[] = [];
+  for (const r of snap.manifest.repositories ?? []) {
+    const wt = path.join(worktree, r.path);
+    try {
+      const repo = await findRepo(wt);
+      const filesIndex = path.join(repo.gitDir, INNER_FILES_INDEX);
+      const inner = await readSnapshot(r.snapshot, opts, true);
+      const id = workspaceId(repo.gitDir);
+      const cache = captureCacheIndex(repo.commonDir, id);
+      fs.mkdirSync(path.dirname(cache), { recursive: true });
+      fs.renameSync(filesIndex, cache);
+      const c = inner.manifest.counts;
+      withSidecar(repo.commonDir, (db) =>
+        recordFilesTree(
+          db,
+          { id, worktree: repo.worktree, gitDir: repo.gitDir },
+          inner.filesTree,
+          { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
+          null,
+        ),
+      );
+      warnings.push(...(await seedRepositories(inner, wt, opts)));
+    } catch (e) {
+      warnings.push(`could not record the inner repository ${r.path} in its sidecar: ${(e as Error).message}`);
+    }
+  }
+  return warnings;
 }
 
 export interface RepositoryDifference {

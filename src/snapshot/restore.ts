@@ -18,7 +18,7 @@ import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
-import { restoreRepositories, validateRepositories } from './inner-repos';
+import { restoreRepositories, seedRepositories, validateRepositories } from './inner-repos';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
 const FILES_INDEX = 'xet-files.index';
@@ -177,6 +177,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     publish(tmp, target);
     published = true;
     const warnings = await seedWorkspace(target, snap);
+    if (snap.manifest.repositories?.length) {
+      warnings.push(
+        ...(await seedRepositories(snap, target, { cwd: target, env: { GIT_DIR: path.join(target, '.git') } })),
+      );
+    }
     return {
       snapshot: oid,
       dir: target,
