@@ -514,3 +514,38 @@ test('a superproject with two submodules made from npm packages, cloned with --r
     sb.cleanup();
   }
 });
+
+test('a nested repository stopped in a merge conflict comes back in the conflict, and the merge continues there', () => {
+  const sb = createSandbox();
+  try {
+    const src = initRepo(sb, 'src');
+    src.commit('init', { 'README.md': 'top\n' });
+    const dep = initRepo(sb, 'src/deps/conflicted');
+    dep.commit('base', { 'f.txt': 'base\n' });
+    dep.git('checkout', '-q', '-b', 'other');
+    dep.commit('theirs', { 'f.txt': 'theirs\n' });
+    dep.git('checkout', '-q', 'main');
+    dep.commit('ours', { 'f.txt': 'ours\n' });
+    assert.notEqual(dep.gitTry('merge', 'other').status, 0, 'fixture: the merge must conflict');
+    assert.notEqual(dep.git('ls-files', '-u'), '');
+
+    const snap = capture(sb, src.dir);
+    const copy = sb.path('copy');
+    restore(sb, src.dir, snap, copy);
+    const inner = new Repo(sb, path.join(copy, 'deps/conflicted'));
+    assertSameRepo(sb, dep.dir, inner.dir, 'nested repository in a merge');
+    assert.equal(inner.git('ls-files', '-u'), dep.git('ls-files', '-u'));
+    assert.ok(fs.existsSync(inner.gitPath('MERGE_HEAD')), 'MERGE_HEAD is restored inside');
+    verifyOk(sb, src.dir, snap, copy);
+    // Resolving and continuing in the copy gives the commit the source would make.
+    for (const r of [dep, inner]) {
+      r.write('f.txt', 'resolved\n');
+      r.git('add', 'f.txt');
+      r.git('-c', 'core.editor=true', 'merge', '--continue');
+    }
+    assert.equal(inner.git('rev-parse', 'HEAD^{tree}'), dep.git('rev-parse', 'HEAD^{tree}'));
+    assert.equal(inner.git('rev-parse', 'HEAD^1', 'HEAD^2'), dep.git('rev-parse', 'HEAD^1', 'HEAD^2'));
+  } finally {
+    sb.cleanup();
+  }
+});
