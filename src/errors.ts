@@ -13,7 +13,7 @@ export const ERROR_CODES = {
   // Capture refusals (checked before anything is written)
   UNMERGED_INDEX: 'an unmerged (conflicted) index entry names a blob the repository lacks',
   OPERATION_IN_PROGRESS: 'an operation in progress whose state git xet cannot restore faithfully',
-  SUBMODULE_PRESENT: 'the repository has submodules, which snapshots do not support yet',
+  SUBMODULE_PRESENT: 'forks do not support snapshots with submodules or nested repositories',
   SPARSE_CHECKOUT: 'the sparse-checkout patterns file cannot be captured',
   LFS_CONTENT_MISSING: 'a Git LFS pointer is checked out without its content',
   PATH_ENCODING: 'a file name is not valid UTF-8',

@@ -40,12 +40,13 @@ test('tracked files inside a directory that holds its own .git are captured, unt
     r.write('sub/untracked.txt', 'u\n');
     r.write('sub/.git/junk', 'x'); // inside the inner repository: never ours
     r.write('nested/x.txt', 'x\n');
-    new Repo(sb, r.p('nested')).git('init', '-q'); // a real nested repository: skipped, named
-    const copy = roundTrip(sb, r, 'copy', /nested/);
+    new Repo(sb, r.p('nested')).git('init', '-q'); // a real nested repository: captured as its own
+    const copy = roundTrip(sb, r, 'copy');
     assert.equal(fs.readFileSync(`${copy}/sub/a.txt`, 'utf8'), 'changed\n');
     assert.ok(fs.existsSync(`${copy}/sub/untracked.txt`));
     assert.ok(!fs.existsSync(`${copy}/sub/.git`));
-    assert.ok(!fs.existsSync(`${copy}/nested`));
+    assert.equal(fs.readFileSync(`${copy}/nested/x.txt`, 'utf8'), 'x\n');
+    assert.ok(fs.statSync(`${copy}/nested/.git`).isDirectory());
   } finally {
     sb.cleanup();
   }

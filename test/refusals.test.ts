@@ -91,26 +91,6 @@ test('operation state that is not a regular file (MERGE_MSG a symlink) -> OPERAT
     assert.equal(err.details?.operation, 'merge');
   }));
 
-test('gitlink in the index (update-index --cacheinfo 160000) -> SUBMODULE_PRESENT', () =>
-  withSandbox((sb) => {
-    const r = baseRepo(sb);
-    const head = r.git('rev-parse', 'HEAD').trim();
-    r.git('update-index', '--add', '--cacheinfo', `160000,${head},sub`);
-    assert.match(r.git('ls-files', '-s', 'sub'), /^160000 /);
-    expectRefusal(r, 'SUBMODULE_PRESENT');
-  }));
-
-test('real submodule (git submodule add of a local repository) -> SUBMODULE_PRESENT', () =>
-  withSandbox((sb) => {
-    const sub = initRepo(sb, 'subrepo');
-    sub.commit('sub c1', { 'lib.txt': 'lib\n' });
-    const r = baseRepo(sb);
-    r.git('-c', 'protocol.file.allow=always', 'submodule', 'add', '-q', sub.dir, 'libs/sub');
-    r.git('commit', '-q', '-m', 'add submodule');
-    assert.ok(fs.existsSync(r.p('.gitmodules')));
-    expectRefusal(r, 'SUBMODULE_PRESENT');
-  }));
-
 test('sparse checkout whose patterns file is not a regular file -> SPARSE_CHECKOUT', () =>
   withSandbox((sb) => {
     const r = initRepo(sb, 'src');

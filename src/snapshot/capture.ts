@@ -36,6 +36,7 @@ import { resolvePolicy, type PolicyOptions } from './policy';
 import { scanToTree, scratchDir, type ScanResult } from './scan';
 import { walkWorktree } from './walk';
 import { FILEMETA_ENTRY } from './filemeta';
+import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
 import { readOptional } from './fsutil';
@@ -54,7 +55,7 @@ export const CAPTURED_REF_PATTERNS = ['refs/heads/', 'refs/tags/', 'refs/remotes
 export const XET_NAMESPACE_RE = /^refs\/(?:remotes\/.+\/)?xet\//;
 /** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
 export const CAPTURED_CONFIG_RE =
-  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath))$';
+  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath)|submodule\\.(active|.*\\.(url|active|branch)))$';
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {
@@ -64,6 +65,8 @@ export interface CaptureOptions extends PolicyOptions {
   always?: boolean;
   /** Told what is happening, for a progress line on a terminal. */
   progress?: (what: string) => void;
+  /** An inner repository of another capture: found from `cwd` alone, never from GIT_DIR. */
+  inner?: boolean;
 }
 
 export interface CaptureResult {
@@ -82,23 +85,13 @@ export interface CaptureResult {
   ignoredNotCaptured: number;
   skipped: { path: string; reason: string }[];
   incremental: boolean;
+  /** Submodules and nested repositories, each captured as its own snapshot. */
+  repositories: { path: string; kind: string; snapshot: string; files: number }[];
   /** Small packs were rolled up after this capture (see consolidatePacks). */
   repacked: boolean;
   warnings: string[];
   /** Nothing changed since this worktree's last snapshot, which is returned (no new ref, no pack). */
   unchanged: boolean;
-}
-
-/** Everything that makes a working tree uncapturable, checked before any effect. */
-// Unmerged entries, operations in progress and sparse checkout are captured (operation-state.ts),
-// which refuses only what it cannot restore faithfully.
-function refuseUnsupported(entries: IndexEntry[]): void {
-  const gitlinks = entries.filter((e) => e.mode === '160000').map((e) => e.path);
-  if (gitlinks.length || entries.some((e) => e.path === '.gitmodules')) {
-    throw new XetError('SUBMODULE_PRESENT', 'the repository has submodules, which snapshots do not support yet', {
-      paths: gitlinks.slice(0, 50),
-    });
-  }
 }
 
 const LFS_POINTER = Buffer.from('version https://git-lfs.github.com/spec/v1\n');
@@ -148,7 +141,7 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 }
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
-  const repo = await findRepo(options.cwd, true);
+  const repo = await findRepo(options.cwd, !options.inner);
   const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
   const wsId = workspaceId(repo.gitDir);
@@ -172,10 +165,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       readRefView(CAPTURED_REF_PATTERNS, userOpts),
       readStash(userOpts),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
-      gitZ(['diff-files', '-z', '--name-only'], userOpts),
+      gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head, refs: allRefs } = refView;
-    refuseUnsupported(entries);
+    // Conflicts, operations in progress and sparse checkout are captured (operation-state.ts refuses
+    // only what it cannot restore faithfully); submodules and nested repositories become inner
+    // snapshots (inner-repos.ts).
     const opState = await captureOperationState(
       repo,
       entries,
@@ -197,6 +192,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     });
     progress(`checking ${walk.paths.length} files for Git LFS pointers`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
+    // Inner repositories first: each is a capture of its own (with its own refusals), and the
+    // outer snapshot names their snapshots and has them as parents.
+    if (walk.repositories.length) progress(`capturing ${walk.repositories.length} inner repositories`);
+    const innerRepos = await captureInnerRepositories(repo, walk.repositories, { ignored: options.ignored }, capture);
+    const skipped = [...walk.skipped, ...innerRepos.skipped, ...innerRepos.innerSkipped].sort((a, b) =>
+      a.path < b.path ? -1 : a.path > b.path ? 1 : 0,
+    ) as typeof walk.skipped;
+    const excludedSecrets = [...walk.excludedSecrets, ...innerRepos.excludedSecrets].sort();
+    const excludedByPattern = walk.excludedByPattern + innerRepos.excludedByPattern;
     const refs = allRefs.filter((r) => !XET_NAMESPACE_RE.test(r.name));
     const indexHeader = Buffer.alloc(8);
     const indexFile = path.join(repo.gitDir, 'index');
@@ -240,8 +244,19 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await faultPoint('capture:after-pack');
     progress('writing the snapshot');
     const filesTree = scan.tree;
-    const totals = await treeTotals(previous, scan, userOpts);
+    let totals = await treeTotals(previous, scan, userOpts);
+    // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
+    // since the walk) with a mere warning, and a count that includes it would be a lie. Totals carried
+    // over from an earlier capture are recounted before concluding anything.
+    if (totals.files !== walk.paths.length && previous) totals = await treeTotals(null, scan, userOpts);
     const { files: fileCount, bytes, symlinks } = totals;
+    if (fileCount !== walk.paths.length) {
+      throw new XetError(
+        'WORKTREE_CHANGED',
+        `the snapshot would hold ${fileCount} files where ${walk.paths.length} were found; capture again`,
+        { found: walk.paths.length, stored: fileCount },
+      );
+    }
 
     // Annotated tags travel as raw tag objects (blobs under tags/), re-created byte-identical on
     // restore; refs to bare trees or blobs are kept reachable under objects/.
@@ -312,11 +327,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         include: policy.include,
         exclude: policy.exclude,
         secretPatterns: policy.secretPatterns,
-        excludedSecrets: walk.excludedSecrets,
-        excludedByPattern: walk.excludedByPattern,
+        excludedSecrets,
+        excludedByPattern,
         ignoredNotCaptured: walk.ignoredNotCaptured,
       },
-      skipped: walk.skipped,
+      skipped,
+      ...(innerRepos.repositories.length ? { repositories: innerRepos.repositories } : {}),
       counts: {
         files: fileCount,
         bytes,
@@ -350,13 +366,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         return {
           snapshot: last,
           ...manifest.counts,
-          excludedSecrets: walk.excludedSecrets,
-          skipped: walk.skipped,
-          excludedByPattern: walk.excludedByPattern,
+          excludedSecrets,
+          skipped,
+          excludedByPattern,
           ignoredNotCaptured: walk.ignoredNotCaptured,
           incremental,
+          repositories: innerRepos.summaries,
           repacked: false,
-          warnings: [],
+          warnings: leftoverWarning(cleaned),
           unchanged: true,
         };
       }
@@ -373,7 +390,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       repo,
       head,
       refs,
-      [...tagObjects.peeledCommits, ...opState.commits],
+      [...tagObjects.peeledCommits, ...opState.commits, ...innerRepos.parents],
       stash,
       commitOpts,
     );
@@ -405,11 +422,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     return {
       snapshot: commit,
       ...manifest.counts,
-      excludedSecrets: walk.excludedSecrets,
-      skipped: walk.skipped,
-      excludedByPattern: walk.excludedByPattern,
+      excludedSecrets,
+      skipped,
+      excludedByPattern,
       ignoredNotCaptured: walk.ignoredNotCaptured,
       incremental,
+      repositories: innerRepos.summaries,
       repacked,
       warnings,
       unchanged: false,

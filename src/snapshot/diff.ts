@@ -16,6 +16,8 @@ import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid } from './store';
 import { treeDifferences, withScratchObjects, type Difference } from './verify';
 import { walkWorktree } from './walk';
+import { MAX_REPOSITORY_DEPTH, repositoryChanges } from './inner-repos';
+import { XetError } from '../errors';
 
 export interface DiffResult {
   from: string;
@@ -41,8 +43,12 @@ function stateChanges(a: State, b: State): Difference[] {
 const rename = (d: Difference[]): Difference[] =>
   d.map((x) => ({ ...x, kind: x.kind.replace(/-extra$/, '-added').replace(/-missing$/, '-deleted') }));
 
-export async function diffSnapshots(cwd: string, a: string, b?: string): Promise<DiffResult> {
-  const repo = await findRepo(cwd, true);
+/** `depth` > 0: an inner repository of another diff, found from `cwd` alone (never from GIT_DIR). */
+export async function diffSnapshots(cwd: string, a: string, b?: string, depth = 0): Promise<DiffResult> {
+  if (depth > MAX_REPOSITORY_DEPTH) {
+    throw new XetError('SNAPSHOT_INVALID', `inner repositories nest deeper than ${MAX_REPOSITORY_DEPTH} levels`);
+  }
+  const repo = await findRepo(cwd, depth === 0);
   const opts = repoOpts(repo);
   const sa = await readSnapshot(await resolveSnapshotOid(a, opts), opts);
   if (b !== undefined) {
@@ -51,6 +57,9 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
       ...rename(await treeDifferences(sa.filesTree, sb.filesTree, repo.worktree, {}, 'file-')),
       ...rename(await treeDifferences(sa.indexTree, sb.indexTree, repo.worktree, {}, 'index-')),
       ...stateChanges(sa.manifest, sb.manifest),
+      ...(await repositoryChanges(sa.manifest.repositories ?? [], sb.manifest.repositories ?? [], async (x, y) =>
+        x.snapshot === y.snapshot ? [] : (await diffSnapshots(cwd, x.snapshot, y.snapshot, depth + 1)).changes,
+      )),
     ];
     return { from: sa.oid, to: sb.oid, identical: changes.length === 0, changes };
   }
@@ -90,6 +99,11 @@ export async function diffSnapshots(cwd: string, a: string, b?: string): Promise
       ...rename(await treeDifferences(sa.filesTree, filesTree, repo.worktree, env, 'file-')),
       ...rename(await treeDifferences(sa.indexTree, indexTree, repo.worktree, env, 'index-')),
       ...stateChanges(m, { head, refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type })) }),
+      ...(await repositoryChanges(
+        m.repositories ?? [],
+        walk.repositories,
+        async (x) => (await diffSnapshots(path.join(repo.worktree, x.path), x.snapshot, undefined, depth + 1)).changes,
+      )),
     ];
     return { from: sa.oid, to: 'worktree' as const, identical: changes.length === 0, changes };
   });

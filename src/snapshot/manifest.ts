@@ -23,7 +23,15 @@ function buildSchema() {
   const { z } = require('zod') as typeof Zod;
   const oid = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 
-  const SkipReason = z.enum(['fifo', 'socket', 'block-device', 'char-device', 'nested-repository', 'unreadable']);
+  const SkipReason = z.enum([
+    'fifo',
+    'socket',
+    'block-device',
+    'char-device',
+    'nested-repository',
+    'unreadable',
+    'git-refuses-path',
+  ]);
 
   return z
     .object({
@@ -96,6 +104,19 @@ function buildSchema() {
         })
         .loose()
         .optional(),
+      // Submodules and nested repositories, each captured as its own snapshot (a parent of this one).
+      repositories: z
+        .array(
+          z
+            .object({
+              path: z.string(),
+              kind: z.enum(['submodule', 'nested']),
+              gitDir: z.string().nullable(),
+              snapshot: oid,
+            })
+            .loose(),
+        )
+        .optional(),
       counts: z
         .object({
           files: z.number().int(),
@@ -132,6 +153,10 @@ export function schemaFor(m: Manifest): string {
     m.schema === SNAPSHOT_SCHEMA_V2,
     // Conflicts, an operation in progress, sparse checkout (operation-state.ts).
     Boolean(m.unmerged?.length || m.operation || m.sparse),
+    // A v1 reader would restore the outer tree without its inner repositories.
+    (m.repositories?.length ?? 0) > 0,
+    // A v1 reader's schema does not know this reason and would call the snapshot invalid.
+    m.skipped.some((s) => s.reason === 'git-refuses-path'),
   ];
   return needsV2.some(Boolean) ? SNAPSHOT_SCHEMA_V2 : SNAPSHOT_SCHEMA;
 }

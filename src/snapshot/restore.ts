@@ -24,6 +24,7 @@ import { faultPoint } from '../testing/fault-points';
 import { recordOrigin } from './origin';
 import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
+import { restoreRepositories, seedRepositories, validateRepositories } from './inner-repos';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
 const FILES_INDEX = 'xet-files.index';
@@ -191,6 +192,15 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     };
     await layFiles(lay);
     await faultPoint('restore:after-files');
+    if (snap.manifest.repositories?.length) {
+      progress(`restoring ${snap.manifest.repositories.length} inner repositories`);
+      await restoreRepositories(snap, tmp, gitDir, gitDir, {
+        restoreRefs,
+        restoreConfig,
+        restoreInfoFiles,
+        allowExec: options.allowExec === true,
+      });
+    }
     progress('restoring index, refs and config');
     await restoreRefs(snap, opts);
     // The index is built last: conversions are judged with the copy's own config and attributes.
@@ -206,6 +216,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     publish(tmp, target);
     published = true;
     const warnings = [...leftoverWarning(cleaned), ...(await seedWorkspace(target, snap))];
+    if (snap.manifest.repositories?.length) {
+      warnings.push(
+        ...(await seedRepositories(snap, target, { cwd: target, env: { GIT_DIR: path.join(target, '.git') } })),
+      );
+    }
     return {
       snapshot: oid,
       dir: target,
@@ -262,8 +277,14 @@ async function resolveRemoteSnapshot(url: string, spec: string, cwd: string): Pr
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} at ${url}`, { snapshot: spec, from: url });
 }
 
-/** Checks every path; returns the byte length of the longest (to check against a target). */
-export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): Promise<number> {
+/** Checks every path (inner repositories' too); returns the byte length of the longest of this
+ * snapshot's own (to check against a target). */
+export async function validateSnapshotPaths(
+  snap: Snapshot,
+  opts: GitOptions,
+  depth = 0,
+  budget?: { left: number },
+): Promise<number> {
   const m = snap.manifest;
   const files = await lsTree(snap.filesTree, { ...opts, trees: true });
   checkTreePaths(files, m.emptyDirs, 'files/');
@@ -313,6 +334,16 @@ export async function validateSnapshotPaths(snap: Snapshot, opts: GitOptions): P
   if (m.head.kind === 'branch' && !m.head.ref.startsWith('refs/heads/')) {
     throw new XetError('SNAPSHOT_INVALID', `HEAD points outside refs/heads: ${m.head.ref}`, { ref: m.head.ref });
   }
+  await validateRepositories(
+    snap,
+    files,
+    opts,
+    async (inner, d, b) => {
+      await validateSnapshotPaths(inner, opts, d, b);
+    },
+    depth,
+    budget,
+  );
   return longest;
 }
 

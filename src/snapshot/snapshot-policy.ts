@@ -11,7 +11,7 @@ import { repoOpts, type Repo } from '../git/repo';
 import type { Manifest } from './manifest';
 import { PatternMatcher, type CapturePolicy } from './policy';
 import { scanToTree } from './scan';
-import { walkWorktree } from './walk';
+import { walkWorktree, type FoundRepository } from './walk';
 import type { FileMeta } from './filemeta';
 
 /** What a snapshot's policy left out of a worktree: reported, never a difference. */
@@ -52,7 +52,14 @@ export async function scanUnderSnapshotPolicy(
   alternates: string[],
   statCache?: string,
   meta = false,
-): Promise<{ tree: string; emptyDirs: string[]; excludedByPolicy: ExcludedByPolicy; meta: FileMeta | null }> {
+): Promise<{
+  tree: string;
+  emptyDirs: string[];
+  excludedByPolicy: ExcludedByPolicy;
+  meta: FileMeta | null;
+  repositories: FoundRepository[];
+  skipped: { path: string; reason: string }[];
+}> {
   const opts = repoOpts(target);
   const policy = policyOfSnapshot(manifest.policy);
   const [entries, ignored] = await Promise.all([
@@ -86,6 +93,8 @@ export async function scanUnderSnapshotPolicy(
     tree,
     emptyDirs: walk.emptyDirs,
     meta: fileMeta,
+    repositories: walk.repositories,
+    skipped: walk.skipped,
     excludedByPolicy: {
       secrets: walk.excludedSecrets,
       byPattern: walk.excludedByPattern,

@@ -37,6 +37,8 @@ import { scanUnderSnapshotPolicy, type ExcludedByPolicy } from './snapshot-polic
 import { swappedVerifyArguments } from './verify-hints';
 import { isOriginKey } from './origin';
 import { fileMetaDifferences, type FileMeta } from './filemeta';
+import type { FoundRepository } from './walk';
+import { compareRepositories } from './inner-repos';
 
 export interface Difference {
   kind: string;
@@ -117,7 +119,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   }
   return withScratchObjects('verify', async (scratch, objects) => {
     const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
-    const files = await compareFiles(snap, target, scratch, objects, alternates);
+    const files = await compareFiles(snap, target, scratch, objects, alternates, undefined, options.cwd);
     excludedByPolicy = files.excludedByPolicy;
     const differences = [
       ...files.differences,
@@ -180,7 +182,13 @@ export async function scanWorktreeFiles(
   alternates: string[],
   statCache?: string,
   meta = false,
-): Promise<{ tree: string; emptyDirs: string[]; meta: FileMeta | null }> {
+): Promise<{
+  tree: string;
+  emptyDirs: string[];
+  meta: FileMeta | null;
+  repositories: FoundRepository[];
+  skipped: { path: string; reason: string }[];
+}> {
   const entries = await readIndexEntries(repoOpts(target));
   const walk = walkWorktree({
     root: target.worktree,
@@ -202,7 +210,13 @@ export async function scanWorktreeFiles(
     paths: walk.paths,
     write: false,
   });
-  return { tree: scan.tree, emptyDirs: walk.emptyDirs, meta: scan.meta };
+  return {
+    tree: scan.tree,
+    emptyDirs: walk.emptyDirs,
+    meta: scan.meta,
+    repositories: walk.repositories,
+    skipped: walk.skipped,
+  };
 }
 
 /** Files and empty directories under the snapshot's own capture policy; `statCache` as in
@@ -214,8 +228,9 @@ export async function compareFiles(
   objects: string,
   alternates: string[],
   statCache?: string,
+  cwd: string = target.worktree,
 ): Promise<{ differences: Difference[]; excludedByPolicy: ExcludedByPolicy }> {
-  const { tree, emptyDirs, excludedByPolicy, meta } = await scanUnderSnapshotPolicy(
+  const { tree, emptyDirs, excludedByPolicy, meta, repositories, skipped } = await scanUnderSnapshotPolicy(
     target,
     snap.manifest,
     scratch,
@@ -239,6 +254,14 @@ export async function compareFiles(
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });
   for (const d of have) if (!want.has(d)) diffs.push({ kind: 'empty-dir-extra', path: d });
+  // On disk, but no snapshot can hold it (git refuses the name): never "identical".
+  for (const s of skipped) if (s.reason === 'git-refuses-path') diffs.push({ kind: 'file-unstorable', path: s.path });
+  // Each inner repository is verified as a repository of its own.
+  diffs.push(
+    ...(await compareRepositories(snap, target.worktree, repositories, async (snapshot, dir) => {
+      return (await verify({ cwd, snapshot, dir })).differences;
+    })),
+  );
   return { differences: diffs, excludedByPolicy };
 }
 

@@ -9,7 +9,23 @@ import { XetError } from '../errors';
 import type { CapturePolicy } from './policy';
 import { refuseTooLong } from './paths';
 
-export type SkipReasonName = 'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable';
+export type SkipReasonName =
+  'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable' | 'git-refuses-path';
+
+/** A repository inside the worktree: a checked-out submodule (this index has a gitlink at its
+ * path) or a nested repository (nothing of it tracked here). Captured as a snapshot of its own. */
+export interface FoundRepository {
+  path: string;
+  kind: 'submodule' | 'nested';
+}
+
+/** Names git refuses to store in a tree whatever its config (read-cache.c verify_dotfile): a `.git`
+ * component in any case, and a symlink named `.gitmodules` in any case. Left out, they would be
+ * counted but silently missing from the snapshot; so they are named in `skipped`. */
+export function gitRefusesName(name: string, symlink: boolean): boolean {
+  const lower = name.toLowerCase();
+  return lower === '.git' || (symlink && lower === '.gitmodules');
+}
 
 export interface WalkInput {
   root: string;
@@ -35,6 +51,8 @@ export interface WalkResult {
   ignoredNotCaptured: number;
   /** .gitattributes files seen (to decide whether an LFS check is needed). */
   attributeFiles: string[];
+  /** Repositories inside the worktree, captured recursively (their files are not in `paths`). */
+  repositories: FoundRepository[];
 }
 
 type Kind = 'file' | 'symlink' | 'dir' | SkipReasonName | 'unknown';
@@ -93,6 +111,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     excludedByPattern: 0,
     ignoredNotCaptured: 0,
     attributeFiles: [],
+    repositories: [],
   };
   const canIncludeIgnored = policy.ignored === 'all' || policy.include.length > 0;
   const gitDirsInside = new Set(
@@ -120,8 +139,23 @@ export function walkWorktree(input: WalkInput): WalkResult {
       // Another repository inside this one: its files belong to it, not to this snapshot. But when
       // this index tracks paths below it, git treats it as an ordinary directory (only the inner
       // .git is not ours), and so do we: a stray .git must never hide tracked files.
+      // A checked-out submodule (a gitlink here) or a nested repository is captured as a snapshot of
+      // its own; an exclude pattern or `--ignored none` still leaves a nested one out on purpose.
+      if (tracked.has(rel)) {
+        res.repositories.push({ path: rel, kind: 'submodule' });
+        return true;
+      }
       if (!hasTrackedUnder(tracked, rel)) {
-        res.skipped.push({ path: rel, reason: 'nested-repository' });
+        const included = policy.isIncluded(`${rel}/`);
+        if (dirIgnored && policy.ignored === 'none' && !included) {
+          res.ignoredNotCaptured++;
+          return false;
+        }
+        if (!included && policy.isExcluded(`${rel}/`)) {
+          res.excludedByPattern++;
+          return false;
+        }
+        res.repositories.push({ path: rel, kind: 'nested' });
         return true;
       }
       res.skipped.push({ path: `${rel}/.git`, reason: 'nested-repository' });
@@ -144,6 +178,11 @@ export function walkWorktree(input: WalkInput): WalkResult {
         }
       }
       sawAny = true;
+      if (gitRefusesName(name, kind === 'symlink')) {
+        res.skipped.push({ path: childRel, reason: 'git-refuses-path' });
+        captured = true;
+        continue;
+      }
       if (kind === 'dir') {
         if (gitDirsInside.has(childRel)) continue;
         const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
@@ -209,6 +248,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
   res.emptyDirs.sort(byPath);
   res.excludedSecrets.sort(byPath);
   res.skipped.sort((a, b) => byPath(a.path, b.path));
+  res.repositories.sort((a, b) => byPath(a.path, b.path));
   return res;
 }
 

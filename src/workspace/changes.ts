@@ -28,6 +28,12 @@ export interface FileChanges {
   /** Empty directories that appeared, and empty directories of the base that are gone or filled. */
   addedEmptyDirs: string[];
   removedEmptyDirs: string[];
+  /** Repositories inside the fork (a `git init` or `git clone` there; scan mode): their contents are
+   * not listed above, and a fork holding one is never clean. */
+  repositories?: string[];
+  /** Entries no snapshot can hold (names git refuses, fifos, sockets; scan mode): a fork holding
+   * one is never clean, so a discard captures and then refuses to lose them. */
+  skipped?: string[];
 }
 
 export interface ForkChanges extends FileChanges {
@@ -61,7 +67,13 @@ export async function changedFiles(repo: Repo, row: ForkRow, snap: Snapshot): Pr
   return withScratchObjects('changes', async (scratch, objects) => {
     const alternates = [fork.objectsDir];
     const cache = captureCacheIndex(repo.commonDir, workspaceId(fork.gitDir));
-    const { tree, emptyDirs } = await scanWorktreeFiles(fork, scratch, objects, alternates, cache);
+    const { tree, emptyDirs, repositories, skipped } = await scanWorktreeFiles(
+      fork,
+      scratch,
+      objects,
+      alternates,
+      cache,
+    );
     const out: FileChanges = { added: [], modified: [], deleted: [], addedEmptyDirs: [], removedEmptyDirs: [] };
     const env = objEnv(fork, objects, alternates);
     for (const c of await diffTrees(snap.filesTree, tree, { cwd: fork.worktree, env })) {
@@ -71,6 +83,8 @@ export async function changedFiles(repo: Repo, row: ForkRow, snap: Snapshot): Pr
     const now = new Set(emptyDirs);
     out.addedEmptyDirs = emptyDirs.filter((d) => !was.has(d)).sort();
     out.removedEmptyDirs = snap.manifest.emptyDirs.filter((d) => !now.has(d)).sort();
+    if (repositories.length) out.repositories = repositories.map((r) => r.path);
+    if (skipped.length) out.skipped = skipped.map((s) => s.path);
     return out;
   });
 }

@@ -95,6 +95,15 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const snap = await readSnapshot(oid, o, validated);
   if (!validated) await validateSnapshotPaths(snap, o);
   refuseForkOfOperation(snap);
+  if (snap.manifest.repositories?.length) {
+    // A fork shares one git dir with the repository; submodule git dirs would have to be per fork.
+    throw new XetError(
+      'SUBMODULE_PRESENT',
+      `snapshot ${oid.slice(0, 12)} holds ${snap.manifest.repositories.length} inner repositories ` +
+        `(${snap.manifest.repositories[0].path}), which forks do not support yet; restore it instead`,
+      { paths: snap.manifest.repositories.map((r) => r.path).slice(0, 50) },
+    );
+  }
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target, 'a fork');
   const known = fs.existsSync(target) ? fs.realpathSync(target) : target;

@@ -48,6 +48,13 @@ export function registerCapture(program: Command): void {
                     .map((s) => `${s.path} (${s.reason})`)
                     .join(', ')}\n`,
                 );
+              if (r.repositories.length)
+                process.stderr.write(
+                  `captured ${r.repositories.length} inner repositories: ${r.repositories
+                    .slice(0, 5)
+                    .map((x) => `${x.path} (${x.kind}, ${x.files} files)`)
+                    .join(', ')}\n`,
+                );
             }
             return lines.join('\n');
           });

@@ -37,6 +37,11 @@ export function registerShow(program: Command): void {
             );
           if (m.skipped.length)
             lines.push(`skipped (${m.skipped.length}):`, ...m.skipped.map((s) => `  ${s.path} (${s.reason})`));
+          if (m.repositories?.length)
+            lines.push(
+              `inner repositories (${m.repositories.length}):`,
+              ...m.repositories.map((r) => `  ${r.path} (${r.kind}) ${r.snapshot}`),
+            );
           return lines.join('\n');
         });
       }),
