@@ -47,10 +47,14 @@ function listedKinds(name: string, lead: RegExp): string[] {
   return [...sentence.matchAll(/`([a-z*-]+)`/g)].map((x) => x[1]);
 }
 
-/** verify's kinds; `index-*` stands for the index family of the file kinds. */
+/** verify's kinds; `index-*` stands for the index family of the file kinds listed before it
+ * (`file-unstorable`, later, is about names on disk only). */
 function verifyKinds(): string[] {
   const listed = listedKinds('verify', /kinds include /);
-  const files = listed.filter((k) => k.startsWith('file-')).map((k) => k.slice('file-'.length));
+  const files = listed
+    .slice(0, listed.indexOf('index-*'))
+    .filter((k) => k.startsWith('file-'))
+    .map((k) => k.slice('file-'.length));
   return listed.flatMap((k) => (k === 'index-*' ? files.map((f) => `index-${f}`) : [k]));
 }
 
@@ -174,7 +178,7 @@ function checkShape(value: unknown, shape: Shape, where: string): void {
 
 // --- a source with something of every kind to change ---
 
-function source(sb: Sandbox): { r: Repo; snap: string } {
+function source(sb: Sandbox, withInner = true): { r: Repo; snap: string } {
   const r = initRepo(sb, 'src');
   r.commit('c1', { 'a.txt': 'a\n', 'b.txt': 'b\n', 'c.txt': 'c\n' });
   r.git('branch', 'other');
@@ -184,6 +188,8 @@ function source(sb: Sandbox): { r: Repo; snap: string } {
   // Two paths of one inode (untracked): the snapshot's filemeta records them as a link group.
   r.write('l1.txt', 'l\n');
   fs.linkSync(path.join(r.dir, 'l1.txt'), path.join(r.dir, 'l2.txt'));
+  // A nested repository (a clone kept inside, not a submodule): captured as a repository of its own.
+  if (withInner) initRepo(sb, 'src/inner').commit('i', { 'i.txt': 'i\n' });
   return { r, snap: capture(sb, r.dir) };
 }
 
@@ -315,6 +321,16 @@ test('every verify difference kind docs/CLI.md lists comes from a real change, w
         'op',
       ],
       sparse: [(d) => g(d, 'config', 'core.sparseCheckout', 'true'), ['sparse core.sparseCheckout']],
+      // Inner repositories: a name no snapshot can hold (git refuses .Git), a repository on disk
+      // that the snapshot does not have.
+      'file-unstorable': [
+        (d) => {
+          fs.mkdirSync(path.join(d, 'deep'));
+          fs.writeFileSync(path.join(d, 'deep/.Git'), 'x\n');
+        },
+        ['file-unstorable deep/.Git'],
+      ],
+      'repository-extra': [(d) => g(d, 'init', '-q', 'extra'), ['repository-extra extra']],
       // File times and hard links (the snapshot records them: filemeta).
       mtime: [(d) => fs.utimesSync(path.join(d, 'b.txt'), 1e9, 1e9), ['mtime b.txt']],
       hardlink: [
@@ -398,6 +414,14 @@ test('every diff kind docs/CLI.md lists comes from a real change, between snapsh
       'ref-created': [(d) => g(d, 'branch', 'extra'), ['ref-created refs/heads/extra']],
       'ref-moved': [(d) => g(d, 'branch', '-f', 'other', 'main'), ['ref-moved refs/heads/other']],
       'ref-deleted': [(d) => g(d, 'branch', '-q', '-D', 'other'), ['ref-deleted refs/heads/other']],
+      'repository-added': [
+        (d) => initRepo(sb, path.relative(sb.root, path.join(d, 'extra'))).commit('e', { 'e.txt': 'e\n' }),
+        ['repository-added extra'],
+      ],
+      'repository-deleted': [
+        (d) => fs.rmSync(path.join(d, 'inner'), { recursive: true }),
+        ['repository-deleted inner'],
+      ],
     };
     const shape = documentedShapes().get('diff');
     assert.ok(shape, 'docs/CLI.md gives the JSON of diff');
@@ -446,12 +470,19 @@ test(
         checked.add(key);
         return out;
       };
-      const { r, snap } = source(sb);
+      // Forks do not take inner repositories yet (SUBMODULE_PRESENT): the first snapshot has none.
+      const { r, snap } = source(sb, false);
       json(r.dir, ['init'], 'init');
+      initRepo(sb, 'src/inner').commit('i', { 'i.txt': 'i\n' });
       r.write('untracked.txt', 'u\n');
       r.write('.env', 'SECRET=1\n');
       const cap = json(r.dir, ['capture', '-m', 'second'], 'capture');
       assert.deepEqual(cap.excludedSecrets, ['.env']);
+      // docs/CLI.md gives `repositories` in prose: `[{path, kind, snapshot, files}]`.
+      assert.deepEqual(
+        cap.repositories.map((x: Record<string, unknown>) => [Object.keys(x).sort(), x.path, x.kind]),
+        [[['files', 'kind', 'path', 'snapshot'], 'inner', 'nested']],
+      );
       json(r.dir, ['snapshots'], 'snapshots');
       const st = json(r.dir, ['status'], 'status');
       assert.equal(st.lastSnapshot?.snapshot, cap.snapshot);
