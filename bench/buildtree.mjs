@@ -54,6 +54,10 @@ const TOOL_LINKS = 40;
 const SRC = join(BENCH_DIR, 'buildtree');
 const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'buildtree-results.json');
 const GOALS = { captureRatio: 2.0, restoreRatio: 1.5, diskRatio: 1.0 };
+// A directory's size depends on how its entries were created and removed (one grown and emptied
+// keeps its blocks), so a fresh copy of a tree, tar's as well as ours, may differ from the source
+// by a few directory blocks without any file costing more.
+const DIR_SLACK_BYTES = 64 * 1024;
 
 const HELP = `usage: node bench/buildtree.mjs [options]
 
@@ -503,7 +507,7 @@ async function afterRestore(repo, { dest, untar }, opts, results) {
   if (!restored.makeQ.upToDate) {
     results.problems.push(`make -q in the restored tree: not up to date (${restored.makeQ.detail})`);
   }
-  if (restored.diskBytes > source.diskBytes) {
+  if (restored.diskBytes > source.diskBytes + DIR_SLACK_BYTES) {
     results.problems.push(
       `restored worktree uses ${fmtMB(restored.diskBytes)} on disk, the source ${fmtMB(source.diskBytes)} ` +
         `(hard-linked files: ${restored.hardLinkedFiles} restored, ${source.hardLinkedFiles} in the source)`,
@@ -570,7 +574,7 @@ function summarize(results) {
       baseline: a.source.diskBytes,
       ratio: a.restored.diskBytes / a.source.diskBytes,
       goal: GOALS.diskRatio,
-      status: a.restored.diskBytes <= a.source.diskBytes ? 'PASS' : 'FAIL',
+      status: a.restored.diskBytes <= a.source.diskBytes + DIR_SLACK_BYTES ? 'PASS' : 'FAIL',
       bytes: true,
     });
     // Same filesystem as the restore (the source may be on another one, e.g. with --tmp-base).

@@ -17,6 +17,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
+import { setTimes, type TimeEntry } from './set-times';
 import { git, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
 import {
@@ -443,15 +444,12 @@ export function applyLinksAndTimes(
     mkdirSafe(path.dirname(abs));
     fs.linkSync(path.join(worktree, blobs[k].path), abs);
   }
-  const now = new Date();
+  const times: TimeEntry[] = [];
   for (let i = 0; i < blobs.length; i++) {
     if (meta.linkTo[i] >= 0) continue; // one inode, one time
-    // Node (libuv) sets times to the microsecond, truncating; aiming at the middle of the
-    // microsecond keeps the double's rounding from crossing into the next one.
-    const us = Math.floor(meta.mtimeNsec[i] / 1000);
-    const t = Number(meta.mtimeSec[i]) + (us + 0.5) / 1e6;
-    fs.lutimesSync(path.join(worktree, blobs[i].path), now, t);
+    times.push({ abs: path.join(worktree, blobs[i].path), sec: Number(meta.mtimeSec[i]), nsec: meta.mtimeNsec[i] });
   }
+  setTimes(times);
 }
 
 /** Record every blob entry's stat data from lstat, without reading a file: for an index whose
