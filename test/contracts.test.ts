@@ -491,7 +491,14 @@ test(
       assert.equal(json(r.dir, ['archive', snap, '-o', tar], 'archive').output, tar);
       const shown = json(r.dir, ['show', snap], 'show');
       assert.equal(shown.snapshot, snap);
-      json(r.dir, ['restore', snap, sb.path('restored')], 'restore');
+      assert.equal(json(r.dir, ['restore', snap, sb.path('restored')], 'restore').origin, null);
+      // --from records where the copy came from: `origin` is then an object.
+      const fromPath = json(
+        r.dir,
+        ['restore', snap.slice(0, 12), sb.path('restored-from'), '--from', r.dir],
+        'restore',
+      );
+      assert.deepEqual(fromPath.origin, { name: 'xet-origin', url: r.dir });
       json(r.dir, ['verify', snap, sb.path('restored')], 'verify');
       json(r.dir, ['diff', snap, cap.snapshot], 'diff');
       const f = sb.path('fork');
