@@ -352,7 +352,9 @@ test('every verify difference kind docs/CLI.md lists comes from a real change, w
       checkShape(out, shape, `verify (${what})`);
       assert.equal(out.ok, false);
       assert.equal(out.scope, 'repository');
-      // A file written anew also has a new modification time, which is its own kind with its own case.
+      // The rule: mtime differences are ignored in every case but the mtime case. A file a case writes
+      // anew (the stash case's b.txt, the hardlink case's l2.txt) also has a new modification time,
+      // which is its own kind with its own case; in the mtime case it must be the only difference.
       const relevant = out.differences.filter((d: Diff) => d.kind !== 'mtime' || what === 'mtime');
       assert.deepEqual(brief(relevant), [...want].sort(), `${what}: ${v.stdout}`);
       for (const d of relevant) seen.set(d.kind, [...(seen.get(d.kind) ?? []), d]);
