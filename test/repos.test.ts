@@ -152,6 +152,10 @@ test('an initialised submodule (and its own submodule) round-trips with edits, s
     // Restored from another repository (fetch): everything travels through the snapshot's parents.
     const copy = sb.path('copy');
     restore(sb, sb.root, snap, copy, ['--from', src.dir]);
+    // restore --from names its source as the remote xet-origin (it describes the copy, not the
+    // captured state, and verify ignores it); the captured config is the rest.
+    assert.equal(new Repo(sb, copy).git('config', 'remote.xet-origin.url').trim(), src.dir);
+    new Repo(sb, copy).git('remote', 'remove', 'xet-origin');
     sameFiles(src.dir, copy, []);
     assertSameRepo(sb, src.dir, copy, 'superproject');
     assertSameRepo(sb, src.p('libs/lib'), path.join(copy, 'libs/lib'), 'submodule');
