@@ -92,6 +92,11 @@ test("refs fetched by git xet fetch are not captured and do not become a snapsho
     assert.ok(!bob.git('rev-list', snap).includes(aliceSnap), "alice's snapshot is reachable from bob's");
     restore(sb, bob.dir, snap, sb.path('copy'));
     expectExit(verify(sb, bob.dir, snap, sb.path('copy')), 0);
+    // Nor do verify and diff count them as refs of the worktree (they were ref-extra / ref-created).
+    expectExit(verify(sb, bob.dir, snap, bob.dir), 0);
+    const d = xet(sb, bob.dir, ['diff', snap, '--json']);
+    expectExit(d, 0);
+    assert.deepEqual(parseJson(d).changes, []);
   });
 });
 

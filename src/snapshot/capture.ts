@@ -176,7 +176,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       entries,
       config,
       head,
-      allRefs.filter((r) => r.type === 'commit' && !r.name.startsWith('refs/xet/')).map((r) => r.oid),
+      allRefs.filter((r) => r.type === 'commit' && !XET_NAMESPACE_RE.test(r.name)).map((r) => r.oid),
       userOpts,
     );
     const policy = resolvePolicy(config, options);

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { type HeadState, indexFileTree, listRefs, readHead, readIndexEntries, sameHead } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
 import { gitZ } from '../git/exec';
-import { CAPTURED_REF_PATTERNS } from './capture';
+import { CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
 import { policyOfSnapshot } from './snapshot-policy';
@@ -94,7 +94,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string, depth = 
     const unmerged = [...new Set(entries.filter((e) => e.stage !== 0).map((e) => e.path))];
     const indexTree = await indexFileTree(path.join(repo.gitDir, 'index'), scratch, { ...opts, env }, true, unmerged);
     const head = await readHead(opts);
-    const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
+    const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !XET_NAMESPACE_RE.test(r.name));
     const changes = [
       ...rename(await treeDifferences(sa.filesTree, filesTree, repo.worktree, env, 'file-')),
       ...rename(await treeDifferences(sa.indexTree, indexTree, repo.worktree, env, 'index-')),

@@ -27,7 +27,7 @@ import { compareOperationState, unmergedPaths } from './operation-state';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { XetError } from '../errors';
-import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS } from './capture';
+import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
 import { resolvePolicyAll } from './policy-all';
 import { RESTORE_MARKER } from './refs';
 import { scanToTree } from './scan';
@@ -310,7 +310,7 @@ export async function compareRefs(snap: Snapshot, target: Repo): Promise<Differe
   const diffs: Difference[] = [];
   const head = await readHead(opts).catch(() => null);
   if (!sameHead(head, m.head as HeadState)) diffs.push({ kind: 'head', expected: m.head, actual: head });
-  const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !r.name.startsWith('refs/xet/'));
+  const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !XET_NAMESPACE_RE.test(r.name));
   const key = (r: { oid: string; symref?: string }) => (r.symref ? `-> ${r.symref}` : r.oid);
   const want = new Map(m.refs.map((r) => [r.name, key(r)]));
   const have = new Map(refs.map((r) => [r.name, key(r)]));
