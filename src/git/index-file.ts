@@ -204,8 +204,11 @@ const NS = 1_000_000_000n;
 const u32 = (v: bigint): number => Number(BigInt.asUintN(32, v));
 
 export function statFields(st: fs.BigIntStats): StatFields {
-  const ctime = st.ctimeNs / NS;
-  const mtime = st.mtimeNs / NS;
+  // Floor, not BigInt's truncation toward zero: a time before 1970 is (seconds - 1, positive
+  // nanoseconds), as the kernel's timespec and git's index have it.
+  const floorDiv = (ns: bigint) => (ns >= 0n || ns % NS === 0n ? ns / NS : ns / NS - 1n);
+  const ctime = floorDiv(st.ctimeNs);
+  const mtime = floorDiv(st.mtimeNs);
   return {
     ctimeSec: Number(ctime),
     ctimeNsec: Number(st.ctimeNs - ctime * NS),

@@ -32,8 +32,10 @@ export function setTimes(entries: TimeEntry[]): 'ns' | 'us' {
   const now = new Date();
   for (const e of entries) {
     // Aim at the middle of the microsecond: the double's rounding must not cross into the next one.
+    // Node replaces a negative number (a time before 1970) with "now"; a Date passes, to the ms.
     const us = Math.floor(e.nsec / 1000);
-    fs.lutimesSync(e.abs, now, e.sec + (us + 0.5) / 1e6);
+    const t = e.sec < 0 ? new Date(e.sec * 1000 + Math.floor(e.nsec / 1e6)) : e.sec + (us + 0.5) / 1e6;
+    fs.lutimesSync(e.abs, now, t);
   }
   return 'us';
 }
