@@ -43,8 +43,10 @@ const CONTROL = /\p{Cc}/u;
 const CONTROL_BUT_NEWLINE_TAB = /[^\P{Cc}\n\t]/u;
 // Bidirectional embeddings, overrides and isolates reorder how text is displayed ("Trojan Source"):
 // a title could show another title, a finding hide a line. Refused like control characters.
-const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
-const UNSAFE_TO_SHOW = /[\p{Cc}\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/gu;
+// Unicode's Bidi_Control set (embeddings, overrides, isolates and the three marks) and the line and
+// paragraph separators: each can make printed text say something other than its bytes.
+const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C\u2028\u2029]/u;
+const UNSAFE_TO_SHOW = /[\p{Cc}\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C\u2028\u2029]/gu;
 
 /** Text from elsewhere (a ref name, a message quoting one) as it may be printed: control and bidi
  * characters escaped as \u{…}, so nothing can reorder or hide what a terminal shows. */
@@ -68,7 +70,7 @@ function buildSchema() {
         message: `${what} holds a control character${opts.multiline ? ' (only newline and tab are allowed)' : ''}`,
       })
       .refine((s) => !BIDI_CONTROL.test(s), {
-        message: `${what} holds a bidirectional control character (U+202A–U+202E, U+2066–U+2069)`,
+        message: `${what} holds a bidirectional control or separator character (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C, U+2028, U+2029)`,
       });
   const agent = z
     .string()
