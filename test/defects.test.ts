@@ -371,12 +371,16 @@ test('temporary files of a SIGKILLed capture or restore are removed by the next 
     assert.ok(killed, 'the capture finished before its pack appeared');
     assert.ok(tmpPacks().length > 1 && scratch().length > 1, `left: ${tmpPacks()} ${scratch()}`);
     assert.equal(r.git('for-each-ref', 'refs/xet/').trim(), '', 'no snapshot from the killed capture');
+    // Counted until the next run removes them (the live process's are not leftovers).
+    const leftovers = () => parseJson(xet(sb, r.dir, ['status', '--json'])).leftovers as number;
+    assert.equal(leftovers(), tmpPacks().length - 1 + scratch().length - 1);
 
     const c = xet(sb, r.dir, ['capture', '--json']);
     expectExit(c, 0);
     assert.match(parseJson(c).warnings.join(' '), /removed \d+ temporary file\(s\)/);
     assert.deepEqual(tmpPacks(), [path.basename(livePack)]);
     assert.deepEqual(scratch(), [`capture-${process.pid}-AbCdEf`]);
+    assert.equal(leftovers(), 0);
     const snap = parseJson(c).snapshot as string;
 
     const siblings = () => ls(sb.root, /\.xet-restore-/);

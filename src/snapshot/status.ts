@@ -4,6 +4,7 @@
 // (copied, so only files whose stat data changed are hashed), trees in a scratch object directory.
 // Also the repository's forks, and room for what later issues add (pins, guards, allowance).
 
+import { countLeftovers } from './leftovers';
 import { findRepo, repoOpts } from '../git/repo';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, listForks, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
@@ -42,6 +43,9 @@ export interface StatusResult {
     state: ForkState;
     ofThisWorktree: boolean;
   }[];
+  /** Temporary files of killed git xet processes (owner dead) in this repository, which the next
+   * capture removes: counted here until then. */
+  leftovers: number;
   /** Reserved for later issues (durable pins, writer guards, allowances): null until they exist. */
   pins: null;
   guards: null;
@@ -84,6 +88,7 @@ export async function status(options: { cwd: string }): Promise<StatusResult> {
       state: stateOf(f),
       ofThisWorktree: side?.mine.has(f.snapshot) ?? false,
     })),
+    leftovers: countLeftovers(repo),
     pins: null,
     guards: null,
     allowance: null,
