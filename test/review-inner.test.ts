@@ -1,13 +1,16 @@
 // Regressions from a review of inner repositories: a "repository" inside the tree that is the outer
 // repository itself (a `.git` file naming its git dir, a linked worktree of it) is not an inner
-// repository.
+// repository; an overlay fork's `changes` treats a nested repository the way a copy fork's does.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { Repo, initRepo } from './support/git';
+import { withMountSandbox } from './support/mounts';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, restore, showManifest, xet } from './support/xet';
+
+const notRoot = process.getuid?.() === 0 ? false : 'overlay forks need root for mounts';
 
 function captureJson(sb: Sandbox, cwd: string, timeoutMs?: number) {
   const r = xet(sb, cwd, ['capture', '--json'], { timeoutMs });
@@ -81,3 +84,62 @@ test('discard refuses (WORK_NOT_KEPT) to delete a fork holding a linked worktree
     sb.cleanup();
   }
 });
+
+test(
+  'overlay changes reports a nested repository made in the fork as a copy fork does, and discard keeps it',
+  { skip: notRoot },
+  () =>
+    withMountSandbox((sb) => {
+      const src = initRepo(sb, 'src');
+      src.commit('init', { 'a.txt': 'a\n', 'base/b.txt': 'b\n' });
+      const snap = capture(sb, src.dir);
+      const report = (mode: string) => {
+        const f = sb.path(`fork-${mode}`);
+        expectExit(xet(sb, src.dir, ['fork', snap, f, '--mode', mode, '--json']), 0);
+        const lib = new Repo(sb, path.join(f, 'lib'));
+        fs.mkdirSync(lib.dir);
+        lib.git('init', '-q');
+        lib.git('commit', '-q', '--allow-empty', '-m', 'x');
+        // A `git init` inside a directory of the base: only that .git is not the fork's.
+        new Repo(sb, path.join(f, 'base')).git('init', '-q');
+        const r = xet(sb, src.dir, ['changes', f, '--json']);
+        expectExit(r, 0);
+        const c = parseJson(r);
+        return {
+          f,
+          lib,
+          got: {
+            added: c.added,
+            modified: c.modified,
+            deleted: c.deleted,
+            addedEmptyDirs: c.addedEmptyDirs,
+            removedEmptyDirs: c.removedEmptyDirs,
+            repositories: c.repositories,
+            skipped: c.skipped,
+          },
+        };
+      };
+      const copy = report('copy');
+      const overlay = report('overlay');
+      assert.deepEqual(copy.got.repositories, ['lib']);
+      assert.deepEqual(copy.got.added, []);
+      assert.deepEqual(overlay.got, copy.got);
+
+      // Discard of the overlay fork still captures the nested repository (and the stray base/.git
+      // makes it refuse first, as a copy fork's capture would).
+      expectError(xet(sb, src.dir, ['discard', overlay.f, '--json']), 'WORK_NOT_KEPT');
+      fs.rmSync(path.join(overlay.f, 'base', '.git'), { recursive: true });
+      const head = overlay.lib.git('rev-parse', 'HEAD').trim();
+      const d = xet(sb, src.dir, ['discard', overlay.f, '--json']);
+      expectExit(d, 0);
+      const kept = parseJson(d).snapshot as string;
+      assert.match(kept ?? '', /^[0-9a-f]{40}$/, `the fork was dirty: ${d.stdout}`);
+      assert.deepEqual(
+        (showManifest(sb, src.dir, kept).repositories ?? []).map((r: { path: string }) => r.path),
+        ['lib'],
+      );
+      const back = sb.path('back');
+      restore(sb, src.dir, kept, back);
+      assert.equal(new Repo(sb, path.join(back, 'lib')).git('rev-parse', 'HEAD').trim(), head);
+    }),
+);
