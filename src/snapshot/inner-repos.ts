@@ -55,8 +55,9 @@ const real = (p: string): string => fs.realpathSync(p);
 
 /**
  * Capture each repository the walk found. A directory whose `.git` git cannot open (a stray or
- * broken `.git` file) is not a repository: it stays named in `skipped` as before, so a discard refuses
- * to delete it. The capture function is passed in (it is capture itself: the recursion).
+ * broken `.git` file) is not a repository, and one whose common git dir is the outer repository's
+ * (a linked worktree of it, not restorable as a repository of its own) is not an inner one: both stay
+ * named in `skipped`, so a discard refuses to delete them. The capture function is passed in (it is capture itself: the recursion).
  */
 export async function captureInnerRepositories(
   outer: Repo,
@@ -73,6 +74,11 @@ export async function captureInnerRepositories(
     excludedByPattern: 0,
     summaries: [],
   };
+  // Every repository is judged before any is captured: one that is the outer repository itself (a
+  // linked worktree of it, or a `.git` file naming its git dir) must be set aside before a capture
+  // there would queue on the outer capture's own lock.
+  const capturable: { f: FoundRepository; abs: string; inner: Repo }[] = [];
+  const outerCommon = real(outer.commonDir);
   for (const f of found) {
     const abs = path.join(outer.worktree, f.path);
     let inner: Repo;
@@ -86,6 +92,7 @@ export async function captureInnerRepositories(
       throw e;
     }
     if (
+      real(inner.commonDir) === outerCommon ||
       real(inner.worktree) !== real(abs) ||
       inner.objectFormat !== outer.objectFormat ||
       (await incompleteHistory(inner))
@@ -93,6 +100,9 @@ export async function captureInnerRepositories(
       out.skipped.push({ path: f.path, reason: 'nested-repository' });
       continue;
     }
+    capturable.push({ f, abs, inner });
+  }
+  for (const { f, abs, inner } of capturable) {
     let r: Awaited<ReturnType<CaptureFn>>;
     try {
       r = await captureFn({ cwd: abs, message: `inner repository ${f.path}`, ignored: options.ignored, inner: true });
@@ -151,7 +161,6 @@ function submoduleGitDir(outer: Repo, inner: Repo, f: FoundRepository): string |
  * outer refs (earlier outer snapshots have earlier inner snapshots as parents), so a re-capture copies
  * only what is new. No ref and no FETCH_HEAD is written: the outer snapshot ref will keep them. */
 async function fetchSnapshot(outer: Repo, inner: Repo, oid: string): Promise<void> {
-  if (real(inner.commonDir) === real(outer.commonDir)) return; // a worktree of the same repository
   await git(
     [
       '-c',

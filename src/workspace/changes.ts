@@ -174,11 +174,26 @@ export function upperChanges(upper: string, merged: string, base: string, baseEm
       const st = fs.lstatSync(path.join(upper, rel, name));
       if (!isWhiteout(st)) upperEntries.set(name, st);
     }
-    const shownList = readdirUtf8(path.join(merged, rel), rel).filter((n) => rel !== '' || n !== '.git');
-    if (rel && !shownList.length) emptyNow.add(rel);
-    const shown = new Set(shownList);
     const baseDir = lstatOrNull(path.join(base, rel));
     const baseEntries = baseDir?.isDirectory() ? readdirUtf8(path.join(base, rel), rel) : [];
+    // A `.git` the fork made below the top (a `git init` or `git clone`) is a repository, as a scan
+    // of a copy fork says: its git dir's internals are not the fork's files. Where the base has files
+    // of its own (tracked by the fork's index, so capture treats the directory as ordinary), only
+    // that `.git` is reported, as skipped.
+    let innerGit = false;
+    if (rel !== '' && upperEntries.has('.git')) {
+      if (!baseEntries.length) {
+        (out.repositories ??= []).push(rel);
+        return;
+      }
+      (out.skipped ??= []).push(`${rel}/.git`);
+      innerGit = true;
+    }
+    const shownList = readdirUtf8(path.join(merged, rel), rel).filter(
+      (n) => !((rel === '' || innerGit) && n === '.git'),
+    );
+    if (rel && !shownList.length) emptyNow.add(rel);
+    const shown = new Set(shownList);
     const inBase = new Set(baseEntries);
     // Base entries the mounted view no longer shows: deleted (a whiteout, or an opaque directory).
     for (const name of baseEntries) if (!shown.has(name)) filesUnder(base, join(rel, name), out.deleted);
