@@ -30,7 +30,7 @@ import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
-import { selectXetRefs } from './select';
+import { checkOwnNames, selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -116,6 +116,7 @@ export async function pushXetRefs(options: {
   }
 
   const local = (await listRefs(['refs/xet/'], o)).filter((r) => !selected || selected.has(r.name));
+  await checkOwnNames(local, o);
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
   const result: PushResult = { publication: id, remote, url, kind, refs: [], resolved };
   if (!local.length) return result;
