@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { git, gitTry, initRepo, type Repo } from './support/git';
 import { type Sandbox, withSandbox } from './support/sandbox';
-import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
+import { capture, describeRun, expectError, expectExit, parseJson, xet } from './support/xet';
 
 function twoSnapshots(sb: Sandbox): { r: Repo; a: string; b: string } {
   const r = initRepo(sb, 'src');
@@ -71,5 +71,31 @@ test('push refuses a handoff ref whose descriptor does not hash to its name', as
     const sent = remoteXetRefs(sb, r.dir, bare);
     assert.match(sent, new RegExp(`refs/xet/handoffs/${id}`));
     assert.match(sent, new RegExp(`refs/xet/snapshots/${a}`));
+  });
+});
+
+test('a URL password appears nowhere in the output of restore --from, fetch and push that cannot reach it', async () => {
+  await withSandbox((sb) => {
+    const { r, a } = twoSnapshots(sb);
+    const url = 'http://user:s3cretPW@127.0.0.1:9/x.git';
+    const runs = [
+      xet(sb, r.dir, ['restore', a, sb.path('copy'), '--from', url, '--json']),
+      xet(sb, r.dir, ['restore', a, sb.path('copy2'), '--from', url]),
+      xet(sb, sb.root, ['restore', a, sb.path('copy3'), '--from', url, '--json']),
+      xet(sb, r.dir, ['fetch', url, '--json']),
+      xet(sb, r.dir, ['fetch', url]),
+      xet(sb, r.dir, ['push', url, '--json']),
+      xet(sb, r.dir, ['push', url]),
+      xet(sb, r.dir, ['push', url, a, '--json']),
+    ];
+    for (const run of runs) {
+      assert.notEqual(run.status, 0, describeRun(run));
+      assert.ok(!`${run.stdout}${run.stderr}`.includes('s3cretPW'), `password leaked:\n${describeRun(run)}`);
+      if (run.args.includes('--json')) {
+        const e = expectError(run, 'REMOTE_UNAVAILABLE');
+        // The user part stays, so the message still says which remote it is.
+        assert.match(e.message, /user@127\.0\.0\.1:9/, describeRun(run));
+      }
+    }
   });
 });
