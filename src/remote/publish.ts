@@ -28,9 +28,9 @@ import {
 } from '../sidecar/publications';
 import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
-import { storePathFromUrl } from './url';
+import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
-import { selectXetRefs } from './select';
+import { checkOwnNames, selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -109,15 +109,24 @@ export async function pushXetRefs(options: {
   if (unknown.length) {
     throw new XetError(
       'OUTCOME_UNKNOWN',
-      `whether publication ${unknown[0].id} reached ${url} cannot be established (the remote is unreachable or a push ` +
+      `whether publication ${unknown[0].id} reached ${withoutPassword(url)} cannot be established (the remote is unreachable or a push ` +
         'for it is still running); nothing was pushed. Try again when the remote is reachable',
-      { publications: unknown.map((u) => u.id), url },
+      { publications: unknown.map((u) => u.id), url: withoutPassword(url) },
     );
   }
 
   const local = (await listRefs(['refs/xet/'], o)).filter((r) => !selected || selected.has(r.name));
+  await checkOwnNames(local, o);
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
-  const result: PushResult = { publication: id, remote, url, kind, refs: [], resolved };
+  // What is shown (the JSON, error messages) never holds a URL's password; the ledger keeps the URL.
+  const result: PushResult = {
+    publication: id,
+    remote: withoutPassword(remote),
+    url: withoutPassword(url),
+    kind,
+    refs: [],
+    resolved,
+  };
   if (!local.length) return result;
 
   let args: string[];
@@ -198,19 +207,19 @@ async function runPublication(
     const code = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'GIT_FAILED';
     throw new XetError(
       code as 'GIT_FAILED',
-      `the push to ${url} failed and published nothing: ${gitReason(r.stderr)}`,
+      `the push to ${withoutPassword(url)} failed and published nothing: ${withoutPassword(gitReason(r.stderr))}`,
       {
         publication: id,
-        stderr: r.stderr.slice(-4000),
+        stderr: withoutPassword(r.stderr.slice(-4000)),
       },
     );
   }
   throw new XetError(
     'OUTCOME_UNKNOWN',
-    `the push to ${url} failed and whether it was published cannot be established`,
+    `the push to ${withoutPassword(url)} failed and whether it was published cannot be established`,
     {
       publication: id,
-      stderr: r.stderr.slice(-4000),
+      stderr: withoutPassword(r.stderr.slice(-4000)),
     },
   );
 }
@@ -238,8 +247,8 @@ async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>
     const code = remoteFailureCode(r.stderr);
     throw new XetError(
       code === 'GIT_FAILED' && xetUrl ? 'STORE_UNAVAILABLE' : code,
-      `cannot list ${remote}: ${gitReason(r.stderr)}`,
-      { remote, stderr: r.stderr.slice(-4000) },
+      `cannot list ${withoutPassword(remote)}: ${withoutPassword(gitReason(r.stderr))}`,
+      { remote: withoutPassword(remote), stderr: withoutPassword(r.stderr.slice(-4000)) },
     );
   }
   for (const line of r.stdout.toString('utf8').split('\n')) {
@@ -368,12 +377,12 @@ export async function fetchXetRefs(options: { cwd: string; remote?: string }): P
     if (clashes.length) {
       throw new XetError(
         'REF_IMMUTABLE',
-        `${remote} has ${clashes.length} ref(s) that differ from this repository's (${clashes[0].ref}: ` +
+        `${withoutPassword(remote)} has ${clashes.length} ref(s) that differ from this repository's (${clashes[0].ref}: ` +
           `${clashes[0].why}); they were not taken${creates.length ? `, ${creates.length} new ref(s) were` : ''}`,
-        { remote, clashes, fetched: creates },
+        { remote: withoutPassword(remote), clashes, fetched: creates },
       );
     }
-    return { remote, url, fetched: creates, refspecAdded };
+    return { remote: withoutPassword(remote), url: withoutPassword(url), fetched: creates, refspecAdded };
   } finally {
     if (!named) {
       const temp = await listRefs([prefix], o);

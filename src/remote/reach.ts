@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { XetError, type ErrorCode } from '../errors';
 import { git } from '../git/exec';
 import { repoOpts, type Repo } from '../git/repo';
+import { withoutPassword } from './url';
 
 const UNREACHABLE = [
   /does not appear to be a git repository/,
@@ -42,16 +43,18 @@ export function gitReason(stderr: string): string {
   return first.replace(/^(fatal|error): /, '');
 }
 
-/** A typed error for a git command against `remote` that failed. */
+/** A typed error for a git command against `remote` that failed; no password of a URL in it. */
 export function remoteError(remote: string, what: string, stderr: string): XetError {
   const code = remoteFailureCode(stderr);
+  const shown = withoutPassword(remote);
+  const reason = withoutPassword(gitReason(stderr));
   const message =
     code === 'REMOTE_UNAVAILABLE'
-      ? `${remote} cannot be reached (${what}): ${gitReason(stderr)}`
-      : `${what} ${remote} failed: ${gitReason(stderr)}`;
+      ? `${shown} cannot be reached (${what}): ${reason}`
+      : `${what} ${shown} failed: ${reason}`;
   return new XetError(code, message, {
-    remote,
-    stderr: stderr.slice(-4000),
+    remote: shown,
+    stderr: withoutPassword(stderr.slice(-4000)),
   });
 }
 

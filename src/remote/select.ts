@@ -1,11 +1,14 @@
 // Choosing what `git xet push <remote> <id>…` publishes: snapshots and handoffs named by full or
 // abbreviated id (at least 4 hex digits, as everywhere else). A handoff brings its snapshot's ref, so
-// the receiver can restore it by id. Everything is resolved before anything is sent.
+// the receiver can restore it by id. Everything is resolved before anything is sent, and every ref
+// to send is checked to name its own content: refs/xet/* are create-once on the remote, so a ref a
+// hostile fetch left here with a foreign target would be published for good.
 
 import { XetError } from '../errors';
 import { gitText, type GitOptions } from '../git/exec';
 import { listRefs } from '../git/plumbing';
-import { HANDOFF_REF_PREFIX } from '../handoff/objects';
+import { HANDOFF_REF_PREFIX, readRawHandoffs } from '../handoff/objects';
+import { checkStructure } from '../handoff/verify';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 
 /** The refs/xet/* ref names to publish for these ids. */
@@ -52,4 +55,35 @@ export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Se
 async function listParents(commit: string, opts: GitOptions): Promise<string[]> {
   const line = await gitText(['rev-list', '--parents', '-n', '1', commit], opts);
   return line.split(' ').slice(1).filter(Boolean);
+}
+
+/**
+ * Refuse (INTEGRITY_MISMATCH, naming the first ref) when any ref to publish does not deserve its
+ * name: a snapshot ref must point at the commit it is named by; a handoff ref at a commit whose
+ * descriptor hashes to its name, alone in its tree, on the snapshot it names (the structural checks
+ * whose failure means forged or damaged objects; a descriptor that breaks the format is the
+ * receiver's verify's business).
+ */
+export async function checkOwnNames(refs: { name: string; oid: string }[], opts: GitOptions): Promise<void> {
+  const bad: { ref: string; oid: string; why: string }[] = [];
+  for (const r of refs) {
+    if (r.name.startsWith(SNAPSHOT_REF_PREFIX) && r.name.slice(SNAPSHOT_REF_PREFIX.length) !== r.oid) {
+      bad.push({ ref: r.name, oid: r.oid, why: `it points at ${r.oid}; a snapshot ref names its own commit` });
+    }
+  }
+  const handoffs = refs
+    .filter((r) => r.name.startsWith(HANDOFF_REF_PREFIX))
+    .map((r) => ({ id: r.name.slice(HANDOFF_REF_PREFIX.length), ref: r.name, commit: r.oid }));
+  for (const raw of await readRawHandoffs(handoffs, opts)) {
+    // An unreadable descriptor fails `tree`, so a ref whose hash was never checked is refused too.
+    const failed = checkStructure(raw).checks.find((c) => c.ok === false && c.code === 'INTEGRITY_MISMATCH');
+    if (failed) bad.push({ ref: raw.ref, oid: raw.commit, why: failed.detail ?? failed.check });
+  }
+  if (!bad.length) return;
+  throw new XetError(
+    'INTEGRITY_MISMATCH',
+    `${bad[0].ref} does not name its own content (${bad[0].why}); nothing was pushed` +
+      (bad.length > 1 ? ` (${bad.length} such refs)` : ''),
+    { ref: bad[0].ref, oid: bad[0].oid, refs: bad.slice(0, 20) },
+  );
 }

@@ -1,8 +1,16 @@
 // Where a `xet::` URL points: the embedded default is a directory store, named by an absolute path,
-// a file:// URL, or a path relative to the working directory.
+// a file:// URL, or a path relative to the working directory. And what of a URL may be shown: never
+// its password.
 
 import * as path from 'node:path';
 import { XetError } from '../errors';
+
+/** `text` with the password of every URL in it taken out (`https://user:token@host/…` ->
+ * `https://user@host/…`): for a URL itself, and for messages (git's among them) that quote one. A token
+ * given on the command line must not end up in an error's message or details, or in a copy's config. */
+export function withoutPassword(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)([^/@:\s]*):[^/\s]*@/gi, '$1$2@');
+}
 
 export function storePathFromUrl(url: string, cwd: string): string {
   const u = url.startsWith('xet::') ? url.slice('xet::'.length) : url;

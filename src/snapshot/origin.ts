@@ -4,18 +4,16 @@
 // not the captured state: each restore --from sets it anew, and verify does not compare it.
 
 import { git, type GitOptions } from '../git/exec';
+import { withoutPassword } from '../remote/url';
+
+// Kept importable from here, where it lived first.
+export { withoutPassword };
 
 export const ORIGIN_REMOTE = 'xet-origin';
 
 /** Config keys of the recorded remote (verify leaves them out of the comparison). */
 export function isOriginKey(key: string): boolean {
   return key.toLowerCase().startsWith(`remote.${ORIGIN_REMOTE}.`);
-}
-
-/** A URL without its password (`https://user:token@host/…` -> `https://user@host/…`): a token used to
- * fetch once must not stay in the copy's config. */
-export function withoutPassword(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/@:]*):[^/@]*@/i, '$1$2@');
 }
 
 /** Record `url` as the copy's `xet-origin`, with refspecs for its branches and its refs/xet/*. */

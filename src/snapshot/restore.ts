@@ -24,6 +24,7 @@ import { faultPoint } from '../testing/fault-points';
 import { recordOrigin } from './origin';
 import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
+import { withoutPassword } from '../remote/url';
 import { restoreRepositories, seedRepositories, validateRepositories } from './inner-repos';
 
 /** Where restore leaves the files index until the sidecar adopts it as the capture stat cache. */
@@ -273,8 +274,9 @@ async function resolveRemoteSnapshot(url: string, spec: string, cwd: string): Pr
     .map((l) => l.split('\t')[1].slice(SNAPSHOT_REF_PREFIX.length))
     .filter((o) => o.startsWith(spec));
   if (oids.length === 1) return oids[0];
-  if (oids.length > 1) throw new XetError('SNAPSHOT_NOT_FOUND', `${spec} is ambiguous at ${url}`, { snapshot: spec });
-  throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} at ${url}`, { snapshot: spec, from: url });
+  const shown = withoutPassword(url);
+  if (oids.length > 1) throw new XetError('SNAPSHOT_NOT_FOUND', `${spec} is ambiguous at ${shown}`, { snapshot: spec });
+  throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} at ${shown}`, { snapshot: spec, from: shown });
 }
 
 /** Checks every path (inner repositories' too); returns the byte length of the longest of this
