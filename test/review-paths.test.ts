@@ -1,0 +1,71 @@
+// Paths near and past PATH_MAX in fork, discard and restore: refused before anything is made, removed
+// however deep, and measured against the directory the tree ends up in.
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { initRepo, run, type Repo } from './support/git';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
+
+const NAME = 'd'.repeat(200);
+
+/** Make `levels` nested 200-byte directories under `dir` with a file `f` at the bottom, by relative
+ * paths (the only way past PATH_MAX); returns the relative path of `f`. */
+function deepTree(sb: Sandbox, dir: string, levels: number): string {
+  run(sb, dir, 'bash', ['-c', `for i in $(seq ${levels}); do mkdir ${NAME} && cd ${NAME} || exit 1; done; echo x > f`]);
+  return [...Array<string>(levels).fill(NAME), 'f'].join('/');
+}
+
+/** rm(1) walks relatively; the sandbox's own cleanup (node's rmSync) fails on trees past PATH_MAX. */
+function rmDeep(sb: Sandbox, dir: string): void {
+  if (fs.existsSync(dir)) run(sb, sb.root, 'rm', ['-rf', '--', dir]);
+}
+
+/** A repository whose snapshot holds one untracked path of 19 * 201 + 1 = 3820 bytes. */
+function longSnapshot(sb: Sandbox): { r: Repo; snap: string; longest: number } {
+  const r = initRepo(sb, 'src');
+  r.commit('init', { 'a.txt': 'a\n' });
+  const rel = deepTree(sb, r.dir, 19);
+  return { r, snap: capture(sb, r.dir), longest: Buffer.byteLength(rel) };
+}
+
+/** An absolute path of exactly `bytes` bytes under the sandbox, ending in `leaf`. */
+function pathOfLength(sb: Sandbox, bytes: number, leaf: string): string {
+  let p = sb.path('p');
+  const room = () => bytes - Buffer.byteLength(p) - 1 - leaf.length - 1;
+  while (room() > 200) p = path.join(p, 'q'.repeat(200));
+  assert.ok(room() >= 1, 'the sandbox path leaves room');
+  return path.join(p, 'q'.repeat(room()), leaf);
+}
+
+function forkRows(sb: Sandbox, cwd: string) {
+  const r = xet(sb, cwd, ['forks', '--all', '--json']);
+  expectExit(r, 0);
+  return parseJson(r).forks as { id: string; dir: string; state: string }[];
+}
+
+test('fork refuses PATH_TOO_LONG before creating anything when the longest snapshot path does not fit under the target', async () => {
+  await withSandbox((sb) => {
+    const { r, snap, longest } = longSnapshot(sb);
+    try {
+      const target = pathOfLength(sb, 4095 - longest, 'fork');
+      for (const mode of ['copy', 'clone', 'overlay', 'auto']) {
+        const e = expectError(xet(sb, r.dir, ['fork', snap, target, '--mode', mode, '--json']), 'PATH_TOO_LONG');
+        assert.ok(e.details.bytes > 4095, JSON.stringify(e.details));
+        assert.equal(fs.existsSync(sb.path('p')), false, `${mode}: no directory was made`);
+      }
+      assert.deepEqual(forkRows(sb, r.dir), [], 'no fork is registered');
+      // One byte shorter, it fits.
+      const fits = pathOfLength(sb, 4094 - longest, 'fork');
+      const ok = xet(sb, r.dir, ['fork', snap, fits, '--mode', 'copy', '--json']);
+      expectExit(ok, 0);
+      expectExit(xet(sb, r.dir, ['discard', fits, '--json']), 0);
+      assert.equal(fs.existsSync(fits), false);
+    } finally {
+      rmDeep(sb, sb.path('p'));
+      rmDeep(sb, r.dir);
+    }
+  });
+});
