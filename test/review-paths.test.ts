@@ -69,3 +69,52 @@ test('fork refuses PATH_TOO_LONG before creating anything when the longest snaps
     }
   });
 });
+
+test('discard removes an incomplete copy fork that holds a tree deeper than PATH_MAX', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    const snap = capture(sb, r.dir);
+    const dir = sb.path('f');
+    try {
+      const killed = xet(sb, r.dir, ['fork', snap, dir, '--mode', 'copy', '--json'], {
+        env: { GIT_XET_TEST_DIE_AT: 'fork:before-active' },
+      });
+      assert.equal(killed.signal, 'SIGKILL');
+      assert.equal(forkRows(sb, r.dir)[0]?.state, 'incomplete');
+      deepTree(sb, dir, 25);
+      expectExit(xet(sb, r.dir, ['discard', dir, '--json']), 0);
+      assert.equal(fs.existsSync(dir), false, 'the fork is gone');
+      assert.deepEqual(
+        forkRows(sb, r.dir).filter((f) => f.state !== 'discarded'),
+        [],
+      );
+    } finally {
+      rmDeep(sb, dir);
+    }
+  });
+});
+
+test('discard --no-capture removes a copy fork with a path past PATH_MAX, entirely', async () => {
+  await withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n', 'b/c.txt': 'c\n' });
+    const snap = capture(sb, r.dir);
+    const dir = sb.path('f');
+    try {
+      expectExit(xet(sb, r.dir, ['fork', snap, dir, '--mode', 'copy', '--json']), 0);
+      deepTree(sb, dir, 25);
+      fs.writeFileSync(path.join(dir, 'z.txt'), 'z\n');
+      // Capturing it would fail: the plain discard refuses and removes nothing.
+      expectError(xet(sb, r.dir, ['discard', dir, '--json']), 'PATH_TOO_LONG');
+      assert.ok(fs.existsSync(path.join(dir, 'a.txt')) && fs.existsSync(path.join(dir, 'z.txt')));
+      const out = xet(sb, r.dir, ['discard', dir, '--no-capture', '--json']);
+      expectExit(out, 0);
+      assert.equal(fs.existsSync(dir), false, 'the whole fork is gone');
+      assert.equal(forkRows(sb, r.dir)[0]?.state, 'discarded');
+      assert.equal(r.git('worktree', 'list', '--porcelain').includes(dir), false, 'its worktree is gone');
+    } finally {
+      rmDeep(sb, dir);
+    }
+  });
+});

@@ -30,7 +30,7 @@ import { refuseTooLong } from '../snapshot/paths';
 import { lsTree } from '../git/plumbing';
 import type { GitOptions } from '../git/exec';
 import { baseFor, basesDir, ensureBase } from './base';
-import { cloneTree, probeReflink } from './copy';
+import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
@@ -350,8 +350,8 @@ async function undoCreate(
   }
   await removeForkFiles(repo, row);
   if (!isMounted(row.dir)) {
-    if (existed) emptyDir(row.dir);
-    else fs.rmSync(row.dir, { recursive: true, force: true });
+    if (existed) await emptyDir(row.dir);
+    else await removeDeep(row.dir);
   }
   withSidecar(repo.commonDir, (db) => deleteFork(db, row.id));
 }
@@ -390,8 +390,8 @@ function adminDirPointingAt(repo: Repo, dir: string): string | null {
   return null;
 }
 
-export function emptyDir(dir: string): void {
-  for (const name of fs.readdirSync(dir)) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+export async function emptyDir(dir: string): Promise<void> {
+  await removeDeep(dir, { keepDir: true });
 }
 
 /** The live fork a directory (or, from inside a fork, the current worktree) names. */
