@@ -2,6 +2,7 @@
 // however deep, and measured against the directory the tree ends up in.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -115,6 +116,41 @@ test('discard --no-capture removes a copy fork with a path past PATH_MAX, entire
       assert.equal(r.git('worktree', 'list', '--porcelain').includes(dir), false, 'its worktree is gone');
     } finally {
       rmDeep(sb, dir);
+    }
+  });
+});
+
+test('restore measures PATH_MAX against the target, not its hidden sibling, and a refusal creates no parent', async () => {
+  await withSandbox((sb) => {
+    const { r, snap, longest } = longSnapshot(sb);
+    try {
+      // The tree fits under the target with no byte to spare; the sibling's long name would not.
+      const target = pathOfLength(sb, 4094 - longest, 'c'.repeat(30));
+      // A dead restore's sibling under the short name is a leftover the next restore removes.
+      fs.mkdirSync(path.dirname(target), { recursive: true });
+      const dead = spawnSync('true').pid as number;
+      const leftover = path.join(path.dirname(target), `.xr-${dead}-0123abcd`);
+      fs.mkdirSync(leftover);
+      expectExit(xet(sb, r.dir, ['restore', snap, target, '--json']), 0);
+      assert.equal(fs.readFileSync(path.join(target, ...Array<string>(19).fill(NAME), 'f'), 'utf8'), 'x\n');
+      assert.equal(fs.existsSync(leftover), false, 'the dead restore’s short-named sibling was removed');
+      assert.deepEqual(fs.readdirSync(path.dirname(target)), [path.basename(target)], 'no sibling is left');
+
+      // The same through --from (the snapshot's paths are known only after the fetch).
+      const target2 = pathOfLength(sb, 4094 - longest, 'e'.repeat(30));
+      expectExit(xet(sb, sb.root, ['restore', snap, target2, '--from', r.dir, '--json']), 0);
+      assert.ok(fs.existsSync(path.join(target2, ...Array<string>(19).fill(NAME), 'f')));
+      assert.deepEqual(fs.readdirSync(path.dirname(target2)).sort(), [path.basename(target), path.basename(target2)]);
+
+      // One byte more is refused, before any of the target's missing parents is made.
+      const tooLong = path.join(sb.path('new'), path.relative(sb.path('p'), pathOfLength(sb, 4093 - longest, 'c')));
+      expectError(xet(sb, r.dir, ['restore', snap, tooLong, '--json']), 'PATH_TOO_LONG');
+      assert.equal(fs.existsSync(sb.path('new')), false, 'no parent was created');
+      expectError(xet(sb, sb.root, ['restore', snap, tooLong, '--from', r.dir, '--json']), 'PATH_TOO_LONG');
+      assert.equal(fs.existsSync(sb.path('new')), false, 'no parent is left after a refused --from');
+    } finally {
+      rmDeep(sb, sb.path('p'));
+      rmDeep(sb, r.dir);
     }
   });
 });
