@@ -1,7 +1,7 @@
 // Temporary files of git xet processes that were killed (SIGKILL, OOM, power loss) before their
 // `finally` ran: capture's pack being written (`objects/pack/tmp_pack_xet_<pid>_…`, its index and
 // large-object parts), fetch's imported pack (`tmp_xet_<pid>_…`), scratch directories under
-// `.git/xet/tmp/<what>-<pid>-…`, and restore's hidden sibling `.<name>.xet-restore-<pid>-…`. Each
+// `.git/xet/tmp/<what>-<pid>-…`, and restore's hidden sibling `.<name>.xet-restore-<pid>-…` (or `.xr-<pid>-…`). Each
 // name carries its owner's pid; a later run removes those whose owner is gone, and never one of a
 // live process (a pid reused since only delays the cleanup). Until then `countLeftovers` says how
 // many there are.
@@ -16,7 +16,8 @@ export interface Leftover {
 
 const PACK_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
 const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6}$/;
-const RESTORE_RE = /^\..+\.xet-restore-(\d+)-[0-9a-f]+$/;
+// `.xr-<pid>-…`: the short name of a restore whose tree would not fit under the long one.
+const RESTORE_RE = /^\.(?:.+\.xet-restore|xr)-(\d+)-[0-9a-f]+$/;
 
 export function ownerAlive(pid: number): boolean {
   if (pid === process.pid) return true;

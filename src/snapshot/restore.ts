@@ -13,7 +13,7 @@ import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { checkTreePaths, refuseTooLong } from './paths';
+import { checkTreePaths, PATH_MAX, refuseTooLong } from './paths';
 import { CAPTURED_CONFIG_RE } from './capture';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
@@ -130,18 +130,23 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   }
   if (!oid) throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${options.snapshot}`, { snapshot: options.snapshot });
 
+  // Checked against the final path, before any directory is made: what must fit is the copy.
+  if (snap) refuseTooLong(target, longest, 'restore');
   const parent = path.dirname(target);
+  let madeParent: string | undefined;
   try {
-    fs.mkdirSync(parent, { recursive: true });
+    madeParent = fs.mkdirSync(parent, { recursive: true });
   } catch (e) {
     throw new XetError('TARGET_UNUSABLE', `cannot create ${parent}: ${(e as Error).message}`, { dir: target });
   }
   const cleaned = removeLeftovers(restoreLeftovers(parent));
-  const tmp = path.join(
-    parent,
-    `.${path.basename(target)}.xet-restore-${process.pid}-${crypto.randomBytes(4).toString('hex')}`,
-  );
-  // The longest path must fit under the temporary sibling (as long as the target's name, and more).
+  const rand = `${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
+  let tmp = path.join(parent, `.${path.basename(target)}.xet-restore-${rand}`);
+  // The hidden sibling is longer than the target's name: a tree that fits the target but not it is
+  // built under a short name instead (leftovers.ts knows both).
+  const shortTmp = path.join(parent, `.xr-${rand}`);
+  const fits = (dir: string, bytes: number) => Buffer.byteLength(dir) + 1 + bytes + 1 <= PATH_MAX;
+  if (snap && !fits(tmp, longest)) tmp = shortTmp;
   if (snap) refuseTooLong(tmp, longest, 'restore');
   let published = false;
   try {
@@ -172,13 +177,23 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       if (f.code !== 0) throw remoteError(fromUrl as string, 'restore --from', f.stderr);
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
-    const gitDir = path.join(tmp, '.git');
+    let gitDir = path.join(tmp, '.git');
     if (fromUrl) await refuseMisnamedFetch(oid, opts);
     fs.writeFileSync(path.join(gitDir, RESTORE_MARKER), `${oid}\n`);
     await faultPoint('restore:after-objects');
     if (!snap) {
       snap = await readSnapshot(oid, opts);
-      refuseTooLong(tmp, await validateSnapshotPaths(snap, opts), 'restore');
+      const fetchedLongest = await validateSnapshotPaths(snap, opts);
+      refuseTooLong(target, fetchedLongest, 'restore');
+      if (!fits(tmp, fetchedLongest) && tmp !== shortTmp) {
+        // Only the objects are there yet: moving them under the short name costs one rename.
+        fs.renameSync(tmp, shortTmp);
+        tmp = shortTmp;
+        opts.cwd = tmp;
+        opts.env = { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp };
+        gitDir = path.join(tmp, '.git');
+      }
+      refuseTooLong(tmp, fetchedLongest, 'restore');
       opPlan = await planOperationRestore(snap, opts, options.allowExec === true);
     }
     progress(`writing ${snap.manifest.counts.files} files`);
@@ -231,7 +246,21 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       origin,
     };
   } finally {
-    if (!published) fs.rmSync(tmp, { recursive: true, force: true });
+    if (!published) {
+      fs.rmSync(tmp, { recursive: true, force: true });
+      if (madeParent) removeMadeParents(parent, madeParent);
+    }
+  }
+}
+
+/** Remove the parents a failed restore made (`top` the first of them), while they are empty. */
+function removeMadeParents(parent: string, top: string): void {
+  for (let d = parent; d.length >= top.length; d = path.dirname(d)) {
+    try {
+      fs.rmdirSync(d);
+    } catch {
+      return; // someone else's now, or not empty
+    }
   }
 }
 

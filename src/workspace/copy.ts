@@ -39,3 +39,38 @@ export async function cloneTree(from: string, to: string): Promise<void> {
   if (isNoSpace(r.stderr)) throw new XetError('DISK_FULL', `no space left while cloning into ${to}`, { dir: to });
   throw new XetError('FORK_MODE_UNAVAILABLE', `reflink copy into ${to} failed: ${r.stderr}`, { dir: to });
 }
+
+/** Remove `dir` (or, with keepDir, only what is in it; `except` a top-level name to leave), however
+ * deep: node's rmSync opens each file by its absolute path, which fails with ENAMETOOLONG below
+ * PATH_MAX, while rm(1) walks relative to each directory it opens. It stays on `dir`'s filesystem
+ * (a mount inside a fork is someone's, not the fork's), and a failure is typed, never half silent. */
+export async function removeDeep(dir: string, opts: { keepDir?: boolean; except?: string } = {}): Promise<void> {
+  if (!fs.existsSync(dir)) return;
+  const r =
+    opts.keepDir || opts.except
+      ? await runTool(
+          'find',
+          [
+            '.',
+            '-mindepth',
+            '1',
+            '-maxdepth',
+            '1',
+            ...(opts.except ? ['!', '-name', opts.except] : []),
+            '-exec',
+            'rm',
+            '-rf',
+            '--one-file-system',
+            '--',
+            '{}',
+            '+',
+          ],
+          dir,
+        )
+      : await runTool('rm', ['-rf', '--one-file-system', '--', dir]);
+  if (r.code === 0) return;
+  throw new XetError('FORK_BROKEN', `cannot remove everything in ${dir} (what is left stays): ${r.stderr}`, {
+    dir,
+    stderr: r.stderr.slice(0, 2000),
+  });
+}

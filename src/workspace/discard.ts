@@ -13,6 +13,7 @@ import { markDiscarded, markDiscarding, liveForkAt, type ForkRow } from '../side
 import { acquireLock } from '../sidecar/lock';
 import { capture } from '../snapshot/capture';
 import { forkIsDirty } from './changes';
+import { removeDeep } from './copy';
 import { ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dieAt, faultPoint } from '../testing/fault-points';
@@ -148,7 +149,7 @@ async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promis
       else left = row.dir;
     } else if (holdsFork(row) || row.state !== 'active') {
       // Ours: it links to the fork's worktree, or its creation or removal was under way.
-      removeTree(row.dir);
+      await removeTree(row.dir);
     } else {
       left = row.dir; // an active fork whose link is gone: its contents may not be ours to delete
     }
@@ -160,12 +161,8 @@ async function removeFork(repo: Repo, row: ForkRow, kept: string | null): Promis
 
 /** Remove a copy or clone fork's tree, its `.git` link last: while any of it remains, the directory
  * still says which worktree it is. */
-function removeTree(dir: string): void {
-  // Names as bytes: one that is not UTF-8 would not lead back to its file as a string.
-  for (const name of fs.readdirSync(dir, { encoding: 'buffer' })) {
-    if (name.toString('latin1') !== '.git')
-      fs.rmSync(Buffer.concat([Buffer.from(`${dir}/`), name]), { recursive: true, force: true });
-  }
+async function removeTree(dir: string): Promise<void> {
+  await removeDeep(dir, { except: '.git' });
   dieAt('discard:mid-removal');
   fs.rmSync(path.join(dir, '.git'), { force: true });
   fs.rmdirSync(dir);

@@ -26,8 +26,11 @@ import { layFiles, layIndex } from '../snapshot/lay';
 import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
 import { refuseForkOfOperation } from '../snapshot/operation-state';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
+import { refuseTooLong } from '../snapshot/paths';
+import { lsTree } from '../git/plumbing';
+import type { GitOptions } from '../git/exec';
 import { baseFor, basesDir, ensureBase } from './base';
-import { cloneTree, probeReflink } from './copy';
+import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
@@ -93,7 +96,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   // the same bytes, so forks of it skip that O(tree) work.
   const validated = fs.existsSync(baseFor(repo, oid).index);
   const snap = await readSnapshot(oid, o, validated);
-  if (!validated) await validateSnapshotPaths(snap, o);
+  const longest = validated ? await longestPath(snap, o) : await validateSnapshotPaths(snap, o);
   refuseForkOfOperation(snap);
   if (snap.manifest.repositories?.length) {
     // A fork shares one git dir with the repository; submodule git dirs would have to be per fork.
@@ -116,6 +119,9 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     );
   }
   refuseInsideGitDir(target, repo, 'make a fork');
+  // Every mode puts the snapshot's paths under the target; one the kernel refuses would fail half
+  // way through creating the fork (copy) or leave files nobody can open (overlay, clone).
+  refuseTooLong(known, longest, 'fork');
   // Until the registry row is ours, only a directory this process created, and only while empty, is
   // removed on the way out: another `fork` racing for the same directory may be filling it.
   const created = makeTargetDir(target);
@@ -235,6 +241,16 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
   };
 }
 
+/** The byte length of a validated snapshot's longest path (one ls-tree, no checks repeated). */
+async function longestPath(snap: Snapshot, o: GitOptions): Promise<number> {
+  let longest = 0;
+  for (const e of await lsTree(snap.filesTree, { ...o, trees: true })) {
+    longest = Math.max(longest, Buffer.byteLength(e.path));
+  }
+  for (const d of snap.manifest.emptyDirs) longest = Math.max(longest, Buffer.byteLength(d));
+  return longest;
+}
+
 /** Create the target directory; true if this call created it (EEXIST: it was there, empty). */
 function makeTargetDir(target: string): boolean {
   try {
@@ -334,8 +350,8 @@ async function undoCreate(
   }
   await removeForkFiles(repo, row);
   if (!isMounted(row.dir)) {
-    if (existed) emptyDir(row.dir);
-    else fs.rmSync(row.dir, { recursive: true, force: true });
+    if (existed) await emptyDir(row.dir);
+    else await removeDeep(row.dir);
   }
   withSidecar(repo.commonDir, (db) => deleteFork(db, row.id));
 }
@@ -374,8 +390,8 @@ function adminDirPointingAt(repo: Repo, dir: string): string | null {
   return null;
 }
 
-export function emptyDir(dir: string): void {
-  for (const name of fs.readdirSync(dir)) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+export async function emptyDir(dir: string): Promise<void> {
+  await removeDeep(dir, { keepDir: true });
 }
 
 /** The live fork a directory (or, from inside a fork, the current worktree) names. */
