@@ -359,23 +359,25 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },
       ...extraTop,
     ];
+    const resultOf = (
+      snapshot: string,
+      how: Pick<CaptureResult, 'unchanged' | 'repacked' | 'warnings'>,
+    ): CaptureResult => ({
+      snapshot,
+      ...manifest.counts,
+      excludedSecrets,
+      skipped,
+      excludedByPattern,
+      ignoredNotCaptured: walk.ignoredNotCaptured,
+      incremental,
+      repositories: innerRepos.summaries,
+      ...how,
+    });
     if (!options.always) {
       progress('comparing with the last snapshot');
       const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
       if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
-        return {
-          snapshot: last,
-          ...manifest.counts,
-          excludedSecrets,
-          skipped,
-          excludedByPattern,
-          ignoredNotCaptured: walk.ignoredNotCaptured,
-          incremental,
-          repositories: innerRepos.summaries,
-          repacked: false,
-          warnings: leftoverWarning(cleaned),
-          unchanged: true,
-        };
+        return resultOf(last, { unchanged: true, repacked: false, warnings: leftoverWarning(cleaned) });
       }
     }
     const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
@@ -419,19 +421,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       warnings.push(`could not consolidate packs: ${e.message}`);
       return false;
     });
-    return {
-      snapshot: commit,
-      ...manifest.counts,
-      excludedSecrets,
-      skipped,
-      excludedByPattern,
-      ignoredNotCaptured: walk.ignoredNotCaptured,
-      incremental,
-      repositories: innerRepos.summaries,
-      repacked,
-      warnings,
-      unchanged: false,
-    };
+    return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
     lock.release();
   }

@@ -81,20 +81,19 @@ function kindOfStat(st: fs.Stats): Kind {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-function checkNames(abs: string, rel: string): void {
-  // Node decodes names as UTF-8 and replaces bad bytes with U+FFFD; look at the raw bytes to tell a
-  // real U+FFFD from a name git would store differently from what we could write back.
+/** PATH_ENCODING if a name in `abs` is not valid UTF-8 (`rel` names the directory in messages,
+ * `fork` the fork it is in). Node decodes names as UTF-8 and replaces bad bytes with U+FFFD, so
+ * the raw bytes tell a real U+FFFD from a name git would store differently from what we could
+ * write back. */
+export function assertUtf8Names(abs: string, rel: string, fork?: string): void {
   for (const raw of fs.readdirSync(abs, { encoding: 'buffer' })) {
     try {
       utf8.decode(raw);
     } catch {
       throw new XetError(
         'PATH_ENCODING',
-        `a file name in ${rel || '.'} is not valid UTF-8: ${raw.toString('latin1')}`,
-        {
-          dir: rel || '.',
-          nameHex: raw.toString('hex'),
-        },
+        `a file name in ${rel || '.'}${fork ? ` of fork ${fork}` : ''} is not valid UTF-8: ${raw.toString('latin1')}`,
+        { dir: rel || '.', nameHex: raw.toString('hex'), ...(fork ? { fork } : {}) },
       );
     }
   }
@@ -161,7 +160,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
       res.skipped.push({ path: `${rel}/.git`, reason: 'nested-repository' });
       innerGit = true;
     }
-    if (entries.some((d) => d.name.includes('\uFFFD'))) checkNames(abs, rel);
+    if (entries.some((d) => d.name.includes('\uFFFD'))) assertUtf8Names(abs, rel);
     let captured = false;
     let sawAny = false;
     for (const d of entries) {
