@@ -41,6 +41,16 @@ export function policyOfSnapshot(p: Manifest['policy']): CapturePolicy {
   };
 }
 
+/** What a scan of a worktree under some policy found. */
+export interface PolicyScan {
+  tree: string;
+  emptyDirs: string[];
+  excludedByPolicy: ExcludedByPolicy;
+  meta: FileMeta | null;
+  repositories: FoundRepository[];
+  skipped: { path: string; reason: string }[];
+}
+
 /** The worktree's files as the snapshot's capture would have taken them, as a tree; nothing is
  * stored (trees go to `objects`). `statCache`: an index with stat data of an earlier files tree of
  * this worktree (copied, never written), so only files whose stat data changed are hashed. */
@@ -52,16 +62,32 @@ export async function scanUnderSnapshotPolicy(
   alternates: string[],
   statCache?: string,
   meta = false,
-): Promise<{
-  tree: string;
-  emptyDirs: string[];
-  excludedByPolicy: ExcludedByPolicy;
-  meta: FileMeta | null;
-  repositories: FoundRepository[];
-  skipped: { path: string; reason: string }[];
-}> {
+): Promise<PolicyScan> {
+  return scanUnderPolicy(
+    target,
+    policyOfSnapshot(manifest.policy),
+    'policy',
+    scratch,
+    objects,
+    alternates,
+    statCache,
+    meta,
+  );
+}
+
+/** The worktree's files as a capture with `policy` would take them (see scanUnderSnapshotPolicy);
+ * `name` keeps the scratch files of scans under different policies apart. */
+export async function scanUnderPolicy(
+  target: Repo,
+  policy: CapturePolicy,
+  name: string,
+  scratch: string,
+  objects: string,
+  alternates: string[],
+  statCache?: string,
+  meta = false,
+): Promise<PolicyScan> {
   const opts = repoOpts(target);
-  const policy = policyOfSnapshot(manifest.policy);
   const [entries, ignored] = await Promise.all([
     readIndexEntries(opts),
     // Only needed to tell ignored files apart when the policy leaves them out.
@@ -76,7 +102,7 @@ export async function scanUnderSnapshotPolicy(
     policy,
     gitDirs: [target.gitDir, target.commonDir],
   });
-  const indexFile = path.join(scratch, 'policy-files.index');
+  const indexFile = path.join(scratch, `${name}-files.index`);
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
   const { tree, meta: fileMeta } = await scanToTree({
     meta,
@@ -85,7 +111,7 @@ export async function scanUnderSnapshotPolicy(
     objectsDir: objects,
     alternates,
     indexFile,
-    scratchDir: path.join(scratch, 'shadow-policy'),
+    scratchDir: path.join(scratch, `shadow-${name}`),
     paths: walk.paths,
     write: false,
   });

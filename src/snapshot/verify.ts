@@ -30,14 +30,11 @@ import { XetError } from '../errors';
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
 import { resolvePolicyAll } from './policy-all';
 import { RESTORE_MARKER } from './refs';
-import { scanToTree } from './scan';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
-import { walkWorktree } from './walk';
-import { scanUnderSnapshotPolicy, type ExcludedByPolicy } from './snapshot-policy';
+import { scanUnderPolicy, scanUnderSnapshotPolicy, type ExcludedByPolicy, type PolicyScan } from './snapshot-policy';
 import { swappedVerifyArguments } from './verify-hints';
 import { isOriginKey } from './origin';
-import { fileMetaDifferences, type FileMeta } from './filemeta';
-import type { FoundRepository } from './walk';
+import { fileMetaDifferences } from './filemeta';
 import { compareRepositories } from './inner-repos';
 
 export interface Difference {
@@ -182,41 +179,8 @@ export async function scanWorktreeFiles(
   alternates: string[],
   statCache?: string,
   meta = false,
-): Promise<{
-  tree: string;
-  emptyDirs: string[];
-  meta: FileMeta | null;
-  repositories: FoundRepository[];
-  skipped: { path: string; reason: string }[];
-}> {
-  const entries = await readIndexEntries(repoOpts(target));
-  const walk = walkWorktree({
-    root: target.worktree,
-    tracked: new Set(entries.map((e) => e.path)),
-    ignored: new Set(),
-    policy: resolvePolicyAll(),
-    gitDirs: [target.gitDir, target.commonDir],
-  });
-  const indexFile = path.join(scratch, 'files.index');
-  if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
-  const scan = await scanToTree({
-    meta,
-    worktree: target.worktree,
-    objectFormat: target.objectFormat,
-    objectsDir: objects,
-    alternates,
-    indexFile,
-    scratchDir: path.join(scratch, 'shadow-files'),
-    paths: walk.paths,
-    write: false,
-  });
-  return {
-    tree: scan.tree,
-    emptyDirs: walk.emptyDirs,
-    meta: scan.meta,
-    repositories: walk.repositories,
-    skipped: walk.skipped,
-  };
+): Promise<PolicyScan> {
+  return scanUnderPolicy(target, resolvePolicyAll(), 'all', scratch, objects, alternates, statCache, meta);
 }
 
 /** Files and empty directories under the snapshot's own capture policy; `statCache` as in
