@@ -48,6 +48,12 @@ export const ERROR_CODES = {
   OUTCOME_UNKNOWN: 'whether an earlier push was published cannot be established',
   REMOTE_UNAVAILABLE: 'the remote (a path or URL) cannot be reached: no repository there, or no connection',
   REQUEST_ID_REUSED: 'the request id was already used for a handoff with different inputs',
+  // Durable roots and garbage collection
+  SNAPSHOT_RETAINED: 'the snapshot is still a root (pinned, a live fork, an unexpired handoff); details name it',
+  NOT_PINNED: 'the snapshot has no pin',
+  SNAPSHOT_RECLAIMED: 'the snapshot was dropped and the collector has reclaimed its objects',
+  FORK_NOT_EXCLUSIVE: 'nothing keeps writers out of this fork until reclaim completes (clone and copy forks)',
+  SIDECAR_UNREADABLE: 'the sidecar database is corrupt or unreadable; git xet fsck --rebuild rebuilds it',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -81,6 +81,43 @@ const MIGRATIONS: string[] = [
    );
    -- the snapshot a restored worktree was laid from (git xet status compares with it)
    ALTER TABLE workspaces ADD COLUMN restored_from TEXT;`,
+  // 5: durable roots and garbage collection. Pins are refs (refs/xet/pins/*) first; this table is
+  // their cache, rebuilt from the refs by fsck --rebuild. gc_runs is the collector's journal (one row
+  // per run, its plan and how far it got); gc_deleted_refs what a run deleted, so undrop can bring a
+  // snapshot back while its objects are still there.
+  `CREATE TABLE pins (
+     snapshot TEXT PRIMARY KEY,
+     commit_oid TEXT NOT NULL,       -- the pin commit refs/xet/pins/<snapshot> points to
+     reason TEXT NOT NULL DEFAULT '',
+     until TEXT,                     -- ISO time the pin stops being a root; NULL: until unpinned
+     created_at TEXT NOT NULL
+   );
+   CREATE TABLE gc_runs (
+     id TEXT PRIMARY KEY,
+     target TEXT NOT NULL,           -- 'repository', or the store's path for gc --store
+     pid INTEGER NOT NULL,
+     started_at TEXT NOT NULL,
+     finished_at TEXT,
+     -- marking -> planned -> sweeping -> reclaiming -> done | failed; interrupted: found unfinished
+     -- by a later run (its holder died), which re-marks from scratch instead of replaying this plan
+     state TEXT NOT NULL CHECK (state IN ('marking', 'planned', 'sweeping', 'reclaiming', 'done', 'failed', 'interrupted')),
+     dry_run INTEGER NOT NULL DEFAULT 0,
+     grace_seconds INTEGER,          -- NULL: never
+     cutoff TEXT,                    -- objects and drops older than this may go
+     step TEXT,                      -- the last step completed
+     plan TEXT,                      -- JSON: what the run decided
+     result TEXT                     -- JSON: what it reclaimed
+   );
+   CREATE TABLE gc_deleted_refs (
+     run_id TEXT NOT NULL,
+     ref TEXT NOT NULL,
+     oid TEXT NOT NULL,
+     deleted_at TEXT NOT NULL,
+     PRIMARY KEY (run_id, ref)
+   );
+   CREATE INDEX gc_deleted_refs_by_oid ON gc_deleted_refs(oid);
+   -- reclaim: the fork was captured, verified, pinned and removed (state 'discarded', kept_snapshot set)
+   ALTER TABLE forks ADD COLUMN reclaimed_at TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
