@@ -1,7 +1,7 @@
 // The foundation of durable roots: durations, the retention rules, pin and drop markers read back
 // from hostile refs, marking over real repositories, and the objects lock between real processes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -15,7 +15,7 @@ import { applyRetention, readRetentionPolicy } from '../src/gc/retention';
 import { markRoots, rootsOf } from '../src/gc/roots';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
-import { capture } from './support/xet';
+import { capture, restore } from './support/xet';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -304,6 +304,45 @@ test('objects lock: shared holders exclude gc, gc excludes them, and a SIGKILLed
     holdObjectsShared(common, undefined, 2000).release();
   } finally {
     for (const c of children) c.kill('SIGKILL');
+    sb.cleanup();
+  }
+});
+
+test('a capture never stores against a files tree whose snapshot nothing holds any more (its blobs may be gone)', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.commit('one', { 'tracked.txt': 'tracked\n' });
+    r.write('untracked.txt', 'first\n');
+    capture(sb, r.dir);
+    r.write('untracked.txt', 'second\n');
+    const s2 = capture(sb, r.dir);
+    const filesTree = r.git('rev-parse', `${s2}:files`).trim();
+    const rawTree = execFileSync('git', ['cat-file', 'tree', filesTree], { cwd: r.dir, env: sb.env });
+    // What a collector can leave behind: the snapshot refs gone, what they alone reached pruned,
+    // except the files tree itself (objects expire by their own age, not as a set).
+    for (const ref of r.git('for-each-ref', '--format=%(refname)', 'refs/xet/').trim().split('\n')) {
+      r.git('update-ref', '-d', ref);
+    }
+    r.git('repack', '-a', '-d', '-q');
+    r.git('prune', '--expire=now');
+    assert.notEqual(r.gitTry('cat-file', '-e', filesTree).status, 0, 'fixture: the tree is pruned');
+    const back = execFileSync('git', ['hash-object', '-t', 'tree', '-w', '--stdin'], {
+      cwd: r.dir,
+      env: sb.env,
+      input: rawTree,
+    })
+      .toString()
+      .trim();
+    assert.equal(back, filesTree);
+    assert.notEqual(r.gitTry('rev-list', '--objects', filesTree).status, 0, 'fixture: its blobs are gone');
+    // Nothing changed on disk: the stat cache knows every file, the sidecar names that tree.
+    const s3 = capture(sb, r.dir);
+    assert.equal(r.gitTry('rev-list', '--objects', s3).status, 0, 'every object the new snapshot names exists');
+    assert.equal(r.gitTry('fsck', '--no-dangling', '--connectivity-only').status, 0);
+    restore(sb, r.dir, s3, sb.path('copy'));
+    assert.equal(fs.readFileSync(sb.path('copy', 'untracked.txt'), 'utf8'), 'second\n');
+  } finally {
     sb.cleanup();
   }
 });
