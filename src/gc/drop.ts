@@ -27,7 +27,7 @@ import {
   type DropRecord,
 } from './markers';
 import { holdObjectsShared } from './objects-lock';
-import { rootsOf, type Keeper } from './roots';
+import { readRoots, type Keeper } from './roots';
 
 const HEX_ID = /^[0-9a-f]{4,64}$/;
 
@@ -50,7 +50,7 @@ export interface SnapshotRefs {
 }
 
 /** The snapshot, dropped and pin refs of these ids, in one for-each-ref. */
-export async function readSnapshotRefs(ids: string[], opts: GitOptions): Promise<Map<string, SnapshotRefs>> {
+export async function refsOfSnapshots(ids: string[], opts: GitOptions): Promise<Map<string, SnapshotRefs>> {
   const want = new Set(ids);
   const out = new Map<string, SnapshotRefs>(ids.map((id) => [id, { snapshot: null, dropped: null, pin: null }]));
   for (const r of await listRefs([SNAPSHOT_REF_PREFIX, DROPPED_REF_PREFIX, PIN_REF_PREFIX], opts)) {
@@ -224,7 +224,7 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
   if (!ids.length) throw new XetError('USAGE', 'name at least one snapshot to drop');
   const opts = repoOpts(repo);
   const oids = await resolveSnapshotIds(repo, ids);
-  const state = await readSnapshotRefs(oids, opts);
+  const state = await refsOfSnapshots(oids, opts);
   const markers = new Map((await readMarkers('drop', opts)).map((m) => [m.snapshot, m]));
   const todo: string[] = [];
   const result: DropResult = { dropped: [] };
@@ -251,11 +251,7 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
       { snapshot: oid },
     );
   }
-  const refused: { snapshot: string; roots: Keeper[] }[] = [];
-  for (const oid of todo) {
-    const roots = await rootsOf(repo, oid, now);
-    if (roots.length) refused.push({ snapshot: oid, roots });
-  }
+  const refused = await rootsAmong(repo, todo, now);
   if (refused.length) throw retained(refused);
   await faultPoint('drop:after-check');
   const droppedAt = isoSeconds(now);
@@ -275,12 +271,8 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
   }
   if (lines.length && !(await refTransaction(repo, lines, 'git xet drop'))) {
     // Something changed between the check and the transaction: say what, from a fresh look.
-    const again = await readSnapshotRefs(todo, opts);
-    const late: { snapshot: string; roots: Keeper[] }[] = [];
-    for (const oid of todo) {
-      const roots = await rootsOf(repo, oid, now);
-      if (roots.length) late.push({ snapshot: oid, roots });
-    }
+    const again = await refsOfSnapshots(todo, opts);
+    const late = await rootsAmong(repo, todo, now);
     if (late.length) throw retained(late);
     throw new XetError(
       'BUSY',
@@ -294,6 +286,13 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
   await faultPoint('drop:after-refs');
   result.dropped.sort((a, b) => oids.indexOf(a.snapshot) - oids.indexOf(b.snapshot));
   return result;
+}
+
+/** The snapshots among `oids` that are roots, with what keeps each (one reading of the roots). */
+async function rootsAmong(repo: Repo, oids: string[], now: Date): Promise<{ snapshot: string; roots: Keeper[] }[]> {
+  if (!oids.length) return [];
+  const { roots } = await readRoots(repo, now);
+  return oids.flatMap((oid) => (roots.get(oid)?.length ? [{ snapshot: oid, roots: roots.get(oid) as Keeper[] }] : []));
 }
 
 function retained(refused: { snapshot: string; roots: Keeper[] }[]): XetError {
@@ -328,7 +327,7 @@ export async function undropSnapshots(repo: Repo, ids: string[]): Promise<Undrop
   try {
     const opts = repoOpts(repo);
     const oids = await resolveSnapshotIds(repo, ids);
-    const state = await readSnapshotRefs(oids, opts);
+    const state = await refsOfSnapshots(oids, opts);
     const deleted = deletedSet(repo);
     const result: UndropResult = { undropped: [] };
     const lines: string[] = [];

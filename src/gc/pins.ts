@@ -13,7 +13,7 @@ import { deletePinRow, deletedSnapshotIds, pinRows, upsertPinRow, type PinRow } 
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { readSnapshot } from '../snapshot/store';
 import { faultPoint } from '../testing/fault-points';
-import { checkRecoverable, readSnapshotRefs, refTransaction, zeroOid } from './drop';
+import { checkRecoverable, refsOfSnapshots, refTransaction, zeroOid } from './drop';
 import {
   PIN_SCHEMA,
   isoSeconds,
@@ -92,7 +92,7 @@ export async function pinSnapshot(
   const lock = holdObjectsShared(repo.commonDir);
   try {
     for (let attempt = 1; ; attempt++) {
-      const refs = (await readSnapshotRefs([snapshot], git)).get(snapshot) as {
+      const refs = (await refsOfSnapshots([snapshot], git)).get(snapshot) as {
         snapshot: string | null;
         dropped: string | null;
         pin: string | null;
