@@ -24,6 +24,8 @@ import { registerFsck } from './commands/fsck';
 import { registerArchive } from './commands/archive';
 import { registerStatus } from './commands/status';
 import { registerVersion } from './commands/version';
+import { registerPin } from './commands/pin';
+import { registerDrop } from './commands/drop';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -54,6 +56,8 @@ export function buildProgram(): Command {
   registerArchive(program);
   registerStatus(program);
   registerVersion(program);
+  registerPin(program);
+  registerDrop(program);
   return program;
 }
 

@@ -30,7 +30,7 @@ import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
-import { checkOwnNames, selectXetRefs } from './select';
+import { checkOwnNames, isPublishable, selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -115,7 +115,9 @@ export async function pushXetRefs(options: {
     );
   }
 
-  const local = (await listRefs(['refs/xet/'], o)).filter((r) => !selected || selected.has(r.name));
+  const local = (await listRefs(['refs/xet/'], o)).filter(
+    (r) => isPublishable(r.name) && (!selected || selected.has(r.name)),
+  );
   await checkOwnNames(local, o);
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
   // What is shown (the JSON, error messages) never holds a URL's password; the ledger keeps the URL.

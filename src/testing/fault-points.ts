@@ -41,6 +41,12 @@ export const FAULT_POINTS = [
   'discard:after-capture',
   'discard:after-mark',
   'discard:mid-removal',
+  // pin: the pin marker's objects written, no ref yet; the ref (and an undrop) done, no sidecar row.
+  // drop: every id checked, nothing written; the one ref transaction done
+  'pin:after-objects',
+  'pin:after-ref',
+  'drop:after-check',
+  'drop:after-refs',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];
