@@ -24,6 +24,7 @@ import { registerFsck } from './commands/fsck';
 import { registerArchive } from './commands/archive';
 import { registerStatus } from './commands/status';
 import { registerVersion } from './commands/version';
+import { registerGc } from './commands/gc';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
   registerPush(program);
   registerFetch(program);
   registerFsck(program);
+  registerGc(program);
   registerArchive(program);
   registerStatus(program);
   registerVersion(program);
