@@ -31,7 +31,16 @@ import { DROP_SCHEMA, isoSeconds, markerRef, writeMarker } from './markers';
 import { measureObjects, type StoreSize } from './measure';
 import { holdObjectsExclusive } from './objects-lock';
 import { markRoots, type Keeper, type Marking } from './roots';
-import { captureLocksOf, deadSpools, removeBase, removePaths, staleCaches, unusedBases } from './sweep';
+import {
+  captureLocksOf,
+  deadSpools,
+  forgetCacheTrees,
+  removeBase,
+  removePaths,
+  staleCaches,
+  unsafeCaches,
+  unusedBases,
+} from './sweep';
 
 export const DEFAULT_GRACE_SECONDS = 14 * 86400;
 
@@ -101,32 +110,43 @@ interface Plan {
   bases: string[];
   baseLeftovers: string[];
   caches: string[];
+  /** The caches of worktrees that no longer exist (their capture locks go too). */
+  goneCaches: string[];
   spools: string[];
   problems: string[];
 }
 
-function makePlan(repo: Repo, m: Marking, cutoff: Date | null): Plan {
+async function makePlan(repo: Repo, m: Marking, cutoff: Date | null): Promise<Plan> {
   const problems = [...m.problems];
   const deleted: DeletedRef[] = [];
   const before = (iso: string) => cutoff !== null && Date.parse(iso) < cutoff.getTime();
   for (const d of m.dropped) {
-    if (!d.record) {
-      problems.push(`${d.ref}: ${d.problem ?? 'unreadable'}; kept`);
-      continue;
-    }
+    // An unreadable drop marker (markRoots reports it) is kept: its date cannot be trusted.
+    if (!d.record) continue;
     if (before(d.record.droppedAt)) deleted.push({ ref: d.ref, oid: d.commit, snapshot: d.snapshot, why: 'dropped' });
   }
   for (const p of m.expiredPins) deleted.push({ ref: p.ref, oid: p.commit, snapshot: p.snapshot, why: 'pin-expired' });
   for (const h of m.expiredHandoffs) {
-    if (before(h.expiresAt)) deleted.push({ ref: h.ref, oid: '', snapshot: h.snapshot, why: 'handoff-expired' });
+    if (before(h.expiresAt)) deleted.push({ ref: h.ref, oid: h.commit, snapshot: h.snapshot, why: 'handoff-expired' });
   }
   const { bases, leftovers } = unusedBases(repo, m.liveBases);
+  const gone = staleCaches(repo);
+  // What stays after this run: every snapshot ref not released, every root, every drop not deleted.
+  const releasing = new Set(m.released.map((r) => r.oid));
+  const deleting = new Set(deleted.filter((d) => d.why === 'dropped').map((d) => d.snapshot));
+  const remaining = [
+    ...m.snapshots.map((s) => s.oid).filter((s) => !releasing.has(s)),
+    ...m.kept.keys(),
+    ...m.dropped.filter((d) => !deleting.has(d.snapshot)).map((d) => d.snapshot),
+  ];
+  const unsafe = await unsafeCaches(repo, remaining, new Set(gone));
   return {
     released: m.released,
     deleted,
     bases,
     baseLeftovers: leftovers,
-    caches: staleCaches(repo),
+    caches: [...gone, ...unsafe],
+    goneCaches: gone,
     spools: deadSpools(repo),
     problems,
   };
@@ -156,7 +176,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     progress('marking roots');
     const before = await measureObjects(repo.objectsDir, o);
     const m = await markRoots(repo, now);
-    const plan = makePlan(repo, m, cutoff);
+    const plan = await makePlan(repo, m, cutoff);
     return {
       dryRun: true,
       runId: null,
@@ -164,7 +184,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
       interrupted: [],
       refs: {
         released: plan.released.map((r) => ({ snapshot: r.oid, why: r.why })),
-        deleted: await withOids(plan.deleted, o),
+        deleted: plan.deleted,
       },
       bases: plan.bases,
       caches: plan.caches,
@@ -187,8 +207,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     const before = await measureObjects(repo.objectsDir, o);
     progress('marking roots');
     const m = await markRoots(repo, now);
-    const plan = makePlan(repo, m, cutoff);
-    plan.deleted = await withOids(plan.deleted, o);
+    const plan = await makePlan(repo, m, cutoff);
     withSidecar(repo.commonDir, (db) =>
       recordPlan(db, id, {
         released: plan.released.map((r) => r.oid),
@@ -214,7 +233,13 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     await faultPoint('gc:after-bases');
 
     const caches = plan.caches.filter((c) => removePaths([c]) === 1);
-    removePaths(captureLocksOf(repo, caches));
+    forgetCacheTrees(repo, caches);
+    removePaths(
+      captureLocksOf(
+        repo,
+        plan.goneCaches.filter((c) => caches.includes(c)),
+      ),
+    );
     const spools = [...plan.baseLeftovers, ...plan.spools.filter((s) => removePaths([s]) === 1)];
     withSidecar(repo.commonDir, (db) => recordStep(db, id, 'sweeping', 'caches'));
     await faultPoint('gc:before-repack');
@@ -270,20 +295,6 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
   } finally {
     lock.release();
   }
-}
-
-/** The current value of each ref to delete (expired handoffs come without it). */
-async function withOids(list: DeletedRef[], o: ReturnType<typeof repoOpts>): Promise<DeletedRef[]> {
-  const missing = list.filter((d) => !d.oid);
-  if (!missing.length) return list;
-  const text = await gitText(['for-each-ref', '--format=%(refname) %(objectname)', ...missing.map((d) => d.ref)], o);
-  const map = new Map(
-    text
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => l.split(' ') as [string, string]),
-  );
-  return list.filter((d) => d.oid || map.has(d.ref)).map((d) => (d.oid ? d : { ...d, oid: map.get(d.ref) as string }));
 }
 
 async function updateRefs(lines: string[], o: ReturnType<typeof repoOpts>): Promise<void> {

@@ -7,7 +7,8 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Repo } from '../git/repo';
+import { gitText } from '../git/exec';
+import { repoOpts, type Repo } from '../git/repo';
 import { sidecarDir, withExistingSidecar } from '../sidecar/db';
 import { acquireLock } from '../sidecar/lock';
 import { workspaceId } from '../sidecar/workspaces';
@@ -203,4 +204,52 @@ export function deadSpools(repo: Repo): string[] {
     if (m && !ownerAlive(Number(m[1]))) out.push(path.join(packDir, name));
   }
   return out;
+}
+
+/**
+ * Stat caches of live worktrees that could name reclaimed objects: a capture trusts its cache and
+ * reuses a blob id without the blob, so a cache whose files tree is no longer the files tree of a
+ * snapshot that stays (its last snapshot was dropped, or the sidecar that said which tree it holds
+ * was lost) must go before Git reclaims. The next capture there hashes every file again.
+ */
+export async function unsafeCaches(repo: Repo, remaining: Iterable<string>, already: Set<string>): Promise<string[]> {
+  const dir = path.join(sidecarDir(repo.commonDir), 'cache');
+  const byWs = new Map<string, string[]>();
+  for (const name of readdir(dir)) {
+    const m = /^([0-9a-f]{16})\.index/.exec(name);
+    const p = path.join(dir, name);
+    if (!m || already.has(p)) continue;
+    byWs.set(m[1], [...(byWs.get(m[1]) ?? []), p]);
+  }
+  if (!byWs.size) return [];
+  const trees = new Map<string, string | null>();
+  withExistingSidecar(repo.commonDir, (db) => {
+    const q = db.prepare('SELECT last_files_tree AS tree FROM workspaces WHERE id = ?');
+    for (const ws of byWs.keys()) trees.set(ws, (q.get(ws) as { tree: string | null } | undefined)?.tree ?? null);
+  });
+  const snaps = [...new Set(remaining)];
+  const keep = new Set<string>();
+  if (snaps.length) {
+    const text = await gitText(['cat-file', '--batch-check=%(objectname)'], {
+      ...repoOpts(repo),
+      input: snaps.map((s) => `${s}:files\n`).join(''),
+    });
+    for (const line of text.split('\n')) if (/^[0-9a-f]{40,64}$/.test(line)) keep.add(line);
+  }
+  const out: string[] = [];
+  for (const [ws, files] of byWs) {
+    const tree = trees.get(ws) ?? null;
+    if (!tree || !keep.has(tree)) out.push(...files);
+  }
+  return out;
+}
+
+/** Forget the last files tree of the workspaces whose caches went (capture must not use it as a base). */
+export function forgetCacheTrees(repo: Repo, caches: string[]): void {
+  const ids = [...new Set(caches.map((c) => /([0-9a-f]{16})\.index/.exec(path.basename(c))?.[1]).filter(Boolean))];
+  if (!ids.length) return;
+  withExistingSidecar(repo.commonDir, (db) => {
+    const q = db.prepare('UPDATE workspaces SET last_files_tree = NULL WHERE id = ?');
+    db.transaction(() => ids.forEach((id) => q.run(id)))();
+  });
 }

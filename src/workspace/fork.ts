@@ -12,6 +12,7 @@
 // then 'active'. Any failure undoes what was made; a killed creator leaves a 'creating' row that
 // `forks` shows as incomplete and `discard` removes.
 
+import { FORK_MARKER_FILE } from '../gc/roots';
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -317,7 +318,6 @@ async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot):
   return gitDir;
 }
 
-export const FORK_MARKER_FILE = 'xet-fork.json';
 export const FORK_MARKER_SCHEMA = 'xet.fork-marker/v1';
 
 /** `<admin dir>/xet-fork.json`: the fork's roots (its snapshot) outside the sidecar, so marking after
