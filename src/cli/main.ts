@@ -26,6 +26,7 @@ import { registerStatus } from './commands/status';
 import { registerVersion } from './commands/version';
 import { registerPin } from './commands/pin';
 import { registerDrop } from './commands/drop';
+import { registerGc } from './commands/gc';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -53,6 +54,7 @@ export function buildProgram(): Command {
   registerPush(program);
   registerFetch(program);
   registerFsck(program);
+  registerGc(program);
   registerArchive(program);
   registerStatus(program);
   registerVersion(program);

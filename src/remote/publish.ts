@@ -11,6 +11,7 @@
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
 // refused rather than overwritten.
 
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -338,8 +339,13 @@ export function trackingPrefix(remote: string): string {
  * each is created locally only if absent. A plain refspec into refs/xet/* would let a fast-forward
  * move a content-named ref (a snapshot's or handoff's) to something else.
  */
+// Holds the objects lock shared: the refs it adopts become roots only once written.
 export async function fetchXetRefs(options: { cwd: string; remote?: string }): Promise<FetchResult> {
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => fetchXetRefsShared(options, repo));
+}
+
+async function fetchXetRefsShared(options: { cwd: string; remote?: string }, repo: Repo): Promise<FetchResult> {
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
   await checkRemoteArgument(repo, remote, options.remote === undefined);

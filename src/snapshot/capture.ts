@@ -40,6 +40,7 @@ import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
+import { holdObjectsShared } from '../gc/objects-lock';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
@@ -148,7 +149,16 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const wsId = workspaceId(repo.gitDir);
   fs.mkdirSync(xetDir, { recursive: true });
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
-  const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
+  // Shared objects lock first (a gc waits for this capture, or this capture for the gc: the blobs it
+  // reuses from its stat cache must not be pruned before its ref exists), then the workspace's.
+  const objectsLock = holdObjectsShared(repo.commonDir, () => options.progress?.('waiting for git xet gc'));
+  let lock;
+  try {
+    lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
+  } catch (e) {
+    objectsLock.release();
+    throw e;
+  }
   try {
     // Temporary files of killed captures (their owners are dead) go before we make our own.
     const cleaned = removeLeftovers(repoLeftovers(repo));
@@ -428,6 +438,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
     lock.release();
+    objectsLock.release();
   }
 }
 

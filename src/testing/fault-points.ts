@@ -47,6 +47,12 @@ export const FAULT_POINTS = [
   'pin:after-ref',
   'drop:after-check',
   'drop:after-refs',
+  // gc (local): plan journaled, refs swept, bases removed, before and after git's repack
+  'gc:after-plan',
+  'gc:after-refs',
+  'gc:after-bases',
+  'gc:before-repack',
+  'gc:after-repack',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];

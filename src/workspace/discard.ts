@@ -4,6 +4,7 @@
 // so ('discarding', with the snapshot), so a discard killed half way is finished by the next one
 // without capturing the half-removed tree.
 
+import { holdObjectsShared } from '../gc/objects-lock';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -38,10 +39,19 @@ export interface DiscardResult {
 export async function discardFork(options: DiscardOptions): Promise<DiscardResult> {
   const found = await resolveFork(options.cwd, options.dir);
   const { repo } = found;
-  const lock = acquireLock(
-    path.join(sidecarDir(repo.commonDir), 'locks', `fork-${found.row.id}.lockdb`),
-    'discarding this fork',
-  );
+  // Shared objects lock (its capture reuses objects; its kept snapshot must be a root before a gc
+  // marks), taken before the fork's lock.
+  const objectsLock = holdObjectsShared(repo.commonDir);
+  let lock;
+  try {
+    lock = acquireLock(
+      path.join(sidecarDir(repo.commonDir), 'locks', `fork-${found.row.id}.lockdb`),
+      'discarding this fork',
+    );
+  } catch (e) {
+    objectsLock.release();
+    throw e;
+  }
   try {
     // Whoever held the lock before us may have finished the job.
     const row = withSidecar(repo.commonDir, (db) => liveForkAt(db, found.row.dir));
@@ -51,6 +61,7 @@ export async function discardFork(options: DiscardOptions): Promise<DiscardResul
     return await discardLocked(repo, row, options);
   } finally {
     lock.release();
+    objectsLock.release();
   }
 }
 

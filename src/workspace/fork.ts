@@ -12,6 +12,8 @@
 // then 'active'. Any failure undoes what was made; a killed creator leaves a 'creating' row that
 // `forks` shows as incomplete and `discard` removes.
 
+import { FORK_MARKER_FILE } from '../gc/roots';
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -88,8 +90,13 @@ async function chooseMode(
   return { mode: 'copy', notAvailable };
 }
 
+// Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => createForkShared(options, repo));
+}
+
+async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkResult> {
   const o = repoOpts(repo);
   const oid = await resolveSnapshotOid(options.snapshot, o);
   // A snapshot with a base was validated (schema, every path) when the base was built; its id names
@@ -175,6 +182,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     progress('adding the worktree');
     gitDir = await addWorktree(repo, dir, id, snap);
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
+    writeForkMarker(gitDir, { id, snapshot: oid, mode, createdAt: row.createdAt });
     await faultPoint('fork:after-worktree');
     const filesIndex = path.join(gitDir, 'xet-files.index');
     const spec = {
@@ -308,6 +316,17 @@ async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot):
   // `git worktree add --no-checkout` leaves no index; ours comes later.
   fs.rmSync(path.join(gitDir, 'index'), { force: true });
   return gitDir;
+}
+
+export const FORK_MARKER_SCHEMA = 'xet.fork-marker/v1';
+
+/** `<admin dir>/xet-fork.json`: the fork's roots (its snapshot) outside the sidecar, so marking after
+ * the database was lost (and fsck --rebuild) still knows the fork. Written atomically. */
+function writeForkMarker(gitDir: string, m: { id: string; snapshot: string; mode: ForkMode; createdAt: string }): void {
+  const file = path.join(gitDir, FORK_MARKER_FILE);
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, `${JSON.stringify({ schema: FORK_MARKER_SCHEMA, ...m })}\n`);
+  fs.renameSync(tmp, file);
 }
 
 /** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
