@@ -16,6 +16,7 @@ import { registerFork } from './commands/fork';
 import { registerForks } from './commands/forks';
 import { registerChanges } from './commands/changes';
 import { registerDiscard } from './commands/discard';
+import { registerReclaim } from './commands/reclaim';
 import { registerExport } from './commands/export';
 import { registerHandoff } from './commands/handoff';
 import { registerPush } from './commands/push';
@@ -49,6 +50,7 @@ export function buildProgram(): Command {
   registerForks(program);
   registerChanges(program);
   registerDiscard(program);
+  registerReclaim(program);
   registerExport(program);
   registerHandoff(program);
   registerPush(program);

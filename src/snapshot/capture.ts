@@ -69,6 +69,9 @@ export interface CaptureOptions extends PolicyOptions {
   progress?: (what: string) => void;
   /** An inner repository of another capture: found from `cwd` alone, never from GIT_DIR. */
   inner?: boolean;
+  /** The worktree to record as the source when `cwd` is another view of it (reclaim captures a
+   * fork from a private read-only mount of its layers). */
+  worktreeAs?: string;
 }
 
 export interface CaptureResult {
@@ -319,7 +322,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       platform: { os: os.platform(), arch: os.arch() },
       createdAt: new Date().toISOString(),
       message: options.message ?? '',
-      source: { worktree: repo.worktree, linkedWorktree: repo.gitDir !== repo.commonDir },
+      source: { worktree: options.worktreeAs ?? repo.worktree, linkedWorktree: repo.gitDir !== repo.commonDir },
       head,
       refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type, ...(r.symref ? { symref: r.symref } : {}) })),
       stash,
@@ -422,7 +425,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     try {
       withSidecar(repo.commonDir, (db) => {
         const now = new Date().toISOString();
-        recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
+        recordFilesTree(
+          db,
+          { id: wsId, worktree: options.worktreeAs ?? repo.worktree, gitDir: repo.gitDir },
+          filesTree,
+          totals,
+          now,
+        );
         db.prepare(
           `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
         ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);

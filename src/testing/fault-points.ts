@@ -53,6 +53,12 @@ export const FAULT_POINTS = [
   'gc:after-bases',
   'gc:before-repack',
   'gc:after-repack',
+  // reclaim: overlay fork unmounted (its view not yet mounted); the snapshot captured, not pinned;
+  // pinned, the row not yet marked; marked 'discarding' and half removed
+  'reclaim:after-unmount',
+  'reclaim:after-capture',
+  'reclaim:after-pin',
+  'reclaim:mid-remove',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];

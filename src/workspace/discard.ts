@@ -18,6 +18,7 @@ import { removeDeep } from './copy';
 import { ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dieAt, faultPoint } from '../testing/fault-points';
+import { dropReclaimView } from './reclaim-view';
 
 export interface DiscardOptions {
   cwd: string;
@@ -68,6 +69,8 @@ export async function discardFork(options: DiscardOptions): Promise<DiscardResul
 async function discardLocked(repo: Repo, row: ForkRow, options: DiscardOptions): Promise<DiscardResult> {
   let dirty: boolean | null = null;
   let kept: string | null = row.keptSnapshot;
+  // A reclaim killed with its read-only view of this fork mounted left it behind.
+  if (row.mode === 'overlay') await dropReclaimView(repo, row.id);
   if (row.state === 'active') {
     // A discard run from inside the fork must not keep it busy itself.
     process.chdir(repo.commonDir);

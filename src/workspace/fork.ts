@@ -36,6 +36,7 @@ import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
+import { dropReclaimView } from './reclaim-view';
 
 export type RequestedMode = ForkMode | 'auto';
 
@@ -462,6 +463,9 @@ export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> 
     });
   }
   fs.mkdirSync(row.work, { recursive: true });
+  // A reclaim killed with its read-only view mounted: the upper layer must not stay a lower layer
+  // of that view once the fork writes to it again.
+  await dropReclaimView(repo, row.id);
   let base = baseFor(repo, row.snapshot);
   if (!fs.existsSync(base.index)) {
     // The base is derived data: rebuilt from the snapshot (its files get new inodes, so git
