@@ -216,10 +216,11 @@ export async function stopChildren() {
 /**
  * Run a child process. Resolves with {code, signal, stdout, stderr, seconds, pid};
  * rejects with a BenchError naming the command, cwd, exit status and output tail
- * unless allowFail is set. `onSpawn(child)` lets a caller sample the process.
+ * unless allowFail is set. `onSpawn(child)` lets a caller sample the process; `input` (string or
+ * Buffer) is written to its stdin.
  */
 export function run(cmd, args, opts = {}) {
-  const { cwd = ROOT, env = process.env, allowFail = false, timeoutSec = 0, stdio = 'pipe', onSpawn } = opts;
+  const { cwd = ROOT, env = process.env, allowFail = false, timeoutSec = 0, stdio = 'pipe', onSpawn, input } = opts;
   const cmdline = [cmd, ...args].map(quote).join(' ');
   if (stopping) return Promise.reject(new BenchError(`interrupted; not starting ${cmdline}`));
   return new Promise((resolveP, rejectP) => {
@@ -232,13 +233,14 @@ export function run(cmd, args, opts = {}) {
       child = spawn(cmd, args, {
         cwd,
         env,
-        stdio: stdio === 'pipe' ? ['ignore', 'pipe', 'pipe'] : ['ignore', stdio, stdio],
+        stdio: [input == null ? 'ignore' : 'pipe', ...(stdio === 'pipe' ? ['pipe', 'pipe'] : [stdio, stdio])],
       });
     } catch (e) {
       rejectP(new BenchError(`cannot start ${cmdline}: ${e.message}`));
       return;
     }
     children.add(child);
+    if (input != null) child.stdin.end(input);
     const cap = 8 * MB;
     child.stdout?.on('data', (d) => {
       stdout += d;
