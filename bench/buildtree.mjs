@@ -16,7 +16,7 @@
 // .git included); then in the restored tree and in the tar copy: `make -q` (must say up to date),
 // the time and number of compiles of a `make`, disk use (`du -s`, worktree without .git, each
 // inode counted once) and the number of hard-linked files. Results: a table on stdout and
-// bench/buildtree-results.json. Plain ESM; the process helpers come from bench/run.mjs.
+// bench/buildtree-results.json. Plain ESM; the harness is bench/lib/harness.mjs.
 
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';

@@ -4,7 +4,8 @@
 //   npm run bench                  (= npm run build && node bench/run.mjs && node bench/forks.mjs)
 //   node bench/forks.mjs --help    (options)
 //
-// Plain ESM, node built-ins only; the workload builder and the helpers come from bench/run.mjs.
+// Plain ESM, node built-ins only; the workload comes from bench/lib/workload.mjs,
+// the harness (options, processes, timing, results) from bench/lib/harness.mjs.
 // Everything a run creates lives in <tmp-base>/xet-bench-forks-<pid>/ (default /dev/shm): a frozen
 // copy of the CLI and a fresh XFS image (reflink=1) loop-mounted at .../mnt, into which the workload
 // repo is copied. Forks, copies and baselines all live on that one filesystem, so clone mode works

@@ -4,7 +4,8 @@
 //   npm run bench                   (= … && node bench/handoff.mjs)
 //   node bench/handoff.mjs --help   (options)
 //
-// Plain ESM, node built-ins only; the workload builder and the helpers come from bench/run.mjs.
+// Plain ESM, node built-ins only; the workload comes from bench/lib/workload.mjs,
+// the harness (options, processes, timing, results) from bench/lib/harness.mjs.
 // Everything a run creates lives in <tmp-base>/xet-bench-handoff-<pid>/ (default /dev/shm): a frozen
 // copy of the CLI and of remote-helper/ (first on PATH for every child, so git runs that
 // git-remote-xet for xet:: URLs), the sending and receiving repositories, the xet store and the bare

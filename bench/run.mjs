@@ -1,13 +1,13 @@
 #!/usr/bin/env node
-// git xet benchmark harness.
+// git xet capture, restore and verify benchmark (the first of `npm run bench`).
 //
-//   npm run bench                (= npm run build && node bench/run.mjs)
+//   npm run bench                (= npm run build && node bench/run.mjs && …)
 //   node bench/run.mjs --help    (options)
 //
-// Plain ESM, node built-ins only. Everything it creates lives under bench/work/
-// (git-ignored): the workload (reused between runs, keyed by a hash of
-// bench/workload/package-lock.json and the workload recipe below), a cache of
-// `npm pack` tarballs, and a per-run temp dir that is removed at the end.
+// Plain ESM, node built-ins only; the harness is bench/lib/harness.mjs. Everything it creates lives
+// under bench/work/ (git-ignored): the workload (bench/lib/workload.mjs: reused between runs, keyed
+// by a hash of bench/workload/package-lock.json and the workload recipe), a cache of `npm pack`
+// tarballs, and a per-run temp dir that is removed at the end.
 // Results: a table on stdout and bench/results.json.
 
 import { createHash } from 'node:crypto';
