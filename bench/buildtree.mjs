@@ -16,11 +16,11 @@
 // .git included); then in the restored tree and in the tar copy: `make -q` (must say up to date),
 // the time and number of compiles of a `make`, disk use (`du -s`, worktree without .git, each
 // inode counted once) and the number of hard-linked files. Results: a table on stdout and
-// bench/buildtree-results.json. Plain ESM; the process helpers come from bench/run.mjs.
+// bench/buildtree-results.json. Plain ESM; the harness is bench/lib/harness.mjs.
 
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   BENCH_DIR,
@@ -28,86 +28,67 @@ import {
   GIT_ENV,
   ROOT,
   WORK,
-  die,
   fmtMB,
   fmtS,
-  formatResults,
   freezeCli,
   git,
   log,
   machineInfo,
-  median,
+  compare,
+  parseArgs,
   parseJsonOutput,
   printReport,
   quote,
+  recorder,
   rmrf,
   run,
+  runXet,
   settle,
   sh,
+  start,
+  table,
   tail,
-} from './run.mjs';
+  writeResults,
+} from './lib/harness.mjs';
 
 const RECIPE = 'buildtree-v1';
 const LEVELDOWN = 'leveldown@6.1.1';
 const LEVELDB_DIR = 'leveldb';
 const TOOL_LINKS = 40;
 const SRC = join(BENCH_DIR, 'buildtree');
-const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'buildtree-results.json');
 const GOALS = { captureRatio: 2.0, restoreRatio: 1.5, diskRatio: 1.0 };
 // A directory's size depends on how its entries were created and removed (one grown and emptied
 // keeps its blocks), so a fresh copy of a tree, tar's as well as ours, may differ from the source
 // by a few directory blocks without any file costing more.
 const DIR_SLACK_BYTES = 64 * 1024;
 
-const HELP = `usage: node bench/buildtree.mjs [options]
-
-  --reps N             repetitions of capture and restore, median reported (default 3)
-  --no-rebuild         do not time the \`make\` in the restored tree (it may recompile everything)
-  --rebuild-workload   rebuild bench/work/buildtree-* even if cached
-  --tmp-base DIR       put the per-run copies/restores under DIR instead of bench/work/
-  --timeout SEC        per-command timeout for git xet and make (default 1800)
-  --keep               keep the per-run temp dir (debugging)
-  --no-results         do not write bench/buildtree-results.json
-  --results FILE       write the results there instead
-  --no-freeze-cli      run bin/git-xet in place instead of a copy of bin/ + dist/ taken at start
-`;
-
-function parseArgs(argv) {
-  const o = {
+const ARGS = {
+  script: 'bench/buildtree.mjs',
+  results: 'buildtree-results.json',
+  common: {
     reps: 3,
-    rebuild: true,
     rebuildWorkload: false,
     tmpBase: WORK,
     timeoutSec: 1800,
     keep: false,
     writeResults: true,
-    resultsFile: DEFAULT_RESULTS_FILE,
+    resultsFile: null,
     freezeCli: true,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => argv[++i] ?? die(`${a} needs a value`);
-    const num = () => {
-      const v = Number(val());
-      if (!Number.isFinite(v) || v < 0) die(`${a} needs a non-negative number`);
-      return v;
-    };
-    if (a === '--reps') o.reps = Math.max(1, Math.floor(num()));
-    else if (a === '--no-rebuild') o.rebuild = false;
-    else if (a === '--rebuild-workload') o.rebuildWorkload = true;
-    else if (a === '--tmp-base') o.tmpBase = resolve(val());
-    else if (a === '--timeout') o.timeoutSec = num();
-    else if (a === '--keep') o.keep = true;
-    else if (a === '--no-results') o.writeResults = false;
-    else if (a === '--results') o.resultsFile = resolve(val());
-    else if (a === '--no-freeze-cli') o.freezeCli = false;
-    else if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      process.exit(0);
-    } else die(`unknown option ${a}\n${HELP}`);
-  }
-  return o;
-}
+  },
+  help: {
+    reps: 'repetitions of capture and restore, median reported (default 3)',
+    tmpBase: 'put the per-run copies/restores under DIR instead of bench/work/',
+    timeoutSec: 'per-command timeout for git xet and make (default 1800)',
+  },
+  options: [
+    {
+      flag: '--no-rebuild',
+      key: 'rebuild',
+      default: true,
+      help: 'do not time the `make` in the restored tree (it may recompile everything)',
+    },
+  ],
+};
 
 // ---------------------------------------------------------------------------
 // Workload
@@ -327,26 +308,14 @@ async function mtimeDrift(src, dst) {
 
 let CLI = join(ROOT, 'bin', 'git-xet');
 
-async function xet(cwd, args, timeoutSec) {
-  const r = await run(process.execPath, [CLI, ...args], { cwd, timeoutSec, allowFail: true });
-  r.json = parseJsonOutput(r.stdout);
-  if (r.code !== 0) {
-    throw new BenchError(
-      `git xet ${args.join(' ')} failed (exit ${r.code}) after ${r.seconds.toFixed(2)}s\n` +
-        `  repro: cd ${quote(cwd)} && node ${quote(join(ROOT, 'bin', 'git-xet'))} ${args.map(quote).join(' ')}\n` +
-        (r.stdout.trim() ? `  stdout: ${tail(r.stdout.trim(), 3000)}\n` : '') +
-        (r.stderr.trim() ? `  stderr: ${tail(r.stderr.trim(), 3000)}\n` : ''),
-    );
-  }
-  return r;
-}
+const xet = (cwd, args, timeoutSec) => runXet(CLI, cwd, args, { timeoutSec });
 
 // ---------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), ARGS);
   const tmp = join(opts.tmpBase, `tmp-buildtree-${process.pid}`);
   mkdirSync(tmp, { recursive: true });
   const cleanup = () => {
@@ -374,11 +343,7 @@ async function main() {
     warnings: [],
     errors: [],
   };
-  const fail = (phase, e) => {
-    const msg = e instanceof BenchError ? e.message : e.stack || String(e);
-    log(`ERROR in ${phase}:\n${msg}`);
-    results.errors.push({ phase, message: msg });
-  };
+  const { fail } = recorder(results);
   try {
     const wl = await ensureWorkload(opts);
     const { repo } = wl;
@@ -481,11 +446,7 @@ async function main() {
     results.finishedAt = new Date().toISOString();
     results.summary = summarize(results);
     printTable(results);
-    if (opts.writeResults) {
-      writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
-      await formatResults(opts.resultsFile);
-      log(`wrote ${relative(ROOT, opts.resultsFile)}`);
-    }
+    await writeResults(opts, results);
     cleanup();
   }
   process.exitCode = results.errors.length ? 1 : 0;
@@ -535,20 +496,7 @@ async function afterRestore(repo, { dest, untar }, opts, results) {
 
 function summarize(results) {
   const M = results.measurements;
-  const row = (label, d, goal) => {
-    const x = d.xet.length ? median(d.xet) : null;
-    const b = d.baseline.length ? median(d.baseline) : null;
-    const ratio = x != null && b ? x / b : null;
-    return {
-      label,
-      xet: x,
-      baseline: b,
-      ratio,
-      goal,
-      status: ratio == null ? 'not run' : ratio <= goal ? 'PASS' : 'FAIL',
-      samples: d,
-    };
-  };
+  const row = (label, d, goal) => ({ ...compare(label, d.xet, d.baseline, goal), samples: d });
   const rows = [
     row('capture vs tar | zstd -1 -T0', M.capture, GOALS.captureRatio),
     row('restore vs zstd -d | tar -x (incl .git)', M.restore, GOALS.restoreRatio),
@@ -613,9 +561,7 @@ function printTable(results) {
     r.goal == null ? (r.status === 'info' ? '-' : 'nothing to do') : `<= ${r.goal}x`,
     r.status,
   ]);
-  const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (r) => r.map((c, i) => String(c).padEnd(widths[i])).join('  ');
-  out.push(line(hdr), widths.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line));
+  out.push(...table(hdr, rows));
   const a = results.after;
   if (a) {
     out.push('');
@@ -646,7 +592,4 @@ function printTable(results) {
   printReport(out, results);
 }
 
-main().catch((e) => {
-  process.stderr.write(`bench: ${e.stack || e}\n`);
-  process.exit(1);
-});
+start(main);

@@ -4,7 +4,8 @@
 //   npm run bench                  (= npm run build && node bench/run.mjs && node bench/forks.mjs)
 //   node bench/forks.mjs --help    (options)
 //
-// Plain ESM, node built-ins only; the workload builder and the helpers come from bench/run.mjs.
+// Plain ESM, node built-ins only; the workload comes from bench/lib/workload.mjs,
+// the harness (options, processes, timing, results) from bench/lib/harness.mjs.
 // Everything a run creates lives in <tmp-base>/xet-bench-forks-<pid>/ (default /dev/shm): a frozen
 // copy of the CLI and a fresh XFS image (reflink=1) loop-mounted at .../mnt, into which the workload
 // repo is copied. Forks, copies and baselines all live on that one filesystem, so clone mode works
@@ -13,39 +14,50 @@
 // up by the next one. Runs as root (mount, overlayfs). Results: tables on stdout and
 // bench/forks-results.json.
 
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, appendFileSync, statfsSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, appendFileSync, statfsSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import {
-  printReport,
-  BENCH_DIR,
-  ROOT,
   BenchError,
-  HISTORY_PACKAGE,
+  ROOT,
+  cleanStaleRuns,
+  cliInfo,
   die,
-  ensureWorkload,
   fmtMB,
+  fmtMs,
   fmtS,
-  formatResults,
+  fmtX,
   freezeCli,
-  GIT_ENV,
+  git,
+  isStopping,
   log,
   machineInfo,
-  median,
-  parseJsonOutput,
+  med,
+  mountsUnder,
+  parseArgs,
+  printReport,
   quote,
+  ratio,
+  recorder,
   rmrf,
-  run as runUntracked,
+  run,
+  runXet,
   settle,
   sleep,
+  start,
+  stopChildren,
+  sum,
+  table,
   tail,
-} from './run.mjs';
+  unmountUnder,
+  verdict,
+  writeResults,
+} from './lib/harness.mjs';
+import { HISTORY_PACKAGE, ensureWorkload } from './lib/workload.mjs';
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
 
-const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'forks-results.json');
 const MODES = ['overlay', 'clone', 'copy'];
 const CHANGES_EDITS = 10;
 
@@ -74,114 +86,66 @@ const TEST_JS = [
 ].join(' ');
 const TEST_OUTPUT = '<p>fork-ready</p>';
 
-const HELP = `usage: node bench/forks.mjs [options]
-
-  --reps N             repetitions of each single measurement, median reported (default 3)
-  --counts LIST        fork counts per round, comma-separated (default 1,4,16)
-  --modes LIST         fork modes to measure (default overlay,clone,copy)
-  --tmp-base DIR       where the XFS image and the frozen CLI go (default /dev/shm)
-  --image-size SIZE    size of the sparse XFS image, as for truncate -s (default 12G: 16 copy forks
-                       of the workload need about 9.5 GB)
-  --no-npm-ci          skip the \`git worktree add\` + \`npm ci --offline\` baseline
-  --rebuild-workload   rebuild bench/work/workload-* even if cached
-  --timeout SEC        per-command timeout (default 900)
-  --no-results         do not write bench/forks-results.json
-  --results FILE       write the results there instead
-  --no-freeze-cli      run bin/git-xet in place instead of a copy of bin/ + dist/ taken at start
-`;
-
-function parseArgs(argv) {
-  const o = {
+const ARGS = {
+  script: 'bench/forks.mjs',
+  results: 'forks-results.json',
+  common: {
     reps: 3,
-    counts: [1, 4, 16],
-    modes: [...MODES],
     tmpBase: '/dev/shm',
-    imageSize: '12G',
-    npmCi: true,
     rebuildWorkload: false,
     timeoutSec: 900,
     writeResults: true,
-    resultsFile: DEFAULT_RESULTS_FILE,
+    resultsFile: null,
     freezeCli: true,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => argv[++i] ?? die(`${a} needs a value`);
-    const num = () => {
-      const v = Number(val());
-      if (!Number.isFinite(v) || v < 0) die(`${a} needs a non-negative number`);
-      return v;
-    };
-    if (a === '--reps') o.reps = Math.max(1, Math.floor(num()));
-    else if (a === '--counts') {
-      o.counts = val()
-        .split(',')
-        .map((x) => Math.floor(Number(x)));
-      if (!o.counts.length || o.counts.some((n) => !(n >= 1))) die('--counts needs positive integers');
-    } else if (a === '--modes') {
-      o.modes = val().split(',');
-      for (const m of o.modes) if (!MODES.includes(m)) die(`unknown mode ${m}`);
-    } else if (a === '--tmp-base') o.tmpBase = resolve(val());
-    else if (a === '--image-size') o.imageSize = val();
-    else if (a === '--no-npm-ci') o.npmCi = false;
-    else if (a === '--rebuild-workload') o.rebuildWorkload = true;
-    else if (a === '--timeout') o.timeoutSec = num();
-    else if (a === '--no-results') o.writeResults = false;
-    else if (a === '--results') o.resultsFile = resolve(val());
-    else if (a === '--no-freeze-cli') o.freezeCli = false;
-    else if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      process.exit(0);
-    } else die(`unknown option ${a}\n${HELP}`);
-  }
-  return o;
-}
-
-// The harness's running children, so that a signal can stop them before the mounts are taken down
-// (a `git xet fork` with its cwd in the repo keeps the XFS busy).
-const children = new Set();
-let stopping = false;
-function run(cmd, args, opts = {}) {
-  if (stopping) return Promise.reject(new BenchError(`interrupted; not starting ${cmd}`));
-  return runUntracked(cmd, args, {
-    ...opts,
-    onSpawn: (child) => {
-      children.add(child);
-      child.on('close', () => children.delete(child));
-      opts.onSpawn?.(child);
+  },
+  help: {
+    reps: 'repetitions of each single measurement, median reported (default 3)',
+    tmpBase: 'where the XFS image and the frozen CLI go (default /dev/shm)',
+  },
+  options: [
+    {
+      flag: '--counts',
+      key: 'counts',
+      arg: 'LIST',
+      default: [1, 4, 16],
+      help: 'fork counts per round, comma-separated (default 1,4,16)',
+      parse: (v) => {
+        const counts = v.split(',').map((x) => Math.floor(Number(x)));
+        if (!counts.length || counts.some((n) => !(n >= 1))) die('--counts needs positive integers');
+        return counts;
+      },
     },
-  });
-}
-const git = (cwd, args, opts = {}) => run('git', args, { cwd, env: GIT_ENV, ...opts });
-
-const sum = (xs) => xs.reduce((a, b) => a + b, 0);
-const med = (xs) => (xs?.length ? median(xs) : null);
-const ratio = (a, b) => (a != null && b ? a / b : null);
-const fmtX = (r) => (r == null ? '-' : `${r < 0.1 ? r.toFixed(3) : r.toFixed(2)}x`);
-const fmtMs = (s) => (s == null ? '-' : `${(s * 1000).toFixed(0)} ms`);
-const verdict = (r, goal) => (r == null ? 'not run' : r <= goal ? 'PASS' : 'FAIL');
+    {
+      flag: '--modes',
+      key: 'modes',
+      arg: 'LIST',
+      default: [...MODES],
+      help: 'fork modes to measure (default overlay,clone,copy)',
+      parse: (v) => {
+        const modes = v.split(',');
+        for (const m of modes) if (!MODES.includes(m)) die(`unknown mode ${m}`);
+        return modes;
+      },
+    },
+    {
+      flag: '--image-size',
+      key: 'imageSize',
+      arg: 'SIZE',
+      default: '12G',
+      help: 'size of the sparse XFS image, as for truncate -s (default 12G: 16 copy forks\nof the workload need about 9.5 GB)',
+    },
+    {
+      flag: '--no-npm-ci',
+      key: 'npmCi',
+      default: true,
+      help: 'skip the `git worktree add` + `npm ci --offline` baseline',
+    },
+  ],
+};
 
 // ---------------------------------------------------------------------------
 // Mounts: the XFS image, the overlays under it, teardown
 // ---------------------------------------------------------------------------
-
-/** Mount points at or under `dir`, deepest first (from /proc/self/mountinfo). */
-function mountsUnder(dir) {
-  let text;
-  try {
-    text = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return [];
-  }
-  const out = [];
-  for (const line of text.split('\n')) {
-    const f = line.split(' ');
-    if (f.length < 5) continue;
-    const mp = f[4].replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
-    if (mp === dir || mp.startsWith(`${dir}/`)) out.push(mp);
-  }
-  return [...new Set(out)].sort((a, b) => b.length - a.length);
-}
 
 /**
  * Synchronous, so it can run from a signal or 'exit' handler: unmount everything under the run's
@@ -189,40 +153,13 @@ function mountsUnder(dir) {
  */
 function teardown(runDir) {
   const mnt = join(runDir, 'mnt');
-  for (const mp of mountsUnder(mnt)) {
-    let r = spawnSync('umount', [mp], { encoding: 'utf8' });
-    if (r.status !== 0) {
-      log(`umount ${mp} failed (${(r.stderr || '').trim()}); detaching it lazily`);
-      r = spawnSync('umount', ['-l', mp], { encoding: 'utf8' });
-      if (r.status !== 0) log(`umount -l ${mp} failed too: ${(r.stderr || '').trim()}`);
-    }
-  }
-  if (mountsUnder(mnt).length) {
+  if (unmountUnder(mnt).length) {
     // Never rm -rf through a mount: drop the image file only (freed when the loop detaches).
     log(`WARNING: still mounted under ${mnt}: ${mountsUnder(mnt).join(', ')}; removing only the image`);
     rmrf(join(runDir, 'xfs.img'));
     return;
   }
   rmrf(runDir);
-}
-
-/** Runs killed by SIGKILL leave their dir and mounts: clean those whose pid is gone. */
-function cleanStaleRuns(tmpBase) {
-  if (!existsSync(tmpBase)) return;
-  for (const name of readdirSync(tmpBase)) {
-    const m = name.match(/^xet-bench-forks-(\d+)$/);
-    if (!m || Number(m[1]) === process.pid) continue;
-    let alive = false;
-    try {
-      process.kill(Number(m[1]), 0);
-      alive = true;
-    } catch {
-      /* dead */
-    }
-    if (alive) continue;
-    log(`cleaning up the stale run dir ${join(tmpBase, name)}`);
-    teardown(join(tmpBase, name));
-  }
 }
 
 function parseSize(s) {
@@ -236,10 +173,11 @@ function parseSize(s) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), ARGS);
   const started = new Date();
   mkdirSync(opts.tmpBase, { recursive: true });
-  cleanStaleRuns(opts.tmpBase);
+  // Runs killed by SIGKILL leave their dir and mounts.
+  cleanStaleRuns(opts.tmpBase, 'xet-bench-forks-', teardown);
 
   const runDir = join(opts.tmpBase, `xet-bench-forks-${process.pid}`);
   const img = join(runDir, 'xfs.img');
@@ -254,10 +192,8 @@ async function main() {
   process.on('exit', cleanup);
   for (const sig of ['SIGINT', 'SIGTERM']) {
     process.on(sig, async () => {
-      stopping = true;
-      log(`${sig}: stopping ${children.size} child process(es), then unmounting and removing ${runDir}`);
-      for (const c of children) c.kill('SIGTERM');
-      for (let i = 0; i < 50 && children.size; i++) await sleep(100);
+      log(`${sig}: stopping the child processes, then unmounting and removing ${runDir}`);
+      await stopChildren();
       cleanup();
       process.exit(130);
     });
@@ -286,20 +222,7 @@ async function main() {
     warnings: [],
     errors: [],
   };
-  const fail = (phase, e) => {
-    if (stopping) return; // the failures that follow an interrupt are its echoes
-    const msg = e instanceof BenchError ? e.message : e.stack || String(e);
-    log(`ERROR in ${phase}:\n${msg}`);
-    results.errors.push({ phase, message: msg });
-  };
-  const warn = (msg) => {
-    log(`WARNING: ${msg}`);
-    results.warnings.push(msg);
-  };
-  const problem = (msg) => {
-    log(`PROBLEM: ${msg}`);
-    results.problems.push(msg);
-  };
+  const { fail, warn, problem } = recorder(results);
 
   let cli = join(ROOT, 'bin', 'git-xet');
   let repo = null;
@@ -308,22 +231,12 @@ async function main() {
   let expectedStatus = null;
 
   /** `git xet ...` in the repo (or cwd); any failure throws with the command, a repro line and stderr. */
-  const xet = async (args, { cwd = repo } = {}) => {
-    const res = await run(process.execPath, [cli, ...args], { cwd, timeoutSec: opts.timeoutSec, allowFail: true });
-    res.json = parseJsonOutput(res.stdout);
-    if (res.code !== 0 || res.signal || !res.json) {
-      const err = new BenchError(
-        `git xet ${args.join(' ')} ${res.code !== 0 || res.signal ? `failed (exit ${res.code}${res.signal ? `, signal ${res.signal}` : ''})` : 'printed no JSON'} after ${res.seconds.toFixed(2)}s\n` +
-          `  repro: cd ${quote(cwd)} && node ${quote(join(ROOT, 'bin', 'git-xet'))} ${args.map(quote).join(' ')}\n` +
-          `  (cwd is on the run's XFS image, removed at exit)\n` +
-          (res.stdout.trim() ? `  stdout: ${tail(res.stdout.trim(), 3000)}\n` : '') +
-          (res.stderr.trim() ? `  stderr: ${tail(res.stderr.trim(), 3000)}\n` : ''),
-      );
-      err.result = res;
-      throw err;
-    }
-    return res;
-  };
+  const xet = (args, { cwd = repo } = {}) =>
+    runXet(cli, cwd, args, {
+      timeoutSec: opts.timeoutSec,
+      requireJson: true,
+      note: "cwd is on the run's XFS image, removed at exit",
+    });
 
   /** Used bytes of the XFS mount, after sync, read until it stops moving (XFS frees inodes in the background). */
   const dfUsed = async () => {
@@ -433,13 +346,7 @@ async function main() {
     if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
       throw new BenchError('dist/src/cli/main.js does not exist: run `npm run build` (npm run bench does it)');
     }
-    const head = await git(ROOT, ['rev-parse', '--short', 'HEAD'], { allowFail: true });
-    const dirty = await git(ROOT, ['status', '--porcelain', '--', 'src'], { allowFail: true });
-    results.cli = {
-      commit: head.stdout.trim() || null,
-      srcDirty: dirty.stdout.trim() !== '',
-      frozenCopy: opts.freezeCli,
-    };
+    results.cli = await cliInfo(opts.freezeCli);
     if (opts.freezeCli) cli = await freezeCli(runDir);
 
     log(`making a ${opts.imageSize} XFS image (reflink=1) at ${img}, mounted on ${mnt}`);
@@ -705,11 +612,7 @@ async function main() {
     results.finishedAt = new Date().toISOString();
     results.summary = summarize(results);
     printTables(results);
-    if (opts.writeResults && !stopping) {
-      writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
-      await formatResults(opts.resultsFile);
-      log(`wrote ${relative(ROOT, opts.resultsFile)}`);
-    }
+    if (!isStopping()) await writeResults(opts, results);
     cleanup();
     const left = mountsUnder(mnt);
     if (left.length) log(`WARNING: mounts left behind: ${left.join(', ')}`);
@@ -829,16 +732,6 @@ function summarize(results) {
   };
 }
 
-function table(hdr, rows) {
-  const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (r) =>
-    r
-      .map((c, i) => String(c).padEnd(widths[i]))
-      .join('  ')
-      .trimEnd();
-  return [line(hdr), widths.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)];
-}
-
 function printTables(results) {
   const s = results.summary;
   const b = s.baselines;
@@ -940,7 +833,4 @@ function printTables(results) {
   printReport(out, results);
 }
 
-main().catch((e) => {
-  process.stderr.write(`bench: ${e.stack || e}\n`);
-  process.exit(1);
-});
+start(main);

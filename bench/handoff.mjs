@@ -4,7 +4,8 @@
 //   npm run bench                   (= … && node bench/handoff.mjs)
 //   node bench/handoff.mjs --help   (options)
 //
-// Plain ESM, node built-ins only; the workload builder and the helpers come from bench/run.mjs.
+// Plain ESM, node built-ins only; the workload comes from bench/lib/workload.mjs,
+// the harness (options, processes, timing, results) from bench/lib/harness.mjs.
 // Everything a run creates lives in <tmp-base>/xet-bench-handoff-<pid>/ (default /dev/shm): a frozen
 // copy of the CLI and of remote-helper/ (first on PATH for every child, so git runs that
 // git-remote-xet for xet:: URLs), the sending and receiving repositories, the xet store and the bare
@@ -21,40 +22,50 @@
 //
 // Results: tables on stdout and bench/handoff-results.json.
 
-import { spawnSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import {
-  printReport,
-  BENCH_DIR,
-  ROOT,
   BenchError,
-  HISTORY_PACKAGE,
   GIT_ENV,
-  die,
-  ensureWorkload,
+  ROOT,
+  cleanStaleRuns,
+  cliInfo,
+  fmtB,
   fmtMB,
   fmtS,
-  formatResults,
+  fmtX,
   freezeCli,
+  isStopping,
   log,
   machineInfo,
-  median,
-  parseJsonOutput,
+  med,
+  mountsUnder,
+  parseArgs,
+  printReport,
   quote,
+  range,
+  ratio,
+  recorder,
   rmrf,
   run as runUntracked,
+  runXet,
   settle,
   sleep,
+  start,
+  stopChildren,
+  table,
   tail,
+  unmountUnder,
+  verdict,
   walk,
-} from './run.mjs';
+  writeResults,
+} from './lib/harness.mjs';
+import { HISTORY_PACKAGE, ensureWorkload } from './lib/workload.mjs';
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
 
-const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'handoff-results.json');
 const EDITS = 10;
 
 const GOALS = {
@@ -66,85 +77,42 @@ const GOALS = {
   receiveTime: 1.5,
 };
 
-const HELP = `usage: node bench/handoff.mjs [options]
-
-  --reps N             repetitions, median reported (default 3); each pushes a fresh 10-file change
-  --tmp-base DIR       where the run dir goes (default /dev/shm: the ext4 root is noisy, see
-                       docs/BENCHMARKS.md "The disk")
-  --no-fork            skip \`handoff accept --fork --mode overlay\` (needs root and overlayfs)
-  --rebuild-workload   rebuild bench/work/workload-* even if cached
-  --timeout SEC        per-command timeout (default 900)
-  --keep               keep the run dir (debugging; overlay forks are still discarded)
-  --no-results         do not write bench/handoff-results.json
-  --results FILE       write the results there instead
-  --no-freeze-cli      run bin/git-xet and remote-helper/ in place instead of a copy taken at start
-`;
-
-function parseArgs(argv) {
-  const o = {
+const ARGS = {
+  script: 'bench/handoff.mjs',
+  results: 'handoff-results.json',
+  common: {
     reps: 3,
     tmpBase: '/dev/shm',
-    fork: true,
     rebuildWorkload: false,
     timeoutSec: 900,
     keep: false,
     writeResults: true,
-    resultsFile: DEFAULT_RESULTS_FILE,
+    resultsFile: null,
     freezeCli: true,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => argv[++i] ?? die(`${a} needs a value`);
-    const num = () => {
-      const v = Number(val());
-      if (!Number.isFinite(v) || v < 0) die(`${a} needs a non-negative number`);
-      return v;
-    };
-    if (a === '--reps') o.reps = Math.max(1, Math.floor(num()));
-    else if (a === '--tmp-base') o.tmpBase = resolve(val());
-    else if (a === '--no-fork') o.fork = false;
-    else if (a === '--rebuild-workload') o.rebuildWorkload = true;
-    else if (a === '--timeout') o.timeoutSec = num();
-    else if (a === '--keep') o.keep = true;
-    else if (a === '--no-results') o.writeResults = false;
-    else if (a === '--results') o.resultsFile = resolve(val());
-    else if (a === '--no-freeze-cli') o.freezeCli = false;
-    else if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      process.exit(0);
-    } else die(`unknown option ${a}\n${HELP}`);
-  }
-  return o;
-}
+  },
+  help: {
+    reps: 'repetitions, median reported (default 3); each pushes a fresh 10-file change',
+    tmpBase: 'where the run dir goes (default /dev/shm: the ext4 root is noisy, see\ndocs/BENCHMARKS.md "The disk")',
+    keep: 'keep the run dir (debugging; overlay forks are still discarded)',
+    freezeCli: 'run bin/git-xet and remote-helper/ in place instead of a copy taken at start',
+  },
+  options: [
+    {
+      flag: '--no-fork',
+      key: 'fork',
+      default: true,
+      help: 'skip `handoff accept --fork --mode overlay` (needs root and overlayfs)',
+    },
+  ],
+};
 
 // Every child gets this environment: fixed git identity (GIT_ENV) and, once the CLI is frozen, the
 // frozen remote-helper/ first on PATH.
 let childEnv = { ...GIT_ENV };
 
-// The harness's running children, so that a signal can stop them before the run dir goes.
-const children = new Set();
-let stopping = false;
-function run(cmd, args, opts = {}) {
-  if (stopping) return Promise.reject(new BenchError(`interrupted; not starting ${cmd}`));
-  return runUntracked(cmd, args, {
-    env: childEnv,
-    ...opts,
-    onSpawn: (child) => {
-      children.add(child);
-      child.on('close', () => children.delete(child));
-      opts.onSpawn?.(child);
-    },
-  });
-}
+const run = (cmd, args, opts = {}) => runUntracked(cmd, args, { env: childEnv, ...opts });
 const git = (cwd, args, opts = {}) => run('git', args, { cwd, ...opts });
 const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
-
-const med = (xs) => (xs?.length ? median(xs) : null);
-const ratio = (a, b) => (a != null && b ? a / b : null);
-const fmtX = (r) => (r == null ? '-' : `${r < 0.1 ? r.toFixed(3) : r.toFixed(2)}x`);
-const fmtB = (b) => (b == null ? '-' : b < 1e6 ? `${(b / 1000).toFixed(1)} kB` : `${(b / 1e6).toFixed(1)} MB`);
-const verdict = (r, goal) => (r == null ? 'not run' : r <= goal ? 'PASS' : 'FAIL');
-const range = (xs) => (xs?.length > 1 ? `${fmtS(Math.min(...xs))}-${fmtS(Math.max(...xs))}` : '');
 
 /** Sizes of the regular files under dir (apparent bytes), by relative path. */
 function fileSizes(dir) {
@@ -166,56 +134,13 @@ function growth(before, after) {
 // Mounts (overlay forks) and teardown
 // ---------------------------------------------------------------------------
 
-/** Mount points at or under `dir`, deepest first (from /proc/self/mountinfo). */
-function mountsUnder(dir) {
-  let text;
-  try {
-    text = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return [];
-  }
-  const out = [];
-  for (const line of text.split('\n')) {
-    const f = line.split(' ');
-    if (f.length < 5) continue;
-    const mp = f[4].replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
-    if (mp === dir || mp.startsWith(`${dir}/`)) out.push(mp);
-  }
-  return [...new Set(out)].sort((a, b) => b.length - a.length);
-}
-
 /** Synchronous (usable from signal handlers): unmount what is under runDir, then delete it. */
 function teardown(runDir, keep = false) {
-  for (const mp of mountsUnder(runDir)) {
-    let r = spawnSync('umount', [mp], { encoding: 'utf8' });
-    if (r.status !== 0) {
-      log(`umount ${mp} failed (${(r.stderr || '').trim()}); detaching it lazily`);
-      r = spawnSync('umount', ['-l', mp], { encoding: 'utf8' });
-      if (r.status !== 0) log(`umount -l ${mp} failed too: ${(r.stderr || '').trim()}`);
-    }
-  }
-  if (mountsUnder(runDir).length) {
+  if (unmountUnder(runDir).length) {
     log(`WARNING: still mounted under ${runDir}: ${mountsUnder(runDir).join(', ')}; not removing it`);
     return;
   }
   if (!keep) rmrf(runDir);
-}
-
-/** Runs killed by SIGKILL leave their dir (and maybe a mount): clean those whose pid is gone. */
-function cleanStaleRuns(tmpBase) {
-  if (!existsSync(tmpBase)) return;
-  for (const name of readdirSync(tmpBase)) {
-    const m = name.match(/^xet-bench-handoff-(\d+)$/);
-    if (!m || Number(m[1]) === process.pid) continue;
-    try {
-      process.kill(Number(m[1]), 0);
-      continue; // alive
-    } catch {
-      /* dead */
-    }
-    log(`cleaning up the stale run dir ${join(tmpBase, name)}`);
-    teardown(join(tmpBase, name));
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -223,10 +148,11 @@ function cleanStaleRuns(tmpBase) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), ARGS);
   const started = new Date();
   mkdirSync(opts.tmpBase, { recursive: true });
-  cleanStaleRuns(opts.tmpBase);
+  // Runs killed by SIGKILL leave their dir (and maybe a mount).
+  cleanStaleRuns(opts.tmpBase, 'xet-bench-handoff-', teardown);
 
   const runDir = join(opts.tmpBase, `xet-bench-handoff-${process.pid}`);
   mkdirSync(runDir, { recursive: true });
@@ -240,10 +166,8 @@ async function main() {
   process.on('exit', cleanup);
   for (const sig of ['SIGINT', 'SIGTERM']) {
     process.on(sig, async () => {
-      stopping = true;
-      log(`${sig}: stopping ${children.size} child process(es), then removing ${runDir}`);
-      for (const c of children) c.kill('SIGTERM');
-      for (let i = 0; i < 50 && children.size; i++) await sleep(100);
+      log(`${sig}: stopping the child processes, then removing ${runDir}`);
+      await stopChildren();
       cleanup();
       process.exit(130);
     });
@@ -261,41 +185,21 @@ async function main() {
     warnings: [],
     errors: [],
   };
-  const fail = (phase, e) => {
-    if (stopping) return;
-    const msg = e instanceof BenchError ? e.message : e.stack || String(e);
-    log(`ERROR in ${phase}:\n${msg}`);
-    results.errors.push({ phase, message: msg });
-  };
-  const warn = (msg) => {
-    log(`WARNING: ${msg}`);
-    results.warnings.push(msg);
-  };
-  const problem = (msg) => {
-    log(`PROBLEM: ${msg}`);
-    results.problems.push(msg);
-  };
+  const { fail, warn, problem } = recorder(results);
 
   let cli = join(ROOT, 'bin', 'git-xet');
   let helperDir = join(ROOT, 'remote-helper');
 
   /** `git xet ...` in cwd; any failure (exit status, no JSON) throws with the command, a repro line and stderr. */
-  const xet = async (cwd, args) => {
-    const res = await run(process.execPath, [cli, ...args], { cwd, timeoutSec: opts.timeoutSec, allowFail: true });
-    res.json = parseJsonOutput(res.stdout);
-    if (res.code !== 0 || res.signal || !res.json) {
-      const err = new BenchError(
-        `git xet ${args.join(' ')} ${res.code !== 0 || res.signal ? `failed (exit ${res.code}${res.signal ? `, signal ${res.signal}` : ''})` : 'printed no JSON'} after ${res.seconds.toFixed(2)}s\n` +
-          `  repro: cd ${quote(cwd)} && PATH=${quote(helperDir)}:$PATH node ${quote(cli)} ${args.map(quote).join(' ')}\n` +
-          `  (cwd is in the run dir, removed at exit unless --keep)\n` +
-          (res.stdout.trim() ? `  stdout: ${tail(res.stdout.trim(), 3000)}\n` : '') +
-          (res.stderr.trim() ? `  stderr: ${tail(res.stderr.trim(), 3000)}\n` : ''),
-      );
-      err.result = res;
-      throw err;
-    }
-    return res;
-  };
+  const xet = (cwd, args) =>
+    runXet(cli, cwd, args, {
+      timeoutSec: opts.timeoutSec,
+      requireJson: true,
+      runner: run,
+      note: 'cwd is in the run dir, removed at exit unless --keep',
+      reproPrefix: `PATH=${quote(helperDir)}:$PATH `,
+      reproCli: cli,
+    });
   /** sync, then one timed command; returns its result (seconds in .seconds). */
   const timed = async (fn) => {
     await settle();
@@ -326,9 +230,7 @@ async function main() {
     if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
       throw new BenchError('dist/src/cli/main.js does not exist: run `npm run build` (npm run bench does it)');
     }
-    const head = await git(ROOT, ['rev-parse', '--short', 'HEAD'], { allowFail: true });
-    const dirty = await git(ROOT, ['status', '--porcelain', '--', 'src'], { allowFail: true });
-    results.cli = { commit: head.stdout.trim() || null, srcDirty: dirty.stdout.trim() !== '', frozenCopy: false };
+    results.cli = await cliInfo(false);
     if (opts.freezeCli) {
       cli = await freezeCli(runDir);
       helperDir = join(runDir, 'cli', 'remote-helper');
@@ -618,11 +520,7 @@ async function main() {
     results.finishedAt = new Date().toISOString();
     results.summary = summarize(results);
     printTables(results);
-    if (opts.writeResults && !stopping) {
-      writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
-      await formatResults(opts.resultsFile);
-      log(`wrote ${relative(ROOT, opts.resultsFile)}`);
-    }
+    if (!isStopping()) await writeResults(opts, results);
     cleanup();
   }
   process.exitCode = results.errors.length || results.problems.length ? 1 : 0;
@@ -725,16 +623,6 @@ function summarize(results) {
   return { reps: reps.length, main, info, steps };
 }
 
-function table(hdr, rows) {
-  const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (r) =>
-    r
-      .map((c, i) => String(c).padEnd(widths[i]))
-      .join('  ')
-      .trimEnd();
-  return [line(hdr), widths.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)];
-}
-
 function printTables(results) {
   const s = results.summary;
   const out = ['', 'git xet handoff benchmark'];
@@ -783,7 +671,4 @@ function printTables(results) {
   printReport(out, results);
 }
 
-main().catch((e) => {
-  process.stderr.write(`bench: ${e.stack || e}\n`);
-  process.exit(1);
-});
+start(main);

@@ -1,58 +1,72 @@
 #!/usr/bin/env node
-// git xet benchmark harness.
+// git xet capture, restore and verify benchmark (the first of `npm run bench`).
 //
-//   npm run bench                (= npm run build && node bench/run.mjs)
+//   npm run bench                (= npm run build && node bench/run.mjs && …)
 //   node bench/run.mjs --help    (options)
 //
-// Plain ESM, node built-ins only. Everything it creates lives under bench/work/
-// (git-ignored): the workload (reused between runs, keyed by a hash of
-// bench/workload/package-lock.json and the workload recipe below), a cache of
-// `npm pack` tarballs, and a per-run temp dir that is removed at the end.
+// Plain ESM, node built-ins only; the harness is bench/lib/harness.mjs. Everything it creates lives
+// under bench/work/ (git-ignored): the workload (bench/lib/workload.mjs: reused between runs, keyed
+// by a hash of bench/workload/package-lock.json and the workload recipe), a cache of `npm pack`
+// tarballs, and a per-run temp dir that is removed at the end.
 // Results: a table on stdout and bench/results.json.
 
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
   readFileSync,
-  writeFileSync,
   readdirSync,
   rmSync,
   lstatSync,
-  readlinkSync,
   appendFileSync,
-  unlinkSync,
-  copyFileSync,
   openSync,
   readSync,
   closeSync,
-  realpathSync,
 } from 'node:fs';
-import { dirname, join, resolve, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import os from 'node:os';
+import { join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setTimeout, clearTimeout, setInterval, clearInterval } from 'node:timers';
+import { setInterval, clearInterval } from 'node:timers';
+import {
+  BenchError,
+  HAVE_GNU_TIME,
+  MB,
+  ROOT,
+  WORK,
+  cliInfo,
+  compare,
+  die,
+  fmtMB,
+  fmtS,
+  freezeCli,
+  git,
+  log,
+  machineInfo,
+  parseArgs,
+  printReport,
+  quote,
+  recorder,
+  rmrf,
+  run,
+  settle,
+  sh,
+  sleep,
+  start,
+  table,
+  tail,
+  walk,
+  writeResults,
+  xetError,
+  parseJsonOutput,
+} from './lib/harness.mjs';
+import { HISTORY_PACKAGE, ensureWorkload } from './lib/workload.mjs';
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
 
-export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
-export const ROOT = resolve(BENCH_DIR, '..');
 // Replaced by a frozen copy in main() (see freezeCli) unless --no-freeze-cli.
 let CLI = join(ROOT, 'bin', 'git-xet');
 const CLI_MAIN = join(ROOT, 'dist', 'src', 'cli', 'main.js');
-export const WORK = join(BENCH_DIR, 'work');
-const WORKLOAD_SRC = join(BENCH_DIR, 'workload');
-const DEFAULT_RESULTS_FILE = join(BENCH_DIR, 'results.json');
-
-// Bump when the workload recipe below changes: it is part of the cache key.
-const WORKLOAD_RECIPE = 'v1';
-// History of the workload repo: successive releases of one npm package.
-export const HISTORY_PACKAGE = 'lodash';
-const HISTORY_VERSIONS = ['4.17.15', '4.17.16', '4.17.17', '4.17.18', '4.17.19', '4.17.20', '4.17.21'];
 const RECAPTURE_EDITS = 10;
 
 const GOALS = {
@@ -62,216 +76,45 @@ const GOALS = {
   peakRssMB: 300,
 };
 
-const HELP = `usage: node bench/run.mjs [options]
-
-  --reps N             repetitions per measurement, median reported (default 3)
-  --baselines-only     build the workload and time only tar/zstd baselines
-  --wait-for-cli MIN   if dist/src/cli/main.js is missing, poll for it up to MIN minutes
-  --rebuild-workload   rebuild bench/work/workload-* even if cached
-  --keep               keep the per-run temp dir under bench/work/ (debugging)
-  --timeout SEC        per-command timeout for git xet commands (default 1800)
-  --no-results         do not write bench/results.json
-  --results FILE       write the results there instead of bench/results.json
-  --no-freeze-cli      run bin/git-xet in place instead of a copy of bin/ + dist/ taken at start
-                       (the copy keeps a concurrent \`npm run build\` from breaking a run)
-  --tmp-base DIR       put the per-run copies/restores under DIR instead of bench/work/
-                       (e.g. /dev/shm to take the disk out of the comparison)
-`;
-
-function parseArgs(argv) {
-  const o = {
+const ARGS = {
+  script: 'bench/run.mjs',
+  results: 'results.json',
+  common: {
     reps: 3,
-    baselinesOnly: false,
-    waitForCliMin: 0,
     rebuildWorkload: false,
     keep: false,
     timeoutSec: 1800,
     writeResults: true,
-    resultsFile: DEFAULT_RESULTS_FILE,
-    tmpBase: WORK,
+    resultsFile: null,
     freezeCli: true,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const num = (name) => {
-      const v = Number(argv[++i]);
-      if (!Number.isFinite(v) || v < 0) die(`${name} needs a non-negative number`);
-      return v;
-    };
-    if (a === '--reps') o.reps = Math.max(1, Math.floor(num(a)));
-    else if (a === '--baselines-only') o.baselinesOnly = true;
-    else if (a === '--wait-for-cli') o.waitForCliMin = num(a);
-    else if (a === '--rebuild-workload') o.rebuildWorkload = true;
-    else if (a === '--keep') o.keep = true;
-    else if (a === '--timeout') o.timeoutSec = num(a);
-    else if (a === '--no-results') o.writeResults = false;
-    else if (a === '--results') o.resultsFile = resolve(argv[++i] ?? die('--results needs a file'));
-    else if (a === '--no-freeze-cli') o.freezeCli = false;
-    else if (a === '--tmp-base') o.tmpBase = resolve(argv[++i] ?? die('--tmp-base needs a directory'));
-    else if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      process.exit(0);
-    } else die(`unknown option ${a}\n${HELP}`);
-  }
-  return o;
-}
-
-// ---------------------------------------------------------------------------
-// Small utilities
-// ---------------------------------------------------------------------------
-
-export class BenchError extends Error {}
-
-export function die(msg) {
-  process.stderr.write(`bench: ${msg}\n`);
-  process.exit(2);
-}
-
-export function log(msg) {
-  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
-}
-
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-export function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
-function sha256(...parts) {
-  const h = createHash('sha256');
-  for (const p of parts) h.update(p);
-  return h.digest('hex');
-}
-
-export function tail(s, n = 4000) {
-  return s.length > n ? `…${s.slice(-n)}` : s;
-}
-
-export function quote(a) {
-  return /^[\w@%+=:,./-]+$/.test(a) ? a : `'${String(a).replace(/'/g, `'\\''`)}'`;
-}
-
-export const MB = 1024 * 1024;
-export const fmtS = (s) => (s == null ? '-' : s.toFixed(s < 10 ? 3 : 2));
-export const fmtMB = (b) => (b == null ? '-' : `${(b / MB).toFixed(1)} MiB`);
-
-/**
- * Run a child process. Resolves with {code, signal, stdout, stderr, seconds, pid};
- * rejects with a BenchError naming the command, cwd, exit status and output tail
- * unless allowFail is set. `onSpawn(child)` lets a caller sample the process.
- */
-export function run(cmd, args, opts = {}) {
-  const { cwd = ROOT, env = process.env, allowFail = false, timeoutSec = 0, stdio = 'pipe', onSpawn } = opts;
-  const cmdline = [cmd, ...args].map(quote).join(' ');
-  return new Promise((resolveP, rejectP) => {
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    const t0 = performance.now();
-    let child;
-    try {
-      child = spawn(cmd, args, {
-        cwd,
-        env,
-        stdio: stdio === 'pipe' ? ['ignore', 'pipe', 'pipe'] : ['ignore', stdio, stdio],
-      });
-    } catch (e) {
-      rejectP(new BenchError(`cannot start ${cmdline}: ${e.message}`));
-      return;
-    }
-    const cap = 8 * MB;
-    child.stdout?.on('data', (d) => {
-      stdout += d;
-      if (stdout.length > cap) stdout = stdout.slice(-cap);
-    });
-    child.stderr?.on('data', (d) => {
-      stderr += d;
-      if (stderr.length > cap) stderr = stderr.slice(-cap);
-    });
-    let timer;
-    if (timeoutSec > 0) {
-      timer = setTimeout(() => {
-        timedOut = true;
-        try {
-          child.kill('SIGKILL');
-        } catch {
-          /* already gone */
-        }
-      }, timeoutSec * 1000);
-    }
-    if (onSpawn) onSpawn(child);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      rejectP(new BenchError(`cannot run ${cmdline} (cwd ${cwd}): ${e.message}`));
-    });
-    child.on('close', (code, signal) => {
-      const seconds = (performance.now() - t0) / 1000;
-      clearTimeout(timer);
-      const res = { cmdline, cwd, code, signal, stdout, stderr, seconds, pid: child.pid };
-      if (timedOut) {
-        const err = new BenchError(
-          `timed out after ${timeoutSec}s: ${cmdline}\n  cwd: ${cwd}\n  stderr: ${tail(stderr, 2000)}`,
-        );
-        err.result = res;
-        rejectP(err);
-      } else if ((code !== 0 || signal) && !allowFail) {
-        const err = new BenchError(
-          `command failed (exit ${code}${signal ? `, signal ${signal}` : ''}): ${cmdline}\n` +
-            `  cwd: ${cwd}\n  time: ${seconds.toFixed(2)}s\n` +
-            (stdout.trim() ? `  stdout: ${tail(stdout.trim(), 3000)}\n` : '') +
-            (stderr.trim() ? `  stderr: ${tail(stderr.trim(), 3000)}\n` : ''),
-        );
-        err.result = res;
-        rejectP(err);
-      } else resolveP(res);
-    });
-  });
-}
-
-export const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
-
-// Harness git calls: fixed identity and dates so the workload is reproducible.
-export const GIT_ENV = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 'Bench Author',
-  GIT_AUTHOR_EMAIL: 'bench@example.invalid',
-  GIT_COMMITTER_NAME: 'Bench Author',
-  GIT_COMMITTER_EMAIL: 'bench@example.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_TERMINAL_PROMPT: '0',
+    tmpBase: WORK,
+  },
+  help: {
+    timeoutSec: 'per-command timeout for git xet commands (default 1800)',
+    tmpBase:
+      'put the per-run copies/restores under DIR instead of bench/work/\n(e.g. /dev/shm to take the disk out of the comparison)',
+  },
+  options: [
+    {
+      flag: '--baselines-only',
+      key: 'baselinesOnly',
+      default: false,
+      help: 'build the workload and time only tar/zstd baselines',
+    },
+    {
+      flag: '--wait-for-cli',
+      key: 'waitForCliMin',
+      arg: 'MIN',
+      default: 0,
+      help: 'if dist/src/cli/main.js is missing, poll for it up to MIN minutes',
+      parse: (v) => {
+        const n = Number(v);
+        if (!Number.isFinite(n) || n < 0) die('--wait-for-cli needs a non-negative number');
+        return n;
+      },
+    },
+  ],
 };
-export const git = (cwd, args, opts = {}) => run('git', args, { cwd, env: GIT_ENV, ...opts });
-
-/** Walk a directory tree (not following symlinks), optionally skipping top-level names. */
-export function walk(root, { skipTop = [] } = {}) {
-  const out = { files: 0, symlinks: 0, dirs: 0, bytes: 0, entries: [] };
-  const rec = (abs, rel) => {
-    for (const name of readdirSync(abs)) {
-      if (rel === '' && skipTop.includes(name)) continue;
-      const a = join(abs, name);
-      const r = rel ? `${rel}/${name}` : name;
-      const st = lstatSync(a);
-      if (st.isDirectory()) {
-        out.dirs++;
-        out.entries.push({ path: r, type: 'd' });
-        rec(a, r);
-      } else if (st.isSymbolicLink()) {
-        out.symlinks++;
-        out.entries.push({ path: r, type: 'l', target: readlinkSync(a) });
-      } else if (st.isFile()) {
-        out.files++;
-        out.bytes += st.size;
-        out.entries.push({ path: r, type: 'f', size: st.size, exec: (st.mode & 0o111) !== 0 });
-      } else {
-        out.entries.push({ path: r, type: 'other' });
-      }
-    }
-  };
-  rec(root, '');
-  return out;
-}
 
 function fileDigest(path) {
   const h = createHash('sha1');
@@ -284,210 +127,6 @@ function fileDigest(path) {
     closeSync(fd);
   }
   return h.digest('hex');
-}
-
-export function rmrf(p) {
-  rmSync(p, { recursive: true, force: true, maxRetries: 3 });
-}
-
-// ---------------------------------------------------------------------------
-// Workload
-// ---------------------------------------------------------------------------
-
-export async function ensureWorkload(opts) {
-  const pkgJson = readFileSync(join(WORKLOAD_SRC, 'package.json'));
-  const lock = readFileSync(join(WORKLOAD_SRC, 'package-lock.json'));
-  const key = sha256(
-    WORKLOAD_RECIPE,
-    '\0',
-    HISTORY_PACKAGE,
-    HISTORY_VERSIONS.join(','),
-    '\0',
-    pkgJson,
-    '\0',
-    lock,
-  ).slice(0, 16);
-  const dir = join(WORK, `workload-${key}`);
-  const repo = join(dir, 'repo');
-  const readyFile = join(dir, 'READY.json');
-  mkdirSync(WORK, { recursive: true });
-
-  // Drop workloads built from other lockfiles/recipes.
-  for (const name of readdirSync(WORK)) {
-    if (name.startsWith('workload-') && name !== `workload-${key}`) {
-      log(`removing stale workload ${name}`);
-      rmrf(join(WORK, name));
-    }
-  }
-  if (existsSync(readyFile) && !opts.rebuildWorkload) {
-    const info = JSON.parse(readFileSync(readyFile, 'utf8'));
-    log(`reusing workload ${relative(ROOT, repo)} (key ${key})`);
-    return { ...info, repo, dir, reused: true };
-  }
-  rmrf(dir);
-  mkdirSync(dir, { recursive: true });
-  log(`building workload in ${relative(ROOT, repo)} (key ${key})`);
-  const t0 = performance.now();
-
-  // 1. Release tarballs (cached across workload rebuilds).
-  const packs = join(WORK, 'cache', 'packs');
-  mkdirSync(packs, { recursive: true });
-  for (const v of HISTORY_VERSIONS) {
-    const tgz = join(packs, `${HISTORY_PACKAGE}-${v}.tgz`);
-    if (existsSync(tgz)) continue;
-    log(`npm pack ${HISTORY_PACKAGE}@${v}`);
-    const r = await run('npm', ['pack', `${HISTORY_PACKAGE}@${v}`, '--silent', '--no-audit', '--no-fund'], {
-      cwd: packs,
-    });
-    if (!existsSync(tgz)) {
-      throw new BenchError(`npm pack ${HISTORY_PACKAGE}@${v} did not produce ${tgz} (stdout: ${r.stdout.trim()})`);
-    }
-  }
-
-  // 2. Repository with history: one commit per release, vendored under vendor/<pkg>/.
-  mkdirSync(repo);
-  await git(repo, ['init', '-q', '-b', 'main']);
-  for (const [k, v] of [
-    ['user.name', 'Bench Author'],
-    ['user.email', 'bench@example.invalid'],
-    ['core.autocrlf', 'false'],
-    ['commit.gpgsign', 'false'],
-    ['tag.gpgsign', 'false'],
-    ['gc.auto', '0'],
-  ]) {
-    await git(repo, ['config', k, v]);
-  }
-  let day = 0;
-  const commit = async (msg) => {
-    day++;
-    const date = `2024-01-${String(day).padStart(2, '0')}T12:00:00Z`;
-    await run('git', ['commit', '-q', '--no-verify', '-m', msg], {
-      cwd: repo,
-      env: { ...GIT_ENV, GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date },
-    });
-  };
-  copyFileSync(join(WORKLOAD_SRC, 'package.json'), join(repo, 'package.json'));
-  copyFileSync(join(WORKLOAD_SRC, 'package-lock.json'), join(repo, 'package-lock.json'));
-  writeFileSync(join(repo, '.gitignore'), 'node_modules/\ndist/\n*.log\n');
-  writeFileSync(
-    join(repo, 'README.md'),
-    '# bench workload\n\nA vendored library with release history, npm dependencies and build output.\n',
-  );
-  mkdirSync(join(repo, 'scripts'));
-  writeFileSync(join(repo, 'scripts', 'build.sh'), '#!/bin/sh\nnode scripts/build.mjs "$@"\n', {
-    mode: 0o755,
-  });
-  writeFileSync(join(repo, 'scripts', 'build.mjs'), '// see bench/run.mjs buildDist()\n');
-  await git(repo, ['add', '-A']);
-  await commit('initial: app skeleton and dependencies');
-
-  const vendor = join(repo, 'vendor', HISTORY_PACKAGE);
-  for (const v of HISTORY_VERSIONS) {
-    rmrf(vendor);
-    mkdirSync(vendor, { recursive: true });
-    await run('tar', ['-xzf', join(packs, `${HISTORY_PACKAGE}-${v}.tgz`), '-C', vendor, '--strip-components=1']);
-    await git(repo, ['add', '-A']);
-    await commit(`vendor: ${HISTORY_PACKAGE} ${v}`);
-    await git(repo, ['tag', `${HISTORY_PACKAGE}-v${v}`]);
-  }
-  // a tracked symlink and a second branch, so refs and modes are exercised
-  await sh(`ln -s vendor/${HISTORY_PACKAGE} latest`, { cwd: repo });
-  await git(repo, ['add', 'latest']);
-  await commit('add latest symlink');
-  await git(repo, ['branch', 'release/4.17', `${HISTORY_PACKAGE}-v${HISTORY_VERSIONS.at(-2)}`]);
-
-  // 3. node_modules (ignored) from the committed lockfile.
-  log('npm ci (this downloads ~100 MB from the npm registry once; the workload is then cached)');
-  await run('npm', ['ci', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], {
-    cwd: repo,
-    timeoutSec: 1800,
-  });
-
-  // 4. Build output (ignored): transpiled-looking per-module files plus a bundle.
-  buildDist(repo, vendor);
-  writeFileSync(join(repo, 'npm-debug.log'), 'verbose bench log line\n'.repeat(200));
-
-  // 5. Work in progress: unstaged, staged, partially staged, deleted, untracked.
-  const tracked = (await git(repo, ['ls-files', '-z', `vendor/${HISTORY_PACKAGE}`])).stdout
-    .split('\0')
-    .filter((p) => p.endsWith('.js'))
-    .sort();
-  const pick = (i) => tracked[Math.floor((i * tracked.length) / 17)];
-  const wip = {
-    unstaged: [`vendor/${HISTORY_PACKAGE}/README.md`, pick(1), pick(2)],
-    staged: [pick(3)],
-    partiallyStaged: [pick(4)],
-    deleted: [pick(5)],
-    stagedNew: ['src/feature.js'],
-    untracked: ['notes/TODO.md', 'scratch.txt'],
-  };
-  for (const f of wip.unstaged) appendFileSync(join(repo, f), '\n// local edit (unstaged)\n');
-  for (const f of wip.staged) appendFileSync(join(repo, f), '\n// staged edit\n');
-  for (const f of wip.partiallyStaged) appendFileSync(join(repo, f), '\n// staged half\n');
-  mkdirSync(join(repo, 'src'));
-  writeFileSync(join(repo, 'src', 'feature.js'), "module.exports = require('../vendor/lodash').identity;\n");
-  await git(repo, ['add', ...wip.staged, ...wip.partiallyStaged, ...wip.stagedNew]);
-  for (const f of wip.partiallyStaged) appendFileSync(join(repo, f), '// unstaged half\n');
-  for (const f of wip.deleted) unlinkSync(join(repo, f));
-  mkdirSync(join(repo, 'notes'));
-  writeFileSync(join(repo, 'notes', 'TODO.md'), '- [ ] benchmark git xet\n');
-  writeFileSync(join(repo, 'scratch.txt'), 'scratch\n');
-  await git(repo, ['status', '--porcelain']); // refresh the index stat cache once
-
-  // 6. Describe it.
-  const info = { key, builtAt: new Date().toISOString(), wip, ...(await describeWorkload(repo)) };
-  info.buildSeconds = (performance.now() - t0) / 1000;
-  writeFileSync(readyFile, JSON.stringify(info, null, 2) + '\n');
-  log(`workload built in ${info.buildSeconds.toFixed(1)}s`);
-  return { ...info, repo, dir, reused: false };
-}
-
-function buildDist(repo, vendor) {
-  const dist = join(repo, 'dist');
-  mkdirSync(join(dist, 'cjs'), { recursive: true });
-  const banner = '/*! bench build | MIT */\n"use strict";\n';
-  const bundle = [];
-  let n = 0;
-  for (const name of readdirSync(vendor).sort()) {
-    if (!name.endsWith('.js')) continue;
-    const src = readFileSync(join(vendor, name), 'utf8');
-    writeFileSync(join(dist, 'cjs', name), banner + src);
-    writeFileSync(
-      join(dist, 'cjs', `${name}.map`),
-      JSON.stringify({ version: 3, file: name, sources: [`../../vendor/lodash/${name}`], mappings: '' }),
-    );
-    bundle.push(`// ---- ${name}\n(function(){\n${src}\n})();\n`);
-    n++;
-  }
-  writeFileSync(join(dist, 'bundle.js'), banner + bundle.join(''));
-  writeFileSync(join(dist, 'manifest.json'), JSON.stringify({ modules: n }, null, 2));
-}
-
-async function describeWorkload(repo) {
-  const all = walk(repo, { skipTop: ['.git'] });
-  const nm = walk(join(repo, 'node_modules'));
-  const dist = walk(join(repo, 'dist'));
-  const gitDir = walk(join(repo, '.git'));
-  const commits = Number((await git(repo, ['rev-list', '--all', '--count'])).stdout.trim());
-  const trackedFiles = (await git(repo, ['ls-files', '-z'])).stdout.split('\0').filter(Boolean).length;
-  const refs = (await git(repo, ['for-each-ref', '--format=%(refname)'])).stdout.trim().split('\n').length;
-  const status = (await git(repo, ['status', '--porcelain=v1', '-uall'])).stdout.trimEnd();
-  let largest = { path: null, size: 0 };
-  for (const e of all.entries) if (e.type === 'f' && e.size > largest.size) largest = e;
-  const du = (await run('du', ['-sb', repo])).stdout.split(/\s/)[0];
-  const duNm = (await run('du', ['-sb', join(repo, 'node_modules')])).stdout.split(/\s/)[0];
-  return {
-    worktree: { files: all.files, symlinks: all.symlinks, dirs: all.dirs, bytes: all.bytes },
-    nodeModules: { files: nm.files, symlinks: nm.symlinks, bytes: nm.bytes, duBytes: Number(duNm) },
-    dist: { files: dist.files, bytes: dist.bytes },
-    gitDir: { files: gitDir.files, bytes: gitDir.bytes },
-    repoDuBytes: Number(du),
-    largestFile: { path: largest.path, bytes: largest.size },
-    commits,
-    trackedFiles,
-    refs,
-    statusLines: status ? status.split('\n') : [],
-  };
 }
 
 // ---------------------------------------------------------------------------
@@ -628,8 +267,6 @@ class TreeSampler {
 // git xet invocation
 // ---------------------------------------------------------------------------
 
-const HAVE_GNU_TIME = existsSync('/usr/bin/time');
-
 /** Run `git xet ...` (as `node bin/git-xet ...`), optionally under /usr/bin/time -f %M. */
 async function xet(cwd, args, opts = {}) {
   const { tmp, measureMaxRss = false, sampler = false, timeoutSec } = opts;
@@ -658,36 +295,9 @@ async function xet(cwd, args, opts = {}) {
   }
   res.json = parseJsonOutput(res.stdout);
   if (res.code !== 0 || res.signal) {
-    const err = new BenchError(
-      `git xet ${args.join(' ')} failed (exit ${res.code}${res.signal ? `, signal ${res.signal}` : ''}) after ${res.seconds.toFixed(2)}s\n` +
-        `  repro: cd ${quote(cwd)} && node ${quote(join(ROOT, 'bin', 'git-xet'))} ${args.map(quote).join(' ')}\n` +
-        `  (cwd is a temp copy of the workload, removed at exit unless --keep)\n` +
-        (res.stdout.trim() ? `  stdout: ${tail(res.stdout.trim(), 3000)}\n` : '') +
-        (res.stderr.trim() ? `  stderr: ${tail(res.stderr.trim(), 3000)}\n` : ''),
-    );
-    err.result = res;
-    throw err;
+    throw xetError(args, res, cwd, { note: 'cwd is a temp copy of the workload, removed at exit unless --keep' });
   }
   return res;
-}
-
-export function parseJsonOutput(stdout) {
-  const t = stdout.trim();
-  if (!t) return null;
-  try {
-    return JSON.parse(t);
-  } catch {
-    /* fall through: maybe log lines before the JSON */
-  }
-  const lines = t.split('\n');
-  for (let i = lines.length - 1; i >= 0; i--) {
-    try {
-      return JSON.parse(lines.slice(i).join('\n'));
-    } catch {
-      /* keep looking */
-    }
-  }
-  return null;
 }
 
 function snapshotOf(res, what) {
@@ -769,28 +379,6 @@ async function waitForCli(minutes) {
   return false;
 }
 
-/**
- * Copy bin/, dist/ (and the other runtime dirs) to tmp so that a rebuild of dist/ during
- * the run (tsc cleans and rewrites it) cannot break or change the CLI under measurement.
- * node_modules is symlinked, so module resolution is unchanged.
- */
-export async function freezeCli(tmp) {
-  const dst = join(tmp, 'cli');
-  mkdirSync(dst, { recursive: true });
-  for (const d of ['bin', 'dist', 'hooks', 'remote-helper']) {
-    if (existsSync(join(ROOT, d))) await run('cp', ['-a', join(ROOT, d), join(dst, d)]);
-  }
-  copyFileSync(join(ROOT, 'package.json'), join(dst, 'package.json'));
-  await run('ln', ['-s', join(ROOT, 'node_modules'), join(dst, 'node_modules')]);
-  if (!existsSync(join(dst, 'dist', 'src', 'cli', 'main.js'))) {
-    throw new BenchError('dist/ changed while it was being copied; run again');
-  }
-  return join(dst, 'bin', 'git-xet');
-}
-
-// Flush dirty pages from the previous (untimed) step so it does not bleed into the next timed one.
-export const settle = () => run('sync', []);
-
 async function tarZstd(srcRepo, out) {
   rmSync(out, { force: true });
   await settle();
@@ -803,7 +391,7 @@ function editTrackedFiles(repo, files, round) {
 }
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseArgs(process.argv.slice(2), ARGS);
   const started = new Date();
   mkdirSync(WORK, { recursive: true });
 
@@ -843,11 +431,7 @@ async function main() {
     correctness: null,
     errors: [],
   };
-  const fail = (phase, e) => {
-    const msg = e instanceof BenchError ? e.message : e.stack || String(e);
-    log(`ERROR in ${phase}:\n${msg}`);
-    results.errors.push({ phase, message: msg });
-  };
+  const { fail } = recorder(results);
 
   try {
     const wl = await ensureWorkload(opts);
@@ -875,14 +459,8 @@ async function main() {
     }
 
     if (cliReady) {
-      const head = await git(ROOT, ['rev-parse', '--short', 'HEAD'], { allowFail: true });
-      const dirty = await git(ROOT, ['status', '--porcelain', '--', 'src'], { allowFail: true });
-      results.cli = {
-        commit: head.stdout.trim() || null,
-        srcDirty: dirty.stdout.trim() !== '',
-        distBuiltAt: lstatSync(CLI_MAIN).mtime.toISOString(),
-        frozenCopy: opts.freezeCli,
-      };
+      const info = await cliInfo(opts.freezeCli);
+      results.cli = { ...info, distBuiltAt: lstatSync(CLI_MAIN).mtime.toISOString(), frozenCopy: opts.freezeCli };
       if (opts.freezeCli) CLI = await freezeCli(tmp);
     }
 
@@ -1054,22 +632,10 @@ async function main() {
     const summary = summarize(results);
     results.summary = summary;
     printTable(results, summary);
-    if (opts.writeResults) {
-      writeFileSync(opts.resultsFile, JSON.stringify(results, null, 2) + '\n');
-      await formatResults(opts.resultsFile);
-      log(`wrote ${relative(ROOT, opts.resultsFile)}`);
-    }
+    await writeResults(opts, results);
     cleanup();
   }
   process.exitCode = results.errors.length ? 1 : 0;
-}
-
-/** `npm run lint` checks bench/ with prettier: format results.json with the project's prettier if present. */
-export async function formatResults(file) {
-  const prettier = join(ROOT, 'node_modules', '.bin', 'prettier');
-  if (!existsSync(prettier)) return;
-  const r = await run(prettier, ['--write', '--log-level', 'warn', file], { allowFail: true });
-  if (r.code !== 0) log(`warning: prettier could not format ${file}: ${tail(r.stderr, 500)}`);
 }
 
 function summarize(results) {
@@ -1077,12 +643,17 @@ function summarize(results) {
   const row = (key, label, goal) => {
     const d = M[key];
     if (!d) return { key, label, goal, status: 'not run' };
-    const xs = d.xet.length ? median(d.xet) : null;
-    const bs = d.baseline.length ? median(d.baseline) : null;
-    const ratio = xs != null && bs ? xs / bs : null;
-    let status = 'not run';
-    if (ratio != null) status = goal == null ? 'info' : ratio <= goal ? 'PASS' : 'FAIL';
-    return { key, label, xetSeconds: xs, baselineSeconds: bs, ratio, goal, status, samples: d };
+    const c = compare(label, d.xet, d.baseline, goal);
+    return {
+      key,
+      label,
+      xetSeconds: c.xet,
+      baselineSeconds: c.baseline,
+      ratio: c.ratio,
+      goal,
+      status: c.status,
+      samples: d,
+    };
   };
   const rows = [
     row('coldCapture', 'cold capture vs tar|zstd -1 -T0', GOALS.coldCaptureRatio),
@@ -1115,24 +686,21 @@ function printTable(results, summary) {
   out.push(`median of ${results.config.reps} runs, page cache warm (same for both sides)`);
   out.push('');
   const hdr = ['measurement', 'git xet s', '(min-max)', 'baseline s', '(min-max)', 'ratio', 'goal', 'result'];
-  const range = (xs) => (xs?.length ? `${fmtS(Math.min(...xs))}-${fmtS(Math.max(...xs))}` : '');
+  // every sample's span, one sample included (a lone "x-x" says the row ran once)
+  const span = (xs) => (xs?.length ? `${fmtS(Math.min(...xs))}-${fmtS(Math.max(...xs))}` : '');
   const rows = summary.rows.map((r) => [
     r.label,
     fmtS(r.xetSeconds),
-    range(r.samples?.xet),
+    span(r.samples?.xet),
     fmtS(r.baselineSeconds),
-    range(r.samples?.baseline),
+    span(r.samples?.baseline),
     r.ratio == null ? '-' : `${r.ratio.toFixed(3)}x`,
     r.goal == null ? '-' : `<= ${r.goal}x`,
     r.status,
   ]);
   const s = summary.rss;
   rows.push([s.label, s.bytes != null ? fmtMB(s.bytes) : '-', '', '', '', '', `<= ${s.goal} MiB`, s.status]);
-  const widths = hdr.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (r) => r.map((c, i) => String(c).padEnd(widths[i])).join('  ');
-  out.push(line(hdr));
-  out.push(widths.map((n) => '-'.repeat(n)).join('  '));
-  for (const r of rows) out.push(line(r));
+  out.push(...table(hdr, rows));
   if (s.detail) {
     const d = s.detail;
     out.push('');
@@ -1154,58 +722,7 @@ function printTable(results, summary) {
     );
     for (const p of c.problems.slice(0, 10)) out.push(`  - ${p}`);
   }
-  if (results.errors.length) {
-    out.push('');
-    out.push(`ERRORS (${results.errors.length}):`);
-    for (const e of results.errors) out.push(`  [${e.phase}] ${e.message.split('\n').join('\n    ')}`);
-  }
-  out.push('');
-  process.stdout.write(out.join('\n') + '\n');
+  printReport(out, results);
 }
 
-export async function machineInfo(tmpBase) {
-  const df = await run('df', ['-T', tmpBase], { allowFail: true });
-  const fsLine = df.stdout.trim().split('\n')[1]?.split(/\s+/) ?? [];
-  const gv = await run('git', ['--version'], { allowFail: true });
-  const tv = await run('tar', ['--version'], { allowFail: true });
-  const zv = await run('zstd', ['--version'], { allowFail: true });
-  return {
-    nproc: os.availableParallelism?.() ?? os.cpus().length,
-    cpu: os.cpus()[0]?.model,
-    memBytes: os.totalmem(),
-    fs: fsLine.length ? `${fsLine[1]} (${fsLine[0]})` : 'unknown',
-    tmpBase,
-    kernel: os.release(),
-    node: process.version,
-    git: gv.stdout.trim(),
-    tar: tv.stdout.split('\n')[0],
-    zstd: zv.stdout.trim(),
-    gnuTime: HAVE_GNU_TIME,
-  };
-}
-
-// Run only when executed: bench/forks.mjs imports the workload builder and the helpers above.
-if (process.argv[1] && realpathSync(resolve(process.argv[1])) === fileURLToPath(import.meta.url)) {
-  main().catch((e) => {
-    process.stderr.write(`bench: ${e.stack || e}\n`);
-    process.exit(1);
-  });
-}
-
-/** The end of a harness report: problems, warnings and errors after the tables, then print it all. */
-export function printReport(out, results) {
-  for (const [title, list] of [
-    ['PROBLEMS', results.problems],
-    ['WARNINGS', results.warnings],
-  ]) {
-    if (!list.length) continue;
-    out.push('', `${title} (${list.length}):`);
-    for (const p of list) out.push(`  - ${p.split('\n').join('\n    ')}`);
-  }
-  if (results.errors.length) {
-    out.push('', `ERRORS (${results.errors.length}):`);
-    for (const e of results.errors) out.push(`  [${e.phase}] ${e.message.split('\n').join('\n    ')}`);
-  }
-  out.push('');
-  process.stdout.write(out.join('\n') + '\n');
-}
+start(main);
