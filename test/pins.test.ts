@@ -132,6 +132,12 @@ test('a pin with --until expires: flagged in pins, no longer a root, so drop is 
     );
     assert.equal(json(sb, r.dir, ['snapshots']).snapshots[0].pinned, false);
     assert.equal(json(sb, r.dir, ['drop', snap]).dropped[0].created, true);
+    // The dropped ref gone and the sidecar with it: the expired pin still names the snapshot and
+    // keeps its objects, so undrop can bring it back.
+    r.git('update-ref', '-d', `refs/xet/dropped/${snap}`);
+    fs.rmSync(path.dirname(sidecar(r)), { recursive: true, force: true });
+    const u = json(sb, r.dir, ['undrop', snap.slice(0, 10)]).undropped[0];
+    assert.deepEqual([u.snapshot, u.from, u.created], [snap, 'collected', true]);
   }));
 
 test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff), writing nothing', () =>
