@@ -485,9 +485,16 @@ test(
         cap.repositories.map((x: Record<string, unknown>) => [Object.keys(x).sort(), x.path, x.kind]),
         [[['files', 'kind', 'path', 'snapshot'], 'inner', 'nested']],
       );
+      // Pins first, so snapshots, pins and status show a non-empty one.
+      assert.equal(json(r.dir, ['pin', snap.slice(0, 8), '--reason', 'contract'], 'pin').snapshot, snap);
+      assert.equal(json(r.dir, ['pins'], 'pins').pins.length, 1);
       json(r.dir, ['snapshots'], 'snapshots');
       const st = json(r.dir, ['status'], 'status');
       assert.equal(st.lastSnapshot?.snapshot, cap.snapshot);
+      assert.equal(st.pins.length, 1);
+      json(r.dir, ['unpin', snap], 'unpin');
+      assert.equal(json(r.dir, ['drop', cap.snapshot], 'drop').dropped.length, 1);
+      assert.equal(json(r.dir, ['undrop', cap.snapshot], 'undrop').undropped[0].from, 'dropped');
       json(r.dir, ['version'], 'version');
       const tar = sb.path('snap.tar');
       assert.equal(json(r.dir, ['archive', snap, '-o', tar], 'archive').output, tar);

@@ -132,6 +132,12 @@ test('a pin with --until expires: flagged in pins, no longer a root, so drop is 
     );
     assert.equal(json(sb, r.dir, ['snapshots']).snapshots[0].pinned, false);
     assert.equal(json(sb, r.dir, ['drop', snap]).dropped[0].created, true);
+    // The dropped ref gone and the sidecar with it: the expired pin still names the snapshot and
+    // keeps its objects, so undrop can bring it back.
+    r.git('update-ref', '-d', `refs/xet/dropped/${snap}`);
+    fs.rmSync(path.dirname(sidecar(r)), { recursive: true, force: true });
+    const u = json(sb, r.dir, ['undrop', snap.slice(0, 10)]).undropped[0];
+    assert.deepEqual([u.snapshot, u.from, u.created], [snap, 'collected', true]);
   }));
 
 test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff), writing nothing', () =>
@@ -330,6 +336,20 @@ test('push <id> sends the pin with the snapshot; drop markers are never pushed',
     const there = git(sb, bare, ['for-each-ref', '--format=%(refname)', 'refs/xet/']);
     assert.match(there, new RegExp(`refs/xet/pins/${snap}`));
     assert.doesNotMatch(there, /refs\/xet\/dropped\//, 'no drop marker on the server');
+    // A re-pin is an update of the remote's pin (the one mutable kind), on a Git server and a xet store.
+    const store = sb.path('store');
+    r.git('remote', 'add', 'store', `xet::${store}`);
+    json(sb, r.dir, ['push', 'store', snap]);
+    const repin = json(sb, r.dir, ['pin', snap, '--reason', 'a new reason']).commit;
+    for (const remote of ['server', 'store']) {
+      const up = json(sb, r.dir, ['push', remote, snap]);
+      assert.deepEqual(
+        up.refs.map((x: { ref: string; status: string }) => `${x.ref} ${x.status}`).sort(),
+        [`refs/xet/pins/${snap} updated`, `refs/xet/snapshots/${snap} up-to-date`],
+        remote,
+      );
+      assert.match(r.git('ls-remote', remote), new RegExp(`^${repin}\trefs/xet/pins/${snap}$`, 'm'));
+    }
     // A pin ref that is not a pin of the snapshot its name says is refused before anything is sent.
     r.git('update-ref', `refs/xet/pins/${snap}`, snap);
     expectError(xet(sb, r.dir, ['push', 'server', snap, '--json']), 'INTEGRITY_MISMATCH');

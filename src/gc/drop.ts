@@ -164,7 +164,9 @@ export async function checkRecoverable(
   const opts = repoOpts(repo);
   let source: UndropSource;
   if (refs.dropped) source = 'dropped';
-  else if (deleted.has(oid)) {
+  else if (deleted.has(oid) || refs.pin) {
+    // Known from gc's record, or only an expired pin is left (it keeps the objects reachable, but
+    // the sidecar that remembered the drop may be gone): whatever is missing decides.
     const missing = await missingObjects(oid, opts);
     if (missing !== 0) {
       throw new XetError(

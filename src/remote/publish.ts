@@ -31,13 +31,14 @@ import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
-import { checkOwnNames, isPublishable, selectXetRefs } from './select';
+import { checkOwnNames, isMutable, isPublishable, selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
 export interface RefOutcome {
   ref: string;
-  status: 'new' | 'up-to-date' | 'rejected';
+  /** `updated`: a pin the remote had with another value (pins are the one mutable kind). */
+  status: 'new' | 'updated' | 'up-to-date' | 'rejected';
   reason?: string;
 }
 
@@ -136,21 +137,33 @@ export async function pushXetRefs(options: {
   const remoteRefs = await lsRemote(repo, remote);
   const toSend = local.filter((r) => remoteRefs.get(r.name) !== r.oid);
   for (const r of local) if (remoteRefs.get(r.name) === r.oid) result.refs.push({ ref: r.name, status: 'up-to-date' });
-  const conflicts = toSend.filter((r) => remoteRefs.has(r.name));
+  // Pins are the one mutable kind (re-pin replaces one): an update, leased on the remote's value.
+  const conflicts = toSend.filter((r) => remoteRefs.has(r.name) && !isMutable(r.name));
   for (const r of conflicts) {
     result.refs.push({ ref: r.name, status: 'rejected', reason: 'already exists with other content' });
   }
-  const fresh = toSend.filter((r) => !remoteRefs.has(r.name));
+  const fresh = toSend.filter((r) => !remoteRefs.has(r.name) || isMutable(r.name));
   if (!fresh.length) {
     if (conflicts.length) throw rejected(result);
     return result;
   }
-  const specs = fresh.map((r) => `${r.name}:${r.name}`);
+  const specs = fresh.map((r) => `${remoteRefs.has(r.name) ? '+' : ''}${r.name}:${r.name}`);
   if (kind === 'git') {
     // A lease on "does not exist" for each ref, all or nothing.
-    args = ['push', '--porcelain', '--atomic', ...fresh.map((r) => `--force-with-lease=${r.name}:`), remote, ...specs];
+    args = [
+      'push',
+      '--porcelain',
+      '--atomic',
+      ...fresh.map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name) ?? ''}`),
+      remote,
+      ...specs,
+    ];
   } else {
-    args = ['push', '--porcelain', '--atomic', remote, ...specs];
+    // A pin update is leased on the value just listed: a concurrent re-pin there is not overwritten.
+    const leases = fresh
+      .filter((r) => remoteRefs.has(r.name))
+      .map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name)}`);
+    args = ['push', '--porcelain', '--atomic', ...leases, remote, ...specs];
   }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
@@ -269,7 +282,7 @@ function parsePorcelain(text: string): RefOutcome[] {
     if (!m) continue;
     const [, flag, ref, summary] = m;
     if (flag === '!') out.push({ ref, status: 'rejected', reason: /\((.*)\)/.exec(summary)?.[1] ?? summary });
-    else out.push({ ref, status: flag === '=' ? 'up-to-date' : 'new' });
+    else out.push({ ref, status: flag === '=' ? 'up-to-date' : flag === '+' ? 'updated' : 'new' });
   }
   return out;
 }

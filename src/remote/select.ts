@@ -12,6 +12,11 @@ import { checkStructure } from '../handoff/verify';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { DROPPED_REF_PREFIX, PIN_REF_PREFIX, readMarkers } from '../gc/markers';
 
+/** Pins change (re-pin, unpin); every other refs/xet/* ref names its content and is create-once. */
+export function isMutable(ref: string): boolean {
+  return ref.startsWith(PIN_REF_PREFIX);
+}
+
 /** Drop markers are this repository's own business (a drop is undone locally): never published. */
 export function isPublishable(ref: string): boolean {
   return !ref.startsWith(DROPPED_REF_PREFIX);

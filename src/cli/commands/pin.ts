@@ -60,6 +60,7 @@ export function registerPin(program: Command): void {
         const r = await listPins(await repoHere());
         emit(out, r, () =>
           [
+            ...(r.pins.length ? [] : ['no pins']),
             ...r.pins.map((p) =>
               p.problem
                 ? `${p.snapshot.slice(0, 12)}  MALFORMED  ${p.ref}: ${p.problem}`
