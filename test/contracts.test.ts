@@ -546,6 +546,17 @@ test(
       const none = json(b.dir, ['status'], 'status');
       assert.deepEqual([none.lastSnapshot, none.fork, none.base, none.changed], [null, null, null, null]);
       json(r.dir, ['fsck', '--store', store], 'fsck');
+      // The repository's fsck and gc (a dry run, then a real run: `objects.after` null, then an object).
+      json(r.dir, ['fsck'], 'fsck (2)');
+      const rebuilt = json(r.dir, ['fsck', '--rebuild'], 'fsck (2)');
+      assert.equal(typeof rebuilt.rebuilt?.pins, 'number');
+      r.git('config', 'xet.retention.keepLast', '1');
+      r.git('config', 'xet.gc.keepUnpushed', 'false');
+      const dry = json(r.dir, ['gc', '--dry-run'], 'gc');
+      assert.ok(dry.kept.length && dry.refs.released.length, JSON.stringify(dry).slice(0, 400));
+      json(r.dir, ['gc', '--grace', '0'], 'gc');
+      const again = json(r.dir, ['gc', '--grace', '0'], 'gc');
+      assert.ok(again.refs.deleted.length, 'the second run deletes the drops of the first');
       assert.deepEqual(problems, [], 'the output is what docs/CLI.md says');
       assert.deepEqual(
         [...shapes.keys()].filter((k) => !checked.has(k)),
