@@ -9,7 +9,8 @@
 //
 // refs/xet/* name their content, so they are create-once everywhere: on a Git server they are
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
-// refused rather than overwritten.
+// refused rather than overwritten. Pins (refs/xet/pins/*) are the exception: markers that move,
+// replaced under a lease on the value listed.
 
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
@@ -32,6 +33,8 @@ import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
 import { checkOwnNames, selectXetRefs } from './select';
 
+const PIN_REF_PREFIX = 'refs/xet/pins/';
+
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
 export interface RefOutcome {
@@ -50,7 +53,7 @@ export interface PushResult {
   resolved: { id: string; state: PublicationState }[];
 }
 
-async function remoteUrl(repo: Repo, remote: string): Promise<string> {
+export async function remoteUrl(repo: Repo, remote: string): Promise<string> {
   const r = await git(['remote', 'get-url', '--', remote], { ...repoOpts(repo), okCodes: [2, 128] });
   return r.code === 0 ? r.stdout.toString('utf8').trim() : remote;
 }
@@ -133,21 +136,27 @@ export async function pushXetRefs(options: {
   const remoteRefs = await lsRemote(repo, remote);
   const toSend = local.filter((r) => remoteRefs.get(r.name) !== r.oid);
   for (const r of local) if (remoteRefs.get(r.name) === r.oid) result.refs.push({ ref: r.name, status: 'up-to-date' });
-  const conflicts = toSend.filter((r) => remoteRefs.has(r.name));
+  // A pin is a marker that moves (each re-pin is a new commit): it replaces the remote's, under a
+  // lease on what was listed. Every other refs/xet/* ref is create-once.
+  const isPin = (name: string) => name.startsWith(PIN_REF_PREFIX);
+  const conflicts = toSend.filter((r) => remoteRefs.has(r.name) && !isPin(r.name));
   for (const r of conflicts) {
     result.refs.push({ ref: r.name, status: 'rejected', reason: 'already exists with other content' });
   }
-  const fresh = toSend.filter((r) => !remoteRefs.has(r.name));
+  const fresh = toSend.filter((r) => !remoteRefs.has(r.name) || isPin(r.name));
   if (!fresh.length) {
     if (conflicts.length) throw rejected(result);
     return result;
   }
-  const specs = fresh.map((r) => `${r.name}:${r.name}`);
+  const moved = fresh.filter((r) => remoteRefs.has(r.name));
+  const specs = fresh.map((r) => `${remoteRefs.has(r.name) ? '+' : ''}${r.name}:${r.name}`);
+  const pinLeases = moved.map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name)}`);
   if (kind === 'git') {
-    // A lease on "does not exist" for each ref, all or nothing.
-    args = ['push', '--porcelain', '--atomic', ...fresh.map((r) => `--force-with-lease=${r.name}:`), remote, ...specs];
+    // A lease on "does not exist" for each ref (on the listed value for a pin it moves), all or nothing.
+    const leases = fresh.filter((r) => !remoteRefs.has(r.name)).map((r) => `--force-with-lease=${r.name}:`);
+    args = ['push', '--porcelain', '--atomic', ...leases, ...pinLeases, remote, ...specs];
   } else {
-    args = ['push', '--porcelain', '--atomic', remote, ...specs];
+    args = ['push', '--porcelain', '--atomic', ...pinLeases, remote, ...specs];
   }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
@@ -235,7 +244,7 @@ function rejected(result: PushResult): XetError {
   );
 }
 
-async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
+export async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
   const r = await git(['ls-remote', '--', remote, 'refs/xet/*'], { ...repoOpts(repo), okCodes: [128, 2] });
   const out = new Map<string, string>();
   if (r.code !== 0) {
