@@ -9,7 +9,8 @@
 //
 // refs/xet/* name their content, so they are create-once everywhere: on a Git server they are
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
-// refused rather than overwritten.
+// refused rather than overwritten. Pins (refs/xet/pins/*) are the exception: markers that move,
+// replaced under a lease on the value listed.
 
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
@@ -52,7 +53,7 @@ export interface PushResult {
   resolved: { id: string; state: PublicationState }[];
 }
 
-async function remoteUrl(repo: Repo, remote: string): Promise<string> {
+export async function remoteUrl(repo: Repo, remote: string): Promise<string> {
   const r = await git(['remote', 'get-url', '--', remote], { ...repoOpts(repo), okCodes: [2, 128] });
   return r.code === 0 ? r.stdout.toString('utf8').trim() : remote;
 }
@@ -251,7 +252,7 @@ function rejected(result: PushResult): XetError {
   );
 }
 
-async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
+export async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
   const r = await git(['ls-remote', '--', remote, 'refs/xet/*'], { ...repoOpts(repo), okCodes: [128, 2] });
   const out = new Map<string, string>();
   if (r.code !== 0) {

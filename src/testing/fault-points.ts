@@ -59,6 +59,11 @@ export const FAULT_POINTS = [
   'reclaim:after-capture',
   'reclaim:after-pin',
   'reclaim:mid-remove',
+  // store gc (gc --store): compacted pack published, nothing names it; the gc's state published,
+  // nothing deleted; doomed packs renamed into trash/, not yet re-checked, linked back or deleted
+  'gc-store:after-pack',
+  'gc-store:after-state',
+  'gc-store:after-trash',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];
