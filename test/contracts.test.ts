@@ -525,6 +525,14 @@ test(
       json(r.dir, ['changes', f], 'changes');
       json(r.dir, ['export', f, '--branch', 'agent/work'], 'export');
       json(r.dir, ['discard', f], 'discard');
+      // reclaim: one fork reclaimed; with --idle, a copy fork refused, then one too recent.
+      json(r.dir, ['fork', snap, f], 'fork');
+      fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+      assert.equal(json(r.dir, ['reclaim', f], 'reclaim').reclaimed.length, 1);
+      json(r.dir, ['fork', snap, f, '--mode', 'copy'], 'fork');
+      assert.equal(json(r.dir, ['reclaim', '--idle', '0s'], 'reclaim').refused[0].code, 'FORK_NOT_EXCLUSIVE');
+      assert.equal(json(r.dir, ['reclaim', '--idle', '1d'], 'reclaim').active.length, 1);
+      json(r.dir, ['discard', f], 'discard');
       const h = json(r.dir, ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'T'], 'handoff create');
       // With a request id: a retry returns the same handoff.
       const req = ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'R', '--request-id', 'req-1'];

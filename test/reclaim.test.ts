@@ -192,9 +192,10 @@ test(
       assert.equal(fs.readFileSync(path.join(f, 'work.txt'), 'utf8'), 'work\n');
       assert.equal(forks(sb, src.dir)[0].state, 'active');
       assert.equal(pinRefs(src), '', 'nothing pinned');
-      // Once the secret goes, the same fork is reclaimed.
+      // Once the secret goes, the same fork is reclaimed, even from inside it (the run steps out).
       fs.rmSync(path.join(f, '.env'));
-      expectExit(xet(sb, src.dir, ['reclaim', f, '--json']), 0);
+      const inside = parseJson(xet(sb, path.join(f, 'dir'), ['reclaim', '..', '--json']));
+      assert.equal(inside.reclaimed[0]?.dir, f, JSON.stringify(inside));
       assert.equal(fs.existsSync(f), false);
     });
   },
@@ -249,14 +250,20 @@ test(
       const written = fork(sb, src.dir, snap, sb.path('written'));
       const staged = fork(sb, src.dir, snap, sb.path('staged'));
       const copy = fork(sb, src.dir, snap, sb.path('copy'), ['--mode', 'copy']);
+      const used = fork(sb, src.dir, snap, sb.path('used'));
       fs.writeFileSync(path.join(idle.dir, 'old-work.txt'), 'old\n');
       await new Promise((r) => setTimeout(r, 6500));
+      // Idle, but a process is still inside: refused, and the run goes on.
+      const holder = spawn('sleep', ['60'], { cwd: used.dir, stdio: 'ignore' });
       // Activity: a write in the upper layer; a `git add` (the admin dir's index) of an existing file.
       fs.appendFileSync(path.join(written.dir, 'a.txt'), 'more\n');
       const g = spawn('git', ['update-index', '--chmod=+x', 'b.txt'], { cwd: staged.dir, env: sb.env });
       await new Promise((r) => g.once('exit', r));
       const fresh = fork(sb, src.dir, snap, sb.path('fresh'));
+      await new Promise((r) => setTimeout(r, 100));
       const r = xet(sb, src.dir, ['reclaim', '--idle', '5s', '--json']);
+      holder.kill('SIGKILL');
+      await new Promise((res) => holder.once('exit', res));
       expectExit(r, 0);
       const out = parseJson(r);
       assert.equal(out.idleSeconds, 5);
@@ -266,8 +273,12 @@ test(
       );
       assert.deepEqual(
         out.refused.map((x: { id: string; code: string }) => [x.id, x.code]),
-        [[copy.id, 'FORK_NOT_EXCLUSIVE']],
+        [
+          [copy.id, 'FORK_NOT_EXCLUSIVE'],
+          [used.id, 'FORK_BUSY'],
+        ],
       );
+      assert.ok(mountsUnder(sb.root).includes(used.dir), 'the busy fork stays mounted');
       assert.deepEqual(out.active.map((x: { id: string }) => x.id).sort(), [written.id, staged.id, fresh.id].sort());
       assert.ok(Date.parse(out.reclaimed[0].lastActivity) < Date.now() - 5000);
       assert.equal(fs.existsSync(idle.dir), false);

@@ -107,13 +107,13 @@ export async function reclaim(options: ReclaimOptions): Promise<ReclaimResult> {
   const repo = await findRepo(options.cwd, true);
   const lock = holdObjectsShared(repo.commonDir);
   try {
-    const rows = withSidecar(repo.commonDir, (db) => listForks(db, false));
-    for (const row of rows) {
-      if (row.state === 'creating') continue; // an incomplete fork: `discard` is what removes it
-      if (row.state === 'discarding' && !row.reclaimedAt) continue; // a discard's, not ours
-      let activity: Date | null = null;
-      if (row.state === 'active') {
-        activity = lastActivity(row);
+    // Decided once, before the first reclaim: a long run does not make later forks look idler.
+    // Incomplete forks ('creating') and discards under way are discard's to finish, not ours.
+    const rows = withSidecar(repo.commonDir, (db) => listForks(db, false))
+      .filter((row) => row.state === 'active' || (row.state === 'discarding' && row.reclaimedAt))
+      .map((row) => ({ row, activity: row.state === 'active' ? lastActivity(row) : null }));
+    for (const { row, activity } of rows) {
+      if (activity) {
         const idleFor = (now.getTime() - activity.getTime()) / 1000;
         if (idleSeconds === Infinity || idleFor < (idleSeconds ?? 0)) {
           result.active.push({ dir: row.dir, id: row.id, mode: row.mode, lastActivity: activity.toISOString() });
