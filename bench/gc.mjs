@@ -512,6 +512,13 @@ async function main() {
           `drop ${dropped.length} ${fmtS(dr.seconds)}s, gc --grace 0 ${fmtS(gc.seconds)}s: .git ${fmtMB(D.after.duBytes)}`,
         );
         await checkRepo(repo, kept.at(-1).snapshot, 'drop + gc --grace 0');
+        // With the grace at 0 the dropped snapshots' own commits must be gone from the object store.
+        const left = await git(repo, ['cat-file', '--batch-check'], {
+          input: dropped.map((x) => x.snapshot).join('\n') + '\n',
+        });
+        D.droppedCommitsLeft = left.stdout.split('\n').filter((l) => l && !l.endsWith(' missing')).length;
+        if (D.droppedCommitsLeft)
+          warn(`after gc --grace 0, ${D.droppedCommitsLeft} dropped snapshot commits still exist`);
 
         // The baseline: the user's history and only the retained states, captured in order.
         const base = join(runDir, 'retained-only');
