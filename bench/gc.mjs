@@ -52,6 +52,7 @@ import {
   quote,
   recorder,
   repeat,
+  runCpu,
   rmrf,
   run,
   runXet,
@@ -501,8 +502,9 @@ async function main() {
         const dr = await xet(repo, ['drop', ...dropped.map((s) => s.snapshot), '--json']);
         D.dropSeconds = dr.seconds;
         await settle();
-        const gc = await xet(repo, ['gc', '--grace', '0', '--json']);
+        const gc = await xet(repo, ['gc', '--grace', '0', '--json'], { cpu: true });
         D.gcSeconds = gc.seconds;
+        D.gcCpuSeconds = gc.cpuSeconds;
         D.gcJson = gc.json;
         D.after = await repoSize(repo);
         D.snapshotRefs = await snapshotRefs(repo);
@@ -512,6 +514,13 @@ async function main() {
           `drop ${dropped.length} ${fmtS(dr.seconds)}s, gc --grace 0 ${fmtS(gc.seconds)}s: .git ${fmtMB(D.after.duBytes)}`,
         );
         await checkRepo(repo, kept.at(-1).snapshot, 'drop + gc --grace 0');
+        // With the grace at 0 the dropped snapshots' own commits must be gone from the object store.
+        const left = await git(repo, ['cat-file', '--batch-check'], {
+          input: dropped.map((x) => x.snapshot).join('\n') + '\n',
+        });
+        D.droppedCommitsLeft = left.stdout.split('\n').filter((l) => l && !l.endsWith(' missing')).length;
+        if (D.droppedCommitsLeft)
+          warn(`after gc --grace 0, ${D.droppedCommitsLeft} dropped snapshot commits still exist`);
 
         // The baseline: the user's history and only the retained states, captured in order.
         const base = join(runDir, 'retained-only');
@@ -556,15 +565,19 @@ async function main() {
       if (N.snapshotRefs !== opts.many) problem(`${opts.many} snapshots made but ${N.snapshotRefs} snapshot refs`);
       noteLoad('many: captures');
       if (C.gc) {
+        N.dryRunCpuSeconds = [];
         N.dryRunSeconds = await repeat(opts.reps, async () => {
           await settle();
-          const r = await xet(repo, ['gc', '--dry-run', '--json']);
+          const r = await xet(repo, ['gc', '--dry-run', '--json'], { cpu: true });
           N.dryRunJson ??= r.json;
+          N.dryRunCpuSeconds.push(r.cpuSeconds);
           return r.seconds;
         });
         log(`gc --dry-run with ${opts.many} snapshots: ${fmtMs(med(N.dryRunSeconds))}`);
         N.gcSeconds = [];
         N.gitGcSeconds = [];
+        N.gcCpuSeconds = [];
+        N.gitGcCpuSeconds = [];
         for (let rep = 1; rep <= opts.reps; rep++) {
           // Interleaved, each on its own copy of the untouched repository.
           const a = join(runDir, `many-xet-${rep}`);
@@ -572,17 +585,21 @@ async function main() {
           await run('cp', ['-a', repo, a]);
           await run('cp', ['-a', repo, b]);
           await settle();
-          const x = await xet(a, ['gc', '--json']);
+          const x = await xet(a, ['gc', '--json'], { cpu: true });
           N.gcSeconds.push(x.seconds);
+          N.gcCpuSeconds.push(x.cpuSeconds);
           if (rep === 1) {
             N.gcJson = x.json;
             N.afterGc = await repoSize(a);
           }
           await settle();
-          const g = await git(b, ['gc', '--quiet'], { timeoutSec: opts.timeoutSec });
+          const g = await runCpu('git', ['gc', '--quiet'], { cwd: b, env: GIT_ENV, timeoutSec: opts.timeoutSec });
           N.gitGcSeconds.push(g.seconds);
+          N.gitGcCpuSeconds.push(g.cpuSeconds);
           if (rep === 1) N.afterGitGc = await repoSize(b);
-          log(`rep ${rep}: git xet gc ${fmtS(x.seconds)}s, git gc ${fmtS(g.seconds)}s`);
+          log(
+            `rep ${rep}: git xet gc ${fmtS(x.seconds)}s (CPU ${fmtS(x.cpuSeconds)}s), git gc ${fmtS(g.seconds)}s (CPU ${fmtS(g.cpuSeconds)}s)`,
+          );
           if (rep === 1) await checkRepo(a, null, `gc of ${opts.many} snapshots`);
           rmrf(a);
           rmrf(b);
@@ -661,6 +678,12 @@ function summarize(results) {
         GOALS.gcVsGitGc,
       ),
     });
+    const cpu = (xs) => (xs ?? []).filter((x) => x != null);
+    if (cpu(N.gcCpuSeconds).length) {
+      rows.push(
+        compare('the same in CPU time (user + sys, with children)', cpu(N.gcCpuSeconds), cpu(N.gitGcCpuSeconds), null),
+      );
+    }
   }
   if (N?.dryRunSeconds?.length) {
     const s = med(N.dryRunSeconds);
@@ -673,6 +696,10 @@ function summarize(results) {
       status: verdict(s, GOALS.dryRunSeconds),
       absolute: true,
     });
+    const c = med((N.dryRunCpuSeconds ?? []).filter((x) => x != null));
+    if (c != null) {
+      rows.push({ label: 'the same in CPU time', xet: c, baseline: null, ratio: null, goal: null, status: 'info' });
+    }
   }
   return { rows };
 }

@@ -25,6 +25,7 @@ import { setTimeout, clearTimeout } from 'node:timers';
 export const BENCH_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const ROOT = resolve(BENCH_DIR, '..');
 export const WORK = join(BENCH_DIR, 'work');
+export const HAVE_GNU_TIME = existsSync('/usr/bin/time');
 
 // ---------------------------------------------------------------------------
 // Small utilities
@@ -292,6 +293,25 @@ export function run(cmd, args, opts = {}) {
   });
 }
 
+/**
+ * run() under GNU time: the result also has cpuSeconds, the user + system time of the child and
+ * every descendant it waited for (null without /usr/bin/time). On a loaded machine wall time
+ * measures the neighbours as much as the command; CPU time much less so.
+ */
+export async function runCpu(cmd, args, opts = {}) {
+  if (!HAVE_GNU_TIME) return { ...(await run(cmd, args, opts)), cpuSeconds: null };
+  const file = join(os.tmpdir(), `xet-bench-cpu-${process.pid}-${process.hrtime.bigint()}`);
+  try {
+    const res = await run('/usr/bin/time', ['-f', '%U %S', '-o', file, cmd, ...args], opts);
+    // GNU time writes "Command exited with non-zero status N" before the format on a failure.
+    const [u, s] = (readFileSync(file, 'utf8').trim().split('\n').at(-1) ?? '').split(' ').map(Number);
+    res.cpuSeconds = Number.isFinite(u) && Number.isFinite(s) ? u + s : null;
+    return res;
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
+
 export const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
 
 // Harness git calls: fixed identity and dates so the workload is reproducible.
@@ -345,10 +365,13 @@ export function xetError(args, res, cwd, { note = '', what, reproPrefix = '', re
 /**
  * `git xet args` (node <cli> …) in cwd; resolves with run()'s result plus json (parsed stdout).
  * Throws xetError on a failure, and when requireJson is set and stdout holds no JSON; note,
- * reproPrefix and reproCli go to xetError. env undefined: run()'s (or runner's) default.
+ * reproPrefix and reproCli go to xetError. env undefined: run()'s (or runner's) default; cpu: run it
+ * under runCpu (the result has cpuSeconds).
  */
 export async function runXet(cli, cwd, args, opts = {}) {
-  const { timeoutSec = 0, requireJson = false, env, runner = run, ...errorOpts } = opts;
+  const { timeoutSec = 0, requireJson = false, env, cpu = false, ...errorOpts } = opts;
+  const runner = opts.runner ?? (cpu ? runCpu : run);
+  delete errorOpts.runner;
   const res = await runner(process.execPath, [cli, ...args], { cwd, timeoutSec, allowFail: true, env });
   res.json = parseJsonOutput(res.stdout);
   if (res.code !== 0 || res.signal) throw xetError(args, res, cwd, errorOpts);
@@ -467,8 +490,6 @@ export function cleanStaleRuns(base, prefix, teardown) {
 // ---------------------------------------------------------------------------
 // The machine, the report, the results file
 // ---------------------------------------------------------------------------
-
-export const HAVE_GNU_TIME = existsSync('/usr/bin/time');
 
 export async function machineInfo(tmpBase) {
   const df = await run('df', ['-T', tmpBase], { allowFail: true });
