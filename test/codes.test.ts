@@ -23,12 +23,15 @@ function errorCodes(): string[] {
   return codes;
 }
 
+/** Every suite, fast (test/) and slow (test/slow/): both run in CI. */
 function testSources(): { file: string; text: string }[] {
-  const dir = path.join(ROOT, 'test');
-  return fs
-    .readdirSync(dir)
-    .filter((n) => n.endsWith('.test.ts'))
-    .map((n) => ({ file: n, text: fs.readFileSync(path.join(dir, n), 'utf8') }));
+  return ['test', path.join('test', 'slow')].flatMap((rel) => {
+    const dir = path.join(ROOT, rel);
+    return fs
+      .readdirSync(dir)
+      .filter((n) => n.endsWith('.test.ts'))
+      .map((n) => ({ file: path.join(rel, n), text: fs.readFileSync(path.join(dir, n), 'utf8') }));
+  });
 }
 
 test('every error code is in README.md and expected by name by some test', () => {
