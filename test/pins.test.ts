@@ -315,6 +315,15 @@ test('losing the sidecar loses no pin; a malformed pin ref is reported, not hidd
     expectError(xet(sb, r.dir, ['drop', second, '--json']), 'SNAPSHOT_RETAINED');
     // unpin removes it like any pin.
     assert.equal(json(sb, r.dir, ['unpin', second]).reason, null);
+    // A pin ref naming a snapshot this repository never had (it points at a blob).
+    const ghost = 'e'.repeat(40);
+    r.git('update-ref', `refs/xet/pins/${ghost}`, r.gitInput('not a pin', 'hash-object', '-w', '--stdin').trim());
+    assert.match(
+      json(sb, r.dir, ['pins']).pins.find((p: { snapshot: string }) => p.snapshot === ghost).problem,
+      /not a marker/,
+    );
+    expectError(xet(sb, r.dir, ['pin', 'eeee', '--json']), 'SNAPSHOT_NOT_FOUND');
+    expectError(xet(sb, r.dir, ['undrop', 'eeee', '--json']), 'SNAPSHOT_NOT_FOUND');
   }));
 
 test('push <id> sends the pin with the snapshot; drop markers are never pushed', () =>

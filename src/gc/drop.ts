@@ -168,6 +168,12 @@ export async function checkRecoverable(
     // Known from gc's record, or only an expired pin is left (it keeps the objects reachable, but
     // the sidecar that remembered the drop may be gone): whatever is missing decides.
     const missing = await missingObjects(oid, opts);
+    if (missing !== 0 && !deleted.has(oid)) {
+      // Only a pin ref names it, and not a snapshot this repository has: never one gc reclaimed.
+      throw new XetError('SNAPSHOT_NOT_FOUND', `snapshot ${oid} is not in this repository (only a pin ref names it)`, {
+        snapshot: oid,
+      });
+    }
     if (missing !== 0) {
       throw new XetError(
         'SNAPSHOT_RECLAIMED',
