@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import { pausedAt } from './support/faults';
 import { git, gitTry, initRepo, type Repo } from './support/git';
 import { assertVerifies } from './support/roundtrip';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -175,6 +176,26 @@ test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff
     assert.equal(looseObjects(r), loose, 'no object written');
     // The free one alone goes.
     assert.equal(json(sb, r.dir, ['drop', free]).dropped[0].snapshot, free);
+  }));
+
+test('a pin made while a drop is between its check and its transaction fails the whole drop, naming the pin', async () =>
+  withSandbox(async (sb) => {
+    const { r, snap } = source(sb);
+    r.write('o.txt', 'o\n');
+    const other = capture(sb, r.dir);
+    const before = xetRefs(r);
+    const drop = await pausedAt(sb, r.dir, ['drop', other, snap, '--json'], 'drop:after-check');
+    const pin = json(sb, r.dir, ['pin', snap, '--reason', 'just in time']);
+    drop.go();
+    const { code, stdout } = await drop.done;
+    assert.equal(code, 3, stdout);
+    const e = JSON.parse(stdout).error;
+    assert.deepEqual(
+      [e.code, e.details.snapshot, e.details.roots],
+      ['SNAPSHOT_RETAINED', snap, [{ kind: 'pin', name: 'just in time' }]],
+    );
+    const lines = (t: string) => t.split('\n').filter(Boolean).sort();
+    assert.deepEqual(lines(xetRefs(r)), lines(`${before}\nrefs/xet/pins/${snap} ${pin.commit}`), 'only the pin is new');
   }));
 
 test('drop then undrop: one transaction each way, the snapshot restores and verifies', () =>
