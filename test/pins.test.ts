@@ -385,3 +385,17 @@ test('push <id> sends the pin with the snapshot; drop markers are never pushed',
     r.git('update-ref', `refs/xet/pins/${snap}`, snap);
     expectError(xet(sb, r.dir, ['push', 'server', snap, '--json']), 'INTEGRITY_MISMATCH');
   }));
+
+test('a sha256 repository: pin, drop refused, unpin, drop, pin brings it back (64-hex ids, zero ids)', () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'sha256', ['--object-format=sha256']);
+    r.commit('c', { 'a.txt': 'a\n' });
+    const snap: string = json(sb, r.dir, ['capture']).snapshot;
+    assert.match(snap, /^[0-9a-f]{64}$/);
+    json(sb, r.dir, ['pin', snap.slice(0, 6)]);
+    expectError(xet(sb, r.dir, ['drop', snap, '--json']), 'SNAPSHOT_RETAINED');
+    json(sb, r.dir, ['unpin', snap]);
+    assert.equal(json(sb, r.dir, ['drop', snap]).dropped[0].created, true);
+    assert.equal(json(sb, r.dir, ['pin', snap]).undropped, true);
+    fsckClean(r);
+  }));
