@@ -23,7 +23,7 @@ import {
   isoSeconds,
   markerRef,
   readMarkers,
-  writeMarker,
+  writeMarkers,
   type DropRecord,
 } from './markers';
 import { holdObjectsShared } from './objects-lock';
@@ -265,9 +265,15 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
   const droppedAt = isoSeconds(now);
   const lines: string[] = [];
   const zero = zeroOid(repo);
-  for (const oid of todo) {
-    const record: DropRecord = { schema: DROP_SCHEMA, snapshot: oid, droppedAt, reason: 'explicit' };
-    const commit = await writeMarker('drop', record, repo.objectFormat, opts);
+  const records: DropRecord[] = todo.map((oid) => ({
+    schema: DROP_SCHEMA,
+    snapshot: oid,
+    droppedAt,
+    reason: 'explicit',
+  }));
+  const commits = await writeMarkers('drop', records, repo.objectFormat, opts);
+  for (const [n, oid] of todo.entries()) {
+    const commit = commits[n];
     const refs = state.get(oid) as SnapshotRefs;
     lines.push(
       `delete ${SNAPSHOT_REF_PREFIX}${oid} ${oid}`,
