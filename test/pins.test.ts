@@ -306,6 +306,13 @@ test('bad input: a typed error before anything is written', () =>
     // A snapshot ref that does not name its own commit is refused by name, as everywhere.
     r.git('update-ref', `refs/xet/snapshots/${'1'.repeat(40)}`, snap);
     expectError(xet(sb, r.dir, ['drop', '1111', '--json']), 'INTEGRITY_MISMATCH');
+    // A dropped ref on a commit that is no snapshot (not made by git xet) brings nothing back.
+    const head = r.git('rev-parse', 'HEAD').trim();
+    r.git('update-ref', `refs/xet/dropped/${head}`, head);
+    const refs = xetRefs(r);
+    expectError(xet(sb, r.dir, ['undrop', head, '--json']), 'SNAPSHOT_INVALID');
+    expectError(xet(sb, r.dir, ['pin', head, '--json']), 'SNAPSHOT_INVALID');
+    assert.equal(xetRefs(r), refs, 'nothing written');
   }));
 
 test('losing the sidecar loses no pin; a malformed pin ref is reported, not hidden, and still keeps its snapshot', () =>
