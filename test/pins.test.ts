@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import { pausedAt } from './support/faults';
 import { git, gitTry, initRepo, type Repo } from './support/git';
 import { assertVerifies } from './support/roundtrip';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -121,8 +122,9 @@ test('pin, re-pin, unpin, pins: the ref is the pin, an identical pin is not rewr
 test('a pin with --until expires: flagged in pins, no longer a root, so drop is allowed', async () =>
   withSandbox(async (sb) => {
     const { r, snap } = source(sb);
-    const p = json(sb, r.dir, ['pin', snap, '--until', '2s', '--reason', 'briefly']);
-    assert.ok(Date.parse(p.until) - Date.now() <= 2000, `until is at most 2 s away: ${p.until}`);
+    // Long enough for a drop on a loaded machine to start before it expires.
+    const p = json(sb, r.dir, ['pin', snap, '--until', '10s', '--reason', 'briefly']);
+    assert.ok(Date.parse(p.until) - Date.now() <= 10_000, `until is at most 10 s away: ${p.until}`);
     expectError(xet(sb, r.dir, ['drop', snap, '--json']), 'SNAPSHOT_RETAINED');
     await new Promise((res) => setTimeout(res, Math.max(0, Date.parse(p.until) - Date.now()) + 50));
     const listed = json(sb, r.dir, ['pins']).pins;
@@ -175,6 +177,26 @@ test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff
     assert.equal(looseObjects(r), loose, 'no object written');
     // The free one alone goes.
     assert.equal(json(sb, r.dir, ['drop', free]).dropped[0].snapshot, free);
+  }));
+
+test('a pin made while a drop is between its check and its transaction fails the whole drop, naming the pin', async () =>
+  withSandbox(async (sb) => {
+    const { r, snap } = source(sb);
+    r.write('o.txt', 'o\n');
+    const other = capture(sb, r.dir);
+    const before = xetRefs(r);
+    const drop = await pausedAt(sb, r.dir, ['drop', other, snap, '--json'], 'drop:after-check');
+    const pin = json(sb, r.dir, ['pin', snap, '--reason', 'just in time']);
+    drop.go();
+    const { code, stdout } = await drop.done;
+    assert.equal(code, 3, stdout);
+    const e = JSON.parse(stdout).error;
+    assert.deepEqual(
+      [e.code, e.details.snapshot, e.details.roots],
+      ['SNAPSHOT_RETAINED', snap, [{ kind: 'pin', name: 'just in time' }]],
+    );
+    const lines = (t: string) => t.split('\n').filter(Boolean).sort();
+    assert.deepEqual(lines(xetRefs(r)), lines(`${before}\nrefs/xet/pins/${snap} ${pin.commit}`), 'only the pin is new');
   }));
 
 test('drop then undrop: one transaction each way, the snapshot restores and verifies', () =>
@@ -284,6 +306,13 @@ test('bad input: a typed error before anything is written', () =>
     // A snapshot ref that does not name its own commit is refused by name, as everywhere.
     r.git('update-ref', `refs/xet/snapshots/${'1'.repeat(40)}`, snap);
     expectError(xet(sb, r.dir, ['drop', '1111', '--json']), 'INTEGRITY_MISMATCH');
+    // A dropped ref on a commit that is no snapshot (not made by git xet) brings nothing back.
+    const head = r.git('rev-parse', 'HEAD').trim();
+    r.git('update-ref', `refs/xet/dropped/${head}`, head);
+    const refs = xetRefs(r);
+    expectError(xet(sb, r.dir, ['undrop', head, '--json']), 'SNAPSHOT_INVALID');
+    expectError(xet(sb, r.dir, ['pin', head, '--json']), 'SNAPSHOT_INVALID');
+    assert.equal(xetRefs(r), refs, 'nothing written');
   }));
 
 test('losing the sidecar loses no pin; a malformed pin ref is reported, not hidden, and still keeps its snapshot', () =>
@@ -315,6 +344,15 @@ test('losing the sidecar loses no pin; a malformed pin ref is reported, not hidd
     expectError(xet(sb, r.dir, ['drop', second, '--json']), 'SNAPSHOT_RETAINED');
     // unpin removes it like any pin.
     assert.equal(json(sb, r.dir, ['unpin', second]).reason, null);
+    // A pin ref naming a snapshot this repository never had (it points at a blob).
+    const ghost = 'e'.repeat(40);
+    r.git('update-ref', `refs/xet/pins/${ghost}`, r.gitInput('not a pin', 'hash-object', '-w', '--stdin').trim());
+    assert.match(
+      json(sb, r.dir, ['pins']).pins.find((p: { snapshot: string }) => p.snapshot === ghost).problem,
+      /not a marker/,
+    );
+    expectError(xet(sb, r.dir, ['pin', 'eeee', '--json']), 'SNAPSHOT_NOT_FOUND');
+    expectError(xet(sb, r.dir, ['undrop', 'eeee', '--json']), 'SNAPSHOT_NOT_FOUND');
   }));
 
 test('push <id> sends the pin with the snapshot; drop markers are never pushed', () =>
@@ -353,4 +391,18 @@ test('push <id> sends the pin with the snapshot; drop markers are never pushed',
     // A pin ref that is not a pin of the snapshot its name says is refused before anything is sent.
     r.git('update-ref', `refs/xet/pins/${snap}`, snap);
     expectError(xet(sb, r.dir, ['push', 'server', snap, '--json']), 'INTEGRITY_MISMATCH');
+  }));
+
+test('a sha256 repository: pin, drop refused, unpin, drop, pin brings it back (64-hex ids, zero ids)', () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'sha256', ['--object-format=sha256']);
+    r.commit('c', { 'a.txt': 'a\n' });
+    const snap: string = json(sb, r.dir, ['capture']).snapshot;
+    assert.match(snap, /^[0-9a-f]{64}$/);
+    json(sb, r.dir, ['pin', snap.slice(0, 6)]);
+    expectError(xet(sb, r.dir, ['drop', snap, '--json']), 'SNAPSHOT_RETAINED');
+    json(sb, r.dir, ['unpin', snap]);
+    assert.equal(json(sb, r.dir, ['drop', snap]).dropped[0].created, true);
+    assert.equal(json(sb, r.dir, ['pin', snap]).undropped, true);
+    fsckClean(r);
   }));

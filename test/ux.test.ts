@@ -387,7 +387,7 @@ test(
     const none = parseJson(xet(sb, r.dir, ['status', '--json']));
     assert.equal(none.lastSnapshot, null);
     assert.equal(none.changed, null);
-    assert.deepEqual([none.pins, none.guards, none.allowance], [null, null, null]);
+    assert.deepEqual([none.pins, none.guards, none.allowance], [[], null, null]);
     r.write('.env', 'S=1\n');
     const snap = capture(sb, r.dir, ['-m', 'first']);
     const same = parseJson(xet(sb, r.dir, ['status', '--json']));

@@ -9,12 +9,13 @@
 
 import { XetError } from '../errors';
 import { git, type GitOptions } from '../git/exec';
-import { listRefs, type RefEntry } from '../git/plumbing';
+import { catFileBatch, listRefs, type RefEntry } from '../git/plumbing';
 import { repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar } from '../sidecar/db';
 import { deletedSnapshotIds } from '../sidecar/pins';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
-import { readSnapshot, resolveSnapshotOid, snapshotRefIsSound } from '../snapshot/store';
+import { parseManifest } from '../snapshot/manifest';
+import { resolveSnapshotOid, snapshotRefIsSound } from '../snapshot/store';
 import { faultPoint } from '../testing/fault-points';
 import {
   DROP_SCHEMA,
@@ -23,7 +24,7 @@ import {
   isoSeconds,
   markerRef,
   readMarkers,
-  writeMarker,
+  writeMarkers,
   type DropRecord,
 } from './markers';
 import { holdObjectsShared } from './objects-lock';
@@ -152,7 +153,7 @@ export type UndropSource = 'dropped' | 'collected';
 
 /**
  * Check that a snapshot with no snapshot ref can be brought back (`refs.dropped` set, or gc deleted
- * its refs but every object is still here), and that it is a snapshot. Call with the objects lock
+ * its refs but every object is still here); checkSnapshots then checks that it is one. Call with the objects lock
  * held shared, so no gc can reclaim what was found between this check and the new ref.
  */
 export async function checkRecoverable(
@@ -168,6 +169,12 @@ export async function checkRecoverable(
     // Known from gc's record, or only an expired pin is left (it keeps the objects reachable, but
     // the sidecar that remembered the drop may be gone): whatever is missing decides.
     const missing = await missingObjects(oid, opts);
+    if (missing !== 0 && !deleted.has(oid)) {
+      // Only a pin ref names it, and not a snapshot this repository has: never one gc reclaimed.
+      throw new XetError('SNAPSHOT_NOT_FOUND', `snapshot ${oid} is not in this repository (only a pin ref names it)`, {
+        snapshot: oid,
+      });
+    }
     if (missing !== 0) {
       throw new XetError(
         'SNAPSHOT_RECLAIMED',
@@ -183,9 +190,25 @@ export async function checkRecoverable(
       snapshot: oid,
     });
   }
-  // The parent of a dropped ref is whatever its name says only if it was made by git xet: read it.
-  await readSnapshot(oid, opts);
   return source;
+}
+
+/**
+ * Check that each id is a git xet snapshot (its manifest reads), in one cat-file whatever their
+ * number: a dropped ref's parent is what its name says only if git xet made it.
+ */
+export async function checkSnapshots(oids: string[], opts: GitOptions): Promise<void> {
+  const names = oids.map((o) => `${o}:manifest.json`);
+  const objs = await catFileBatch(names, opts);
+  for (const [n, oid] of oids.entries()) {
+    const m = objs.get(names[n]);
+    if (!m || m.type !== 'blob') {
+      throw new XetError('SNAPSHOT_INVALID', `${oid} is not a git xet snapshot (no readable manifest.json)`, {
+        snapshot: oid,
+      });
+    }
+    parseManifest(m.data, `${oid.slice(0, 12)}:manifest.json`);
+  }
 }
 
 /** Run one `update-ref --stdin` transaction; false when git refused it (an old value changed). */
@@ -259,9 +282,15 @@ export async function dropSnapshots(repo: Repo, ids: string[], now = new Date())
   const droppedAt = isoSeconds(now);
   const lines: string[] = [];
   const zero = zeroOid(repo);
-  for (const oid of todo) {
-    const record: DropRecord = { schema: DROP_SCHEMA, snapshot: oid, droppedAt, reason: 'explicit' };
-    const commit = await writeMarker('drop', record, repo.objectFormat, opts);
+  const records: DropRecord[] = todo.map((oid) => ({
+    schema: DROP_SCHEMA,
+    snapshot: oid,
+    droppedAt,
+    reason: 'explicit',
+  }));
+  const commits = await writeMarkers('drop', records, repo.objectFormat, opts);
+  for (const [n, oid] of todo.entries()) {
+    const commit = commits[n];
     const refs = state.get(oid) as SnapshotRefs;
     lines.push(
       `delete ${SNAPSHOT_REF_PREFIX}${oid} ${oid}`,
@@ -333,6 +362,7 @@ export async function undropSnapshots(repo: Repo, ids: string[]): Promise<Undrop
     const deleted = deletedSet(repo);
     const result: UndropResult = { undropped: [] };
     const lines: string[] = [];
+    const back: string[] = [];
     for (const oid of oids) {
       const refs = state.get(oid) as SnapshotRefs;
       const ref = `${SNAPSHOT_REF_PREFIX}${oid}`;
@@ -341,10 +371,12 @@ export async function undropSnapshots(repo: Repo, ids: string[]): Promise<Undrop
         continue;
       }
       const from = await checkRecoverable(repo, oid, refs, deleted);
+      back.push(oid);
       if (refs.dropped) lines.push(`delete ${markerRef('drop', oid)} ${refs.dropped}`);
       lines.push(`create ${ref} ${oid}`);
       result.undropped.push({ snapshot: oid, ref, from, created: true });
     }
+    await checkSnapshots(back, opts);
     if (lines.length && !(await refTransaction(repo, lines, 'git xet undrop'))) {
       throw new XetError(
         'BUSY',

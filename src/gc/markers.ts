@@ -9,6 +9,9 @@
 // Readers trust nothing a ref points to: readMarkers checks sizes before reading, the tree's one
 // entry, the parent against the ref name and the schema (docs/FORMAT.md).
 
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { z } from 'zod';
 import { XetError } from '../errors';
 import { catFileBatch, listRefs } from '../git/plumbing';
@@ -59,13 +62,14 @@ export function markerRef(kind: MarkerKind, snapshot: string): string {
   return `${PREFIX[kind]}${snapshot}`;
 }
 
-/** Write the marker's blob, tree and commit; returns the commit id. */
-export async function writeMarker(
-  kind: MarkerKind,
-  record: PinRecord | DropRecord,
-  format: Repo['objectFormat'],
-  opts: GitOptions,
-): Promise<string> {
+interface MarkerObject {
+  type: 'blob' | 'tree' | 'commit';
+  bytes: Buffer;
+  oid: string;
+}
+
+/** The marker's blob, tree and commit, byte for byte, with their ids (the commit last). */
+function markerObjects(kind: MarkerKind, record: PinRecord | DropRecord, format: Repo['objectFormat']): MarkerObject[] {
   const bytes = Buffer.from(canonicalJson(record), 'utf8');
   const blobOid = objectId('blob', bytes, format);
   const tree = Buffer.concat([Buffer.from(`100644 ${FILE[kind]}\0`, 'utf8'), Buffer.from(blobOid, 'hex')]);
@@ -88,20 +92,72 @@ export async function writeMarker(
     'utf8',
   );
   const commitOid = objectId('commit', commit, format);
-  for (const [type, b, oid] of [
-    ['blob', bytes, blobOid],
-    ['tree', tree, treeOid],
-    ['commit', commit, commitOid],
-  ] as const) {
-    const got = await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], { ...opts, input: b });
-    if (got !== oid) {
-      throw new XetError('INTEGRITY_MISMATCH', `git stored the ${kind} ${type} as ${got}, expected ${oid}`, {
-        expected: oid,
-        actual: got,
-      });
-    }
+  return [
+    { type: 'blob', bytes, oid: blobOid },
+    { type: 'tree', bytes: tree, oid: treeOid },
+    { type: 'commit', bytes: commit, oid: commitOid },
+  ];
+}
+
+function stored(kind: MarkerKind, o: MarkerObject, got: string | undefined): void {
+  if (got !== o.oid) {
+    throw new XetError('INTEGRITY_MISMATCH', `git stored the ${kind} ${o.type} as ${got}, expected ${o.oid}`, {
+      expected: o.oid,
+      actual: got,
+    });
   }
-  return commitOid;
+}
+
+/** Write the marker's blob, tree and commit; returns the commit id. */
+export async function writeMarker(
+  kind: MarkerKind,
+  record: PinRecord | DropRecord,
+  format: Repo['objectFormat'],
+  opts: GitOptions,
+): Promise<string> {
+  const objs = markerObjects(kind, record, format);
+  for (const o of objs) {
+    stored(
+      kind,
+      o,
+      await gitText(['hash-object', '-w', '--no-filters', '-t', o.type, '--stdin'], { ...opts, input: o.bytes }),
+    );
+  }
+  return objs[2].oid;
+}
+
+/**
+ * Write many markers in three git processes (one per object type) whatever their number: a drop
+ * of a hundred snapshots, gc's retention drops. Returns the commit ids, in order.
+ */
+export async function writeMarkers(
+  kind: MarkerKind,
+  records: (PinRecord | DropRecord)[],
+  format: Repo['objectFormat'],
+  opts: GitOptions,
+): Promise<string[]> {
+  if (records.length <= 1) return Promise.all(records.map((r) => writeMarker(kind, r, format, opts)));
+  const all = records.map((r) => markerObjects(kind, r, format));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-markers-'));
+  try {
+    for (const [n, type] of (['blob', 'tree', 'commit'] as const).entries()) {
+      const files = all.map((objs, i) => {
+        const f = path.join(dir, `${type}-${i}`);
+        fs.writeFileSync(f, objs[n].bytes);
+        return f;
+      });
+      const got = (
+        await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin-paths'], {
+          ...opts,
+          input: files.map((f) => `${f}\n`).join(''),
+        })
+      ).split('\n');
+      all.forEach((objs, i) => stored(kind, objs[n], got[i]));
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return all.map((objs) => objs[2].oid);
 }
 
 export interface MarkerEntry<R> {

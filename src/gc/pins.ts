@@ -11,9 +11,8 @@ import { repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { deletePinRow, deletedSnapshotIds, pinRows, upsertPinRow, type PinRow } from '../sidecar/pins';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
-import { readSnapshot } from '../snapshot/store';
 import { faultPoint } from '../testing/fault-points';
-import { checkRecoverable, refsOfSnapshots, refTransaction, zeroOid } from './drop';
+import { checkRecoverable, checkSnapshots, refsOfSnapshots, refTransaction, zeroOid } from './drop';
 import {
   PIN_SCHEMA,
   isoSeconds,
@@ -105,10 +104,11 @@ export async function pinSnapshot(
         );
       }
       let source: 'retained' | 'dropped' | 'collected' = 'retained';
-      if (refs.snapshot) await readSnapshot(snapshot, git);
+      if (refs.snapshot) await checkSnapshots([snapshot], git);
       else {
         const deleted = new Set(withExistingSidecar(repo.commonDir, deletedSnapshotIds) ?? []);
         source = await checkRecoverable(repo, snapshot, refs, deleted);
+        await checkSnapshots([snapshot], git);
       }
       const existing = refs.pin ? await onePin(repo, snapshot) : null;
       const ref = markerRef('pin', snapshot);
