@@ -389,6 +389,9 @@ async function fetchXetRefsShared(options: { cwd: string; remote?: string }, rep
       if (named && named[1] !== x.oid) {
         clashes.push({ ref, there: x.oid, why: 'a snapshot ref must name its own commit' });
       } else if (!local.has(ref)) creates.push({ ref, oid: x.oid });
+      // A pin is a local decision that moves (re-pinning makes a new marker): one that differs
+      // from the remote's stays as it is here; the remote's is in the tracking namespace.
+      else if (ref.startsWith('refs/xet/pins/')) continue;
       else if (local.get(ref) !== x.oid)
         clashes.push({ ref, here: local.get(ref), there: x.oid, why: 'other content' });
     }
