@@ -142,7 +142,8 @@ test(
       assert.equal(row.state, 'discarded');
       assert.equal(row.kept, got.snapshot);
       assert.ok(row.reclaimedAt, 'reclaimed_at is set');
-      assert.equal(forks(sb, src.dir, true)[0].keptSnapshot, got.snapshot);
+      const listed = forks(sb, src.dir, true)[0] as unknown as { keptSnapshot: string; reclaimedAt: string };
+      assert.deepEqual([listed.keptSnapshot, listed.reclaimedAt], [got.snapshot, row.reclaimedAt]);
       // The snapshot names the fork as its source, not the private view it was read from.
       assert.equal(showManifest(sb, src.dir, got.snapshot).source.worktree, f);
       // Back, at the same place: the same files, times, index, HEAD and status, and it verifies.
