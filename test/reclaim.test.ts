@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { buildRichFixture } from './support/fixtures';
+import { killAt } from './support/faults';
 import { initRepo, Repo } from './support/git';
 import { mountsUnder, withMountSandbox } from './support/mounts';
 import type { Sandbox } from './support/sandbox';
@@ -142,7 +143,8 @@ test(
       assert.equal(row.state, 'discarded');
       assert.equal(row.kept, got.snapshot);
       assert.ok(row.reclaimedAt, 'reclaimed_at is set');
-      assert.equal(forks(sb, src.dir, true)[0].keptSnapshot, got.snapshot);
+      const listed = forks(sb, src.dir, true)[0] as unknown as { keptSnapshot: string; reclaimedAt: string };
+      assert.deepEqual([listed.keptSnapshot, listed.reclaimedAt], [got.snapshot, row.reclaimedAt]);
       // The snapshot names the fork as its source, not the private view it was read from.
       assert.equal(showManifest(sb, src.dir, got.snapshot).source.worktree, f);
       // Back, at the same place: the same files, times, index, HEAD and status, and it verifies.
@@ -320,5 +322,20 @@ test('reclaim: bad input is a typed error and changes nothing', { skip: rootOnly
       assert.deepEqual(mountsUnder(sb.root), [f], `${args.join(' ')}: the fork stays mounted`);
       assert.equal(forks(sb, src.dir)[0].state, 'active');
     }
+    // A discard killed after keeping the work is the discard's to finish: reclaim says so and waits.
+    const g = sb.path('g');
+    fork(sb, src.dir, snap, g, ['--mode', 'copy']);
+    fs.writeFileSync(path.join(g, 'work.txt'), 'work\n');
+    killAt(sb, src.dir, ['discard', g, '--json'], 'discard:after-mark');
+    const usage = expectError(xet(sb, src.dir, ['reclaim', g, '--force', '--json']), 'USAGE', 2);
+    assert.match(usage.message, /git xet discard/);
+    assert.deepEqual(fs.readdirSync(g).includes('work.txt'), true, 'nothing removed');
+    const idle = parseJson(xet(sb, src.dir, ['reclaim', '--idle', '0s', '--force', '--json']));
+    assert.equal(
+      idle.reclaimed.some((x: { dir: string }) => x.dir === g),
+      false,
+      'not swept by --idle either',
+    );
+    expectExit(xet(sb, src.dir, ['discard', g, '--json']), 0);
   });
 });

@@ -26,6 +26,8 @@ export interface ForkInfo {
    * shared with the base are counted, as du counts them). Null when there is nothing to measure. */
   bytes: number | null;
   keptSnapshot: string | null;
+  /** When `git xet reclaim` took the fork down (its keptSnapshot is pinned); null otherwise. */
+  reclaimedAt: string | null;
   /** Why this fork could not be looked at fully (the others are listed as usual). */
   error?: { code: string; message: string };
 }
@@ -47,6 +49,7 @@ export async function listForkInfo(cwd: string, all: boolean): Promise<ForkInfo[
       createdAt: r.createdAt,
       bytes: null,
       keptSnapshot: r.keptSnapshot,
+      reclaimedAt: r.reclaimedAt ?? null,
     };
     if (state === 'discarded' || !measured || !fs.existsSync(measured)) return info;
     try {

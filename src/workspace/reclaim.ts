@@ -25,6 +25,7 @@ import { readHead, sameHead, type HeadState } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { holdObjectsShared } from '../gc/objects-lock';
 import { parseDuration } from '../gc/duration';
+import { markerRef } from '../gc/markers';
 import { pinSnapshot } from '../gc/pins';
 import { sidecarDir, withSidecar } from '../sidecar/db';
 import { listForks, liveForkAt, markDiscarded, markReclaiming, type ForkMode, type ForkRow } from '../sidecar/forks';
@@ -369,7 +370,7 @@ async function finish(
     mode: row.mode,
     snapshot,
     pinned: true,
-    pinRef: `refs/xet/pins/${snapshot}`,
+    pinRef: markerRef('pin', snapshot),
     exclusion,
     lastActivity: at,
     resumed,

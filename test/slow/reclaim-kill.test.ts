@@ -9,9 +9,10 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { buildRichFixture } from '../support/fixtures';
 import { gitTry, initRepo } from '../support/git';
-import { killAt, FAULT_POINTS, type FaultPoint } from '../support/faults';
+import { killAt, pausedAt, FAULT_POINTS, type FaultPoint } from '../support/faults';
+import { runAsync } from '../support/remote';
 import { mountsUnder, withMountSandbox } from '../support/mounts';
-import { capture, expectExit, parseJson, restore, verify, xet } from '../support/xet';
+import { capture, expectExit, parseJson, restore, verify, xet, XET_BIN } from '../support/xet';
 
 const isRoot = process.getuid?.() === 0;
 const POINTS = FAULT_POINTS.filter((p) => p.startsWith('reclaim:')) as FaultPoint[];
@@ -124,6 +125,49 @@ test(
           .filter((l) => l.startsWith('worktree ')).length,
         1,
       );
+    });
+  },
+);
+
+test(
+  'reclaim paused after its capture: a concurrent discard waits its turn, a write into the fork cannot reach what was captured',
+  { skip: isRoot ? false : 'reclaim needs root for mounts (CI runs as root)' },
+  async () => {
+    await withMountSandbox(async (sb) => {
+      const src = initRepo(sb, 'src');
+      buildRichFixture(src);
+      const snap = capture(sb, src.dir);
+      const f = sb.path('f');
+      expectExit(xet(sb, src.dir, ['fork', snap, f, '--json']), 0);
+      fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+      const paused = await pausedAt(sb, src.dir, ['reclaim', f, '--json'], 'reclaim:after-capture');
+      // The fork is unmounted: what a process writes there now lands in the empty mountpoint, not in
+      // the fork's layers, and the view the capture reads is read-only.
+      assert.equal(mountsUnder(sb.root).includes(f), false);
+      fs.writeFileSync(path.join(f, 'late.txt'), 'late\n');
+      const view = path.join(
+        src.commonDir(),
+        'xet',
+        'tmp',
+        fs.readdirSync(path.join(src.commonDir(), 'xet', 'tmp')).find((n) => n.startsWith('reclaim-')) as string,
+      );
+      assert.throws(() => fs.writeFileSync(path.join(view, 'x'), 'x'), /EROFS/);
+      const discard = runAsync(sb, src.dir, process.execPath, [XET_BIN, 'discard', f, '--json']);
+      await new Promise((r) => setTimeout(r, 1500));
+      paused.go();
+      const done = await paused.done;
+      assert.equal(done.code, 0, done.stdout);
+      const got = JSON.parse(done.stdout).reclaimed[0];
+      assert.equal(got.left, f, 'the directory stays, with what was written into it');
+      assert.deepEqual(fs.readdirSync(f), ['late.txt']);
+      const d = await discard;
+      assert.equal(d.status, 3, d.stdout);
+      assert.equal(JSON.parse(d.stdout).error.code, 'FORK_NOT_FOUND', 'the discard ran after the reclaim');
+      const back = sb.path('back');
+      restore(sb, src.dir, got.snapshot, back);
+      assert.equal(fs.readFileSync(path.join(back, 'work.txt'), 'utf8'), 'work\n');
+      assert.equal(fs.existsSync(path.join(back, 'late.txt')), false);
+      assert.deepEqual(mountsUnder(sb.root), []);
     });
   },
 );
