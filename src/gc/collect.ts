@@ -413,6 +413,32 @@ async function deleteRefs(
  * grace of 0 is the user saying `now`: a plain `repack -a -d` and `prune --expire=now`.
  */
 async function reclaimObjects(repo: Repo, graceSeconds: number, cutoff: Date | null): Promise<void> {
+  const packDir = path.join(repo.objectsDir, 'pack');
+  const before = new Set(listDir(packDir));
+  try {
+    await repackAndPrune(repo, graceSeconds, cutoff);
+  } catch (e) {
+    // A repack that failed (a full disk) leaves its temporary packs (`tmp_pack_*`, `.tmp-<pid>-*`);
+    // the old packs are all still there, so these are only space taken. Under the exclusive lock no
+    // git xet process writes packs; only names that appeared during the repack are removed.
+    for (const n of listDir(packDir)) {
+      if (!before.has(n) && /^(tmp_pack_|tmp_idx_|tmp_rev_|\.tmp-\d+-)/.test(n)) {
+        fs.rmSync(path.join(packDir, n), { force: true });
+      }
+    }
+    throw e;
+  }
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+async function repackAndPrune(repo: Repo, graceSeconds: number, cutoff: Date | null): Promise<void> {
   const o = repoOpts(repo);
   if (graceSeconds === 0) {
     await git(['repack', '-a', '-d', '-l', '-q'], o);
