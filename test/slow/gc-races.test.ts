@@ -173,6 +173,10 @@ test(
   () =>
     withMountSandbox(async (sb) => {
       const { r, snaps } = garbageRepo(sb);
+      // A handoff of snaps[2]: a root from now on.
+      const h = parseJson(
+        xet(sb, r.dir, ['handoff', 'create', snaps[2], '--to', 'B', '--from', 'A', '--title', 'T', '--json']),
+      ).id as string;
       // A fork paused after building its base: gc waits, then keeps the base and the snapshot.
       const fdir = sb.path('fork1');
       const fk = await pausedAt(sb, r.dir, ['fork', snaps[1], fdir, '--mode', 'overlay', '--json'], 'fork:after-base');
@@ -187,9 +191,6 @@ test(
       assert.equal(fs.readFileSync(path.join(fdir, 'data.bin')).length, 64 * 1024);
 
       // gc paused after its plan; a fork and a handoff accept (of a snapshot the handoff keeps) wait.
-      const h = parseJson(
-        xet(sb, r.dir, ['handoff', 'create', snaps[2], '--to', 'B', '--from', 'A', '--title', 'T', '--json']),
-      ).id as string;
       const held = await pausedAt(sb, r.dir, ['gc', '--grace', '0', '--json'], 'gc:after-plan');
       const fdir2 = sb.path('fork2');
       const adir = sb.path('accepted');
