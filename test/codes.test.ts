@@ -23,12 +23,16 @@ function errorCodes(): string[] {
   return codes;
 }
 
+/** test/*.test.ts and the slow suite's test/slow/*.test.ts (kill and disk-full scenarios live there). */
 function testSources(): { file: string; text: string }[] {
-  const dir = path.join(ROOT, 'test');
-  return fs
-    .readdirSync(dir)
-    .filter((n) => n.endsWith('.test.ts'))
-    .map((n) => ({ file: n, text: fs.readFileSync(path.join(dir, n), 'utf8') }));
+  return ['test', path.join('test', 'slow')].flatMap((rel) => {
+    const dir = path.join(ROOT, rel);
+    if (!fs.existsSync(dir)) return [];
+    return fs
+      .readdirSync(dir)
+      .filter((n) => n.endsWith('.test.ts'))
+      .map((n) => ({ file: path.join(rel, n), text: fs.readFileSync(path.join(dir, n), 'utf8') }));
+  });
 }
 
 test('every error code is in README.md and expected by name by some test', () => {

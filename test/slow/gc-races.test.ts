@@ -17,7 +17,18 @@ import { capture, expectError, expectExit, parseJson, restore, verify, xet, XET_
 
 const isRoot = process.getuid?.() === 0;
 const rootOnly = isRoot ? false : 'needs root for mounts (CI runs as root)';
-const GC_POINTS = FAULT_POINTS.filter((p) => p.startsWith('gc:')) as FaultPoint[];
+const GC_POINTS: FaultPoint[] = [
+  'gc:after-plan',
+  'gc:after-refs',
+  'gc:after-bases',
+  'gc:before-repack',
+  'gc:after-repack',
+];
+assert.deepEqual(
+  GC_POINTS,
+  FAULT_POINTS.filter((p) => p.startsWith('gc:')),
+  'every gc fault point is killed at',
+);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function gc(sb: Sandbox, cwd: string, extra: string[] = []): any {
