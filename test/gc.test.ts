@@ -233,7 +233,10 @@ test('released, then gc --grace 0: the dropped refs and their objects go, every 
     const out = gc(sb, r.dir, ['--grace', '0']);
     assert.deepEqual(
       out.refs.deleted.map((d: { ref: string; why: string }) => [d.ref, d.why]).sort(),
-      snaps.slice(0, 2).map((s) => [`refs/xet/dropped/${s}`, 'dropped']),
+      snaps
+        .slice(0, 2)
+        .sort()
+        .map((s) => [`refs/xet/dropped/${s}`, 'dropped']),
     );
     assert.deepEqual(refs(r, 'refs/xet/dropped/'), []);
     assert.ok(

@@ -14,7 +14,8 @@ import * as path from 'node:path';
 import { XetError, isXetError } from '../errors';
 import { git, gitText } from '../git/exec';
 import { repoOpts, type Repo } from '../git/repo';
-import { withSidecar } from '../sidecar/db';
+import { withExistingSidecar, withSidecar } from '../sidecar/db';
+import { listForks } from '../sidecar/forks';
 import { faultPoint } from '../testing/fault-points';
 import { isNoSpace } from '../workspace/tools';
 import { formatDuration, parseDuration } from './duration';
@@ -30,9 +31,10 @@ import {
 import { DROP_SCHEMA, isoSeconds, markerRef, writeMarker } from './markers';
 import { measureObjects, type StoreSize } from './measure';
 import { holdObjectsExclusive } from './objects-lock';
-import { markRoots, type Keeper, type Marking } from './roots';
+import { markRoots, readForkMarkers, type Keeper, type Marking } from './roots';
 import {
   captureLocksOf,
+  deadLocks,
   deadSpools,
   forgetCacheTrees,
   removeBase,
@@ -147,9 +149,29 @@ async function makePlan(repo: Repo, m: Marking, cutoff: Date | null): Promise<Pl
     baseLeftovers: leftovers,
     caches: [...gone, ...unsafe],
     goneCaches: gone,
-    spools: deadSpools(repo),
+    spools: [...deadSpools(repo), ...deadLocks(repo, liveForkIds(repo), m.liveBases)],
     problems,
   };
+}
+
+/** Forks that may still run a discard: live rows and worktrees locked as `git xet fork <id>`. */
+function liveForkIds(repo: Repo): Set<string> {
+  const ids = new Set<string>();
+  withExistingSidecar(repo.commonDir, (db) => {
+    for (const f of listForks(db, false)) ids.add(f.id);
+  });
+  for (const m of readForkMarkers(repo, [])) ids.add(m.id);
+  // A fork made before xet-fork.json existed is still named by its worktree's lock reason.
+  const root = path.join(repo.commonDir, 'worktrees');
+  for (const name of fs.existsSync(root) ? fs.readdirSync(root) : []) {
+    try {
+      const m = /^git xet fork ([0-9a-z-]+)\s*$/.exec(fs.readFileSync(path.join(root, name, 'locked'), 'utf8'));
+      if (m) ids.add(m[1]);
+    } catch {
+      // not locked
+    }
+  }
+  return ids;
 }
 
 function keptList(m: Marking): GcResult['kept'] {
@@ -413,6 +435,32 @@ async function deleteRefs(
  * grace of 0 is the user saying `now`: a plain `repack -a -d` and `prune --expire=now`.
  */
 async function reclaimObjects(repo: Repo, graceSeconds: number, cutoff: Date | null): Promise<void> {
+  const packDir = path.join(repo.objectsDir, 'pack');
+  const before = new Set(listDir(packDir));
+  try {
+    await repackAndPrune(repo, graceSeconds, cutoff);
+  } catch (e) {
+    // A repack that failed (a full disk) leaves its temporary packs (`tmp_pack_*`, `.tmp-<pid>-*`);
+    // the old packs are all still there, so these are only space taken. Under the exclusive lock no
+    // git xet process writes packs; only names that appeared during the repack are removed.
+    for (const n of listDir(packDir)) {
+      if (!before.has(n) && /^(tmp_pack_|tmp_idx_|tmp_rev_|\.tmp-\d+-)/.test(n)) {
+        fs.rmSync(path.join(packDir, n), { force: true });
+      }
+    }
+    throw e;
+  }
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+async function repackAndPrune(repo: Repo, graceSeconds: number, cutoff: Date | null): Promise<void> {
   const o = repoOpts(repo);
   if (graceSeconds === 0) {
     await git(['repack', '-a', '-d', '-l', '-q'], o);

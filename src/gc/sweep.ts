@@ -253,3 +253,24 @@ export function forgetCacheTrees(repo: Repo, caches: string[]): void {
     db.transaction(() => ids.forEach((id) => q.run(id)))();
   });
 }
+
+/**
+ * Lock files nothing can hold while gc holds the objects lock exclusively: those of bases that do
+ * not exist (a base is built only by a fork, which holds the objects lock shared) and of forks
+ * that are gone (discard holds it shared too). Publication locks are left alone: push does not
+ * take the objects lock.
+ */
+export function deadLocks(repo: Repo, liveForkIds: Set<string>, keptBases: Set<string>): string[] {
+  const dir = path.join(sidecarDir(repo.commonDir), 'locks');
+  const out: string[] = [];
+  for (const name of readdir(dir)) {
+    const base = /^base-([0-9a-f]{40,64})\.lockdb(-journal)?$/.exec(name);
+    if (base && !keptBases.has(base[1]) && !fs.existsSync(path.join(basesRoot(repo), base[1]))) {
+      out.push(path.join(dir, name));
+      continue;
+    }
+    const fork = /^fork-([0-9a-z]+)\.lockdb(-journal)?$/.exec(name);
+    if (fork && !liveForkIds.has(fork[1])) out.push(path.join(dir, name));
+  }
+  return out;
+}

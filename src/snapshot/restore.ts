@@ -152,10 +152,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   try {
     const progress = options.progress ?? (() => undefined);
     progress(fromUrl ? `fetching ${oid.slice(0, 12)}` : 'linking objects');
-    // Objects: hard-linked from the local repository (git clone --local, like git itself does for
-    // local clones: objects are immutable, so sharing inodes is safe), or fetched.
+    // Objects: hard-linked from the local repository (a clone from a path, like git itself does for
+    // local clones: objects are immutable, so sharing inodes is safe), or fetched. Not `--local`:
+    // with it git dies where it cannot link (the target on another filesystem) instead of copying.
     if (!fromUrl && local) {
-      await git(['clone', '--quiet', '--local', '--no-checkout', '--', local.commonDir, tmp]);
+      await git(['clone', '--quiet', '--no-checkout', '--', local.commonDir, tmp]);
     } else {
       fs.mkdirSync(tmp);
       // The snapshot id's length tells the object format (the remote must match it).
