@@ -9,8 +9,7 @@
 //
 // refs/xet/* name their content, so they are create-once everywhere: on a Git server they are
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
-// refused rather than overwritten. Pins (refs/xet/pins/*) are the exception: markers that move,
-// replaced under a lease on the value listed.
+// refused rather than overwritten.
 
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
@@ -32,8 +31,6 @@ import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
 import { checkOwnNames, selectXetRefs } from './select';
-
-const PIN_REF_PREFIX = 'refs/xet/pins/';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -136,27 +133,21 @@ export async function pushXetRefs(options: {
   const remoteRefs = await lsRemote(repo, remote);
   const toSend = local.filter((r) => remoteRefs.get(r.name) !== r.oid);
   for (const r of local) if (remoteRefs.get(r.name) === r.oid) result.refs.push({ ref: r.name, status: 'up-to-date' });
-  // A pin is a marker that moves (each re-pin is a new commit): it replaces the remote's, under a
-  // lease on what was listed. Every other refs/xet/* ref is create-once.
-  const isPin = (name: string) => name.startsWith(PIN_REF_PREFIX);
-  const conflicts = toSend.filter((r) => remoteRefs.has(r.name) && !isPin(r.name));
+  const conflicts = toSend.filter((r) => remoteRefs.has(r.name));
   for (const r of conflicts) {
     result.refs.push({ ref: r.name, status: 'rejected', reason: 'already exists with other content' });
   }
-  const fresh = toSend.filter((r) => !remoteRefs.has(r.name) || isPin(r.name));
+  const fresh = toSend.filter((r) => !remoteRefs.has(r.name));
   if (!fresh.length) {
     if (conflicts.length) throw rejected(result);
     return result;
   }
-  const moved = fresh.filter((r) => remoteRefs.has(r.name));
-  const specs = fresh.map((r) => `${remoteRefs.has(r.name) ? '+' : ''}${r.name}:${r.name}`);
-  const pinLeases = moved.map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name)}`);
+  const specs = fresh.map((r) => `${r.name}:${r.name}`);
   if (kind === 'git') {
-    // A lease on "does not exist" for each ref (on the listed value for a pin it moves), all or nothing.
-    const leases = fresh.filter((r) => !remoteRefs.has(r.name)).map((r) => `--force-with-lease=${r.name}:`);
-    args = ['push', '--porcelain', '--atomic', ...leases, ...pinLeases, remote, ...specs];
+    // A lease on "does not exist" for each ref, all or nothing.
+    args = ['push', '--porcelain', '--atomic', ...fresh.map((r) => `--force-with-lease=${r.name}:`), remote, ...specs];
   } else {
-    args = ['push', '--porcelain', '--atomic', ...pinLeases, remote, ...specs];
+    args = ['push', '--porcelain', '--atomic', remote, ...specs];
   }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
