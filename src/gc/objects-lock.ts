@@ -56,7 +56,7 @@ function busy(e: unknown): boolean {
  * (a discard captures; a capture captures inner repositories). `onWait` is called once if a gc
  * holds it, before waiting (a progress line says so).
  */
-export function holdObjectsShared(commonDir: string, onWait?: () => void): ObjectsLock {
+export function holdObjectsShared(commonDir: string, onWait?: () => void, waitMs = OBJECTS_LOCK_WAIT_MS): ObjectsLock {
   const file = lockFile(commonDir);
   if (sharedHeld > 0 && sharedFile === file) {
     sharedHeld++;
@@ -64,9 +64,9 @@ export function holdObjectsShared(commonDir: string, onWait?: () => void): Objec
   }
   if (sharedHeld > 0) {
     // Another repository (an inner one, a restore source): its own lock, not counted here.
-    return acquireShared(file, onWait);
+    return acquireShared(file, onWait, waitMs);
   }
-  const lock = acquireShared(file, onWait);
+  const lock = acquireShared(file, onWait, waitMs);
   sharedHeld = 1;
   sharedFile = file;
   sharedDb = (lock as unknown as { db: Database.Database }).db;
@@ -83,7 +83,11 @@ function dropShared(): void {
   }
 }
 
-function acquireShared(file: string, onWait?: () => void): ObjectsLock & { db: Database.Database } {
+function acquireShared(
+  file: string,
+  onWait: (() => void) | undefined,
+  waitMs: number,
+): ObjectsLock & { db: Database.Database } {
   const read = (timeoutMs: number): Database.Database => {
     const d = open(file, timeoutMs);
     try {
@@ -102,7 +106,7 @@ function acquireShared(file: string, onWait?: () => void): ObjectsLock & { db: D
     if (!busy(e)) throw e;
     onWait?.();
     try {
-      db = read(OBJECTS_LOCK_WAIT_MS);
+      db = read(waitMs);
     } catch (e2) {
       if (busy(e2)) throw busyError(file, 'collecting garbage (git xet gc)');
       throw e2;

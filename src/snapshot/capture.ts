@@ -30,6 +30,7 @@ import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
+import { previousTreeIsHeld } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -219,8 +220,11 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const tmpBase = path.join(xetDir, 'tmp');
     // The base to store changes against: this worktree's last capture, else the newest snapshot in
     // the repository (another worktree of the same project shares most of its files).
+    // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
+    const recorded = withSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
     const previous =
-      withSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId)) ?? (await newestSnapshotBase(userOpts));
+      (recorded && (await previousTreeIsHeld(repo.commonDir, wsId, recorded.tree, userOpts)) ? recorded : null) ??
+      (await newestSnapshotBase(userOpts));
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,

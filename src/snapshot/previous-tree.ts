@@ -1,0 +1,43 @@
+// Which earlier files tree a capture may store its changes against. A capture stores only the blobs
+// that differ from that tree, trusting every other object of it to be in the repository — true
+// only while something still reaches it. Once its snapshot was dropped and collected, the tree may
+// survive a cruft prune that removed older blobs of it (objects expire by their own age), and a
+// capture trusting it would write a snapshot that names missing objects. So the sidecar's record
+// of this worktree's last files tree is used only while a snapshot, pin or drop ref still reaches a
+// snapshot of that tree; otherwise the capture falls back to the newest retained snapshot, or looks
+// every blob up.
+
+import { git, gitText, type GitOptions } from '../git/exec';
+import { withExistingSidecar } from '../sidecar/db';
+
+const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
+
+/** Whether `tree` is the files tree of one of this worktree's recent snapshots that a ref still reaches. */
+export async function previousTreeIsHeld(
+  commonDir: string,
+  wsId: string,
+  tree: string,
+  opts: GitOptions,
+): Promise<boolean> {
+  const recent =
+    withExistingSidecar(
+      commonDir,
+      (db) =>
+        db
+          .prepare('SELECT oid FROM snapshots WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 8')
+          .all(wsId) as { oid: string }[],
+    ) ?? [];
+  if (!recent.length) return false;
+  const held = new Set(
+    (await gitText(['for-each-ref', '--format=%(refname)', ...HOLDING_REFS], opts))
+      .split('\n')
+      .map((name) => /\/([0-9a-f]{40,64})$/.exec(name)?.[1])
+      .filter((oid): oid is string => oid !== undefined),
+  );
+  for (const { oid } of recent) {
+    if (!held.has(oid)) continue;
+    const r = await git(['rev-parse', '-q', '--verify', `${oid}:files`], { ...opts, okCodes: [1, 128] });
+    if (r.code === 0 && r.stdout.toString('utf8').trim() === tree) return true;
+  }
+  return false;
+}
