@@ -11,6 +11,7 @@ import { killAt } from './support/faults';
 import { git, initRepo, Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
+import { describeTool, tool } from './support/store-gc';
 import { capture, expectExit, parseJson, verify, xet } from './support/xet';
 
 const CLI_MD = fs.readFileSync(path.resolve(__dirname, '..', '..', 'docs', 'CLI.md'), 'utf8');
@@ -24,7 +25,9 @@ function sections(): Map<string, string> {
     if (!title) continue;
     const words: string[] = [];
     for (const w of title.split(' ')) {
-      if (/^[<[(-]/.test(w)) break;
+      // `gc --store` and `drop --remote` are documented apart from `gc` and `drop`.
+      const own = (words.join(' ') === 'gc' && w === '--store') || (words.join(' ') === 'drop' && w === '--remote');
+      if (!own && /^[<[(-]/.test(w)) break;
       words.push(w);
     }
     out.set(words.join(' '), part);
@@ -565,6 +568,23 @@ test(
       json(r.dir, ['gc', '--grace', '0'], 'gc');
       const again = json(r.dir, ['gc', '--grace', '0'], 'gc');
       assert.ok(again.refs.deleted.length, 'the second run deletes the drops of the first');
+      // gc --store and drop --remote through test/support/store-gc-run.js, which calls what the CLI
+      // calls (gcStore, dropOnRemote) and prints the same JSON.
+      const viaTool = (args: string[], key: string) => {
+        const res = tool(sb, r.dir, args);
+        assert.equal(res.status, 0, describeTool(res));
+        const shape = shapes.get(key);
+        assert.ok(shape, `docs/CLI.md gives the JSON of ${key}`);
+        problems.push(...shapeProblems(res.json, shape, key));
+        checked.add(key);
+        return res.json;
+      };
+      r.commit('for the store gc', { 'gc.txt': 'gc\n' });
+      assert.equal(r.gitTry('push', '-q', 'origin', 'HEAD:refs/heads/gc').status, 0);
+      assert.equal(viaTool(['gc', store, '--dry-run', '--grace', '0'], 'gc --store').dryRun, true);
+      const collected = viaTool(['gc', store, '--grace', '0'], 'gc --store');
+      assert.ok(collected.packs.deleted.length, 'nested shapes are checked too');
+      assert.deepEqual(viaTool(['drop', 'origin', snap], 'drop --remote').dropped[0]?.snapshot, snap);
       assert.deepEqual(problems, [], 'the output is what docs/CLI.md says');
       assert.deepEqual(
         [...shapes.keys()].filter((k) => !checked.has(k)),

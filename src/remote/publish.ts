@@ -9,8 +9,7 @@
 //
 // refs/xet/* name their content, so they are create-once everywhere: on a Git server they are
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
-// refused rather than overwritten. Pins (refs/xet/pins/*) are the exception: markers that move,
-// replaced under a lease on the value listed.
+// refused rather than overwritten.
 
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';

@@ -498,11 +498,12 @@ async function sweep(
   const files = listPackFiles(store);
   const { last, log } = lastNamed(store, result.problems);
   if (result.problems.length) return; // an unreadable log: keep everything
-  const newest = Math.max(0, ...log.keys());
+  let newest = 0;
+  for (const seq of log.keys()) if (seq > newest) newest = seq;
   const intents = readIntents(store, now);
   const live = intents.filter((i) => i.live);
   result.intents.live = live.length;
-  const oldestLive = live.length ? Math.min(...live.map((i) => i.mtimeMs)) - INTENT_SLACK_MS : Infinity;
+  const oldestLive = live.reduce((m, i) => Math.min(m, i.mtimeMs - INTENT_SLACK_MS), Infinity);
   const seen = new Set<string>();
   const doomed: PackFile[] = [];
   for (const f of files) {
@@ -593,7 +594,8 @@ async function sweep(
 function sweepTmp(store: DirectoryStore, now: Date, cutoff: Date | null, oldestLive: number): number {
   if (!cutoff) return 0;
   const dir = path.join(store.root, 'tmp');
-  const limit = Math.min(cutoff.getTime(), now.getTime() - TMP_MAX_AGE_MS, oldestLive);
+  // By the real clock: a test's `now` in the future must not take a running writer's files.
+  const limit = Math.min(cutoff.getTime(), Math.min(now.getTime(), Date.now()) - TMP_MAX_AGE_MS, oldestLive);
   let n = 0;
   for (const name of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
     const file = path.join(dir, name);
