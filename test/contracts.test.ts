@@ -485,9 +485,16 @@ test(
         cap.repositories.map((x: Record<string, unknown>) => [Object.keys(x).sort(), x.path, x.kind]),
         [[['files', 'kind', 'path', 'snapshot'], 'inner', 'nested']],
       );
+      // Pins first, so snapshots, pins and status show a non-empty one.
+      assert.equal(json(r.dir, ['pin', snap.slice(0, 8), '--reason', 'contract'], 'pin').snapshot, snap);
+      assert.equal(json(r.dir, ['pins'], 'pins').pins.length, 1);
       json(r.dir, ['snapshots'], 'snapshots');
       const st = json(r.dir, ['status'], 'status');
       assert.equal(st.lastSnapshot?.snapshot, cap.snapshot);
+      assert.equal(st.pins.length, 1);
+      json(r.dir, ['unpin', snap], 'unpin');
+      assert.equal(json(r.dir, ['drop', cap.snapshot], 'drop').dropped.length, 1);
+      assert.equal(json(r.dir, ['undrop', cap.snapshot], 'undrop').undropped[0].from, 'dropped');
       json(r.dir, ['version'], 'version');
       const tar = sb.path('snap.tar');
       assert.equal(json(r.dir, ['archive', snap, '-o', tar], 'archive').output, tar);
@@ -518,6 +525,14 @@ test(
       json(r.dir, ['changes', f], 'changes');
       json(r.dir, ['export', f, '--branch', 'agent/work'], 'export');
       json(r.dir, ['discard', f], 'discard');
+      // reclaim: one fork reclaimed; with --idle, a copy fork refused, then one too recent.
+      json(r.dir, ['fork', snap, f], 'fork');
+      fs.writeFileSync(path.join(f, 'work.txt'), 'work\n');
+      assert.equal(json(r.dir, ['reclaim', f], 'reclaim').reclaimed.length, 1);
+      json(r.dir, ['fork', snap, f, '--mode', 'copy'], 'fork');
+      assert.equal(json(r.dir, ['reclaim', '--idle', '0s'], 'reclaim').refused[0].code, 'FORK_NOT_EXCLUSIVE');
+      assert.equal(json(r.dir, ['reclaim', '--idle', '1d'], 'reclaim').active.length, 1);
+      json(r.dir, ['discard', f], 'discard');
       const h = json(r.dir, ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'T'], 'handoff create');
       // With a request id: a retry returns the same handoff.
       const req = ['handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'R', '--request-id', 'req-1'];
@@ -539,6 +554,17 @@ test(
       const none = json(b.dir, ['status'], 'status');
       assert.deepEqual([none.lastSnapshot, none.fork, none.base, none.changed], [null, null, null, null]);
       json(r.dir, ['fsck', '--store', store], 'fsck');
+      // The repository's fsck and gc (a dry run, then a real run: `objects.after` null, then an object).
+      json(r.dir, ['fsck'], 'fsck (2)');
+      const rebuilt = json(r.dir, ['fsck', '--rebuild'], 'fsck (2)');
+      assert.equal(typeof rebuilt.rebuilt?.pins, 'number');
+      r.git('config', 'xet.retention.keepLast', '1');
+      r.git('config', 'xet.gc.keepUnpushed', 'false');
+      const dry = json(r.dir, ['gc', '--dry-run'], 'gc');
+      assert.ok(dry.kept.length && dry.refs.released.length, JSON.stringify(dry).slice(0, 400));
+      json(r.dir, ['gc', '--grace', '0'], 'gc');
+      const again = json(r.dir, ['gc', '--grace', '0'], 'gc');
+      assert.ok(again.refs.deleted.length, 'the second run deletes the drops of the first');
       assert.deepEqual(problems, [], 'the output is what docs/CLI.md says');
       assert.deepEqual(
         [...shapes.keys()].filter((k) => !checked.has(k)),

@@ -480,9 +480,13 @@ test('refusals: fetch first, non-fast-forward with hints, atomic collateral, lea
     const after = lsRemote(sb, y.dir, url);
     assert.equal(after.get('refs/xet/snapshots/s1'), one);
     assert.equal(after.get('refs/heads/at2'), y.git('rev-parse', 'HEAD').trim());
-    const del = fails(sb, y.dir, ['push', 'origin', ':refs/xet/snapshots/s1']);
-    assert.match(del.stderr, /s1/);
-    assert.equal(lsRemote(sb, y.dir, url).get('refs/xet/snapshots/s1'), one, 'create-once refs are never deleted');
+    // Handoff refs are never deleted by a push; snapshot refs may be (drop --remote, issue 9).
+    ok(sb, y.dir, ['push', '-q', 'origin', `${one}:refs/xet/handoffs/h1`]);
+    const del = fails(sb, y.dir, ['push', 'origin', ':refs/xet/handoffs/h1']);
+    assert.match(del.stderr, /h1 \(create-once ref cannot be deleted\)/);
+    assert.equal(lsRemote(sb, y.dir, url).get('refs/xet/handoffs/h1'), one, 'handoff refs are never deleted');
+    ok(sb, y.dir, ['push', '-q', 'origin', ':refs/xet/snapshots/s1']);
+    assert.equal(lsRemote(sb, y.dir, url).has('refs/xet/snapshots/s1'), false, 'snapshot refs may be deleted');
 
     // --force-with-lease on a branch with a non-ASCII name.
     const br = 'fëature-ü';

@@ -16,6 +16,7 @@ import { registerFork } from './commands/fork';
 import { registerForks } from './commands/forks';
 import { registerChanges } from './commands/changes';
 import { registerDiscard } from './commands/discard';
+import { registerReclaim } from './commands/reclaim';
 import { registerExport } from './commands/export';
 import { registerHandoff } from './commands/handoff';
 import { registerPush } from './commands/push';
@@ -24,6 +25,9 @@ import { registerFsck } from './commands/fsck';
 import { registerArchive } from './commands/archive';
 import { registerStatus } from './commands/status';
 import { registerVersion } from './commands/version';
+import { registerPin } from './commands/pin';
+import { registerDrop } from './commands/drop';
+import { registerGc } from './commands/gc';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -46,14 +50,18 @@ export function buildProgram(): Command {
   registerForks(program);
   registerChanges(program);
   registerDiscard(program);
+  registerReclaim(program);
   registerExport(program);
   registerHandoff(program);
   registerPush(program);
   registerFetch(program);
   registerFsck(program);
+  registerGc(program);
   registerArchive(program);
   registerStatus(program);
   registerVersion(program);
+  registerPin(program);
+  registerDrop(program);
   return program;
 }
 

@@ -3,9 +3,10 @@
 // acceptance in the sidecar. Restore and fork do their own target and path checks and clean up
 // after themselves on failure.
 
+import { withObjectsShared } from '../gc/objects-lock';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
-import { findRepo, repoOpts } from '../git/repo';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { recordAcceptance, type AcceptMode } from '../sidecar/handoffs';
 import type { RequestedMode } from '../workspace/fork';
@@ -40,11 +41,16 @@ export interface AcceptHandoffResult {
   warnings: string[];
 }
 
+// Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function acceptHandoff(options: AcceptHandoffOptions): Promise<AcceptHandoffResult> {
   if (options.mode !== undefined && !options.fork) {
     throw new XetError('USAGE', '--mode applies to --fork only (a plain accept restores)');
   }
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => acceptHandoffShared(options, repo));
+}
+
+async function acceptHandoffShared(options: AcceptHandoffOptions, repo: Repo): Promise<AcceptHandoffResult> {
   const opts = repoOpts(repo);
   const v = await verifyResolved(await resolveHandoff(options.handoff, opts), opts);
   const d = v.descriptor;

@@ -2,10 +2,11 @@
 // completely (schema, limits, snapshot, manifest hash, artifacts) before the first object is
 // written, then stored as its deterministic commit under the create-once ref.
 
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
 import { readConfig } from '../git/config';
-import { findRepo, repoOpts } from '../git/repo';
+import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { completeRequest, reserveRequest } from '../sidecar/requests';
 import { canonicalJson } from '../snapshot/canonical-json';
@@ -100,8 +101,13 @@ function earlierRequest(commonDir: string, requestId: string, inputs: string): s
   return row.createdAt;
 }
 
+// Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createHandoff(options: CreateHandoffOptions): Promise<CreateHandoffResult> {
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => createHandoffShared(options, repo));
+}
+
+async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): Promise<CreateHandoffResult> {
   const opts = repoOpts(repo);
   const { requestId } = options;
   if (requestId !== undefined && !REQUEST_ID_RE.test(requestId)) {

@@ -1,7 +1,9 @@
 // `git xet fsck --store`: is a directory store whole? Every state parses and carries its checksum,
 // the log is numbered 1..N without gaps and each state names the hash of the one before, every pack
 // the newest state names is present, ends with the checksum that names it and indexes cleanly (git
-// re-hashes each object), and every ref of the newest state is reachable with all its objects.
+// re-hashes each object), and every ref of the newest state is reachable with all its objects. A
+// store gc's state may name fewer packs than the one before; a pack may be in trash/ (readers look
+// there too); intents in pushing/ are pushes in flight.
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -9,6 +11,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { DirectoryStore, packTrailer, type LoadedState } from './store';
+import { locatePack, readIntents, trashDir } from './store-intents';
 import { copyStoreFile } from './storefile';
 import { storePathFromUrl } from './url';
 
@@ -21,6 +24,10 @@ export interface StoreCheck {
   problems: string[];
   /** Pack files no state names (left by pushes that lost a race): harmless, reported. */
   unreferencedPacks: string[];
+  /** Pack files in trash/ (a store gc is deleting them, or died doing so): harmless, reported. */
+  trashedPacks: string[];
+  /** Live intents in pushing/: pushes (or store gcs) in flight. */
+  intents: number;
 }
 
 export async function fsckStore(cwd: string, where: string): Promise<StoreCheck> {
@@ -44,7 +51,8 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     }
     if (prev && cur.state.prev !== prev.hash) problems.push(`state ${seq} does not follow state ${prev.state.seq}`);
     if (!prev && seq === 1 && cur.state.prev !== null) problems.push('state 1 names a predecessor');
-    if (prev)
+    // Only a store gc's state (pushId gc-*) names fewer packs: it compacted them into its own.
+    if (prev && !cur.state.pushId.startsWith('gc-'))
       for (const p of prev.state.packs) if (!cur.state.packs.includes(p)) problems.push(`state ${seq} drops pack ${p}`);
     for (const p of cur.state.packs) seen.add(p);
     prev = cur;
@@ -57,7 +65,8 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     await git(['init', '--quiet', '--bare', `--object-format=${store.objectFormat}`, scratch]);
     const packDir = path.join(scratch, 'objects', 'pack');
     for (const name of packs) {
-      const src = store.packPath(name);
+      // In trash/ when a store gc died between trashing it and linking it back: readers use it there.
+      const src = locatePack(store, name) ?? store.packPath(name);
       const dst = path.join(packDir, `${name}.pack`);
       try {
         if (!copyStoreFile(src, dst)) {
@@ -91,6 +100,12 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     .readdirSync(path.join(root, 'packs'))
     .filter((n) => n.endsWith('.pack'))
     .map((n) => n.slice(0, -'.pack'.length));
+  const trashed = fs.existsSync(trashDir(store))
+    ? fs
+        .readdirSync(trashDir(store))
+        .filter((n) => n.endsWith('.pack'))
+        .map((n) => n.slice(0, -'.pack'.length))
+    : [];
   return {
     ok: problems.length === 0,
     store: root,
@@ -99,6 +114,8 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     refs: refs.length,
     problems,
     unreferencedPacks: onDisk.filter((n) => !seen.has(n)),
+    trashedPacks: trashed,
+    intents: readIntents(store, new Date()).filter((i) => i.live).length,
   };
 }
 

@@ -7,6 +7,7 @@
 // so git prints what users know. Each push appends one state to the store's log; a push that loses
 // the race for the next state number re-reads the newer state and decides again.
 
+import * as fs from 'node:fs';
 import * as readline from 'node:readline';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -16,6 +17,7 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import { DirectoryStore, STATE_SCHEMA, type LoadedState, type StoreState } from './store';
+import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
 import { importPacks, pushPack } from './transfer';
 import { storePathFromUrl } from './url';
 import * as crypto from 'node:crypto';
@@ -25,9 +27,21 @@ import { dieAt, pauseAt } from '../testing/fault-points';
 /** Set by `git xet push`: the publication id this push carries into the state log. */
 export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
 
-/** Refs that name content (snapshots, handoffs): created once, never moved or deleted. */
+/** Refs that name content (snapshots, handoffs): created once, never moved. */
 export function isCreateOnce(ref: string): boolean {
   return ref.startsWith('refs/xet/snapshots/') || ref.startsWith('refs/xet/handoffs/');
+}
+
+/** Create-once refs a push may still delete: snapshots (`drop --remote`, `git push <store> :<ref>`).
+ * Handoffs are deleted only by a store gc once expired (docs/FORMAT.md). */
+export function isDeletable(ref: string): boolean {
+  return !isCreateOnce(ref) || ref.startsWith('refs/xet/snapshots/');
+}
+
+/** Pins are markers: every re-pin is a new commit, never a descendant of the last one, so a pin ref
+ * moves to anything (leases still apply). */
+export function isMutableMarker(ref: string): boolean {
+  return ref.startsWith('refs/xet/pins/');
 }
 
 interface PushSpec {
@@ -244,42 +258,69 @@ export class RemoteHelper {
     // Packs this push wrote, and the tips they cover. A retry may accept a ref an earlier attempt
     // refused (the ref moved back meanwhile): its objects must then be sent too, before any state
     // names it.
-    const packs: string[] = [];
+    let packs: string[] = [];
     const covered = new Set<string>();
-    for (let attempt = 0; attempt < 1000; attempt++) {
-      await pauseAt('before-decide');
-      const latest = store?.latest() ?? null;
-      const refs = latest?.state.refs ?? {};
-      const decided = await this.decide(specs, wanted, refs);
-      const rejected = decided.filter((d) => d.error);
-      if (this.opts.atomic && rejected.length) {
-        return decided.map((d) => (d.error ? d : { dst: d.dst, error: 'atomic push failed' }));
+    // The packs of every state this push's packs were built against: they hold the objects the
+    // packs left out. A store gc's state names fewer packs; publishing on it then needs new packs.
+    const basis = new Set<string>();
+    const copies = new Map<string, string>();
+    let intent: string | null = null;
+    try {
+      for (let attempt = 0; attempt < 1000; attempt++) {
+        await pauseAt('before-decide');
+        const latest = store?.latest() ?? null;
+        const refs = latest?.state.refs ?? {};
+        if (covered.size && [...basis].some((p) => !latest?.state.packs.includes(p))) {
+          packs = [];
+          covered.clear();
+          basis.clear();
+        }
+        const decided = await this.decide(specs, wanted, refs);
+        const rejected = decided.filter((d) => d.error);
+        if (this.opts.atomic && rejected.length) {
+          return decided.map((d) => (d.error ? d : { dst: d.dst, error: 'atomic push failed' }));
+        }
+        const changes = decided.filter((d) => !d.error && refs[d.dst] !== (wanted.get(d.dst) ?? undefined));
+        if (this.opts.dryRun || !changes.length || !store) return decided;
+        const tips = changes
+          .map((d) => wanted.get(d.dst))
+          .filter((x): x is string => Boolean(x) && !covered.has(x as string));
+        if (tips.length) {
+          // Before any pack exists: a store gc keeps every unnamed pack newer than a live intent.
+          intent ??= declareIntent(store, pushId);
+          const pack = await pushPack(store, o, [...new Set(tips)], refs, (name, copy) => {
+            if (copies.has(name)) fs.rmSync(copy, { force: true });
+            else copies.set(name, copy);
+          });
+          if (pack) packs.push(pack);
+          for (const p of latest?.state.packs ?? []) basis.add(p);
+          for (const t of tips) covered.add(t);
+          dieAt('after-pack');
+          await pauseAt('after-pack');
+        }
+        const next = nextState(
+          latest,
+          refs,
+          changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
+          packs,
+          pushId,
+          await localHead(repo),
+        );
+        if (store.publishState(next)) {
+          dieAt('after-state');
+          // A store gc that read the log before this state may have trashed our packs meanwhile; its
+          // link-back covers states it sees, this covers the rest (store-intents.ts).
+          for (const p of packs) {
+            const copy = copies.get(p);
+            if (copy && !store.hasPack(p)) relinkPack(store, p, copy);
+          }
+          return decided;
+        }
+        // Another push took this state number: decide again against what it published.
       }
-      const changes = decided.filter((d) => !d.error && refs[d.dst] !== (wanted.get(d.dst) ?? undefined));
-      if (this.opts.dryRun || !changes.length || !store) return decided;
-      const tips = changes
-        .map((d) => wanted.get(d.dst))
-        .filter((x): x is string => Boolean(x) && !covered.has(x as string));
-      if (tips.length) {
-        const pack = await pushPack(store, o, [...new Set(tips)], refs);
-        if (pack) packs.push(pack);
-        for (const t of tips) covered.add(t);
-        dieAt('after-pack');
-        await pauseAt('after-pack');
-      }
-      const next = nextState(
-        latest,
-        refs,
-        changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
-        packs,
-        pushId,
-        await localHead(repo),
-      );
-      if (store.publishState(next)) {
-        dieAt('after-state');
-        return decided;
-      }
-      // Another push took this state number: decide again against what it published.
+    } finally {
+      for (const copy of copies.values()) fs.rmSync(copy, { force: true });
+      withdrawIntent(intent);
     }
     throw new XetError('BUSY', `the store at ${this.root} is too contended to publish; try again`, {
       store: this.root,
@@ -304,9 +345,11 @@ export class RemoteHelper {
       else if (cur === next) error = undefined;
       else if (next === null) {
         if (cur === undefined) error = 'no such ref';
-        else if (isCreateOnce(s.dst)) error = 'create-once ref cannot be deleted';
+        else if (!isDeletable(s.dst)) error = 'create-once ref cannot be deleted';
+        else if (pinnedAfter(s.dst, specs, wanted, refs)) error = 'snapshot is pinned on the store; unpin it first';
       } else if (cur === undefined) error = undefined;
       else if (isCreateOnce(s.dst)) error = 'already exists';
+      else if (isMutableMarker(s.dst)) error = undefined;
       else if (s.dst.startsWith('refs/tags/') && !s.force && expected === undefined) error = 'already exists';
       else if (!s.force && expected === undefined) {
         if (!local.has(cur)) error = 'fetch first';
@@ -319,6 +362,20 @@ export class RemoteHelper {
     }
     return out;
   }
+}
+
+/** Whether deleting snapshot ref `dst` would leave its pin on the store (the push does not delete
+ * the pin too). */
+function pinnedAfter(
+  dst: string,
+  specs: PushSpec[],
+  wanted: Map<string, string | null>,
+  refs: Record<string, string>,
+): boolean {
+  if (!dst.startsWith('refs/xet/snapshots/')) return false;
+  const pin = `refs/xet/pins/${dst.slice('refs/xet/snapshots/'.length)}`;
+  if (refs[pin] === undefined) return false;
+  return !specs.some((s) => s.dst === pin && wanted.get(pin) === null);
 }
 
 async function localHead(repo: Repo): Promise<string | null> {

@@ -9,8 +9,10 @@
 //
 // refs/xet/* name their content, so they are create-once everywhere: on a Git server they are
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
-// refused rather than overwritten.
+// refused rather than overwritten. Pins (refs/xet/pins/*) are the exception: markers that move,
+// replaced under a lease on the value listed.
 
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -30,13 +32,14 @@ import { PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
-import { checkOwnNames, selectXetRefs } from './select';
+import { checkOwnNames, isMutable, isPublishable, selectXetRefs } from './select';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
 export interface RefOutcome {
   ref: string;
-  status: 'new' | 'up-to-date' | 'rejected';
+  /** `updated`: a pin the remote had with another value (pins are the one mutable kind). */
+  status: 'new' | 'updated' | 'up-to-date' | 'rejected';
   reason?: string;
 }
 
@@ -50,7 +53,7 @@ export interface PushResult {
   resolved: { id: string; state: PublicationState }[];
 }
 
-async function remoteUrl(repo: Repo, remote: string): Promise<string> {
+export async function remoteUrl(repo: Repo, remote: string): Promise<string> {
   const r = await git(['remote', 'get-url', '--', remote], { ...repoOpts(repo), okCodes: [2, 128] });
   return r.code === 0 ? r.stdout.toString('utf8').trim() : remote;
 }
@@ -115,7 +118,9 @@ export async function pushXetRefs(options: {
     );
   }
 
-  const local = (await listRefs(['refs/xet/'], o)).filter((r) => !selected || selected.has(r.name));
+  const local = (await listRefs(['refs/xet/'], o)).filter(
+    (r) => isPublishable(r.name) && (!selected || selected.has(r.name)),
+  );
   await checkOwnNames(local, o);
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
   // What is shown (the JSON, error messages) never holds a URL's password; the ledger keeps the URL.
@@ -133,21 +138,33 @@ export async function pushXetRefs(options: {
   const remoteRefs = await lsRemote(repo, remote);
   const toSend = local.filter((r) => remoteRefs.get(r.name) !== r.oid);
   for (const r of local) if (remoteRefs.get(r.name) === r.oid) result.refs.push({ ref: r.name, status: 'up-to-date' });
-  const conflicts = toSend.filter((r) => remoteRefs.has(r.name));
+  // Pins are the one mutable kind (re-pin replaces one): an update, leased on the remote's value.
+  const conflicts = toSend.filter((r) => remoteRefs.has(r.name) && !isMutable(r.name));
   for (const r of conflicts) {
     result.refs.push({ ref: r.name, status: 'rejected', reason: 'already exists with other content' });
   }
-  const fresh = toSend.filter((r) => !remoteRefs.has(r.name));
+  const fresh = toSend.filter((r) => !remoteRefs.has(r.name) || isMutable(r.name));
   if (!fresh.length) {
     if (conflicts.length) throw rejected(result);
     return result;
   }
-  const specs = fresh.map((r) => `${r.name}:${r.name}`);
+  const specs = fresh.map((r) => `${remoteRefs.has(r.name) ? '+' : ''}${r.name}:${r.name}`);
   if (kind === 'git') {
     // A lease on "does not exist" for each ref, all or nothing.
-    args = ['push', '--porcelain', '--atomic', ...fresh.map((r) => `--force-with-lease=${r.name}:`), remote, ...specs];
+    args = [
+      'push',
+      '--porcelain',
+      '--atomic',
+      ...fresh.map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name) ?? ''}`),
+      remote,
+      ...specs,
+    ];
   } else {
-    args = ['push', '--porcelain', '--atomic', remote, ...specs];
+    // A pin update is leased on the value just listed: a concurrent re-pin there is not overwritten.
+    const leases = fresh
+      .filter((r) => remoteRefs.has(r.name))
+      .map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name)}`);
+    args = ['push', '--porcelain', '--atomic', ...leases, remote, ...specs];
   }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
@@ -235,7 +252,7 @@ function rejected(result: PushResult): XetError {
   );
 }
 
-async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
+export async function lsRemote(repo: Repo, remote: string): Promise<Map<string, string>> {
   const r = await git(['ls-remote', '--', remote, 'refs/xet/*'], { ...repoOpts(repo), okCodes: [128, 2] });
   const out = new Map<string, string>();
   if (r.code !== 0) {
@@ -266,7 +283,7 @@ function parsePorcelain(text: string): RefOutcome[] {
     if (!m) continue;
     const [, flag, ref, summary] = m;
     if (flag === '!') out.push({ ref, status: 'rejected', reason: /\((.*)\)/.exec(summary)?.[1] ?? summary });
-    else out.push({ ref, status: flag === '=' ? 'up-to-date' : 'new' });
+    else out.push({ ref, status: flag === '=' ? 'up-to-date' : flag === '+' ? 'updated' : 'new' });
   }
   return out;
 }
@@ -336,8 +353,13 @@ export function trackingPrefix(remote: string): string {
  * each is created locally only if absent. A plain refspec into refs/xet/* would let a fast-forward
  * move a content-named ref (a snapshot's or handoff's) to something else.
  */
+// Holds the objects lock shared: the refs it adopts become roots only once written.
 export async function fetchXetRefs(options: { cwd: string; remote?: string }): Promise<FetchResult> {
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => fetchXetRefsShared(options, repo));
+}
+
+async function fetchXetRefsShared(options: { cwd: string; remote?: string }, repo: Repo): Promise<FetchResult> {
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
   await checkRemoteArgument(repo, remote, options.remote === undefined);

@@ -10,13 +10,31 @@ import { listRefs } from '../git/plumbing';
 import { HANDOFF_REF_PREFIX, readRawHandoffs } from '../handoff/objects';
 import { checkStructure } from '../handoff/verify';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
+import { DROPPED_REF_PREFIX, PIN_REF_PREFIX, readMarkers } from '../gc/markers';
+
+/** Pins change (re-pin, unpin); every other refs/xet/* ref names its content and is create-once. */
+export function isMutable(ref: string): boolean {
+  return ref.startsWith(PIN_REF_PREFIX);
+}
+
+/** Drop markers are this repository's own business (a drop is undone locally): never published. */
+export function isPublishable(ref: string): boolean {
+  return !ref.startsWith(DROPPED_REF_PREFIX);
+}
 
 /** The refs/xet/* ref names to publish for these ids. */
 export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Set<string>> {
   const refs = await listRefs(['refs/xet/'], opts);
   const snapshots = refs.filter((r) => r.name.startsWith(SNAPSHOT_REF_PREFIX));
   const handoffs = refs.filter((r) => r.name.startsWith(HANDOFF_REF_PREFIX));
+  const pins = new Set(refs.filter((r) => r.name.startsWith(PIN_REF_PREFIX)).map((r) => r.name));
   const out = new Set<string>();
+  // A pin goes with its snapshot: on the store it keeps the snapshot as it does here.
+  const addSnapshot = (name: string) => {
+    out.add(name);
+    const pin = `${PIN_REF_PREFIX}${name.slice(SNAPSHOT_REF_PREFIX.length)}`;
+    if (pins.has(pin)) out.add(pin);
+  };
   for (const id of ids) {
     if (!/^[0-9a-f]{4,64}$/.test(id)) {
       throw new XetError('USAGE', `${JSON.stringify(id)} is not a snapshot or handoff id (4 to 64 hex digits)`, { id });
@@ -37,7 +55,7 @@ export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Se
       );
     }
     if (s.length) {
-      out.add(s[0].name);
+      addSnapshot(s[0].name);
       continue;
     }
     out.add(h[0].name);
@@ -47,7 +65,7 @@ export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Se
       parents.length === 1
         ? snapshots.find((r) => r.name === `${SNAPSHOT_REF_PREFIX}${parents[0]}` && r.oid === parents[0])
         : undefined;
-    if (snap) out.add(snap.name);
+    if (snap) addSnapshot(snap.name);
   }
   return out;
 }
@@ -78,6 +96,14 @@ export async function checkOwnNames(refs: { name: string; oid: string }[], opts:
     // An unreadable descriptor fails `tree`, so a ref whose hash was never checked is refused too.
     const failed = checkStructure(raw).checks.find((c) => c.ok === false && c.code === 'INTEGRITY_MISMATCH');
     if (failed) bad.push({ ref: raw.ref, oid: raw.commit, why: failed.detail ?? failed.check });
+  }
+  const pinRefs = new Map(refs.filter((r) => r.name.startsWith(PIN_REF_PREFIX)).map((r) => [r.name, r.oid]));
+  if (pinRefs.size) {
+    // A pin ref must hold a pin of the snapshot its name says (its parent): else it would keep
+    // something else alive on the store.
+    for (const m of await readMarkers('pin', opts)) {
+      if (pinRefs.get(m.ref) === m.commit && m.problem) bad.push({ ref: m.ref, oid: m.commit, why: m.problem });
+    }
   }
   if (!bad.length) return;
   throw new XetError(

@@ -125,6 +125,23 @@ export class DirectoryStore {
     return path.join(this.root, 'tmp', `${what}-${process.pid}-${crypto.randomBytes(6).toString('hex')}`);
   }
 
+  /** publishPack, keeping a hard link of the pack in tmp/ (`copy`): a pusher re-links its pack from
+   * it if a store gc trashed the pack while the push was publishing (see store-intents.ts). */
+  publishPackKeeping(tmpFile: string): { name: string; copy: string } {
+    const copy = this.tempPath('keep.pack');
+    try {
+      fs.linkSync(tmpFile, copy);
+    } catch (e) {
+      throw storeError(this.root, e);
+    }
+    try {
+      return { name: this.publishPack(tmpFile), copy };
+    } catch (e) {
+      fs.rmSync(copy, { force: true });
+      throw e;
+    }
+  }
+
   /** Publish a finished pack file (already in tmp/) under its trailer name; returns the name. */
   publishPack(tmpFile: string): string {
     const name = `pack-${packTrailer(tmpFile, this.objectFormat)}`;

@@ -12,6 +12,7 @@ import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
+import { locatePack } from './store-intents';
 import { copyStoreFile, storeFileExists } from './storefile';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
@@ -24,6 +25,7 @@ export async function pushPack(
   o: GitOptions,
   tips: string[],
   storeRefs: Record<string, string>,
+  keep?: (name: string, copy: string) => void,
 ): Promise<string | null> {
   if (!tips.length) return null;
   const have = [...new Set(Object.values(storeRefs))];
@@ -47,7 +49,7 @@ export async function pushPack(
   }
   const tmp = store.tempPath('push.pack');
   try {
-    return await writePack(store, tmp, o, tips, exclude);
+    return await writePack(store, tmp, o, tips, exclude, keep);
   } catch (e) {
     // Not being able to write the temporary pack is the store's problem (read-only, full), not git's.
     if (e instanceof XetError && e.code !== 'GIT_FAILED') throw e;
@@ -64,6 +66,7 @@ async function writePack(
   o: GitOptions,
   tips: string[],
   exclude: string[],
+  keep?: (name: string, copy: string) => void,
 ): Promise<string | null> {
   {
     await gitToFile(['pack-objects', '--revs', '--stdout', '-q', '--delta-base-offset'], tmp, {
@@ -75,7 +78,10 @@ async function writePack(
     fs.readSync(fd, header, 0, 12, 0);
     fs.closeSync(fd);
     if (header.readUInt32BE(8) === 0) return null; // nothing new
-    return store.publishPack(tmp);
+    if (!keep) return store.publishPack(tmp);
+    const { name, copy } = store.publishPackKeeping(tmp);
+    keep(name, copy);
+    return name;
   }
 }
 
@@ -103,7 +109,8 @@ export async function importPacks(
   for (const name of packs) {
     const final = path.join(packDir, `${name}.pack`);
     if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
-    const src = store.packPath(name);
+    // A pack a store gc is deleting may be in trash/ (the gc died before linking it back).
+    const src = locatePack(store, name) ?? store.packPath(name);
     if (!storeFileExists(src)) {
       throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
         store: store.root,

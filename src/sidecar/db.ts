@@ -129,12 +129,29 @@ export function sidecarDir(commonDir: string): string {
 export function openSidecar(commonDir: string): Db {
   const dir = sidecarDir(commonDir);
   fs.mkdirSync(dir, { recursive: true });
-  const db = new Database(path.join(dir, 'xet.db'), { timeout: 15000 });
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.pragma('foreign_keys = ON');
-  migrate(db);
-  return db;
+  const file = path.join(dir, 'xet.db');
+  let db: Db | null = null;
+  try {
+    db = new Database(file, { timeout: 15000 });
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.pragma('foreign_keys = ON');
+    migrate(db);
+    return db;
+  } catch (e) {
+    db?.close();
+    // A database that is not one (overwritten, truncated, corrupt pages): a typed error that says
+    // how to recover, not an internal one.
+    const code = (e as { code?: string }).code;
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT' || code === 'SQLITE_CORRUPT_VTAB') {
+      throw new XetError(
+        'SIDECAR_UNREADABLE',
+        `the sidecar database ${file} is unreadable (${(e as Error).message}); git xet fsck --rebuild rebuilds it from refs and worktrees`,
+        { file, sqlite: code },
+      );
+    }
+    throw e;
+  }
 }
 
 /** Open the sidecar, run `fn`, close it whatever happens. */

@@ -20,10 +20,13 @@ export interface ForkRow {
   createdAt: string;
   discardedAt: string | null;
   keptSnapshot: string | null;
+  /** Set when `reclaim` took the fork down (its kept snapshot is pinned); with 'discarding', a
+   * reclaim under way. */
+  reclaimedAt?: string | null;
 }
 
 const COLUMNS = `id, dir, mode, snapshot, head_oid AS headOid, branch, git_dir AS gitDir, upper, work, state,
-  created_at AS createdAt, discarded_at AS discardedAt, kept_snapshot AS keptSnapshot`;
+  created_at AS createdAt, discarded_at AS discardedAt, kept_snapshot AS keptSnapshot, reclaimed_at AS reclaimedAt`;
 
 export function insertFork(db: Db, row: Omit<ForkRow, 'state' | 'discardedAt' | 'keptSnapshot'>): void {
   db.prepare(
@@ -52,6 +55,16 @@ export function updateFork(db: Db, id: string, fields: Partial<Pick<ForkRow, 'gi
  * finishes the removal (it must never capture a half-removed tree). */
 export function markDiscarding(db: Db, id: string, keptSnapshot: string | null): void {
   db.prepare(`UPDATE forks SET state = 'discarding', kept_snapshot = ? WHERE id = ?`).run(keptSnapshot, id);
+}
+
+/** A reclaim's point of no return: the fork's work is the pinned `keptSnapshot`; from here on any
+ * run (reclaim or discard) only finishes the removal. */
+export function markReclaiming(db: Db, id: string, keptSnapshot: string, at: string): void {
+  db.prepare(`UPDATE forks SET state = 'discarding', kept_snapshot = ?, reclaimed_at = ? WHERE id = ?`).run(
+    keptSnapshot,
+    at,
+    id,
+  );
 }
 
 export function markDiscarded(db: Db, id: string, keptSnapshot: string | null, at: string): void {

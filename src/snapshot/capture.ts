@@ -40,6 +40,7 @@ import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
+import { holdObjectsShared } from '../gc/objects-lock';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
@@ -68,6 +69,9 @@ export interface CaptureOptions extends PolicyOptions {
   progress?: (what: string) => void;
   /** An inner repository of another capture: found from `cwd` alone, never from GIT_DIR. */
   inner?: boolean;
+  /** The worktree to record as the source when `cwd` is another view of it (reclaim captures a
+   * fork from a private read-only mount of its layers). */
+  worktreeAs?: string;
 }
 
 export interface CaptureResult {
@@ -148,7 +152,16 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const wsId = workspaceId(repo.gitDir);
   fs.mkdirSync(xetDir, { recursive: true });
   // One capture per workspace at a time (they share the stat-cache index); others wait, then BUSY.
-  const lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
+  // Shared objects lock first (a gc waits for this capture, or this capture for the gc: the blobs it
+  // reuses from its stat cache must not be pruned before its ref exists), then the workspace's.
+  const objectsLock = holdObjectsShared(repo.commonDir, () => options.progress?.('waiting for git xet gc'));
+  let lock;
+  try {
+    lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
+  } catch (e) {
+    objectsLock.release();
+    throw e;
+  }
   try {
     // Temporary files of killed captures (their owners are dead) go before we make our own.
     const cleaned = removeLeftovers(repoLeftovers(repo));
@@ -309,7 +322,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       platform: { os: os.platform(), arch: os.arch() },
       createdAt: new Date().toISOString(),
       message: options.message ?? '',
-      source: { worktree: repo.worktree, linkedWorktree: repo.gitDir !== repo.commonDir },
+      source: { worktree: options.worktreeAs ?? repo.worktree, linkedWorktree: repo.gitDir !== repo.commonDir },
       head,
       refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type, ...(r.symref ? { symref: r.symref } : {}) })),
       stash,
@@ -412,7 +425,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     try {
       withSidecar(repo.commonDir, (db) => {
         const now = new Date().toISOString();
-        recordFilesTree(db, { id: wsId, worktree: repo.worktree, gitDir: repo.gitDir }, filesTree, totals, now);
+        recordFilesTree(
+          db,
+          { id: wsId, worktree: options.worktreeAs ?? repo.worktree, gitDir: repo.gitDir },
+          filesTree,
+          totals,
+          now,
+        );
         db.prepare(
           `INSERT OR IGNORE INTO snapshots(oid, workspace_id, created_at, message, files, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
         ).run(commit, wsId, manifest.createdAt, manifest.message, fileCount, bytes);
@@ -428,6 +447,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
     lock.release();
+    objectsLock.release();
   }
 }
 

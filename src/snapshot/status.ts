@@ -5,6 +5,7 @@
 // Also the repository's forks, and room for what later issues add (pins, guards, allowance).
 
 import { countLeftovers } from './leftovers';
+import { pinsOfWorktree, type WorktreePin } from '../gc/pins';
 import { findRepo, repoOpts } from '../git/repo';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, listForks, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
@@ -46,8 +47,9 @@ export interface StatusResult {
   /** Temporary files of killed git xet processes (owner dead) in this repository, which the next
    * capture removes: counted here until then. */
   leftovers: number;
-  /** Reserved for later issues (durable pins, writer guards, allowances): null until they exist. */
-  pins: null;
+  /** Pins (refs/xet/pins/*) of snapshots captured in this worktree, expired ones flagged. */
+  pins: WorktreePin[];
+  /** Reserved for later issues (writer guards, allowances): null until they exist. */
   guards: null;
   allowance: null;
 }
@@ -89,7 +91,7 @@ export async function status(options: { cwd: string }): Promise<StatusResult> {
       ofThisWorktree: side?.mine.has(f.snapshot) ?? false,
     })),
     leftovers: countLeftovers(repo),
-    pins: null,
+    pins: await pinsOfWorktree(repo, repo.worktree),
     guards: null,
     allowance: null,
   };

@@ -41,6 +41,29 @@ export const FAULT_POINTS = [
   'discard:after-capture',
   'discard:after-mark',
   'discard:mid-removal',
+  // pin: the pin marker's objects written, no ref yet; the ref (and an undrop) done, no sidecar row.
+  // drop: every id checked, nothing written; the one ref transaction done
+  'pin:after-objects',
+  'pin:after-ref',
+  'drop:after-check',
+  'drop:after-refs',
+  // gc (local): plan journaled, refs swept, bases removed, before and after git's repack
+  'gc:after-plan',
+  'gc:after-refs',
+  'gc:after-bases',
+  'gc:before-repack',
+  'gc:after-repack',
+  // reclaim: overlay fork unmounted (its view not yet mounted); the snapshot captured, not pinned;
+  // pinned, the row not yet marked; marked 'discarding' and half removed
+  'reclaim:after-unmount',
+  'reclaim:after-capture',
+  'reclaim:after-pin',
+  'reclaim:mid-remove',
+  // store gc (gc --store): compacted pack published, nothing names it; the gc's state published,
+  // nothing deleted; doomed packs renamed into trash/, not yet re-checked, linked back or deleted
+  'gc-store:after-pack',
+  'gc-store:after-state',
+  'gc-store:after-trash',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];

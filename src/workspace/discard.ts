@@ -4,6 +4,7 @@
 // so ('discarding', with the snapshot), so a discard killed half way is finished by the next one
 // without capturing the half-removed tree.
 
+import { holdObjectsShared } from '../gc/objects-lock';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -17,6 +18,7 @@ import { removeDeep } from './copy';
 import { ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dieAt, faultPoint } from '../testing/fault-points';
+import { dropReclaimView } from './reclaim-view';
 
 export interface DiscardOptions {
   cwd: string;
@@ -38,10 +40,19 @@ export interface DiscardResult {
 export async function discardFork(options: DiscardOptions): Promise<DiscardResult> {
   const found = await resolveFork(options.cwd, options.dir);
   const { repo } = found;
-  const lock = acquireLock(
-    path.join(sidecarDir(repo.commonDir), 'locks', `fork-${found.row.id}.lockdb`),
-    'discarding this fork',
-  );
+  // Shared objects lock (its capture reuses objects; its kept snapshot must be a root before a gc
+  // marks), taken before the fork's lock.
+  const objectsLock = holdObjectsShared(repo.commonDir);
+  let lock;
+  try {
+    lock = acquireLock(
+      path.join(sidecarDir(repo.commonDir), 'locks', `fork-${found.row.id}.lockdb`),
+      'discarding this fork',
+    );
+  } catch (e) {
+    objectsLock.release();
+    throw e;
+  }
   try {
     // Whoever held the lock before us may have finished the job.
     const row = withSidecar(repo.commonDir, (db) => liveForkAt(db, found.row.dir));
@@ -51,12 +62,15 @@ export async function discardFork(options: DiscardOptions): Promise<DiscardResul
     return await discardLocked(repo, row, options);
   } finally {
     lock.release();
+    objectsLock.release();
   }
 }
 
 async function discardLocked(repo: Repo, row: ForkRow, options: DiscardOptions): Promise<DiscardResult> {
   let dirty: boolean | null = null;
   let kept: string | null = row.keptSnapshot;
+  // A reclaim killed with its read-only view of this fork mounted left it behind.
+  if (row.mode === 'overlay') await dropReclaimView(repo, row.id);
   if (row.state === 'active') {
     // A discard run from inside the fork must not keep it busy itself.
     process.chdir(repo.commonDir);

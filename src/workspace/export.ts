@@ -4,6 +4,7 @@
 // record them (clean filters and eol rules apply), built in a temporary index so the fork's own
 // index is never touched. Trailers name the snapshot the commit came from.
 
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -42,11 +43,16 @@ export interface ExportResult {
   changed: number;
 }
 
+// Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function exportChanges(options: ExportOptions): Promise<ExportResult> {
   if (Boolean(options.branch) === Boolean(options.patch)) {
     throw new XetError('USAGE', 'export needs exactly one of --branch NAME or --patch FILE');
   }
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => exportChangesShared(options, repo));
+}
+
+async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<ExportResult> {
   const o = repoOpts(repo);
   const ref = options.branch ? await checkBranch(repo, options.branch, Boolean(options.force)) : null;
 

@@ -12,6 +12,8 @@
 // then 'active'. Any failure undoes what was made; a killed creator leaves a 'creating' row that
 // `forks` shows as incomplete and `discard` removes.
 
+import { FORK_MARKER_FILE } from '../gc/roots';
+import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -34,6 +36,7 @@ import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
+import { dropReclaimView } from './reclaim-view';
 
 export type RequestedMode = ForkMode | 'auto';
 
@@ -88,8 +91,13 @@ async function chooseMode(
   return { mode: 'copy', notAvailable };
 }
 
+// Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createFork(options: ForkOptions): Promise<ForkResult> {
   const repo = await findRepo(options.cwd, true);
+  return withObjectsShared(repo.commonDir, () => createForkShared(options, repo));
+}
+
+async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkResult> {
   const o = repoOpts(repo);
   const oid = await resolveSnapshotOid(options.snapshot, o);
   // A snapshot with a base was validated (schema, every path) when the base was built; its id names
@@ -175,6 +183,7 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
     progress('adding the worktree');
     gitDir = await addWorktree(repo, dir, id, snap);
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
+    writeForkMarker(gitDir, { id, snapshot: oid, mode, createdAt: row.createdAt });
     await faultPoint('fork:after-worktree');
     const filesIndex = path.join(gitDir, 'xet-files.index');
     const spec = {
@@ -310,6 +319,17 @@ async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot):
   return gitDir;
 }
 
+export const FORK_MARKER_SCHEMA = 'xet.fork-marker/v1';
+
+/** `<admin dir>/xet-fork.json`: the fork's roots (its snapshot) outside the sidecar, so marking after
+ * the database was lost (and fsck --rebuild) still knows the fork. Written atomically. */
+function writeForkMarker(gitDir: string, m: { id: string; snapshot: string; mode: ForkMode; createdAt: string }): void {
+  const file = path.join(gitDir, FORK_MARKER_FILE);
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, `${JSON.stringify({ schema: FORK_MARKER_SCHEMA, ...m })}\n`);
+  fs.renameSync(tmp, file);
+}
+
 /** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
  * as its stat cache: a capture in the fork hashes and stores only what the fork changed. */
 async function adoptWorkspace(
@@ -443,6 +463,9 @@ export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> 
     });
   }
   fs.mkdirSync(row.work, { recursive: true });
+  // A reclaim killed with its read-only view mounted: the upper layer must not stay a lower layer
+  // of that view once the fork writes to it again.
+  await dropReclaimView(repo, row.id);
   let base = baseFor(repo, row.snapshot);
   if (!fs.existsSync(base.index)) {
     // The base is derived data: rebuilt from the snapshot (its files get new inodes, so git

@@ -12,12 +12,14 @@ export function registerSnapshots(program: Command): void {
         const { listSnapshots } = await import('../../snapshot/store');
         const { findRepo, repoOpts } = await import('../../git/repo');
         const repo = await findRepo(process.cwd(), true);
-        const list = await listSnapshots(repoOpts(repo));
+        const { pinnedSnapshots } = await import('../../gc/pins');
+        const pinned = await pinnedSnapshots(repo);
+        const list = (await listSnapshots(repoOpts(repo))).map((s) => ({ ...s, pinned: pinned.has(s.snapshot) }));
         emit(out, { snapshots: list }, () =>
           list
             .map(
               (s) =>
-                `${s.snapshot.slice(0, 12)}  ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`,
+                `${s.snapshot.slice(0, 12)}${s.pinned ? ' P' : '  '} ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`,
             )
             .join('\n'),
         );

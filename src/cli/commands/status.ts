@@ -30,6 +30,13 @@ export function registerStatus(program: Command): void {
             lines.push(`${r.forks.length} fork(s):`);
             for (const f of r.forks) lines.push(`  ${f.id}  ${f.mode.padEnd(7)} ${f.state.padEnd(10)} ${f.dir}`);
           }
+          if (r.pins.length) {
+            lines.push(`${r.pins.length} pinned snapshot(s) of this worktree:`);
+            for (const p of r.pins) {
+              const until = p.until ? `until ${p.until}${p.expired ? ' (expired)' : ''}` : 'no expiry';
+              lines.push(`  ${p.snapshot.slice(0, 12)}  ${until}  ${p.reason ?? ''}`.trimEnd());
+            }
+          }
           return lines.join('\n');
         });
       }),
