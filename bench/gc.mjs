@@ -265,6 +265,15 @@ async function repoSize(repo) {
     xetDirBytes: xet,
   };
 }
+/** A command's JSON for the results file: every list longer than 10 becomes its length and first 3. */
+const brief = (v) =>
+  Array.isArray(v)
+    ? v.length > 10
+      ? { count: v.length, first: v.slice(0, 3).map(brief) }
+      : v.map(brief)
+    : v && typeof v === 'object'
+      ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, brief(x)]))
+      : v;
 const delta = (a, b) => Object.fromEntries(Object.keys(b).map((k) => [k, b[k] - a[k]]));
 
 /** Bytes of `tar | zstd -1` of the worktree without .git (the alternative: one archive per state). */
@@ -505,7 +514,7 @@ async function main() {
         const gc = await xet(repo, ['gc', '--grace', '0', '--json'], { cpu: true });
         D.gcSeconds = gc.seconds;
         D.gcCpuSeconds = gc.cpuSeconds;
-        D.gcJson = gc.json;
+        D.gcJson = brief(gc.json);
         D.after = await repoSize(repo);
         D.snapshotRefs = await snapshotRefs(repo);
         if (D.snapshotRefs !== kept.length)
@@ -569,7 +578,7 @@ async function main() {
         N.dryRunSeconds = await repeat(opts.reps, async () => {
           await settle();
           const r = await xet(repo, ['gc', '--dry-run', '--json'], { cpu: true });
-          N.dryRunJson ??= r.json;
+          N.dryRunJson ??= brief(r.json);
           N.dryRunCpuSeconds.push(r.cpuSeconds);
           return r.seconds;
         });
@@ -589,7 +598,7 @@ async function main() {
           N.gcSeconds.push(x.seconds);
           N.gcCpuSeconds.push(x.cpuSeconds);
           if (rep === 1) {
-            N.gcJson = x.json;
+            N.gcJson = brief(x.json);
             N.afterGc = await repoSize(a);
           }
           await settle();
