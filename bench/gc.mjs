@@ -547,7 +547,7 @@ async function main() {
         rmrf(base);
         noteLoad('drop');
       }
-      rmrf(repo);
+      if (!opts.keep) rmrf(repo);
     }
 
     // ---- many: 1,000 snapshots, gc vs git gc, dry-run ------------------------------------------------
@@ -614,7 +614,7 @@ async function main() {
           rmrf(b);
         }
       }
-      rmrf(repo);
+      if (!opts.keep) rmrf(repo);
       noteLoad('many: gc');
     }
   } catch (e) {
