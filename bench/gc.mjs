@@ -18,7 +18,7 @@
 //   many      1,000 snapshots of one state with a one-line change between them: `git xet gc` vs
 //             `git gc` on a copy of the same repository, ≤ 2x; `git xet gc --dry-run` ≤ 1 s. A capture
 //             takes about 2 s here, so only the first --many-captured (20) are captures: the others
-//             are derived from them, one `git fast-import` each (one pack each, as a capture writes):
+//             are derived from them, one `git fast-import` each (one pack each, rolled up past 50 as a capture does):
 //             the captured snapshot's tree and parents, its files/NOTES.md changed by one line, a
 //             committer time one second later, and its own refs/xet/snapshots/<oid>.
 //
@@ -291,7 +291,7 @@ async function layRelease(repo, tgz) {
 
 /**
  * Makes count snapshots from the captured ones (round robin), each with one `git fast-import`
- * (so one pack, as a capture writes one): the base's parents, author and message, its top-level
+ * (so one pack, as a capture writes one, rolled up past 50 packs as a capture does): the base's parents, author and message, its top-level
  * tree entries, files/NOTES.md with one more line, a committer time one second after the previous
  * one; then refs/xet/snapshots/<oid> for all of them in one `git update-ref --stdin`. Returns count.
  */
@@ -314,6 +314,7 @@ async function deriveSnapshots(repo, bases, count) {
     });
   }
   const marks = join(repo, '.git', 'bench-derive.marks');
+  const packDir = join(repo, '.git', 'objects', 'pack');
   const refs = [];
   let time = Math.floor(Date.now() / 1000) - count;
   for (let i = 0; i < count; i++) {
@@ -348,6 +349,11 @@ async function deriveSnapshots(repo, bases, count) {
     });
     const oid = readFileSync(marks, 'utf8').trim().split(' ')[1];
     refs.push({ tmp: `refs/bench-derive/${i}`, oid });
+    // What a capture does after writing its pack (consolidatePacks in src/snapshot/capture.ts):
+    // past 50 packs, git's geometric repack rolls up the small ones.
+    if (readdirSync(packDir).filter((n) => n.endsWith('.idx')).length > 50) {
+      await git(repo, ['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index']);
+    }
   }
   rmrf(marks);
   const tx =
