@@ -18,7 +18,7 @@
 //   many      1,000 snapshots of one state with a one-line change between them: `git xet gc` vs
 //             `git gc` on a copy of the same repository, ≤ 2x; `git xet gc --dry-run` ≤ 1 s. A capture
 //             takes about 2 s here, so only the first --many-captured (20) are captures: the others
-//             are derived from them, one `git fast-import` each (one pack each, as a capture writes):
+//             are derived from them, one `git fast-import` each (one pack each, rolled up past 50 as a capture does):
 //             the captured snapshot's tree and parents, its files/NOTES.md changed by one line, a
 //             committer time one second later, and its own refs/xet/snapshots/<oid>.
 //
@@ -265,6 +265,15 @@ async function repoSize(repo) {
     xetDirBytes: xet,
   };
 }
+/** A command's JSON for the results file: every list longer than 10 becomes its length and first 3. */
+const brief = (v) =>
+  Array.isArray(v)
+    ? v.length > 10
+      ? { count: v.length, first: v.slice(0, 3).map(brief) }
+      : v.map(brief)
+    : v && typeof v === 'object'
+      ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, brief(x)]))
+      : v;
 const delta = (a, b) => Object.fromEntries(Object.keys(b).map((k) => [k, b[k] - a[k]]));
 
 /** Bytes of `tar | zstd -1` of the worktree without .git (the alternative: one archive per state). */
@@ -282,7 +291,7 @@ async function layRelease(repo, tgz) {
 
 /**
  * Makes count snapshots from the captured ones (round robin), each with one `git fast-import`
- * (so one pack, as a capture writes one): the base's parents, author and message, its top-level
+ * (so one pack, as a capture writes one, rolled up past 50 packs as a capture does): the base's parents, author and message, its top-level
  * tree entries, files/NOTES.md with one more line, a committer time one second after the previous
  * one; then refs/xet/snapshots/<oid> for all of them in one `git update-ref --stdin`. Returns count.
  */
@@ -305,6 +314,7 @@ async function deriveSnapshots(repo, bases, count) {
     });
   }
   const marks = join(repo, '.git', 'bench-derive.marks');
+  const packDir = join(repo, '.git', 'objects', 'pack');
   const refs = [];
   let time = Math.floor(Date.now() / 1000) - count;
   for (let i = 0; i < count; i++) {
@@ -339,6 +349,11 @@ async function deriveSnapshots(repo, bases, count) {
     });
     const oid = readFileSync(marks, 'utf8').trim().split(' ')[1];
     refs.push({ tmp: `refs/bench-derive/${i}`, oid });
+    // What a capture does after writing its pack (consolidatePacks in src/snapshot/capture.ts):
+    // past 50 packs, git's geometric repack rolls up the small ones.
+    if (readdirSync(packDir).filter((n) => n.endsWith('.idx')).length > 50) {
+      await git(repo, ['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index']);
+    }
   }
   rmrf(marks);
   const tx =
@@ -505,7 +520,7 @@ async function main() {
         const gc = await xet(repo, ['gc', '--grace', '0', '--json'], { cpu: true });
         D.gcSeconds = gc.seconds;
         D.gcCpuSeconds = gc.cpuSeconds;
-        D.gcJson = gc.json;
+        D.gcJson = brief(gc.json);
         D.after = await repoSize(repo);
         D.snapshotRefs = await snapshotRefs(repo);
         if (D.snapshotRefs !== kept.length)
@@ -538,7 +553,7 @@ async function main() {
         rmrf(base);
         noteLoad('drop');
       }
-      rmrf(repo);
+      if (!opts.keep) rmrf(repo);
     }
 
     // ---- many: 1,000 snapshots, gc vs git gc, dry-run ------------------------------------------------
@@ -569,7 +584,7 @@ async function main() {
         N.dryRunSeconds = await repeat(opts.reps, async () => {
           await settle();
           const r = await xet(repo, ['gc', '--dry-run', '--json'], { cpu: true });
-          N.dryRunJson ??= r.json;
+          N.dryRunJson ??= brief(r.json);
           N.dryRunCpuSeconds.push(r.cpuSeconds);
           return r.seconds;
         });
@@ -589,7 +604,7 @@ async function main() {
           N.gcSeconds.push(x.seconds);
           N.gcCpuSeconds.push(x.cpuSeconds);
           if (rep === 1) {
-            N.gcJson = x.json;
+            N.gcJson = brief(x.json);
             N.afterGc = await repoSize(a);
           }
           await settle();
@@ -605,7 +620,7 @@ async function main() {
           rmrf(b);
         }
       }
-      rmrf(repo);
+      if (!opts.keep) rmrf(repo);
       noteLoad('many: gc');
     }
   } catch (e) {

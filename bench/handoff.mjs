@@ -110,7 +110,7 @@ const ARGS = {
 // frozen remote-helper/ first on PATH.
 let childEnv = { ...GIT_ENV };
 
-const run = (cmd, args, opts = {}) => runUntracked(cmd, args, { env: childEnv, ...opts });
+const run = (cmd, args, opts = {}) => runUntracked(cmd, args, { ...opts, env: opts.env ?? childEnv });
 const git = (cwd, args, opts = {}) => run('git', args, { cwd, ...opts });
 const sh = (script, opts) => run('bash', ['-c', `set -euo pipefail\n${script}`], opts);
 

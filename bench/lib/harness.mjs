@@ -372,7 +372,12 @@ export async function runXet(cli, cwd, args, opts = {}) {
   const { timeoutSec = 0, requireJson = false, env, cpu = false, ...errorOpts } = opts;
   const runner = opts.runner ?? (cpu ? runCpu : run);
   delete errorOpts.runner;
-  const res = await runner(process.execPath, [cli, ...args], { cwd, timeoutSec, allowFail: true, env });
+  const res = await runner(process.execPath, [cli, ...args], {
+    cwd,
+    timeoutSec,
+    allowFail: true,
+    ...(env ? { env } : {}),
+  });
   res.json = parseJsonOutput(res.stdout);
   if (res.code !== 0 || res.signal) throw xetError(args, res, cwd, errorOpts);
   if (requireJson && !res.json) throw xetError(args, res, cwd, { ...errorOpts, what: 'printed no JSON' });
