@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { git } from '../git/exec';
 import { listRefs } from '../git/plumbing';
 import { repoOpts, type Repo } from '../git/repo';
-import { openSidecar, sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { openSidecar, sidecarDir, sidecarIoError, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { readSnapshot } from '../snapshot/store';
@@ -66,7 +66,11 @@ function sidecarHealth(commonDir: string): string | null {
     const bad = rows.map((r) => r.quick_check).filter((s) => s !== 'ok');
     return bad.length ? bad.slice(0, 3).join('; ') : null;
   } catch (e) {
-    return (e as Error).message;
+    // Only a database that is not one, or has corrupt pages, is "unreadable" (and moved aside by
+    // --rebuild); a full disk, a permission or I/O error is reported as what it is.
+    const code = (e as { code?: string }).code ?? '';
+    if (/^SQLITE_(NOTADB|CORRUPT)/.test(code)) return (e as Error).message;
+    throw sidecarIoError(e, sidecarDir(commonDir));
   } finally {
     db?.close();
   }

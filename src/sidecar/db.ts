@@ -150,8 +150,32 @@ export function openSidecar(commonDir: string): Db {
         { file, sqlite: code },
       );
     }
-    throw e;
+    throw sidecarIoError(e, dir);
   }
+}
+
+/**
+ * SQLite reports a full filesystem as SQLITE_FULL, or, when the WAL or the shared memory file
+ * cannot grow, as a plain I/O error: either is DISK_FULL when the filesystem has (almost) nothing
+ * left, never an internal error and never "corrupt" (a rebuild would throw a healthy ledger away).
+ */
+export function sidecarIoError(e: unknown, dir: string): unknown {
+  const code = (e as { code?: string }).code ?? '';
+  if (!/^SQLITE_(FULL|IOERR)/.test(code)) return e;
+  let free = Infinity;
+  try {
+    const st = fs.statfsSync(dir);
+    free = st.bavail * st.bsize;
+  } catch {
+    // gone: say what SQLite said
+  }
+  if (code === 'SQLITE_FULL' || free < 1 << 20) {
+    return new XetError('DISK_FULL', `no space left for the sidecar database in ${dir}; nothing was half written`, {
+      dir,
+      sqlite: code,
+    });
+  }
+  return e;
 }
 
 /** Open the sidecar, run `fn`, close it whatever happens. */
@@ -159,6 +183,8 @@ export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
   const db = openSidecar(commonDir);
   try {
     return fn(db);
+  } catch (e) {
+    throw sidecarIoError(e, sidecarDir(commonDir));
   } finally {
     db.close();
   }
