@@ -15,7 +15,7 @@ import { applyRetention, readRetentionPolicy } from '../src/gc/retention';
 import { markRoots, rootsOf } from '../src/gc/roots';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
-import { capture, restore } from './support/xet';
+import { capture, parseJson, restore, xet } from './support/xet';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -342,6 +342,35 @@ test('a capture never stores against a files tree whose snapshot nothing holds a
     assert.equal(r.gitTry('fsck', '--no-dangling', '--connectivity-only').status, 0);
     restore(sb, r.dir, s3, sb.path('copy'));
     assert.equal(fs.readFileSync(sb.path('copy', 'untracked.txt'), 'utf8'), 'second\n');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a fork made of a dropped snapshot keeps it: gc never reclaims a root, even one only a fork holds', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.commit('one', { 'a.txt': 'a\n' });
+    r.write('work.txt', 'untracked work\n');
+    const snap = capture(sb, r.dir);
+    const drop = xet(sb, r.dir, ['drop', snap, '--json']);
+    assert.equal(drop.status, 0, drop.stderr);
+    const fork = xet(sb, r.dir, ['fork', snap, sb.path('fork'), '--mode', 'copy', '--json']);
+    assert.equal(fork.status, 0, fork.stderr);
+    for (let i = 0; i < 2; i++) {
+      const gc = xet(sb, r.dir, ['gc', '--grace', '0', '--json']);
+      assert.equal(gc.status, 0, gc.stderr);
+      const out = parseJson(gc);
+      assert.ok(!out.refs.deleted.some((d: { snapshot: string }) => d.snapshot === snap), JSON.stringify(out.refs));
+      assert.deepEqual(
+        out.kept.find((k: { snapshot: string }) => k.snapshot === snap)?.keepers.map((k: { kind: string }) => k.kind),
+        ['fork'],
+      );
+    }
+    assert.equal(r.gitTry('rev-list', '--objects', snap).status, 0, 'every object of the fork snapshot is here');
+    const changes = xet(sb, r.dir, ['changes', sb.path('fork'), '--json']);
+    assert.equal(changes.status, 0, changes.stderr);
   } finally {
     sb.cleanup();
   }

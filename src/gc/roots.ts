@@ -115,14 +115,15 @@ export async function readRoots(repo: Repo, now: Date): Promise<Roots> {
   withExistingSidecar(repo.commonDir, (db) => {
     for (const f of listForks(db, false)) {
       rowIds.add(f.id);
-      add(roots, f.snapshot, { kind: 'fork', name: `fork ${f.id} at ${f.dir}` });
+      add(roots, f.snapshot, { kind: 'fork', name: `${f.id} at ${f.dir}` });
       liveBases.add(f.snapshot);
-      if (f.keptSnapshot) add(roots, f.keptSnapshot, { kind: 'fork-kept', name: `discard of fork ${f.id}` });
+      if (f.keptSnapshot)
+        add(roots, f.keptSnapshot, { kind: 'fork-kept', name: `kept by the discard of fork ${f.id}` });
     }
   });
   for (const m of readForkMarkers(repo, problems)) {
     if (rowIds.has(m.id)) continue;
-    add(roots, m.snapshot, { kind: 'fork', name: `fork ${m.id} at ${m.dir}` });
+    add(roots, m.snapshot, { kind: 'fork', name: `${m.id} at ${m.dir}` });
     liveBases.add(m.snapshot);
   }
 
@@ -134,8 +135,7 @@ export async function readRoots(repo: Repo, now: Date): Promise<Roots> {
     if (!d || !ins.ok) {
       // Not a valid handoff: no expiry can be trusted, so it is never collected; git reachability
       // keeps what it points at anyway, and its parent is kept as a root on the safe side.
-      if (raw.parents.length === 1)
-        add(roots, raw.parents[0], { kind: 'handoff', name: `invalid handoff ref ${raw.ref}` });
+      if (raw.parents.length === 1) add(roots, raw.parents[0], { kind: 'handoff', name: `invalid ref ${raw.ref}` });
       continue;
     }
     if (d.expiresAt && Date.parse(d.expiresAt) <= now.getTime()) {
@@ -148,7 +148,7 @@ export async function readRoots(repo: Repo, now: Date): Promise<Roots> {
       });
       continue;
     }
-    add(roots, d.snapshot.oid, { kind: 'handoff', name: `handoff ${raw.id.slice(0, 12)} "${d.title}"` });
+    add(roots, d.snapshot.oid, { kind: 'handoff', name: `${raw.id.slice(0, 12)} "${d.title}"` });
   }
   return { roots, pins, expiredPins, expiredHandoffs, liveBases, problems };
 }
@@ -371,7 +371,10 @@ export async function markRoots(repo: Repo, now: Date): Promise<Marking> {
       released.push({ oid: s.oid, ref: s.ref, why: `no retention rule of ${key || 'its worktree'} keeps it` });
     }
   }
-  const dropped = await readMarkers('drop', repoOpts(repo));
+  // A dropped snapshot that is still a root (a fork made of it, or one racing the drop; a handoff
+  // naming it) stays dropped but is never reclaimed: a fork holds no ref of its own, so deleting
+  // the drop marker would let Git prune what the fork was laid from.
+  const dropped = (await readMarkers('drop', repoOpts(repo))).filter((d) => !r.roots.has(d.snapshot));
   for (const d of dropped) if (!d.record) problems.push(`${d.ref}: ${d.problem}`);
   return {
     now,
