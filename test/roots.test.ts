@@ -13,6 +13,7 @@ import { isoSeconds, readMarkers, writeMarker } from '../src/gc/markers';
 import { holdObjectsExclusive, holdObjectsShared } from '../src/gc/objects-lock';
 import { applyRetention, readRetentionPolicy } from '../src/gc/retention';
 import { markRoots, rootsOf } from '../src/gc/roots';
+import { resolveGrace } from '../src/gc/collect';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 import { capture, parseJson, restore, xet } from './support/xet';
@@ -107,6 +108,17 @@ test('retention policy from git config: nothing set is no policy; bad values are
       ]),
     ),
     { keepLast: 5, keepWithinSeconds: 14 * 86400 },
+  );
+  // Rules that keep nothing are no policy (restic), never "release everything".
+  assert.equal(
+    readRetentionPolicy(
+      new GitConfig([
+        { key: 'xet.retention.keeplast', value: '0' },
+        { key: 'xet.retention.keepdaily', value: '0' },
+        { key: 'xet.retention.keepwithin', value: '0' },
+      ]),
+    ),
+    null,
   );
   for (const [key, value] of [
     ['xet.retention.keeplast', '-1'],
@@ -371,6 +383,26 @@ test('a fork made of a dropped snapshot keeps it: gc never reclaims a root, even
     assert.equal(r.gitTry('rev-list', '--objects', snap).status, 0, 'every object of the fork snapshot is here');
     const changes = xet(sb, r.dir, ['changes', sb.path('fork'), '--json']);
     assert.equal(changes.status, 0, changes.stderr);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test("the grace follows gc.pruneExpire in any form git accepts (a date, 'yesterday'), and refuses what git refuses", async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    const repo = await findRepo(r.dir);
+    r.git('config', 'gc.pruneExpire', 'yesterday');
+    const y = await resolveGrace(repo, undefined);
+    assert.equal(y.from, 'gc.pruneExpire');
+    assert.ok(Math.abs(y.seconds - 86400) < 120, String(y.seconds));
+    r.git('config', 'gc.pruneExpire', '3.days.ago');
+    assert.equal((await resolveGrace(repo, undefined)).seconds, 3 * 86400);
+    r.git('config', 'gc.pruneExpire', 'no such time');
+    await assert.rejects(resolveGrace(repo, undefined), (e: unknown) => isXetError(e, 'CONFIG_INVALID'));
+    r.git('config', 'xet.gc.grace', '1h');
+    assert.deepEqual(await resolveGrace(repo, undefined), { seconds: 3600, from: 'xet.gc.grace' });
   } finally {
     sb.cleanup();
   }

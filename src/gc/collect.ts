@@ -101,7 +101,16 @@ export async function resolveGrace(
   const o = repoOpts(repo);
   for (const key of ['xet.gc.grace', 'gc.pruneExpire'] as const) {
     const v = await gitText(['config', '--get', key], { ...o, okCodes: [1] });
-    if (v) return { seconds: parseDuration(v, `${key} duration`, 'CONFIG_INVALID'), from: key };
+    if (!v) continue;
+    try {
+      return { seconds: parseDuration(v, `${key} duration`, 'CONFIG_INVALID'), from: key };
+    } catch (e) {
+      // Anything git itself accepts there (a date, `yesterday`, `1.week.ago`): git's own reading.
+      const r = await git(['config', '--type=expiry-date', '--get', key], { ...o, okCodes: [1, 128] });
+      const at = Number(r.stdout.toString('utf8').trim());
+      if (r.code !== 0 || !Number.isSafeInteger(at)) throw e;
+      return { seconds: Math.max(0, Math.floor(Date.now() / 1000) - at), from: key };
+    }
   }
   return { seconds: DEFAULT_GRACE_SECONDS, from: 'default' };
 }

@@ -28,7 +28,7 @@ export interface Dated {
 
 const COUNT_KEYS = ['keepLast', 'keepDaily', 'keepWeekly'] as const;
 
-/** The policy in this config, or null when no xet.retention.* key is set (nothing is released). */
+/** The policy in this config, or null when no xet.retention.* key keeps anything (nothing is released). */
 export function readRetentionPolicy(config: GitConfig): RetentionPolicy | null {
   const policy: RetentionPolicy = {};
   let any = false;
@@ -53,7 +53,9 @@ export function readRetentionPolicy(config: GitConfig): RetentionPolicy | null {
     policy.keepWithinSeconds = parseDuration(within, 'xet.retention.keepWithin duration', 'CONFIG_INVALID');
     any = true;
   }
-  return any ? policy : null;
+  // As restic: rules that keep nothing (every count 0, keepWithin 0) are no policy, not "drop all".
+  const keepsSomething = COUNT_KEYS.some((k) => (policy[k] ?? 0) > 0) || (policy.keepWithinSeconds ?? 0) > 0;
+  return any && keepsSomething ? policy : null;
 }
 
 /** Each snapshot the policy keeps, with the rules that keep it (`keepLast 3`, `keepDaily 7 (2026-11-30)`). */
