@@ -407,3 +407,51 @@ test("the grace follows gc.pruneExpire in any form git accepts (a date, 'yesterd
     sb.cleanup();
   }
 });
+
+test('gc of a partial clone (promisor packs) does what git gc does: the object store does not grow, the snapshots stay whole', () => {
+  const sb = createSandbox();
+  try {
+    const up = initRepo(sb, 'upstream');
+    for (let i = 0; i < 5; i++)
+      up.commit(`c${i}`, { [`f${i}.bin`]: Buffer.alloc(200_000, i + 1), 'log.txt': `${i}\n` });
+    up.git('config', 'uploadpack.allowFilter', 'true');
+    execFileSync('git', ['clone', '-q', '--filter=blob:none', `file://${up.dir}`, sb.path('partial')], { env: sb.env });
+    const dir = sb.path('partial');
+    // Loose and packed, in KiB as git counts them.
+    const packs = () => {
+      const v = Object.fromEntries(
+        execFileSync('git', ['count-objects', '-v'], { cwd: dir, env: sb.env })
+          .toString()
+          .trim()
+          .split('\n')
+          .map((l) => l.split(': ')),
+      );
+      return Number(v.size) + Number(v['size-pack']);
+    };
+    assert.ok(
+      fs.readdirSync(path.join(dir, '.git', 'objects', 'pack')).some((n) => n.endsWith('.promisor')),
+      'fixture: a promisor pack',
+    );
+    fs.writeFileSync(path.join(dir, 'work.txt'), 'one\n');
+    const a = capture(sb, dir);
+    fs.writeFileSync(path.join(dir, 'work.txt'), 'two\n');
+    const b = capture(sb, dir);
+    assert.equal(xet(sb, dir, ['drop', a, '--json']).status, 0);
+    const before = packs();
+    for (const grace of ['2w', '0']) {
+      const gc = xet(sb, dir, ['gc', '--grace', grace, '--json']);
+      assert.equal(gc.status, 0, gc.stderr);
+    }
+    assert.ok(packs() <= before * 1.1, `packs grew from ${before} to ${packs()} bytes`);
+    assert.equal(
+      execFileSync('git', ['rev-list', '--objects', '--missing=print', `${b}^{tree}`], { cwd: dir, env: sb.env })
+        .toString()
+        .includes('?'),
+      false,
+    );
+    restore(sb, dir, b, sb.path('copy'));
+    assert.equal(fs.readFileSync(sb.path('copy', 'work.txt'), 'utf8'), 'two\n');
+  } finally {
+    sb.cleanup();
+  }
+});

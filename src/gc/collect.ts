@@ -470,16 +470,37 @@ function listDir(dir: string): string[] {
 }
 
 async function repackAndPrune(repo: Repo, graceSeconds: number, cutoff: Date | null): Promise<void> {
-  const o = repoOpts(repo);
+  // A repack that outlived a killed gc would run without the objects lock: it dies with us.
+  const o = { ...repoOpts(repo), dieWithParent: true };
+  const expire = cutoff ? `@${Math.floor(cutoff.getTime() / 1000)}` : null;
+  // A partial clone's promisor packs: a cruft repack writes their objects a second time (git.git's
+  // blob-filtered clone grew by half in review), so there git xet does what `git gc` does — repack
+  // what is reachable, loosen what is not and younger than the cutoff, prune the rest.
+  const promisor = listDir(path.join(repo.objectsDir, 'pack')).some((n) => n.endsWith('.promisor'));
+  if (promisor) {
+    await git(
+      [
+        'repack',
+        '-d',
+        '-l',
+        '-q',
+        '-A',
+        ...(expire ? [`--unpack-unreachable=${graceSeconds === 0 ? 'now' : expire}`] : []),
+      ],
+      o,
+    );
+    if (expire) await git(['prune', `--expire=${graceSeconds === 0 ? 'now' : expire}`], o);
+    return;
+  }
   if (graceSeconds === 0) {
     await git(['repack', '-a', '-d', '-l', '-q'], o);
     await git(['prune', '--expire=now'], o);
     return;
   }
   const args = ['repack', '-a', '-d', '-l', '-q', '--cruft'];
-  if (cutoff) args.push(`--cruft-expiration=@${Math.floor(cutoff.getTime() / 1000)}`);
+  if (expire) args.push(`--cruft-expiration=${expire}`);
   await git(args, o);
-  if (cutoff) await git(['prune', `--expire=@${Math.floor(cutoff.getTime() / 1000)}`], o);
+  if (expire) await git(['prune', `--expire=${expire}`], o);
 }
 
 /** Whether a failure was a full filesystem: said outright, or a failed write where one of the

@@ -14,6 +14,20 @@ export interface GitOptions {
   input?: string | Buffer;
   /** Exit codes that are results rather than failures (e.g. 1 for `diff --quiet`). */
   okCodes?: number[];
+  /**
+   * Kill git when this process dies (SIGKILL included), through setpriv(1)'s parent-death signal:
+   * for work that must not outlive a lock this process holds (gc's repack under the objects lock).
+   * Without setpriv, git runs as usual.
+   */
+  dieWithParent?: boolean;
+}
+
+let setprivPath: string | null | undefined;
+function setpriv(): string | null {
+  if (setprivPath === undefined) {
+    setprivPath = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p)) ?? null;
+  }
+  return setprivPath;
 }
 
 export interface GitResult {
@@ -74,11 +88,18 @@ function failure(args: string[], code: number | null, stderr: string, cwd?: stri
 /** Run git to completion, buffering stdout. For outputs bounded by repository metadata, not file data. */
 export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', args, {
-      cwd: opts.cwd,
-      env: baseEnv(opts.env),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const wrapper = opts.dieWithParent ? setpriv() : null;
+    const child = wrapper
+      ? spawn(wrapper, ['--pdeathsig', 'KILL', '--', 'git', ...args], {
+          cwd: opts.cwd,
+          env: baseEnv(opts.env),
+          stdio: ['pipe', 'pipe', 'pipe'],
+        })
+      : spawn('git', args, {
+          cwd: opts.cwd,
+          env: baseEnv(opts.env),
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));

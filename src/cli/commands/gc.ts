@@ -52,12 +52,21 @@ export function registerGc(program: Command): void {
           lines.push(
             r.dryRun
               ? `grace ${r.grace}${r.cutoff ? ` (cutoff ${r.cutoff})` : ''}; ${r.kept.length} snapshot(s) kept; ${o.before.objects} objects, ${formatBytes(o.before.bytes)}`
-              : `grace ${r.grace}; ${r.kept.length} snapshot(s) kept; reclaimed ${o.reclaimedObjects} objects, ${formatBytes(
-                  Math.max(0, o.reclaimedBytes ?? 0),
-                )}`,
+              : `grace ${r.grace}; ${r.kept.length} snapshot(s) kept; ${storeChange(o.reclaimedObjects ?? 0, o.reclaimedBytes ?? 0)}`,
           );
           return lines.join('\n');
         });
       }),
     );
+}
+
+/** What the run did to the object store, said the right way round (a repack can also grow it:
+ * marker commits are new objects, and loose objects packed anew may compress differently). */
+function storeChange(objects: number, bytes: number): string {
+  const count = (n: number) => `${Math.abs(n)} object${Math.abs(n) === 1 ? '' : 's'}`;
+  const what = [
+    objects >= 0 ? `${count(objects)} fewer` : `${count(objects)} more`,
+    bytes >= 0 ? `${formatBytes(bytes)} reclaimed` : `${formatBytes(-bytes)} more on disk`,
+  ];
+  return `object store: ${what.join(', ')}`;
 }
