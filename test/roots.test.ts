@@ -17,15 +17,7 @@ import { resolveGrace } from '../src/gc/collect';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 import { capture, parseJson, restore, xet } from './support/xet';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return isXetError(e) ? e.code : `untyped: ${(e as Error).message}`;
-  }
-  return undefined;
-}
+import { codeOf } from './support/errors';
 
 test('durations: units, sums, git approxidate, now and never; bad text is a typed error', () => {
   assert.equal(parseDuration('90s'), 90);

@@ -7,7 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { buildProgram } from '../src/cli/main';
-import { ERROR_CODES, isXetError } from '../src/errors';
+import { ERROR_CODES } from '../src/errors';
 import { GitConfig } from '../src/git/config';
 import { acquireLock } from '../src/sidecar/lock';
 import { canonicalJson } from '../src/snapshot/canonical-json';
@@ -15,15 +15,7 @@ import { parseManifest } from '../src/snapshot/manifest';
 import { checkPathSyntax, checkTreePaths } from '../src/snapshot/paths';
 import ignore from 'ignore';
 import { PatternMatcher, resolvePolicy } from '../src/snapshot/policy';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    return isXetError(e) ? e.code : `untyped: ${(e as Error).message}`;
-  }
-  return undefined;
-}
+import { codeOf } from './support/errors';
 
 test('canonical JSON sorts keys at every depth and has no whitespace', () => {
   assert.equal(canonicalJson({ b: 1, a: [{ d: 'x', c: null }], e: true }), '{"a":[{"c":null,"d":"x"}],"b":1,"e":true}');

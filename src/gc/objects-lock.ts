@@ -83,45 +83,63 @@ function dropShared(): void {
   }
 }
 
-function acquireShared(
+/**
+ * Open the lock database and start a transaction with `begin`: at once if the lock is free, else,
+ * after telling `onWait`, waiting up to `waitMs` (SQLite's busy handler), then BUSY naming `holder`.
+ */
+function acquire(
   file: string,
+  begin: (db: Database.Database) => void,
   onWait: (() => void) | undefined,
   waitMs: number,
-): ObjectsLock & { db: Database.Database } {
-  const read = (timeoutMs: number): Database.Database => {
+  holder: string,
+): Database.Database {
+  const attempt = (timeoutMs: number): Database.Database => {
     const d = open(file, timeoutMs);
     try {
-      d.exec('BEGIN');
-      d.prepare('SELECT count(*) FROM held').get();
+      begin(d);
       return d;
     } catch (e) {
       d.close();
       throw e;
     }
   };
-  let db: Database.Database;
   try {
-    db = read(0);
+    return attempt(0);
   } catch (e) {
     if (!busy(e)) throw e;
     onWait?.();
     try {
-      db = read(waitMs);
+      return attempt(waitMs);
     } catch (e2) {
-      if (busy(e2)) throw busyError(file, 'collecting garbage (git xet gc)');
+      if (busy(e2)) throw busyError(file, holder);
       throw e2;
     }
   }
-  let released = false;
-  return {
-    db,
-    release() {
-      if (released) return;
-      released = true;
+}
+
+function acquireShared(
+  file: string,
+  onWait: (() => void) | undefined,
+  waitMs: number,
+): ObjectsLock & { db: Database.Database } {
+  const db = acquire(
+    file,
+    (d) => {
+      d.exec('BEGIN');
+      d.prepare('SELECT count(*) FROM held').get();
+    },
+    onWait,
+    waitMs,
+    'collecting garbage (git xet gc)',
+  );
+  return Object.assign(
+    releaser(() => {
       db.exec('COMMIT');
       db.close();
-    },
-  };
+    }),
+    { db },
+  );
 }
 
 /**
@@ -136,29 +154,13 @@ export function holdObjectsExclusive(
 ): ObjectsLock {
   const file = lockFile(commonDir);
   if (sharedHeld > 0) throw new Error('holdObjectsExclusive called while this process holds the lock shared');
-  const take = (timeoutMs: number): Database.Database => {
-    const d = open(file, timeoutMs);
-    try {
-      d.exec('BEGIN EXCLUSIVE');
-      return d;
-    } catch (e) {
-      d.close();
-      throw e;
-    }
-  };
-  let db: Database.Database;
-  try {
-    db = take(0);
-  } catch (e) {
-    if (!busy(e)) throw e;
-    onWait?.();
-    try {
-      db = take(waitMs);
-    } catch (e2) {
-      if (busy(e2)) throw busyError(file, 'using the repository (capture, fork, fetch …) or collecting garbage');
-      throw e2;
-    }
-  }
+  const db = acquire(
+    file,
+    (d) => d.exec('BEGIN EXCLUSIVE'),
+    onWait,
+    waitMs,
+    'using the repository (capture, fork, fetch …) or collecting garbage',
+  );
   return releaser(() => {
     db.exec('ROLLBACK');
     db.close();

@@ -8,7 +8,7 @@
 // every blob up.
 
 import { git, gitText, type GitOptions } from '../git/exec';
-import { withExistingSidecar } from '../sidecar/db';
+import { recentWorkspaceSnapshots } from './unchanged';
 
 const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
 
@@ -19,14 +19,7 @@ export async function previousTreeIsHeld(
   tree: string,
   opts: GitOptions,
 ): Promise<boolean> {
-  const recent =
-    withExistingSidecar(
-      commonDir,
-      (db) =>
-        db
-          .prepare('SELECT oid FROM snapshots WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 8')
-          .all(wsId) as { oid: string }[],
-    ) ?? [];
+  const recent = recentWorkspaceSnapshots(commonDir, wsId);
   if (!recent.length) return false;
   const held = new Set(
     (await gitText(['for-each-ref', '--format=%(refname)', ...HOLDING_REFS], opts))
@@ -34,7 +27,7 @@ export async function previousTreeIsHeld(
       .map((name) => /\/([0-9a-f]{40,64})$/.exec(name)?.[1])
       .filter((oid): oid is string => oid !== undefined),
   );
-  for (const { oid } of recent) {
+  for (const oid of recent) {
     if (!held.has(oid)) continue;
     const r = await git(['rev-parse', '-q', '--verify', `${oid}:files`], { ...opts, okCodes: [1, 128] });
     if (r.code === 0 && r.stdout.toString('utf8').trim() === tree) return true;

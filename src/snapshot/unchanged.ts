@@ -15,7 +15,8 @@ import { SNAPSHOT_REF_PREFIX } from './refs';
 import { readSnapshot } from './store';
 
 /** The newest snapshot this workspace captured whose ref still names it, or null. */
-export async function lastWorkspaceSnapshot(commonDir: string, wsId: string, opts: GitOptions): Promise<string | null> {
+/** The newest snapshots the sidecar says this worktree captured (newest first; at most 8). */
+export function recentWorkspaceSnapshots(commonDir: string, wsId: string): string[] {
   const rows =
     withExistingSidecar(
       commonDir,
@@ -24,7 +25,11 @@ export async function lastWorkspaceSnapshot(commonDir: string, wsId: string, opt
           .prepare('SELECT oid FROM snapshots WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 8')
           .all(wsId) as { oid: string }[],
     ) ?? [];
-  for (const { oid } of rows) {
+  return rows.map((r) => r.oid);
+}
+
+export async function lastWorkspaceSnapshot(commonDir: string, wsId: string, opts: GitOptions): Promise<string | null> {
+  for (const oid of recentWorkspaceSnapshots(commonDir, wsId)) {
     // A snapshot ref must name its own commit; one that was deleted or moved is not "the last one".
     const r = await git(['rev-parse', '-q', '--verify', `${SNAPSHOT_REF_PREFIX}${oid}^{commit}`], {
       ...opts,
