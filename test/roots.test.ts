@@ -447,3 +447,38 @@ test('gc of a partial clone (promisor packs) does what git gc does: the object s
     sb.cleanup();
   }
 });
+
+test('git xet fetch imports again what a local gc took, even when the snapshot commit itself survived', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.commit('one', { 'a.txt': 'a\n' });
+    r.write('big.bin', Buffer.alloc(50_000, 7));
+    const snap = capture(sb, r.dir);
+    r.git('remote', 'add', 'st', `xet::${sb.path('store')}`);
+    assert.equal(xet(sb, r.dir, ['push', 'st', snap, '--json']).status, 0);
+    const rawCommit = execFileSync('git', ['cat-file', 'commit', snap], { cwd: r.dir, env: sb.env });
+    // A local gc took the snapshot and all it alone reached; only its commit object is left.
+    for (const ref of r.git('for-each-ref', '--format=%(refname)', 'refs/xet/', 'refs/remotes/').trim().split('\n')) {
+      if (ref) r.git('update-ref', '-d', ref);
+    }
+    r.git('repack', '-a', '-d', '-q');
+    r.git('prune', '--expire=now');
+    const back = execFileSync('git', ['hash-object', '-t', 'commit', '-w', '--stdin'], {
+      cwd: r.dir,
+      env: sb.env,
+      input: rawCommit,
+    })
+      .toString()
+      .trim();
+    assert.equal(back, snap);
+    assert.notEqual(r.gitTry('rev-list', '--objects', snap).status, 0, 'fixture: its tree is gone');
+    const fetched = xet(sb, r.dir, ['fetch', 'st', '--json']);
+    assert.equal(fetched.status, 0, fetched.stdout + fetched.stderr);
+    assert.equal(r.gitTry('rev-list', '--objects', snap).status, 0, 'whole again');
+    restore(sb, r.dir, snap, sb.path('copy'));
+    assert.equal(fs.statSync(sb.path('copy', 'big.bin')).size, 50_000);
+  } finally {
+    sb.cleanup();
+  }
+});
