@@ -457,6 +457,8 @@ test('git xet fetch imports again what a local gc took, even when the snapshot c
     const snap = capture(sb, r.dir);
     r.git('remote', 'add', 'st', `xet::${sb.path('store')}`);
     assert.equal(xet(sb, r.dir, ['push', 'st', snap, '--json']).status, 0);
+    // A fetch records the store's packs as imported here.
+    assert.equal(xet(sb, r.dir, ['fetch', 'st', '--json']).status, 0);
     const rawCommit = execFileSync('git', ['cat-file', 'commit', snap], { cwd: r.dir, env: sb.env });
     // A local gc took the snapshot and all it alone reached; only its commit object is left.
     for (const ref of r.git('for-each-ref', '--format=%(refname)', 'refs/xet/', 'refs/remotes/').trim().split('\n')) {

@@ -203,17 +203,9 @@ export class RemoteHelper {
     const latest = store.latest();
     if (latest) {
       await importPacks(store, repo, latest.state.packs);
-      // Packs imported earlier may have lost objects to a local gc since — the tip alone or only
-      // part of what it reaches (objects expire by their own age: a dropped snapshot's commit can
-      // outlive its older blobs): then import them again. What the repository's refs reach is
-      // whole by Git's own rule, so only the rest is walked.
-      if (wanted.length) {
-        const walk = await git(['rev-list', '--objects', '--quiet', ...wanted, '--not', '--all'], {
-          ...repoOpts(repo),
-          okCodes: [1, 128],
-        });
-        if (walk.code !== 0) await importPacks(store, repo, latest.state.packs, true);
-      }
+      // Packs imported earlier may have lost objects to a local gc since: then import them again.
+      const have = await objectSizes(wanted, repoOpts(repo));
+      if (wanted.some((oid) => !have.has(oid))) await importPacks(store, repo, latest.state.packs, true);
     }
     if (this.cloning) await this.recordAbsoluteUrl(repo);
     this.write('\n');
