@@ -65,10 +65,11 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     await git(['init', '--quiet', '--bare', `--object-format=${store.objectFormat}`, scratch]);
     const packDir = path.join(scratch, 'objects', 'pack');
     for (const name of packs) {
-      // In trash/ when a store gc died between trashing it and linking it back: readers use it there.
-      const src = locatePack(store, name) ?? store.packPath(name);
       const dst = path.join(packDir, `${name}.pack`);
       try {
+        // In trash/ when a store gc died between trashing it and linking it back: readers use it
+        // there. (Inside the try: a FIFO or a directory in its place is a problem to list.)
+        const src = locatePack(store, name) ?? store.packPath(name);
         if (!copyStoreFile(src, dst)) {
           problems.push(`pack ${name} is missing`);
           continue;
