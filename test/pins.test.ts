@@ -158,8 +158,8 @@ test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff
     const loose = looseObjects(r);
     const cases: [string, string, RegExp][] = [
       [snap, 'pin', /the release/],
-      [forked, 'fork', /fork .* at .*fork/],
-      [handed, 'handoff', /handoff [0-9a-f]{12} "T"/],
+      [forked, 'fork', /^[0-9a-f]+ at .*fork$/],
+      [handed, 'handoff', /^[0-9a-f]{12} "T"$/],
     ];
     for (const [id, kind, name] of cases) {
       // With a free snapshot first: every id is checked before anything happens.
@@ -171,7 +171,9 @@ test('drop refuses a root and names it (a pin, a live fork, an unexpired handoff
         JSON.stringify(e.details),
       );
       assert.match(e.details.roots[0].name, name);
-      assert.match(e.message, new RegExp(kind));
+      // The message says the kind once, then the name: `fork <id> at <dir>`.
+      assert.match(e.message, new RegExp(`\\(${kind} `));
+      assert.doesNotMatch(e.message, new RegExp(`${kind} ${kind}`));
     }
     assert.equal(xetRefs(r), before, 'no ref changed');
     assert.equal(looseObjects(r), loose, 'no object written');
