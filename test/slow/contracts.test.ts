@@ -7,14 +7,14 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { killAt } from './support/faults';
-import { git, initRepo, Repo } from './support/git';
-import { withMountSandbox } from './support/mounts';
-import { withSandbox, type Sandbox } from './support/sandbox';
-import { describeTool, tool } from './support/store-gc';
-import { capture, expectExit, parseJson, verify, xet } from './support/xet';
+import { killAt } from '../support/faults';
+import { git, initRepo, Repo } from '../support/git';
+import { withMountSandbox } from '../support/mounts';
+import { withSandbox, type Sandbox } from '../support/sandbox';
+import { describeTool, tool } from '../support/store-gc';
+import { capture, expectExit, parseJson, verify, xet } from '../support/xet';
 
-const CLI_MD = fs.readFileSync(path.resolve(__dirname, '..', '..', 'docs', 'CLI.md'), 'utf8');
+const CLI_MD = fs.readFileSync(path.resolve(__dirname, '..', '..', '..', 'docs', 'CLI.md'), 'utf8');
 
 /** docs/CLI.md's command sections, keyed by the command words (`capture`, `handoff create`, …). */
 function sections(): Map<string, string> {

@@ -4,11 +4,11 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { pausedAt } from './support/faults';
-import { initRepo } from './support/git';
-import { runAsync } from './support/remote';
-import { withSandbox } from './support/sandbox';
-import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+import { pausedAt } from '../support/faults';
+import { initRepo } from '../support/git';
+import { runAsync } from '../support/remote';
+import { withSandbox } from '../support/sandbox';
+import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from '../support/xet';
 
 test('a fork racing one held after its worktree exists is refused with TARGET_NOT_EMPTY; the first completes', () =>
   withSandbox(async (sb) => {

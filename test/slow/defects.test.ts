@@ -5,11 +5,11 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { git, gitTry, initRepo, run, type Repo } from './support/git';
-import { writeLargeFile } from './support/fixtures';
-import { withMountSandbox } from './support/mounts';
-import { withSandbox, type Sandbox } from './support/sandbox';
-import { sha256 } from './support/state';
+import { git, gitTry, initRepo, run, type Repo } from '../support/git';
+import { writeLargeFile } from '../support/fixtures';
+import { withMountSandbox } from '../support/mounts';
+import { withSandbox, type Sandbox } from '../support/sandbox';
+import { sha256 } from '../support/state';
 import {
   capture,
   expectError,
@@ -20,7 +20,7 @@ import {
   verify,
   xet,
   XET_BIN,
-} from './support/xet';
+} from '../support/xet';
 
 function twoSnapshots(sb: Sandbox): { r: Repo; a: string; b: string } {
   const r = initRepo(sb, 'src');

@@ -5,10 +5,10 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { Repo, initRepo } from './support/git';
-import { createSandbox, type Sandbox } from './support/sandbox';
-import { killAt } from './support/faults';
-import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+import { Repo, initRepo } from '../support/git';
+import { createSandbox, type Sandbox } from '../support/sandbox';
+import { killAt } from '../support/faults';
+import { XET_BIN, capture, expectError, expectExit, parseJson, verify, xet } from '../support/xet';
 
 /** Raw tree object from entries, written with --literally so any name (even "../x") goes in. */
 function rawTree(r: Repo, entries: { mode: string; name: string; oid: string }[]): string {
