@@ -7,42 +7,16 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { buildRichFixture } from './support/fixtures';
 import { killAt } from './support/faults';
-import { initRepo, Repo } from './support/git';
+import { Repo } from './support/git';
 import { mountsUnder, withMountSandbox } from './support/mounts';
 import type { Sandbox } from './support/sandbox';
 import { collectGitState, compareGitStates, compareTrees, walkTree } from './support/state';
 import { capture, expectError, expectExit, parseJson, showManifest, verify, xet } from './support/xet';
+import { FORK_STATE, fork, forks, richSource } from './support/forks';
 
 const isRoot = process.getuid?.() === 0;
 const rootOnly = isRoot ? false : 'reclaim needs root for mounts (CI runs as root)';
-
-const FORK_STATE = {
-  status: { args: ['status', '--porcelain=v2', '--untracked-files=all', '--ignored=matching'], sortLines: true },
-  diff: { args: ['diff', '--binary', '--full-index'] },
-  'diff --cached': { args: ['diff', '--cached', '--binary', '--full-index'] },
-  'ls-files -s -v -t': { args: ['ls-files', '-s', '-v', '-t'] },
-  'rev-parse HEAD': { args: ['rev-parse', '-q', '--verify', 'HEAD'], okExit: [0, 1] },
-};
-
-function richSource(sb: Sandbox): Repo {
-  const r = initRepo(sb, 'src');
-  buildRichFixture(r);
-  return r;
-}
-
-function fork(sb: Sandbox, cwd: string, snapshot: string, dir: string, extra: string[] = []) {
-  const r = xet(sb, cwd, ['fork', snapshot, dir, ...extra, '--json']);
-  expectExit(r, 0);
-  return parseJson(r);
-}
-
-function forks(sb: Sandbox, cwd: string, all = false) {
-  const r = xet(sb, cwd, ['forks', ...(all ? ['--all'] : []), '--json']);
-  expectExit(r, 0);
-  return parseJson(r).forks as { id: string; dir: string; mode: string; state: string; keptSnapshot: string }[];
-}
 
 function pinRefs(r: Repo): string {
   return r.git('for-each-ref', '--format=%(refname) %(objectname)', 'refs/xet/pins/').trim();

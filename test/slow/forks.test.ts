@@ -6,13 +6,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { buildIgnoredFixture, buildRichFixture, treeFingerprint } from '../support/fixtures';
+import { buildIgnoredFixture, treeFingerprint } from '../support/fixtures';
 import { git, gitTry, initRepo, type Repo } from '../support/git';
 import { mountTmpfs, mountXfs, mountsUnder, withMountSandbox, xfsUnavailable } from '../support/mounts';
 import { killAt, type FaultPoint } from '../support/faults';
 import type { Sandbox } from '../support/sandbox';
 import { collectGitState, compareGitStates, compareTrees, walkTree } from '../support/state';
 import { capture, expectError, expectExit, parseJson, restore, verify, xet, XET_BIN } from '../support/xet';
+import { FORK_STATE, fork, forks, richSource } from '../support/forks';
 
 const NO_MOUNT = ['setpriv', '--inh-caps=-sys_admin', '--bounding-set=-sys_admin'];
 const isRoot = process.getuid?.() === 0;
@@ -21,27 +22,6 @@ const xfsWhy = xfsUnavailable();
 if (xfsWhy && process.env.CI) throw new Error(`CI must run the reflink tests: ${xfsWhy}`);
 if (!isRoot) process.stderr.write(`# skipping fork tests: ${rootOnly}\n`);
 else if (xfsWhy) process.stderr.write(`# skipping reflink tests: ${xfsWhy}\n`);
-
-/** Per-worktree state that must be identical between a source and a fork of its snapshot. */
-const FORK_STATE = {
-  status: { args: ['status', '--porcelain=v2', '--untracked-files=all', '--ignored=matching'], sortLines: true },
-  diff: { args: ['diff', '--binary', '--full-index'] },
-  'diff --cached': { args: ['diff', '--cached', '--binary', '--full-index'] },
-  'ls-files -s -v -t': { args: ['ls-files', '-s', '-v', '-t'] },
-  'rev-parse HEAD': { args: ['rev-parse', '-q', '--verify', 'HEAD'], okExit: [0, 1] },
-};
-
-function fork(sb: Sandbox, cwd: string, snapshot: string, dir: string, extra: string[] = [], wrap?: string[]) {
-  const r = xet(sb, cwd, ['fork', snapshot, dir, ...extra, '--json'], { wrap });
-  expectExit(r, 0);
-  return parseJson(r);
-}
-
-function forks(sb: Sandbox, cwd: string, all = false) {
-  const r = xet(sb, cwd, ['forks', ...(all ? ['--all'] : []), '--json']);
-  expectExit(r, 0);
-  return parseJson(r).forks as { id: string; dir: string; mode: string; state: string; bytes: number | null }[];
-}
 
 function changes(sb: Sandbox, cwd: string, dir: string) {
   const r = xet(sb, cwd, ['changes', dir, '--json']);
@@ -90,12 +70,6 @@ function manyFilesSource(sb: Sandbox): Repo {
   for (let i = 0; i < 8000; i++) files[`d${i % 40}/f${i}.txt`] = `${i}\n`;
   src.commit('many', files);
   return src;
-}
-
-function richSource(sb: Sandbox, at = 'src'): Repo {
-  const r = initRepo(sb, at);
-  buildRichFixture(r);
-  return r;
 }
 
 test('an overlay fork is a working git worktree in exactly the snapshot state', { skip: rootOnly }, async () => {
