@@ -54,6 +54,19 @@ export const ERROR_CODES = {
   SNAPSHOT_RECLAIMED: 'the snapshot was dropped and the collector has reclaimed its objects',
   FORK_NOT_EXCLUSIVE: 'nothing keeps writers out of this fork until reclaim completes (clone and copy forks)',
   SIDECAR_UNREADABLE: 'the sidecar database is corrupt or unreadable; git xet fsck --rebuild rebuilds it',
+  // Tasks and guards
+  TASK_NOT_FOUND: 'no such task',
+  WORKDIR_BUSY: "another task holds this workspace's writer lease",
+  WORKDIR_RECOVERY_REQUIRED: 'a task runner died while it could write this workspace; run git xet task recover',
+  TASK_TIMED_OUT: 'the task reached its deadline: its processes were ended and its workspace captured',
+  TASK_CANCELLED: 'the task was cancelled: its processes were ended and its workspace captured',
+  TASK_INTERRUPTED: 'the task runner died; reconciliation found the command gone',
+  TASK_NOT_TERMINAL: 'the task has not ended yet',
+  TASK_NOT_RESUMABLE: 'the task declared no session id, or its session cannot be continued',
+  RESULT_TOO_LARGE: 'the result is over 8 MiB; it was not kept (the workspace capture still stands)',
+  RESULT_NOT_UTF8: 'the result is not valid UTF-8; it was not kept',
+  RESULT_NOT_AVAILABLE: 'the task has no result (not ended, refused, or collected)',
+  HOOK_CONFLICT: 'a hook cannot be installed or removed without losing what is there',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -28,6 +28,8 @@ import { registerVersion } from './commands/version';
 import { registerPin } from './commands/pin';
 import { registerDrop } from './commands/drop';
 import { registerGc } from './commands/gc';
+import { registerTask } from './commands/task';
+import { registerHooks } from './commands/hooks';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -62,6 +64,8 @@ export function buildProgram(): Command {
   registerVersion(program);
   registerPin(program);
   registerDrop(program);
+  registerTask(program);
+  registerHooks(program);
   return program;
 }
 

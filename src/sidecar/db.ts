@@ -118,6 +118,70 @@ const MIGRATIONS: string[] = [
    CREATE INDEX gc_deleted_refs_by_oid ON gc_deleted_refs(oid);
    -- reclaim: the fork was captured, verified, pinned and removed (state 'discarded', kept_snapshot set)
    ALTER TABLE forks ADD COLUMN reclaimed_at TEXT;`,
+  // 6: tasks (src/tasks/): one row per run with its immutable manifest, its events (envelope v1),
+  // its result (inline, or spooled to a private file), and what recovery found. The trigger makes
+  // the manifest unchangeable: there is no update path, by construction.
+  `CREATE TABLE tasks (
+     id TEXT PRIMARY KEY,
+     created_at TEXT NOT NULL,
+     started_at TEXT,
+     ended_at TEXT,
+     -- created -> running -> succeeded | failed | cancelled | interrupted (timed out, runner lost)
+     status TEXT NOT NULL CHECK (status IN ('created', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+     error_code TEXT,                -- TASK_TIMED_OUT, TASK_CANCELLED, TASK_INTERRUPTED, RESULT_TOO_LARGE, ...
+     exit_code INTEGER,              -- the command's exit status (NULL: unknown, or killed by a signal)
+     exit_signal TEXT,
+     command TEXT NOT NULL,          -- the command's name only, never its arguments (prompts, secrets)
+     correlation_id TEXT,
+     session_id TEXT,
+     continues_task TEXT,
+     slot TEXT NOT NULL,             -- the workspace slot: workspaceId(git dir of the worktree)
+     worktree TEXT NOT NULL,
+     git_dir TEXT NOT NULL,
+     mode TEXT NOT NULL CHECK (mode IN ('worktree', 'overlay', 'clone', 'copy')),
+     fork_id TEXT,
+     base_snapshot TEXT,
+     result_snapshot TEXT,
+     deadline_at TEXT NOT NULL,
+     detached INTEGER NOT NULL DEFAULT 0,
+     capture INTEGER NOT NULL DEFAULT 1,
+     manifest_json TEXT NOT NULL,
+     manifest_sha256 TEXT NOT NULL,
+     runner_pid INTEGER,             -- the process holding the lease, and its identity
+     runner_start TEXT,
+     pid INTEGER,                    -- the command's process (group leader), and its identity
+     pid_start TEXT,
+     boot_id TEXT,
+     mark TEXT NOT NULL,             -- XET_TASK_MARK: finds descendants that left the process group
+     result_storage TEXT CHECK (result_storage IN ('inline', 'spool')),
+     result_source TEXT CHECK (result_source IN ('stdout', 'file')),
+     result_inline BLOB,
+     result_size_bytes INTEGER,
+     result_sha256 TEXT,
+     recovery TEXT CHECK (recovery IN ('REATTACHED', 'SESSION_RESUMABLE', 'NOT_RECOVERABLE', 'UNKNOWN')),
+     cancel_requested_at TEXT
+   );
+   CREATE INDEX tasks_by_status ON tasks(status, ended_at);
+   CREATE TRIGGER tasks_manifest_immutable BEFORE UPDATE OF manifest_json, manifest_sha256 ON tasks
+   BEGIN SELECT RAISE(ABORT, 'task manifests are immutable'); END;
+   CREATE TABLE task_events (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     event_id TEXT NOT NULL UNIQUE,
+     task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+     correlation_id TEXT,
+     event_type TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     payload TEXT NOT NULL           -- canonical JSON, metadata only
+   );
+   CREATE INDEX task_events_by_task ON task_events(task_id, seq);
+   -- commits git xet export made from a task's workspace or result snapshot (provenance)
+   CREATE TABLE task_exports (
+     task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+     commit_oid TEXT NOT NULL,
+     branch TEXT,
+     created_at TEXT NOT NULL,
+     PRIMARY KEY (task_id, commit_oid)
+   );`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -64,6 +64,15 @@ export const FAULT_POINTS = [
   'gc-store:after-pack',
   'gc-store:after-state',
   'gc-store:after-trash',
+  // task runner: the slot's writer lease taken (no guard yet); the guard published (command not
+  // started); the command started (its pid recorded); the command ended, its result and capture not
+  // yet done, the guard still standing
+  'task:after-lease',
+  'task:after-guard',
+  'task:after-start',
+  'task:after-exit',
+  // hooks install: some hooks written, the install record not yet
+  'hooks:mid-install',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];
