@@ -4,7 +4,7 @@
 // There is no update path: the bytes are stored once (store.insertTask) and a trigger refuses any
 // change, so config read here (xet.task.retention, xet.task.killGrace) is the policy of that task
 // whatever the config says later.
-import { execFile } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
 import type * as Zod from 'zod';
@@ -120,28 +120,47 @@ export function measureRuntimeVersion(
   if (!(MEASURED_RUNTIMES as readonly string[]).includes(name)) return Promise.resolve(null);
   if (argv0.includes('/') && !path.isAbsolute(argv0)) return Promise.resolve(null);
   return new Promise((resolve) => {
-    execFile(
-      argv0,
-      ['--version'],
-      {
+    let out = '';
+    let done = false;
+    const finish = (v: string | null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(v);
+    };
+    let child: ChildProcess;
+    try {
+      child = spawn(argv0, ['--version'], {
         cwd: opts.cwd,
         env: opts.env ?? process.env,
-        timeout: opts.timeoutMs ?? RUNTIME_VERSION_TIMEOUT_MS,
-        killSignal: 'SIGKILL',
-        maxBuffer: 64 * 1024,
-        encoding: 'utf8',
-        windowsHide: true,
-      },
-      (err, stdout, stderr) => {
-        // python 2 prints its version on stderr; a non-zero exit or a timeout measures nothing.
-        if (err) return resolve(null);
-        const first = `${stdout}\n${stderr}`.split('\n').find((l) => l.trim() !== '');
-        if (!first) return resolve(null);
-        const line = first.trim();
-        const m = /\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.+-]*)?/.exec(line);
-        resolve((m ? m[0] : line).slice(0, RUNTIME_VERSION_MAX));
-      },
-    ).stdin?.end();
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch {
+      return resolve(null);
+    }
+    // Our own timer, not execFile's: a child the runtime left behind could keep the pipes open
+    // (and the callback waiting) long after the runtime itself was killed.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      finish(null);
+    }, opts.timeoutMs ?? RUNTIME_VERSION_TIMEOUT_MS);
+    const take = (d: Buffer) => {
+      if (out.length < 64 * 1024) out += d.toString('utf8');
+    };
+    child.stdout?.on('data', take);
+    // python 2 prints its version on stderr.
+    child.stderr?.on('data', take);
+    child.on('error', () => finish(null));
+    child.on('close', (code) => {
+      if (code !== 0) return finish(null);
+      const first = out.split('\n').find((l) => l.trim() !== '');
+      if (!first) return finish(null);
+      const line = first.trim();
+      const m = /\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.+-]*)?/.exec(line);
+      finish((m ? m[0] : line).slice(0, RUNTIME_VERSION_MAX));
+    });
   });
 }
 
