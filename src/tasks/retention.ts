@@ -1,22 +1,97 @@
 // Collection of terminal tasks after xet.task.retention (default 168 h): the row, its events and
 // exports, its private directory (spool included) and with the row its result snapshot's root.
 // Never a task that has not ended. OWNER: task-store helper.
+//
+// It runs at the start of every task command, so the common case (nothing due) is one query on the
+// tasks_by_status index; config is read only when a terminal task exists at all.
+import * as fs from 'node:fs';
+import { XetError } from '../errors';
+import type { GitConfig } from '../git/config';
+import { gitSync } from '../git/exec';
 import type { Repo } from '../git/repo';
-import type { Db } from '../sidecar/db';
+import { parseDuration } from '../gc/duration';
+import { withExistingSidecar, type Db } from '../sidecar/db';
+import { isTaskId } from './ids';
+import { DEFAULT_RETENTION_MS, TERMINAL_STATUSES } from './model';
+import { taskDir } from './paths';
 
 export interface CollectResult {
   collected: string[];
 }
 
+/** xet.task.retention as milliseconds (default 168 h); null: `never`. CONFIG_INVALID if bad. */
+export function retentionMsFromConfig(value: string | undefined): number | null {
+  if (value === undefined) return DEFAULT_RETENTION_MS;
+  const s = parseDuration(value, 'xet.task.retention duration', 'CONFIG_INVALID');
+  return s === Infinity ? null : s * 1000;
+}
+
+/** The retention in force now (not the one a task's manifest froze: shortening it frees space). */
+function currentRetentionMs(repo: Repo, config?: GitConfig): number | null {
+  if (config) return retentionMsFromConfig(config.get('xet.task.retention'));
+  const r = gitSync(
+    ['--git-dir', repo.gitDir, '--work-tree', repo.worktree, 'config', '--get', 'xet.task.retention'],
+    repo.worktree,
+  );
+  if (r.code === 1) return DEFAULT_RETENTION_MS;
+  if (r.code !== 0) {
+    throw new XetError('GIT_FAILED', `git config --get xet.task.retention failed: ${r.stderr.trim()}`, {
+      exitCode: r.code,
+      stderr: r.stderr.slice(0, 4000),
+    });
+  }
+  return retentionMsFromConfig(r.stdout.replace(/\n$/, ''));
+}
+
+const TERMINAL_IN = `status IN (${TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ')})`;
+
+// One MIN per terminal status: each is a single step down the (status, ended_at) index.
+const OLDEST_ENDED = `SELECT MIN(t) AS t FROM (${TERMINAL_STATUSES.map(
+  (s) => `SELECT MIN(ended_at) AS t FROM tasks WHERE status = '${s}'`,
+).join(' UNION ALL ')})`;
+
 /** Run at the start of task commands, at submission, at terminal completion, and by git xet gc. */
-export function collectTasks(repo: Repo, opts: { now?: Date; dryRun?: boolean } = {}): CollectResult {
-  void repo;
-  void opts;
-  return { collected: [] };
+export function collectTasks(
+  repo: Repo,
+  opts: { now?: Date; dryRun?: boolean; config?: GitConfig } = {},
+): CollectResult {
+  const found = withExistingSidecar(repo.commonDir, (db) => {
+    const oldest = db.prepare(OLDEST_ENDED).get() as { t: string | null };
+    if (oldest.t === null) return [];
+    const retention = currentRetentionMs(repo, opts.config);
+    if (retention === null) return [];
+    const cutoff = new Date((opts.now ?? new Date()).getTime() - retention).toISOString();
+    if (oldest.t >= cutoff) return [];
+    const due = (
+      db.prepare(`SELECT id FROM tasks WHERE ${TERMINAL_IN} AND ended_at < ? ORDER BY ended_at`).all(cutoff) as {
+        id: string;
+      }[]
+    ).map((r) => r.id);
+    if (opts.dryRun) return due;
+    const remove = db.prepare(`DELETE FROM tasks WHERE id = ? AND ${TERMINAL_IN} AND ended_at < ?`);
+    const collected: string[] = [];
+    for (const id of due) {
+      // The directory first, then the row: a collection cut short leaves a row that the next one
+      // finishes, never a spool file no row leads to. Only a well-formed id becomes a path.
+      if (isTaskId(id)) fs.rmSync(taskDir(repo.commonDir, id), { recursive: true, force: true });
+      // Events and exports go with the row (ON DELETE CASCADE).
+      if (remove.run(id, cutoff).changes === 1) collected.push(id);
+    }
+    return collected;
+  });
+  return { collected: found ?? [] };
 }
 
 /** Snapshots that tasks keep alive (gc roots): every kept task's result, a running task's base. */
 export function taskRoots(db: Db): { snapshot: string; task: string; why: 'result' | 'base' }[] {
-  void db;
-  return [];
+  const rows = db
+    .prepare(
+      `SELECT result_snapshot AS snapshot, id AS task, 'result' AS why FROM tasks WHERE result_snapshot IS NOT NULL
+       UNION ALL
+       SELECT base_snapshot AS snapshot, id AS task, 'base' AS why FROM tasks
+        WHERE base_snapshot IS NOT NULL AND NOT ${TERMINAL_IN}
+       ORDER BY task, why`,
+    )
+    .all() as { snapshot: string; task: string; why: 'result' | 'base' }[];
+  return rows;
 }
