@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { test } from 'node:test';
 import { codeOf } from './support/errors';
 import { initRepo, run, type Repo } from './support/git';
@@ -508,6 +509,32 @@ test('a spool that is gone, shrunk, grown or replaced by a FIFO is never read as
       }
     } finally {
       db2.close();
+    }
+  });
+});
+
+test("a spool is published by rename: a dead writer's temporary is removed, a symlink at result.spool is replaced, never written through", async () => {
+  await withSandbox((sb) => {
+    const r = repo(sb);
+    const common = r.commonDir();
+    const db = openSidecar(common);
+    try {
+      const t = newTask(db, r);
+      const bytes = utf8Of(RESULT_INLINE_MAX + 10, 11);
+      fs.writeFileSync(taskFile(common, t.id, 'stdout'), bytes);
+      const leftover = path.join(taskDir(common, t.id), '.result.spool.tmp-deadbeef0000');
+      fs.writeFileSync(leftover, 'half a spool');
+      const victim = sb.path('victim.txt');
+      fs.writeFileSync(victim, 'not yours');
+      fs.symlinkSync(victim, taskFile(common, t.id, 'result.spool'));
+      assert.equal(storeResult(db, common, t).storage, 'spool');
+      assert.equal(fs.readFileSync(victim, 'utf8'), 'not yours', 'the symlink was written through');
+      const spool = taskFile(common, t.id, 'result.spool');
+      assert.ok(fs.lstatSync(spool).isFile());
+      assert.deepEqual(fs.readFileSync(spool), bytes);
+      assert.deepEqual(spoolLeftovers(common, t.id), ['result.spool'], 'the temporary of a dead writer is gone');
+    } finally {
+      db.close();
     }
   });
 });

@@ -205,7 +205,11 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
       }
       if (out < 0 && size > RESULT_INLINE_MAX) {
         tmp = path.join(dir, `${SPOOL_TMP_PREFIX}${crypto.randomBytes(6).toString('hex')}`);
-        out = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
+        out = fs.openSync(
+          tmp,
+          fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
+          0o600,
+        );
         fs.fchmodSync(out, 0o600); // whatever the umask
         for (const h of held) fs.writeSync(out, h);
         held.length = 0;
