@@ -425,3 +425,50 @@ test('husky 9 (core.hooksPath=.husky/_) and lefthook keep working, and are refus
     guard(absGitDir(l), await deadRunner());
     assertRefused(commit(l, 'dead'), 'commit under lefthook');
   }));
+
+test('HOOK_CONFLICT: a hook the repository tracks (core.hooksPath inside the worktree) is never rewritten; with the printed block committed, install chains it', () =>
+  withSandbox(async (sb) => {
+    const r = repo(sb);
+    const mine = '#!/bin/sh\necho "team hook" >&2\n';
+    r.write('.githooks/pre-commit', mine, 0o755);
+    r.git('add', '.githooks/pre-commit');
+    r.git('commit', '-q', '-m', 'team hooks');
+    r.git('config', 'core.hooksPath', '.githooks');
+    const e = expectError(xet(sb, r.dir, ['hooks', 'install', '--json']), 'HOOK_CONFLICT');
+    assert.match(e.message, /\.githooks\/pre-commit.*tracks it/);
+    assert.equal(fs.readFileSync(r.p('.githooks/pre-commit'), 'utf8'), mine, 'not rewritten');
+    assert.equal(r.git('status', '--porcelain'), '', 'nothing written');
+
+    const printed = xet(sb, r.dir, ['hooks', 'block', 'pre-commit']);
+    expectExit(printed, 0);
+    const [shebang, ...rest] = mine.split(/(?<=\n)/);
+    r.write('.githooks/pre-commit', shebang + printed.stdout + rest.join(''), 0o755);
+    r.git('commit', '-q', '-am', 'guard in the team hook');
+    const st = hooksJson(sb, r.dir, 'install');
+    assert.equal(states(st)['pre-commit'], 'chained');
+    assert.equal(blocks(r.p('.githooks/pre-commit')), 1);
+    guard(absGitDir(r), await deadRunner());
+    assertRefused(commit(r, 'dead'), 'commit with the committed block');
+    expectError(xet(sb, r.dir, ['hooks', 'block', 'post-commit', '--json']), 'USAGE', 2);
+  }));
+
+test('a hook made non-executable after install (Git skips it) is moved aside behind a wrapper, still skipped', () =>
+  withSandbox(async (sb) => {
+    const r = repo(sb);
+    const file = path.join(r.commonDir(), 'hooks', 'pre-commit');
+    const user = `#!/bin/sh\necho ran >> ${sb.path('ran')}\n`;
+    fs.writeFileSync(file, user, { mode: 0o755 });
+    hooksJson(sb, r.dir, 'install');
+    fs.chmodSync(file, 0o644);
+    assert.equal(states(hooksJson(sb, r.dir, 'status'))['pre-commit'], 'modified');
+    const st = hooksJson(sb, r.dir, 'install');
+    assert.deepEqual(st.hooks[0], { name: 'pre-commit', state: 'chained', method: 'wrapper' });
+    assert.equal(commit(r, 'skips it').status, 0);
+    assert.ok(!fs.existsSync(sb.path('ran')), 'the non-executable hook did not run');
+    guard(absGitDir(r), await deadRunner());
+    assertRefused(commit(r, 'dead'), 'commit');
+    fs.rmSync(path.join(absGitDir(r), 'xet-guard'));
+    hooksJson(sb, r.dir, 'uninstall');
+    assert.equal(fs.readFileSync(file, 'utf8'), user);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o644);
+  }));

@@ -86,7 +86,7 @@ function sha256(b: string | Buffer): string {
 type Found =
   | { kind: 'none' }
   | { kind: 'user'; bytes: Buffer | null; mode: number; shell: boolean; symlink: boolean }
-  | { kind: 'block'; user: Buffer; mode: number; current: boolean }
+  | { kind: 'block'; user: Buffer; mode: number; current: boolean; exec: boolean }
   | { kind: 'wrapper'; mode: number; current: boolean };
 
 /** Line-start offsets of our markers; unbalanced or nested markers cannot be cut out safely. */
@@ -152,7 +152,7 @@ function inspect(file: string, name: string): Found {
     spans[0][0] === 10 &&
     text.slice(spans[spans.length - 1][1]).startsWith(WRAPPER_MARK)
   ) {
-    return { kind: 'wrapper', mode, current: text === wrapperScript(name) };
+    return { kind: 'wrapper', mode, current: text === wrapperScript(name) && (mode & 0o111) === 0o111 };
   }
   let user = '';
   let from = 0;
@@ -162,9 +162,14 @@ function inspect(file: string, name: string): Found {
   }
   user += text.slice(from);
   const block = guardBlock(name);
+  // Git skips a hook that is not executable, and our block with it.
+  const exec = (mode & 0o111) !== 0;
   const current =
-    spans.length === 1 && text.slice(spans[0][0], spans[0][1]) === block && spans[0][0] === text.indexOf('\n') + 1;
-  return { kind: 'block', user: Buffer.from(user, 'latin1'), mode, current };
+    exec &&
+    spans.length === 1 &&
+    text.slice(spans[0][0], spans[0][1]) === block &&
+    spans[0][0] === text.indexOf('\n') + 1;
+  return { kind: 'block', user: Buffer.from(user, 'latin1'), mode, current, exec };
 }
 
 function withBlock(user: Buffer, name: string): Buffer {
@@ -302,6 +307,35 @@ function lockHooks(repo: Repo): () => void {
   };
 }
 
+/**
+ * A hooks directory inside the worktree (core.hooksPath=.githooks) may hold hooks the repository
+ * tracks: git xet never rewrites a tracked file (the change would be committed for everyone). Such
+ * a hook can carry the guard block itself, committed (then nothing needs writing).
+ */
+async function refuseTracked(repo: Repo, dir: string, plan: Array<{ name: string; file: string; found: Found }>) {
+  const rel = path.relative(repo.worktree, dir);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) return;
+  const touched = plan.filter(
+    (p) =>
+      p.found.kind !== 'none' &&
+      !(p.found.kind === 'block' && p.found.current) &&
+      !(p.found.kind === 'wrapper' && p.found.current),
+  );
+  if (touched.length === 0) return;
+  const r = await git(
+    ['ls-files', '-z', '--', ...touched.map((p) => path.relative(repo.worktree, p.file))],
+    repoOpts(repo),
+  );
+  const tracked = r.stdout.toString('utf8').split('\0').filter(Boolean);
+  if (tracked.length > 0) {
+    throw new XetError(
+      'HOOK_CONFLICT',
+      `cannot chain ${tracked.join(', ')}: the repository tracks it (core.hooksPath is inside the worktree) and git xet does not rewrite tracked files; put the block that git xet hooks block <hook> prints after its shebang line and commit it (hooks/README.md)`,
+      { files: tracked, dir },
+    );
+  }
+}
+
 function stateOf(found: Found, recorded: boolean, dir: string, name: string): HookState {
   switch (found.kind) {
     case 'none':
@@ -355,17 +389,27 @@ export async function installHooks(repo: Repo): Promise<HooksResult> {
     const plan = HOOK_NAMES.map((name) => {
       const file = path.join(dir, name);
       const found = inspect(file, name);
-      if (found.kind === 'user' && !found.shell && chainedExists(dir, name)) {
+      const aside = (found.kind === 'user' && !found.shell) || (found.kind === 'block' && !found.exec);
+      if (aside && chainedExists(dir, name)) {
         throw conflict(file, `${CHAINED_DIR}/${name} is already there (a hook git xet moved aside earlier)`);
       }
       return { name, file, found };
     });
+    await refuseTracked(repo, dir, plan);
     const entries: Record<string, RecordEntry> = {};
     let wrote = 0;
     for (const { name, file, found } of plan) {
       if (found.kind === 'none' || found.kind === 'wrapper') {
         if (found.kind === 'none' || !found.current) writeAtomic(file, wrapperScript(name), 0o755);
         entries[name] = { method: 'wrapper', original: originalOf(dir, name, found) };
+      } else if (found.kind === 'block' && !found.exec) {
+        // Someone made the hook non-executable (Git skips it): its own part moves aside, still
+        // skipped there, and the guard runs from a wrapper.
+        const aside = chainedPath(dir, name);
+        fs.mkdirSync(path.dirname(aside), { recursive: true });
+        writeAtomic(aside, found.user, found.mode);
+        writeAtomic(file, wrapperScript(name), 0o755);
+        entries[name] = { method: 'wrapper', original: originalOf(dir, name, { kind: 'none' }) };
       } else if (found.kind === 'block') {
         if (!found.current) writeAtomic(file, withBlock(found.user, name), found.mode);
         entries[name] = { method: 'block', original: originalOf(dir, name, found) };
@@ -470,7 +514,8 @@ export async function ensureHooks(repo: Repo): Promise<void> {
   if (rec && rec.template === templateSha() && rec.configKey === configKey(repo)) {
     const ok = HOOK_NAMES.every((name) => {
       try {
-        return fs.readFileSync(path.join(rec.dir, name), 'latin1').includes(guardBlock(name));
+        const file = path.join(rec.dir, name);
+        return (fs.statSync(file).mode & 0o111) !== 0 && fs.readFileSync(file, 'latin1').includes(guardBlock(name));
       } catch {
         return false;
       }

@@ -48,6 +48,20 @@ export function registerHooks(program: Command): void {
       }),
     );
   hooks
+    .command('block')
+    .description('print the guard block for <hook>, to paste into a hook the repository tracks')
+    .argument('<hook>', 'pre-commit, pre-merge-commit, pre-rebase or reference-transaction')
+    .action(
+      run(async (out, name: string) => {
+        const { HOOK_NAMES, guardBlock } = await import('../../hooks/install');
+        if (!(HOOK_NAMES as readonly string[]).includes(name)) {
+          const { XetError } = await import('../../errors');
+          throw new XetError('USAGE', `no guard for hook ${name}: one of ${HOOK_NAMES.join(', ')}`, { hook: name });
+        }
+        emit(out, { hook: name, block: guardBlock(name) }, () => guardBlock(name));
+      }),
+    );
+  hooks
     .command('status')
     .description('per hook: absent, installed, chained, foreign (replaced since) or modified')
     .action(
