@@ -1,7 +1,74 @@
-// git xet hooks install|uninstall|status (owner: hooks helper).
+// git xet hooks install|uninstall|status: the guard hooks in the hooks directory Git uses
+// (src/hooks/install.ts, hooks/README.md).
 import type { Command } from 'commander';
+import { run } from '../run';
+import { emit } from '../output';
+import type { HooksResult } from '../../hooks/install';
 
-// eslint-disable-next-line @typescript-eslint/no-unused-vars
+async function repoHere() {
+  const { findRepo } = await import('../../git/repo');
+  return findRepo(process.cwd(), true);
+}
+
+export function describeHooks(r: HooksResult): string {
+  const width = Math.max(...r.hooks.map((h) => h.name.length));
+  return [
+    `hooks directory: ${r.dir}`,
+    ...r.hooks.map(
+      (h) =>
+        `  ${h.name.padEnd(width)}  ${h.state}${h.method ? ` (${h.method})` : ''}${
+          h.restored ? `, ${h.restored === 'removed' ? 'removed' : `restored (${h.restored})`}` : ''
+        }`,
+    ),
+  ].join('\n');
+}
+
 export function registerHooks(program: Command): void {
-  // filled in by issue 10's branches
+  const hooks = program
+    .command('hooks')
+    .description('the hooks that refuse Git writes in a worktree whose task runner died (WORKDIR_RECOVERY_REQUIRED)');
+  hooks
+    .command('install')
+    .description('install the guard hooks, chaining any hook already there (idempotent)')
+    .action(
+      run(async (out) => {
+        const { installHooks } = await import('../../hooks/install');
+        const r = await installHooks(await repoHere());
+        emit(out, r, () => describeHooks(r));
+      }),
+    );
+  hooks
+    .command('uninstall')
+    .description('remove the guard hooks and put back, byte for byte, the hooks they chained')
+    .action(
+      run(async (out) => {
+        const { uninstallHooks } = await import('../../hooks/install');
+        const r = await uninstallHooks(await repoHere());
+        emit(out, r, () => describeHooks(r));
+      }),
+    );
+  hooks
+    .command('block')
+    .description('print the guard block for <hook>, to paste into a hook the repository tracks')
+    .argument('<hook>', 'pre-commit, pre-merge-commit, pre-rebase or reference-transaction')
+    .action(
+      run(async (out, name: string) => {
+        const { HOOK_NAMES, guardBlock } = await import('../../hooks/install');
+        if (!(HOOK_NAMES as readonly string[]).includes(name)) {
+          const { XetError } = await import('../../errors');
+          throw new XetError('USAGE', `no guard for hook ${name}: one of ${HOOK_NAMES.join(', ')}`, { hook: name });
+        }
+        emit(out, { hook: name, block: guardBlock(name) }, () => guardBlock(name));
+      }),
+    );
+  hooks
+    .command('status')
+    .description('per hook: absent, installed, chained, foreign (replaced since) or modified')
+    .action(
+      run(async (out) => {
+        const { hooksStatus } = await import('../../hooks/install');
+        const r = await hooksStatus(await repoHere());
+        emit(out, r, () => describeHooks(r));
+      }),
+    );
 }
