@@ -268,7 +268,7 @@ test('core.hooksPath: installed where git looks; init installs (--no-hooks does 
     );
   }));
 
-test('HOOK_CONFLICT: a hook with half a guard block is refused before any file changes', () =>
+test('HOOK_CONFLICT: a hook with half a guard block is refused before any file changes; so is core.hooksPath=/dev/null', () =>
   withSandbox((sb) => {
     const r = repo(sb);
     const hooks = path.join(r.commonDir(), 'hooks');
@@ -278,6 +278,11 @@ test('HOOK_CONFLICT: a hook with half a guard block is refused before any file c
     assert.match(e.message, /pre-rebase/);
     assert.equal(fs.readFileSync(path.join(hooks, 'pre-rebase'), 'utf8'), broken);
     assert.ok(!fs.existsSync(path.join(hooks, 'pre-commit')), 'no other hook written');
+    r.git('config', 'core.hooksPath', '/dev/null');
+    assert.match(
+      expectError(xet(sb, r.dir, ['hooks', 'install', '--json']), 'HOOK_CONFLICT').message,
+      /\/dev\/null: it is not a directory/,
+    );
   }));
 
 test('install twice, and twice at once, leaves one block per hook; a kill half way is repaired by running again', () =>

@@ -284,6 +284,22 @@ async function hooksDir(repo: Repo): Promise<string> {
   return path.resolve(repo.worktree, dir);
 }
 
+/** core.hooksPath=/dev/null (hooks switched off) or another non-directory: nothing can go there. */
+function makeHooksDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    if (fs.statSync(dir).isDirectory()) return;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EEXIST' && code !== 'ENOTDIR') throw e;
+  }
+  throw new XetError(
+    'HOOK_CONFLICT',
+    `cannot install hooks into ${dir}: it is not a directory (core.hooksPath switches Git's hooks off there)`,
+    { dir },
+  );
+}
+
 /** One installer at a time per repository: a SQLite EXCLUSIVE transaction, which the kernel drops
  * however the holder ends. */
 function lockHooks(repo: Repo): () => void {
@@ -382,7 +398,7 @@ function originalOf(dir: string, name: string, found: Found): RecordEntry['origi
 export async function installHooks(repo: Repo): Promise<HooksResult> {
   const dir = await hooksDir(repo);
   const key = configKey(repo);
-  fs.mkdirSync(dir, { recursive: true });
+  makeHooksDir(dir);
   const unlock = lockHooks(repo);
   try {
     // Look at every file before changing any: a conflict in the last one leaves the first alone.
