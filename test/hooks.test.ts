@@ -205,6 +205,17 @@ test('hooks already there keep running: a failing one fails the commit, a passin
       lines.some((l) => /^prepared \S+ \S+ HEAD$/.test(l)),
       `reference-transaction got its stdin: ${lines.join('|')}`,
     );
+    guard(absGitDir(r), await deadRunner());
+    assertRefused(commit(r, 'dead'), 'commit through the chained bash hook');
+    assert.equal(
+      fs
+        .readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('pre-commit')).length,
+      1,
+      'not run when refused',
+    );
+    fs.rmSync(path.join(absGitDir(r), 'xet-guard'));
 
     // Under a dead guard the user's reference-transaction still gets refs/xet/ updates' stdin.
     guard(absGitDir(r), await deadRunner());

@@ -228,8 +228,8 @@ function recordPath(repo: Repo): string {
 
 function readRecord(repo: Repo): HooksRecord | null {
   try {
+    if (fs.statSync(recordPath(repo)).size > 1024 * 1024) return null;
     const text = fs.readFileSync(recordPath(repo), 'utf8');
-    if (text.length > 1024 * 1024) return null;
     const r = JSON.parse(text) as HooksRecord;
     if (r?.schema !== RECORD_SCHEMA || typeof r.dir !== 'string' || typeof r.hooks !== 'object' || !r.hooks)
       return null;
@@ -256,7 +256,7 @@ function statKey(file: string): string {
 }
 
 /** Everything git reads to find core.hooksPath, cheaply: config files' identity and the config
- * environment. An [include]d file is not followed (docs/CLI.md says so). */
+ * environment. An [include]d file is not followed (docs/DESIGN-NOTES.md says so). */
 function configKey(repo: Repo): string {
   const home = process.env.HOME ?? os.homedir();
   const env = [
@@ -396,8 +396,9 @@ function originalOf(dir: string, name: string, found: Found): RecordEntry['origi
 
 /** Idempotent; safe to run twice at once. */
 export async function installHooks(repo: Repo): Promise<HooksResult> {
-  const dir = await hooksDir(repo);
+  // The key before git reads the config: a change in between makes the next ensureHooks ask again.
   const key = configKey(repo);
+  const dir = await hooksDir(repo);
   makeHooksDir(dir);
   const unlock = lockHooks(repo);
   try {
