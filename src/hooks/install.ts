@@ -312,6 +312,11 @@ function lockHooks(repo: Repo): () => void {
     db.exec('BEGIN EXCLUSIVE');
   } catch (e) {
     db.close();
+    if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new XetError('BUSY', 'another git xet process is installing or removing the hooks; retry later', {
+        lock: path.join(dir, 'hooks.lock'),
+      });
+    }
     throw e;
   }
   return () => {
