@@ -123,7 +123,7 @@ test('a dead runner guard refuses commits (with --no-verify too) and branch upda
     fs.writeFileSync(path.join(gitDir, 'xet-guard'), 'xet-guard 1 not-a-task\n');
     const mal = commit(r, 'malformed');
     assert.notEqual(mal.status, 0);
-    assert.match(mal.stderr.toString(), /WORKDIR_RECOVERY_REQUIRED: task \(unreadable guard\)/);
+    assert.match(mal.stderr.toString(), /WORKDIR_RECOVERY_REQUIRED: this worktree's task guard is unreadable/);
 
     fs.rmSync(path.join(gitDir, 'xet-guard'));
     assert.equal(commit(r, 'cleared').status, 0, 'guard cleared: commits again');
