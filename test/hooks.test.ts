@@ -16,7 +16,7 @@ import { GUARD_SCHEMA, publishGuard } from '../src/tasks/slot';
 import { killAt } from './support/faults';
 import { Repo, git, gitTry, initRepo, run } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { XET_BIN, expectError, expectExit, parseJson, xet } from './support/xet';
+import { XET_BIN, capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 const TASK = '0123456789abcdef';
 const HOOKS = ['pre-commit', 'pre-merge-commit', 'pre-rebase', 'reference-transaction'];
@@ -107,6 +107,9 @@ test('a dead runner guard refuses commits (with --no-verify too) and branch upda
     // git xet's own snapshot refs still move (recovery captures the worktree as evidence).
     assert.equal(r.gitTry('update-ref', 'refs/xet/snapshots/x', 'HEAD').status, 0, 'refs/xet/ update allowed');
     assert.equal(r.git('rev-parse', 'refs/xet/snapshots/x').trim(), before);
+    r.write('untracked.txt', 'u\n');
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('rev-parse', `refs/xet/snapshots/${snap}`).trim(), snap, 'git xet capture still works');
     // ...but not in the same transaction as a branch.
     assertRefused(
       gitTry(sb, r.dir, ['update-ref', '--stdin'], {
