@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { identify, type ProcessIdentity } from '../src/tasks/proc';
 import { GUARD_SCHEMA, publishGuard } from '../src/tasks/slot';
-import { killAt } from './support/faults';
+import { killAt, pausedAt } from './support/faults';
 import { Repo, git, gitTry, initRepo, run } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { XET_BIN, capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -332,6 +332,24 @@ test('install twice, and twice at once, leaves one block per hook; a kill half w
     );
     hooksJson(sb, r.dir, 'uninstall');
     assert.equal(fs.readFileSync(path.join(hooks, 'pre-commit'), 'utf8'), user);
+
+    // One installer at a time: the second waits while the first stands half way.
+    const first = await pausedAt(sb, r.dir, ['hooks', 'install', '--json'], 'hooks:mid-install');
+    const second = spawn(process.execPath, [XET_BIN, 'hooks', 'install', '--json'], {
+      cwd: r.dir,
+      env: sb.env,
+      stdio: 'ignore',
+    });
+    const secondDone = once(second, 'exit').then(([code]) => code);
+    let secondExited = false;
+    void secondDone.then(() => (secondExited = true));
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(secondExited, false, 'the second install waits for the first');
+    first.go();
+    assert.equal((await first.done).code, 0);
+    assert.equal(await secondDone, 0);
+    for (const h of HOOKS) assert.equal(blocks(path.join(hooks, h)), 1, `${h}: one block`);
+    hooksJson(sb, r.dir, 'uninstall');
 
     killAt(sb, r.dir, ['hooks', 'install'], 'hooks:mid-install');
     assert.equal(blocks(path.join(hooks, 'pre-commit')), 1, 'the first hook was written');

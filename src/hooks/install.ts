@@ -22,7 +22,7 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import type { Repo } from '../git/repo';
 import { repoOpts } from '../git/repo';
-import { dieAt } from '../testing/fault-points';
+import { faultPoint } from '../testing/fault-points';
 
 export interface HookState {
   name: string;
@@ -451,7 +451,7 @@ export async function installHooks(repo: Repo): Promise<HooksResult> {
         writeAtomic(file, wrapperScript(name), 0o755);
         entries[name] = { method: 'wrapper', original: originalOf(dir, name, { kind: 'none' }) };
       }
-      if (++wrote === 1) dieAt('hooks:mid-install');
+      if (++wrote === 1) await faultPoint('hooks:mid-install');
     }
     const record: HooksRecord = {
       schema: RECORD_SCHEMA,
