@@ -47,7 +47,6 @@ __xet_guard() {
     esac
   fi
   if [ -n "$__xet_ok" ] && __xet_alive "$__xet_p" "$__xet_s" "$__xet_b"; then return 0; fi
-  [ -n "$__xet_ok" ] || __xet_t="(unreadable guard)"
   if [ "__XET_HOOK__" = reference-transaction ]; then
     # git xet's own refs (snapshots recovery captures as evidence) still move; anything else is refused.
     __xet_in= __xet_r= __xet_n=
@@ -62,7 +61,11 @@ $__xet_r"; fi
       return 0
     fi
   fi
-  printf '%s\n' "git xet: WORKDIR_RECOVERY_REQUIRED: task $__xet_t's runner died while it could write this worktree; run git xet task recover" >&2
+  if [ -n "$__xet_ok" ]; then
+    printf '%s\n' "git xet: WORKDIR_RECOVERY_REQUIRED: task $__xet_t's runner died while it could write this worktree; run git xet task recover" >&2
+  else
+    printf '%s\n' "git xet: WORKDIR_RECOVERY_REQUIRED: this worktree's task guard is unreadable (a runner may have died while it could write this worktree); run git xet task recover" >&2
+  fi
   return 1
 }
 if [ "${__XET_GUARD_PASSED:-}" = "$$" ]; then

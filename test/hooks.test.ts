@@ -13,10 +13,10 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { identify, type ProcessIdentity } from '../src/tasks/proc';
 import { GUARD_SCHEMA, publishGuard } from '../src/tasks/slot';
-import { killAt } from './support/faults';
+import { killAt, pausedAt } from './support/faults';
 import { Repo, git, gitTry, initRepo, run } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { XET_BIN, expectError, expectExit, parseJson, xet } from './support/xet';
+import { XET_BIN, capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 const TASK = '0123456789abcdef';
 const HOOKS = ['pre-commit', 'pre-merge-commit', 'pre-rebase', 'reference-transaction'];
@@ -107,6 +107,9 @@ test('a dead runner guard refuses commits (with --no-verify too) and branch upda
     // git xet's own snapshot refs still move (recovery captures the worktree as evidence).
     assert.equal(r.gitTry('update-ref', 'refs/xet/snapshots/x', 'HEAD').status, 0, 'refs/xet/ update allowed');
     assert.equal(r.git('rev-parse', 'refs/xet/snapshots/x').trim(), before);
+    r.write('untracked.txt', 'u\n');
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('rev-parse', `refs/xet/snapshots/${snap}`).trim(), snap, 'git xet capture still works');
     // ...but not in the same transaction as a branch.
     assertRefused(
       gitTry(sb, r.dir, ['update-ref', '--stdin'], {
@@ -123,7 +126,7 @@ test('a dead runner guard refuses commits (with --no-verify too) and branch upda
     fs.writeFileSync(path.join(gitDir, 'xet-guard'), 'xet-guard 1 not-a-task\n');
     const mal = commit(r, 'malformed');
     assert.notEqual(mal.status, 0);
-    assert.match(mal.stderr.toString(), /WORKDIR_RECOVERY_REQUIRED: task \(unreadable guard\)/);
+    assert.match(mal.stderr.toString(), /WORKDIR_RECOVERY_REQUIRED: this worktree's task guard is unreadable/);
 
     fs.rmSync(path.join(gitDir, 'xet-guard'));
     assert.equal(commit(r, 'cleared').status, 0, 'guard cleared: commits again');
@@ -205,6 +208,17 @@ test('hooks already there keep running: a failing one fails the commit, a passin
       lines.some((l) => /^prepared \S+ \S+ HEAD$/.test(l)),
       `reference-transaction got its stdin: ${lines.join('|')}`,
     );
+    guard(absGitDir(r), await deadRunner());
+    assertRefused(commit(r, 'dead'), 'commit through the chained bash hook');
+    assert.equal(
+      fs
+        .readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('pre-commit')).length,
+      1,
+      'not run when refused',
+    );
+    fs.rmSync(path.join(absGitDir(r), 'xet-guard'));
 
     // Under a dead guard the user's reference-transaction still gets refs/xet/ updates' stdin.
     guard(absGitDir(r), await deadRunner());
@@ -268,7 +282,7 @@ test('core.hooksPath: installed where git looks; init installs (--no-hooks does 
     );
   }));
 
-test('HOOK_CONFLICT: a hook with half a guard block is refused before any file changes', () =>
+test('HOOK_CONFLICT: a hook with half a guard block is refused before any file changes; so is core.hooksPath=/dev/null', () =>
   withSandbox((sb) => {
     const r = repo(sb);
     const hooks = path.join(r.commonDir(), 'hooks');
@@ -278,6 +292,11 @@ test('HOOK_CONFLICT: a hook with half a guard block is refused before any file c
     assert.match(e.message, /pre-rebase/);
     assert.equal(fs.readFileSync(path.join(hooks, 'pre-rebase'), 'utf8'), broken);
     assert.ok(!fs.existsSync(path.join(hooks, 'pre-commit')), 'no other hook written');
+    r.git('config', 'core.hooksPath', '/dev/null');
+    assert.match(
+      expectError(xet(sb, r.dir, ['hooks', 'install', '--json']), 'HOOK_CONFLICT').message,
+      /\/dev\/null: it is not a directory/,
+    );
   }));
 
 test('install twice, and twice at once, leaves one block per hook; a kill half way is repaired by running again', () =>
@@ -313,6 +332,24 @@ test('install twice, and twice at once, leaves one block per hook; a kill half w
     );
     hooksJson(sb, r.dir, 'uninstall');
     assert.equal(fs.readFileSync(path.join(hooks, 'pre-commit'), 'utf8'), user);
+
+    // One installer at a time: the second waits while the first stands half way.
+    const first = await pausedAt(sb, r.dir, ['hooks', 'install', '--json'], 'hooks:mid-install');
+    const second = spawn(process.execPath, [XET_BIN, 'hooks', 'install', '--json'], {
+      cwd: r.dir,
+      env: sb.env,
+      stdio: 'ignore',
+    });
+    const secondDone = once(second, 'exit').then(([code]) => code);
+    let secondExited = false;
+    void secondDone.then(() => (secondExited = true));
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(secondExited, false, 'the second install waits for the first');
+    first.go();
+    assert.equal((await first.done).code, 0);
+    assert.equal(await secondDone, 0);
+    for (const h of HOOKS) assert.equal(blocks(path.join(hooks, h)), 1, `${h}: one block`);
+    hooksJson(sb, r.dir, 'uninstall');
 
     killAt(sb, r.dir, ['hooks', 'install'], 'hooks:mid-install');
     assert.equal(blocks(path.join(hooks, 'pre-commit')), 1, 'the first hook was written');

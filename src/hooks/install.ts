@@ -22,7 +22,7 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import type { Repo } from '../git/repo';
 import { repoOpts } from '../git/repo';
-import { dieAt } from '../testing/fault-points';
+import { faultPoint } from '../testing/fault-points';
 
 export interface HookState {
   name: string;
@@ -228,8 +228,8 @@ function recordPath(repo: Repo): string {
 
 function readRecord(repo: Repo): HooksRecord | null {
   try {
+    if (fs.statSync(recordPath(repo)).size > 1024 * 1024) return null;
     const text = fs.readFileSync(recordPath(repo), 'utf8');
-    if (text.length > 1024 * 1024) return null;
     const r = JSON.parse(text) as HooksRecord;
     if (r?.schema !== RECORD_SCHEMA || typeof r.dir !== 'string' || typeof r.hooks !== 'object' || !r.hooks)
       return null;
@@ -256,7 +256,7 @@ function statKey(file: string): string {
 }
 
 /** Everything git reads to find core.hooksPath, cheaply: config files' identity and the config
- * environment. An [include]d file is not followed (docs/CLI.md says so). */
+ * environment. An [include]d file is not followed (docs/DESIGN-NOTES.md says so). */
 function configKey(repo: Repo): string {
   const home = process.env.HOME ?? os.homedir();
   const env = [
@@ -284,6 +284,22 @@ async function hooksDir(repo: Repo): Promise<string> {
   return path.resolve(repo.worktree, dir);
 }
 
+/** core.hooksPath=/dev/null (hooks switched off) or another non-directory: nothing can go there. */
+function makeHooksDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    if (fs.statSync(dir).isDirectory()) return;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EEXIST' && code !== 'ENOTDIR') throw e;
+  }
+  throw new XetError(
+    'HOOK_CONFLICT',
+    `cannot install hooks into ${dir}: it is not a directory (core.hooksPath switches Git's hooks off there)`,
+    { dir },
+  );
+}
+
 /** One installer at a time per repository: a SQLite EXCLUSIVE transaction, which the kernel drops
  * however the holder ends. */
 function lockHooks(repo: Repo): () => void {
@@ -296,6 +312,11 @@ function lockHooks(repo: Repo): () => void {
     db.exec('BEGIN EXCLUSIVE');
   } catch (e) {
     db.close();
+    if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new XetError('BUSY', 'another git xet process is installing or removing the hooks; retry later', {
+        lock: path.join(dir, 'hooks.lock'),
+      });
+    }
     throw e;
   }
   return () => {
@@ -380,9 +401,10 @@ function originalOf(dir: string, name: string, found: Found): RecordEntry['origi
 
 /** Idempotent; safe to run twice at once. */
 export async function installHooks(repo: Repo): Promise<HooksResult> {
-  const dir = await hooksDir(repo);
+  // The key before git reads the config: a change in between makes the next ensureHooks ask again.
   const key = configKey(repo);
-  fs.mkdirSync(dir, { recursive: true });
+  const dir = await hooksDir(repo);
+  makeHooksDir(dir);
   const unlock = lockHooks(repo);
   try {
     // Look at every file before changing any: a conflict in the last one leaves the first alone.
@@ -429,7 +451,7 @@ export async function installHooks(repo: Repo): Promise<HooksResult> {
         writeAtomic(file, wrapperScript(name), 0o755);
         entries[name] = { method: 'wrapper', original: originalOf(dir, name, { kind: 'none' }) };
       }
-      if (++wrote === 1) dieAt('hooks:mid-install');
+      if (++wrote === 1) await faultPoint('hooks:mid-install');
     }
     const record: HooksRecord = {
       schema: RECORD_SCHEMA,

@@ -478,6 +478,8 @@ test(
       // Forks do not take inner repositories yet (SUBMODULE_PRESENT): the first snapshot has none.
       const { r, snap } = source(sb, false);
       json(r.dir, ['init'], 'init');
+      for (const verb of ['status', 'uninstall', 'install'])
+        json(r.dir, ['hooks', verb], 'hooks install|uninstall|status');
       initRepo(sb, 'src/inner').commit('i', { 'i.txt': 'i\n' });
       r.write('untracked.txt', 'u\n');
       r.write('.env', 'SECRET=1\n');
