@@ -532,6 +532,34 @@ test('retention: backdated terminal tasks go with their directories and spool fi
     expectError(xet(sb, r.dir, ['task', 'list', '--json']), 'CONFIG_INVALID');
     r.git('config', '--unset', 'xet.task.retention');
     assert.deepEqual(collectTasks(repo).collected, [kept.id]);
+
+    // Config from anywhere git reads it counts (git xet skips asking git only when no config file
+    // could name the key): -c (GIT_CONFIG_*), the global file, an included file.
+    const hourAgo = () => new Date(Date.now() - HOUR).toISOString();
+    const listedIds = (env?: NodeJS.ProcessEnv) => {
+      const res = xet(sb, r.dir, ['task', 'list', '--json'], { env });
+      expectExit(res, 0);
+      return parseJson(res).tasks.map((t: { id: string }) => t.id);
+    };
+    const viaEnv = await makeTask(r, { status: 'succeeded', endedAt: hourAgo() });
+    assert.ok(listedIds().includes(viaEnv.id), 'kept under the default 168 h');
+    assert.ok(
+      !listedIds({ GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'xet.task.retention', GIT_CONFIG_VALUE_0: '30m' }).includes(
+        viaEnv.id,
+      ),
+    );
+    const viaGlobal = await makeTask(r, { status: 'succeeded', endedAt: hourAgo() });
+    fs.appendFileSync(path.join(sb.home, '.gitconfig'), '[xet "task"]\n\tretention = 30m\n');
+    assert.ok(!listedIds().includes(viaGlobal.id));
+    fs.writeFileSync(
+      path.join(sb.home, '.gitconfig'),
+      fs.readFileSync(path.join(sb.home, '.gitconfig'), 'utf8').replace(/\[xet "task"\][^[]*/, ''),
+    );
+    const viaInclude = await makeTask(r, { status: 'succeeded', endedAt: hourAgo() });
+    assert.ok(listedIds().includes(viaInclude.id));
+    fs.writeFileSync(sb.path('extra.cfg'), '[xet "task"]\n\tretention = 30m\n');
+    r.git('config', 'include.path', sb.path('extra.cfg'));
+    assert.ok(!listedIds().includes(viaInclude.id));
   }));
 
 test('task ids resolve from a unique prefix of 4 or more hex digits; ambiguous is USAGE, unknown TASK_NOT_FOUND', async () =>
