@@ -325,6 +325,12 @@ test('correlation ids: 1 to 256 UTF-8 bytes, no ASCII control characters, stored
     const events = json(sb, r.dir, ['task', 'events', t.id]).events;
     assert.ok(events.length >= 1);
     for (const e of events) assert.equal(e.correlationId, id);
+    // Opaque also means printed as it is, except that nothing can reorder what a terminal shows.
+    const bidi = await makeTask(r, { correlationId: 'abc\u202edef' });
+    const human = xet(sb, r.dir, ['task', 'show', bidi.id]);
+    expectExit(human, 0);
+    assert.match(human.stdout, /correlation {2}"abc\\u\{202e\}def"/);
+    assert.equal(json(sb, r.dir, ['task', 'show', bidi.id]).task.correlationId, 'abc\u202edef');
     // buildManifest checks it too, before anything is stored.
     await assert.rejects(makeTask(r, { correlationId: 'a'.repeat(257) }), { code: 'USAGE' });
   }));

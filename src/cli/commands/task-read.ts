@@ -148,6 +148,7 @@ export function registerTaskRead(task: Command): void {
             ...(resultError ? { resultError } : {}),
           };
         });
+        const { displaySafe } = await import('../../handoff/descriptor');
         emit(out, value, () => {
           const t = value.task;
           const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
@@ -159,14 +160,14 @@ export function registerTaskRead(task: Command): void {
           ].join(' -> ');
           return [
             `task ${t.id}  ${statusText(t)}`,
-            `command      ${t.command}`,
+            `command      ${displaySafe(t.command)}`,
             `created      ${t.createdAt}`,
             `started      ${t.startedAt ?? '-'}`,
             `ended        ${t.endedAt ?? '-'}`,
             `deadline     ${t.deadlineAt}`,
             `workspace    ${t.worktree} (${t.mode}, slot ${t.slot.slice(0, 12)})`,
-            ...(t.correlationId !== null ? [`correlation  ${JSON.stringify(t.correlationId)}`] : []),
-            ...(t.sessionId !== null ? [`session      ${JSON.stringify(t.sessionId)}`] : []),
+            ...(t.correlationId !== null ? [`correlation  ${displaySafe(JSON.stringify(t.correlationId))}`] : []),
+            ...(t.sessionId !== null ? [`session      ${displaySafe(JSON.stringify(t.sessionId))}`] : []),
             ...(t.continuesTask ? [`continues    ${t.continuesTask}`] : []),
             ...(t.recovery ? [`recovery     ${t.recovery}`] : []),
             `manifest     ${value.manifest.schema} sha256 ${value.manifestSha256}`,
@@ -201,13 +202,14 @@ export function registerTaskRead(task: Command): void {
           db?.close();
         }
         const tasks = rows.map(publicRow);
+        const { displaySafe } = await import('../../handoff/descriptor');
         emit(out, { tasks }, () =>
           tasks.length
             ? tasks
                 .map(
                   (t) =>
-                    `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${t.command}  ${t.worktree}${
-                      t.correlationId !== null ? `  [${JSON.stringify(t.correlationId)}]` : ''
+                    `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${displaySafe(t.command)}  ${t.worktree}${
+                      t.correlationId !== null ? `  [${displaySafe(JSON.stringify(t.correlationId))}]` : ''
                     }`,
                 )
                 .join('\n')
