@@ -16,6 +16,8 @@ const FINAL_EVENTS = new Set(['task.succeeded', 'task.failed', 'task.cancelled',
 const FOLLOW_POLL_MS = 200;
 /** A task found ended whose final event does not follow within this long: stop following anyway. */
 const FINAL_EVENT_WAIT_MS = 2000;
+/** How often `events --follow` checks that the task's runner is still alive. */
+const RUNNER_CHECK_MS = 2000;
 
 async function startTaskCommand(): Promise<Repo> {
   const { findRepo } = await import('../../git/repo');
@@ -241,7 +243,7 @@ export function registerTaskRead(task: Command): void {
             );
             return;
           }
-          await follow(out, db, id, after, canonicalJson);
+          await follow(out, repo, db, id, after, canonicalJson);
         });
       }),
     );
@@ -250,11 +252,21 @@ export function registerTaskRead(task: Command): void {
 /**
  * Print events as they are appended, until the task has ended and its final event is printed (or
  * the task is collected). The status is read before the events each round: an event appended
- * before the status changed is therefore always seen before the loop can end.
+ * before the status changed is therefore always seen before the loop can end. A runner that dies
+ * while followed would leave the task running for ever: when its identity is gone, the task is
+ * reconciled (once per runner), which ends it or hands it to a supervisor that does.
  */
-async function follow(out: Out, db: Db, id: string, after: number, canonical: (v: unknown) => string): Promise<void> {
+async function follow(
+  out: Out,
+  repo: Repo,
+  db: Db,
+  id: string,
+  after: number,
+  canonical: (v: unknown) => string,
+): Promise<void> {
   const { getTask, listEvents } = await import('../../tasks/store');
   const { isTerminal } = await import('../../tasks/model');
+  const { liveness } = await import('../../tasks/proc');
   // A reader that went away (`| head`) ends the follow quietly.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code === 'EPIPE') process.exit(0);
@@ -262,6 +274,8 @@ async function follow(out: Out, db: Db, id: string, after: number, canonical: (v
   let seq = after;
   let finalSeen = listEvents(db, id, 0).some((e) => e.seq <= after && FINAL_EVENTS.has(e.eventType));
   let endedSince: number | null = null;
+  let lastRunnerCheck = Date.now();
+  const reconciled = new Set<string>();
   for (;;) {
     const row = getTask(db, id);
     for (const e of listEvents(db, id, seq)) {
@@ -274,6 +288,18 @@ async function follow(out: Out, db: Db, id: string, after: number, canonical: (v
       if (finalSeen) return;
       endedSince ??= Date.now();
       if (Date.now() - endedSince >= FINAL_EVENT_WAIT_MS) return;
+    } else if (Date.now() - lastRunnerCheck >= RUNNER_CHECK_MS) {
+      lastRunnerCheck = Date.now();
+      const runner =
+        row.runnerPid !== null && row.runnerStart !== null && row.bootId !== null
+          ? { pid: row.runnerPid, start: row.runnerStart, boot: row.bootId }
+          : null;
+      const key = runner ? `${runner.pid}:${runner.start}:${runner.boot}` : '';
+      if (runner && !reconciled.has(key) && liveness(runner) === 'gone') {
+        reconciled.add(key);
+        const { reconcile } = await import('../../tasks/recover');
+        await reconcile(repo, { task: id });
+      }
     }
     await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
   }
