@@ -274,6 +274,7 @@ async function follow(
   let seq = after;
   let finalSeen = listEvents(db, id, 0).some((e) => e.seq <= after && FINAL_EVENTS.has(e.eventType));
   let endedSince: number | null = null;
+  let lastRound = false;
   let lastRunnerCheck = Date.now();
   const reconciled = new Set<string>();
   for (;;) {
@@ -285,7 +286,14 @@ async function follow(
     }
     if (!row) return; // collected while followed
     if (isTerminal(row.status)) {
-      if (finalSeen) return;
+      // One more round after the final event: what is appended right after it (recovery's
+      // runtime.reconciliation_finished) belongs to the same end.
+      if (finalSeen && lastRound) return;
+      if (finalSeen) {
+        lastRound = true;
+        await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+        continue;
+      }
       endedSince ??= Date.now();
       if (Date.now() - endedSince >= FINAL_EVENT_WAIT_MS) return;
     } else if (Date.now() - lastRunnerCheck >= RUNNER_CHECK_MS) {
