@@ -230,6 +230,15 @@ export async function buildManifest(input: ManifestInput): Promise<BuiltManifest
   if (!Number.isSafeInteger(input.timeoutMs) || input.timeoutMs <= 0) {
     throw new XetError('USAGE', `the timeout must be a positive whole number of milliseconds, not ${input.timeoutMs}`);
   }
+  // Cheap checks of what the caller computed (zod is not loaded here): a bug fails the task
+  // before it starts instead of storing a manifest `task show` would refuse.
+  const bad = [
+    !/^[0-9a-f]{16}$/.test(input.taskId) && 'taskId',
+    input.continuesTask !== null && !/^[0-9a-f]{16}$/.test(input.continuesTask) && 'continuesTask',
+    input.baseSnapshot !== null && !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(input.baseSnapshot) && 'baseSnapshot',
+    path.isAbsolute(input.workspace.cwd) && 'workspace.cwd',
+  ].filter(Boolean);
+  if (bad.length) throw new Error(`buildManifest: invalid ${bad.join(', ')}`);
   const created = Date.parse(input.createdAt);
   if (Number.isNaN(created)) throw new Error(`buildManifest: createdAt ${input.createdAt} is not a time`);
   const deadline = created + input.timeoutMs;

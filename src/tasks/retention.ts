@@ -5,6 +5,7 @@
 // It runs at the start of every task command, so the common case (nothing due) is one query on the
 // tasks_by_status index; config is read only when a terminal task exists at all.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { GitConfig } from '../git/config';
 import { gitSync } from '../git/exec';
@@ -26,9 +27,40 @@ export function retentionMsFromConfig(value: string | undefined): number | null 
   return s === Infinity ? null : s * 1000;
 }
 
+// Asking git costs a process (15-20 ms on a loaded machine) on every task command. Most users never
+// set xet.task.retention, and that is cheap to rule out: no config file git reads mentions
+// "retention" or includes another, and no GIT_CONFIG_* variable adds or moves one. Any doubt asks git.
+const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
+function configMayName(repo: Repo): boolean {
+  if (Object.keys(process.env).some((k) => k.startsWith('GIT_CONFIG') && k !== 'GIT_CONFIG_NOSYSTEM')) return true;
+  const home = process.env.HOME ?? '';
+  const xdg = process.env.XDG_CONFIG_HOME || (home && path.join(home, '.config'));
+  const files = [
+    ...SYSTEM_CONFIGS,
+    ...(xdg ? [path.join(xdg, 'git', 'config')] : []),
+    ...(home ? [path.join(home, '.gitconfig')] : []),
+    path.join(repo.commonDir, 'config'),
+    path.join(repo.gitDir, 'config.worktree'),
+  ];
+  for (const f of files) {
+    let text: string;
+    try {
+      const st = fs.statSync(f);
+      if (!st.isFile() || st.size > 1 << 20) return true;
+      text = fs.readFileSync(f, 'latin1');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') continue;
+      return true;
+    }
+    if (/retention|include/i.test(text)) return true;
+  }
+  return false;
+}
+
 /** The retention in force now (not the one a task's manifest froze: shortening it frees space). */
 function currentRetentionMs(repo: Repo, config?: GitConfig): number | null {
   if (config) return retentionMsFromConfig(config.get('xet.task.retention'));
+  if (!configMayName(repo)) return DEFAULT_RETENTION_MS;
   const r = gitSync(
     ['--git-dir', repo.gitDir, '--work-tree', repo.worktree, 'config', '--get', 'xet.task.retention'],
     repo.worktree,

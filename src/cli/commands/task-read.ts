@@ -16,6 +16,8 @@ const FINAL_EVENTS = new Set(['task.succeeded', 'task.failed', 'task.cancelled',
 const FOLLOW_POLL_MS = 200;
 /** A task found ended whose final event does not follow within this long: stop following anyway. */
 const FINAL_EVENT_WAIT_MS = 2000;
+/** How often `events --follow` checks that the task's runner is still alive. */
+const RUNNER_CHECK_MS = 2000;
 
 async function startTaskCommand(): Promise<Repo> {
   const { findRepo } = await import('../../git/repo');
@@ -148,6 +150,7 @@ export function registerTaskRead(task: Command): void {
             ...(resultError ? { resultError } : {}),
           };
         });
+        const { displaySafe } = await import('../../handoff/descriptor');
         emit(out, value, () => {
           const t = value.task;
           const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
@@ -159,14 +162,14 @@ export function registerTaskRead(task: Command): void {
           ].join(' -> ');
           return [
             `task ${t.id}  ${statusText(t)}`,
-            `command      ${t.command}`,
+            `command      ${displaySafe(t.command)}`,
             `created      ${t.createdAt}`,
             `started      ${t.startedAt ?? '-'}`,
             `ended        ${t.endedAt ?? '-'}`,
             `deadline     ${t.deadlineAt}`,
             `workspace    ${t.worktree} (${t.mode}, slot ${t.slot.slice(0, 12)})`,
-            ...(t.correlationId !== null ? [`correlation  ${JSON.stringify(t.correlationId)}`] : []),
-            ...(t.sessionId !== null ? [`session      ${JSON.stringify(t.sessionId)}`] : []),
+            ...(t.correlationId !== null ? [`correlation  ${displaySafe(JSON.stringify(t.correlationId))}`] : []),
+            ...(t.sessionId !== null ? [`session      ${displaySafe(JSON.stringify(t.sessionId))}`] : []),
             ...(t.continuesTask ? [`continues    ${t.continuesTask}`] : []),
             ...(t.recovery ? [`recovery     ${t.recovery}`] : []),
             `manifest     ${value.manifest.schema} sha256 ${value.manifestSha256}`,
@@ -201,13 +204,14 @@ export function registerTaskRead(task: Command): void {
           db?.close();
         }
         const tasks = rows.map(publicRow);
+        const { displaySafe } = await import('../../handoff/descriptor');
         emit(out, { tasks }, () =>
           tasks.length
             ? tasks
                 .map(
                   (t) =>
-                    `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${t.command}  ${t.worktree}${
-                      t.correlationId !== null ? `  [${JSON.stringify(t.correlationId)}]` : ''
+                    `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${displaySafe(t.command)}  ${t.worktree}${
+                      t.correlationId !== null ? `  [${displaySafe(JSON.stringify(t.correlationId))}]` : ''
                     }`,
                 )
                 .join('\n')
@@ -239,7 +243,7 @@ export function registerTaskRead(task: Command): void {
             );
             return;
           }
-          await follow(out, db, id, after, canonicalJson);
+          await follow(out, repo, db, id, after, canonicalJson);
         });
       }),
     );
@@ -248,11 +252,21 @@ export function registerTaskRead(task: Command): void {
 /**
  * Print events as they are appended, until the task has ended and its final event is printed (or
  * the task is collected). The status is read before the events each round: an event appended
- * before the status changed is therefore always seen before the loop can end.
+ * before the status changed is therefore always seen before the loop can end. A runner that dies
+ * while followed would leave the task running for ever: when its identity is gone, the task is
+ * reconciled (once per runner), which ends it or hands it to a supervisor that does.
  */
-async function follow(out: Out, db: Db, id: string, after: number, canonical: (v: unknown) => string): Promise<void> {
+async function follow(
+  out: Out,
+  repo: Repo,
+  db: Db,
+  id: string,
+  after: number,
+  canonical: (v: unknown) => string,
+): Promise<void> {
   const { getTask, listEvents } = await import('../../tasks/store');
   const { isTerminal } = await import('../../tasks/model');
+  const { liveness } = await import('../../tasks/proc');
   // A reader that went away (`| head`) ends the follow quietly.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code === 'EPIPE') process.exit(0);
@@ -260,6 +274,9 @@ async function follow(out: Out, db: Db, id: string, after: number, canonical: (v
   let seq = after;
   let finalSeen = listEvents(db, id, 0).some((e) => e.seq <= after && FINAL_EVENTS.has(e.eventType));
   let endedSince: number | null = null;
+  let lastRound = false;
+  let lastRunnerCheck = Date.now();
+  const reconciled = new Set<string>();
   for (;;) {
     const row = getTask(db, id);
     for (const e of listEvents(db, id, seq)) {
@@ -269,9 +286,28 @@ async function follow(out: Out, db: Db, id: string, after: number, canonical: (v
     }
     if (!row) return; // collected while followed
     if (isTerminal(row.status)) {
-      if (finalSeen) return;
+      // One more round after the final event: what is appended right after it (recovery's
+      // runtime.reconciliation_finished) belongs to the same end.
+      if (finalSeen && lastRound) return;
+      if (finalSeen) {
+        lastRound = true;
+        await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+        continue;
+      }
       endedSince ??= Date.now();
       if (Date.now() - endedSince >= FINAL_EVENT_WAIT_MS) return;
+    } else if (Date.now() - lastRunnerCheck >= RUNNER_CHECK_MS) {
+      lastRunnerCheck = Date.now();
+      const runner =
+        row.runnerPid !== null && row.runnerStart !== null && row.bootId !== null
+          ? { pid: row.runnerPid, start: row.runnerStart, boot: row.bootId }
+          : null;
+      const key = runner ? `${runner.pid}:${runner.start}:${runner.boot}` : '';
+      if (runner && !reconciled.has(key) && liveness(runner) === 'gone') {
+        reconciled.add(key);
+        const { reconcile } = await import('../../tasks/recover');
+        await reconcile(repo, { task: id });
+      }
     }
     await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
   }
