@@ -293,7 +293,7 @@ async function main() {
             'sh',
             payloadFile,
           ]);
-          id = r.json?.taskId ?? r.json?.id ?? r.json?.task?.id ?? null;
+          id = [r.json?.task, r.json?.taskId, r.json?.task?.id].find((x) => typeof x === 'string') ?? null;
           if (id) S.via = 'task run';
         } catch (e) {
           warn(`task run could not make the result task (${e.message.split('\n')[0]}); using the store API`);

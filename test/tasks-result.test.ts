@@ -538,3 +538,35 @@ test("a spool is published by rename: a dead writer's temporary is removed, a sy
     }
   });
 });
+
+test("storing a task's result again (an adopted supervisor ending it) leaves only what the row names", async () => {
+  await withSandbox((sb) => {
+    const r = repo(sb);
+    const common = r.commonDir();
+    const db = openSidecar(common);
+    try {
+      const t = newTask(db, r);
+      const out = taskFile(common, t.id, 'stdout');
+      const spool = taskFile(common, t.id, 'result.spool');
+      fs.writeFileSync(out, utf8Of(RESULT_INLINE_MAX + 1, 2));
+      assert.equal(storeResult(db, common, t).storage, 'spool');
+      fs.writeFileSync(out, 'small now');
+      assert.equal(storeResult(db, common, getTask(db, t.id) as TaskRow).storage, 'inline');
+      assert.equal(fs.existsSync(spool), false, 'the earlier spool outlived the row that named it');
+      fs.writeFileSync(out, utf8Of(RESULT_INLINE_MAX + 1, 2));
+      storeResult(db, common, getTask(db, t.id) as TaskRow);
+      fs.writeFileSync(out, Buffer.from([0xff]));
+      assert.equal(
+        codeOf(() => storeResult(db, common, getTask(db, t.id) as TaskRow)),
+        'RESULT_NOT_UTF8',
+      );
+      assert.equal(fs.existsSync(spool), false, 'a refused result left the earlier spool');
+      fs.writeFileSync(out, 'fine again');
+      const info = storeResult(db, common, getTask(db, t.id) as TaskRow);
+      assert.equal(info.sizeBytes, 10);
+      assert.equal((getTask(db, t.id) as TaskRow).errorCode, null, 'the earlier refusal still stands on the row');
+    } finally {
+      db.close();
+    }
+  });
+});
