@@ -538,3 +538,92 @@ test("a spool is published by rename: a dead writer's temporary is removed, a sy
     }
   });
 });
+
+test("storing a task's result again (an adopted supervisor ending it) leaves only what the row names", async () => {
+  await withSandbox((sb) => {
+    const r = repo(sb);
+    const common = r.commonDir();
+    const db = openSidecar(common);
+    try {
+      const t = newTask(db, r);
+      const out = taskFile(common, t.id, 'stdout');
+      const spool = taskFile(common, t.id, 'result.spool');
+      fs.writeFileSync(out, utf8Of(RESULT_INLINE_MAX + 1, 2));
+      assert.equal(storeResult(db, common, t).storage, 'spool');
+      fs.writeFileSync(out, 'small now');
+      assert.equal(storeResult(db, common, getTask(db, t.id) as TaskRow).storage, 'inline');
+      assert.equal(fs.existsSync(spool), false, 'the earlier spool outlived the row that named it');
+      fs.writeFileSync(out, utf8Of(RESULT_INLINE_MAX + 1, 2));
+      storeResult(db, common, getTask(db, t.id) as TaskRow);
+      fs.writeFileSync(out, Buffer.from([0xff]));
+      assert.equal(
+        codeOf(() => storeResult(db, common, getTask(db, t.id) as TaskRow)),
+        'RESULT_NOT_UTF8',
+      );
+      assert.equal(fs.existsSync(spool), false, 'a refused result left the earlier spool');
+      fs.writeFileSync(out, 'fine again');
+      const info = storeResult(db, common, getTask(db, t.id) as TaskRow);
+      assert.equal(info.sizeBytes, 10);
+      assert.equal((getTask(db, t.id) as TaskRow).errorCode, null, 'the earlier refusal still stands on the row');
+    } finally {
+      db.close();
+    }
+  });
+});
+
+test('through task run (needs the runner): stdout spooled and read back exactly, $XET_TASK_RESULT preferred, over 8 MiB refused with exit 3', async () => {
+  await withSandbox((sb) => {
+    const r = repo(sb);
+    const lines = 40_000; // 'é€😀\n' is 10 bytes: 400,000 bytes, spooled
+    const big = xet(sb, r.dir, [
+      'task',
+      'run',
+      '--no-capture',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      `yes 'é€😀' | head -n ${lines}`,
+    ]);
+    expectExit(big, 0);
+    const ran = parseJson(big);
+    const expected = Buffer.from('é€😀\n'.repeat(lines), 'utf8');
+    assert.equal(ran.result?.storage, 'spool', describeRun(big));
+    assert.equal(ran.result?.sizeBytes, expected.length);
+    assert.equal(ran.result?.sha256, sha256(expected));
+    assert.equal(ran.result?.truncated, true);
+    assert.equal(ran.result?.retrievable, true);
+    const whole = rawResult(sb, r.dir, [ran.task]);
+    assert.equal(whole.status, 0, whole.stderr);
+    assert.equal(sha256(whole.stdout), sha256(expected));
+
+    const file = xet(sb, r.dir, [
+      'task',
+      'run',
+      '--no-capture',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      'echo noise; printf "%s" "{\\"ok\\":true}" >"$XET_TASK_RESULT"',
+    ]);
+    expectExit(file, 0);
+    const f = parseJson(file);
+    assert.equal(f.result?.source, 'file', describeRun(file));
+    assert.equal(rawResult(sb, r.dir, [f.task]).stdout.toString('utf8'), '{"ok":true}');
+
+    const huge = xet(sb, r.dir, [
+      'task',
+      'run',
+      '--no-capture',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      `head -c ${RESULT_MAX + 1} /dev/zero | tr '\\0' a`,
+    ]);
+    const err = expectError(huge, 'RESULT_TOO_LARGE');
+    assert.equal(err.details.status, 'failed');
+    expectError(xet(sb, r.dir, ['task', 'result', String(err.details.task), '--json']), 'RESULT_NOT_AVAILABLE');
+  });
+});

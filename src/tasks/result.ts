@@ -117,8 +117,14 @@ function fsyncDir(dir: string): void {
   }
 }
 
+/** A spool an earlier store of the same task published, once the row no longer names it. */
+function dropSpool(commonDir: string, id: string): void {
+  fs.rmSync(taskFile(commonDir, id, 'result.spool'), { force: true });
+}
+
 function refuse(
   db: Db,
+  commonDir: string,
   task: TaskRow,
   code: (typeof RESULT_REFUSALS)[number],
   source: 'stdout' | 'file',
@@ -136,6 +142,7 @@ function refuse(
     });
     appendEvent(db, task.id, 'task.result_refused', { code, source, sizeBytes });
   })();
+  dropSpool(commonDir, task.id);
   throw new XetError(code, message, { task: task.id, source, sizeBytes });
 }
 
@@ -173,6 +180,7 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
   const tooLarge = (size: number) =>
     refuse(
       db,
+      commonDir,
       task,
       'RESULT_TOO_LARGE',
       source,
@@ -228,6 +236,7 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
     if (!valid) {
       refuse(
         db,
+        commonDir,
         task,
         'RESULT_NOT_UTF8',
         source,
@@ -251,6 +260,7 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
     };
     if (info.storage === 'inline') {
       updateTask(db, task.id, { ...columns, resultInline: Buffer.concat(held) });
+      dropSpool(commonDir, task.id);
       return info;
     }
     fs.fsyncSync(out);
@@ -267,6 +277,14 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
       appendEvent(db, task.id, 'task.result_spooled', { sizeBytes: info.sizeBytes, sha256: info.sha256 });
     })();
     return info;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EDQUOT') {
+      throw new XetError('DISK_FULL', `no space left to spool the result of task ${task.id}; nothing was kept`, {
+        task: task.id,
+      });
+    }
+    throw e;
   } finally {
     fs.closeSync(fd);
     if (out >= 0) fs.closeSync(out);
