@@ -1,14 +1,19 @@
-// TEMPORARY (runner branch): a minimal builder of the task manifest (xet.task/v1, the shape in the
-// lead's design) so that `task run` builds and runs before the task-store helper's
-// src/tasks/manifest.ts (buildManifest) is merged. The lead replaces the one call in runner.ts with
-// buildManifest and deletes this file; nothing else imports it.
-import { spawnSync } from 'node:child_process';
+// TEMPORARY (runner branch): a stand-in with the same exports and signatures as the task-store
+// helper's src/tasks/manifest.ts (buildManifest, taskConfig, validateCorrelationId), so that
+// `task run` builds before that branch is merged. After the merge runner.ts imports './manifest'
+// instead and this file is deleted; nothing else imports it.
 import * as crypto from 'node:crypto';
 import * as path from 'node:path';
-import { canonicalJson } from '../snapshot/canonical-json';
+import { XetError } from '../errors';
+import type { GitConfig } from '../git/config';
 import { gitVersion } from '../git/exec';
+import { parseDuration } from '../gc/duration';
+import { canonicalJson } from '../snapshot/canonical-json';
 import { TOOL_VERSION } from '../version';
 import {
+  CORRELATION_ID_MAX_BYTES,
+  DEFAULT_KILL_GRACE_MS,
+  DEFAULT_RETENTION_MS,
   MANIFEST_SCHEMA_VERSION,
   RESULT_CHUNK_MAX,
   RESULT_INLINE_MAX,
@@ -17,6 +22,33 @@ import {
   type SlotMode,
 } from './model';
 
+export function validateCorrelationId(id: string): string {
+  // eslint-disable-next-line no-control-regex
+  if (!id || Buffer.byteLength(id, 'utf8') > CORRELATION_ID_MAX_BYTES || /[\x00-\x1f\x7f]|\p{Cs}/u.test(id)) {
+    throw new XetError(
+      'USAGE',
+      `--correlation-id must be 1 to ${CORRELATION_ID_MAX_BYTES} bytes without control characters`,
+    );
+  }
+  return id;
+}
+
+export interface TaskPolicy {
+  capture: boolean;
+  killGraceMs: number;
+  retentionMs: number | null;
+  [more: string]: unknown;
+}
+
+export function taskConfig(config: GitConfig): { killGraceMs: number; retentionMs: number | null } {
+  const g = config.get('xet.task.killGrace');
+  const r = config.get('xet.task.retention');
+  const gs = g === undefined ? DEFAULT_KILL_GRACE_MS / 1000 : parseDuration(g, 'duration', 'CONFIG_INVALID');
+  if (!Number.isFinite(gs)) throw new XetError('CONFIG_INVALID', 'xet.task.killGrace cannot be never');
+  const rs = r === undefined ? DEFAULT_RETENTION_MS / 1000 : parseDuration(r, 'duration', 'CONFIG_INVALID');
+  return { killGraceMs: gs * 1000, retentionMs: rs === Infinity ? null : rs * 1000 };
+}
+
 export interface ManifestInput {
   taskId: string;
   createdAt: string;
@@ -24,33 +56,19 @@ export interface ManifestInput {
   sessionId: string | null;
   continuesTask: string | null;
   correlationId: string | null;
-  alias: string;
-  slot: string;
-  cwd: string;
-  mode: SlotMode;
-  capture: boolean;
-  killGraceMs: number;
-  retentionMs: number;
-  timeoutMs: number;
-  deadlineAt: string;
+  workspace: { alias: string; slot: string; cwd: string; mode: SlotMode };
   baseSnapshot: string | null;
+  timeoutMs: number;
+  policy: TaskPolicy;
+  runtimeCwd?: string;
+  runtimeEnv?: NodeJS.ProcessEnv;
+  runtimeVersion?: string | null;
 }
 
-const MEASURED = ['node', 'python3', 'python', 'git', 'npm', 'pnpm', 'make', 'bash'];
+const sha256Hex = (s: string) => crypto.createHash('sha256').update(s, 'utf8').digest('hex');
 
-function measure(command: string): string | null {
-  if (!MEASURED.includes(command)) return null;
-  const r = spawnSync(command, ['--version'], { timeout: 2000, encoding: 'utf8' });
-  if (r.status !== 0) return null;
-  return (r.stdout || '').split('\n')[0].trim().slice(0, 200) || null;
-}
-
-const sha256 = (s: string) => crypto.createHash('sha256').update(s, 'utf8').digest('hex');
-
-export function temporaryManifest(i: ManifestInput): { json: string; sha256: string } {
-  const command = path.basename(i.argv0);
-  const version = measure(command);
-  const policy = { capture: i.capture, killGraceMs: i.killGraceMs, retentionMs: i.retentionMs, hooks: true };
+export async function buildManifest(i: ManifestInput): Promise<{ json: string; sha256: string }> {
+  const policy = i.policy;
   const m = {
     schema: 'xet.task/v1',
     schemaVersion: MANIFEST_SCHEMA_VERSION,
@@ -60,14 +78,14 @@ export function temporaryManifest(i: ManifestInput): { json: string; sha256: str
     git: { version: gitVersion().join('.') },
     protocolVersion: TASK_PROTOCOL_VERSION,
     runtime: {
-      command,
-      version,
-      versionSource: version === null ? 'unmeasured' : 'measured',
+      command: path.basename(i.argv0),
+      version: null,
+      versionSource: 'unmeasured',
       inFlightRecovery: i.sessionId ? 'session-resume' : 'none',
     },
-    workspace: { alias: i.alias, slot: i.slot, cwd: i.cwd, mode: i.mode },
+    workspace: i.workspace,
     policy,
-    policySha256: sha256(canonicalJson(policy)),
+    policySha256: sha256Hex(canonicalJson(policy)),
     limits: {
       timeoutMs: i.timeoutMs,
       resultInlineBytes: RESULT_INLINE_MAX,
@@ -77,8 +95,8 @@ export function temporaryManifest(i: ManifestInput): { json: string; sha256: str
     baseSnapshot: i.baseSnapshot,
     continuation: i.continuesTask || i.sessionId ? { sessionId: i.sessionId, continuesTask: i.continuesTask } : null,
     correlationId: i.correlationId,
-    deadlineAt: i.deadlineAt,
+    deadlineAt: new Date(Date.parse(i.createdAt) + i.timeoutMs).toISOString(),
   };
   const json = canonicalJson(m);
-  return { json, sha256: sha256(json) };
+  return { json, sha256: sha256Hex(json) };
 }

@@ -26,11 +26,11 @@ import { liveForkByGitDir } from '../sidecar/forks';
 import { capture } from '../snapshot/capture';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
-import { temporaryManifest } from './manifest-temp';
+// TEMPORARY: './manifest' (same exports) once the task-store branch is merged.
+import { buildManifest, taskConfig, validateCorrelationId } from './manifest-temp';
 import {
   CORRELATION_ID_MAX_BYTES,
   DEFAULT_KILL_GRACE_MS,
-  DEFAULT_RETENTION_MS,
   DEFAULT_TIMEOUT_MS,
   TASK_ENV,
   isTerminal,
@@ -107,7 +107,7 @@ export interface PreparedTask {
 }
 
 export type TaskOutcome =
-  | { kind: 'exited'; exitCode: number | null; exitSignal: string | null }
+  | { kind: 'exited'; exitCode: number | null; exitSignal?: string | null }
   | { kind: 'timed_out' }
   | { kind: 'cancelled' };
 
@@ -116,10 +116,10 @@ export interface TaskContext {
   slot: Slot;
   /** The row with the command's pid recorded (its process group). */
   task: TaskRow;
-  /** Held by this process; released by finishTask. */
-  lease: Lease;
-  /** Frozen in the manifest (policy.killGraceMs). */
-  killGraceMs: number;
+  /** Held by this process (null: the slot is gone, a supervisor holds nothing); released by finishTask. */
+  lease: Lease | null;
+  /** Frozen in the manifest (policy.killGraceMs); read from the row's manifest when absent. */
+  killGraceMs?: number;
   /**
    * The command's exit once its processes were ended (timed out, cancelled). The runner knows its
    * child; without this, the wrapper's `exit` file says (null if it was killed before writing it).
@@ -181,21 +181,21 @@ function checkArgv(argv: string[]): void {
   if (argv.some((a) => a.includes('\0'))) throw new XetError('USAGE', 'a command argument holds a NUL byte');
 }
 
-function configDuration(value: string | undefined, key: string, fallbackMs: number): number {
-  if (value === undefined) return fallbackMs;
-  const s = parseDuration(value, `${key} duration`, 'CONFIG_INVALID');
-  if (!Number.isFinite(s) || s < 0)
-    throw new XetError('CONFIG_INVALID', `${key} must be a finite duration`, { key, value });
-  return s * 1000;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1-2: resolve the slot, validate, create the task
 
-/** The continuation `--continue` asks for, from the recovery module (TASK_NOT_RESUMABLE there). */
-function continuation(db: Db, id: string): { sessionId: string; continuesTask: string } {
-  const fn = (recover as { continuationOf?: (db: Db, id: string) => { sessionId: string; continuesTask: string } })
-    .continuationOf;
+interface Continuation {
+  sessionId: string;
+  continuesTask: string;
+  worktree: string;
+}
+
+/**
+ * The continuation `--continue` asks for: the recovery module's continuationOf (TASK_NOT_FOUND,
+ * TASK_NOT_RESUMABLE there). Looked up by name so this builds before that branch is merged.
+ */
+function continuation(db: Db, id: string): Continuation {
+  const fn = (recover as { continuationOf?: (db: Db, id: string) => Continuation }).continuationOf;
   if (!fn) throw new XetError('TASK_NOT_RESUMABLE', 'continuing a task is not available in this build', { task: id });
   return fn(db, id);
 }
@@ -222,7 +222,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   if (req.continueTask !== undefined && (req.in !== undefined || req.fork !== undefined)) {
     throw new XetError('USAGE', "--continue runs in the continued task's workspace: no --in or --fork");
   }
-  const correlationId = req.correlationId === undefined ? null : checkOpaqueId(req.correlationId, 'the correlation id');
+  const correlationId = req.correlationId === undefined ? null : validateCorrelationId(req.correlationId);
   let sessionId = req.sessionId === undefined ? null : checkOpaqueId(req.sessionId, 'the session id');
   const timeoutMs = parseTimeout(req.timeout);
 
@@ -235,11 +235,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   let inDir = req.in === undefined ? undefined : path.resolve(req.cwd, req.in);
   if (req.continueTask !== undefined) {
     const spec = req.continueTask;
-    const c = withSidecar(repo.commonDir, (db) => {
-      const old = getTask(db, resolveTaskId(db, spec));
-      if (!old) throw new XetError('TASK_NOT_FOUND', `no task ${spec}`, { task: spec });
-      return { ...continuation(db, old.id), worktree: old.worktree };
-    });
+    const c = withSidecar(repo.commonDir, (db) => continuation(db, spec));
     if (sessionId !== null && sessionId !== c.sessionId) {
       throw new XetError('USAGE', `--session-id differs from the session of task ${c.continuesTask}`, {
         task: c.continuesTask,
@@ -271,9 +267,8 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   } else {
     assertSlotWritable(slotOf(slotRepo), 'task run');
   }
-  const config = await readConfig(repoOpts(repo));
-  const killGraceMs = configDuration(config.get('xet.task.killGrace'), 'xet.task.killGrace', DEFAULT_KILL_GRACE_MS);
-  const retentionMs = configDuration(config.get('xet.task.retention'), 'xet.task.retention', DEFAULT_RETENTION_MS);
+  // Read once, here: the manifest freezes them for the task's life.
+  const { killGraceMs, retentionMs } = taskConfig(await readConfig(repoOpts(repo)));
 
   // Effects from here on.
   await ensureHooks(repo);
@@ -299,24 +294,19 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   const createdAt = new Date().toISOString();
   const deadlineAt = new Date(Date.parse(createdAt) + timeoutMs).toISOString();
   const capture = req.capture !== false;
-  // TEMPORARY: becomes buildManifest (src/tasks/manifest.ts) when the task-store branch is merged.
-  const manifest = temporaryManifest({
+  const manifest = await buildManifest({
     taskId: id,
     createdAt,
     argv0: req.argv[0],
     sessionId,
     continuesTask,
     correlationId,
-    alias: forkId ?? path.basename(slot.worktree),
-    slot: slot.id,
-    cwd: cwdRel,
-    mode,
-    capture,
-    killGraceMs,
-    retentionMs,
-    timeoutMs,
-    deadlineAt,
+    workspace: { alias: forkId ?? path.basename(slot.worktree), slot: slot.id, cwd: cwdRel, mode },
     baseSnapshot,
+    timeoutMs,
+    policy: { capture, killGraceMs, retentionMs, hooks: true },
+    runtimeCwd: path.resolve(slot.worktree, cwdRel),
+    runtimeEnv: commandBaseEnv({ foreignSlot: slotRepo.gitDir !== repo.gitDir }),
   });
   const task: TaskRow = {
     id,
@@ -429,7 +419,7 @@ export function readExitFile(commonDir: string, id: string): number | null {
 }
 
 /** The context finishTask needs, from a task row and a lease this process holds. */
-export function taskContext(repo: Repo, task: TaskRow, lease: Lease): TaskContext {
+export function taskContext(repo: Repo, task: TaskRow, lease: Lease | null): TaskContext {
   let killGraceMs = DEFAULT_KILL_GRACE_MS;
   try {
     const g = (JSON.parse(task.manifestJson) as { policy?: { killGraceMs?: unknown } }).policy?.killGraceMs;
@@ -711,11 +701,12 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
   const id = ctx.task.id;
   let internal: unknown = null;
   try {
-    const ended = await endTaskProcesses(ctx.task.pid, ctx.task.mark, ctx.killGraceMs);
+    const grace = ctx.killGraceMs ?? taskContext(repo, ctx.task, lease).killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+    const ended = await endTaskProcesses(ctx.task.pid, ctx.task.mark, grace);
     dieAt('task:after-exit');
     const exit =
       outcome.kind === 'exited'
-        ? { exitCode: outcome.exitCode, exitSignal: outcome.exitSignal }
+        ? { exitCode: outcome.exitCode, exitSignal: outcome.exitSignal ?? null }
         : ctx.exitStatus
           ? await ctx.exitStatus()
           : { exitCode: readExitFile(commonDir, id), exitSignal: null };
@@ -780,7 +771,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     });
     // A process that outlived SIGKILL may still write: the guard stays, the slot fails closed.
     if (!ended.survivors.length) removeGuard(slot, id);
-    lease.release();
+    lease?.release();
     collectTasks(repo);
     if (internal) throw internal;
     return {
@@ -797,7 +788,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       exit: code,
     };
   } finally {
-    lease.release();
+    lease?.release();
   }
 }
 
