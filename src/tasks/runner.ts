@@ -23,7 +23,6 @@ import { parseDuration } from '../gc/duration';
 import { ensureHooks } from '../hooks/install';
 import { withSidecar, type Db } from '../sidecar/db';
 import { liveForkByGitDir } from '../sidecar/forks';
-import { capture } from '../snapshot/capture';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
 // TEMPORARY: './manifest' (same exports) once the task-store branch is merged.
@@ -135,7 +134,9 @@ export interface TaskEnd {
   exitSignal: string | null;
   resultSnapshot: string | null;
   result: ResultInfo | null;
-  /** git xet refused the result (RESULT_TOO_LARGE, RESULT_NOT_UTF8) or the slot. */
+  /** The result was refused (RESULT_TOO_LARGE, RESULT_NOT_UTF8): recorded, the capture stands. */
+  resultRefusal: XetError | null;
+  /** What made `task run` exit 3: the refusal, when it decided the task's status (failed). */
   error: XetError | null;
   /** Capture failed (recorded as task.capture_failed); the task's status stands. */
   captureError: XetError | null;
@@ -713,21 +714,27 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
 
     // The result: a refusal is recorded (by storeResult) and makes the task failed, nothing more.
     let result: ResultInfo | null = null;
-    let error: XetError | null = null;
-    try {
-      result = withSidecar(commonDir, (db) => {
-        const row = getTask(db, id);
-        return row ? storeResult(db, commonDir, row) : null;
-      });
-    } catch (e) {
-      if (e instanceof XetError) error = e;
-      else internal = e;
+    let resultRefusal: XetError | null = null;
+    // A command that never started (cancelled first) has no output to take a result from.
+    if (ctx.task.pid !== null) {
+      try {
+        result = withSidecar(commonDir, (db) => {
+          const row = getTask(db, id);
+          return row ? storeResult(db, commonDir, row) : null;
+        });
+      } catch (e) {
+        if (e instanceof XetError) resultRefusal = e;
+        else internal = e;
+      }
     }
+    let error: XetError | null = null;
 
     let resultSnapshot: string | null = null;
     let captureError: XetError | null = null;
     if (ctx.task.capture) {
       try {
+        // Loaded here: capture's modules are most of a task's start-up otherwise.
+        const { capture } = await import('../snapshot/capture');
         const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true });
         resultSnapshot = c.snapshot;
         withSidecar(commonDir, (db) => {
@@ -749,8 +756,9 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       [status, errorCode, event, code] = ['interrupted', 'TASK_TIMED_OUT', 'task.timed_out', RUN_EXIT.TIMED_OUT];
     } else if (outcome.kind === 'cancelled') {
       [status, errorCode, event, code] = ['cancelled', 'TASK_CANCELLED', 'task.cancelled', RUN_EXIT.CANCELLED];
-    } else if (error) {
-      [status, errorCode, event, code] = ['failed', error.code, 'task.failed', 3];
+    } else if (resultRefusal) {
+      error = resultRefusal;
+      [status, errorCode, event, code] = ['failed', resultRefusal.code, 'task.failed', 3];
     } else {
       code = exit.exitCode ?? signalExit(exit.exitSignal) ?? 1;
       [status, event] = code === 0 ? ['succeeded', 'task.succeeded'] : ['failed', 'task.failed'];
@@ -782,6 +790,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       exitSignal: exit.exitSignal,
       resultSnapshot,
       result,
+      resultRefusal,
       error,
       captureError,
       survivors: ended.survivors,

@@ -114,6 +114,7 @@ async function report(
     correlationId: t.correlationId,
     resultSnapshot: end.resultSnapshot,
     result: summary,
+    resultRefusal: end.resultRefusal ? end.resultRefusal.toJSON() : null,
     captureError: end.captureError ? end.captureError.toJSON() : null,
     survivors: end.survivors.length,
   };
