@@ -493,3 +493,26 @@ test('a guard whose runner died refuses task run with WORKDIR_RECOVERY_REQUIRED 
     assert.ok(fs.existsSync(r.gitPath('xet-guard')), 'the guard stays');
     assert.equal(describeRun(res).includes('task recover'), true);
   }));
+
+test('a reader that closes the pipe early (task run … | head) ends the copying, not the runner: the task finishes and its guard goes', async () =>
+  withSandbox(async (sb) => {
+    const r = repo(sb);
+    const child = spawn(
+      process.execPath,
+      [XET_BIN, 'task', 'run', '--no-capture', '--', 'sh', '-c', 'yes | head -c 3000000'],
+      {
+        cwd: r.dir,
+        env: sb.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    child.stdout.once('data', () => child.stdout.destroy());
+    const status = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    assert.equal(status, 0, stderr);
+    const t = allTasks(r)[0];
+    assert.equal(t.status, 'succeeded');
+    assert.equal(t.resultSizeBytes, 3000000, 'the result was kept whole');
+    assert.ok(!fs.existsSync(r.gitPath('xet-guard')), 'the guard is gone');
+  }));

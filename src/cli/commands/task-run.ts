@@ -53,10 +53,17 @@ export function registerTaskRun(task: Command): void {
           emit(out, { task: prep.task.id, status: 'created', detached: true }, () => prep.task.id);
           return 0;
         }
+        // A reader that went away (`task run -- yes | head -1`) ends the copying, never the runner:
+        // an unhandled EPIPE would kill it between the command's end and the guard's removal.
+        const open = { stdout: true, stderr: true };
+        process.stdout.on('error', () => (open.stdout = false));
+        process.stderr.on('error', () => (open.stderr = false));
         const end = await runner.runTask(prep, {
           onOutput: out.json
             ? undefined
-            : (stream, chunk) => (stream === 'stdout' ? process.stdout : process.stderr).write(chunk),
+            : (stream, chunk) => {
+                if (open[stream]) (stream === 'stdout' ? process.stdout : process.stderr).write(chunk);
+              },
         });
         return report(out, end, prep.repo.commonDir, runner.RUN_EXIT);
       }),
