@@ -596,7 +596,21 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   } catch (e) {
     // Nothing was started: no process can be writing the slot, so the guard goes (a started command
     // is finishTask's, which clears the guard itself or leaves it for recovery).
-    if (!handedOver && guarded) removeGuard(slot, id);
+    if (!handedOver) {
+      if (guarded) removeGuard(slot, id);
+      // A failure of our own before the start (the task dir's files, the sidecar): the task ends
+      // failed here rather than waiting for recovery to find a dead runner.
+      try {
+        withSidecar(commonDir, (db) => {
+          if (getTask(db, id)?.status !== 'created') return;
+          const code = e instanceof XetError ? e.code : 'INTERNAL';
+          updateTask(db, id, { status: 'failed', errorCode: code, endedAt: new Date().toISOString() });
+          appendEvent(db, id, 'task.failed', { errorCode: code });
+        });
+      } catch {
+        // the sidecar itself failed: recovery finds the task (its runner gone, nothing started)
+      }
+    }
     lease.release();
     throw e;
   } finally {
