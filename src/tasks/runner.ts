@@ -21,7 +21,7 @@ import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
 import { ensureHooks } from '../hooks/install';
-import { withSidecar, type Db } from '../sidecar/db';
+import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '../sidecar/db';
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
@@ -75,6 +75,24 @@ const CANCEL_POLL_MS = 250;
 const FOLLOW_MS = 100;
 /** Variables that select a repository: not given to a command that runs in another worktree. */
 const REPO_ENV_KEYS = Object.keys(callerRepoEnv());
+
+/** One connection for a run's many small reads and writes (opening one costs more than most of them). */
+class SidecarSession {
+  private db: Db | null = null;
+  constructor(private readonly commonDir: string) {}
+  use<T>(fn: (db: Db) => T): T {
+    this.db ??= openSidecar(this.commonDir);
+    try {
+      return fn(this.db);
+    } catch (e) {
+      throw sidecarIoError(e, sidecarDir(this.commonDir));
+    }
+  }
+  close(): void {
+    this.db?.close();
+    this.db = null;
+  }
+}
 
 export interface RunRequest {
   cwd: string;
@@ -432,8 +450,8 @@ export function taskContext(repo: Repo, task: TaskRow, lease: Lease | null): Tas
   return { repo, slot, task, lease, killGraceMs };
 }
 
-function failBeforeStart(commonDir: string, id: string, e: XetError): XetError {
-  withSidecar(commonDir, (db) => {
+function failBeforeStart(sc: SidecarSession, id: string, e: XetError): XetError {
+  sc.use((db) => {
     updateTask(db, id, { status: 'failed', errorCode: e.code, endedAt: new Date().toISOString() });
     appendEvent(db, id, 'task.failed', { errorCode: e.code });
   });
@@ -478,11 +496,12 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   const env = commandBaseEnv(prep);
   if (prep.foreignSlot) for (const k of REPO_ENV_KEYS) delete process.env[k];
 
+  const sc = new SidecarSession(commonDir);
   // 4: the writer lease.
   const lease = tryAcquireLease(slot);
   if (!lease) {
     throw failBeforeStart(
-      commonDir,
+      sc,
       id,
       new XetError('WORKDIR_BUSY', `another task holds the writer lease of ${slot.worktree}`, {
         slot: slot.id,
@@ -496,15 +515,13 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   const stopSignals = trapSignals();
   try {
     const runner = identify(process.pid) as ProcessIdentity;
-    withSidecar(commonDir, (db) =>
-      updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }),
-    );
+    sc.use((db) => updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }));
     dieAt('task:after-lease');
 
     // 5: the guard. Any guard standing now is stale: its runner's lease was free.
     if (readGuardFile(slot).state !== 'none') {
       throw failBeforeStart(
-        commonDir,
+        sc,
         id,
         new XetError(
           'WORKDIR_RECOVERY_REQUIRED',
@@ -525,7 +542,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     guarded = true;
     dieAt('task:after-guard');
 
-    const early = withSidecar(commonDir, (db) => getTask(db, id));
+    const early = sc.use((db) => getTask(db, id));
     if (early?.cancelRequestedAt) {
       // Cancelled before it started: nothing to end, nothing ran.
       handedOver = true;
@@ -554,16 +571,12 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     });
     const pid = child.pid;
     if (!pid) {
-      throw failBeforeStart(
-        commonDir,
-        id,
-        new XetError('USAGE', 'the task command could not be started', { task: id }),
-      );
+      throw failBeforeStart(sc, id, new XetError('USAGE', 'the task command could not be started', { task: id }));
     }
     handedOver = true;
     const pidStart = startTicks(pid);
     const startedAt = new Date().toISOString();
-    withSidecar(commonDir, (db) => {
+    sc.use((db) => {
       updateTask(db, id, { pid, pidStart, status: 'running', startedAt });
       appendEvent(db, id, 'task.started', {});
     });
@@ -582,7 +595,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     const drain = () => follow.forEach((f) => f());
     const ticker = follow.length ? setInterval(drain, FOLLOW_MS) : null;
     try {
-      const outcome = await waitFor(commonDir, row, exited, stopSignals.cancelled);
+      const outcome = await waitFor(sc, row, exited, stopSignals.cancelled);
       drain();
       const ctx: TaskContext = {
         ...taskContext(repo, row, lease),
@@ -601,7 +614,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       // A failure of our own before the start (the task dir's files, the sidecar): the task ends
       // failed here rather than waiting for recovery to find a dead runner.
       try {
-        withSidecar(commonDir, (db) => {
+        sc.use((db) => {
           if (getTask(db, id)?.status !== 'created') return;
           const code = e instanceof XetError ? e.code : 'INTERNAL';
           updateTask(db, id, { status: 'failed', errorCode: code, endedAt: new Date().toISOString() });
@@ -615,6 +628,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     throw e;
   } finally {
     stopSignals.stop();
+    sc.close();
   }
 }
 
@@ -666,7 +680,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
 
 /** Step 7: the first of the command's exit, the frozen deadline, a cancellation. */
 async function waitFor(
-  commonDir: string,
+  sc: SidecarSession,
   task: TaskRow,
   exited: Promise<{ exitCode: number | null; exitSignal: string | null }>,
   signalled: Promise<void>,
@@ -686,7 +700,7 @@ async function waitFor(
           setInterval(() => {
             if (Date.now() >= deadline) resolve({ kind: 'timed_out' });
             try {
-              const t = withSidecar(commonDir, (db) => getTask(db, task.id));
+              const t = sc.use((db) => getTask(db, task.id));
               if (t?.cancelRequestedAt) resolve({ kind: 'cancelled' });
             } catch {
               // a busy or briefly unreadable sidecar: the next poll asks again
@@ -715,6 +729,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
   const commonDir = repo.commonDir;
   const id = ctx.task.id;
   let internal: unknown = null;
+  const sc = new SidecarSession(commonDir);
   try {
     const grace = ctx.killGraceMs ?? taskContext(repo, ctx.task, lease).killGraceMs ?? DEFAULT_KILL_GRACE_MS;
     const ended = await endTaskProcesses(ctx.task.pid, ctx.task.mark, grace);
@@ -732,7 +747,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     // A command that never started (cancelled first) has no output to take a result from.
     if (ctx.task.pid !== null) {
       try {
-        result = withSidecar(commonDir, (db) => {
+        result = sc.use((db) => {
           const row = getTask(db, id);
           return row ? storeResult(db, commonDir, row) : null;
         });
@@ -751,14 +766,14 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
         const { capture } = await import('../snapshot/capture');
         const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true });
         resultSnapshot = c.snapshot;
-        withSidecar(commonDir, (db) => {
+        sc.use((db) => {
           updateTask(db, id, { resultSnapshot });
           appendEvent(db, id, 'task.captured', { snapshot: resultSnapshot });
         });
       } catch (e) {
         captureError = e instanceof XetError ? e : new XetError('GIT_FAILED', (e as Error).message);
         const code = captureError.code;
-        withSidecar(commonDir, (db) => appendEvent(db, id, 'task.capture_failed', { code }));
+        sc.use((db) => appendEvent(db, id, 'task.capture_failed', { code }));
       }
     }
 
@@ -778,7 +793,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       [status, event] = code === 0 ? ['succeeded', 'task.succeeded'] : ['failed', 'task.failed'];
     }
     const endedAt = new Date().toISOString();
-    const final = withSidecar(commonDir, (db) => {
+    const final = sc.use((db) => {
       updateTask(db, id, { status, errorCode, exitCode: exit.exitCode, exitSignal: exit.exitSignal, endedAt });
       appendEvent(db, id, event, {
         exitCode: exit.exitCode,
@@ -812,6 +827,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     };
   } finally {
     lease?.release();
+    sc.close();
   }
 }
 
