@@ -25,8 +25,7 @@ import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '.
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
-// TEMPORARY: './manifest' (same exports) once the task-store branch is merged.
-import { buildManifest, taskConfig, validateCorrelationId } from './manifest-temp';
+import { buildManifest, taskConfig, validateCorrelationId } from './manifest';
 import {
   CORRELATION_ID_MAX_BYTES,
   DEFAULT_KILL_GRACE_MS,
