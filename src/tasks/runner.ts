@@ -16,7 +16,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { readConfig } from '../git/config';
+import { readConfig, type GitConfig } from '../git/config';
 import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
@@ -120,6 +120,8 @@ export interface PreparedTask {
   argv: string[];
   /** The slot is not the caller's repository: its GIT_DIR and friends must not reach the command. */
   foreignSlot: boolean;
+  /** The config startTask read (a detached runner reads none: collection asks git itself). */
+  config?: GitConfig;
 }
 
 export type TaskOutcome =
@@ -141,6 +143,8 @@ export interface TaskContext {
    * child; without this, the wrapper's `exit` file says (null if it was killed before writing it).
    */
   exitStatus?: () => Promise<{ exitCode: number | null; exitSignal: string | null }>;
+  /** The repository's config, if already read (spares the collection at the end a git process). */
+  config?: GitConfig;
 }
 
 export interface TaskEnd {
@@ -246,7 +250,9 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
 
   const repo = await findRepo(req.cwd, true);
   await recover.reconcileAtStart(repo);
-  collectTasks(repo);
+  // One read of the config: retention now, and the manifest's policy below.
+  const config = await readConfig(repoOpts(repo));
+  collectTasks(repo, { config });
 
   const id = crypto.randomBytes(8).toString('hex');
   let continuesTask: string | null = null;
@@ -286,7 +292,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     assertSlotWritable(slotOf(slotRepo), 'task run');
   }
   // Read once, here: the manifest freezes them for the task's life.
-  const { killGraceMs, retentionMs } = taskConfig(await readConfig(repoOpts(repo)));
+  const { killGraceMs, retentionMs } = taskConfig(config);
 
   // Effects from here on.
   await ensureHooks(repo);
@@ -366,7 +372,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   };
   withSidecar(repo.commonDir, (db) => insertTask(db, task));
   ensureTaskDir(repo.commonDir, id);
-  return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir };
+  return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir, config };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -598,6 +604,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       drain();
       const ctx: TaskContext = {
         ...taskContext(repo, row, lease),
+        config: prep.config,
         exitStatus: () => withTimeout(exited, 5000, { exitCode: readExitFile(commonDir, id), exitSignal: null }),
       };
       return await finishTask(ctx, outcome);
@@ -808,7 +815,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     // A process that outlived SIGKILL may still write: the guard stays, the slot fails closed.
     if (!ended.survivors.length) removeGuard(slot, id);
     lease?.release();
-    collectTasks(repo);
+    collectTasks(repo, { config: ctx.config });
     if (internal) throw internal;
     return {
       task: final,
