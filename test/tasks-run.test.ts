@@ -429,6 +429,14 @@ test('--fork SNAPSHOT makes a fork (default directory beside the main worktree) 
     assert.equal(r.git('cat-file', 'blob', `${t.resultSnapshot}:files/made.txt`), 'forked\n');
     const forks = parseJson(xet(sb, r.dir, ['forks', '--json'])).forks as { id: string }[];
     assert.ok(forks.some((f) => f.id === t.forkId));
+
+    // --in the fork's directory: the same slot, known as that fork.
+    const again = parseJson(
+      xet(sb, r.dir, ['task', 'run', '--in', dir, '--no-capture', '--json', '--', 'cat', 'made.txt']),
+    );
+    assert.equal(again.result.preview, 'forked\n');
+    const t2 = task(r, again.task);
+    assert.deepEqual([t2.slot, t2.mode, t2.forkId], [t.slot, 'copy', t.forkId]);
   }));
 
 test('--continue runs in the continued task’s workspace with its session; TASK_NOT_RESUMABLE without a session', () =>

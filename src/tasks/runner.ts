@@ -17,11 +17,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { readConfig } from '../git/config';
+import { readConfig, type GitConfig } from '../git/config';
 import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
 import { ensureHooks } from '../hooks/install';
 import { withSidecar, type Db } from '../sidecar/db';
+import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '../sidecar/db';
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
@@ -75,6 +77,24 @@ const FOLLOW_MS = 100;
 /** Variables that select a repository: not given to a command that runs in another worktree. */
 const REPO_ENV_KEYS = Object.keys(callerRepoEnv());
 
+/** One connection for a run's many small reads and writes (opening one costs more than most of them). */
+class SidecarSession {
+  private db: Db | null = null;
+  constructor(private readonly commonDir: string) {}
+  use<T>(fn: (db: Db) => T): T {
+    this.db ??= openSidecar(this.commonDir);
+    try {
+      return fn(this.db);
+    } catch (e) {
+      throw sidecarIoError(e, sidecarDir(this.commonDir));
+    }
+  }
+  close(): void {
+    this.db?.close();
+    this.db = null;
+  }
+}
+
 export interface RunRequest {
   cwd: string;
   argv: string[];
@@ -102,6 +122,8 @@ export interface PreparedTask {
   argv: string[];
   /** The slot is not the caller's repository: its GIT_DIR and friends must not reach the command. */
   foreignSlot: boolean;
+  /** The config startTask read (a detached runner reads none: collection asks git itself). */
+  config?: GitConfig;
 }
 
 export type TaskOutcome =
@@ -123,6 +145,8 @@ export interface TaskContext {
    * child; without this, the wrapper's `exit` file says (null if it was killed before writing it).
    */
   exitStatus?: () => Promise<{ exitCode: number | null; exitSignal: string | null }>;
+  /** The repository's config, if already read (spares the collection at the end a git process). */
+  config?: GitConfig;
 }
 
 export interface TaskEnd {
@@ -229,6 +253,9 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   const repo = await findRepo(req.cwd, true);
   await recover.reconcileAtStart(repo);
   collectTasks(repo);
+  // One read of the config: retention now, and the manifest's policy below.
+  const config = await readConfig(repoOpts(repo));
+  collectTasks(repo, { config });
 
   const id = crypto.randomBytes(8).toString('hex');
   let continuesTask: string | null = null;
@@ -269,6 +296,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   }
   // Read once, here: the manifest freezes them for the task's life.
   const { killGraceMs, retentionMs } = taskConfig(await readConfig(repoOpts(repo)));
+  const { killGraceMs, retentionMs } = taskConfig(config);
 
   // Effects from here on.
   await ensureHooks(repo);
@@ -349,6 +377,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   withSidecar(repo.commonDir, (db) => insertTask(db, task));
   ensureTaskDir(repo.commonDir, id);
   return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir };
+  return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir, config };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -433,6 +462,8 @@ export function taskContext(repo: Repo, task: TaskRow, lease: Lease | null): Tas
 
 function failBeforeStart(commonDir: string, id: string, e: XetError): XetError {
   withSidecar(commonDir, (db) => {
+function failBeforeStart(sc: SidecarSession, id: string, e: XetError): XetError {
+  sc.use((db) => {
     updateTask(db, id, { status: 'failed', errorCode: e.code, endedAt: new Date().toISOString() });
     appendEvent(db, id, 'task.failed', { errorCode: e.code });
   });
@@ -477,11 +508,13 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   const env = commandBaseEnv(prep);
   if (prep.foreignSlot) for (const k of REPO_ENV_KEYS) delete process.env[k];
 
+  const sc = new SidecarSession(commonDir);
   // 4: the writer lease.
   const lease = tryAcquireLease(slot);
   if (!lease) {
     throw failBeforeStart(
       commonDir,
+      sc,
       id,
       new XetError('WORKDIR_BUSY', `another task holds the writer lease of ${slot.worktree}`, {
         slot: slot.id,
@@ -498,12 +531,14 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     withSidecar(commonDir, (db) =>
       updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }),
     );
+    sc.use((db) => updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }));
     dieAt('task:after-lease');
 
     // 5: the guard. Any guard standing now is stale: its runner's lease was free.
     if (readGuardFile(slot).state !== 'none') {
       throw failBeforeStart(
         commonDir,
+        sc,
         id,
         new XetError(
           'WORKDIR_RECOVERY_REQUIRED',
@@ -525,6 +560,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     dieAt('task:after-guard');
 
     const early = withSidecar(commonDir, (db) => getTask(db, id));
+    const early = sc.use((db) => getTask(db, id));
     if (early?.cancelRequestedAt) {
       // Cancelled before it started: nothing to end, nothing ran.
       handedOver = true;
@@ -558,11 +594,13 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
         id,
         new XetError('USAGE', 'the task command could not be started', { task: id }),
       );
+      throw failBeforeStart(sc, id, new XetError('USAGE', 'the task command could not be started', { task: id }));
     }
     handedOver = true;
     const pidStart = startTicks(pid);
     const startedAt = new Date().toISOString();
     withSidecar(commonDir, (db) => {
+    sc.use((db) => {
       updateTask(db, id, { pid, pidStart, status: 'running', startedAt });
       appendEvent(db, id, 'task.started', {});
     });
@@ -585,6 +623,11 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       drain();
       const ctx: TaskContext = {
         ...taskContext(repo, row, lease),
+      const outcome = await waitFor(sc, row, exited, stopSignals.cancelled);
+      drain();
+      const ctx: TaskContext = {
+        ...taskContext(repo, row, lease),
+        config: prep.config,
         exitStatus: () => withTimeout(exited, 5000, { exitCode: readExitFile(commonDir, id), exitSignal: null }),
       };
       return await finishTask(ctx, outcome);
@@ -601,6 +644,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       // failed here rather than waiting for recovery to find a dead runner.
       try {
         withSidecar(commonDir, (db) => {
+        sc.use((db) => {
           if (getTask(db, id)?.status !== 'created') return;
           const code = e instanceof XetError ? e.code : 'INTERNAL';
           updateTask(db, id, { status: 'failed', errorCode: code, endedAt: new Date().toISOString() });
@@ -614,6 +658,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     throw e;
   } finally {
     stopSignals.stop();
+    sc.close();
   }
 }
 
@@ -666,6 +711,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
 /** Step 7: the first of the command's exit, the frozen deadline, a cancellation. */
 async function waitFor(
   commonDir: string,
+  sc: SidecarSession,
   task: TaskRow,
   exited: Promise<{ exitCode: number | null; exitSignal: string | null }>,
   signalled: Promise<void>,
@@ -686,6 +732,7 @@ async function waitFor(
             if (Date.now() >= deadline) resolve({ kind: 'timed_out' });
             try {
               const t = withSidecar(commonDir, (db) => getTask(db, task.id));
+              const t = sc.use((db) => getTask(db, task.id));
               if (t?.cancelRequestedAt) resolve({ kind: 'cancelled' });
             } catch {
               // a busy or briefly unreadable sidecar: the next poll asks again
@@ -714,6 +761,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
   const commonDir = repo.commonDir;
   const id = ctx.task.id;
   let internal: unknown = null;
+  const sc = new SidecarSession(commonDir);
   try {
     const grace = ctx.killGraceMs ?? taskContext(repo, ctx.task, lease).killGraceMs ?? DEFAULT_KILL_GRACE_MS;
     const ended = await endTaskProcesses(ctx.task.pid, ctx.task.mark, grace);
@@ -732,6 +780,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     if (ctx.task.pid !== null) {
       try {
         result = withSidecar(commonDir, (db) => {
+        result = sc.use((db) => {
           const row = getTask(db, id);
           return row ? storeResult(db, commonDir, row) : null;
         });
@@ -751,6 +800,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
         const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true });
         resultSnapshot = c.snapshot;
         withSidecar(commonDir, (db) => {
+        sc.use((db) => {
           updateTask(db, id, { resultSnapshot });
           appendEvent(db, id, 'task.captured', { snapshot: resultSnapshot });
         });
@@ -758,6 +808,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
         captureError = e instanceof XetError ? e : new XetError('GIT_FAILED', (e as Error).message);
         const code = captureError.code;
         withSidecar(commonDir, (db) => appendEvent(db, id, 'task.capture_failed', { code }));
+        sc.use((db) => appendEvent(db, id, 'task.capture_failed', { code }));
       }
     }
 
@@ -778,6 +829,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     }
     const endedAt = new Date().toISOString();
     const final = withSidecar(commonDir, (db) => {
+    const final = sc.use((db) => {
       updateTask(db, id, { status, errorCode, exitCode: exit.exitCode, exitSignal: exit.exitSignal, endedAt });
       appendEvent(db, id, event, {
         exitCode: exit.exitCode,
@@ -794,6 +846,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     if (!ended.survivors.length) removeGuard(slot, id);
     lease?.release();
     collectTasks(repo);
+    collectTasks(repo, { config: ctx.config });
     if (internal) throw internal;
     return {
       task: final,
@@ -811,6 +864,7 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     };
   } finally {
     lease?.release();
+    sc.close();
   }
 }
 
