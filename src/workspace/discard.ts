@@ -19,6 +19,7 @@ import { ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dieAt, faultPoint } from '../testing/fault-points';
 import { dropReclaimView } from './reclaim-view';
+import { assertForkWritable } from '../tasks/enforce';
 
 export interface DiscardOptions {
   cwd: string;
@@ -40,6 +41,7 @@ export interface DiscardResult {
 export async function discardFork(options: DiscardOptions): Promise<DiscardResult> {
   const found = await resolveFork(options.cwd, options.dir);
   const { repo } = found;
+  assertForkWritable(repo, found.row, 'discard');
   // Shared objects lock (its capture reuses objects; its kept snapshot must be a root before a gc
   // marks), taken before the fork's lock.
   const objectsLock = holdObjectsShared(repo.commonDir);
@@ -59,6 +61,8 @@ export async function discardFork(options: DiscardOptions): Promise<DiscardResul
     if (!row || row.id !== found.row.id) {
       throw new XetError('FORK_NOT_FOUND', `${found.row.dir} was discarded meanwhile`, { dir: found.row.dir });
     }
+    // Again under the lock: a task may have started in the fork while we waited for it.
+    assertForkWritable(repo, row, 'discard');
     return await discardLocked(repo, row, options);
   } finally {
     lock.release();

@@ -19,6 +19,8 @@ import { capture } from '../snapshot/capture';
 import { NEUTRAL_INDEX_CONFIG } from '../snapshot/lay';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { ensureUsable, resolveFork } from './fork';
+import { assertForkWritable, refuseStale } from '../tasks/enforce';
+import { slotOf } from '../tasks/slot';
 
 export interface ExportOptions {
   cwd: string;
@@ -54,6 +56,9 @@ export async function exportChanges(options: ExportOptions): Promise<ExportResul
 
 async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<ExportResult> {
   const o = repoOpts(repo);
+  // The branch is made in this worktree: after its runner died, its hook would refuse the update
+  // half way (after the capture).
+  if (options.branch) refuseStale(slotOf(repo), 'export --branch');
   const ref = options.branch ? await checkBranch(repo, options.branch, Boolean(options.force)) : null;
 
   const asDir = path.resolve(options.cwd, options.source);
@@ -64,6 +69,7 @@ async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<
   const trailers: string[] = [];
   if (fs.existsSync(asDir) && fs.statSync(asDir).isDirectory()) {
     const { row } = await resolveFork(options.cwd, options.source);
+    assertForkWritable(repo, row, 'export');
     await ensureUsable(repo, row);
     // The state being exported is kept as a snapshot (all of it), so the commit can be traced back.
     snapshot = (await capture({ cwd: row.dir, message: `git xet export: fork ${row.id}`, ignored: 'all' })).snapshot;

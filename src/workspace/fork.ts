@@ -37,6 +37,7 @@ import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './o
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
 import { dropReclaimView } from './reclaim-view';
+import { assertForkWritable, fenceIfStale, forkSlot, hasStaleGuard, unfenceFork } from '../tasks/enforce';
 
 export type RequestedMode = ForkMode | 'auto';
 
@@ -448,14 +449,20 @@ export async function ensureUsable(repo: Repo, row: ForkRow): Promise<void> {
   await ensureMounted(repo, row);
   if (row.state !== 'active' || !row.gitDir || !fs.existsSync(row.gitDir) || !fs.existsSync(row.dir)) return;
   const link = path.join(row.dir, '.git');
-  if (!fs.existsSync(link) && (row.mode !== 'overlay' || isMounted(row.dir))) {
+  // A fenced fork (read-only: a stale task guard) is not repaired until the guard is cleared.
+  if (!fs.existsSync(link) && (row.mode !== 'overlay' || isMounted(row.dir)) && !hasStaleGuard(forkSlot(repo, row))) {
     fs.writeFileSync(link, `gitdir: ${row.gitDir}\n`);
   }
 }
 
-/** Mount an overlay fork that is not mounted (after a reboot); true if it had to be. */
+/** Mount an overlay fork that is not mounted (after a reboot); true if it had to be. While a stale
+ * task guard stands on it, it is mounted (or, mounted, remounted) read-only: the fence. */
 export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> {
-  if (row.mode !== 'overlay' || row.state !== 'active' || isMounted(row.dir)) return false;
+  if (row.mode !== 'overlay' || row.state !== 'active') return false;
+  if (isMounted(row.dir)) {
+    await fenceIfStale(repo, row);
+    return false;
+  }
   if (!row.upper || !row.work || !fs.existsSync(path.join(row.upper, '.git'))) {
     throw new XetError('FORK_BROKEN', `the upper layer of fork ${row.id} is missing (${row.upper})`, {
       dir: row.dir,
@@ -480,7 +487,9 @@ export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> 
       { dir: row.dir },
     );
   }
-  const failure = await mountOverlay({ lower: base.tree, upper: row.upper, work: row.work }, row.dir);
+  // Judged at the mount itself: a guard published after a check above still gets a fence.
+  const readOnly = hasStaleGuard(forkSlot(repo, row));
+  const failure = await mountOverlay({ lower: base.tree, upper: row.upper, work: row.work }, row.dir, { readOnly });
   if (failure) {
     throw new XetError(
       failure.notPermitted ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN',
@@ -491,12 +500,19 @@ export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> 
   return true;
 }
 
-export async function remountFork(cwd: string, dirArg: string): Promise<{ id: string; dir: string; mounted: boolean }> {
+export async function remountFork(
+  cwd: string,
+  dirArg: string,
+): Promise<{ id: string; dir: string; mounted: boolean; unfenced: boolean }> {
   const { repo, row } = await resolveFork(cwd, dirArg);
   if (row.mode !== 'overlay') {
     throw new XetError('USAGE', `fork ${row.id} is a ${row.mode} fork; only overlay forks are mounted`, {
       dir: row.dir,
     });
   }
-  return { id: row.id, dir: row.dir, mounted: await ensureMounted(repo, row) };
+  assertForkWritable(repo, row, 'fork remount');
+  const mounted = await ensureMounted(repo, row);
+  // A fork fenced while a stale guard stood gets its writable mount back once the guard is gone.
+  const unfenced = !mounted && (await unfenceFork(repo, row));
+  return { id: row.id, dir: row.dir, mounted, unfenced };
 }

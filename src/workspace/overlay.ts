@@ -39,10 +39,17 @@ export interface MountFailure {
 }
 
 /** Mount an overlay at target; returns null on success or why it failed. */
-export async function mountOverlay(layers: OverlayLayers, target: string): Promise<MountFailure | null> {
-  const r = await runTool('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(layers), target]).catch(
-    (e: Error) => ({ code: 127, stdout: '', stderr: e.message }),
-  );
+export async function mountOverlay(
+  layers: OverlayLayers,
+  target: string,
+  opts: { readOnly?: boolean } = {},
+): Promise<MountFailure | null> {
+  const options = `${opts.readOnly ? 'ro,' : ''}${overlayOptions(layers)}`;
+  const r = await runTool('mount', ['-t', 'overlay', 'overlay', '-o', options, target]).catch((e: Error) => ({
+    code: 127,
+    stdout: '',
+    stderr: e.message,
+  }));
   if (r.code === 0) return null;
   return {
     notPermitted:
@@ -70,20 +77,26 @@ function unescapeMountPath(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
 
-/** Mount points and their filesystem types, in mount order (later ones are on top). */
-function mountTable(): { point: string; type: string }[] {
+/** Mount points, their filesystem types and whether they are read-only (the mount or its
+ * filesystem), in mount order (later ones are on top). */
+function mountTable(): { point: string; type: string; readOnly: boolean }[] {
   let text: string;
   try {
     text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   } catch {
     return [];
   }
-  const out: { point: string; type: string }[] = [];
+  const out: { point: string; type: string; readOnly: boolean }[] = [];
   for (const line of text.split('\n')) {
     if (!line) continue;
     const fields = line.split(' ');
     const sep = fields.indexOf('-');
-    out.push({ point: unescapeMountPath(fields[4]), type: sep >= 0 ? fields[sep + 1] : 'unknown' });
+    const ro = (opts: string | undefined) => (opts ?? '').split(',').includes('ro');
+    out.push({
+      point: unescapeMountPath(fields[4]),
+      type: sep >= 0 ? fields[sep + 1] : 'unknown',
+      readOnly: ro(fields[5]) || (sep >= 0 && ro(fields[sep + 3])),
+    });
   }
   return out;
 }
@@ -102,6 +115,24 @@ export function mountsUnder(dir: string): string[] {
 
 export function isMounted(dir: string): boolean {
   return mountedType(dir) === 'overlay';
+}
+
+/** Whether the topmost mount exactly at `dir` is read-only (false if nothing is mounted there). */
+export function isMountedReadOnly(dir: string): boolean {
+  let ro = false;
+  for (const m of mountTable()) if (m.point === dir) ro = m.readOnly;
+  return ro;
+}
+
+/** `mount -o remount,ro|rw` of the mount at `dir`: null, or why it failed (busy with open files
+ * for writing, not permitted, …). */
+export async function remountMode(dir: string, mode: 'ro' | 'rw'): Promise<string | null> {
+  const r = await runTool('mount', ['-o', `remount,${mode}`, dir]).catch((e: Error) => ({
+    code: 127,
+    stdout: '',
+    stderr: e.message,
+  }));
+  return r.code === 0 ? null : r.stderr || `mount exited ${r.code}`;
 }
 
 /** Processes whose working directory or an open file is under `dir` (best effort, for messages). */

@@ -39,6 +39,7 @@ import { removeDeep } from './copy';
 import { ensureMounted, ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dropReclaimView, mountReclaimView } from './reclaim-view';
+import { assertForkWritable } from '../tasks/enforce';
 
 export interface ReclaimOptions {
   cwd: string;
@@ -158,6 +159,8 @@ async function reclaimOne(
     if (!row || row.id !== found.id) {
       throw new XetError('FORK_NOT_FOUND', `${found.dir} was discarded or reclaimed meanwhile`, { dir: found.dir });
     }
+    // A fork a task writes (or whose runner died) is not reclaimed: --idle lists it as refused.
+    assertForkWritable(repo, row, 'reclaim');
     // Run from inside the fork, this process must not keep it busy itself.
     process.chdir(repo.commonDir);
     if (row.state === 'discarding') {

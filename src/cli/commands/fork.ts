@@ -23,7 +23,13 @@ export function registerFork(program: Command): void {
           // `fork --remount <dir>`: the one argument is the directory.
           if (b !== undefined) throw new XetError('USAGE', 'fork --remount takes only the fork directory');
           const r = await workspace.remountFork(process.cwd(), a as string);
-          emit(out, r, () => (r.mounted ? `mounted fork ${r.id} at ${r.dir}` : `fork ${r.id} at ${r.dir} is mounted`));
+          emit(out, r, () =>
+            r.mounted
+              ? `mounted fork ${r.id} at ${r.dir}`
+              : r.unfenced
+                ? `fork ${r.id} at ${r.dir} is writable again (it was fenced read-only by a task guard)`
+                : `fork ${r.id} at ${r.dir} is mounted`,
+          );
           return;
         }
         if (b === undefined) throw new XetError('USAGE', 'fork needs <snapshot> and <dir>');
