@@ -32,6 +32,7 @@ import { DROP_SCHEMA, isoSeconds, markerRef, writeMarker } from './markers';
 import { measureObjects, type StoreSize } from './measure';
 import { holdObjectsExclusive } from './objects-lock';
 import { markRoots, readForkMarkers, type Keeper, type Marking } from './roots';
+import { collectTasks } from '../tasks/retention';
 import {
   captureLocksOf,
   deadLocks,
@@ -81,6 +82,9 @@ export interface GcResult {
   bases: string[];
   caches: string[];
   spools: string[];
+  /** Tasks past xet.task.retention collected first (a dry run: those it would collect; their
+   * snapshots are still listed as kept by them). */
+  tasks: string[];
   /** Every snapshot kept and what keeps it. */
   kept: { snapshot: string; keepers: Keeper[] }[];
   objects: {
@@ -202,6 +206,10 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     cutoff: cutoff ? cutoff.toISOString() : null,
   };
 
+  progress('collecting tasks');
+  // First, and outside the objects lock: a collected task is no root of this run's marking.
+  const tasks = collectTasks(repo, { now, dryRun: opts.dryRun }).collected;
+
   if (opts.dryRun) {
     // Read only: no lock, no journal row, nothing written (a sidecar is not even created).
     progress('marking roots');
@@ -220,6 +228,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
       bases: plan.bases,
       caches: plan.caches,
       spools: [...plan.baseLeftovers, ...plan.spools],
+      tasks,
       kept: keptList(m),
       objects: { before, after: null, reclaimedObjects: null, reclaimedBytes: null },
       problems: plan.problems,
@@ -290,6 +299,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
       bases,
       caches,
       spools,
+      tasks,
       kept: keptList(m),
       objects: {
         before,

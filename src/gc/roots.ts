@@ -1,6 +1,6 @@
 // Marking: what keeps each snapshot alive. A root is a pin, a live fork (the snapshot it was laid
 // from, which is also its base, and the snapshot a discard in progress kept), an unexpired handoff,
-// a task that is not collected (issue 10: none yet); a rule is the retention policy (or its
+// a task that is not collected (its result snapshot, a running task's base: taskRoots); a rule is the retention policy (or its
 // absence) and xet.gc.keepUnpushed. Roots refuse an explicit drop; rules only decide what gc lets
 // go by itself. Refs and worktree markers are read first and the sidecar second, so marking after
 // the sidecar was lost still keeps every pin and live fork. Whatever cannot be read exactly is kept
@@ -22,6 +22,7 @@ import { withExistingSidecar } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { readMarkers, type DropRecord, type MarkerEntry, type PinRecord } from './markers';
+import { taskRoots } from '../tasks/retention';
 import { applyRetention, readRetentionPolicy } from './retention';
 
 /** Roots refuse `drop`; rules (retention, unpushed, no-policy) only guide gc. */
@@ -120,6 +121,9 @@ export async function readRoots(repo: Repo, now: Date): Promise<Roots> {
       if (f.keptSnapshot)
         add(roots, f.keptSnapshot, { kind: 'fork-kept', name: `kept by the discard of fork ${f.id}` });
     }
+    // Until its task is collected (xet.task.retention), a task keeps its result and, while it
+    // runs, its base: `task show` links them.
+    for (const t of taskRoots(db)) add(roots, t.snapshot, { kind: 'task', name: t.task });
   });
   for (const m of readForkMarkers(repo, problems)) {
     if (rowIds.has(m.id)) continue;

@@ -12,6 +12,7 @@ import { completeRequest, reserveRequest } from '../sidecar/requests';
 import { canonicalJson } from '../snapshot/canonical-json';
 import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
 import { checkSnapshot, failureCode } from './verify';
+import { findTask } from '../tasks/provenance';
 import {
   decodeDescriptor,
   encodeDescriptor,
@@ -44,6 +45,9 @@ export interface CreateHandoffOptions {
   negative?: string[];
   artifacts?: string[];
   correlationId?: string;
+  /** The task this hands over (full or abbreviated id): the snapshot defaults to its result snapshot,
+   * the descriptor names it and carries its correlation id. */
+  task?: string;
   /** A duration: 90m, 12h, 7d, 2w. */
   expires?: string;
   /** Id (full or abbreviated) of the handoff this one replaces. */
@@ -77,6 +81,7 @@ const FLAG_FIELDS = [
   'negative',
   'artifacts',
   'correlationId',
+  'task',
   'expires',
   'supersedes',
 ] as const;
@@ -144,8 +149,31 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
     }
     await readSnapshot(d.snapshot.oid, opts); // it must be a snapshot, not just any commit
   } else {
-    if (options.snapshot === undefined)
-      throw new XetError('USAGE', 'handoff create needs <snapshot> (or --descriptor)');
+    const task = options.task !== undefined ? findTask(repo, options.task) : null;
+    let snapshot = options.snapshot;
+    let correlationId = options.correlationId;
+    if (task) {
+      if (snapshot === undefined) {
+        if (!task.resultSnapshot) {
+          throw new XetError(
+            'RESULT_NOT_AVAILABLE',
+            `task ${task.id} has no result snapshot (it has not ended, ran with --no-capture, or its capture failed); name the snapshot`,
+            { task: task.id, status: task.status },
+          );
+        }
+        snapshot = task.resultSnapshot;
+      }
+      if (correlationId !== undefined && task.correlationId !== null && correlationId !== task.correlationId) {
+        throw new XetError(
+          'USAGE',
+          `--correlation-id differs from task ${task.id}'s correlation id; drop it (the task's is used)`,
+          { task: task.id },
+        );
+      }
+      correlationId ??= task.correlationId ?? undefined;
+    }
+    if (snapshot === undefined)
+      throw new XetError('USAGE', 'handoff create needs <snapshot> (or --task, or --descriptor)');
     if (options.title === undefined) throw new XetError('USAGE', 'handoff create needs --title');
     if (!options.to?.length) throw new XetError('USAGE', 'handoff create needs --to AGENT[,AGENT…]');
     const from = options.from ?? (await readConfig(opts)).get('xet.agent');
@@ -153,7 +181,7 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
       throw new XetError('USAGE', 'handoff create needs --from AGENT (or git config xet.agent)');
     }
     const expiresIn = options.expires !== undefined ? parseDuration(options.expires) : undefined;
-    const snap = await readSnapshot(await resolveSnapshotOid(options.snapshot, opts), opts);
+    const snap = await readSnapshot(await resolveSnapshotOid(snapshot, opts), opts);
     const supersedes =
       options.supersedes === undefined
         ? undefined
@@ -175,9 +203,11 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
           findings: options.findings ?? [],
           negative: options.negative ?? [],
           artifacts: options.artifacts ?? [],
-          correlationId: options.correlationId ?? null,
+          correlationId: correlationId ?? null,
           expires: options.expires ?? null,
           supersedes: supersedes ?? null,
+          // Only when given: request ids recorded before tasks existed keep their inputs' hash.
+          ...(task ? { task: task.id } : {}),
         }),
       )
       .digest('hex');
@@ -197,7 +227,8 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
       findings: options.findings ?? [],
       negative: options.negative ?? [],
       artifacts: options.artifacts ?? [],
-      correlationId: options.correlationId,
+      correlationId,
+      task: task?.id,
       createdAt,
       expiresAt: expiresIn === undefined ? undefined : isoSeconds(new Date(Date.parse(createdAt) + expiresIn * 1000)),
       supersedes,

@@ -115,6 +115,10 @@ function buildSchema() {
         .max(LIMITS.artifacts, { message: `at most ${LIMITS.artifacts} artifacts` })
         .superRefine(unique('artifacts')),
       correlationId: text('correlationId', LIMITS.correlationIdBytes, { min: 1 }).optional(),
+      task: z
+        .string()
+        .regex(/^[0-9a-f]{16}$/, { message: 'task must be a task id (16 lowercase hex digits)' })
+        .optional(),
       createdAt: time('createdAt'),
       expiresAt: time('expiresAt').optional(),
       supersedes: z.string().regex(SHA256_RE, { message: 'supersedes must be a full handoff id' }).optional(),

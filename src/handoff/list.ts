@@ -26,6 +26,8 @@ export interface HandoffSummary {
   /** Ids of valid handoffs here that supersede this one. */
   supersededBy: string[];
   correlationId: string | null;
+  /** The task it hands over (handoff create --task), if any. */
+  task: string | null;
   /** How many times it was accepted in this repository. */
   accepted: number;
 }
@@ -54,6 +56,7 @@ export async function listHandoffs(options: { cwd: string; to?: string; from?: s
       supersedes: d?.supersedes ?? null,
       supersededBy: [],
       correlationId: d?.correlationId ?? null,
+      task: d?.task ?? null,
       accepted: counts.get(ins.id) ?? 0,
     };
   });

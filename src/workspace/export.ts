@@ -21,6 +21,9 @@ import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/sto
 import { ensureUsable, resolveFork } from './fork';
 import { assertForkWritable, refuseStale } from '../tasks/enforce';
 import { slotOf } from '../tasks/slot';
+import { findTask, taskOfFork, taskOfResult } from '../tasks/provenance';
+import { recordExport } from '../tasks/store';
+import { withSidecar } from '../sidecar/db';
 
 export interface ExportOptions {
   cwd: string;
@@ -31,6 +34,8 @@ export interface ExportOptions {
   patch?: string;
   message?: string;
   force?: boolean;
+  /** The task the work came from (full or abbreviated id); found from the source when not given. */
+  task?: string;
 }
 
 export interface ExportResult {
@@ -39,6 +44,8 @@ export interface ExportResult {
   parent: string | null;
   snapshot: string;
   fork: string | null;
+  /** The task named by the `Xet-Task:` trailer (and linked to the commit), if any. */
+  task: string | null;
   branch: string | null;
   patch: string | null;
   patchText?: string;
@@ -60,16 +67,19 @@ async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<
   // half way (after the capture).
   if (options.branch) refuseStale(slotOf(repo), 'export --branch');
   const ref = options.branch ? await checkBranch(repo, options.branch, Boolean(options.force)) : null;
+  const named = options.task !== undefined ? findTask(repo, options.task).id : null;
 
   const asDir = path.resolve(options.cwd, options.source);
   let tree: string;
   let parent: string | null;
   let snapshot: string;
   let forkId: string | null = null;
+  let task: string | null = named;
   const trailers: string[] = [];
   if (fs.existsSync(asDir) && fs.statSync(asDir).isDirectory()) {
     const { row } = await resolveFork(options.cwd, options.source);
     assertForkWritable(repo, row, 'export');
+    task ??= taskOfFork(repo, row.id)?.id ?? null;
     await ensureUsable(repo, row);
     // The state being exported is kept as a snapshot (all of it), so the commit can be traced back.
     snapshot = (await capture({ cwd: row.dir, message: `git xet export: fork ${row.id}`, ignored: 'all' })).snapshot;
@@ -80,11 +90,13 @@ async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<
     trailers.push(`Xet-Snapshot: ${snapshot}`, `Xet-Base-Snapshot: ${row.snapshot}`, `Xet-Fork: ${row.id}`);
   } else {
     snapshot = await resolveSnapshotOid(options.source, o);
+    task ??= taskOfResult(repo, snapshot)?.id ?? null;
     const snap = await readSnapshot(snapshot, o);
     tree = await treeOfSnapshot(repo, snap);
     parent = snap.manifest.head.oid;
     trailers.push(`Xet-Snapshot: ${snapshot}`);
   }
+  if (task) trailers.push(`Xet-Task: ${task}`);
 
   const parentTree = parent ? await gitText(['rev-parse', `${parent}^{tree}`], o) : null;
   const changed = parentTree
@@ -95,6 +107,7 @@ async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<
     parent,
     snapshot,
     fork: forkId,
+    task,
     branch: null,
     patch: null,
     changed,
@@ -129,6 +142,8 @@ async function exportChangesShared(options: ExportOptions, repo: Repo): Promise<
       result.patch = file;
     }
   }
+  // After the commit is made and published: the link is provenance, not part of the export.
+  if (task) withSidecar(repo.commonDir, (db) => recordExport(db, task, commit, result.branch));
   return result;
 }
 

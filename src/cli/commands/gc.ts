@@ -37,6 +37,7 @@ export function registerGc(program: Command): void {
         emit(out, r, () => {
           const lines: string[] = [];
           const would = r.dryRun ? 'would ' : '';
+          for (const t of r.tasks) lines.push(`${would}collect task ${t}`);
           for (const s of r.refs.released) lines.push(`${would}drop ${s.snapshot.slice(0, 12)} (${s.why})`);
           for (const d of r.refs.deleted) lines.push(`${would}delete ${d.ref} (${d.why})`);
           for (const b of r.bases) lines.push(`${would}remove base ${b.slice(0, 12)}`);

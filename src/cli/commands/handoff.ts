@@ -24,6 +24,7 @@ export function registerHandoff(program: Command): void {
     .option('--negative <text>', 'something tried that did not work; repeatable', collect, [])
     .option('--artifact <path>', 'a file in the snapshot worth looking at; repeatable', collect, [])
     .option('--correlation-id <id>', 'an opaque id to tie this handoff to a task or run')
+    .option('--task <id>', 'the task this hands over: its result snapshot (by default), its id and correlation id')
     .option('--expires <duration>', 'expiry after creation: 90m, 12h, 7d, 2w')
     .option('--supersedes <id>', 'the handoff this one replaces')
     .option('--descriptor <file>', 'take a complete canonical descriptor from a file ("-": stdin)')
@@ -42,6 +43,7 @@ export function registerHandoff(program: Command): void {
             negative: string[];
             artifact: string[];
             correlationId?: string;
+            task?: string;
             expires?: string;
             supersedes?: string;
             descriptor?: string;
@@ -68,6 +70,7 @@ export function registerHandoff(program: Command): void {
             negative: opts.negative,
             artifacts: opts.artifact,
             correlationId: opts.correlationId,
+            task: opts.task,
             expires: opts.expires,
             supersedes: opts.supersedes,
             descriptor,
@@ -120,6 +123,7 @@ export function registerHandoff(program: Command): void {
             `snapshot  ${d.snapshot.oid}`,
             `created   ${d.createdAt}${d.expiresAt ? `, expires ${d.expiresAt}${r.expired ? ' (expired)' : ''}` : ''}`,
             ...(d.correlationId !== undefined ? [`corr. id  ${d.correlationId}`] : []),
+            ...(d.task !== undefined ? [`task      ${d.task}`] : []),
             ...(d.supersedes ? [`replaces  ${d.supersedes}`] : []),
             ...(d.summary ? ['', d.summary] : []),
             ...(d.findings.length ? ['', 'findings:', ...d.findings.map((f) => `  - ${f}`)] : []),
