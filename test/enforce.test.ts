@@ -1,8 +1,10 @@
 // Task guards enforced on git xet's own writes (src/tasks/enforce.ts): a stale guard (its runner
 // died) refuses discard, reclaim, export and fork --remount with WORKDIR_RECOVERY_REQUIRED and
 // nothing changes; a live guard refuses them with WORKDIR_BUSY except from inside that task
-// (XET_TASK_ID); an overlay fork under a stale guard is fenced read-only (EROFS). Real CLI, real
-// mounts (skipped with the reason where this process may not mount).
+// (XET_TASK_ID); an overlay fork under a stale guard is fenced read-only (EROFS). And the links
+// from tasks: handoff create --task, export's Xet-Task trailer, a task's snapshots as gc roots.
+// Real CLI, real mounts (skipped with the reason where this process may not mount); task rows are
+// made through the task store.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -13,6 +15,8 @@ import { fenceSlot } from '../src/tasks/enforce';
 import { bootId, identify, type ProcessIdentity } from '../src/tasks/proc';
 import { GUARD_SCHEMA, publishGuard, removeGuard, tryAcquireLease, type Slot } from '../src/tasks/slot';
 import { workspaceId } from '../src/sidecar/workspaces';
+import { withSidecar } from '../src/sidecar/db';
+import { getTask, insertTask, taskExports, updateTask, type TaskPatch, type TaskRow } from '../src/tasks/store';
 import { Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -227,3 +231,201 @@ test('guards: an overlay fork under a stale guard is fenced read-only (EROFS), m
     assert.match(plain.message, /^unfenced: not a fork/);
   });
 });
+
+/** A task row made through the store (as the runner makes it), then brought to `patch`. */
+function makeTask(r: Repo, patch: TaskPatch & Partial<Pick<TaskRow, 'correlationId' | 'forkId'>> = {}): string {
+  const id = newTaskId();
+  const slot = slotAt(r);
+  const manifestJson = JSON.stringify({ schema: 'xet.task/v1', taskId: id });
+  const now = new Date().toISOString();
+  const { correlationId, forkId, ...rest } = patch;
+  const row: TaskRow = {
+    id,
+    createdAt: now,
+    startedAt: null,
+    endedAt: null,
+    status: 'created',
+    errorCode: null,
+    exitCode: null,
+    exitSignal: null,
+    command: 'true',
+    correlationId: correlationId ?? null,
+    sessionId: null,
+    continuesTask: null,
+    slot: slot.id,
+    worktree: slot.worktree,
+    gitDir: slot.gitDir,
+    mode: 'worktree',
+    forkId: forkId ?? null,
+    baseSnapshot: null,
+    resultSnapshot: null,
+    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
+    detached: false,
+    capture: true,
+    manifestJson,
+    manifestSha256: crypto.createHash('sha256').update(manifestJson).digest('hex'),
+    runnerPid: null,
+    runnerStart: null,
+    pid: null,
+    pidStart: null,
+    bootId: null,
+    mark: newTaskId(),
+    resultStorage: null,
+    resultSource: null,
+    resultSizeBytes: null,
+    resultSha256: null,
+    recovery: null,
+    cancelRequestedAt: null,
+  };
+  withSidecar(r.commonDir(), (db) => {
+    insertTask(db, row);
+    if (Object.keys(rest).length) updateTask(db, id, rest);
+  });
+  return id;
+}
+
+const ended = (resultSnapshot: string | null, hoursAgo = 0): TaskPatch => ({
+  status: 'succeeded',
+  startedAt: new Date(Date.now() - hoursAgo * 3600_000 - 1000).toISOString(),
+  endedAt: new Date(Date.now() - hoursAgo * 3600_000).toISOString(),
+  exitCode: 0,
+  resultSnapshot,
+});
+
+test('handoff create --task: the snapshot defaults to its result snapshot; the descriptor names the task and its correlation id', () =>
+  withSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const task = makeTask(src, { correlationId: 'run 7/α', ...ended(snap) });
+    const base = ['--to', 'reviewer', '--from', 'agent', '--title', 'the work'];
+    const r = xet(sb, src.dir, ['handoff', 'create', '--task', task.slice(0, 6), ...base, '--json']);
+    expectExit(r, 0);
+    const id = parseJson(r).id as string;
+    const shown = xet(sb, src.dir, ['handoff', 'show', id, '--json']);
+    expectExit(shown, 0);
+    const d = parseJson(shown).descriptor;
+    assert.deepEqual([d.snapshot.oid, d.task, d.correlationId], [snap, task, 'run 7/α']);
+    const listed = xet(sb, src.dir, ['handoff', 'list', '--json']);
+    expectExit(listed, 0);
+    assert.equal(JSON.stringify(parseJson(listed)).includes(`"task":"${task}"`), true, 'handoff list shows the task');
+    // The same correlation id is fine; another one is a contradiction.
+    expectExit(
+      xet(sb, src.dir, ['handoff', 'create', '--task', task, '--correlation-id', 'run 7/α', ...base, '--json']),
+      0,
+    );
+    const refs = src.git('for-each-ref', '--format=%(refname)', 'refs/xet/handoffs/');
+    const refusals: [string[], string][] = [
+      [['--task', task, '--correlation-id', 'other'], 'USAGE'],
+      [['--task', 'ffff0000'], 'TASK_NOT_FOUND'],
+      [['--task', makeTask(src, { status: 'running' })], 'RESULT_NOT_AVAILABLE'],
+    ];
+    for (const [args, code] of refusals) {
+      expectError(xet(sb, src.dir, ['handoff', 'create', ...args, ...base, '--json']), code);
+    }
+    fs.writeFileSync(sb.path('d.json'), '{}');
+    const e = expectError(
+      xet(sb, src.dir, ['handoff', 'create', '--task', task, '--descriptor', sb.path('d.json'), '--json']),
+      'USAGE',
+      2,
+    );
+    assert.match(e.message, /task/);
+    assert.equal(src.git('for-each-ref', '--format=%(refname)', 'refs/xet/handoffs/'), refs, 'no handoff made');
+    // A task still running, with the snapshot named: the descriptor names the task.
+    const running = makeTask(src, { status: 'running', correlationId: 'c-2' });
+    const r2 = xet(sb, src.dir, ['handoff', 'create', snap, '--task', running, ...base, '--json']);
+    expectExit(r2, 0);
+    const d2 = parseJson(xet(sb, src.dir, ['handoff', 'show', parseJson(r2).id, '--json'])).descriptor;
+    assert.deepEqual([d2.task, d2.correlationId], [running, 'c-2']);
+  }));
+
+test("export: an Xet-Task trailer from --task, a task's result snapshot or a task's fork, linked to the task", () =>
+  withSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const trailers = (commit: string) =>
+      src.git('log', '-1', '--format=%(trailers:key=Xet-Task,valueonly)', commit).trim().split('\n').filter(Boolean);
+    const exportsOf = (task: string) => withSidecar(src.commonDir(), (db) => taskExports(db, task));
+
+    // A task's result snapshot.
+    src.write('result.txt', 'the result\n');
+    const result = capture(sb, src.dir);
+    const t1 = makeTask(src, ended(result));
+    const r1 = xet(sb, src.dir, ['export', result, '--branch', 'from-task', '--json']);
+    expectExit(r1, 0);
+    const o1 = parseJson(r1);
+    assert.equal(o1.task, t1);
+    assert.deepEqual(trailers(o1.commit), [t1]);
+    assert.deepEqual(
+      exportsOf(t1).map((x) => [x.commit, x.branch]),
+      [[o1.commit, 'from-task']],
+    );
+
+    // A task's fork (task run --fork made it).
+    const f = sb.path('f');
+    const made = fork(sb, src.dir, snap, f, ['--mode', 'copy']);
+    new Repo(sb, f).write('in-fork.txt', 'fork work\n');
+    const t2 = makeTask(src, { forkId: made.id, ...ended(null) });
+    const r2 = xet(sb, src.dir, ['export', f, '--patch', sb.path('f.patch'), '--json']);
+    expectExit(r2, 0);
+    const o2 = parseJson(r2);
+    assert.equal(o2.task, t2);
+    assert.match(fs.readFileSync(sb.path('f.patch'), 'utf8'), new RegExp(`^Xet-Task: ${t2}$`, 'm'));
+    assert.deepEqual(
+      exportsOf(t2).map((x) => [x.commit, x.branch]),
+      [[o2.commit, null]],
+    );
+
+    // --task names it for a snapshot no task made; no task: no trailer.
+    src.write('other.txt', 'other\n');
+    const other = capture(sb, src.dir);
+    const r3 = xet(sb, src.dir, ['export', other, '--branch', 'plain', '--json']);
+    expectExit(r3, 0);
+    assert.deepEqual([parseJson(r3).task, trailers(parseJson(r3).commit)], [null, []]);
+    const r4 = xet(sb, src.dir, ['export', other, '--branch', 'named', '--task', t1.slice(0, 8), '--json']);
+    expectExit(r4, 0);
+    assert.deepEqual(trailers(parseJson(r4).commit), [t1]);
+    assert.equal(exportsOf(t1).length, 2);
+    // An unknown task: refused before anything is made.
+    const refs = src.git('for-each-ref', '--format=%(refname) %(objectname)');
+    expectError(
+      xet(sb, src.dir, ['export', other, '--branch', 'nope', '--task', 'abcd1234', '--json']),
+      'TASK_NOT_FOUND',
+    );
+    expectError(xet(sb, src.dir, ['export', f, '--branch', 'nope', '--task', 'abcd1234', '--json']), 'TASK_NOT_FOUND');
+    assert.equal(src.git('for-each-ref', '--format=%(refname) %(objectname)'), refs);
+  }));
+
+test('gc roots: a task keeps its result snapshot (drop refuses SNAPSHOT_RETAINED naming the task) until gc collects the task', () =>
+  withSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const task = makeTask(src, ended(snap));
+    const e = expectError(xet(sb, src.dir, ['drop', snap, '--json']), 'SNAPSHOT_RETAINED');
+    assert.deepEqual(e.details.roots, [{ kind: 'task', name: task }]);
+    const dry = xet(sb, src.dir, ['gc', '--dry-run', '--json']);
+    expectExit(dry, 0);
+    const plan = parseJson(dry);
+    assert.deepEqual(plan.tasks, []);
+    assert.deepEqual(
+      plan.kept
+        .find((k: { snapshot: string }) => k.snapshot === snap)
+        .keepers.filter((k: { kind: string }) => k.kind === 'task'),
+      [{ kind: 'task', name: task }],
+    );
+    // Past xet.task.retention (168 h by default): a dry run lists it and keeps it, gc collects it.
+    withSidecar(src.commonDir(), (db) => updateTask(db, task, ended(snap, 200)));
+    const dry2 = parseJson(xet(sb, src.dir, ['gc', '--dry-run', '--json']));
+    assert.deepEqual(dry2.tasks, [task]);
+    assert.ok(
+      withSidecar(src.commonDir(), (db) => getTask(db, task)),
+      'a dry run collects nothing',
+    );
+    const r = xet(sb, src.dir, ['gc', '--json']);
+    expectExit(r, 0);
+    assert.deepEqual(parseJson(r).tasks, [task]);
+    assert.equal(
+      withSidecar(src.commonDir(), (db) => getTask(db, task)),
+      null,
+    );
+    expectExit(xet(sb, src.dir, ['drop', snap, '--json']), 0);
+  }));
