@@ -320,7 +320,7 @@ test('handoff create --task: the snapshot defaults to its result snapshot; the d
       [['--task', makeTask(src, { status: 'running' })], 'RESULT_NOT_AVAILABLE'],
     ];
     for (const [args, code] of refusals) {
-      expectError(xet(sb, src.dir, ['handoff', 'create', ...args, ...base, '--json']), code);
+      expectError(xet(sb, src.dir, ['handoff', 'create', ...args, ...base, '--json']), code, code === 'USAGE' ? 2 : 3);
     }
     fs.writeFileSync(sb.path('d.json'), '{}');
     const e = expectError(
