@@ -196,11 +196,23 @@ test('guards: an overlay fork under a stale guard is fenced read-only (EROFS), m
     assert.equal(writeFails(path.join(f, 'direct.txt')), null, 'not fenced yet: a direct write works');
     fs.rmSync(path.join(f, 'direct.txt'));
 
+    // A file open for writing in the fork: the kernel refuses the remount, and the report says so.
+    const fd = fs.openSync(path.join(f, 'open.txt'), 'w');
+    try {
+      const busy = await fenceSlot({ commonDir: src.commonDir() }, slot);
+      assert.equal(busy.fenced, false);
+      assert.match(busy.message, /^unfenced: mount -o remount,ro .* busy/);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.rmSync(path.join(f, 'open.txt'));
     const fence = await fenceSlot({ commonDir: src.commonDir() }, slot);
     assert.deepEqual(fence, { fenced: true, message: 'fenced: remounted read-only' });
     assert.equal(writeFails(path.join(f, 'direct.txt')), 'EROFS', 'a process writing files directly is refused');
     // (HEAD, index and refs live in the worktree's admin dir, outside the mount: the hooks guard those.)
     assert.notEqual(inFork.gitTry('checkout', '--', 'a.txt').status, 0, 'nor can git write its files');
+    // Recovery's evidence: a capture of the fenced fork works (capture only reads).
+    capture(sb, f);
     assert.deepEqual(await fenceSlot({ commonDir: src.commonDir() }, slot), {
       fenced: true,
       message: 'fenced: mounted read-only',
