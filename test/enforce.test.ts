@@ -441,3 +441,55 @@ test('gc roots: a task keeps its result snapshot (drop refuses SNAPSHOT_RETAINED
     );
     expectExit(xet(sb, src.dir, ['drop', snap, '--json']), 0);
   }));
+
+// Needs the task runner (task run --fork): the links are made from what the runner records alone.
+test('task run --fork, then export of its fork and handoff create --task: the trailer and the descriptor name the task unasked', () =>
+  withSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const f = sb.path('task-fork');
+    const run = xet(sb, src.dir, [
+      'task',
+      'run',
+      '--fork',
+      snap,
+      '--mode',
+      'copy',
+      '--dir',
+      f,
+      '--correlation-id',
+      'ticket-9',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      'echo from the task > task.txt; echo done',
+    ]);
+    expectExit(run, 0);
+    const { task, resultSnapshot } = parseJson(run) as { task: string; resultSnapshot: string };
+    assert.match(resultSnapshot, /^[0-9a-f]{40}$/);
+    const ex = xet(sb, src.dir, ['export', f, '--branch', 'task-work', '--json']);
+    expectExit(ex, 0);
+    const commit = parseJson(ex).commit as string;
+    assert.match(src.git('log', '-1', '--format=%B', commit), new RegExp(`^Xet-Task: ${task}$`, 'm'));
+    const h = xet(sb, src.dir, [
+      'handoff',
+      'create',
+      '--task',
+      task,
+      '--to',
+      'r',
+      '--from',
+      'a',
+      '--title',
+      't',
+      '--json',
+    ]);
+    expectExit(h, 0);
+    const d = parseJson(xet(sb, src.dir, ['handoff', 'show', parseJson(h).id, '--json'])).descriptor;
+    assert.deepEqual([d.snapshot.oid, d.task, d.correlationId], [resultSnapshot, task, 'ticket-9']);
+    assert.deepEqual(
+      withSidecar(src.commonDir(), (db) => taskExports(db, task)).map((x) => [x.commit, x.branch]),
+      [[commit, 'task-work']],
+    );
+  }));
