@@ -196,11 +196,23 @@ test('guards: an overlay fork under a stale guard is fenced read-only (EROFS), m
     assert.equal(writeFails(path.join(f, 'direct.txt')), null, 'not fenced yet: a direct write works');
     fs.rmSync(path.join(f, 'direct.txt'));
 
+    // A file open for writing in the fork: the kernel refuses the remount, and the report says so.
+    const fd = fs.openSync(path.join(f, 'open.txt'), 'w');
+    try {
+      const busy = await fenceSlot({ commonDir: src.commonDir() }, slot);
+      assert.equal(busy.fenced, false);
+      assert.match(busy.message, /^unfenced: mount -o remount,ro .* busy/);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.rmSync(path.join(f, 'open.txt'));
     const fence = await fenceSlot({ commonDir: src.commonDir() }, slot);
     assert.deepEqual(fence, { fenced: true, message: 'fenced: remounted read-only' });
     assert.equal(writeFails(path.join(f, 'direct.txt')), 'EROFS', 'a process writing files directly is refused');
     // (HEAD, index and refs live in the worktree's admin dir, outside the mount: the hooks guard those.)
     assert.notEqual(inFork.gitTry('checkout', '--', 'a.txt').status, 0, 'nor can git write its files');
+    // Recovery's evidence: a capture of the fenced fork works (capture only reads).
+    capture(sb, f);
     assert.deepEqual(await fenceSlot({ commonDir: src.commonDir() }, slot), {
       fenced: true,
       message: 'fenced: mounted read-only',
@@ -428,4 +440,56 @@ test('gc roots: a task keeps its result snapshot (drop refuses SNAPSHOT_RETAINED
       null,
     );
     expectExit(xet(sb, src.dir, ['drop', snap, '--json']), 0);
+  }));
+
+// Needs the task runner (task run --fork): the links are made from what the runner records alone.
+test('task run --fork, then export of its fork and handoff create --task: the trailer and the descriptor name the task unasked', () =>
+  withSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const f = sb.path('task-fork');
+    const run = xet(sb, src.dir, [
+      'task',
+      'run',
+      '--fork',
+      snap,
+      '--mode',
+      'copy',
+      '--dir',
+      f,
+      '--correlation-id',
+      'ticket-9',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      'echo from the task > task.txt; echo done',
+    ]);
+    expectExit(run, 0);
+    const { task, resultSnapshot } = parseJson(run) as { task: string; resultSnapshot: string };
+    assert.match(resultSnapshot, /^[0-9a-f]{40}$/);
+    const ex = xet(sb, src.dir, ['export', f, '--branch', 'task-work', '--json']);
+    expectExit(ex, 0);
+    const commit = parseJson(ex).commit as string;
+    assert.match(src.git('log', '-1', '--format=%B', commit), new RegExp(`^Xet-Task: ${task}$`, 'm'));
+    const h = xet(sb, src.dir, [
+      'handoff',
+      'create',
+      '--task',
+      task,
+      '--to',
+      'r',
+      '--from',
+      'a',
+      '--title',
+      't',
+      '--json',
+    ]);
+    expectExit(h, 0);
+    const d = parseJson(xet(sb, src.dir, ['handoff', 'show', parseJson(h).id, '--json'])).descriptor;
+    assert.deepEqual([d.snapshot.oid, d.task, d.correlationId], [resultSnapshot, task, 'ticket-9']);
+    assert.deepEqual(
+      withSidecar(src.commonDir(), (db) => taskExports(db, task)).map((x) => [x.commit, x.branch]),
+      [[commit, 'task-work']],
+    );
   }));
