@@ -302,8 +302,10 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
     const ours = gf.state === 'guard' && gf.guard.task === first.id;
     if (ours || first.pid !== null || findMarked(first.mark).length)
       return { task: first.id, state: 'live', reason: 'a live process holds the slot' };
-    return endNeverStarted(repo, db, first, slot, opts, false);
+    return await endNeverStarted(repo, db, first, slot, opts, false);
   }
+  // Every return below awaits: the lease must outlive the work it covers (a returned promise would
+  // let the finally release it first).
   try {
     // Under the lease: the row as it is now (a concurrent recovery may have finished it, or handed
     // it to a supervisor that is alive).
@@ -311,17 +313,19 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
     if (!row || isTerminal(row.status)) return { task: first.id, state: 'ended', reason: 'the task ended meanwhile' };
     const now = runnerLiveness(row);
     if (now === 'alive') return { task: row.id, state: 'live', reason: 'its runner is alive' };
-    if (now === 'unknown') return unknown(repo, db, row, slot, opts, 'the runner cannot be proven alive or gone');
+    if (now === 'unknown') return await unknown(repo, db, row, slot, opts, 'the runner cannot be proven alive or gone');
     const cmd = commandOf(row);
     if (cmd) {
       const c = liveness(cmd);
-      if (c === 'alive') return reattach(repo, db, row, slot, cmd, lease === 'gone' ? null : lease);
-      if (c === 'unknown') return unknown(repo, db, row, slot, opts, 'the command cannot be proven alive or gone');
-      return endGone(repo, db, row, slot, opts, lease !== 'gone');
+      if (c === 'alive') return await reattach(repo, db, row, slot, cmd, lease === 'gone' ? null : lease);
+      if (c === 'unknown')
+        return await unknown(repo, db, row, slot, opts, 'the command cannot be proven alive or gone');
+      return await endGone(repo, db, row, slot, opts, lease !== 'gone');
     }
-    if (row.pid !== null) return unknown(repo, db, row, slot, opts, "the command's start time was never recorded");
+    if (row.pid !== null)
+      return await unknown(repo, db, row, slot, opts, "the command's start time was never recorded");
     if (findMarked(row.mark).length)
-      return unknown(
+      return await unknown(
         repo,
         db,
         row,
@@ -329,7 +333,7 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
         opts,
         "the command's pid was never recorded but processes carrying its mark run",
       );
-    return endNeverStarted(repo, db, row, slot, opts, lease !== 'gone');
+    return await endNeverStarted(repo, db, row, slot, opts, lease !== 'gone');
   } finally {
     if (lease && lease !== 'gone') lease.release();
   }
