@@ -6,7 +6,6 @@
 // status read from the `exit` file the wrapper shell writes. The deadline is the frozen one of the
 // row; a cancel is SIGTERM/SIGINT to this process or cancelRequestedAt on the row.
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { Repo } from '../git/repo';
 import { openSidecar } from '../sidecar/db';
 import { isTerminal } from './model';
@@ -66,7 +65,7 @@ export async function superviseAdopted(repo: Repo, taskId: string): Promise<void
       });
     }
     const end = await follow(repo.commonDir, db, row, cmd, () => cancelled);
-    await finishAdopted(repo, row, slot, lease, end);
+    await finishAdopted(repo, getTask(db, taskId) ?? row, lease, end);
     lease = null; // finishTask released it
   } finally {
     lease?.release();
@@ -102,16 +101,20 @@ async function follow(
   }
 }
 
-/** Hand the end to the runner's finishTask (src/tasks/runner.ts, the runner branch's). */
-async function finishAdopted(
-  repo: Repo,
-  row: TaskRow,
-  slot: Slot,
-  lease: Lease | null,
-  end: AdoptedEnd,
-): Promise<void> {
-  const file = path.join(__dirname, 'runner.js');
-  const mod = (await import(file)) as { finishTask?: (ctx: unknown, outcome: unknown) => Promise<unknown> };
-  if (typeof mod.finishTask !== 'function') throw new Error('src/tasks/runner.ts has no finishTask');
-  await mod.finishTask({ repo, task: row, slot, lease }, end);
+/** The runner branch's module (src/tasks/runner.ts), loaded by name so this builds before it is merged. */
+const RUNNER_MODULE = './runner';
+
+interface RunnerModule {
+  taskContext(repo: Repo, task: TaskRow, lease: Lease | null): unknown;
+  finishTask(ctx: unknown, outcome: AdoptedEnd): Promise<unknown>;
+}
+
+/** Hand the end to the runner's finishTask: it ends the group, keeps the result, captures, records
+ * the final status, removes the guard and releases the lease, exactly as for a runner that lived. */
+async function finishAdopted(repo: Repo, row: TaskRow, lease: Lease | null, end: AdoptedEnd): Promise<void> {
+  const runner = (await import(RUNNER_MODULE)) as Partial<RunnerModule>;
+  if (typeof runner.finishTask !== 'function' || typeof runner.taskContext !== 'function') {
+    throw new Error('src/tasks/runner.ts has no finishTask/taskContext');
+  }
+  await runner.finishTask(runner.taskContext(repo, row, lease), end);
 }
