@@ -25,8 +25,10 @@ import {
 import { getTask, insertTask, listEvents, type TaskRow } from '../src/tasks/store';
 import { codeOf } from './support/errors';
 import { initRepo, Repo } from './support/git';
+import { fork } from './support/forks';
+import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { XET_BIN, expectExit, parseJson, xet } from './support/xet';
+import { XET_BIN, capture, expectExit, parseJson, xet } from './support/xet';
 
 const hex16 = () => crypto.randomBytes(8).toString('hex');
 
@@ -73,6 +75,7 @@ interface Fab {
   guard?: boolean;
   exit?: number;
   mark?: string;
+  mode?: TaskRow['mode'];
 }
 
 /** Insert a task row as a runner would have left it, with its guard and `exit` file. */
@@ -97,7 +100,7 @@ function fabricate(db: Db, slot: Slot, f: Fab = {}): TaskRow {
     slot: slot.id,
     worktree: slot.worktree,
     gitDir: slot.gitDir,
-    mode: 'worktree',
+    mode: f.mode ?? 'worktree',
     forkId: null,
     baseSnapshot: null,
     resultSnapshot: null,
@@ -421,3 +424,35 @@ test('the start pass spawns no git when nothing is stale', async () =>
       db.close();
     }
   }));
+
+test(
+  'an UNKNOWN task in an overlay fork: the guard stays and the fork is remounted read-only',
+  { skip: process.getuid?.() !== 0 ? 'mounting needs root' : false },
+  async () =>
+    withMountSandbox(async (sb) => {
+      const r = initRepo(sb, 'src');
+      r.commit('c', { 'a.txt': 'a\n' });
+      const snap = capture(sb, r.dir);
+      const dir = sb.path('f');
+      const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
+      assert.equal(out.mode, 'overlay');
+      const f = new Repo(sb, dir);
+      const gitDir = f.git('rev-parse', '--absolute-git-dir').trim();
+      const slot: Slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+      const db = openSidecar(slot.commonDir);
+      try {
+        const mark = hex16();
+        await liveProcess(mark);
+        const row = fabricate(db, slot, { mark, mode: 'overlay' });
+        fs.writeFileSync(path.join(dir, 'before.txt'), 'writable\n');
+        const [t] = recover(sb, r.dir, ['--all']).tasks;
+        assert.deepEqual([t.task, t.classification, t.guardCleared], [row.id, 'UNKNOWN', false]);
+        assert.match(t.fence, /^fenced/);
+        assert.throws(() => fs.writeFileSync(path.join(dir, 'after.txt'), 'refused\n'), /EROFS/);
+        assert.equal(readGuardFile(slot).state, 'guard');
+      } finally {
+        killAll();
+        db.close();
+      }
+    }),
+);

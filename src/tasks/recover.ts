@@ -45,6 +45,8 @@ export interface Reconciled {
   worktree?: string;
   /** The command's exit status when its `exit` file was there (NOT_RECOVERABLE after it ended). */
   exitCode?: number | null;
+  /** UNKNOWN with its guard standing: what the fence did (an overlay fork is made read-only). */
+  fence?: string;
 }
 
 /** A task that needed nothing: its runner lives (or someone holds the slot), or it has ended. */
@@ -102,7 +104,7 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
     for (const row of rows) {
       handled.add(row.id);
       const r = await reconcileTask(repo, db, row, opts);
-      if (r && 'classification' in r) tasks.push(r);
+      if (r && 'classification' in r) tasks.push(await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
     if (opts.task) {
@@ -129,10 +131,17 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       if (gf.state === 'none') continue;
       if (gf.state === 'guard' && handled.has(gf.guard.task)) continue;
       const r = await reconcileGuard(repo, db, slot, opts);
-      if (r && 'classification' in r) tasks.push(r);
+      if (r && 'classification' in r) tasks.push(await fenced(repo, slot, r));
     }
   });
   return opts.task ? { tasks, skipped } : { tasks };
+}
+
+/** An UNKNOWN whose guard stands: fence the slot (overlay forks) and say how it went. */
+async function fenced(repo: Repo, slot: Slot, r: Reconciled): Promise<Reconciled> {
+  if (r.classification !== 'UNKNOWN' || safeReadGuard(slot).state === 'none') return r;
+  const message = await fence(repo, slot);
+  return message ? { ...r, fence: message } : r;
 }
 
 /** Run `fn` with the sidecar; without one there are no task rows, but guards may still stand. */
@@ -366,20 +375,18 @@ function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2]): bo
     .immediate();
 }
 
-/** UNKNOWN: nothing changes, the guard stays (an overlay fork is fenced read-only). */
+/** UNKNOWN: nothing changes, the guard stays (run() fences an overlay fork once the lease is let go). */
 async function unknown(
-  repo: Repo,
+  _repo: Repo,
   db: Db,
   row: TaskRow,
-  slot: Slot,
+  _slot: Slot,
   opts: RunOpts,
   reason: string,
   alreadyStarted = false,
 ): Promise<Outcome> {
   // Every task command runs the start pass: say UNKNOWN once, not at each of them.
   const repeat = opts.atStart && row.recovery === 'UNKNOWN';
-  const gf = safeReadGuard(slot);
-  if (row.mode === 'overlay' && gf.state !== 'none') await fence(repo, slot);
   const r: Reconciled = {
     task: row.id,
     classification: 'UNKNOWN',
@@ -559,14 +566,24 @@ async function reattach(
   return r;
 }
 
-/** E's fence (remount an overlay fork read-only while its stale guard stands), if it is there. */
-async function fence(repo: Repo, slot: Slot): Promise<void> {
+/**
+ * E's fence (an overlay fork remounted read-only while its stale guard stands), if that module is
+ * there. Called with the lease let go: while we hold it the guard reads as live, not stale.
+ */
+async function fence(repo: Repo, slot: Slot): Promise<string | null> {
   // src/tasks/enforce.ts belongs to the enforcement branch: loaded by path so this module builds
   // (and works, unfenced) before that branch is merged.
   const file = path.join(__dirname, 'enforce.js');
-  if (!fs.existsSync(file)) return;
-  const mod = (await import(file)) as { fenceSlot?: (repo: Repo, slot: Slot) => Promise<unknown> | unknown };
-  if (typeof mod.fenceSlot === 'function') await mod.fenceSlot(repo, slot);
+  if (!fs.existsSync(file)) return null;
+  const mod = (await import(file)) as {
+    fenceSlot?: (repo: Repo, slot: Slot) => Promise<{ fenced: boolean; message: string }>;
+  };
+  if (typeof mod.fenceSlot !== 'function') return null;
+  try {
+    return (await mod.fenceSlot(repo, slot)).message;
+  } catch (e) {
+    return `unfenced: ${e instanceof XetError ? e.code : 'INTERNAL'}`;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,7 +606,6 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
         reason: 'the guard is not one git xet wrote: it stays (remove it by hand once nothing writes the worktree)',
         worktree: slot.worktree,
       };
-      await fence(repo, slot);
       return r;
     }
     const g = now.guard;
@@ -598,8 +614,8 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
     const base = { task: g.task, snapshot: null, worktree: slot.worktree };
     const runner = liveness(g.runner);
     const cmd = g.command ? liveness(g.command) : 'gone';
-    // A runner that holds no lease yet is alive only in the instant before it takes it.
-    if (runner === 'alive' && g.runner.pid !== process.pid) return null;
+    // A runner alive without the lease is a supervisor in the instant before it takes it.
+    if (runner === 'alive') return null;
     const why =
       runner === 'unknown' || cmd === 'unknown'
         ? 'the processes the guard names cannot be proven alive or gone'
@@ -609,7 +625,6 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
             : 'the command the guard names still runs and its task row is gone: nothing can supervise it'
           : null;
     if (why) {
-      await fence(repo, slot);
       const r: Reconciled = { ...base, classification: 'UNKNOWN', guardCleared: false, reason: why };
       if (row && db && !(opts.atStart && row.recovery === 'UNKNOWN')) {
         started(db, row, opts);
