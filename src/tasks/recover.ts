@@ -19,7 +19,7 @@ import type { Repo } from '../git/repo';
 import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { workspaceId } from '../sidecar/workspaces';
 import { DEFAULT_KILL_GRACE_MS, isTerminal, type Recovery } from './model';
-import { taskFile } from './paths';
+import { taskDir, taskFile } from './paths';
 import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
 import {
   GUARD_SCHEMA,
@@ -531,12 +531,25 @@ async function reattach(
     if (k.startsWith('GIT_XET_TEST_DIE_AT') || k.startsWith('GIT_XET_TEST_PAUSE')) continue;
     env[k] = v;
   }
-  const child = spawn(process.execPath, [main, repo.commonDir, row.id, '--adopt'], {
-    detached: true,
-    stdio: 'ignore',
-    cwd: fs.existsSync(slot.worktree) ? slot.worktree : repo.commonDir,
-    env,
-  });
+  // Its stderr goes where a detached runner's goes (the task dir's runner.log): a failure that it
+  // could not record in the row is still somewhere.
+  let log: number | 'ignore' = 'ignore';
+  try {
+    log = fs.openSync(path.join(taskDir(repo.commonDir, row.id), 'runner.log'), 'a', 0o600);
+  } catch {
+    // no task dir: nothing to keep it in
+  }
+  let child;
+  try {
+    child = spawn(process.execPath, [main, repo.commonDir, row.id, '--adopt'], {
+      detached: true,
+      stdio: ['ignore', 'ignore', log],
+      cwd: fs.existsSync(slot.worktree) ? slot.worktree : repo.commonDir,
+      env,
+    });
+  } finally {
+    if (typeof log === 'number') fs.closeSync(log);
+  }
   child.unref();
   const sup = child.pid ? identify(child.pid) : null;
   if (!sup)
@@ -592,6 +605,8 @@ async function fence(repo: Repo, slot: Slot): Promise<string | null> {
 async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOpts): Promise<Outcome> {
   const gf = safeReadGuard(slot);
   if (gf.state === 'none') return null;
+  // A live runner's guard: not ours, and no reason to wait on its lease.
+  if (gf.state === 'guard' && liveness(gf.guard.runner) === 'alive') return null;
   const lease = takeLease(slot);
   if (lease === null || lease === 'gone') return null; // live work, or nothing left to guard
   try {
