@@ -363,13 +363,18 @@ function finished(db: Db, row: TaskRow, r: Reconciled): void {
   });
 }
 
-/** Ending a task's row: once, whoever else is looking (the transaction re-reads it). */
-function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2]): boolean {
+/**
+ * Ending a task's row: once, whoever else is looking (the transaction re-reads it), with its last
+ * events in the same transaction: the task's final event (task.interrupted) comes last, so a
+ * follower that stops at the final event has seen everything.
+ */
+function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2], events: () => void): boolean {
   return db
     .transaction(() => {
       const cur = getTask(db, id);
       if (!cur || isTerminal(cur.status)) return false;
       updateTask(db, id, patch);
+      events();
       return true;
     })
     .immediate();
@@ -423,18 +428,25 @@ async function endNeverStarted(
     reason: 'the runner died before the command started: nothing ran, nothing to capture',
     worktree: row.worktree,
   };
-  if (
-    !endRow(db, row.id, {
+  const ok = endRow(
+    db,
+    row.id,
+    {
       status: 'interrupted',
       errorCode: 'TASK_INTERRUPTED',
       endedAt: new Date().toISOString(),
       recovery: 'NOT_RECOVERABLE',
-    })
-  )
-    return { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
-  appendEvent(db, row.id, 'task.interrupted', { classification: r.classification, reason: r.reason, started: false });
-  finished(db, row, r);
-  return r;
+    },
+    () => {
+      finished(db, row, r);
+      appendEvent(db, row.id, 'task.interrupted', {
+        classification: r.classification,
+        reason: r.reason,
+        started: false,
+      });
+    },
+  );
+  return ok ? r : { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
 }
 
 /** The command is gone: end what is left of it, mark the task interrupted, capture, clear the guard. */
@@ -464,15 +476,8 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
       : 'the runner died and the command is gone') +
     (classification === 'SESSION_RESUMABLE' ? '; its session may be continued with task run --continue' : '') +
     captureNote;
-  const ok = endRow(db, row.id, {
-    status: 'interrupted',
-    errorCode: 'TASK_INTERRUPTED',
-    endedAt: new Date().toISOString(),
-    recovery: classification,
-    ...(exitCode !== null ? { exitCode } : {}),
-    ...(snapshot ? { resultSnapshot: snapshot } : {}),
-  });
-  if (!ok) return { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
+  // The guard goes first: a recovery that dies after it leaves a row the next one ends again, never
+  // a terminal task whose guard stands.
   const cleared = mayClear && removeGuard(slot, row.id);
   const r: Reconciled = {
     task: row.id,
@@ -483,15 +488,29 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
     worktree: row.worktree,
     exitCode,
   };
-  appendEvent(db, row.id, 'task.interrupted', {
-    classification,
-    reason,
-    exitCode,
-    terminated: left.terminated,
-    killed: left.killed,
-  });
-  finished(db, row, r);
-  return r;
+  const ok = endRow(
+    db,
+    row.id,
+    {
+      status: 'interrupted',
+      errorCode: 'TASK_INTERRUPTED',
+      endedAt: new Date().toISOString(),
+      recovery: classification,
+      ...(exitCode !== null ? { exitCode } : {}),
+      ...(snapshot ? { resultSnapshot: snapshot } : {}),
+    },
+    () => {
+      finished(db, row, r);
+      appendEvent(db, row.id, 'task.interrupted', {
+        classification,
+        reason,
+        exitCode,
+        terminated: left.terminated,
+        killed: left.killed,
+      });
+    },
+  );
+  return ok ? r : { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
 }
 
 async function captureEvidence(slot: Slot, id: string): Promise<{ snapshot: string | null; code: string }> {
