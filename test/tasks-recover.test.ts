@@ -27,6 +27,10 @@ import { codeOf } from './support/errors';
 import { initRepo, Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { XET_BIN, expectExit, parseJson, xet } from './support/xet';
+import { fork } from './support/forks';
+import { withMountSandbox } from './support/mounts';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { XET_BIN, capture, expectExit, parseJson, xet } from './support/xet';
 
 const hex16 = () => crypto.randomBytes(8).toString('hex');
 
@@ -73,6 +77,7 @@ interface Fab {
   guard?: boolean;
   exit?: number;
   mark?: string;
+  mode?: TaskRow['mode'];
 }
 
 /** Insert a task row as a runner would have left it, with its guard and `exit` file. */
@@ -98,6 +103,7 @@ function fabricate(db: Db, slot: Slot, f: Fab = {}): TaskRow {
     worktree: slot.worktree,
     gitDir: slot.gitDir,
     mode: 'worktree',
+    mode: f.mode ?? 'worktree',
     forkId: null,
     baseSnapshot: null,
     resultSnapshot: null,
@@ -181,6 +187,11 @@ test('a task whose runner died before the command started is NOT_RECOVERABLE: no
         'runtime.reconciliation_finished',
       ]);
       const fin = listEvents(db, row.id).at(-1)!;
+        'runtime.reconciliation_finished',
+        // The task's final event comes last: a follower that stops there has seen everything.
+        'task.interrupted',
+      ]);
+      const fin = listEvents(db, row.id).find((e) => e.eventType === 'runtime.reconciliation_finished')!;
       assert.equal(fin.payload.classification, 'NOT_RECOVERABLE');
       assert.equal(fin.correlationId, 'corr-1');
       // Done once: a second recovery has nothing to do.
@@ -421,3 +432,35 @@ test('the start pass spawns no git when nothing is stale', async () =>
       db.close();
     }
   }));
+
+test(
+  'an UNKNOWN task in an overlay fork: the guard stays and the fork is remounted read-only',
+  { skip: process.getuid?.() !== 0 ? 'mounting needs root' : false },
+  async () =>
+    withMountSandbox(async (sb) => {
+      const r = initRepo(sb, 'src');
+      r.commit('c', { 'a.txt': 'a\n' });
+      const snap = capture(sb, r.dir);
+      const dir = sb.path('f');
+      const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
+      assert.equal(out.mode, 'overlay');
+      const f = new Repo(sb, dir);
+      const gitDir = f.git('rev-parse', '--absolute-git-dir').trim();
+      const slot: Slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+      const db = openSidecar(slot.commonDir);
+      try {
+        const mark = hex16();
+        await liveProcess(mark);
+        const row = fabricate(db, slot, { mark, mode: 'overlay' });
+        fs.writeFileSync(path.join(dir, 'before.txt'), 'writable\n');
+        const [t] = recover(sb, r.dir, ['--all']).tasks;
+        assert.deepEqual([t.task, t.classification, t.guardCleared], [row.id, 'UNKNOWN', false]);
+        assert.match(t.fence, /^fenced/);
+        assert.throws(() => fs.writeFileSync(path.join(dir, 'after.txt'), 'refused\n'), /EROFS/);
+        assert.equal(readGuardFile(slot).state, 'guard');
+      } finally {
+        killAll();
+        db.close();
+      }
+    }),
+);

@@ -20,6 +20,7 @@ import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { workspaceId } from '../sidecar/workspaces';
 import { DEFAULT_KILL_GRACE_MS, isTerminal, type Recovery } from './model';
 import { taskFile } from './paths';
+import { taskDir, taskFile } from './paths';
 import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
 import {
   GUARD_SCHEMA,
@@ -45,6 +46,8 @@ export interface Reconciled {
   worktree?: string;
   /** The command's exit status when its `exit` file was there (NOT_RECOVERABLE after it ended). */
   exitCode?: number | null;
+  /** UNKNOWN with its guard standing: what the fence did (an overlay fork is made read-only). */
+  fence?: string;
 }
 
 /** A task that needed nothing: its runner lives (or someone holds the slot), or it has ended. */
@@ -103,6 +106,7 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       handled.add(row.id);
       const r = await reconcileTask(repo, db, row, opts);
       if (r && 'classification' in r) tasks.push(r);
+      if (r && 'classification' in r) tasks.push(await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
     if (opts.task) {
@@ -130,9 +134,17 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       if (gf.state === 'guard' && handled.has(gf.guard.task)) continue;
       const r = await reconcileGuard(repo, db, slot, opts);
       if (r && 'classification' in r) tasks.push(r);
+      if (r && 'classification' in r) tasks.push(await fenced(repo, slot, r));
     }
   });
   return opts.task ? { tasks, skipped } : { tasks };
+}
+
+/** An UNKNOWN whose guard stands: fence the slot (overlay forks) and say how it went. */
+async function fenced(repo: Repo, slot: Slot, r: Reconciled): Promise<Reconciled> {
+  if (r.classification !== 'UNKNOWN' || safeReadGuard(slot).state === 'none') return r;
+  const message = await fence(repo, slot);
+  return message ? { ...r, fence: message } : r;
 }
 
 /** Run `fn` with the sidecar; without one there are no task rows, but guards may still stand. */
@@ -356,11 +368,18 @@ function finished(db: Db, row: TaskRow, r: Reconciled): void {
 
 /** Ending a task's row: once, whoever else is looking (the transaction re-reads it). */
 function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2]): boolean {
+/**
+ * Ending a task's row: once, whoever else is looking (the transaction re-reads it), with its last
+ * events in the same transaction: the task's final event (task.interrupted) comes last, so a
+ * follower that stops at the final event has seen everything.
+ */
+function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2], events: () => void): boolean {
   return db
     .transaction(() => {
       const cur = getTask(db, id);
       if (!cur || isTerminal(cur.status)) return false;
       updateTask(db, id, patch);
+      events();
       return true;
     })
     .immediate();
@@ -372,6 +391,12 @@ async function unknown(
   db: Db,
   row: TaskRow,
   slot: Slot,
+/** UNKNOWN: nothing changes, the guard stays (run() fences an overlay fork once the lease is let go). */
+async function unknown(
+  _repo: Repo,
+  db: Db,
+  row: TaskRow,
+  _slot: Slot,
   opts: RunOpts,
   reason: string,
   alreadyStarted = false,
@@ -418,6 +443,10 @@ async function endNeverStarted(
   };
   if (
     !endRow(db, row.id, {
+  const ok = endRow(
+    db,
+    row.id,
+    {
       status: 'interrupted',
       errorCode: 'TASK_INTERRUPTED',
       endedAt: new Date().toISOString(),
@@ -428,6 +457,17 @@ async function endNeverStarted(
   appendEvent(db, row.id, 'task.interrupted', { classification: r.classification, reason: r.reason, started: false });
   finished(db, row, r);
   return r;
+    },
+    () => {
+      finished(db, row, r);
+      appendEvent(db, row.id, 'task.interrupted', {
+        classification: r.classification,
+        reason: r.reason,
+        started: false,
+      });
+    },
+  );
+  return ok ? r : { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
 }
 
 /** The command is gone: end what is left of it, mark the task interrupted, capture, clear the guard. */
@@ -466,6 +506,8 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
     ...(snapshot ? { resultSnapshot: snapshot } : {}),
   });
   if (!ok) return { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
+  // The guard goes first: a recovery that dies after it leaves a row the next one ends again, never
+  // a terminal task whose guard stands.
   const cleared = mayClear && removeGuard(slot, row.id);
   const r: Reconciled = {
     task: row.id,
@@ -485,6 +527,29 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
   });
   finished(db, row, r);
   return r;
+  const ok = endRow(
+    db,
+    row.id,
+    {
+      status: 'interrupted',
+      errorCode: 'TASK_INTERRUPTED',
+      endedAt: new Date().toISOString(),
+      recovery: classification,
+      ...(exitCode !== null ? { exitCode } : {}),
+      ...(snapshot ? { resultSnapshot: snapshot } : {}),
+    },
+    () => {
+      finished(db, row, r);
+      appendEvent(db, row.id, 'task.interrupted', {
+        classification,
+        reason,
+        exitCode,
+        terminated: left.terminated,
+        killed: left.killed,
+      });
+    },
+  );
+  return ok ? r : { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
 }
 
 async function captureEvidence(slot: Slot, id: string): Promise<{ snapshot: string | null; code: string }> {
@@ -530,6 +595,25 @@ async function reattach(
     cwd: fs.existsSync(slot.worktree) ? slot.worktree : repo.commonDir,
     env,
   });
+  // Its stderr goes where a detached runner's goes (the task dir's runner.log): a failure that it
+  // could not record in the row is still somewhere.
+  let log: number | 'ignore' = 'ignore';
+  try {
+    log = fs.openSync(path.join(taskDir(repo.commonDir, row.id), 'runner.log'), 'a', 0o600);
+  } catch {
+    // no task dir: nothing to keep it in
+  }
+  let child;
+  try {
+    child = spawn(process.execPath, [main, repo.commonDir, row.id, '--adopt'], {
+      detached: true,
+      stdio: ['ignore', 'ignore', log],
+      cwd: fs.existsSync(slot.worktree) ? slot.worktree : repo.commonDir,
+      env,
+    });
+  } finally {
+    if (typeof log === 'number') fs.closeSync(log);
+  }
   child.unref();
   const sup = child.pid ? identify(child.pid) : null;
   if (!sup)
@@ -567,6 +651,24 @@ async function fence(repo: Repo, slot: Slot): Promise<void> {
   if (!fs.existsSync(file)) return;
   const mod = (await import(file)) as { fenceSlot?: (repo: Repo, slot: Slot) => Promise<unknown> | unknown };
   if (typeof mod.fenceSlot === 'function') await mod.fenceSlot(repo, slot);
+/**
+ * E's fence (an overlay fork remounted read-only while its stale guard stands), if that module is
+ * there. Called with the lease let go: while we hold it the guard reads as live, not stale.
+ */
+async function fence(repo: Repo, slot: Slot): Promise<string | null> {
+  // src/tasks/enforce.ts belongs to the enforcement branch: loaded by path so this module builds
+  // (and works, unfenced) before that branch is merged.
+  const file = path.join(__dirname, 'enforce.js');
+  if (!fs.existsSync(file)) return null;
+  const mod = (await import(file)) as {
+    fenceSlot?: (repo: Repo, slot: Slot) => Promise<{ fenced: boolean; message: string }>;
+  };
+  if (typeof mod.fenceSlot !== 'function') return null;
+  try {
+    return (await mod.fenceSlot(repo, slot)).message;
+  } catch (e) {
+    return `unfenced: ${e instanceof XetError ? e.code : 'INTERNAL'}`;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,6 +677,8 @@ async function fence(repo: Repo, slot: Slot): Promise<void> {
 async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOpts): Promise<Outcome> {
   const gf = safeReadGuard(slot);
   if (gf.state === 'none') return null;
+  // A live runner's guard: not ours, and no reason to wait on its lease.
+  if (gf.state === 'guard' && liveness(gf.guard.runner) === 'alive') return null;
   const lease = takeLease(slot);
   if (lease === null || lease === 'gone') return null; // live work, or nothing left to guard
   try {
@@ -600,6 +704,8 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
     const cmd = g.command ? liveness(g.command) : 'gone';
     // A runner that holds no lease yet is alive only in the instant before it takes it.
     if (runner === 'alive' && g.runner.pid !== process.pid) return null;
+    // A runner alive without the lease is a supervisor in the instant before it takes it.
+    if (runner === 'alive') return null;
     const why =
       runner === 'unknown' || cmd === 'unknown'
         ? 'the processes the guard names cannot be proven alive or gone'

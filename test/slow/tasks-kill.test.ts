@@ -217,3 +217,68 @@ test('SIGKILL at task:after-exit: NOT_RECOVERABLE with the exit status kept; two
     assert.deepEqual(lines(append), ['ran']);
     assertCommits(r);
   }));
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return !fs.readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+};
+
+test('a reattached task keeps its frozen deadline: the supervisor ends a command that ignores SIGTERM, TASK_TIMED_OUT', async () =>
+  withSandbox(async (sb) => {
+    const { r, slot, append } = setup(sb);
+    // The command ignores SIGTERM and has a child: the group is killed after the grace.
+    const cmd = appendCmd(append, "; trap '' TERM; sleep 60 & sleep 60");
+    killAt(sb, r.dir, ['task', 'run', '--timeout', '4s', '--json', '--', ...cmd], 'task:after-start');
+    const id = onlyTask(slot);
+    await waitFor('the command to start', () => lines(append).length === 1);
+    const pid = row(slot, id).task.pid!;
+    const [t] = json(sb, r.dir, ['task', 'recover', '--all']).tasks;
+    assert.equal(t.classification, 'REATTACHED');
+    await waitFor('the deadline to end the task', () => row(slot, id).task.status !== 'running', 40_000);
+    const { task, events } = row(slot, id);
+    assert.deepEqual([task.status, task.errorCode], ['interrupted', 'TASK_TIMED_OUT']);
+    assert.ok(events.includes('task.timed_out'));
+    assert.ok(!alive(pid), 'the command was ended');
+    await waitFor('the guard to go', () => readGuardFile(slot).state === 'none');
+    assert.deepEqual(lines(append), ['ran']);
+    assertCommits(r);
+  }));
+
+test('a supervisor that dies is replaced by the next recovery; task cancel reaches the new one; nothing re-runs', async () =>
+  withSandbox(async (sb) => {
+    const { r, slot, append } = setup(sb);
+    const cmd = appendCmd(append, '; sleep 60');
+    killAt(sb, r.dir, ['task', 'run', '--json', '--', ...cmd], 'task:after-start');
+    const id = onlyTask(slot);
+    await waitFor('the command to start', () => lines(append).length === 1);
+    assert.equal(json(sb, r.dir, ['task', 'recover', id]).tasks[0].classification, 'REATTACHED');
+    const first = row(slot, id).task.runnerPid!;
+    await waitFor('the supervisor to take the lease', () => {
+      const g = readGuardFile(slot);
+      return g.state === 'guard' && g.guard.runner.pid === first;
+    });
+    process.kill(first, 'SIGKILL');
+    await waitFor('the supervisor to die', () => !alive(first));
+    assertRefused(r, slot);
+    const [again] = json(sb, r.dir, ['task', 'recover', '--all']).tasks;
+    assert.equal(again.classification, 'REATTACHED');
+    const second = row(slot, id).task.runnerPid!;
+    assert.notEqual(second, first);
+    await waitFor('the new supervisor to take the lease', () => {
+      const g = readGuardFile(slot);
+      return g.state === 'guard' && g.guard.runner.pid === second;
+    });
+    const cancel = json(sb, r.dir, ['task', 'cancel', id]);
+    assert.equal(cancel.cancelRequested, true);
+    await waitFor('the cancel to end the task', () => row(slot, id).task.status !== 'running');
+    const { task, events } = row(slot, id);
+    assert.deepEqual([task.status, task.errorCode], ['cancelled', 'TASK_CANCELLED']);
+    assert.equal(events.filter((e) => e === 'task.reattached').length, 2);
+    await waitFor('the guard to go', () => readGuardFile(slot).state === 'none');
+    assert.deepEqual(lines(append), ['ran'], 'ran exactly once across two supervisors');
+    assertCommits(r);
+  }));
