@@ -19,7 +19,6 @@ import type { Repo } from '../git/repo';
 import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { workspaceId } from '../sidecar/workspaces';
 import { DEFAULT_KILL_GRACE_MS, isTerminal, type Recovery } from './model';
-import { taskFile } from './paths';
 import { taskDir, taskFile } from './paths';
 import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
 import {
@@ -105,7 +104,6 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
     for (const row of rows) {
       handled.add(row.id);
       const r = await reconcileTask(repo, db, row, opts);
-      if (r && 'classification' in r) tasks.push(r);
       if (r && 'classification' in r) tasks.push(await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
@@ -133,7 +131,6 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       if (gf.state === 'none') continue;
       if (gf.state === 'guard' && handled.has(gf.guard.task)) continue;
       const r = await reconcileGuard(repo, db, slot, opts);
-      if (r && 'classification' in r) tasks.push(r);
       if (r && 'classification' in r) tasks.push(await fenced(repo, slot, r));
     }
   });
@@ -366,8 +363,6 @@ function finished(db: Db, row: TaskRow, r: Reconciled): void {
   });
 }
 
-/** Ending a task's row: once, whoever else is looking (the transaction re-reads it). */
-function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2]): boolean {
 /**
  * Ending a task's row: once, whoever else is looking (the transaction re-reads it), with its last
  * events in the same transaction: the task's final event (task.interrupted) comes last, so a
@@ -385,12 +380,6 @@ function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2], eve
     .immediate();
 }
 
-/** UNKNOWN: nothing changes, the guard stays (an overlay fork is fenced read-only). */
-async function unknown(
-  repo: Repo,
-  db: Db,
-  row: TaskRow,
-  slot: Slot,
 /** UNKNOWN: nothing changes, the guard stays (run() fences an overlay fork once the lease is let go). */
 async function unknown(
   _repo: Repo,
@@ -403,8 +392,6 @@ async function unknown(
 ): Promise<Outcome> {
   // Every task command runs the start pass: say UNKNOWN once, not at each of them.
   const repeat = opts.atStart && row.recovery === 'UNKNOWN';
-  const gf = safeReadGuard(slot);
-  if (row.mode === 'overlay' && gf.state !== 'none') await fence(repo, slot);
   const r: Reconciled = {
     task: row.id,
     classification: 'UNKNOWN',
@@ -441,8 +428,6 @@ async function endNeverStarted(
     reason: 'the runner died before the command started: nothing ran, nothing to capture',
     worktree: row.worktree,
   };
-  if (
-    !endRow(db, row.id, {
   const ok = endRow(
     db,
     row.id,
@@ -451,12 +436,6 @@ async function endNeverStarted(
       errorCode: 'TASK_INTERRUPTED',
       endedAt: new Date().toISOString(),
       recovery: 'NOT_RECOVERABLE',
-    })
-  )
-    return { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
-  appendEvent(db, row.id, 'task.interrupted', { classification: r.classification, reason: r.reason, started: false });
-  finished(db, row, r);
-  return r;
     },
     () => {
       finished(db, row, r);
@@ -497,15 +476,6 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
       : 'the runner died and the command is gone') +
     (classification === 'SESSION_RESUMABLE' ? '; its session may be continued with task run --continue' : '') +
     captureNote;
-  const ok = endRow(db, row.id, {
-    status: 'interrupted',
-    errorCode: 'TASK_INTERRUPTED',
-    endedAt: new Date().toISOString(),
-    recovery: classification,
-    ...(exitCode !== null ? { exitCode } : {}),
-    ...(snapshot ? { resultSnapshot: snapshot } : {}),
-  });
-  if (!ok) return { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
   // The guard goes first: a recovery that dies after it leaves a row the next one ends again, never
   // a terminal task whose guard stands.
   const cleared = mayClear && removeGuard(slot, row.id);
@@ -518,15 +488,6 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
     worktree: row.worktree,
     exitCode,
   };
-  appendEvent(db, row.id, 'task.interrupted', {
-    classification,
-    reason,
-    exitCode,
-    terminated: left.terminated,
-    killed: left.killed,
-  });
-  finished(db, row, r);
-  return r;
   const ok = endRow(
     db,
     row.id,
@@ -589,12 +550,6 @@ async function reattach(
     if (k.startsWith('GIT_XET_TEST_DIE_AT') || k.startsWith('GIT_XET_TEST_PAUSE')) continue;
     env[k] = v;
   }
-  const child = spawn(process.execPath, [main, repo.commonDir, row.id, '--adopt'], {
-    detached: true,
-    stdio: 'ignore',
-    cwd: fs.existsSync(slot.worktree) ? slot.worktree : repo.commonDir,
-    env,
-  });
   // Its stderr goes where a detached runner's goes (the task dir's runner.log): a failure that it
   // could not record in the row is still somewhere.
   let log: number | 'ignore' = 'ignore';
@@ -643,14 +598,6 @@ async function reattach(
   return r;
 }
 
-/** E's fence (remount an overlay fork read-only while its stale guard stands), if it is there. */
-async function fence(repo: Repo, slot: Slot): Promise<void> {
-  // src/tasks/enforce.ts belongs to the enforcement branch: loaded by path so this module builds
-  // (and works, unfenced) before that branch is merged.
-  const file = path.join(__dirname, 'enforce.js');
-  if (!fs.existsSync(file)) return;
-  const mod = (await import(file)) as { fenceSlot?: (repo: Repo, slot: Slot) => Promise<unknown> | unknown };
-  if (typeof mod.fenceSlot === 'function') await mod.fenceSlot(repo, slot);
 /**
  * E's fence (an overlay fork remounted read-only while its stale guard stands), if that module is
  * there. Called with the lease let go: while we hold it the guard reads as live, not stale.
@@ -693,7 +640,6 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
         reason: 'the guard is not one git xet wrote: it stays (remove it by hand once nothing writes the worktree)',
         worktree: slot.worktree,
       };
-      await fence(repo, slot);
       return r;
     }
     const g = now.guard;
@@ -702,8 +648,6 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
     const base = { task: g.task, snapshot: null, worktree: slot.worktree };
     const runner = liveness(g.runner);
     const cmd = g.command ? liveness(g.command) : 'gone';
-    // A runner that holds no lease yet is alive only in the instant before it takes it.
-    if (runner === 'alive' && g.runner.pid !== process.pid) return null;
     // A runner alive without the lease is a supervisor in the instant before it takes it.
     if (runner === 'alive') return null;
     const why =
@@ -715,7 +659,6 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
             : 'the command the guard names still runs and its task row is gone: nothing can supervise it'
           : null;
     if (why) {
-      await fence(repo, slot);
       const r: Reconciled = { ...base, classification: 'UNKNOWN', guardCleared: false, reason: why };
       if (row && db && !(opts.atStart && row.recovery === 'UNKNOWN')) {
         started(db, row, opts);

@@ -16,13 +16,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { readConfig } from '../git/config';
 import { readConfig, type GitConfig } from '../git/config';
 import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
 import { ensureHooks } from '../hooks/install';
-import { withSidecar, type Db } from '../sidecar/db';
 import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '../sidecar/db';
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
@@ -252,7 +250,6 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
 
   const repo = await findRepo(req.cwd, true);
   await recover.reconcileAtStart(repo);
-  collectTasks(repo);
   // One read of the config: retention now, and the manifest's policy below.
   const config = await readConfig(repoOpts(repo));
   collectTasks(repo, { config });
@@ -295,7 +292,6 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     assertSlotWritable(slotOf(slotRepo), 'task run');
   }
   // Read once, here: the manifest freezes them for the task's life.
-  const { killGraceMs, retentionMs } = taskConfig(await readConfig(repoOpts(repo)));
   const { killGraceMs, retentionMs } = taskConfig(config);
 
   // Effects from here on.
@@ -376,7 +372,6 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   };
   withSidecar(repo.commonDir, (db) => insertTask(db, task));
   ensureTaskDir(repo.commonDir, id);
-  return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir };
   return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir, config };
 }
 
@@ -460,8 +455,6 @@ export function taskContext(repo: Repo, task: TaskRow, lease: Lease | null): Tas
   return { repo, slot, task, lease, killGraceMs };
 }
 
-function failBeforeStart(commonDir: string, id: string, e: XetError): XetError {
-  withSidecar(commonDir, (db) => {
 function failBeforeStart(sc: SidecarSession, id: string, e: XetError): XetError {
   sc.use((db) => {
     updateTask(db, id, { status: 'failed', errorCode: e.code, endedAt: new Date().toISOString() });
@@ -513,7 +506,6 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   const lease = tryAcquireLease(slot);
   if (!lease) {
     throw failBeforeStart(
-      commonDir,
       sc,
       id,
       new XetError('WORKDIR_BUSY', `another task holds the writer lease of ${slot.worktree}`, {
@@ -528,16 +520,12 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
   const stopSignals = trapSignals();
   try {
     const runner = identify(process.pid) as ProcessIdentity;
-    withSidecar(commonDir, (db) =>
-      updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }),
-    );
     sc.use((db) => updateTask(db, id, { runnerPid: runner.pid, runnerStart: runner.start, bootId: runner.boot }));
     dieAt('task:after-lease');
 
     // 5: the guard. Any guard standing now is stale: its runner's lease was free.
     if (readGuardFile(slot).state !== 'none') {
       throw failBeforeStart(
-        commonDir,
         sc,
         id,
         new XetError(
@@ -559,7 +547,6 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     guarded = true;
     dieAt('task:after-guard');
 
-    const early = withSidecar(commonDir, (db) => getTask(db, id));
     const early = sc.use((db) => getTask(db, id));
     if (early?.cancelRequestedAt) {
       // Cancelled before it started: nothing to end, nothing ran.
@@ -589,17 +576,11 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     });
     const pid = child.pid;
     if (!pid) {
-      throw failBeforeStart(
-        commonDir,
-        id,
-        new XetError('USAGE', 'the task command could not be started', { task: id }),
-      );
       throw failBeforeStart(sc, id, new XetError('USAGE', 'the task command could not be started', { task: id }));
     }
     handedOver = true;
     const pidStart = startTicks(pid);
     const startedAt = new Date().toISOString();
-    withSidecar(commonDir, (db) => {
     sc.use((db) => {
       updateTask(db, id, { pid, pidStart, status: 'running', startedAt });
       appendEvent(db, id, 'task.started', {});
@@ -619,10 +600,6 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     const drain = () => follow.forEach((f) => f());
     const ticker = follow.length ? setInterval(drain, FOLLOW_MS) : null;
     try {
-      const outcome = await waitFor(commonDir, row, exited, stopSignals.cancelled);
-      drain();
-      const ctx: TaskContext = {
-        ...taskContext(repo, row, lease),
       const outcome = await waitFor(sc, row, exited, stopSignals.cancelled);
       drain();
       const ctx: TaskContext = {
@@ -643,7 +620,6 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       // A failure of our own before the start (the task dir's files, the sidecar): the task ends
       // failed here rather than waiting for recovery to find a dead runner.
       try {
-        withSidecar(commonDir, (db) => {
         sc.use((db) => {
           if (getTask(db, id)?.status !== 'created') return;
           const code = e instanceof XetError ? e.code : 'INTERNAL';
@@ -710,7 +686,6 @@ function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
 
 /** Step 7: the first of the command's exit, the frozen deadline, a cancellation. */
 async function waitFor(
-  commonDir: string,
   sc: SidecarSession,
   task: TaskRow,
   exited: Promise<{ exitCode: number | null; exitSignal: string | null }>,
@@ -731,7 +706,6 @@ async function waitFor(
           setInterval(() => {
             if (Date.now() >= deadline) resolve({ kind: 'timed_out' });
             try {
-              const t = withSidecar(commonDir, (db) => getTask(db, task.id));
               const t = sc.use((db) => getTask(db, task.id));
               if (t?.cancelRequestedAt) resolve({ kind: 'cancelled' });
             } catch {
@@ -779,7 +753,6 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     // A command that never started (cancelled first) has no output to take a result from.
     if (ctx.task.pid !== null) {
       try {
-        result = withSidecar(commonDir, (db) => {
         result = sc.use((db) => {
           const row = getTask(db, id);
           return row ? storeResult(db, commonDir, row) : null;
@@ -799,7 +772,6 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
         const { capture } = await import('../snapshot/capture');
         const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true });
         resultSnapshot = c.snapshot;
-        withSidecar(commonDir, (db) => {
         sc.use((db) => {
           updateTask(db, id, { resultSnapshot });
           appendEvent(db, id, 'task.captured', { snapshot: resultSnapshot });
@@ -807,7 +779,6 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       } catch (e) {
         captureError = e instanceof XetError ? e : new XetError('GIT_FAILED', (e as Error).message);
         const code = captureError.code;
-        withSidecar(commonDir, (db) => appendEvent(db, id, 'task.capture_failed', { code }));
         sc.use((db) => appendEvent(db, id, 'task.capture_failed', { code }));
       }
     }
@@ -828,7 +799,6 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       [status, event] = code === 0 ? ['succeeded', 'task.succeeded'] : ['failed', 'task.failed'];
     }
     const endedAt = new Date().toISOString();
-    const final = withSidecar(commonDir, (db) => {
     const final = sc.use((db) => {
       updateTask(db, id, { status, errorCode, exitCode: exit.exitCode, exitSignal: exit.exitSignal, endedAt });
       appendEvent(db, id, event, {
@@ -845,7 +815,6 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
     // A process that outlived SIGKILL may still write: the guard stays, the slot fails closed.
     if (!ended.survivors.length) removeGuard(slot, id);
     lease?.release();
-    collectTasks(repo);
     collectTasks(repo, { config: ctx.config });
     if (internal) throw internal;
     return {
