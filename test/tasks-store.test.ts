@@ -31,6 +31,7 @@ import { collectTasks, taskRoots } from '../src/tasks/retention';
 import {
   appendEvent,
   getTask,
+  inlineResult,
   insertTask,
   listEvents,
   recordExport,
@@ -648,6 +649,9 @@ test('task show and list: the shapes of docs/CLI.md, provenance from base snapsh
       });
       recordExport(db, t.id, commit, 'feature');
       recordExport(db, t.id, commit, 'feature'); // once
+      assert.equal(inlineResult(db, t.id), null);
+      updateTask(db, first.id, { resultInline: Buffer.from('é\u0000x') });
+      assert.deepEqual(inlineResult(db, first.id), Buffer.from('é\u0000x'), 'the bytes, exactly');
       assert.equal(taskOfSnapshot(db, result)?.id, t.id);
       assert.equal(taskOfSnapshot(db, base), null);
       assert.equal(

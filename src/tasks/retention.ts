@@ -100,15 +100,16 @@ export function collectTasks(
       }[]
     ).map((r) => r.id);
     if (opts.dryRun) return due;
+    // The directories first, then the rows: a collection cut short leaves rows that the next one
+    // finishes, never a spool file no row leads to. Only a well-formed id becomes a path.
+    for (const id of due) if (isTaskId(id)) fs.rmSync(taskDir(repo.commonDir, id), { recursive: true, force: true });
+    // One transaction for the rows; events and exports go with them (ON DELETE CASCADE). The
+    // condition is checked again: a row is deleted only if it is still terminal and due.
     const remove = db.prepare(`DELETE FROM tasks WHERE id = ? AND ${TERMINAL_IN} AND ended_at < ?`);
     const collected: string[] = [];
-    for (const id of due) {
-      // The directory first, then the row: a collection cut short leaves a row that the next one
-      // finishes, never a spool file no row leads to. Only a well-formed id becomes a path.
-      if (isTaskId(id)) fs.rmSync(taskDir(repo.commonDir, id), { recursive: true, force: true });
-      // Events and exports go with the row (ON DELETE CASCADE).
-      if (remove.run(id, cutoff).changes === 1) collected.push(id);
-    }
+    db.transaction(() => {
+      for (const id of due) if (remove.run(id, cutoff).changes === 1) collected.push(id);
+    }).immediate();
     return collected;
   });
   return { collected: found ?? [] };

@@ -119,6 +119,8 @@ export function registerTaskRead(task: Command): void {
     .argument('<task>', 'task id (full or at least 4 hex digits)')
     .action(
       run(async (out, spec: string) => {
+        // Bad input is refused before the recovery pass can change anything.
+        resolveSpecSyntax(spec);
         const repo = await startTaskCommand();
         const { getTask, taskExports } = await import('../../tasks/store');
         const { verifyStoredManifest } = await import('../../tasks/manifest');
@@ -232,6 +234,7 @@ export function registerTaskRead(task: Command): void {
     .action(
       run(async (out, spec: string, opts: { after?: string; follow?: boolean }) => {
         const after = opts.after === undefined ? 0 : parseCount(opts.after, '--after', 0);
+        resolveSpecSyntax(spec);
         const repo = await startTaskCommand();
         const { listEvents } = await import('../../tasks/store');
         const { canonicalJson } = await import('../../snapshot/canonical-json');
