@@ -428,7 +428,8 @@ function startTicks(pid: number): string | null {
 export function readExitFile(commonDir: string, id: string): number | null {
   let text: string;
   try {
-    const fd = fs.openSync(taskFile(commonDir, id, 'exit'), 'r');
+    // Never through a symlink: the task dir is private, but the command could write there.
+    const fd = fs.openSync(taskFile(commonDir, id, 'exit'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
     try {
       const buf = Buffer.alloc(16);
       text = buf.subarray(0, fs.readSync(fd, buf, 0, 16, 0)).toString('latin1');
