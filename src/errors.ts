@@ -61,7 +61,6 @@ export const ERROR_CODES = {
   TASK_TIMED_OUT: 'the task reached its deadline: its processes were ended and its workspace captured',
   TASK_CANCELLED: 'the task was cancelled: its processes were ended and its workspace captured',
   TASK_INTERRUPTED: 'the task runner died; reconciliation found the command gone',
-  TASK_NOT_TERMINAL: 'the task has not ended yet',
   TASK_NOT_RESUMABLE: 'the task declared no session id, or its session cannot be continued',
   RESULT_TOO_LARGE: 'the result is over 8 MiB; it was not kept (the workspace capture still stands)',
   RESULT_NOT_UTF8: 'the result is not valid UTF-8; it was not kept',
