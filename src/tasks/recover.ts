@@ -300,7 +300,10 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
   if (!db) return null;
   if (isTerminal(first.status)) return { task: first.id, state: 'ended', reason: `the task ended (${first.status})` };
   const lv = runnerLiveness(first);
-  if (lv === 'alive') return { task: first.id, state: 'live', reason: 'its runner is alive' };
+  if (lv === 'alive') {
+    const why = runnerOf(first) ? 'its runner is alive' : 'its runner is starting (it has not recorded itself yet)';
+    return { task: first.id, state: 'live', reason: why };
+  }
   const slot = slotOfRow(repo, first);
   if (lv === 'unknown') return unknown(repo, db, first, slot, opts, 'the runner cannot be proven alive or gone');
   const lease = takeLease(slot);
