@@ -457,3 +457,21 @@ test(
       }
     }),
 );
+
+test('a row whose slot is not a worktree of this repository is UNKNOWN: no lease file is made there, nothing signalled', () =>
+  withSandbox((sb) => {
+    const { r, slot, db } = setup(sb);
+    try {
+      const elsewhere = sb.path('elsewhere');
+      fs.mkdirSync(elsewhere);
+      const foreign: Slot = { ...slot, id: workspaceId(elsewhere), gitDir: elsewhere };
+      const row = fabricate(db, foreign, { command: deadIdentity(), guard: false });
+      const [t] = recover(sb, r.dir, [row.id]).tasks;
+      assert.deepEqual([t.classification, t.guardCleared, t.snapshot], ['UNKNOWN', false, null]);
+      assert.match(t.reason, /not a worktree of this repository/);
+      assert.deepEqual(fs.readdirSync(elsewhere), []);
+      assert.equal(getTask(db, row.id)!.status, 'running');
+    } finally {
+      db.close();
+    }
+  }));

@@ -104,7 +104,9 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
     for (const row of rows) {
       handled.add(row.id);
       const r = await reconcileTask(repo, db, row, opts);
-      if (r && 'classification' in r) tasks.push(await fenced(repo, slotOfRow(repo, row), r));
+      // (A row whose slot is not ours is not fenced either: nothing is made or changed there.)
+      if (r && 'classification' in r)
+        tasks.push(rowProblem(repo, row) ? r : await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
     if (opts.task) {
@@ -165,6 +167,24 @@ function slotOfRepo(repo: Repo): Slot {
 
 function slotOfRow(repo: Repo, row: Pick<TaskRow, 'slot' | 'worktree' | 'gitDir'>): Slot {
   return { id: row.slot, worktree: row.worktree, gitDir: row.gitDir, commonDir: repo.commonDir };
+}
+
+const MARK_RE = /^[0-9a-f]{16}$/;
+
+/**
+ * Why a row cannot be acted on, or null. The sidecar is read as hostile: its git dir must be this
+ * repository's (the common dir or one of its worktrees' admin dirs) and name the slot id, and its
+ * mark must be one (an empty mark would match every process whose mark is empty), before a lease
+ * file is made there, a directory captured or a process signalled.
+ */
+function rowProblem(repo: Repo, row: TaskRow): string | null {
+  const admin = path.join(repo.commonDir, 'worktrees');
+  const ours =
+    row.gitDir === repo.commonDir || (path.dirname(row.gitDir) === admin && /^[^/]+$/.test(path.basename(row.gitDir)));
+  if (!ours || workspaceId(row.gitDir) !== row.slot) return "the row's slot is not a worktree of this repository";
+  if (!path.isAbsolute(row.worktree)) return "the row's worktree is not an absolute path";
+  if (!MARK_RE.test(row.mark)) return "the row's process mark is not one git xet makes";
+  return null;
 }
 
 /** Every worktree's slot: the main one and each `<common>/worktrees/<name>` (a linked worktree's
@@ -305,6 +325,8 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
     return { task: first.id, state: 'live', reason: why };
   }
   const slot = slotOfRow(repo, first);
+  const problem = rowProblem(repo, first);
+  if (problem) return unknown(repo, db, first, slot, opts, problem);
   if (lv === 'unknown') return unknown(repo, db, first, slot, opts, 'the runner cannot be proven alive or gone');
   const lease = takeLease(slot);
   if (lease === null) {
