@@ -172,16 +172,17 @@ function slotOfRow(repo: Repo, row: Pick<TaskRow, 'slot' | 'worktree' | 'gitDir'
 const MARK_RE = /^[0-9a-f]{16}$/;
 
 /**
- * Why a row cannot be acted on, or null. The sidecar is read as hostile: its git dir must be this
- * repository's (the common dir or one of its worktrees' admin dirs) and name the slot id, and its
- * mark must be one (an empty mark would match every process whose mark is empty), before a lease
- * file is made there, a directory captured or a process signalled.
+ * Why a row cannot be acted on, or null. The sidecar is read as hostile: before a lease file is
+ * made in its git dir, a guard removed there, a directory captured or a process signalled, the git
+ * dir must be this repository's (the common dir or one of its worktrees' admin dirs; the slot id
+ * names no file), and the mark must be one (an empty mark would match every process whose mark is
+ * empty).
  */
 function rowProblem(repo: Repo, row: TaskRow): string | null {
   const admin = path.join(repo.commonDir, 'worktrees');
   const ours =
     row.gitDir === repo.commonDir || (path.dirname(row.gitDir) === admin && /^[^/]+$/.test(path.basename(row.gitDir)));
-  if (!ours || workspaceId(row.gitDir) !== row.slot) return "the row's slot is not a worktree of this repository";
+  if (!ours) return "the row's slot is not a worktree of this repository";
   if (!path.isAbsolute(row.worktree)) return "the row's worktree is not an absolute path";
   if (!MARK_RE.test(row.mark)) return "the row's process mark is not one git xet makes";
   return null;
