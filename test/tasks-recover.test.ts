@@ -457,3 +457,44 @@ test(
       }
     }),
 );
+
+test('a row whose slot is not a worktree of this repository is UNKNOWN: no lease file is made there, nothing signalled', () =>
+  withSandbox((sb) => {
+    const { r, slot, db } = setup(sb);
+    try {
+      const elsewhere = sb.path('elsewhere');
+      fs.mkdirSync(elsewhere);
+      const foreign: Slot = { ...slot, id: workspaceId(elsewhere), gitDir: elsewhere };
+      const row = fabricate(db, foreign, { command: deadIdentity(), guard: false });
+      const [t] = recover(sb, r.dir, [row.id]).tasks;
+      assert.deepEqual([t.classification, t.guardCleared, t.snapshot], ['UNKNOWN', false, null]);
+      assert.match(t.reason, /not a worktree of this repository/);
+      assert.deepEqual(fs.readdirSync(elsewhere), []);
+      assert.equal(getTask(db, row.id)!.status, 'running');
+    } finally {
+      db.close();
+    }
+  }));
+
+test('a task that never started, in a slot another task now holds: only its row ends, the other task is left alone', () =>
+  withSandbox((sb) => {
+    const { r, slot, db } = setup(sb);
+    try {
+      const never = fabricate(db, slot, { guard: false });
+      // Another (live) task's guard and lease.
+      const other = fabricate(db, slot, { runner: identify(process.pid)! });
+      const lease = tryAcquireLease(slot)!;
+      try {
+        const [t] = recover(sb, r.dir, ['--all']).tasks;
+        assert.deepEqual([t.task, t.classification, t.guardCleared], [never.id, 'NOT_RECOVERABLE', false]);
+        assert.equal(getTask(db, never.id)!.status, 'interrupted');
+        assert.equal(getTask(db, other.id)!.status, 'created');
+        const g = readGuardFile(slot);
+        assert.ok(g.state === 'guard' && g.guard.task === other.id, "the other task's guard stands");
+      } finally {
+        lease.release();
+      }
+    } finally {
+      db.close();
+    }
+  }));

@@ -104,7 +104,9 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
     for (const row of rows) {
       handled.add(row.id);
       const r = await reconcileTask(repo, db, row, opts);
-      if (r && 'classification' in r) tasks.push(await fenced(repo, slotOfRow(repo, row), r));
+      // (A row whose slot is not ours is not fenced either: nothing is made or changed there.)
+      if (r && 'classification' in r)
+        tasks.push(rowProblem(repo, row) ? r : await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
     if (opts.task) {
@@ -165,6 +167,25 @@ function slotOfRepo(repo: Repo): Slot {
 
 function slotOfRow(repo: Repo, row: Pick<TaskRow, 'slot' | 'worktree' | 'gitDir'>): Slot {
   return { id: row.slot, worktree: row.worktree, gitDir: row.gitDir, commonDir: repo.commonDir };
+}
+
+const MARK_RE = /^[0-9a-f]{16}$/;
+
+/**
+ * Why a row cannot be acted on, or null. The sidecar is read as hostile: before a lease file is
+ * made in its git dir, a guard removed there, a directory captured or a process signalled, the git
+ * dir must be this repository's (the common dir or one of its worktrees' admin dirs; the slot id
+ * names no file), and the mark must be one (an empty mark would match every process whose mark is
+ * empty).
+ */
+function rowProblem(repo: Repo, row: TaskRow): string | null {
+  const admin = path.join(repo.commonDir, 'worktrees');
+  const ours =
+    row.gitDir === repo.commonDir || (path.dirname(row.gitDir) === admin && /^[^/]+$/.test(path.basename(row.gitDir)));
+  if (!ours) return "the row's slot is not a worktree of this repository";
+  if (!path.isAbsolute(row.worktree)) return "the row's worktree is not an absolute path";
+  if (!MARK_RE.test(row.mark)) return "the row's process mark is not one git xet makes";
+  return null;
 }
 
 /** Every worktree's slot: the main one and each `<common>/worktrees/<name>` (a linked worktree's
@@ -300,8 +321,13 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
   if (!db) return null;
   if (isTerminal(first.status)) return { task: first.id, state: 'ended', reason: `the task ended (${first.status})` };
   const lv = runnerLiveness(first);
-  if (lv === 'alive') return { task: first.id, state: 'live', reason: 'its runner is alive' };
+  if (lv === 'alive') {
+    const why = runnerOf(first) ? 'its runner is alive' : 'its runner is starting (it has not recorded itself yet)';
+    return { task: first.id, state: 'live', reason: why };
+  }
   const slot = slotOfRow(repo, first);
+  const problem = rowProblem(repo, first);
+  if (problem) return unknown(repo, db, first, slot, opts, problem);
   if (lv === 'unknown') return unknown(repo, db, first, slot, opts, 'the runner cannot be proven alive or gone');
   const lease = takeLease(slot);
   if (lease === null) {

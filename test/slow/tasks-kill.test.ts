@@ -14,7 +14,7 @@ import { assertSlotWritable, readGuardFile, type Slot } from '../../src/tasks/sl
 import { getTask, listEvents } from '../../src/tasks/store';
 import { codeOf } from '../support/errors';
 import { FAULT_POINTS, killAt } from '../support/faults';
-import { initRepo, type Repo } from '../support/git';
+import { git, initRepo, type Repo } from '../support/git';
 import { withSandbox, type Sandbox } from '../support/sandbox';
 import { XET_BIN, expectExit, parseJson, xet } from '../support/xet';
 
@@ -281,4 +281,32 @@ test('a supervisor that dies is replaced by the next recovery; task cancel reach
     await waitFor('the guard to go', () => readGuardFile(slot).state === 'none');
     assert.deepEqual(lines(append), ['ran'], 'ran exactly once across two supervisors');
     assertCommits(r);
+  }));
+
+test('SIGKILL at task:after-guard of a task in a fork: git xet discard and export of it are refused until recover', () =>
+  withSandbox((sb) => {
+    const { r, append } = setup(sb);
+    const snap = json(sb, r.dir, ['capture']).snapshot as string;
+    const dir = sb.path('fork');
+    killAt(
+      sb,
+      r.dir,
+      ['task', 'run', '--fork', snap, '--mode', 'copy', '--dir', dir, '--json', '--', ...appendCmd(append)],
+      'task:after-guard',
+    );
+    const gitDir = fs.realpathSync(git(sb, dir, ['rev-parse', '--absolute-git-dir']).trim());
+    const slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+    const id = onlyTask(slot);
+    for (const args of [
+      ['discard', dir],
+      ['export', dir, '--branch', 'from-task'],
+    ]) {
+      const refused = xet(sb, r.dir, [...args, '--json']);
+      assert.equal(refused.status, 3, refused.stdout + refused.stderr);
+      assert.equal(parseJson(refused).error.code, 'WORKDIR_RECOVERY_REQUIRED', args.join(' '));
+    }
+    const [t] = json(sb, r.dir, ['task', 'recover', '--all']).tasks;
+    assert.deepEqual([t.task, t.classification, t.guardCleared], [id, 'NOT_RECOVERABLE', true]);
+    json(sb, r.dir, ['discard', dir, '--no-capture']);
+    assert.deepEqual(lines(append), []);
   }));
