@@ -10,7 +10,8 @@ import type { Repo } from '../git/repo';
 import { openSidecar } from '../sidecar/db';
 import { isTerminal } from './model';
 import { identify, liveness, type ProcessIdentity } from './proc';
-import { readExitFile } from './recover';
+import { readExitFile } from './exit-file';
+import { finishTask, taskContext } from './runner';
 import { GUARD_SCHEMA, publishGuard, tryAcquireLease, type Lease, type Slot } from './slot';
 import { getTask, updateTask, type TaskRow } from './store';
 
@@ -101,20 +102,8 @@ async function follow(
   }
 }
 
-/** The runner branch's module (src/tasks/runner.ts), loaded by name so this builds before it is merged. */
-const RUNNER_MODULE = './runner';
-
-interface RunnerModule {
-  taskContext(repo: Repo, task: TaskRow, lease: Lease | null): unknown;
-  finishTask(ctx: unknown, outcome: AdoptedEnd): Promise<unknown>;
-}
-
 /** Hand the end to the runner's finishTask: it ends the group, keeps the result, captures, records
  * the final status, removes the guard and releases the lease, exactly as for a runner that lived. */
 async function finishAdopted(repo: Repo, row: TaskRow, lease: Lease | null, end: AdoptedEnd): Promise<void> {
-  const runner = (await import(RUNNER_MODULE)) as Partial<RunnerModule>;
-  if (typeof runner.finishTask !== 'function' || typeof runner.taskContext !== 'function') {
-    throw new Error('src/tasks/runner.ts has no finishTask/taskContext');
-  }
-  await runner.finishTask(runner.taskContext(repo, row, lease), end);
+  await finishTask(taskContext(repo, row, lease), end);
 }

@@ -19,7 +19,9 @@ import type { Repo } from '../git/repo';
 import { openSidecar, sidecarDir, type Db } from '../sidecar/db';
 import { workspaceId } from '../sidecar/workspaces';
 import { DEFAULT_KILL_GRACE_MS, isTerminal, type Recovery } from './model';
-import { taskDir, taskFile } from './paths';
+import { fenceSlot } from './enforce';
+import { readExitFile } from './exit-file';
+import { taskDir } from './paths';
 import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
 import {
   GUARD_SCHEMA,
@@ -291,25 +293,6 @@ function killGraceOf(row: TaskRow): number {
     // a manifest that does not parse: the default grace
   }
   return DEFAULT_KILL_GRACE_MS;
-}
-
-/** The status the wrapper shell wrote to `exit` when the command ended, or null. */
-export function readExitFile(commonDir: string, id: string): number | null {
-  let text: string;
-  try {
-    const fd = fs.openSync(taskFile(commonDir, id, 'exit'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    try {
-      const buf = Buffer.alloc(32);
-      const n = fs.readSync(fd, buf, 0, buf.length, 0);
-      text = buf.subarray(0, n).toString('latin1');
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    return null;
-  }
-  const m = /^(\d{1,3})\n?$/.exec(text);
-  return m ? Number(m[1]) : null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,16 +612,8 @@ async function reattach(
  * there. Called with the lease let go: while we hold it the guard reads as live, not stale.
  */
 async function fence(repo: Repo, slot: Slot): Promise<string | null> {
-  // src/tasks/enforce.ts belongs to the enforcement branch: loaded by path so this module builds
-  // (and works, unfenced) before that branch is merged.
-  const file = path.join(__dirname, 'enforce.js');
-  if (!fs.existsSync(file)) return null;
-  const mod = (await import(file)) as {
-    fenceSlot?: (repo: Repo, slot: Slot) => Promise<{ fenced: boolean; message: string }>;
-  };
-  if (typeof mod.fenceSlot !== 'function') return null;
   try {
-    return (await mod.fenceSlot(repo, slot)).message;
+    return (await fenceSlot(repo, slot)).message;
   } catch (e) {
     return `unfenced: ${e instanceof XetError ? e.code : 'INTERNAL'}`;
   }

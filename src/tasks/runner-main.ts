@@ -4,13 +4,10 @@
 // src/tasks/adopt.ts, superviseAdopted). Its stdio is the task dir's runner.log; nothing here
 // prints but a failure the runner could not record.
 import { XetError } from '../errors';
-import { findRepo, type Repo } from '../git/repo';
+import { findRepo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { runTask } from './runner';
 import { getTask } from './store';
-
-/** The recovery helper's supervisor; loaded by name so this builds before that module exists. */
-const ADOPT_MODULE = './adopt';
 
 async function main(argv: string[]): Promise<number> {
   const [commonDir, taskId, ...rest] = argv;
@@ -21,11 +18,9 @@ async function main(argv: string[]): Promise<number> {
   if (!task) throw new XetError('TASK_NOT_FOUND', `no task ${taskId}`, { task: taskId });
   const repo = await findRepo(task.worktree);
   if (rest[0] === '--adopt') {
-    const adopt = (await import(ADOPT_MODULE)) as {
-      superviseAdopted?: (repo: Repo, taskId: string) => Promise<void>;
-    };
-    if (!adopt.superviseAdopted) throw new XetError('USAGE', 'this build cannot adopt a task');
-    await adopt.superviseAdopted(repo, taskId);
+    // Loaded only here: a plain detached runner never needs the supervisor.
+    const { superviseAdopted } = await import('./adopt');
+    await superviseAdopted(repo, taskId);
     return 0;
   }
   if (rest[0] !== '--' || rest.length < 2) throw new XetError('USAGE', 'runner-main: no command after --');

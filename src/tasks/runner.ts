@@ -37,7 +37,8 @@ import {
 } from './model';
 import { ensureTaskDir, taskDir, taskFile } from './paths';
 import { bootId, endTaskProcesses, identify, liveness, type ProcessIdentity } from './proc';
-import * as recover from './recover';
+import { continuationOf, reconcileAtStart } from './recover';
+import { readExitFile } from './exit-file';
 import { storeResult, type ResultInfo } from './result';
 import { collectTasks } from './retention';
 import {
@@ -212,14 +213,9 @@ interface Continuation {
   worktree: string;
 }
 
-/**
- * The continuation `--continue` asks for: the recovery module's continuationOf (TASK_NOT_FOUND,
- * TASK_NOT_RESUMABLE there). Looked up by name so this builds before that branch is merged.
- */
+/** The continuation `--continue` asks for (TASK_NOT_FOUND, TASK_NOT_RESUMABLE from recovery). */
 function continuation(db: Db, id: string): Continuation {
-  const fn = (recover as { continuationOf?: (db: Db, id: string) => Continuation }).continuationOf;
-  if (!fn) throw new XetError('TASK_NOT_RESUMABLE', 'continuing a task is not available in this build', { task: id });
-  return fn(db, id);
+  return continuationOf(db, id);
 }
 
 async function mainWorktree(repo: Repo): Promise<string> {
@@ -249,7 +245,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   const timeoutMs = parseTimeout(req.timeout);
 
   const repo = await findRepo(req.cwd, true);
-  await recover.reconcileAtStart(repo);
+  await reconcileAtStart(repo);
   // One read of the config: retention now, and the manifest's policy below.
   const config = await readConfig(repoOpts(repo));
   collectTasks(repo, { config });
@@ -422,25 +418,6 @@ function startTicks(pid: number): string | null {
   } catch {
     return null;
   }
-}
-
-/** The status the wrapper wrote to the task's `exit` file; null if it never wrote one. */
-export function readExitFile(commonDir: string, id: string): number | null {
-  let text: string;
-  try {
-    // Never through a symlink: the task dir is private, but the command could write there.
-    const fd = fs.openSync(taskFile(commonDir, id, 'exit'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    try {
-      const buf = Buffer.alloc(16);
-      text = buf.subarray(0, fs.readSync(fd, buf, 0, 16, 0)).toString('latin1');
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    return null;
-  }
-  const m = /^(\d{1,3})\n$/.exec(text);
-  return m ? Number(m[1]) : null;
 }
 
 /** The context finishTask needs, from a task row and a lease this process holds. */
@@ -853,7 +830,7 @@ export interface CancelResult {
 /** Ask a task to stop: cancelRequestedAt (the runner polls it) and SIGTERM to a live runner. */
 export async function cancelTask(cwd: string, spec: string): Promise<CancelResult> {
   const repo = await findRepo(cwd, true);
-  await recover.reconcileAtStart(repo);
+  await reconcileAtStart(repo);
   collectTasks(repo);
   const t = withSidecar(repo.commonDir, (db) => {
     const row = getTask(db, resolveTaskId(db, spec));
