@@ -627,3 +627,52 @@ test('through task run (needs the runner): stdout spooled and read back exactly,
     expectError(xet(sb, r.dir, ['task', 'result', String(err.details.task), '--json']), 'RESULT_NOT_AVAILABLE');
   });
 });
+
+test('a stored result changed in place (same size, still UTF-8) is INTEGRITY_MISMATCH at the latest on the chunk that reaches the end, and on a whole read (naming the full id)', async () => {
+  await withSandbox((sb) => {
+    const r = repo(sb);
+    const common = r.commonDir();
+    const db = openSidecar(common);
+    const big = Buffer.alloc(RESULT_INLINE_MAX + 3 * RESULT_CHUNK_MAX, 'a');
+    let spooled: TaskRow;
+    let inline: TaskRow;
+    try {
+      spooled = newTask(db, r);
+      fs.writeFileSync(taskFile(common, spooled.id, 'stdout'), big);
+      assert.equal(storeResult(db, common, spooled).storage, 'spool');
+      inline = newTask(db, r);
+      fs.writeFileSync(taskFile(common, inline.id, 'stdout'), 'hello world\n');
+      assert.equal(storeResult(db, common, inline).storage, 'inline');
+      // The inline bytes changed in the row (same length), as a hostile writer of the sidecar could.
+      updateTask(db, inline.id, { resultInline: Buffer.from('HELLO world\n') });
+    } finally {
+      db.close();
+    }
+    const fd = fs.openSync(taskFile(common, spooled.id, 'result.spool'), 'r+');
+    fs.writeSync(fd, Buffer.from('Z'), 0, 1, 0);
+    fs.closeSync(fd);
+    // A chunk short of the end is served (hashing the whole spool per chunk would cost every read)...
+    const first = chunk(sb, r.dir, spooled.id, 0, RESULT_CHUNK_MAX);
+    assert.equal(first.text[0], 'Z');
+    assert.equal(first.eof, false);
+    // ...the one that reaches the end checks the whole spool, and so does the empty read at the end.
+    const last = big.length - 100;
+    const e = expectError(
+      xet(sb, r.dir, ['task', 'result', spooled.id, '--offset', String(last), '--max-bytes', '100', '--json']),
+      'INTEGRITY_MISMATCH',
+    );
+    assert.equal(e.details.task, spooled.id);
+    assert.equal(e.details.expected, sha256(big));
+    expectError(
+      xet(sb, r.dir, ['task', 'result', spooled.id, '--offset', String(big.length), '--json']),
+      'INTEGRITY_MISMATCH',
+    );
+    // A whole read prints nothing and names the task by its full id, whatever prefix was given.
+    const raw = rawResult(sb, r.dir, [spooled.id.slice(0, 6)]);
+    assert.equal(raw.status, 3);
+    assert.equal(raw.stdout.length, 0);
+    assert.match(raw.stderr, new RegExp(`task ${spooled.id} `));
+    // An inline result of one chunk is checked on that chunk.
+    expectError(xet(sb, r.dir, ['task', 'result', inline.id, '--json']), 'INTEGRITY_MISMATCH');
+  });
+});

@@ -169,6 +169,10 @@ test('task run refuses bad input with USAGE before anything is created or starte
       ['--session-id', 'line\nbreak'],
       ['--timeout', '0'],
       ['--timeout', 'soon'],
+      // Beyond what a deadline can be (R15): USAGE with the range, not an internal error.
+      ['--timeout', '1000000000d'],
+      ['--timeout', '99999999999999d'],
+      ['--timeout', '101y'],
       ['--mode', 'copy'],
       ['--in', sb.path('nowhere')],
       ['--in', r.dir, '--fork', 'HEAD'],
@@ -176,6 +180,11 @@ test('task run refuses bad input with USAGE before anything is created or starte
       expectError(xet(sb, r.dir, ['task', 'run', ...bad, '--json', ...cmd]), 'USAGE', 2);
     }
     expectError(xet(sb, r.dir, ['task', 'run', '--json', '--', '']), 'USAGE', 2);
+    // argv[0] that names no command at all.
+    expectError(xet(sb, r.dir, ['task', 'run', '--json', '--', '/']), 'USAGE', 2);
+    expectError(xet(sb, r.dir, ['task', 'run', '--json', '--', '  ']), 'USAGE', 2);
+    const long = expectError(xet(sb, r.dir, ['task', 'run', '--json', '--timeout', '200y', ...cmd]), 'USAGE', 2);
+    assert.match(long.message, /1s to 100y/);
     const other = repo(sb, 'other');
     expectError(xet(sb, r.dir, ['task', 'run', '--in', other.dir, '--json', ...cmd]), 'USAGE', 2);
     assert.ok(!fs.existsSync(marker), 'nothing ran');
@@ -523,4 +532,98 @@ test('a reader that closes the pipe early (task run … | head) ends the copying
     assert.equal(t.status, 'succeeded');
     assert.equal(t.resultSizeBytes, 3000000, 'the result was kept whole');
     assert.ok(!fs.existsSync(r.gitPath('xet-guard')), 'the guard is gone');
+  }));
+
+test('the command is recorded by its name only: a whole command line given as one string leaves no prompt or secret in the row, the manifest or the events', () =>
+  withSandbox((sb) => {
+    const r = repo(sb);
+    const cases: [string, string][] = [
+      ['claude -p Refactor billing; key sk-LIVE-123', 'claude'],
+      ['/usr/local/bin/agent\t--token=sk-LIVE-123', 'agent'],
+      ['  ./bin/run\nsk-LIVE-123', 'run'],
+      // The basename is taken after the cut: a slash inside the prompt does not pick the name.
+      ['tool --out a/sk-LIVE-123', 'tool'],
+      ['x'.repeat(200), 'x'.repeat(64)],
+      ['ü'.repeat(40), 'ü'.repeat(32)],
+    ];
+    for (const [argv0, name] of cases) {
+      const res = xet(sb, r.dir, ['task', 'run', '--json', '--no-capture', '--', argv0]);
+      expectExit(res, 127);
+      const t = task(r, parseJson(res).task);
+      assert.equal(t.command, name, JSON.stringify(argv0));
+      assert.equal(JSON.parse(t.manifestJson).runtime.command, name);
+      const recorded = JSON.stringify([t, events(r, t.id)]);
+      assert.ok(!recorded.includes('sk-LIVE'), `no secret recorded for ${JSON.stringify(argv0)}`);
+      assert.ok(!recorded.includes('Refactor'), 'no prompt recorded');
+      const ev = xet(sb, r.dir, ['task', 'events', t.id, '--json']);
+      expectExit(ev, 0);
+      assert.ok(!ev.stdout.includes('sk-LIVE'));
+    }
+  }));
+
+/** Runs the CLI through sh so that BAD in `args` becomes bytes that are not UTF-8 (ED A0 80, a surrogate). */
+const NOT_UTF8_WRAP = [
+  'sh',
+  '-c',
+  `bad=$(printf '\\355\\240\\200'); for a; do shift; if [ "$a" = BAD ]; then a=$bad; elif [ "$a" = --correlation-id=BAD ]; then a="--correlation-id=$bad"; fi; set -- "$@" "$a"; done; exec "$@"`,
+  'sh',
+];
+
+test('a correlation or session id that is not UTF-8 on the command line is USAGE, never stored as U+FFFD; a real U+FFFD is kept', () =>
+  withSandbox((sb) => {
+    const r = repo(sb);
+    const marker = sb.path('marker');
+    const cmd = ['--', 'sh', '-c', `touch '${marker}'`];
+    for (const bad of [['--correlation-id', 'BAD'], ['--correlation-id=BAD'], ['--session-id', 'BAD']]) {
+      const e = expectError(
+        xet(sb, r.dir, ['task', 'run', '--no-capture', '--json', ...bad, ...cmd], { wrap: NOT_UTF8_WRAP }),
+        'USAGE',
+        2,
+      );
+      assert.match(e.message, /not valid UTF-8/);
+    }
+    assert.ok(!fs.existsSync(marker), 'nothing ran');
+    assert.deepEqual(allTasks(r), [], 'no task was created');
+    // U+FFFD given as its own UTF-8 bytes is an ordinary character.
+    const ok = xet(sb, r.dir, ['task', 'run', '--no-capture', '--json', '--correlation-id', 'a\uFFFDb', ...cmd], {
+      wrap: NOT_UTF8_WRAP,
+    });
+    expectExit(ok, 0);
+    assert.equal(task(r, parseJson(ok).task).correlationId, 'a\uFFFDb');
+  }));
+
+test('runtime versions are measured once per executable: a second task with the same node asks the cache; a changed file is measured again', () =>
+  withSandbox((sb) => {
+    const r = repo(sb);
+    const bin = sb.path('fakebin');
+    fs.mkdirSync(bin);
+    const log = sb.path('version-calls.log');
+    const node = path.join(bin, 'node');
+    const script = (v: string) =>
+      `#!/bin/sh\nif [ "$1" = --version ]; then echo asked >> '${log}'; echo v${v}; fi\nexit 0\n`;
+    fs.writeFileSync(node, script('21.1.0'), { mode: 0o755 });
+    const env = { ...sb.env, PATH: `${bin}:${sb.env.PATH ?? process.env.PATH}` };
+    const runNode = () => {
+      const res = xet(sb, r.dir, ['task', 'run', '--json', '--no-capture', '--', 'node', 'x.js'], { env });
+      expectExit(res, 0);
+      return JSON.parse(task(r, parseJson(res).task).manifestJson).runtime;
+    };
+    const calls = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).length : 0);
+    const first = runNode();
+    assert.deepEqual([first.version, first.versionSource, first.versionCached], ['21.1.0', 'measured', false]);
+    assert.equal(calls(), 1);
+    const second = runNode();
+    assert.deepEqual([second.version, second.versionSource, second.versionCached], ['21.1.0', 'measured', true]);
+    assert.equal(second.versionMeasuredAt, first.versionMeasuredAt, 'the measurement it reuses');
+    assert.equal(calls(), 1, 'no second --version');
+    assert.ok(fs.existsSync(path.join(r.commonDir(), 'xet', 'runtime-versions.json')));
+    // Another binary at the same path (upgraded in place): measured again.
+    fs.writeFileSync(node, script('22.0.0') + '\n', { mode: 0o755 });
+    const third = runNode();
+    assert.deepEqual([third.version, third.versionCached], ['22.0.0', false]);
+    assert.equal(calls(), 2);
+    // A cache file that is not ours is ignored, not trusted.
+    fs.writeFileSync(path.join(r.commonDir(), 'xet', 'runtime-versions.json'), '{"schema":"x","entries":[]}');
+    assert.equal(runNode().versionCached, false);
+    assert.equal(calls(), 3);
   }));

@@ -19,6 +19,7 @@ import { canonicalJson } from '../src/snapshot/canonical-json';
 import { newMark, newTaskId } from '../src/tasks/ids';
 import {
   buildManifest,
+  commandName,
   parseTaskManifest,
   taskConfig,
   validateCorrelationId,
@@ -210,7 +211,11 @@ test('the manifest is canonical JSON with its sha256, and neither config, update
       version: process.versions.node,
       versionSource: 'measured',
       inFlightRecovery: 'none',
+      // makeTask gives no cache directory: measured by this task's start.
+      versionCached: false,
+      versionMeasuredAt: m.runtime.versionMeasuredAt,
     });
+    assert.ok(Math.abs(Date.parse(m.runtime.versionMeasuredAt ?? '') - Date.parse(t.createdAt)) < 60_000);
     assert.match(m.git.version, /^\d+\.\d+\.\d+$/);
     assert.equal(m.continuation, null);
 
@@ -762,3 +767,38 @@ test(
       );
     }),
 );
+
+test('command names: cut at the first whitespace or control character, then the basename, at most 64 bytes on a character boundary', () => {
+  assert.equal(commandName('node'), 'node');
+  assert.equal(commandName('/usr/bin/python3'), 'python3');
+  assert.equal(commandName('claude -p "Refactor billing; key sk-LIVE-123"'), 'claude');
+  assert.equal(commandName('run\u0000x'), 'run');
+  assert.equal(commandName('a\u0085b'), 'a', 'C1 controls cut too');
+  assert.equal(commandName('tool\u00a0--key=s'), 'tool', 'Unicode spaces cut too');
+  assert.equal(commandName('tool a/b/secret'), 'tool');
+  assert.equal(commandName('  lead'), 'lead');
+  assert.equal(commandName('€'.repeat(30)), '€'.repeat(21), '63 bytes: the 22nd character would cross 64');
+  assert.equal(commandName('/'), '');
+  assert.equal(commandName(' \t'), '');
+});
+
+test('task config out of range is CONFIG_INVALID: killGrace over 1d, retention over 100y (never is fine)', async () =>
+  withSandbox(async (sb) => {
+    const r = repoWithCommit(sb);
+    r.git('config', 'xet.task.killGrace', '2d');
+    const grace = await readConfig({ cwd: r.dir });
+    assert.equal(
+      codeOf(() => taskConfig(grace)),
+      'CONFIG_INVALID',
+    );
+    r.git('config', 'xet.task.killGrace', '1d');
+    r.git('config', 'xet.task.retention', '99999999999999d');
+    const retention = await readConfig({ cwd: r.dir });
+    assert.equal(
+      codeOf(() => taskConfig(retention)),
+      'CONFIG_INVALID',
+    );
+    expectError(xet(sb, r.dir, ['task', 'run', '--json', '--no-capture', '--', 'true']), 'CONFIG_INVALID');
+    r.git('config', 'xet.task.retention', 'never');
+    assert.deepEqual(taskConfig(await readConfig({ cwd: r.dir })), { killGraceMs: 86400_000, retentionMs: null });
+  }));

@@ -25,6 +25,7 @@ import {
   type SlotMode,
 } from './model';
 import { retentionMsFromConfig } from './retention';
+import { cachedVersion, executableKey, rememberVersion, resolveExecutable } from './runtime-versions';
 
 export const TASK_SCHEMA = 'xet.task/v1';
 const SCHEMA_RE = /^xet\.task\/v(\d+)(?:\.\d+)?$/;
@@ -35,6 +36,29 @@ export const MEASURED_RUNTIMES = ['node', 'python3', 'python', 'git', 'npm', 'pn
 export const RUNTIME_VERSION_TIMEOUT_MS = 2000;
 /** A measured version longer than this is cut (a banner, not a version). */
 const RUNTIME_VERSION_MAX = 128;
+
+// ---------------------------------------------------------------------------------------------
+// The command's name
+
+/** A recorded command name is at most this many UTF-8 bytes. */
+export const COMMAND_NAME_MAX_BYTES = 64;
+
+/**
+ * What the manifest, the row and every event record of the command: a name, never its arguments.
+ * A whole command line passed as one string (`task run -- "$CMD"`) would otherwise put its prompt
+ * or credentials into immutable records, so argv[0] is cut at its first whitespace or control
+ * character, then reduced to its basename and to 64 bytes (on a character boundary). '' when
+ * nothing is left (`/`, spaces): task run refuses that as USAGE.
+ */
+export function commandName(argv0: string): string {
+  // eslint-disable-next-line no-control-regex
+  const token = argv0.replace(/^\s+/u, '').split(/[\s\x00-\x1f\x7f-\x9f]/u)[0];
+  const name = Buffer.from(path.basename(token), 'utf8');
+  if (name.length <= COMMAND_NAME_MAX_BYTES) return name.toString('utf8');
+  let end = COMMAND_NAME_MAX_BYTES;
+  while (end > 0 && (name[end] & 0xc0) === 0x80) end--;
+  return name.subarray(0, end).toString('utf8');
+}
 
 // ---------------------------------------------------------------------------------------------
 // Correlation ids
@@ -83,6 +107,11 @@ export interface TaskPolicy {
   [more: string]: unknown;
 }
 
+/** The longest xet.task.killGrace: a task's end must not wait longer than this for its processes. */
+export const KILL_GRACE_MAX_SECONDS = 86400;
+/** The longest xet.task.retention short of never (the manifest holds it as whole milliseconds). */
+export const RETENTION_MAX_SECONDS = 100 * 365 * 86400;
+
 /** xet.task.killGrace (default 2 s) and xet.task.retention (default 168 h); CONFIG_INVALID if bad. */
 export function taskConfig(config: GitConfig): { killGraceMs: number; retentionMs: number | null } {
   const grace = config.get('xet.task.killGrace');
@@ -92,9 +121,22 @@ export function taskConfig(config: GitConfig): { killGraceMs: number; retentionM
     if (!Number.isFinite(s)) {
       throw new XetError('CONFIG_INVALID', 'xet.task.killGrace cannot be never: a task must end', { value: grace });
     }
+    if (s > KILL_GRACE_MAX_SECONDS) {
+      throw new XetError('CONFIG_INVALID', `xet.task.killGrace ${grace} is too long: at most 1d`, {
+        value: grace,
+        maxSeconds: KILL_GRACE_MAX_SECONDS,
+      });
+    }
     killGraceMs = s * 1000;
   }
-  return { killGraceMs, retentionMs: retentionMsFromConfig(config.get('xet.task.retention')) };
+  const retentionMs = retentionMsFromConfig(config.get('xet.task.retention'));
+  if (retentionMs !== null && retentionMs > RETENTION_MAX_SECONDS * 1000) {
+    throw new XetError('CONFIG_INVALID', 'xet.task.retention is too long: at most 100y, or never', {
+      value: config.get('xet.task.retention'),
+      maxSeconds: RETENTION_MAX_SECONDS,
+    });
+  }
+  return { killGraceMs, retentionMs };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,6 +147,48 @@ export interface Runtime {
   version: string | null;
   versionSource: 'measured' | 'unmeasured';
   inFlightRecovery: 'session-resume' | 'none';
+  /**
+   * With versionSource 'measured': false when this task's start ran `--version`, true when the
+   * version is an earlier task's measurement of the very same file (src/tasks/runtime-versions.ts).
+   */
+  versionCached?: boolean;
+  /** With versionSource 'measured': when `--version` ran. */
+  versionMeasuredAt?: string;
+}
+
+export interface RuntimeVersion {
+  version: string | null;
+  cached: boolean;
+  measuredAt: string | null;
+}
+
+/**
+ * The version of an allowlisted command: from the cache in `cacheDir` when the executable PATH
+ * resolves to is the file measured before (same realpath, inode, size, times, cwd and PATH), else
+ * measured (measureRuntimeVersion) and remembered.
+ */
+export async function runtimeVersion(
+  argv0: string,
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; cacheDir?: string } = {},
+): Promise<RuntimeVersion> {
+  const none: RuntimeVersion = { version: null, cached: false, measuredAt: null };
+  if (!(MEASURED_RUNTIMES as readonly string[]).includes(path.basename(argv0))) return none;
+  if (argv0.includes('/') && !path.isAbsolute(argv0)) return none;
+  const env = opts.env ?? process.env;
+  const exe = opts.cacheDir !== undefined ? resolveExecutable(argv0, opts.cwd, env) : null;
+  const key = exe !== null ? executableKey(exe, opts.cwd, env) : null;
+  if (key !== null && opts.cacheDir !== undefined) {
+    const hit = cachedVersion(opts.cacheDir, key);
+    if (hit) return { version: hit.version, cached: true, measuredAt: hit.measuredAt };
+  }
+  const measuredAt = new Date().toISOString();
+  const version = await measureRuntimeVersion(argv0, opts);
+  if (version === null) return none;
+  // Remembered only if the file is still the one that answered.
+  if (key !== null && opts.cacheDir !== undefined && exe !== null && executableKey(exe, opts.cwd, env) === key) {
+    rememberVersion(opts.cacheDir, key, { version, measuredAt });
+  }
+  return { version, cached: false, measuredAt };
 }
 
 /**
@@ -193,6 +277,8 @@ export interface ManifestInput {
   runtimeEnv?: NodeJS.ProcessEnv;
   /** A version measured already (tests, a caller that knows it): skips the measurement. */
   runtimeVersion?: string | null;
+  /** The directory of the measured-versions cache (the sidecar's); none: always measured. */
+  versionCacheDir?: string;
 }
 
 export interface TaskManifest {
@@ -245,10 +331,15 @@ export async function buildManifest(input: ManifestInput): Promise<BuiltManifest
   if (!Number.isFinite(new Date(deadline).getTime()) || deadline > 8.64e15) {
     throw new XetError('USAGE', `the timeout of ${input.timeoutMs} ms is too long`);
   }
-  const version =
+  const measured =
     input.runtimeVersion !== undefined
-      ? input.runtimeVersion
-      : await measureRuntimeVersion(input.argv0, { cwd: input.runtimeCwd, env: input.runtimeEnv });
+      ? null
+      : await runtimeVersion(input.argv0, {
+          cwd: input.runtimeCwd,
+          env: input.runtimeEnv,
+          cacheDir: input.versionCacheDir,
+        });
+  const version = measured ? measured.version : (input.runtimeVersion as string | null);
   const policy = input.policy;
   const manifest: TaskManifest = {
     schema: TASK_SCHEMA,
@@ -259,10 +350,13 @@ export async function buildManifest(input: ManifestInput): Promise<BuiltManifest
     git: { version: gitVersion().join('.') },
     protocolVersion: TASK_PROTOCOL_VERSION,
     runtime: {
-      command: path.basename(input.argv0),
+      command: commandName(input.argv0),
       version,
       versionSource: version === null ? 'unmeasured' : 'measured',
       inFlightRecovery: input.sessionId !== null ? 'session-resume' : 'none',
+      ...(measured && measured.measuredAt !== null
+        ? { versionCached: measured.cached, versionMeasuredAt: measured.measuredAt }
+        : {}),
     },
     workspace: { ...input.workspace },
     policy,
@@ -314,6 +408,8 @@ function buildSchema() {
           version: z.string().nullable(),
           versionSource: z.enum(['measured', 'unmeasured']),
           inFlightRecovery: z.enum(['session-resume', 'none']),
+          versionCached: z.boolean().optional(),
+          versionMeasuredAt: iso.optional(),
         })
         .loose(),
       workspace: z

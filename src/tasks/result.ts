@@ -294,7 +294,7 @@ export function storeResult(db: Db, commonDir: string, task: TaskRow): ResultInf
 
 /** The stored bytes of a task's result, checked against the row; `why` says what is wrong. */
 type Stored =
-  | { ok: true; read: (offset: number, length: number) => Buffer; close: () => void }
+  | { ok: true; read: (offset: number, length: number) => Buffer; hash: () => string; close: () => void }
   | { ok: false; why: string; code: 'RESULT_NOT_AVAILABLE' | 'INTEGRITY_MISMATCH' };
 
 function openStored(db: Db, commonDir: string, task: TaskRow): Stored {
@@ -317,7 +317,12 @@ function openStored(db: Db, commonDir: string, task: TaskRow): Stored {
         code: 'INTEGRITY_MISMATCH',
       };
     }
-    return { ok: true, read: (o, n) => bytes.subarray(o, Math.min(o + n, size)), close: () => undefined };
+    return {
+      ok: true,
+      read: (o, n) => bytes.subarray(o, Math.min(o + n, size)),
+      hash: () => crypto.createHash('sha256').update(bytes).digest('hex'),
+      close: () => undefined,
+    };
   }
   const opened = openRegular(taskFile(commonDir, task.id, 'result.spool'));
   if (opened === null) {
@@ -339,7 +344,23 @@ function openStored(db: Db, commonDir: string, task: TaskRow): Stored {
     };
   }
   const { fd } = opened;
-  return { ok: true, read: (o, n) => readAt(fd, Math.max(0, Math.min(n, size - o)), o), close: () => fs.closeSync(fd) };
+  const hash = () => {
+    const h = crypto.createHash('sha256');
+    const block = Buffer.alloc(READ_BLOCK);
+    for (let at = 0; at < size;) {
+      const n = fs.readSync(fd, block, 0, Math.min(block.length, size - at), at);
+      if (n === 0) break;
+      h.update(block.subarray(0, n));
+      at += n;
+    }
+    return h.digest('hex');
+  };
+  return {
+    ok: true,
+    read: (o, n) => readAt(fd, Math.max(0, Math.min(n, size - o)), o),
+    hash,
+    close: () => fs.closeSync(fd),
+  };
 }
 
 /** What `task show` / `task run --json` say about the result; null if there is none. */
@@ -390,8 +411,23 @@ export function readResultChunk(
     if (offset > size) {
       throw usage(`--offset ${offset} is past the end of the result (${size} bytes)`, { offset, sizeBytes: size });
     }
-    if (offset === size)
+    // The chunk that reaches the end checks the whole stored result against the row's sha256:
+    // hashing it for every chunk would make a 64 KiB read cost the whole spool, and a reader that
+    // concatenates chunks learns of a change at the latest with the last one.
+    const verifyWhole = () => {
+      const actual = stored.hash();
+      if (actual !== sha256) {
+        throw new XetError(
+          'INTEGRITY_MISMATCH',
+          `the stored result of task ${task.id} does not hash to its recorded sha256; it changed after it was kept`,
+          { task: task.id, expected: sha256, actual },
+        );
+      }
+    };
+    if (offset === size) {
+      verifyWhole();
       return { text: '', offsetBytes: offset, nextOffsetBytes: size, eof: true, sizeBytes: size, sha256 };
+    }
     // One byte past the window tells whether its end falls inside a character; a window smaller
     // than the character at `offset` still returns that whole character (at most 4 bytes), so a
     // reader always moves forward.
@@ -414,6 +450,7 @@ export function readResultChunk(
       );
     }
     const next = offset + len;
+    if (next === size) verifyWhole();
     return { text, offsetBytes: offset, nextOffsetBytes: next, eof: next === size, sizeBytes: size, sha256 };
   } finally {
     stored.close();

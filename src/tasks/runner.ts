@@ -25,7 +25,7 @@ import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '.
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
-import { buildManifest, taskConfig, validateCorrelationId } from './manifest';
+import { buildManifest, commandName, taskConfig, validateCorrelationId } from './manifest';
 import {
   CORRELATION_ID_MAX_BYTES,
   DEFAULT_KILL_GRACE_MS,
@@ -186,6 +186,9 @@ export function checkOpaqueId(value: string, what: string): string {
   return value;
 }
 
+/** The longest --timeout: 100 years (the deadline must stay a time Date and the manifest can hold). */
+export const TIMEOUT_MAX_SECONDS = 100 * 365 * 86400;
+
 /** `--timeout`: a positive duration (30s, 10m, 2h, 1d); the deadline is frozen from it at creation. */
 export function parseTimeout(text: string | undefined): number {
   if (text === undefined) return DEFAULT_TIMEOUT_MS;
@@ -195,6 +198,13 @@ export function parseTimeout(text: string | undefined): number {
       value: text,
     });
   }
+  if (s > TIMEOUT_MAX_SECONDS) {
+    throw new XetError(
+      'USAGE',
+      `--timeout ${JSON.stringify(text)} is too long: a timeout is from 1s to 100y (${TIMEOUT_MAX_SECONDS}s)`,
+      { value: text, maxSeconds: TIMEOUT_MAX_SECONDS },
+    );
+  }
   return s * 1000;
 }
 
@@ -202,6 +212,9 @@ function checkArgv(argv: string[]): void {
   if (!argv.length || argv[0] === '')
     throw new XetError('USAGE', 'task run needs a command: task run -- COMMAND [ARG...]');
   if (argv.some((a) => a.includes('\0'))) throw new XetError('USAGE', 'a command argument holds a NUL byte');
+  if (commandName(argv[0]) === '') {
+    throw new XetError('USAGE', `${JSON.stringify(argv[0].slice(0, 64))} names no command`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,6 +340,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     policy: { capture, killGraceMs, retentionMs, hooks: true },
     runtimeCwd: path.resolve(slot.worktree, cwdRel),
     runtimeEnv: commandBaseEnv({ foreignSlot: slotRepo.gitDir !== repo.gitDir }),
+    versionCacheDir: sidecarDir(repo.commonDir),
   });
   const task: TaskRow = {
     id,
@@ -337,7 +351,7 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     errorCode: null,
     exitCode: null,
     exitSignal: null,
-    command: path.basename(req.argv[0]),
+    command: manifest.manifest.runtime.command,
     correlationId,
     sessionId,
     continuesTask,

@@ -41,10 +41,12 @@ export function registerTaskResult(task: Command): void {
         await reconcileAtStart(repo);
         collectTasks(repo);
         const oneChunk = out.json || offset !== undefined || maxBytes !== undefined;
+        let id = spec;
         const chunks =
           withExistingSidecar(repo.commonDir, (db) => {
             const row = getTask(db, resolveTaskId(db, spec));
             if (row === null) throw new XetError('TASK_NOT_FOUND', `no task ${spec}`, { task: spec });
+            id = row.id;
             if (oneChunk) return [readResultChunk(db, repo.commonDir, row, offset ?? 0, maxBytes ?? RESULT_CHUNK_MAX)];
             // The whole result: one descriptor per chunk, all read under one sidecar connection,
             // before the first byte goes out (a failure prints nothing half).
@@ -68,9 +70,9 @@ export function registerTaskResult(task: Command): void {
           if (h.digest('hex') !== chunks[0].sha256) {
             throw new XetError(
               'INTEGRITY_MISMATCH',
-              `the stored result of task ${spec} does not hash to its recorded sha256`,
+              `the stored result of task ${id} does not hash to its recorded sha256`,
               {
-                task: spec,
+                task: id,
                 sha256: chunks[0].sha256,
               },
             );

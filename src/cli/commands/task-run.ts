@@ -33,6 +33,9 @@ export function registerTaskRun(task: Command): void {
     .option('--no-capture', 'do not capture the workspace at the end')
     .action(
       run(async (out, argv: string[], flags: RunFlags) => {
+        const { refuseLossyArgument } = await import('../argv-bytes');
+        refuseLossyArgument('--correlation-id', flags.correlationId);
+        refuseLossyArgument('--session-id', flags.sessionId);
         const runner = await import('../../tasks/runner');
         const prep = await runner.startTask({
           cwd: process.cwd(),
