@@ -70,6 +70,14 @@ export function buildProgram(): Command {
 }
 
 export function main(argv: string[]): void {
+  // A reader that closes the pipe early (`git xet task list --json | head -c 0`): what it did not
+  // read is lost to it, not a crash of ours. Never exit here: an attached task runner must still
+  // end its task, remove its guard and release its lease.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+    });
+  }
   const program = buildProgram();
   const json = argv.includes('--json');
   // Every command, not only the program: subcommands copied the output settings when they were

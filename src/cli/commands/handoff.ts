@@ -51,6 +51,9 @@ export function registerHandoff(program: Command): void {
           },
         ) => {
           const { createHandoff } = await import('../../handoff/create');
+          const { refuseLossyArgument } = await import('../argv-bytes');
+          // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
+          refuseLossyArgument('--correlation-id', opts.correlationId);
           let descriptor: Buffer | undefined;
           if (opts.descriptor !== undefined) {
             try {
