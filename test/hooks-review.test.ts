@@ -256,6 +256,7 @@ test('R17: core.hooksPath=/dev/null: init succeeds and says hooks are off, ensur
     const init = xet(sb, r.dir, ['init', '--json']);
     expectExit(init, 0);
     assert.equal(parseJson(init).hooks.disabled, true);
+    assert.equal(parseJson(init).hooks.shared, undefined, 'nothing there to share');
     assert.ok(parseJson(init).hooks.hooks.every((h: { state: string }) => h.state === 'skipped'));
     assert.match(xet(sb, r.dir, ['init']).stdout, /switched off/);
     const st = hooksJson(sb, r.dir, 'status');

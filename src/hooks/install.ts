@@ -383,7 +383,8 @@ function within(root: string, p: string): boolean {
 async function placeOf(repo: Repo, dir: string, wantShared: boolean): Promise<{ worktree: boolean; shared: boolean }> {
   if (within(repo.commonDir, dir) || within(repo.gitDir, dir)) return { worktree: false, shared: false };
   if (within(repo.worktree, dir)) return { worktree: true, shared: false };
-  if (!wantShared) return { worktree: false, shared: false };
+  // /dev/null is outside every repository, but holds nothing to share.
+  if (!wantShared || dirKind(dir) === 'other') return { worktree: false, shared: false };
   const r = await git(['worktree', 'list', '--porcelain'], repoOpts(repo));
   const trees = r.stdout
     .toString('utf8')
