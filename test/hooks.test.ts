@@ -260,6 +260,20 @@ test('core.hooksPath: installed where git looks; init installs (--no-hooks does 
     expectExit(n, 0);
     assert.equal(parseJson(n).hooks, null);
     assert.ok(!fs.existsSync(r.p('githooks')));
+    // In the worktree, git xet makes no directory and no file git would show as untracked (R3, R4).
+    const none = xet(sb, r.dir, ['init', '--json']);
+    expectExit(none, 0);
+    assert.deepEqual(
+      parseJson(none).hooks.hooks.map((h: { state: string }) => h.state),
+      ['skipped', 'skipped', 'skipped', 'skipped'],
+    );
+    assert.ok(!fs.existsSync(r.p('githooks')), 'no directory made in the worktree');
+    assert.equal(
+      expectError(xet(sb, r.dir, ['hooks', 'install', '--json']), 'HOOK_CONFLICT').details?.dir,
+      r.p('githooks'),
+    );
+    fs.mkdirSync(r.p('githooks'));
+    fs.appendFileSync(path.join(r.commonDir(), 'info', 'exclude'), '/githooks/\n');
     const init = xet(sb, r.dir, ['init', '--json']);
     expectExit(init, 0);
     const out = parseJson(init);
@@ -391,6 +405,8 @@ test('ensureHooks: no git process when the hooks are in place; a new core.hooksP
     assert.equal(noGit.status, 0, `ensureHooks ran git: ${noGit.stderr}`);
 
     r.git('config', 'core.hooksPath', '.hooks2');
+    fs.mkdirSync(r.p('.hooks2'));
+    fs.writeFileSync(r.p('.hooks2/.gitignore'), '*\n');
     const gone = run(sb, r.dir, process.execPath, ['-e', script(r.dir)], { env: { PATH: '/nonexistent' } });
     assert.equal(gone.status, 9, 'config changed: ensureHooks asks git (and, without it, fails)');
     const ok = run(sb, r.dir, process.execPath, ['-e', script(r.dir)]);
@@ -481,11 +497,43 @@ test('HOOK_CONFLICT: a hook the repository tracks (core.hooksPath inside the wor
     const [shebang, ...rest] = mine.split(/(?<=\n)/);
     r.write('.githooks/pre-commit', shebang + printed.stdout + rest.join(''), 0o755);
     r.git('commit', '-q', '-am', 'guard in the team hook');
-    const st = hooksJson(sb, r.dir, 'install');
-    assert.equal(states(st)['pre-commit'], 'chained');
+    // The other hooks would be new untracked files in the worktree: hooks install refuses, naming
+    // them (R3); init installs what it can and reports the rest, writing nothing into the worktree.
+    const un = expectError(xet(sb, r.dir, ['hooks', 'install', '--json']), 'HOOK_CONFLICT');
+    assert.deepEqual(un.details.files, [
+      '.githooks/pre-merge-commit',
+      '.githooks/pre-rebase',
+      '.githooks/reference-transaction',
+    ]);
+    assert.match(un.message, /untracked/);
+    const init = xet(sb, r.dir, ['init', '--json']);
+    expectExit(init, 0);
+    assert.deepEqual(states(parseJson(init).hooks), {
+      'pre-commit': 'chained',
+      'pre-merge-commit': 'skipped',
+      'pre-rebase': 'skipped',
+      'reference-transaction': 'skipped',
+    });
+    assert.equal(r.git('status', '--porcelain'), '', 'no untracked hook files in the worktree');
     assert.equal(blocks(r.p('.githooks/pre-commit')), 1);
     guard(absGitDir(r), await deadRunner());
     assertRefused(commit(r, 'dead'), 'commit with the committed block');
+    fs.rmSync(path.join(absGitDir(r), 'xet-guard'));
+    // Uninstall leaves the committed block alone and says so.
+    const committed = fs.readFileSync(r.p('.githooks/pre-commit'));
+    const out = hooksJson(sb, r.dir, 'uninstall');
+    assert.equal(out.hooks[0].restored, 'tracked');
+    assert.deepEqual(fs.readFileSync(r.p('.githooks/pre-commit')), committed, 'tracked file untouched');
+    assert.equal(r.git('status', '--porcelain'), '', 'nothing modified');
+    // Ignored hook files are fine: they stay out of status, captures of tracked state and commits.
+    fs.appendFileSync(path.join(r.commonDir(), 'info', 'exclude'), '/.githooks/pre-*\n/.githooks/reference-*\n');
+    assert.deepEqual(Object.values(states(hooksJson(sb, r.dir, 'install'))), [
+      'chained',
+      'installed',
+      'installed',
+      'installed',
+    ]);
+    assert.equal(r.git('status', '--porcelain'), '');
     expectError(xet(sb, r.dir, ['hooks', 'block', 'post-commit', '--json']), 'USAGE', 2);
   }));
 

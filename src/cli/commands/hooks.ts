@@ -10,16 +10,25 @@ async function repoHere() {
   return findRepo(process.cwd(), true);
 }
 
+const RESTORED: Record<string, string> = {
+  removed: 'removed',
+  lost: 'removed (the hook it chained was gone)',
+  tracked: 'left as committed (tracked)',
+};
+
 export function describeHooks(r: HooksResult): string {
   const width = Math.max(...r.hooks.map((h) => h.name.length));
   return [
-    `hooks directory: ${r.dir}`,
+    `hooks directory: ${r.dir}${r.disabled ? " (not a directory: Git's hooks are switched off)" : ''}${
+      r.shared ? ' (outside this repository: shared with others)' : ''
+    }`,
     ...r.hooks.map(
       (h) =>
         `  ${h.name.padEnd(width)}  ${h.state}${h.method ? ` (${h.method})` : ''}${
-          h.restored ? `, ${h.restored === 'removed' ? 'removed' : `restored (${h.restored})`}` : ''
-        }`,
+          h.restored ? `, ${RESTORED[h.restored] ?? `restored (${h.restored})`}` : ''
+        }${h.reason ? `: ${h.reason}` : ''}`,
     ),
+    ...(r.intact === false ? ['the guard hooks are not all in place: git xet hooks install'] : []),
   ].join('\n');
 }
 
@@ -40,10 +49,11 @@ export function registerHooks(program: Command): void {
   hooks
     .command('uninstall')
     .description('remove the guard hooks and put back, byte for byte, the hooks they chained')
+    .option('--force', 'also from a hooks directory outside this repository (a global core.hooksPath)')
     .action(
-      run(async (out) => {
+      run(async (out, opts: { force?: boolean }) => {
         const { uninstallHooks } = await import('../../hooks/install');
-        const r = await uninstallHooks(await repoHere());
+        const r = await uninstallHooks(await repoHere(), { force: opts.force === true });
         emit(out, r, () => describeHooks(r));
       }),
     );
@@ -63,7 +73,9 @@ export function registerHooks(program: Command): void {
     );
   hooks
     .command('status')
-    .description('per hook: absent, installed, chained, foreign (replaced since) or modified')
+    .description(
+      'per hook: absent, installed, chained, foreign (replaced since), modified, broken (its chained hook is gone) or skipped',
+    )
     .action(
       run(async (out) => {
         const { hooksStatus } = await import('../../hooks/install');

@@ -19,7 +19,9 @@ export function registerInit(program: Command): void {
         openSidecar(repo.commonDir).close();
         const db = path.join(sidecarDir(repo.commonDir), 'xet.db');
         // Hooks are installed after the sidecar: a HOOK_CONFLICT still leaves a working database.
-        const hooks = opts.hooks ? await (await import('../../hooks/install')).installHooks(repo) : null;
+        const hooks = opts.hooks
+          ? await (await import('../../hooks/install')).installHooks(repo, { partial: true })
+          : null;
         const { describeHooks } = await import('./hooks');
         emit(out, { sidecar: db, schemaVersion: SCHEMA_VERSION, hooks }, () =>
           [
