@@ -206,8 +206,20 @@ test('guards: an overlay fork under a stale guard is fenced read-only (EROFS), m
       fs.closeSync(fd);
     }
     fs.rmSync(path.join(f, 'open.txt'));
-    const fence = await fenceSlot({ commonDir: src.commonDir() }, slot);
-    assert.deepEqual(fence, { fenced: true, message: 'fenced: remounted read-only' });
+    // A recovery fences while it holds the slot's lease (so nobody clears the guard in between):
+    // under a lease the guard reads live, so the caller says it judged the guard stale itself.
+    const held = tryAcquireLease(slot);
+    assert.ok(held);
+    try {
+      assert.deepEqual(await fenceSlot({ commonDir: src.commonDir() }, slot), {
+        fenced: false,
+        message: 'unfenced: the slot has no stale guard',
+      });
+      const fence = await fenceSlot({ commonDir: src.commonDir() }, slot, { underOwnLease: true });
+      assert.deepEqual(fence, { fenced: true, message: 'fenced: remounted read-only' });
+    } finally {
+      held.release();
+    }
     assert.equal(writeFails(path.join(f, 'direct.txt')), 'EROFS', 'a process writing files directly is refused');
     // (HEAD, index and refs live in the worktree's admin dir, outside the mount: the hooks guard those.)
     assert.notEqual(inFork.gitTry('checkout', '--', 'a.txt').status, 0, 'nor can git write its files');

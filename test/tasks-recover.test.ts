@@ -28,7 +28,7 @@ import { initRepo, Repo } from './support/git';
 import { fork } from './support/forks';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
-import { XET_BIN, capture, expectExit, parseJson, xet } from './support/xet';
+import { XET_BIN, capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 const hex16 = () => crypto.randomBytes(8).toString('hex');
 
@@ -498,3 +498,103 @@ test('a task that never started, in a slot another task now holds: only its row 
       db.close();
     }
   }));
+
+test('a command that ended after its runner died: its result on disk is kept (task result reads it); a refused one is recorded', () =>
+  withSandbox((sb) => {
+    const { r, slot, db } = setup(sb);
+    try {
+      const row = fabricate(db, slot, { command: deadIdentity(), exit: 0 });
+      fs.writeFileSync(taskFile(slot.commonDir, row.id, 'stdout'), 'out\n');
+      const bad = fabricate(db, slot, { command: deadIdentity(), exit: 0, guard: false });
+      fs.writeFileSync(taskFile(slot.commonDir, bad.id, 'stdout'), Buffer.from([0x6f, 0xff, 0x0a]));
+      const by = Object.fromEntries(
+        recover(sb, r.dir, ['--all']).tasks.map((t: Record<string, unknown>) => [t.task, t]),
+      );
+      assert.deepEqual(
+        [by[row.id].classification, by[row.id].exitCode, by[row.id].result, by[row.id].resultRefused],
+        ['NOT_RECOVERABLE', 0, 'inline', null],
+      );
+      const res = xet(sb, r.dir, ['task', 'result', row.id]);
+      expectExit(res, 0);
+      assert.equal(res.stdout, 'out\n');
+      assert.equal(getTask(db, row.id)!.resultSha256, crypto.createHash('sha256').update('out\n').digest('hex'));
+      const interrupted = listEvents(db, row.id).find((e) => e.eventType === 'task.interrupted')!;
+      assert.equal(interrupted.payload.result, 'inline');
+      // Not valid UTF-8: refused under the runner's rules, the refusal recorded, the task still ends.
+      assert.deepEqual([by[bad.id].result, by[bad.id].resultRefused], [null, 'RESULT_NOT_UTF8']);
+      assert.ok(types(db, bad.id).includes('task.result_refused'));
+      assert.equal(getTask(db, bad.id)!.status, 'interrupted');
+      expectError(xet(sb, r.dir, ['task', 'result', bad.id, '--json']), 'RESULT_NOT_AVAILABLE');
+    } finally {
+      db.close();
+    }
+  }));
+
+test('a REATTACHED task: the recovery returns once the supervisor holds the lease, so task run right after reads WORKDIR_BUSY', async () =>
+  withSandbox(async (sb) => {
+    const { r, slot, db } = setup(sb);
+    try {
+      const mark = hex16();
+      const cmd = await liveProcess(mark);
+      const row = fabricate(db, slot, { command: cmd, mark });
+      // The second task's own start pass reattaches the first; its slot check comes right after.
+      const second = xet(sb, r.dir, ['task', 'run', '--json', '--', 'true']);
+      expectError(second, 'WORKDIR_BUSY');
+      const mid = getTask(db, row.id)!;
+      assert.deepEqual([mid.recovery, mid.status], ['REATTACHED', 'running']);
+      assert.equal(guardState(slot).state, 'live');
+      assert.equal(
+        codeOf(() => assertSlotWritable(slot, 'test')),
+        'WORKDIR_BUSY',
+      );
+      killAll();
+      const end = Date.now() + 30_000;
+      while (!['succeeded', 'failed', 'interrupted'].includes(getTask(db, row.id)!.status)) {
+        assert.ok(Date.now() < end, 'the supervisor finishes the task');
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      while (readGuardFile(slot).state !== 'none') {
+        assert.ok(Date.now() < end, 'the supervisor removes the guard');
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    } finally {
+      killAll();
+      db.close();
+    }
+  }));
+
+test(
+  "a guard in an overlay fork whose row is gone while its command runs: UNKNOWN, fenced read-only under the recovery's lease",
+  { skip: process.getuid?.() !== 0 ? 'mounting needs root' : false },
+  async () =>
+    withMountSandbox(async (sb) => {
+      const r = initRepo(sb, 'src');
+      r.commit('c', { 'a.txt': 'a\n' });
+      const snap = capture(sb, r.dir);
+      const dir = sb.path('f');
+      const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
+      assert.equal(out.mode, 'overlay');
+      const f = new Repo(sb, dir);
+      const gitDir = f.git('rev-parse', '--absolute-git-dir').trim();
+      const slot: Slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+      try {
+        const task = hex16();
+        publishGuard(slot, {
+          schema: GUARD_SCHEMA,
+          task,
+          slot: slot.id,
+          runner: deadIdentity(),
+          command: await liveProcess(),
+          createdAt: new Date().toISOString(),
+        });
+        fs.writeFileSync(path.join(dir, 'before.txt'), 'writable\n');
+        const [t] = recover(sb, r.dir, ['--all']).tasks;
+        assert.deepEqual([t.task, t.classification, t.guardCleared], [task, 'UNKNOWN', false]);
+        assert.match(t.fence, /^fenced/);
+        assert.throws(() => fs.writeFileSync(path.join(dir, 'after.txt'), 'refused\n'), /EROFS/);
+        assert.equal(readGuardFile(slot).state, 'guard');
+      } finally {
+        killAll();
+      }
+    }),
+);

@@ -11,7 +11,7 @@ import { withExistingSidecar } from '../sidecar/db';
 import { liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { workspaceId } from '../sidecar/workspaces';
 import { isMounted, isMountedReadOnly, remountMode } from '../workspace/overlay';
-import { assertSlotWritable, guardState, slotOf, type Slot } from './slot';
+import { assertSlotWritable, guardState, readGuardFile, slotOf, type Slot } from './slot';
 
 /** The slot of a fork (its linked worktree); null while its creation has not made the worktree. */
 export function forkSlot(repo: Pick<Repo, 'commonDir'>, row: Pick<ForkRow, 'dir' | 'gitDir'>): Slot | null {
@@ -55,13 +55,22 @@ function forkOfSlot(repo: Pick<Repo, 'commonDir'>, slot: Slot): ForkRow | null {
 }
 
 /**
- * While a stale guard stands on an overlay fork, make it read-only: `mount -o remount,ro` if it is
+ * While a stale guard stands on an overlay fork, make it read-only (`underOwnLease`: the caller holds
+ * the slot's lease and has judged its guard stale; the guard need only still stand): `mount -o remount,ro` if it is
  * mounted writable (root, and no file open for writing in it); an unmounted one is only ever
  * mounted read-only by git xet while the guard stands (ensureMounted). Other slots cannot be
  * fenced: a worktree or a clone/copy fork is a plain directory.
  */
-export async function fenceSlot(repo: Pick<Repo, 'commonDir'>, slot: Slot): Promise<Fence> {
-  if (guardState(slot).state !== 'stale') return { fenced: false, message: 'unfenced: the slot has no stale guard' };
+export async function fenceSlot(
+  repo: Pick<Repo, 'commonDir'>,
+  slot: Slot,
+  opts: { underOwnLease?: boolean } = {},
+): Promise<Fence> {
+  // A recovery fences under the slot's lease, which it holds itself: guardState would read every
+  // guard as live then. Its own judgement (the guard outlived its runner) is what counts, and the
+  // lease keeps anyone from clearing the guard between that judgement and the remount.
+  const stale = opts.underOwnLease ? readGuardFile(slot).state !== 'none' : guardState(slot).state === 'stale';
+  if (!stale) return { fenced: false, message: 'unfenced: the slot has no stale guard' };
   const row = forkOfSlot(repo, slot);
   if (!row) return { fenced: false, message: 'unfenced: not a fork (a worktree is a plain directory)' };
   if (row.mode !== 'overlay') {

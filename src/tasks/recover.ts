@@ -21,12 +21,14 @@ import { workspaceId } from '../sidecar/workspaces';
 import { DEFAULT_KILL_GRACE_MS, isTerminal, type Recovery } from './model';
 import { fenceSlot } from './enforce';
 import { readExitFile } from './exit-file';
+import { storeResult } from './result';
 import { taskDir } from './paths';
 import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
 import {
   GUARD_SCHEMA,
   publishGuard,
   readGuardFile,
+  leaseHeld,
   removeGuard,
   tryAcquireLease,
   type Guard,
@@ -49,6 +51,9 @@ export interface Reconciled {
   exitCode?: number | null;
   /** UNKNOWN with its guard standing: what the fence did (an overlay fork is made read-only). */
   fence?: string;
+  /** The command had ended: how its result was kept (`task result` reads it), or why it was not. */
+  result?: 'inline' | 'spool' | null;
+  resultRefused?: string | null;
 }
 
 /** A task that needed nothing: its runner lives (or someone holds the slot), or it has ended. */
@@ -108,7 +113,7 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       const r = await reconcileTask(repo, db, row, opts);
       // (A row whose slot is not ours is not fenced either: nothing is made or changed there.)
       if (r && 'classification' in r)
-        tasks.push(rowProblem(repo, row) ? r : await fenced(repo, slotOfRow(repo, row), r));
+        tasks.push(rowProblem(repo, row) || r.fence !== undefined ? r : await fenced(repo, slotOfRow(repo, row), r));
       else if (r) skipped.push(r);
     }
     if (opts.task) {
@@ -135,17 +140,26 @@ async function run(repo: Repo, opts: RunOpts): Promise<ReconcileResult> {
       if (gf.state === 'none') continue;
       if (gf.state === 'guard' && handled.has(gf.guard.task)) continue;
       const r = await reconcileGuard(repo, db, slot, opts);
-      if (r && 'classification' in r) tasks.push(await fenced(repo, slot, r));
+      if (r && 'classification' in r) tasks.push(r.fence !== undefined ? r : await fenced(repo, slot, r));
     }
   });
   return opts.task ? { tasks, skipped } : { tasks };
 }
 
-/** An UNKNOWN whose guard stands: fence the slot (overlay forks) and say how it went. */
-async function fenced(repo: Repo, slot: Slot, r: Reconciled): Promise<Reconciled> {
+/**
+ * An UNKNOWN whose guard stands: fence the slot (overlay forks) and say how it went. `underLease`:
+ * we hold the slot's lease (the guard reads live to anyone asking guardState, so the fence is told
+ * it is stale by our judgement); without it, fenceSlot judges for itself.
+ */
+async function fenced(repo: Repo, slot: Slot, r: Reconciled, underLease = false): Promise<Reconciled> {
   if (r.classification !== 'UNKNOWN' || safeReadGuard(slot).state === 'none') return r;
-  const message = await fence(repo, slot);
+  const message = await fence(repo, slot, underLease);
   return message ? { ...r, fence: message } : r;
+}
+
+/** fenced() for an outcome decided under the lease. */
+async function fencedHeld(repo: Repo, slot: Slot, o: Outcome): Promise<Outcome> {
+  return o && 'classification' in o ? fenced(repo, slot, o, true) : o;
 }
 
 /** Run `fn` with the sidecar; without one there are no task rows, but guards may still stand. */
@@ -324,7 +338,8 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
   }
   // Every return below awaits: the lease must outlive the work it covers (a returned promise would
   // let the finally release it first).
-  try {
+  const hand: Handover = {};
+  const decide = async (): Promise<Outcome> => {
     // Under the lease: the row as it is now (a concurrent recovery may have finished it, or handed
     // it to a supervisor that is alive).
     const row = getTask(db, first.id);
@@ -335,7 +350,7 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
     const cmd = commandOf(row);
     if (cmd) {
       const c = liveness(cmd);
-      if (c === 'alive') return await reattach(repo, db, row, slot, cmd, lease === 'gone' ? null : lease);
+      if (c === 'alive') return await reattach(repo, db, row, slot, cmd, lease === 'gone' ? null : lease, hand);
       if (c === 'unknown')
         return await unknown(repo, db, row, slot, opts, 'the command cannot be proven alive or gone');
       return await endGone(repo, db, row, slot, opts, lease !== 'gone');
@@ -352,8 +367,49 @@ async function reconcileTask(repo: Repo, db: Db | null, first: TaskRow, opts: Ru
         "the command's pid was never recorded but processes carrying its mark run",
       );
     return await endNeverStarted(repo, db, row, slot, opts, lease !== 'gone');
+  };
+  try {
+    // An UNKNOWN is fenced before the lease goes: nobody can clear or take the slot in between.
+    return await fencedHeld(repo, slot, await decide());
   } finally {
     if (lease && lease !== 'gone') lease.release();
+    // REATTACHED: return once the supervisor holds the lease, so that the caller's next slot check
+    // (task run's own) reads WORKDIR_BUSY, not a guard whose lease nobody holds (stale).
+    if (hand.guard) await awaitHandover(db, slot, first.id, hand.guard);
+  }
+}
+
+/** What reattach published, for the hand-over of the lease to the supervisor. */
+interface Handover {
+  guard?: Guard;
+}
+
+/** How long a recovery waits for the supervisor it started to take the lease. */
+const HANDOVER_WAIT_MS = 10_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Wait (bounded) until the supervisor named in `ours` holds the slot's lease: it republishes the
+ * guard right after taking it, and holds it until the task's end. Ends early when the guard is no
+ * longer the task's (the task ended), the supervisor is gone (the next recovery replaces it), or
+ * the row has ended. A supervisor slower than the bound leaves the slot reading stale meanwhile,
+ * which fails closed.
+ */
+async function awaitHandover(db: Db, slot: Slot, id: string, ours: Guard): Promise<void> {
+  const sup = ours.runner;
+  const until = Date.now() + HANDOVER_WAIT_MS;
+  while (Date.now() < until) {
+    const gf = safeReadGuard(slot);
+    if (gf.state !== 'guard' || gf.guard.task !== id) return;
+    const g = gf.guard;
+    const named = g.runner.pid === sup.pid && g.runner.start === sup.start && g.runner.boot === sup.boot;
+    if (!named) return; // someone else's now
+    if (g.createdAt !== ours.createdAt || leaseHeld(slot)) return;
+    if (liveness(sup) === 'gone') return;
+    const row = getTask(db, id);
+    if (!row || isTerminal(row.status)) return;
+    await sleep(50);
   }
 }
 
@@ -389,7 +445,7 @@ function endRow(db: Db, id: string, patch: Parameters<typeof updateTask>[2], eve
     .immediate();
 }
 
-/** UNKNOWN: nothing changes, the guard stays (run() fences an overlay fork once the lease is let go). */
+/** UNKNOWN: nothing changes, the guard stays (an overlay fork is fenced: fencedHeld, fenced). */
 async function unknown(
   _repo: Repo,
   db: Db,
@@ -468,6 +524,8 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
     return unknown(repo, db, row, slot, { ...opts, atStart: false }, 'processes of the task survived SIGKILL', true);
   }
   const exitCode = readExitFile(repo.commonDir, row.id);
+  // The `exit` file proves the command ended: its result is on disk, kept under the runner's rules.
+  const kept = exitCode !== null ? keepResult(repo, db, row.id) : { storage: null, refused: null, note: '' };
   let snapshot: string | null = null;
   let captureNote = '';
   if (row.capture && mayClear) {
@@ -484,6 +542,7 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
       ? `the runner died after the command ended (exit status ${exitCode})`
       : 'the runner died and the command is gone') +
     (classification === 'SESSION_RESUMABLE' ? '; its session may be continued with task run --continue' : '') +
+    kept.note +
     captureNote;
   // The guard goes first: a recovery that dies after it leaves a row the next one ends again, never
   // a terminal task whose guard stands.
@@ -496,6 +555,7 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
     reason,
     worktree: row.worktree,
     exitCode,
+    ...(exitCode !== null ? { result: kept.storage, resultRefused: kept.refused } : {}),
   };
   const ok = endRow(
     db,
@@ -516,10 +576,34 @@ async function endGone(repo: Repo, db: Db, row: TaskRow, slot: Slot, opts: RunOp
         exitCode,
         terminated: left.terminated,
         killed: left.killed,
+        result: kept.storage,
+        resultRefused: kept.refused,
       });
     },
   );
   return ok ? r : { task: row.id, state: 'ended', reason: 'the task ended meanwhile' };
+}
+
+/**
+ * Keep the result of a command that ended after its runner died, as the runner's finishTask would
+ * have: storeResult's size and UTF-8 checks, its refusal recorded (task.result_refused), never
+ * fatal to the recovery. A result the runner stored before it died is not stored twice.
+ */
+function keepResult(
+  repo: Repo,
+  db: Db,
+  id: string,
+): { storage: 'inline' | 'spool' | null; refused: string | null; note: string } {
+  const row = getTask(db, id);
+  if (!row) return { storage: null, refused: null, note: '' };
+  if (row.resultStorage) return { storage: row.resultStorage, refused: null, note: '; its result was kept' };
+  try {
+    const info = storeResult(db, repo.commonDir, row);
+    return { storage: info.storage, refused: null, note: '; its result was kept' };
+  } catch (e) {
+    const code = e instanceof XetError ? e.code : 'INTERNAL';
+    return { storage: null, refused: code, note: `; its result was not kept (${code})` };
+  }
 }
 
 async function captureEvidence(slot: Slot, id: string): Promise<{ snapshot: string | null; code: string }> {
@@ -546,6 +630,7 @@ async function reattach(
   slot: Slot,
   cmd: ProcessIdentity,
   lease: Lease | null,
+  hand: Handover = {},
 ): Promise<Outcome> {
   const main = runnerMainPath();
   if (!fs.existsSync(main))
@@ -593,6 +678,7 @@ async function reattach(
       createdAt: new Date().toISOString(),
     };
     publishGuard(slot, g);
+    hand.guard = g;
   }
   const r: Reconciled = {
     task: row.id,
@@ -608,12 +694,12 @@ async function reattach(
 }
 
 /**
- * E's fence (an overlay fork remounted read-only while its stale guard stands), if that module is
- * there. Called with the lease let go: while we hold it the guard reads as live, not stale.
+ * E's fence (an overlay fork remounted read-only while its stale guard stands). Under our own lease
+ * the guard reads live to guardState: `underOwnLease` says it is stale by our judgement.
  */
-async function fence(repo: Repo, slot: Slot): Promise<string | null> {
+async function fence(repo: Repo, slot: Slot, underOwnLease: boolean): Promise<string | null> {
   try {
-    return (await fenceSlot(repo, slot)).message;
+    return (await fenceSlot(repo, slot, { underOwnLease })).message;
   } catch (e) {
     return `unfenced: ${e instanceof XetError ? e.code : 'INTERNAL'}`;
   }
@@ -629,7 +715,7 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
   if (gf.state === 'guard' && liveness(gf.guard.runner) === 'alive') return null;
   const lease = takeLease(slot);
   if (lease === null || lease === 'gone') return null; // live work, or nothing left to guard
-  try {
+  const decide = async (): Promise<Outcome> => {
     const now = safeReadGuard(slot);
     if (now.state === 'none') return null;
     if (now.state === 'malformed') {
@@ -700,6 +786,9 @@ async function reconcileGuard(repo: Repo, db: Db | null, slot: Slot, opts: RunOp
           ? 'the task row is gone and so is the command the guard names'
           : 'the task row is gone and its command never started') + note,
     };
+  };
+  try {
+    return await fencedHeld(repo, slot, await decide());
   } finally {
     lease.release();
   }

@@ -11,7 +11,7 @@ import { openSidecar } from '../../src/sidecar/db';
 import { workspaceId } from '../../src/sidecar/workspaces';
 import { taskFile } from '../../src/tasks/paths';
 import { assertSlotWritable, readGuardFile, type Slot } from '../../src/tasks/slot';
-import { getTask, listEvents } from '../../src/tasks/store';
+import { getTask, listEvents, updateTask } from '../../src/tasks/store';
 import { codeOf } from '../support/errors';
 import { FAULT_POINTS, killAt } from '../support/faults';
 import { git, initRepo, type Repo } from '../support/git';
@@ -142,10 +142,11 @@ test('SIGKILL at task:after-start while the command runs: REATTACHED, the superv
     const id = onlyTask(slot);
     await waitFor('the command to start', () => lines(append).length === 1);
     assertRefused(r, slot);
-    // A second task in the slot: its own recovery pass reattaches the first, then the slot is busy.
+    // A second task in the slot: its own recovery pass reattaches the first and hands the lease to
+    // the supervisor before it returns, so the slot check right after reads busy (not stale).
     const second = xet(sb, r.dir, ['task', 'run', '--json', '--', ...appendCmd(append)]);
     assert.equal(second.status, 3, second.stdout + second.stderr);
-    assert.match(second.stdout, /WORKDIR_BUSY|WORKDIR_RECOVERY_REQUIRED/);
+    assert.equal(parseJson(second).error.code, 'WORKDIR_BUSY', second.stdout);
     const { task: mid, events: midEvents } = row(slot, id);
     assert.equal(mid.recovery, 'REATTACHED');
     assert.equal(mid.status, 'running');
@@ -162,6 +163,10 @@ test('SIGKILL at task:after-start while the command runs: REATTACHED, the superv
     assert.ok(events.includes('task.succeeded'));
     await waitFor('the guard to go', () => readGuardFile(slot).state === 'none');
     assert.equal(fs.readFileSync(taskFile(slot.commonDir, id, 'stdout'), 'utf8'), 'out\n');
+    // The supervisor keeps the result as the runner would have.
+    const res = xet(sb, r.dir, ['task', 'result', id]);
+    expectExit(res, 0);
+    assert.equal(res.stdout, 'out\n');
     assert.deepEqual(lines(append), ['ran'], 'ran exactly once');
     assertCommits(r);
   }));
@@ -196,7 +201,7 @@ test('SIGKILL at task:after-start with a session whose command ends: SESSION_RES
 test('SIGKILL at task:after-exit: NOT_RECOVERABLE with the exit status kept; two concurrent recoveries capture once', async () =>
   withSandbox(async (sb) => {
     const { r, slot, append } = setup(sb);
-    killAt(sb, r.dir, ['task', 'run', '--json', '--', ...appendCmd(append, '; exit 5')], 'task:after-exit');
+    killAt(sb, r.dir, ['task', 'run', '--json', '--', ...appendCmd(append, '; echo out; exit 5')], 'task:after-exit');
     const id = onlyTask(slot);
     assertRefused(r, slot);
     const runOne = () =>
@@ -214,6 +219,11 @@ test('SIGKILL at task:after-exit: NOT_RECOVERABLE with the exit status kept; two
     assert.deepEqual([task.status, task.errorCode, task.exitCode], ['interrupted', 'TASK_INTERRUPTED', 5]);
     assert.equal(task.resultSnapshot, acted[0].snapshot);
     assert.equal(events.filter((e) => e === 'task.captured').length, 1);
+    // The command's result was on disk: recovery kept it, task result reads it.
+    assert.equal(acted[0].result, 'inline');
+    const res = xet(sb, r.dir, ['task', 'result', id]);
+    expectExit(res, 0);
+    assert.equal(res.stdout, 'out\n');
     assert.deepEqual(lines(append), ['ran']);
     assertCommits(r);
   }));
@@ -309,4 +319,85 @@ test('SIGKILL at task:after-guard of a task in a fork: git xet discard and expor
     assert.deepEqual([t.task, t.classification, t.guardCleared], [id, 'NOT_RECOVERABLE', true]);
     json(sb, r.dir, ['discard', dir, '--no-capture']);
     assert.deepEqual(lines(append), []);
+  }));
+
+/** Start `task events <id> --follow --json`; resolves with its exit code and stdout lines. */
+function follower(sb: Sandbox, cwd: string, id: string): Promise<{ code: number | null; lines: string[] }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [XET_BIN, 'task', 'events', id, '--follow', '--json'], { cwd, env: sb.env });
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    const timer = setTimeout(() => c.kill('SIGKILL'), 40_000);
+    c.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, lines: out.split('\n').filter(Boolean) });
+    });
+  });
+}
+
+async function detachedSleeper(sb: Sandbox, r: Repo, slot: Slot): Promise<{ id: string; runner: number; cmd: number }> {
+  const run = xet(sb, r.dir, ['task', 'run', '--detach', '--no-capture', '--json', '--', 'sh', '-c', 'sleep 60']);
+  expectExit(run, 0);
+  const id = parseJson(run).task as string;
+  await waitFor('the command to start', () => row(slot, id).task.status === 'running');
+  const { task } = row(slot, id);
+  return { id, runner: task.runnerPid!, cmd: task.pid! };
+}
+
+const killGroup = (pid: number) => {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+};
+
+test('events --follow while the runner is SIGKILLed with its command: the follow reconciles and ends with task.interrupted', async () =>
+  withSandbox(async (sb) => {
+    const { r, slot } = setup(sb);
+    const t = await detachedSleeper(sb, r, slot);
+    try {
+      const done = follower(sb, r.dir, t.id);
+      await new Promise((res) => setTimeout(res, 1000));
+      process.kill(t.runner, 'SIGKILL');
+      killGroup(t.cmd);
+      const f = await done;
+      assert.equal(f.code, 0, f.lines.join('\n'));
+      const types = f.lines.map((l) => JSON.parse(l).eventType);
+      assert.ok(types.includes('task.interrupted'), types.join(' '));
+      assert.equal(row(slot, t.id).task.status, 'interrupted');
+    } finally {
+      killGroup(t.cmd);
+    }
+  }));
+
+test('events --follow while the runner is SIGKILLed and recovery can only say UNKNOWN: the follow ends, WORKDIR_RECOVERY_REQUIRED', async () =>
+  withSandbox(async (sb) => {
+    const { r, slot } = setup(sb);
+    const t = await detachedSleeper(sb, r, slot);
+    try {
+      const done = follower(sb, r.dir, t.id);
+      await new Promise((res) => setTimeout(res, 1000));
+      // The command's start time lost from the row: its pid alone proves nothing, so UNKNOWN.
+      const db = openSidecar(slot.commonDir);
+      try {
+        updateTask(db, t.id, { pidStart: null });
+      } finally {
+        db.close();
+      }
+      process.kill(t.runner, 'SIGKILL');
+      const f = await done;
+      assert.equal(f.code, 3, f.lines.join('\n'));
+      const last = JSON.parse(f.lines[f.lines.length - 1]);
+      assert.equal(last.error.code, 'WORKDIR_RECOVERY_REQUIRED');
+      assert.equal(last.error.details.classification, 'UNKNOWN');
+      const finished = f.lines
+        .slice(0, -1)
+        .map((l) => JSON.parse(l))
+        .filter((e) => e.eventType === 'runtime.reconciliation_finished');
+      assert.equal(finished.at(-1)?.payload.classification, 'UNKNOWN');
+      assert.equal(row(slot, t.id).task.status, 'running', 'nothing changed');
+    } finally {
+      killGroup(t.cmd);
+    }
   }));

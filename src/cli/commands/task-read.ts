@@ -256,8 +256,10 @@ export function registerTaskRead(task: Command): void {
  * Print events as they are appended, until the task has ended and its final event is printed (or
  * the task is collected). The status is read before the events each round: an event appended
  * before the status changed is therefore always seen before the loop can end. A runner that dies
- * while followed would leave the task running for ever: when its identity is gone, the task is
- * reconciled (once per runner), which ends it or hands it to a supervisor that does.
+ * while followed would leave the task running for ever: when its identity is not alive, the task
+ * is reconciled, which ends it or hands it to a supervisor that does (followed in turn); when
+ * recovery classifies it UNKNOWN nothing will end it, and the follow ends with
+ * WORKDIR_RECOVERY_REQUIRED after the events so far.
  */
 async function follow(
   out: Out,
@@ -279,7 +281,6 @@ async function follow(
   let endedSince: number | null = null;
   let lastRound = false;
   let lastRunnerCheck = Date.now();
-  const reconciled = new Set<string>();
   for (;;) {
     const row = getTask(db, id);
     for (const e of listEvents(db, id, seq)) {
@@ -305,11 +306,24 @@ async function follow(
         row.runnerPid !== null && row.runnerStart !== null && row.bootId !== null
           ? { pid: row.runnerPid, start: row.runnerStart, boot: row.bootId }
           : null;
-      const key = runner ? `${runner.pid}:${runner.start}:${runner.boot}` : '';
-      if (runner && !reconciled.has(key) && liveness(runner) === 'gone') {
-        reconciled.add(key);
+      // Not only a runner proven gone: one never recorded, or whose liveness cannot be told, is for
+      // recovery to judge (it leaves a young start alone), else the follow would wait on it for ever.
+      if (!runner || liveness(runner) !== 'alive') {
         const { reconcile } = await import('../../tasks/recover');
-        await reconcile(repo, { task: id });
+        const r = await reconcile(repo, { task: id });
+        const unknown = r.tasks.find((t) => t.task === id && t.classification === 'UNKNOWN');
+        if (unknown) {
+          // Nothing will end this task by itself now: what is left is printed, then the follow ends.
+          for (const e of listEvents(db, id, seq)) {
+            process.stdout.write(out.json ? `${JSON.stringify(e)}\n` : `${eventLine(e, canonical)}\n`);
+            seq = e.seq;
+          }
+          throw new XetError(
+            'WORKDIR_RECOVERY_REQUIRED',
+            `task ${id} will not end by itself: its runner is gone and recovery cannot establish what its command does (UNKNOWN: ${unknown.reason}); the follow ends. See git xet task recover ${id}`,
+            { task: id, classification: 'UNKNOWN', reason: unknown.reason, afterSeq: seq },
+          );
+        }
       }
     }
     await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));

@@ -24,7 +24,8 @@ export function registerTaskRecover(task: Command): void {
             (t) =>
               `${t.task || '(unreadable guard)'} ${t.classification}: ${t.reason}` +
               (t.guardCleared ? '; guard cleared' : '') +
-              (t.snapshot ? `; snapshot ${t.snapshot}` : ''),
+              (t.snapshot ? `; snapshot ${t.snapshot}` : '') +
+              (t.fence ? `; ${t.fence}` : ''),
           );
           for (const s of r.skipped ?? []) lines.push(`${s.task}: nothing to recover (${s.reason})`);
           return lines.length ? lines.join('\n') : 'nothing to recover';
