@@ -50,6 +50,7 @@ export const EVENT_TYPES = [
   'task.timed_out',
   'task.interrupted',
   'task.reattached',
+  'task.hooks_missing',
   'task.collected',
   'runtime.reconciliation_started',
   'runtime.reconciliation_finished',

@@ -123,6 +123,8 @@ export interface PreparedTask {
   foreignSlot: boolean;
   /** The config startTask read (a detached runner reads none: collection asks git itself). */
   config?: GitConfig;
+  /** Why the guard hooks are not all in place (the task runs: git xet's own checks still refuse). */
+  hooksWarning?: string | null;
 }
 
 export type TaskOutcome =
@@ -304,7 +306,13 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   const { killGraceMs, retentionMs } = taskConfig(config);
 
   // Effects from here on.
-  await ensureHooks(repo);
+  // A hooks dir git xet may not write (tracked, switched off, shared) does not stop the task: its
+  // guard is still enforced by git xet itself, and the task's events and output say so.
+  const hooks = await ensureHooks(repo);
+  const hooksWarning =
+    hooks.state === 'intact' || hooks.state === 'installed'
+      ? null
+      : `the guard hooks are ${hooks.state}: git commit in this worktree is not refused if its runner dies (${hooks.message ?? 'git xet hooks status says why'})`;
   let mode: SlotMode = 'worktree';
   let forkId: string | null = null;
   let baseSnapshot: string | null = null;
@@ -380,9 +388,20 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     recovery: null,
     cancelRequestedAt: null,
   };
-  withSidecar(repo.commonDir, (db) => insertTask(db, task));
+  withSidecar(repo.commonDir, (db) => {
+    insertTask(db, task);
+    if (hooksWarning) appendEvent(db, id, 'task.hooks_missing', { state: hooks.state });
+  });
   ensureTaskDir(repo.commonDir, id);
-  return { repo: slotRepo, slot, task, argv: req.argv, foreignSlot: slotRepo.gitDir !== repo.gitDir, config };
+  return {
+    repo: slotRepo,
+    slot,
+    task,
+    argv: req.argv,
+    foreignSlot: slotRepo.gitDir !== repo.gitDir,
+    config,
+    hooksWarning,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

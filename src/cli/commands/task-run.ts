@@ -51,9 +51,15 @@ export function registerTaskRun(task: Command): void {
           detach: flags.detach,
           capture: flags.capture,
         });
+        if (prep.hooksWarning && !out.json && !out.quiet)
+          process.stderr.write(`git xet: warning: ${prep.hooksWarning}\n`);
         if (flags.detach) {
           runner.detachTask(prep);
-          emit(out, { task: prep.task.id, status: 'created', detached: true }, () => prep.task.id);
+          emit(
+            out,
+            { task: prep.task.id, status: 'created', detached: true, hooksWarning: prep.hooksWarning ?? null },
+            () => prep.task.id,
+          );
           return 0;
         }
         // A reader that went away (`task run -- yes | head -1`) ends the copying, never the runner:
@@ -68,7 +74,7 @@ export function registerTaskRun(task: Command): void {
                 if (open[stream]) (stream === 'stdout' ? process.stdout : process.stderr).write(chunk);
               },
         });
-        return report(out, end, prep.repo.commonDir, runner.RUN_EXIT);
+        return report(out, end, prep.repo.commonDir, runner.RUN_EXIT, prep.hooksWarning ?? null);
       }),
     );
 
@@ -97,6 +103,7 @@ async function report(
   end: End,
   commonDir: string,
   codes: { TIMED_OUT: number; CANCELLED: number },
+  hooksWarning: string | null,
 ): Promise<number> {
   const { withSidecar } = await import('../../sidecar/db');
   const { resultSummary } = await import('../../tasks/result');
@@ -127,6 +134,7 @@ async function report(
     resultRefusal: end.resultRefusal ? end.resultRefusal.toJSON() : null,
     captureError: end.captureError ? end.captureError.toJSON() : null,
     survivors: end.survivors.length,
+    hooksWarning,
   };
   if (out.json) emit(out, value, () => '');
   else {
