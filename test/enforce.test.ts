@@ -23,6 +23,7 @@ import { withSandbox, type Sandbox } from './support/sandbox';
 import { collectGitState, compareGitStates, compareTrees, walkTree } from './support/state';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 import { FORK_STATE, fork, forks, richSource } from './support/forks';
+import { taskRow } from './support/tasks';
 
 function slotAt(r: Repo): Slot {
   const gitDir = fs.realpathSync(r.git('rev-parse', '--absolute-git-dir').trim());
@@ -263,44 +264,16 @@ function makeTask(r: Repo, patch: TaskPatch & Partial<Pick<TaskRow, 'correlation
   const manifestJson = JSON.stringify({ schema: 'xet.task/v1', taskId: id });
   const now = new Date().toISOString();
   const { correlationId, forkId, ...rest } = patch;
-  const row: TaskRow = {
+  const row: TaskRow = taskRow({
     id,
     createdAt: now,
-    startedAt: null,
-    endedAt: null,
-    status: 'created',
-    errorCode: null,
-    exitCode: null,
-    exitSignal: null,
-    command: 'true',
     correlationId: correlationId ?? null,
-    sessionId: null,
-    continuesTask: null,
     slot: slot.id,
     worktree: slot.worktree,
     gitDir: slot.gitDir,
-    mode: 'worktree',
     forkId: forkId ?? null,
-    baseSnapshot: null,
-    resultSnapshot: null,
-    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
-    detached: false,
-    capture: true,
     manifestJson,
-    manifestSha256: crypto.createHash('sha256').update(manifestJson).digest('hex'),
-    runnerPid: null,
-    runnerStart: null,
-    pid: null,
-    pidStart: null,
-    bootId: null,
-    mark: newTaskId(),
-    resultStorage: null,
-    resultSource: null,
-    resultSizeBytes: null,
-    resultSha256: null,
-    recovery: null,
-    cancelRequestedAt: null,
-  };
+  });
   withSidecar(r.commonDir(), (db) => {
     insertTask(db, row);
     if (Object.keys(rest).length) updateTask(db, id, rest);

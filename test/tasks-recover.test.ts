@@ -29,6 +29,7 @@ import { fork } from './support/forks';
 import { withMountSandbox } from './support/mounts';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { XET_BIN, capture, expectError, expectExit, parseJson, xet } from './support/xet';
+import { taskRow } from './support/tasks';
 
 const hex16 = () => crypto.randomBytes(8).toString('hex');
 
@@ -84,44 +85,26 @@ function fabricate(db: Db, slot: Slot, f: Fab = {}): TaskRow {
   const runner = f.runner === undefined ? deadIdentity() : f.runner;
   const cmd = f.command ?? null;
   const manifestJson = canonicalJson({ schema: 'xet.task/v1', taskId: id, policy: { killGraceMs: 200 } });
-  const row: TaskRow = {
+  const row: TaskRow = taskRow({
     id,
     createdAt: new Date(Date.now() - 3600_000).toISOString(),
     startedAt: cmd ? new Date().toISOString() : null,
-    endedAt: null,
     status: f.status ?? (cmd ? 'running' : 'created'),
-    errorCode: null,
-    exitCode: null,
-    exitSignal: null,
     command: 'sh',
     correlationId: 'corr-1',
     sessionId: f.sessionId ?? null,
-    continuesTask: null,
     slot: slot.id,
     worktree: slot.worktree,
     gitDir: slot.gitDir,
     mode: f.mode ?? 'worktree',
-    forkId: null,
-    baseSnapshot: null,
-    resultSnapshot: null,
-    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
-    detached: false,
-    capture: true,
     manifestJson,
-    manifestSha256: crypto.createHash('sha256').update(manifestJson).digest('hex'),
     runnerPid: runner?.pid ?? null,
     runnerStart: runner?.start ?? null,
     pid: cmd?.pid ?? null,
     pidStart: cmd?.start ?? null,
     bootId: bootId(),
     mark: f.mark ?? hex16(),
-    resultStorage: null,
-    resultSource: null,
-    resultSizeBytes: null,
-    resultSha256: null,
-    recovery: null,
-    cancelRequestedAt: null,
-  };
+  });
   insertTask(db, row);
   ensureTaskDir(slot.commonDir, id);
   if (f.exit !== undefined) fs.writeFileSync(taskFile(slot.commonDir, id, 'exit'), `${f.exit}\n`);

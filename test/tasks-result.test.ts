@@ -19,6 +19,7 @@ import { RESULT_CHUNK_MAX, RESULT_INLINE_MAX, RESULT_MAX, RESULT_PREVIEW_BYTES }
 import { ensureTaskDir, taskDir, taskFile } from '../src/tasks/paths';
 import { readResultChunk, resultSummary, storeResult } from '../src/tasks/result';
 import { getTask, insertTask, listEvents, updateTask, type TaskRow } from '../src/tasks/store';
+import { taskRow } from './support/tasks';
 
 const sha256 = (b: Buffer): string => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -33,44 +34,18 @@ function newTask(db: Db, r: Repo, status: TaskRow['status'] = 'succeeded'): Task
   const id = crypto.randomBytes(8).toString('hex');
   const now = new Date().toISOString();
   const manifestJson = JSON.stringify({ schema: 'xet.task/v1', taskId: id });
-  insertTask(db, {
-    id,
-    createdAt: now,
-    startedAt: null,
-    endedAt: null,
-    status: 'created',
-    errorCode: null,
-    exitCode: null,
-    exitSignal: null,
-    command: 'true',
-    correlationId: null,
-    sessionId: null,
-    continuesTask: null,
-    slot: 'test-slot',
-    worktree: r.dir,
-    gitDir: r.gitPath('.'),
-    mode: 'worktree',
-    forkId: null,
-    baseSnapshot: null,
-    resultSnapshot: null,
-    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
-    detached: false,
-    capture: false,
-    manifestJson,
-    manifestSha256: sha256(Buffer.from(manifestJson)),
-    runnerPid: null,
-    runnerStart: null,
-    pid: null,
-    pidStart: null,
-    bootId: null,
-    mark: crypto.randomBytes(8).toString('hex'),
-    resultStorage: null,
-    resultSource: null,
-    resultSizeBytes: null,
-    resultSha256: null,
-    recovery: null,
-    cancelRequestedAt: null,
-  });
+  insertTask(
+    db,
+    taskRow({
+      id,
+      createdAt: now,
+      slot: 'test-slot',
+      worktree: r.dir,
+      gitDir: r.gitPath('.'),
+      capture: false,
+      manifestJson,
+    }),
+  );
   if (status !== 'created') {
     updateTask(db, id, { status, startedAt: now, endedAt: status === 'running' ? null : now, exitCode: 0 });
   }

@@ -16,7 +16,7 @@ import { findRepo } from '../src/git/repo';
 import { readConfig } from '../src/git/config';
 import { openSidecar } from '../src/sidecar/db';
 import { canonicalJson } from '../src/snapshot/canonical-json';
-import { newMark, newTaskId } from '../src/tasks/ids';
+import { newTaskId } from '../src/tasks/ids';
 import {
   buildManifest,
   commandName,
@@ -46,6 +46,7 @@ import { codeOf } from './support/errors';
 import { initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, XET_BIN, xet } from './support/xet';
+import { taskRow } from './support/tasks';
 
 const HOUR = 3600_000;
 const sha256 = (s: string) => crypto.createHash('sha256').update(s, 'utf8').digest('hex');
@@ -92,44 +93,19 @@ async function makeTask(r: Repo, o: MakeOpts = {}): Promise<TaskRow> {
     policy: { capture: true, ...config, ...o.policy },
     ...(o.measure ? {} : { runtimeVersion: null }),
   });
-  const row: TaskRow = {
+  const row: TaskRow = taskRow({
     id,
     createdAt,
-    startedAt: null,
-    endedAt: null,
-    status: 'created',
-    errorCode: null,
-    exitCode: null,
-    exitSignal: null,
     command: built.manifest.runtime.command,
     correlationId: o.correlationId ?? null,
-    sessionId: null,
-    continuesTask: null,
     slot: 'slot0000',
     worktree: r.dir,
     gitDir: path.join(r.dir, '.git'),
-    mode: 'worktree',
-    forkId: null,
     baseSnapshot: o.baseSnapshot ?? null,
-    resultSnapshot: null,
     deadlineAt: built.manifest.deadlineAt,
-    detached: false,
-    capture: true,
     manifestJson: built.json,
     manifestSha256: built.sha256,
-    runnerPid: null,
-    runnerStart: null,
-    pid: null,
-    pidStart: null,
-    bootId: null,
-    mark: newMark(),
-    resultStorage: null,
-    resultSource: null,
-    resultSizeBytes: null,
-    resultSha256: null,
-    recovery: null,
-    cancelRequestedAt: null,
-  };
+  });
   const db = openSidecar(r.commonDir());
   try {
     insertTask(db, row);
