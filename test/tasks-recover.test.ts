@@ -68,6 +68,22 @@ function slotOf(r: Repo): Slot {
   return { id: workspaceId(gitDir), worktree: r.dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
 }
 
+/** A repository with an overlay fork of its one snapshot, and the fork's slot. */
+function overlayForkSlot(sb: Sandbox): { r: Repo; dir: string; slot: Slot } {
+  const r = initRepo(sb, 'src');
+  r.commit('c', { 'a.txt': 'a\n' });
+  const snap = capture(sb, r.dir);
+  const dir = sb.path('f');
+  const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
+  assert.equal(out.mode, 'overlay');
+  const gitDir = new Repo(sb, dir).git('rev-parse', '--absolute-git-dir').trim();
+  return {
+    r,
+    dir,
+    slot: { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) },
+  };
+}
+
 interface Fab {
   runner?: ProcessIdentity | null;
   command?: ProcessIdentity | null;
@@ -414,15 +430,7 @@ test(
   { skip: process.getuid?.() !== 0 ? 'mounting needs root' : false },
   async () =>
     withMountSandbox(async (sb) => {
-      const r = initRepo(sb, 'src');
-      r.commit('c', { 'a.txt': 'a\n' });
-      const snap = capture(sb, r.dir);
-      const dir = sb.path('f');
-      const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
-      assert.equal(out.mode, 'overlay');
-      const f = new Repo(sb, dir);
-      const gitDir = f.git('rev-parse', '--absolute-git-dir').trim();
-      const slot: Slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+      const { r, dir, slot } = overlayForkSlot(sb);
       const db = openSidecar(slot.commonDir);
       try {
         const mark = hex16();
@@ -551,15 +559,7 @@ test(
   { skip: process.getuid?.() !== 0 ? 'mounting needs root' : false },
   async () =>
     withMountSandbox(async (sb) => {
-      const r = initRepo(sb, 'src');
-      r.commit('c', { 'a.txt': 'a\n' });
-      const snap = capture(sb, r.dir);
-      const dir = sb.path('f');
-      const out = fork(sb, r.dir, snap, dir, ['--mode', 'overlay']);
-      assert.equal(out.mode, 'overlay');
-      const f = new Repo(sb, dir);
-      const gitDir = f.git('rev-parse', '--absolute-git-dir').trim();
-      const slot: Slot = { id: workspaceId(gitDir), worktree: dir, gitDir, commonDir: fs.realpathSync(r.commonDir()) };
+      const { r, dir, slot } = overlayForkSlot(sb);
       try {
         const task = hex16();
         publishGuard(slot, {
