@@ -34,7 +34,6 @@ import {
   GIT_ENV,
   ROOT,
   WORK,
-  cleanStaleRuns,
   cliInfo,
   compare,
   fmtMB,
@@ -47,6 +46,7 @@ import {
   log,
   machineInfo,
   med,
+  openRunDir,
   parseArgs,
   printReport,
   quote,
@@ -59,7 +59,6 @@ import {
   settle,
   sh,
   start,
-  stopChildren,
   sum,
   table,
   verdict,
@@ -368,26 +367,7 @@ async function deriveSnapshots(repo, bases, count) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2), ARGS);
-  mkdirSync(opts.tmpBase, { recursive: true });
-  cleanStaleRuns(opts.tmpBase, 'xet-bench-gc-', rmrf);
-  const runDir = join(opts.tmpBase, `xet-bench-gc-${process.pid}`);
-  mkdirSync(runDir, { recursive: true });
-  let cleaned = false;
-  const cleanup = () => {
-    if (cleaned) return;
-    cleaned = true;
-    if (opts.keep) log(`kept ${runDir}`);
-    else rmrf(runDir);
-  };
-  process.on('exit', cleanup);
-  for (const sig of ['SIGINT', 'SIGTERM']) {
-    process.on(sig, async () => {
-      log(`${sig}: stopping the child processes, then removing ${runDir}`);
-      await stopChildren();
-      cleanup();
-      process.exit(130);
-    });
-  }
+  const { dir: runDir, cleanup } = openRunDir(opts.tmpBase, 'xet-bench-gc-', { keep: opts.keep });
 
   const results = {
     startedAt: new Date().toISOString(),

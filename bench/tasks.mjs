@@ -35,23 +35,20 @@ import {
   BenchError,
   GIT_ENV,
   ROOT,
-  cleanStaleRuns,
   cliInfo,
   fmtMs,
   freezeCli,
   git,
-  log,
   machineInfo,
   med,
+  openRunDir,
   parseArgs,
   printReport,
   recorder,
-  rmrf,
   run,
   runCpu,
   runXet,
   start,
-  stopChildren,
   table,
   writeResults,
 } from './lib/harness.mjs';
@@ -147,26 +144,7 @@ function absolute(label, xetS, goalMs) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2), ARGS);
-  mkdirSync(opts.tmpBase, { recursive: true });
-  cleanStaleRuns(opts.tmpBase, 'xet-bench-tasks-', rmrf);
-  const runDir = join(opts.tmpBase, `xet-bench-tasks-${process.pid}`);
-  mkdirSync(runDir, { recursive: true });
-  let cleaned = false;
-  const cleanup = () => {
-    if (cleaned) return;
-    cleaned = true;
-    if (opts.keep) log(`kept ${runDir}`);
-    else rmrf(runDir);
-  };
-  process.on('exit', cleanup);
-  for (const sig of ['SIGINT', 'SIGTERM']) {
-    process.on(sig, async () => {
-      log(`${sig}: stopping the child processes, then removing ${runDir}`);
-      await stopChildren();
-      cleanup();
-      process.exit(130);
-    });
-  }
+  const { dir: runDir, cleanup } = openRunDir(opts.tmpBase, 'xet-bench-tasks-', { keep: opts.keep });
 
   const results = {
     startedAt: new Date().toISOString(),

@@ -474,6 +474,36 @@ export function unmountUnder(dir) {
   return mountsUnder(dir);
 }
 
+/**
+ * This run's dir <base>/<prefix><pid>: stale dirs of killed runs torn down first, and this one torn
+ * down at exit and on SIGINT/SIGTERM (after the child processes are stopped). `teardown(dir)`
+ * unmounts and removes (default: rmrf); with `keep` the dir is only reported. `cleanup()` tears it
+ * down early (idempotent).
+ */
+export function openRunDir(base, prefix, { teardown = rmrf, keep = false } = {}) {
+  mkdirSync(base, { recursive: true });
+  cleanStaleRuns(base, prefix, teardown);
+  const dir = join(base, `${prefix}${process.pid}`);
+  mkdirSync(dir, { recursive: true });
+  let done = false;
+  const cleanup = () => {
+    if (done) return;
+    done = true;
+    if (keep) log(`kept ${dir}`);
+    else teardown(dir);
+  };
+  process.on('exit', cleanup);
+  for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, async () => {
+      log(`${sig}: stopping the child processes, then removing ${dir}`);
+      await stopChildren();
+      cleanup();
+      process.exit(130);
+    });
+  }
+  return { dir, cleanup };
+}
+
 /** Run dirs <base>/<prefix><pid> of runs killed harder than a signal: teardown(dir) those whose pid is gone. */
 export function cleanStaleRuns(base, prefix, teardown) {
   if (!existsSync(base)) return;
