@@ -284,6 +284,9 @@ interface DirRecord {
   template: string;
   installedAt: string;
   hooks: Record<string, RecordEntry>;
+  /** git xet made this directory (a relative core.hooksPath missing in a linked worktree or a
+   * fork), with a `.gitignore` of `*` as husky makes its own: uninstall removes it again. */
+  created?: boolean;
 }
 
 interface HooksRecord {
@@ -647,6 +650,25 @@ export interface InstallOptions {
 }
 
 /** Idempotent; safe to run twice at once. */
+const IGNORE_ALL = '*\n';
+
+function makeIgnoredHooksDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true });
+  const ignore = path.join(dir, '.gitignore');
+  if (!fs.existsSync(ignore)) writeAtomic(ignore, Buffer.from(IGNORE_ALL), 0o644);
+}
+
+/** Undo makeIgnoredHooksDir: only what git xet put there, and the directory if nothing else is. */
+function removeIgnoredHooksDir(dir: string): void {
+  const ignore = path.join(dir, '.gitignore');
+  try {
+    if (fs.readFileSync(ignore, 'utf8') === IGNORE_ALL) fs.rmSync(ignore);
+    fs.rmdirSync(dir);
+  } catch {
+    // something else lives there now: it stays
+  }
+}
+
 export async function installHooks(repo: Repo, opts: InstallOptions = {}): Promise<HooksResult> {
   // The key before git reads the config: a change in between makes the next ensureHooks ask again.
   const key = configKey(repo);
@@ -658,14 +680,16 @@ export async function installHooks(repo: Repo, opts: InstallOptions = {}): Promi
     if (opts.partial) return skippedAll(dir, DISABLED_WHY, { ...extra, disabled: true });
     makeHooksDir(dir); // throws HOOK_CONFLICT
   }
+  let created = false;
   if (kind === 'missing') {
     if (place.worktree) {
-      // A worktree gets no directory husky (or the user) did not make there: it would be untracked.
-      const why = `${path.relative(repo.worktree, dir)} does not exist in this worktree and git xet does not create directories there`;
-      if (opts.partial) return skippedAll(dir, why, extra);
-      throw new XetError('HOOK_CONFLICT', `cannot install hooks into ${dir}: ${why}`, { dir });
-    }
-    makeHooksDir(dir);
+      // A relative core.hooksPath (husky's .husky/_) names a directory in each worktree; a linked
+      // worktree or a fork has none until husky runs there. Git would run no hook in it, so the
+      // guard would be open: make it as husky makes its own, ignored as a whole (`.gitignore`: `*`),
+      // so `git status` stays clean, and remember that uninstall removes it.
+      makeIgnoredHooksDir(dir);
+      created = true;
+    } else makeHooksDir(dir);
   }
   const unlock = lockHooks(repo);
   try {
@@ -705,7 +729,12 @@ export async function installHooks(repo: Repo, opts: InstallOptions = {}): Promi
       entries[name] = step.do === 'keep' && before?.method === step.entry.method ? before : step.entry;
       if (step.do !== 'keep' && ++wrote === 1) await faultPoint('hooks:mid-install');
     }
-    record.dirs[dir] = { template: templateSha(), installedAt: new Date().toISOString(), hooks: entries };
+    record.dirs[dir] = {
+      template: templateSha(),
+      installedAt: new Date().toISOString(),
+      hooks: entries,
+      ...(created || prior?.created ? { created: true } : {}),
+    };
     record.worktrees[real(repo.gitDir)] = { dir, configKey: key };
     writeRecord(repo, record);
     return {
@@ -820,6 +849,7 @@ export async function uninstallHooks(repo: Repo, opts: UninstallOptions = {}): P
     } catch {
       // not there, or holds something that is not ours to remove
     }
+    if (record.dirs[dir]?.created) removeIgnoredHooksDir(dir);
     delete record.dirs[dir];
     for (const [k, w] of Object.entries(record.worktrees)) if (w.dir === dir) delete record.worktrees[k];
     writeRecord(repo, record);

@@ -306,13 +306,6 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   const { killGraceMs, retentionMs } = taskConfig(config);
 
   // Effects from here on.
-  // A hooks dir git xet may not write (tracked, switched off, shared) does not stop the task: its
-  // guard is still enforced by git xet itself, and the task's events and output say so.
-  const hooks = await ensureHooks(repo);
-  const hooksWarning =
-    hooks.state === 'intact' || hooks.state === 'installed'
-      ? null
-      : `the guard hooks are ${hooks.state}: git commit in this worktree is not refused if its runner dies (${hooks.message ?? 'git xet hooks status says why'})`;
   let mode: SlotMode = 'worktree';
   let forkId: string | null = null;
   let baseSnapshot: string | null = null;
@@ -331,6 +324,15 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
       baseSnapshot = f.snapshot;
     }
   }
+  // The hooks of the slot's own worktree: with a relative core.hooksPath (husky's .husky/_) a fork
+  // or a linked worktree has a hooks dir of its own. One git xet may not write (tracked, switched
+  // off, shared) does not stop the task: its guard is still enforced by git xet itself, and the
+  // task's events and output say so.
+  const hooks = await ensureHooks(slotRepo);
+  const hooksWarning =
+    hooks.state === 'intact' || hooks.state === 'installed'
+      ? null
+      : `the guard hooks are ${hooks.state}: git commit in this worktree is not refused if its runner dies (${hooks.message ?? 'git xet hooks status says why'})`;
   const slot = slotOf(slotRepo);
   const createdAt = new Date().toISOString();
   const deadlineAt = new Date(Date.parse(createdAt) + timeoutMs).toISOString();
