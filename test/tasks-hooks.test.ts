@@ -68,3 +68,33 @@ test("task run --fork of a husky project (core.hooksPath=.husky/_): the guard ho
     assert.match(fs.readFileSync(`${dir}/.husky/_/pre-commit`, 'utf8'), /git xet guard v1/, "the fork's pre-commit");
     assert.match(fs.readFileSync(`${dir}/.husky/_/reference-transaction`, 'utf8'), /git xet guard v1/);
   }));
+
+test("a task whose command removes the guard hooks (a project's install step) gets them back while it runs: task.hooks_restored", () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('c1', { 'a.txt': 'a\n' });
+    const seen = sb.path('seen');
+    const res = xet(sb, r.dir, [
+      'task',
+      'run',
+      '--json',
+      '--no-capture',
+      '--',
+      'sh',
+      '-c',
+      `rm -f .git/hooks/pre-commit .git/hooks/reference-transaction; sleep 3; ls .git/hooks > '${seen}'`,
+    ]);
+    expectExit(res, 0);
+    const v = parseJson(res) as { task: string };
+    const hooks = fs.readFileSync(seen, 'utf8').split('\n');
+    assert.ok(
+      hooks.includes('pre-commit') && hooks.includes('reference-transaction'),
+      `hooks back: ${hooks.join(' ')}`,
+    );
+    const db = openSidecar(r.commonDir());
+    try {
+      assert.ok(listEvents(db, v.task).some((e) => e.eventType === 'task.hooks_restored'));
+    } finally {
+      db.close();
+    }
+  }));

@@ -51,6 +51,7 @@ export const EVENT_TYPES = [
   'task.interrupted',
   'task.reattached',
   'task.hooks_missing',
+  'task.hooks_restored',
   'task.collected',
   'runtime.reconciliation_started',
   'runtime.reconciliation_finished',

@@ -20,7 +20,7 @@ import { readConfig, type GitConfig } from '../git/config';
 import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
-import { ensureHooks } from '../hooks/install';
+import { ensureHooks, hooksIntact } from '../hooks/install';
 import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '../sidecar/db';
 import { liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
@@ -71,6 +71,8 @@ export const RUN_EXIT = { TIMED_OUT: 124, CANCELLED: 130 } as const;
 
 /** How often a waiting runner looks for `task cancel`'s request. */
 const CANCEL_POLL_MS = 250;
+/** How often a running task checks that its worktree's guard hooks are still in place. */
+const HOOKS_CHECK_MS = 1000;
 /** How often an attached runner copies new output to the terminal. */
 const FOLLOW_MS = 100;
 /** Variables that select a repository: not given to a command that runs in another worktree. */
@@ -613,7 +615,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
     const drain = () => follow.forEach((f) => f());
     const ticker = follow.length ? setInterval(drain, FOLLOW_MS) : null;
     try {
-      const outcome = await waitFor(sc, row, exited, stopSignals.cancelled);
+      const outcome = await waitFor(sc, row, exited, stopSignals.cancelled, repo);
       drain();
       const ctx: TaskContext = {
         ...taskContext(repo, row, lease),
@@ -703,9 +705,28 @@ async function waitFor(
   task: TaskRow,
   exited: Promise<{ exitCode: number | null; exitSignal: string | null }>,
   signalled: Promise<void>,
+  repo: Repo,
 ): Promise<TaskOutcome> {
   const deadline = Date.parse(task.deadlineAt);
   const timers: NodeJS.Timeout[] = [];
+  // The command may rewrite the hooks (a project's install step: husky's `prepare`, simple-git-hooks'
+  // postinstall). Put the guard back while the runner lives, so it stands if the runner dies later.
+  let checking = false;
+  const keepHooks = async () => {
+    if (checking) return;
+    checking = true;
+    try {
+      if (!hooksIntact(repo).intact) {
+        const r = await ensureHooks(repo);
+        if (r.state === 'installed') sc.use((db) => appendEvent(db, task.id, 'task.hooks_restored', {}));
+      }
+    } catch {
+      // a hooks dir being rewritten right now: the next tick looks again
+    } finally {
+      checking = false;
+    }
+  };
+  timers.push(setInterval(() => void keepHooks(), HOOKS_CHECK_MS));
   try {
     return await Promise.race<TaskOutcome>([
       exited.then((e) => ({ kind: 'exited', ...e })),
