@@ -466,7 +466,9 @@ test(
       const checked = new Set<string>();
       const problems: string[] = [];
       const json = (cwd: string, args: string[], key: string, exit = 0) => {
-        const res = xet(sb, cwd, [...args, '--json']);
+        // `--json` is git xet's, never the task's command's: before a `--`.
+        const dd = args.indexOf('--');
+        const res = xet(sb, cwd, dd < 0 ? [...args, '--json'] : [...args.slice(0, dd), '--json', ...args.slice(dd)]);
         expectExit(res, exit);
         const out = parseJson(res);
         const shape = shapes.get(key);
@@ -480,6 +482,22 @@ test(
       json(r.dir, ['init'], 'init');
       for (const verb of ['status', 'uninstall', 'install'])
         json(r.dir, ['hooks', verb], 'hooks install|uninstall|status');
+      // Tasks: an attached run and its reads, a detached one cancelled, a recovery pass.
+      const ran = json(r.dir, ['task', 'run', '--no-capture', '--', 'sh', '-c', 'echo out'], 'task run (2)');
+      const taskShown = json(r.dir, ['task', 'show', ran.task], 'task show');
+      problems.push(...shapeProblems(taskShown.result, shapes.get('task show (2)') as Shape, 'task show (2)'));
+      checked.add('task show (2)');
+      json(r.dir, ['task', 'list'], 'task list');
+      json(r.dir, ['task', 'events', ran.task], 'task events');
+      const detached = json(r.dir, ['task', 'run', '--detach', '--no-capture', '--', 'sleep', '30'], 'task run');
+      json(r.dir, ['task', 'cancel', detached.task], 'task cancel');
+      for (let end = Date.now() + 60_000; ;) {
+        const t = parseJson(xet(sb, r.dir, ['task', 'show', detached.task, '--json'])).task;
+        if (t.status === 'cancelled') break;
+        assert.ok(Date.now() < end, `the cancelled task ends (${t.status})`);
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+      }
+      json(r.dir, ['task', 'recover', '--all'], 'task recover');
       initRepo(sb, 'src/inner').commit('i', { 'i.txt': 'i\n' });
       r.write('untracked.txt', 'u\n');
       r.write('.env', 'SECRET=1\n');
