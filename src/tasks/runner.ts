@@ -53,7 +53,7 @@ import {
   type Lease,
   type Slot,
 } from './slot';
-import { appendEvent, getTask, insertTask, resolveTaskId, updateTask, type TaskRow } from './store';
+import { appendEvent, getTask, insertTask, newTaskRow, resolveTaskId, updateTask, type TaskRow } from './store';
 
 /** The variable the wrapper shell writes the command's exit status to (the task dir's `exit`). */
 export const EXIT_FILE_ENV = 'XET_TASK_EXIT';
@@ -354,15 +354,9 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     runtimeEnv: commandBaseEnv({ foreignSlot: slotRepo.gitDir !== repo.gitDir }),
     versionCacheDir: sidecarDir(repo.commonDir),
   });
-  const task: TaskRow = {
+  const task = newTaskRow({
     id,
     createdAt,
-    startedAt: null,
-    endedAt: null,
-    status: 'created',
-    errorCode: null,
-    exitCode: null,
-    exitSignal: null,
     command: manifest.manifest.runtime.command,
     correlationId,
     sessionId,
@@ -373,25 +367,13 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
     mode,
     forkId,
     baseSnapshot,
-    resultSnapshot: null,
     deadlineAt,
     detached: Boolean(req.detach),
     capture,
     manifestJson: manifest.json,
     manifestSha256: manifest.sha256,
-    runnerPid: null,
-    runnerStart: null,
-    pid: null,
-    pidStart: null,
-    bootId: null,
     mark: crypto.randomBytes(8).toString('hex'),
-    resultStorage: null,
-    resultSource: null,
-    resultSizeBytes: null,
-    resultSha256: null,
-    recovery: null,
-    cancelRequestedAt: null,
-  };
+  });
   withSidecar(repo.commonDir, (db) => {
     insertTask(db, task);
     if (hooksWarning) appendEvent(db, id, 'task.hooks_missing', { state: hooks.state });

@@ -54,6 +54,60 @@ export interface TaskRow {
   cancelRequestedAt: string | null;
 }
 
+/** What a new task's row takes from its creator; everything else starts empty (nothing ran yet). */
+export type NewTaskFields = Pick<
+  TaskRow,
+  | 'id'
+  | 'createdAt'
+  | 'command'
+  | 'slot'
+  | 'worktree'
+  | 'gitDir'
+  | 'deadlineAt'
+  | 'manifestJson'
+  | 'manifestSha256'
+  | 'mark'
+> &
+  Partial<
+    Pick<
+      TaskRow,
+      'correlationId' | 'sessionId' | 'continuesTask' | 'mode' | 'forkId' | 'baseSnapshot' | 'detached' | 'capture'
+    >
+  >;
+
+/** The row `task run` inserts: status created, no runner, no command, no result yet. */
+export function newTaskRow(f: NewTaskFields): TaskRow {
+  return {
+    startedAt: null,
+    endedAt: null,
+    status: 'created',
+    errorCode: null,
+    exitCode: null,
+    exitSignal: null,
+    correlationId: null,
+    sessionId: null,
+    continuesTask: null,
+    mode: 'worktree',
+    forkId: null,
+    baseSnapshot: null,
+    resultSnapshot: null,
+    detached: false,
+    capture: true,
+    runnerPid: null,
+    runnerStart: null,
+    pid: null,
+    pidStart: null,
+    bootId: null,
+    resultStorage: null,
+    resultSource: null,
+    resultSizeBytes: null,
+    resultSha256: null,
+    recovery: null,
+    cancelRequestedAt: null,
+    ...f,
+  };
+}
+
 /** What may change after creation (the manifest, the id and what the manifest froze may not). */
 export type TaskPatch = Partial<
   Pick<
