@@ -54,6 +54,18 @@ function readStat(pid: number): Stat | 'gone' | 'unknown' {
   return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), start: rest[19] };
 }
 
+/** A process's group (field 5 of /proc/<pid>/stat), or null if it cannot be read. */
+export function processGroupOf(pid: number): number | null {
+  const st = readStat(pid);
+  return typeof st === 'string' ? null : st.pgid || null;
+}
+
+/** A process's start ticks, zombies included (a command already done still had a start). */
+export function startTicksOf(pid: number): string | null {
+  const st = readStat(pid);
+  return typeof st === 'string' ? null : (st.start ?? null);
+}
+
 /** The identity of a running process, or null if it is not running. */
 export function identify(pid: number): ProcessIdentity | null {
   const boot = bootId();

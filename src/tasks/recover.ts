@@ -23,7 +23,16 @@ import { fenceSlot } from './enforce';
 import { readExitFile } from './exit-file';
 import { storeResult } from './result';
 import { taskDir } from './paths';
-import { bootId, endTaskProcesses, findMarked, identify, liveness, type Liveness, type ProcessIdentity } from './proc';
+import {
+  bootId,
+  endTaskProcesses,
+  findMarked,
+  identify,
+  liveness,
+  processGroupOf,
+  type Liveness,
+  type ProcessIdentity,
+} from './proc';
 import {
   GUARD_SCHEMA,
   publishGuard,
@@ -278,16 +287,6 @@ function runnerLiveness(row: TaskRow, now = Date.now()): Liveness {
   return now - Date.parse(row.createdAt) < RUNNER_START_GRACE_MS ? 'alive' : 'gone';
 }
 
-/** The process group of a pid (field 5 of /proc/<pid>/stat), or null. */
-function pgidOf(pid: number): number | null {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[2]) || null;
-  } catch {
-    return null;
-  }
-}
-
 /**
  * The group to signal for a command that is gone: its group id survives it only while members
  * remain, and a number that is free again may lead a stranger's group. So the group is signalled
@@ -295,7 +294,7 @@ function pgidOf(pid: number): number | null {
  */
 function leftoverGroup(row: TaskRow): number | null {
   if (row.pid === null) return null;
-  return findMarked(row.mark).some((p) => pgidOf(p) === row.pid) ? row.pid : null;
+  return findMarked(row.mark).some((p) => processGroupOf(p) === row.pid) ? row.pid : null;
 }
 
 function killGraceOf(row: TaskRow): number {

@@ -36,7 +36,7 @@ import {
   type TaskStatus,
 } from './model';
 import { ensureTaskDir, taskDir, taskFile } from './paths';
-import { bootId, endTaskProcesses, identify, liveness, type ProcessIdentity } from './proc';
+import { bootId, endTaskProcesses, identify, liveness, startTicksOf, type ProcessIdentity } from './proc';
 import { continuationOf, reconcileAtStart } from './recover';
 import { readExitFile } from './exit-file';
 import { storeResult, type ResultInfo } from './result';
@@ -429,16 +429,6 @@ export function detachTask(prep: PreparedTask): void {
 // ---------------------------------------------------------------------------------------------
 // 4-8: run
 
-/** Start ticks of a process, zombies included (a command that is already done still had a start). */
-function startTicks(pid: number): string | null {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 /** The context finishTask needs, from a task row and a lease this process holds. */
 export function taskContext(repo: Repo, task: TaskRow, lease: Lease | null): TaskContext {
   let killGraceMs = DEFAULT_KILL_GRACE_MS;
@@ -576,7 +566,7 @@ export async function runTask(prep: PreparedTask, opts: RunOptions = {}): Promis
       throw failBeforeStart(sc, id, new XetError('USAGE', 'the task command could not be started', { task: id }));
     }
     handedOver = true;
-    const pidStart = startTicks(pid);
+    const pidStart = startTicksOf(pid);
     const startedAt = new Date().toISOString();
     sc.use((db) => {
       updateTask(db, id, { pid, pidStart, status: 'running', startedAt });
