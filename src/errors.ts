@@ -66,6 +66,8 @@ export const ERROR_CODES = {
   RESULT_NOT_UTF8: 'the result is not valid UTF-8; it was not kept',
   RESULT_NOT_AVAILABLE: 'the task has no result (not ended, refused, or collected)',
   HOOK_CONFLICT: 'a hook cannot be installed or removed without losing what is there',
+  // storage allowance (issue 11)
+  ALLOWANCE_EXCEEDED: 'the operation would take a root past its storage allowance; nothing was written',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -182,6 +182,31 @@ const MIGRATIONS: string[] = [
      created_at TEXT NOT NULL,
      PRIMARY KEY (task_id, commit_oid)
    );`,
+  // 7: the storage allowance's ledger (src/allowance/). Parts are the large, write-once things git
+  // xet stored in a root (its packs, overlay bases, a copy fork's files), recorded before they are
+  // published so a crash leaves the ledger over, never under; everything else in a root is small and
+  // counted from disk at each check. counts holds the last full recount of each root. A fork's own
+  // allowance and the route that bounds what its processes write are on its row.
+  `CREATE TABLE allowance_parts (
+     root TEXT NOT NULL,             -- 'repository' | 'fork:<id>'
+     part TEXT NOT NULL,             -- 'pack:<name>' | 'base:<snapshot>' | 'files'
+     bytes INTEGER NOT NULL CHECK (bytes >= 0),
+     files INTEGER NOT NULL CHECK (files >= 0),
+     recorded_at TEXT NOT NULL,
+     PRIMARY KEY (root, part)
+   );
+   CREATE TABLE allowance_counts (
+     root TEXT PRIMARY KEY,
+     bytes INTEGER NOT NULL,
+     files INTEGER NOT NULL,
+     counted_at TEXT NOT NULL,
+     leftovers_removed INTEGER NOT NULL DEFAULT 0
+   );
+   ALTER TABLE forks ADD COLUMN allowance_bytes INTEGER;
+   ALTER TABLE forks ADD COLUMN allowance_files INTEGER;
+   -- what bounds the fork's own processes: 'image' (upper+work on a loop-mounted filesystem of the
+   -- allowance's size), 'tmpfs', 'project-quota', or NULL (uncovered)
+   ALTER TABLE forks ADD COLUMN layer_route TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

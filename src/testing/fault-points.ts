@@ -73,6 +73,11 @@ export const FAULT_POINTS = [
   'task:after-exit',
   // hooks install: some hooks written, the install record not yet
   'hooks:mid-install',
+  // storage allowance: admitted, nothing written yet; a fetch's pack copied half; the layer
+  // filesystem of a fork with an allowance made but not mounted
+  'allowance:after-admit',
+  'fetch:mid-import',
+  'fork:after-layer',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];

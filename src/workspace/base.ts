@@ -57,7 +57,11 @@ export async function ensureBase(repo: Repo, snap: Snapshot): Promise<{ base: Ba
 
 async function buildBase(repo: Repo, snap: Snapshot, base: Base): Promise<{ base: Base; built: boolean }> {
   fs.mkdirSync(basesDir(repo), { recursive: true });
-  const tmp = path.join(basesDir(repo), `.build-${snap.oid.slice(0, 12)}-${crypto.randomBytes(4).toString('hex')}`);
+  // The pid says whose it is: a killed fork's half-built base is found and removed by a recount.
+  const tmp = path.join(
+    basesDir(repo),
+    `.build-${process.pid}-${snap.oid.slice(0, 12)}-${crypto.randomBytes(4).toString('hex')}`,
+  );
   const building = layoutAt(tmp);
   try {
     fs.mkdirSync(building.tree, { recursive: true });

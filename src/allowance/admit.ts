@@ -1,0 +1,109 @@
+// Admission: the one place a writer asks "may I add this much to this root?" before its first
+// effect, and records what it published. The order every writer follows:
+//
+//   admit(upper bound)   refuses with ALLOWANCE_EXCEEDED before anything is written; recounts first
+//                        when a writer died since the ledger was last right (crash.ts)
+//   write temporaries    under names that carry the pid (they are counted while written)
+//   recheck(rest)        with the temporaries complete and counted from disk: refuses, and the
+//                        caller removes its temporaries, if concurrent writers took the space
+//   record(part)         the ledger learns the part before it is published
+//   publish              rename into place
+//   end()                in a finally
+//
+// There is no reservation across processes (no daemon, no lock held while writing): two writers
+// that check at the same moment both see the space free. The recheck closes most of that window;
+// what is left is bounded (docs/DESIGN-NOTES.md "Storage allowance") and the headroom covers it.
+
+import type { GitConfig } from '../git/config';
+import { readConfig } from '../git/config';
+import { repoOpts, type Repo } from '../git/repo';
+import { withSidecar } from '../sidecar/db';
+import { faultPoint } from '../testing/fault-points';
+import { repositoryLimits } from './config';
+import { deadWriters, markWriting, removeMarkers, type WriterMarker } from './crash';
+import { forgetPart, recordPart, REPOSITORY_ROOT } from './ledger';
+import { allowanceError, refusalOf, type AdmissionClass, type Amount, type Limits } from './model';
+import { measureRepository, recountRepository } from './repo-root';
+
+/** Throw ALLOWANCE_EXCEEDED if `adding` does not fit. */
+export function enforce(
+  root: string,
+  limits: Limits,
+  used: Amount,
+  adding: Amount,
+  cls: AdmissionClass,
+  what: string,
+): void {
+  const r = refusalOf(limits, used, adding, cls);
+  if (r) throw allowanceError(root, what, r, cls);
+}
+
+export const unlimited = (l: Limits): boolean => l.bytes === null && l.files === null;
+
+export interface Admission {
+  readonly root: string;
+  readonly limits: Limits;
+  /** Check again, counting from disk what is there now (this writer's complete temporaries too) and
+   * `more` still to be written. Throws ALLOWANCE_EXCEEDED; the caller then removes its temporaries. */
+  recheck(more: Amount): void;
+  /** Record a part before publishing it. Never throws: a failure keeps the crash marker so the next
+   * writer recounts, and is returned as a warning; the effect is not repeated. */
+  record(part: string, amount: Amount): string | null;
+  forget(part: string): string | null;
+  end(): void;
+}
+
+/** Recount the repository root if a writer died since its ledger was last right. */
+export function recountAfterCrash(repo: Repo): boolean {
+  const dead = deadWriters(repo.commonDir);
+  if (!dead.length) return false;
+  recountRepository(repo);
+  removeMarkers(dead);
+  return true;
+}
+
+/**
+ * Admit `adding` (an upper bound of what the operation will write) into the repository root. Cheap
+ * when no allowance is set: no measuring, only the crash check and the marker.
+ */
+export async function admitRepository(
+  repo: Repo,
+  adding: Amount,
+  cls: AdmissionClass,
+  what: string,
+  config?: GitConfig,
+): Promise<Admission> {
+  const limits = repositoryLimits(config ?? (await readConfig(repoOpts(repo))));
+  recountAfterCrash(repo);
+  const marker: WriterMarker = markWriting(repo.commonDir);
+  const check = (more: Amount) => {
+    if (unlimited(limits)) return;
+    const used = withSidecar(repo.commonDir, (db) => measureRepository(repo, db).used);
+    enforce(REPOSITORY_ROOT, limits, used, more, cls, what);
+  };
+  try {
+    check(adding);
+  } catch (e) {
+    marker.end();
+    throw e;
+  }
+  await faultPoint('allowance:after-admit');
+  const ledger = (fn: () => void): string | null => {
+    try {
+      fn();
+      return null;
+    } catch (e) {
+      marker.keepForRecount();
+      return `the allowance ledger was not updated (the next writer recounts): ${(e as Error).message}`;
+    }
+  };
+  return {
+    root: REPOSITORY_ROOT,
+    limits,
+    recheck: check,
+    record: (part, amount) =>
+      ledger(() => withSidecar(repo.commonDir, (db) => recordPart(db, REPOSITORY_ROOT, part, amount))),
+    forget: (part) => ledger(() => withSidecar(repo.commonDir, (db) => forgetPart(db, REPOSITORY_ROOT, part))),
+    end: () => marker.end(),
+  };
+}

@@ -1,0 +1,227 @@
+// Measuring the repository root: what git xet itself keeps in a repository. That is the sidecar
+// directory `<common>/xet/` (the database with its WAL and shm, capture cache indexes, overlay
+// bases, task directories and result spools, locks, temporary scratch directories) and the packs git
+// xet wrote into `objects/pack/` (captures, fetches), with their temporary files while they are being
+// written. Forks under `xet/forks/` are roots of their own (fork-root.ts).
+//
+// A check must be cheap on a big repository, so the large write-once parts (packs by name, bases by
+// their recorded size) come from the ledger and only the small rest is read from disk each time.
+// Temporary files are listed before the ledger is read: a concurrent writer records its pack before
+// renaming it into place, so its bytes are always seen (as a temporary file, a recorded pack, or
+// both), never neither. A recount walks everything, forgets parts that are gone and removes the
+// temporary files of dead processes.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Repo } from '../git/repo';
+import { sidecarDir, withSidecar, type Db } from '../sidecar/db';
+import { ownerAlive } from '../snapshot/leftovers';
+import { forgetPart, partsOf, recordCount, recordPart, REPOSITORY_ROOT } from './ledger';
+import type { Amount } from './model';
+
+/** Temporary names in objects/pack: ours (pack writer, fetch import) carry the writer's pid. */
+const OUR_PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_/;
+/** Scratch directories under xet/tmp/ (`<what>-<pid>-<random>`) and base builds under xet/bases/
+ * (`.build-<pid>-<snapshot12>-<random>`). */
+const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6}$/;
+const BASE_BUILD_RE = /^\.build-(\d+)-[0-9a-f]{12}-[0-9a-f]+$/;
+const PACK_SUFFIXES = ['.pack', '.idx', '.rev', '.bitmap', '.keep', '.promisor', '.mtimes'];
+
+export interface TemporaryFile {
+  path: string;
+  pid: number;
+  live: boolean;
+  bytes: number;
+  files: number;
+}
+
+export interface RepositoryUsage {
+  root: typeof REPOSITORY_ROOT;
+  path: string;
+  used: Amount;
+  /** Where the bytes are: packs, bases, sidecar (xet.db + WAL + shm), tasks, caches, other, temporary. */
+  breakdown: Record<'packs' | 'bases' | 'sidecar' | 'tasks' | 'caches' | 'other' | 'temporary', Amount>;
+  temporary: TemporaryFile[];
+}
+
+const zero = (): Amount => ({ bytes: 0, files: 0 });
+const add = (a: Amount, b: Amount): void => {
+  a.bytes += b.bytes;
+  a.files += b.files;
+};
+
+/** Logical size of a tree: st_size of every non-directory entry, and their count. Entries that vanish
+ * while it is walked are skipped (a concurrent writer removed its temporary file). */
+export function treeAmount(dir: string, skip?: (name: string, depth: number) => boolean, depth = 0): Amount {
+  const total = zero();
+  let names: fs.Dirent[];
+  try {
+    names = fs.readdirSync(dir, { withFileTypes: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return total;
+    if (code === 'ENOTDIR') return fileAmount(dir);
+    throw e;
+  }
+  for (const d of names) {
+    if (skip?.(d.name, depth)) continue;
+    const p = path.join(dir, d.name);
+    if (d.isDirectory()) add(total, treeAmount(p, skip, depth + 1));
+    else add(total, fileAmount(p));
+  }
+  return total;
+}
+
+function fileAmount(p: string): Amount {
+  try {
+    const st = fs.lstatSync(p);
+    return st.isDirectory() ? treeAmount(p) : { bytes: st.size, files: 1 };
+  } catch {
+    return zero();
+  }
+}
+
+function packName(part: string): string | null {
+  return part.startsWith('pack:') ? part.slice('pack:'.length) : null;
+}
+
+/** The temporary files of git xet writers in this repository, live or dead. */
+export function repositoryTemporaries(repo: Pick<Repo, 'objectsDir' | 'commonDir'>): TemporaryFile[] {
+  const out: TemporaryFile[] = [];
+  const scan = (dir: string, re: RegExp) => {
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const m = re.exec(name);
+      if (!m) continue;
+      const pid = Number(m[1]);
+      const p = path.join(dir, name);
+      const a = fileAmount(p);
+      out.push({ path: p, pid, live: ownerAlive(pid), ...a });
+    }
+  };
+  scan(path.join(repo.objectsDir, 'pack'), OUR_PACK_TEMP_RE);
+  const xet = sidecarDir(repo.commonDir);
+  scan(path.join(xet, 'tmp'), SCRATCH_RE);
+  scan(path.join(xet, 'bases'), BASE_BUILD_RE);
+  return out;
+}
+
+function packFilesAmount(packDir: string, name: string): Amount {
+  const total = zero();
+  for (const s of PACK_SUFFIXES) {
+    try {
+      const st = fs.statSync(path.join(packDir, `${name}${s}`));
+      add(total, { bytes: st.size, files: 1 });
+    } catch {
+      // absent: a suffix git never wrote, or the pack was merged away by a user's git gc
+    }
+  }
+  return total;
+}
+
+/**
+ * The repository root's usage. Without `recount`: ledger parts plus the small rest from disk (cheap).
+ * With it: every base walked again and recorded, packs that are gone forgotten, and the total
+ * recorded as the root's last count. Temporary files of dead processes are counted either way;
+ * removing them is recountRepository's job.
+ */
+export function measureRepository(repo: Repo, db: Db, recount = false): RepositoryUsage {
+  const xet = sidecarDir(repo.commonDir);
+  const packDir = path.join(repo.objectsDir, 'pack');
+  // Temporary files first (see the top of this file for why the order matters).
+  const temporary = repositoryTemporaries(repo);
+  const breakdown: RepositoryUsage['breakdown'] = {
+    packs: zero(),
+    bases: zero(),
+    sidecar: zero(),
+    tasks: zero(),
+    caches: zero(),
+    other: zero(),
+    temporary: zero(),
+  };
+  for (const t of temporary) add(breakdown.temporary, t);
+  const parts = partsOf(db, REPOSITORY_ROOT);
+  const recordedBases = new Map<string, Amount>();
+  for (const p of parts) {
+    const pack = packName(p.part);
+    if (pack) {
+      const a = packFilesAmount(packDir, pack);
+      if (a.files === 0 && recount) forgetPart(db, REPOSITORY_ROOT, p.part);
+      add(breakdown.packs, a);
+    } else if (p.part.startsWith('base:')) {
+      recordedBases.set(p.part.slice('base:'.length), p);
+    }
+  }
+  // Bases: the ledger's figure for each base that exists; a base without one (built by an older git
+  // xet, or its record failed) and every base on a recount is walked and recorded.
+  const basesDir = path.join(xet, 'bases');
+  let baseNames: string[] = [];
+  try {
+    baseNames = fs.readdirSync(basesDir).filter((n) => !n.startsWith('.'));
+  } catch {
+    // no bases
+  }
+  for (const name of baseNames) {
+    let a = recount ? undefined : recordedBases.get(name);
+    if (!a) {
+      a = treeAmount(path.join(basesDir, name));
+      recordPart(db, REPOSITORY_ROOT, `base:${name}`, a);
+    }
+    add(breakdown.bases, a);
+    recordedBases.delete(name);
+  }
+  for (const gone of recordedBases.keys()) forgetPart(db, REPOSITORY_ROOT, `base:${gone}`);
+  // The rest of xet/: small files, read from disk. Forks are their own roots; tmp/ and bases/ are
+  // counted above.
+  for (const d of safeReaddir(xet)) {
+    const p = path.join(xet, d);
+    if (d === 'bases' || d === 'forks' || d === 'tmp') continue;
+    const a = treeAmount(p);
+    if (d === 'xet.db' || d === 'xet.db-wal' || d === 'xet.db-shm' || d === 'xet.db-journal') add(breakdown.sidecar, a);
+    else if (d === 'tasks') add(breakdown.tasks, a);
+    else if (d === 'cache') add(breakdown.caches, a);
+    else add(breakdown.other, a);
+  }
+  // A fork's own directory holds its registry files besides the layers, which are the fork's root.
+  const used = zero();
+  for (const a of Object.values(breakdown)) add(used, a);
+  if (recount) recordCount(db, REPOSITORY_ROOT, used, 0);
+  return { root: REPOSITORY_ROOT, path: repo.commonDir, used, breakdown, temporary };
+}
+
+function safeReaddir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** Remove the temporary files of dead writers, then recount. Returns the usage and how many went. */
+export function recountRepository(repo: Repo): RepositoryUsage & { leftoversRemoved: number } {
+  let removed = 0;
+  for (const t of repositoryTemporaries(repo)) {
+    if (t.live) continue;
+    try {
+      fs.rmSync(t.path, { recursive: true, force: true });
+      removed++;
+    } catch {
+      // left for the next recount; still counted
+    }
+  }
+  return withSidecar(repo.commonDir, (db) => {
+    const usage = measureRepository(repo, db, true);
+    recordCount(db, REPOSITORY_ROOT, usage.used, removed);
+    return { ...usage, leftoversRemoved: removed };
+  });
+}
+
+/** Record a pack git xet is about to publish in `objects/pack` (call before its .idx is renamed). */
+export function recordRepositoryPack(db: Db, packName: string, amount: Amount): void {
+  recordPart(db, REPOSITORY_ROOT, `pack:${packName}`, amount);
+}
