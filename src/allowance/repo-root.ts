@@ -166,16 +166,17 @@ export function measureRepository(repo: Repo, db: Db, recount = false): Reposito
   } catch {
     // no bases
   }
+  // Only a recount writes the ledger: a check is a read (`git xet allowance` adds nothing).
   for (const name of baseNames) {
     let a = recount ? undefined : recordedBases.get(name);
     if (!a) {
       a = treeAmount(path.join(basesDir, name));
-      recordPart(db, REPOSITORY_ROOT, `base:${name}`, a);
+      if (recount) recordPart(db, REPOSITORY_ROOT, `base:${name}`, a);
     }
     add(breakdown.bases, a);
     recordedBases.delete(name);
   }
-  for (const gone of recordedBases.keys()) forgetPart(db, REPOSITORY_ROOT, `base:${gone}`);
+  if (recount) for (const gone of recordedBases.keys()) forgetPart(db, REPOSITORY_ROOT, `base:${gone}`);
   // The rest of xet/: small files, read from disk. Forks are their own roots; tmp/ and bases/ are
   // counted above.
   for (const d of safeReaddir(xet)) {
@@ -187,7 +188,6 @@ export function measureRepository(repo: Repo, db: Db, recount = false): Reposito
     else if (d === 'cache') add(breakdown.caches, a);
     else add(breakdown.other, a);
   }
-  // A fork's own directory holds its registry files besides the layers, which are the fork's root.
   const used = zero();
   for (const a of Object.values(breakdown)) add(used, a);
   if (recount) recordCount(db, REPOSITORY_ROOT, used, 0);
