@@ -36,6 +36,18 @@ export interface PackResult {
   bytes: number;
 }
 
+/** A finished pack and index still under their temporary names, about to be published. */
+export interface PackToPublish {
+  name: string;
+  objects: number;
+  packBytes: number;
+  idxBytes: number;
+}
+
+/** Called with the complete temporaries before the renames (the storage allowance rechecks and
+ * records the pack there); a throw removes the temporaries and is rethrown. */
+export type BeforePublish = (p: PackToPublish) => void | Promise<void>;
+
 const TYPE_CODE = { commit: 1, tree: 2, blob: 3, tag: 4 } as const;
 /** Files above this are deflated chunk by chunk into a temporary file (keeps memory flat). */
 const STREAM_THRESHOLD = 8 * 1024 * 1024;
@@ -288,6 +300,7 @@ export async function writePack(
   format: ObjectFormat,
   items: PackItem[],
   level = 1,
+  beforePublish?: BeforePublish,
 ): Promise<PackResult> {
   const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
   if (unique.length === 0) return { pack: null, objects: 0, bytes: 0 };
@@ -374,10 +387,12 @@ export async function writePack(
     const name = `pack-${checksum.toString('hex')}`;
     const finalPack = path.join(packDir, `${name}.pack`);
     const finalIdx = path.join(packDir, `${name}.idx`);
+    const packBytes = pack.offset + checksum.length;
+    await beforePublish?.({ name, objects: entries.length, packBytes, idxBytes: fs.statSync(tmpIdx).size });
     publish(tmpPack, finalPack);
     publish(tmpIdx, finalIdx);
     fsyncDir(packDir);
-    return { pack: name, objects: entries.length, bytes: pack.offset + checksum.length };
+    return { pack: name, objects: entries.length, bytes: packBytes };
   } catch (e) {
     // Stop queued large-file jobs, let the running one notice, then remove every temporary file.
     aborted = true;

@@ -34,7 +34,9 @@ import { previousTreeIsHeld } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
-import { scanToTree, scratchDir, type ScanResult } from './scan';
+import { looseObjects, scanToTree, scratchDir, type ScanResult } from './scan';
+import { CaptureAllowance } from './capture-allowance';
+import type { PackItem } from '../git/pack-writer';
 import { walkWorktree } from './walk';
 import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
@@ -156,6 +158,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   // reuses from its stat cache must not be pruned before its ref exists), then the workspace's.
   const objectsLock = holdObjectsShared(repo.commonDir, () => options.progress?.('waiting for git xet gc'));
   let lock;
+  let allowance: CaptureAllowance | undefined;
   try {
     lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
   } catch (e) {
@@ -182,6 +185,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head, refs: allRefs } = refView;
+    allowance = new CaptureAllowance(repo, config);
     // Conflicts, operations in progress and sparse checkout are captured (operation-state.ts refuses
     // only what it cannot restore faithfully); submodules and nested repositories become inner
     // snapshots (inner-repos.ts).
@@ -238,6 +242,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const previous =
       (recorded && (await previousTreeIsHeld(repo.commonDir, wsId, recorded.tree, userOpts)) ? recorded : null) ??
       (await newestSnapshotBase(userOpts));
+    // The staged tree's new trees go into the capture's one pack, admitted with it (nothing loose is
+    // written before the allowance admits the capture).
+    const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries));
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -250,13 +257,16 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
       progress,
       meta: true,
+      admission: allowance,
+      extraItems: indexTreeP.then((t) => t.items),
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
-    const [scan, indexTree, tagObjects] = await Promise.all([
-      filesTreeP,
-      writeIndexTree(repo, tmpBase, unmergedPaths(entries)),
-      collectTagObjects(refs, userOpts),
-    ]);
+    // Settled together: a refusal must not leave a sibling still writing scratch files.
+    const settled = await Promise.allSettled([filesTreeP, indexTreeP, collectTagObjects(refs, userOpts)]);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
+    const [scan, { tree: indexTree }, tagObjects] = settled.map(
+      (r) => (r as PromiseFulfilledResult<unknown>).value,
+    ) as [ScanResult, { tree: string }, TagObjects];
 
     await faultPoint('capture:after-pack');
     progress('writing the snapshot');
@@ -440,12 +450,14 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       warnings.push(`the sidecar was not updated (the next capture will store more): ${(e as Error).message}`);
     }
     progress('consolidating packs');
-    const repacked = await consolidatePacks(repo, config).catch((e: Error) => {
+    const repacked = await consolidatePacks(repo, config, allowance).catch((e: Error) => {
       warnings.push(`could not consolidate packs: ${e.message}`);
       return false;
     });
+    warnings.push(...allowance.warnings);
     return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
+    allowance?.end();
     lock.release();
     objectsLock.release();
   }
@@ -455,13 +467,19 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
  * up with git's geometric repack, which touches only packs smaller than their neighbours, so the
  * cost stays proportional to recent captures. Concurrent writers are safe: repack never removes a
  * pack it did not list, and ours become visible only when complete. */
-async function consolidatePacks(repo: Repo, config: GitConfig): Promise<boolean> {
+async function consolidatePacks(repo: Repo, config: GitConfig, allowance: CaptureAllowance): Promise<boolean> {
   const max = Number(config.get('xet.capture.maxPacks') ?? 50);
   if (!Number.isInteger(max) || max <= 0) return false;
   const packDir = path.join(repo.objectsDir, 'pack');
-  const packs = fs.readdirSync(packDir).filter((n) => n.endsWith('.idx')).length;
-  if (packs <= max) return false;
+  const packNames = () =>
+    fs
+      .readdirSync(packDir)
+      .filter((n) => n.endsWith('.idx'))
+      .map((n) => n.slice(0, -'.idx'.length));
+  const before = packNames();
+  if (before.length <= max) return false;
   await git(['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index'], repoOpts(repo));
+  allowance.repacked(packDir, before, packNames());
   return true;
 }
 
@@ -480,11 +498,21 @@ function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
-/** The staged tree, from a copy of the user's index (capture must not touch the index itself). */
-async function writeIndexTree(repo: Repo, tmpBase: string, unmerged: string[]): Promise<string> {
+/** The staged tree, from a copy of the user's index (capture must not touch the index itself). Its
+ * new trees are written to a scratch object dir and returned, for the capture's pack. */
+async function writeIndexTree(
+  repo: Repo,
+  tmpBase: string,
+  unmerged: string[],
+): Promise<{ tree: string; items: PackItem[] }> {
   const dir = scratchDir(tmpBase, 'index');
   try {
-    return await indexFileTree(path.join(repo.gitDir, 'index'), dir, repoOpts(repo), false, unmerged);
+    const objects = path.join(dir, 'objects');
+    fs.mkdirSync(objects);
+    const o = repoOpts(repo);
+    const env = { ...o.env, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
+    const tree = await indexFileTree(path.join(repo.gitDir, 'index'), dir, { ...o, env }, false, unmerged);
+    return { tree, items: looseObjects(objects) };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

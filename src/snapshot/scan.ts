@@ -10,6 +10,7 @@ import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
 import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import { blobOid, MetaCollector, serializeFileMeta, type FileMeta } from './filemeta';
+import type { PackAdmission } from './capture-allowance';
 
 export interface ScanSpec {
   worktree: string;
@@ -34,6 +35,12 @@ export interface ScanSpec {
   progress?: (what: string) => void;
   /** Collect file times and hard links (src/snapshot/filemeta.ts); git then hashes each inode once. */
   meta?: boolean;
+  /** With `write`: the storage allowance admits the pack before it is written (capture-allowance.ts).
+   * The stat cache is then worked on as a copy in the scratch dir and published only once the pack
+   * is stored, so a refused capture leaves the repository as it was. */
+  admission?: PackAdmission;
+  /** More objects for the same pack (the staged tree's new trees), known before it is admitted. */
+  extraItems?: Promise<PackItem[]>;
 }
 
 /** Without a previous tree, a first capture would look up every blob; past this many unknown ones
@@ -51,7 +58,9 @@ export interface ScanResult {
   metaBlob?: string;
 }
 
-export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
+export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
+  const staged = given.admission ? stageIndex(given.indexFile, given.scratchDir) : null;
+  const spec = staged ? { ...given, indexFile: staged } : given;
   const shadow = createShadow({
     dir: spec.scratchDir,
     objectFormat: spec.objectFormat,
@@ -90,10 +99,43 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
       ? await storeTree(spec, opts, extra)
       : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
     collector?.saveRecord();
+    if (staged) publishIndex(staged, given.indexFile);
     return { ...result, meta, ...(extra ? { metaBlob: extra.oid } : {}) };
   } finally {
     shadow.dispose();
   }
+}
+
+const RECORD_SUFFIX = '.meta.json';
+
+/** A working copy of the stat cache (and its filemeta record) in the scratch dir: a hard link, which
+ * git never writes through (it writes a new index and renames it), else a copy with the same times
+ * (git's racy-entry check compares entries' mtimes with the index's). */
+function stageIndex(indexFile: string, scratch: string): string {
+  fs.mkdirSync(scratch, { recursive: true });
+  const work = path.join(scratch, 'xet-stat-cache.index');
+  for (const [from, to] of [
+    [indexFile, work],
+    [`${indexFile}${RECORD_SUFFIX}`, `${work}${RECORD_SUFFIX}`],
+  ]) {
+    try {
+      fs.linkSync(from, to);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      fs.copyFileSync(from, to);
+      const st = fs.statSync(from);
+      fs.utimesSync(to, st.atime, st.mtime);
+    }
+  }
+  return work;
+}
+
+/** The stat cache, then its record (a record that does not match its index is ignored: a crash in
+ * between costs a full lstat next time, never a wrong answer). */
+function publishIndex(work: string, indexFile: string): void {
+  if (fs.existsSync(work)) fs.renameSync(work, indexFile);
+  if (fs.existsSync(`${work}${RECORD_SUFFIX}`))
+    fs.renameSync(`${work}${RECORD_SUFFIX}`, `${indexFile}${RECORD_SUFFIX}`);
 }
 
 export function scratchDir(base: string, what: string): string {
@@ -132,15 +174,24 @@ async function storeTree(
     changes === null && unknown.length > LOOKUP_LIMIT ? new Set(unknown) : await missingObjects(unknown, o);
   const items: PackItem[] = [];
   if (extra && missing.delete(extra.oid)) items.push(extra);
+  if (spec.extraItems) items.push(...(await spec.extraItems));
   for (const b of blobs) {
     if (!missing.has(b.oid)) continue;
     missing.delete(b.oid);
     items.push({ oid: b.oid, type: 'blob', file: path.join(spec.worktree, b.path), symlink: b.mode === '120000' });
   }
   for (const t of looseObjects(scratchObjects)) items.push(t);
+  const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
+  await spec.admission?.admit(unique.map(itemSize));
   if (items.length) spec.progress?.(`storing ${items.length} new objects`);
-  await writePack(spec.objectsDir, spec.objectFormat, items);
+  await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish);
   return { tree, changes };
+}
+
+/** An object's inflated size before it is read: a link's is its target's length, as lstat says. */
+function itemSize(i: PackItem): number {
+  if (i.data) return i.data.length;
+  return i.file ? (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0) : 0;
 }
 
 interface BlobRef {
@@ -173,7 +224,7 @@ async function missingObjects(oids: string[], o: GitOptions): Promise<Set<string
 }
 
 /** Every loose object in a scratch object dir (the trees write-tree just made). */
-function looseObjects(dir: string): PackItem[] {
+export function looseObjects(dir: string): PackItem[] {
   const out: PackItem[] = [];
   for (const sub of fs.readdirSync(dir)) {
     if (!/^[0-9a-f]{2}$/.test(sub)) continue;
