@@ -17,7 +17,7 @@
 import type { GitConfig } from '../git/config';
 import { readConfig } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
-import { withSidecar } from '../sidecar/db';
+import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { faultPoint } from '../testing/fault-points';
 import { repositoryLimits } from './config';
 import { deadWriters, markWriting, removeMarkers, type WriterMarker } from './crash';
@@ -75,18 +75,17 @@ export async function admitRepository(
 ): Promise<Admission> {
   const limits = repositoryLimits(config ?? (await readConfig(repoOpts(repo))));
   recountAfterCrash(repo);
-  const marker: WriterMarker = markWriting(repo.commonDir);
+  // A check is a read: without a sidecar there is no ledger (and none is made for a refusal).
   const check = (more: Amount) => {
     if (unlimited(limits)) return;
-    const used = withSidecar(repo.commonDir, (db) => measureRepository(repo, db).used);
+    const used =
+      withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ??
+      measureRepository(repo, null).used;
     enforce(REPOSITORY_ROOT, limits, used, more, cls, what);
   };
-  try {
-    check(adding);
-  } catch (e) {
-    marker.end();
-    throw e;
-  }
+  // Checked before the marker is left: a refused writer leaves the root as it found it.
+  check(adding);
+  const marker: WriterMarker = markWriting(repo.commonDir);
   await faultPoint('allowance:after-admit');
   const ledger = (fn: () => void): string | null => {
     try {

@@ -130,7 +130,10 @@ function packFilesAmount(packDir: string, name: string): Amount {
  * recorded as the root's last count. Temporary files of dead processes are counted either way;
  * removing them is recountRepository's job.
  */
-export function measureRepository(repo: Repo, db: Db, recount = false): RepositoryUsage {
+export function measureRepository(repo: Repo, db: Db | null, recount = false): RepositoryUsage {
+  // No sidecar yet (a repository git xet never wrote a pack into): no ledger parts, nothing created.
+  if (recount && !db) throw new Error('a recount needs the sidecar');
+  const ledger = db as Db;
   const xet = sidecarDir(repo.commonDir);
   const packDir = path.join(repo.objectsDir, 'pack');
   // Temporary files first (see the top of this file for why the order matters).
@@ -145,13 +148,13 @@ export function measureRepository(repo: Repo, db: Db, recount = false): Reposito
     temporary: zero(),
   };
   for (const t of temporary) add(breakdown.temporary, t);
-  const parts = partsOf(db, REPOSITORY_ROOT);
+  const parts = db ? partsOf(db, REPOSITORY_ROOT) : [];
   const recordedBases = new Map<string, Amount>();
   for (const p of parts) {
     const pack = packName(p.part);
     if (pack) {
       const a = packFilesAmount(packDir, pack);
-      if (a.files === 0 && recount) forgetPart(db, REPOSITORY_ROOT, p.part);
+      if (a.files === 0 && recount) forgetPart(ledger, REPOSITORY_ROOT, p.part);
       add(breakdown.packs, a);
     } else if (p.part.startsWith('base:')) {
       recordedBases.set(p.part.slice('base:'.length), p);
@@ -171,12 +174,12 @@ export function measureRepository(repo: Repo, db: Db, recount = false): Reposito
     let a = recount ? undefined : recordedBases.get(name);
     if (!a) {
       a = treeAmount(path.join(basesDir, name));
-      if (recount) recordPart(db, REPOSITORY_ROOT, `base:${name}`, a);
+      if (recount) recordPart(ledger, REPOSITORY_ROOT, `base:${name}`, a);
     }
     add(breakdown.bases, a);
     recordedBases.delete(name);
   }
-  if (recount) for (const gone of recordedBases.keys()) forgetPart(db, REPOSITORY_ROOT, `base:${gone}`);
+  if (recount) for (const gone of recordedBases.keys()) forgetPart(ledger, REPOSITORY_ROOT, `base:${gone}`);
   // The rest of xet/: small files, read from disk. Forks are their own roots; tmp/ and bases/ are
   // counted above.
   for (const d of safeReaddir(xet)) {
@@ -190,7 +193,7 @@ export function measureRepository(repo: Repo, db: Db, recount = false): Reposito
   }
   const used = zero();
   for (const a of Object.values(breakdown)) add(used, a);
-  if (recount) recordCount(db, REPOSITORY_ROOT, used, 0);
+  if (recount) recordCount(ledger, REPOSITORY_ROOT, used, 0);
   return { root: REPOSITORY_ROOT, path: repo.commonDir, used, breakdown, temporary };
 }
 
