@@ -23,15 +23,22 @@ export interface ForkRow {
   /** Set when `reclaim` took the fork down (its kept snapshot is pinned); with 'discarding', a
    * reclaim under way. */
   reclaimedAt?: string | null;
+  /** The fork's own allowance (`fork --allowance`), null per dimension without one (migration 7). */
+  allowanceBytes?: number | null;
+  allowanceFiles?: number | null;
+  /** What bounds the fork's own processes (src/workspace/layer.ts); null: nothing the kernel enforces. */
+  layerRoute?: 'image' | 'tmpfs' | 'project-quota' | null;
 }
 
 const COLUMNS = `id, dir, mode, snapshot, head_oid AS headOid, branch, git_dir AS gitDir, upper, work, state,
-  created_at AS createdAt, discarded_at AS discardedAt, kept_snapshot AS keptSnapshot, reclaimed_at AS reclaimedAt`;
+  created_at AS createdAt, discarded_at AS discardedAt, kept_snapshot AS keptSnapshot, reclaimed_at AS reclaimedAt,
+  allowance_bytes AS allowanceBytes, allowance_files AS allowanceFiles, layer_route AS layerRoute`;
 
 export function insertFork(db: Db, row: Omit<ForkRow, 'state' | 'discardedAt' | 'keptSnapshot'>): void {
   db.prepare(
-    `INSERT INTO forks(id, dir, mode, snapshot, head_oid, branch, git_dir, upper, work, state, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?)`,
+    `INSERT INTO forks(id, dir, mode, snapshot, head_oid, branch, git_dir, upper, work, state, created_at,
+       allowance_bytes, allowance_files, layer_route)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?, ?, ?, ?)`,
   ).run(
     row.id,
     row.dir,
@@ -43,6 +50,9 @@ export function insertFork(db: Db, row: Omit<ForkRow, 'state' | 'discardedAt' | 
     row.upper,
     row.work,
     row.createdAt,
+    row.allowanceBytes ?? null,
+    row.allowanceFiles ?? null,
+    row.layerRoute ?? null,
   );
 }
 

@@ -78,6 +78,8 @@ export const FAULT_POINTS = [
   'allowance:after-admit',
   'fetch:mid-import',
   'fork:after-layer',
+  // a fork's base with its files laid in its temporary `.build-<pid>-…` dir, no index yet
+  'fork:mid-base',
 ] as const;
 
 export type FaultPoint = (typeof FAULT_POINTS)[number];

@@ -7,11 +7,15 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { Admission } from '../allowance/admit';
+import { treeAmount } from '../allowance/repo-root';
+import type { Amount } from '../allowance/model';
 import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock } from '../sidecar/lock';
 import { layFiles, layIndex } from '../snapshot/lay';
 import type { Snapshot } from '../snapshot/store';
+import { faultPoint } from '../testing/fault-points';
 
 export interface Base {
   dir: string;
@@ -37,8 +41,19 @@ export function baseFor(repo: Repo, snapshot: string): Base {
   return layoutAt(path.join(basesDir(repo), snapshot));
 }
 
+/** What admits a base into the repository root: checked again once its files are laid (with `more`
+ * still to come after it), and the base recorded before its rename. */
+export interface BaseAdmission {
+  admission: Admission;
+  more: Amount;
+}
+
 /** The base for a snapshot, building it if it does not exist yet. */
-export async function ensureBase(repo: Repo, snap: Snapshot): Promise<{ base: Base; built: boolean }> {
+export async function ensureBase(
+  repo: Repo,
+  snap: Snapshot,
+  admit?: BaseAdmission,
+): Promise<{ base: Base; built: boolean }> {
   const base = baseFor(repo, snap.oid);
   if (fs.existsSync(base.index)) return { base, built: false };
   // One builder per base: others wait for it and then use its result instead of building their own.
@@ -49,13 +64,18 @@ export async function ensureBase(repo: Repo, snap: Snapshot): Promise<{ base: Ba
   );
   try {
     if (fs.existsSync(base.index)) return { base, built: false };
-    return await buildBase(repo, snap, base);
+    return await buildBase(repo, snap, base, admit);
   } finally {
     lock.release();
   }
 }
 
-async function buildBase(repo: Repo, snap: Snapshot, base: Base): Promise<{ base: Base; built: boolean }> {
+async function buildBase(
+  repo: Repo,
+  snap: Snapshot,
+  base: Base,
+  admit?: BaseAdmission,
+): Promise<{ base: Base; built: boolean }> {
   fs.mkdirSync(basesDir(repo), { recursive: true });
   // The pid says whose it is: a killed fork's half-built base is found and removed by a recount.
   const tmp = path.join(
@@ -75,7 +95,14 @@ async function buildBase(repo: Repo, snap: Snapshot, base: Base): Promise<{ base
       repoGitDir: repo.commonDir,
     };
     await layFiles(spec);
+    await faultPoint('fork:mid-base');
     await layIndex(spec);
+    if (admit) {
+      // The temporary base is complete and counted from disk now; concurrent writers may have taken
+      // the space meanwhile. Recorded before the rename: a kill in between counts it, never misses it.
+      admit.admission.recheck(admit.more);
+      admit.admission.record(`base:${snap.oid}`, treeAmount(tmp));
+    }
     try {
       fs.renameSync(tmp, base.dir);
     } catch (e) {

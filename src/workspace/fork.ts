@@ -36,6 +36,13 @@ import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
 import { faultPoint } from '../testing/fault-points';
+import { admitRepository, enforce, type Admission } from '../allowance/admit';
+import { forkAllowance } from '../allowance/config';
+import { FORK_FILES_PART, forkLimits, forkOwnDir } from '../allowance/fork-root';
+import { forkRoot, recordPart } from '../allowance/ledger';
+import type { Amount } from '../allowance/model';
+import { readConfig } from '../git/config';
+import { chooseRoute, layerPaths, layerSetting, makeLayer, mountLayer, removeLayer, type LayerRoute } from './layer';
 import { dropReclaimView } from './reclaim-view';
 import { assertForkWritable, fenceIfStale, forkSlot, hasStaleGuard, unfenceFork } from '../tasks/enforce';
 
@@ -46,6 +53,8 @@ export interface ForkOptions {
   snapshot: string;
   dir: string;
   mode: RequestedMode;
+  /** `--allowance BYTES[,FILES]`; default `xet.fork.allowance`. */
+  allowance?: string;
   progress?: (what: string) => void;
 }
 
@@ -62,6 +71,10 @@ export interface ForkResult {
   notAvailable: Partial<Record<'overlay' | 'clone', string>>;
   /** Whether this fork had to materialise the snapshot's base first. */
   baseBuilt: boolean;
+  /** The fork's own allowance, or null. */
+  allowance: { bytes: number; files: number | null } | null;
+  /** What bounds the fork's own processes in the kernel: its layer's route, or null (uncovered). */
+  route: LayerRoute | null;
 }
 
 export function forksDir(repo: Repo): string {
@@ -116,6 +129,12 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
       { paths: snap.manifest.repositories.map((r) => r.path).slice(0, 50) },
     );
   }
+  // The allowance is read and the fork's files checked against it before anything is made.
+  const config = await readConfig(o);
+  const allowance = forkAllowance(config, options.allowance);
+  const id = crypto.randomBytes(6).toString('hex');
+  const idx = indexBound(snap, longest);
+  if (options.mode === 'copy' || options.mode === 'clone') admitForkFiles(snap, allowance, idx, id);
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target, 'a fork');
   const known = fs.existsSync(target) ? fs.realpathSync(target) : target;
@@ -135,7 +154,6 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   // removed on the way out: another `fork` racing for the same directory may be filling it.
   const created = makeTargetDir(target);
   const dir = fs.realpathSync(target);
-  const progress = options.progress ?? (() => undefined);
   let chosen: Awaited<ReturnType<typeof chooseMode>>;
   try {
     chosen = await chooseMode(options.mode, repo, dir);
@@ -144,8 +162,61 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     throw e;
   }
   const { mode } = chosen;
-  const id = crypto.randomBytes(6).toString('hex');
   const own = path.join(forksDir(repo), id);
+  let route: LayerRoute | null = null;
+  let admission: Admission;
+  try {
+    if (mode !== 'overlay') admitForkFiles(snap, allowance, idx, id);
+    else if (allowance) route = (await chooseRoute(layerSetting(config), forksDir(repo))).route;
+    // The repository root gains the base (unless it exists) and the fork's capture cache index.
+    const newBase = mode !== 'copy' && !fs.existsSync(baseFor(repo, oid).index);
+    admission = await admitRepository(
+      repo,
+      newBase ? add(add(snapshotAmount(snap), add(idx, idx)), idx) : idx,
+      'grow',
+      `fork of ${oid.slice(0, 12)}`,
+      config,
+    );
+  } catch (e) {
+    releaseEmpty(dir, created);
+    throw e;
+  }
+  try {
+    return await createForkAdmitted(repo, snap, options, {
+      dir,
+      created,
+      chosen,
+      id,
+      own,
+      route,
+      allowance,
+      admission,
+      idx,
+    });
+  } finally {
+    admission.end();
+  }
+}
+
+interface Admitted {
+  dir: string;
+  created: boolean;
+  chosen: Awaited<ReturnType<typeof chooseMode>>;
+  id: string;
+  own: string;
+  route: LayerRoute | null;
+  allowance: { bytes: number; files: number | null } | null;
+  admission: Admission;
+  /** A bound of one index of the snapshot (the capture cache index a fork adds to the repository). */
+  idx: Amount;
+}
+
+async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptions, a: Admitted): Promise<ForkResult> {
+  const { dir, created, chosen, id, own, route, allowance, admission, idx } = a;
+  const { mode } = chosen;
+  const oid = snap.oid;
+  const progress = options.progress ?? (() => undefined);
+  const layer = route ? layerPaths(own) : null;
   const head = snap.manifest.head;
   const row: Omit<ForkRow, 'state' | 'discardedAt' | 'keptSnapshot'> = {
     id,
@@ -155,9 +226,12 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     headOid: head.oid,
     branch: head.kind === 'branch' ? head.ref : null,
     gitDir: null,
-    upper: mode === 'overlay' ? path.join(own, 'upper') : null,
-    work: mode === 'overlay' ? path.join(own, 'work') : null,
+    upper: mode === 'overlay' ? (layer?.upper ?? path.join(own, 'upper')) : null,
+    work: mode === 'overlay' ? (layer?.work ?? path.join(own, 'work')) : null,
     createdAt: new Date().toISOString(),
+    allowanceBytes: allowance?.bytes ?? null,
+    allowanceFiles: allowance?.files ?? null,
+    layerRoute: route,
   };
   try {
     withSidecar(repo.commonDir, (db) => insertFork(db, row));
@@ -176,10 +250,15 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     let base = null;
     if (mode !== 'copy') {
       progress(`materialising the base of ${oid.slice(0, 12)}`);
-      const b = await ensureBase(repo, snap);
+      const b = await ensureBase(repo, snap, { admission, more: idx });
       base = b.base;
       baseBuilt = b.built;
       await faultPoint('fork:after-base');
+    }
+    if (layer && route && allowance) {
+      progress(`making the fork's ${route} layer (${allowance.bytes} bytes)`);
+      await makeLayer(layer, route, allowance, id);
+      await faultPoint('fork:after-layer');
     }
     progress('adding the worktree');
     gitDir = await addWorktree(repo, dir, id, snap);
@@ -229,6 +308,10 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
       await layFiles(spec);
       await layIndex(spec);
     }
+    if (mode !== 'overlay') {
+      // The fork's files as its base counts them: a check reads this, a recount walks the tree.
+      withSidecar(repo.commonDir, (db) => recordPart(db, forkRoot(id), FORK_FILES_PART, snapshotAmount(snap)));
+    }
     await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
@@ -248,7 +331,49 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     branch: row.branch,
     notAvailable: chosen.notAvailable,
     baseBuilt,
+    allowance,
+    route,
   };
+}
+
+const add = (a: Amount, b: Amount): Amount => ({ bytes: a.bytes + b.bytes, files: a.files + b.files });
+
+/** A snapshot's files as laid out: regular files and symlinks (a symlink's size is its target's
+ * length, which the manifest's byte count includes). */
+function snapshotAmount(snap: Snapshot): Amount {
+  const c = snap.manifest.counts;
+  return { bytes: c.bytes, files: c.files + c.symlinks };
+}
+
+/** An upper bound of one index of the snapshot's paths: header, per entry 62 bytes of stat data
+ * and id (plus 12 for SHA-256) and a path no longer than the longest, padded to 8; the extensions
+ * git writes (a cache tree: a few dozen bytes per directory, bounded by one per entry) and checksum. */
+function indexBound(snap: Snapshot, longest: number): Amount {
+  const c = snap.manifest.counts;
+  const entries = c.files + c.symlinks;
+  const oidBytes = snap.manifest.git.objectFormat === 'sha256' ? 32 : 20;
+  const entry = 62 + (oidBytes - 20) + longest + 8;
+  return { bytes: 12 + entries * (entry + oidBytes + 16) + 4096 + oidBytes, files: 1 };
+}
+
+/** A clone or copy fork's files (and its admin dir's index) must fit its allowance: refused before
+ * anything is made. */
+function admitForkFiles(
+  snap: Snapshot,
+  allowance: { bytes: number; files: number | null } | null,
+  idx: Amount,
+  id: string,
+): void {
+  if (!allowance) return;
+  const limits = forkLimits({ allowanceBytes: allowance.bytes, allowanceFiles: allowance.files });
+  enforce(
+    forkRoot(id),
+    limits,
+    { bytes: 0, files: 0 },
+    add(snapshotAmount(snap), idx),
+    'grow',
+    `fork of ${snap.oid.slice(0, 12)}`,
+  );
 }
 
 /** The byte length of a validated snapshot's longest path (one ls-tree, no checks repeated). */
@@ -389,7 +514,16 @@ export async function removeForkFiles(repo: Repo, row: Pick<ForkRow, 'id' | 'git
       fs.rmSync(gitDir, { recursive: true, force: true });
     }
   }
+  // A layer (the fork's own filesystem) is unmounted and its loop device detached before its image
+  // and mount point go with the fork's dir.
+  await removeLayer(layerPaths(forkOwnDir(repo, row.id)));
   fs.rmSync(path.join(forksDir(repo), row.id), { recursive: true, force: true });
+}
+
+/** Mount a fork's layer if it has one and it is not mounted (after a reboot): before its overlay. */
+export async function ensureLayer(repo: Repo, row: ForkRow): Promise<boolean> {
+  if (row.mode !== 'overlay' || !row.layerRoute) return false;
+  return mountLayer(layerPaths(forkOwnDir(repo, row.id)), row.layerRoute, row.id);
 }
 
 function adminDirPointingAt(repo: Repo, dir: string): string | null {
@@ -463,6 +597,7 @@ export async function ensureMounted(repo: Repo, row: ForkRow): Promise<boolean> 
     await fenceIfStale(repo, row);
     return false;
   }
+  await ensureLayer(repo, row);
   if (!row.upper || !row.work || !fs.existsSync(path.join(row.upper, '.git'))) {
     throw new XetError('FORK_BROKEN', `the upper layer of fork ${row.id} is missing (${row.upper})`, {
       dir: row.dir,

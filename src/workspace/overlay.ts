@@ -79,14 +79,14 @@ function unescapeMountPath(s: string): string {
 
 /** Mount points, their filesystem types and whether they are read-only (the mount or its
  * filesystem), in mount order (later ones are on top). */
-function mountTable(): { point: string; type: string; readOnly: boolean }[] {
+function mountTable(): { point: string; type: string; readOnly: boolean; superOptions: string[] }[] {
   let text: string;
   try {
     text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   } catch {
     return [];
   }
-  const out: { point: string; type: string; readOnly: boolean }[] = [];
+  const out: { point: string; type: string; readOnly: boolean; superOptions: string[] }[] = [];
   for (const line of text.split('\n')) {
     if (!line) continue;
     const fields = line.split(' ');
@@ -96,6 +96,7 @@ function mountTable(): { point: string; type: string; readOnly: boolean }[] {
       point: unescapeMountPath(fields[4]),
       type: sep >= 0 ? fields[sep + 1] : 'unknown',
       readOnly: ro(fields[5]) || (sep >= 0 && ro(fields[sep + 3])),
+      superOptions: sep >= 0 ? (fields[sep + 3] ?? '').split(',') : [],
     });
   }
   return out;
@@ -105,6 +106,16 @@ function mountTable(): { point: string; type: string; readOnly: boolean }[] {
 export function mountedType(dir: string): string | null {
   let found: string | null = null;
   for (const m of mountTable()) if (m.point === dir) found = m.type;
+  return found;
+}
+
+/** The topmost mount that holds `dir` (a real path): its point, type and filesystem options. */
+export function mountContaining(dir: string): { point: string; type: string; superOptions: string[] } | null {
+  let found: { point: string; type: string; superOptions: string[] } | null = null;
+  for (const m of mountTable()) {
+    const holds = m.point === '/' || m.point === dir || dir.startsWith(`${m.point}/`);
+    if (holds && (!found || m.point.length >= found.point.length)) found = m;
+  }
   return found;
 }
 

@@ -36,7 +36,7 @@ import { compareFiles, compareIndex, withScratchObjects, type Difference } from 
 import { dieAt, faultPoint } from '../testing/fault-points';
 import { baseFor, ensureBase } from './base';
 import { removeDeep } from './copy';
-import { ensureMounted, ensureUsable, removeForkFiles, resolveFork } from './fork';
+import { ensureLayer, ensureMounted, ensureUsable, removeForkFiles, resolveFork } from './fork';
 import { holders, isMounted, mountsUnder, unmount } from './overlay';
 import { dropReclaimView, mountReclaimView } from './reclaim-view';
 import { assertForkWritable } from '../tasks/enforce';
@@ -197,6 +197,8 @@ async function reclaimOne(
 }
 
 async function reclaimOverlay(repo: Repo, row: ForkRow, at: string, progress: (w: string) => void) {
+  // A fork with a layer whose mount is gone (a reboot): the layer holds its upper dir.
+  await ensureLayer(repo, row);
   if (!row.upper || !row.gitDir || !fs.existsSync(path.join(row.upper, '.git')) || !fs.existsSync(row.gitDir)) {
     throw new XetError('FORK_BROKEN', `the layers or the worktree admin dir of fork ${row.id} are missing`, {
       dir: row.dir,
