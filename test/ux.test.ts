@@ -387,7 +387,13 @@ test(
     const none = parseJson(xet(sb, r.dir, ['status', '--json']));
     assert.equal(none.lastSnapshot, null);
     assert.equal(none.changed, null);
-    assert.deepEqual([none.pins, none.guards, none.allowance], [[], null, null]);
+    assert.deepEqual([none.pins, none.guards], [[], null]);
+    // No allowance set: the repository root's usage, nothing limited (test/allowance-report.test.ts has the rest).
+    assert.deepEqual(none.allowance, {
+      limits: { bytes: null, files: null },
+      used: { bytes: 0, files: 0 },
+      available: { bytes: null, files: null },
+    });
     r.write('.env', 'S=1\n');
     const snap = capture(sb, r.dir, ['-m', 'first']);
     const same = parseJson(xet(sb, r.dir, ['status', '--json']));

@@ -30,6 +30,7 @@ import { registerDrop } from './commands/drop';
 import { registerGc } from './commands/gc';
 import { registerTask } from './commands/task';
 import { registerHooks } from './commands/hooks';
+import { registerAllowance } from './commands/allowance';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -66,6 +67,7 @@ export function buildProgram(): Command {
   registerDrop(program);
   registerTask(program);
   registerHooks(program);
+  registerAllowance(program);
   return program;
 }
 

@@ -24,6 +24,11 @@ export class GitConfig {
     return [...(this.values.get(key.toLowerCase()) ?? [])];
   }
 
+  /** The keys set that match `re` (lower-cased section and name, as git prints them). */
+  keysMatching(re: RegExp): string[] {
+    return [...this.values.keys()].filter((k) => re.test(k));
+  }
+
   getBool(key: string): boolean | undefined {
     const v = this.get(key);
     if (v === undefined) return undefined;

@@ -2,8 +2,9 @@
 // since (files, index and flags, HEAD, refs, stash, config, info files), compared the way capture
 // would see it but without writing anything: the snapshot's own policy, the workspace's stat cache
 // (copied, so only files whose stat data changed are hashed), trees in a scratch object directory.
-// Also the repository's forks, and room for what later issues add (pins, guards, allowance).
+// Also the repository's forks, its pins, the repository root's storage allowance, and room for writer guards.
 
+import { repositoryAllowance } from '../allowance/report';
 import { countLeftovers } from './leftovers';
 import { pinsOfWorktree, type WorktreePin } from '../gc/pins';
 import { findRepo, repoOpts } from '../git/repo';
@@ -49,9 +50,11 @@ export interface StatusResult {
   leftovers: number;
   /** Pins (refs/xet/pins/*) of snapshots captured in this worktree, expired ones flagged. */
   pins: WorktreePin[];
-  /** Reserved for later issues (writer guards, allowances): null until they exist. */
+  /** Reserved for a later issue (writer guards): null until it exists. */
   guards: null;
-  allowance: null;
+  /** The repository root's storage allowance (`git xet allowance` has every root): limits, what is
+   * used, and what growing work may still add (null per dimension without a limit). */
+  allowance: Awaited<ReturnType<typeof repositoryAllowance>>;
 }
 
 export async function status(options: { cwd: string }): Promise<StatusResult> {
@@ -93,7 +96,7 @@ export async function status(options: { cwd: string }): Promise<StatusResult> {
     leftovers: countLeftovers(repo),
     pins: await pinsOfWorktree(repo, repo.worktree),
     guards: null,
-    allowance: null,
+    allowance: await repositoryAllowance(repo),
   };
   if (!baseOid) return result;
   const snap = await readSnapshot(baseOid, opts);
