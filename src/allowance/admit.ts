@@ -14,13 +14,15 @@
 // that check at the same moment both see the space free. The recheck closes most of that window;
 // what is left is bounded (docs/DESIGN-NOTES.md "Storage allowance") and the headroom covers it.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
 import { readConfig } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { faultPoint } from '../testing/fault-points';
 import { repositoryLimits } from './config';
-import { deadWriters, markWriting, removeMarkers, type WriterMarker } from './crash';
+import { deadWriters, markWriting, removeMarkers, writersDir, type WriterMarker } from './crash';
 import { forgetPart, recordPart, REPOSITORY_ROOT } from './ledger';
 import { allowanceError, refusalOf, type AdmissionClass, type Amount, type Limits } from './model';
 import { measureRepository, recountRepository } from './repo-root';
@@ -53,6 +55,13 @@ export interface Admission {
   end(): void;
 }
 
+/** `dir` and its ancestors that do not exist yet, deepest first. */
+function missingDirs(dir: string): string[] {
+  const out: string[] = [];
+  for (let d = dir; !fs.existsSync(d) && path.dirname(d) !== d; d = path.dirname(d)) out.push(d);
+  return out;
+}
+
 /** Recount the repository root if a writer died since its ledger was last right. */
 export function recountAfterCrash(repo: Repo): boolean {
   const dead = deadWriters(repo.commonDir);
@@ -83,9 +92,23 @@ export async function admitRepository(
       measureRepository(repo, null).used;
     enforce(REPOSITORY_ROOT, limits, used, more, cls, what);
   };
-  // Checked before the marker is left: a refused writer leaves the root as it found it.
-  check(adding);
+  // The marker is this writer's too and is there at every recheck, so it is there at the first
+  // check; a refusal removes it with the directories it needed (the root as it was found).
+  const made = missingDirs(writersDir(repo.commonDir));
   const marker: WriterMarker = markWriting(repo.commonDir);
+  try {
+    check(adding);
+  } catch (e) {
+    marker.end();
+    for (const d of made) {
+      try {
+        fs.rmdirSync(d);
+      } catch {
+        break; // a concurrent writer's marker is in it now
+      }
+    }
+    throw e;
+  }
   await faultPoint('allowance:after-admit');
   const ledger = (fn: () => void): string | null => {
     try {

@@ -81,8 +81,9 @@ export function readStoreFile(file: string, maxBytes: number): Buffer | null {
   }
 }
 
-/** Copy a store file to a new file `dst` (created exclusively), in chunks; false when absent. */
-export function copyStoreFile(src: string, dst: string): boolean {
+/** Copy a store file to a new file `dst` (created exclusively), in chunks; false when absent.
+ * `halfway` runs once half of it is written (a fault point of the tests). */
+export function copyStoreFile(src: string, dst: string, halfway?: () => void): boolean {
   const f = openStoreFile(src);
   if (!f) return false;
   try {
@@ -90,12 +91,18 @@ export function copyStoreFile(src: string, dst: string): boolean {
     try {
       const buf = Buffer.alloc(CHUNK);
       let pos = 0;
+      let half = halfway;
       for (;;) {
-        const got = fs.readSync(f.fd, buf, 0, CHUNK, pos);
+        const want = half ? Math.max(1, Math.min(CHUNK, Math.floor(f.size / 2) - pos)) : CHUNK;
+        const got = fs.readSync(f.fd, buf, 0, want, pos);
         if (got === 0) break;
         let w = 0;
         while (w < got) w += fs.writeSync(out, buf, w, got - w);
         pos += got;
+        if (half && pos >= Math.floor(f.size / 2)) {
+          half();
+          half = undefined;
+        }
       }
     } finally {
       fs.closeSync(out);

@@ -13,7 +13,10 @@ import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 import { locatePack } from './store-intents';
-import { copyStoreFile, storeFileExists } from './storefile';
+import { copyStoreFile, openStoreFile } from './storefile';
+import { admitRepository } from '../allowance/admit';
+import type { Amount } from '../allowance/model';
+import { dieAt } from '../testing/fault-points';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
 const SNAPSHOT_TREES_EXCLUDED = 16;
@@ -92,7 +95,10 @@ function importedLedger(repo: Repo, store: DirectoryStore): string {
   return path.join(sidecarDir(repo.commonDir), 'imported-packs', `${key}.txt`);
 }
 
-/** Copy into the repository every store pack it does not have, verified by `git index-pack`. */
+/** Copy into the repository every store pack it does not have, verified by `git index-pack`. Every
+ * pack's size is known from the store before a byte is copied: their sum (and an upper bound of the
+ * indexes git will write, from each pack's object count) is admitted into the repository root first,
+ * each pack is rechecked once its temporaries are complete and recorded before it is renamed. */
 export async function importPacks(
   store: DirectoryStore,
   repo: Repo,
@@ -100,57 +106,114 @@ export async function importPacks(
   ignoreLedger = false,
 ): Promise<string[]> {
   const packDir = path.join(repo.objectsDir, 'pack');
-  fs.mkdirSync(packDir, { recursive: true });
   const ledger = importedLedger(repo, store);
   const known = new Set(
     !ignoreLedger && fs.existsSync(ledger) ? fs.readFileSync(ledger, 'utf8').split('\n').filter(Boolean) : [],
   );
-  const imported: string[] = [];
+  const plan: { name: string; src: string; bound: Amount }[] = [];
   for (const name of packs) {
     const final = path.join(packDir, `${name}.pack`);
     if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
     // A pack a store gc is deleting may be in trash/ (the gc died before linking it back).
     const src = locatePack(store, name) ?? store.packPath(name);
-    if (!storeFileExists(src)) {
-      throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
-        store: store.root,
-        pack: name,
-      });
+    const bound = storePackBound(store, name, src);
+    plan.push({ name, src, bound });
+  }
+  if (!plan.length) return [];
+  const total = (from: number): Amount => {
+    const a = { bytes: 0, files: 0 };
+    for (const p of plan.slice(from)) {
+      a.bytes += p.bound.bytes;
+      a.files += p.bound.files;
     }
-    const tmp = path.join(packDir, `tmp_xet_${process.pid}_${crypto.randomBytes(6).toString('hex')}`);
-    try {
-      if (!copyStoreFile(src, `${tmp}.pack`)) throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} vanished`);
-      if (packTrailer(`${tmp}.pack`, store.objectFormat) !== name.slice('pack-'.length)) {
-        throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} does not end with the checksum that names it`, {
-          store: store.root,
-          pack: name,
-        });
-      }
-      const r = await git(['index-pack', '-o', `${tmp}.idx`, `${tmp}.pack`], {
-        cwd: repo.commonDir,
-        env: { GIT_DIR: repo.commonDir },
-        okCodes: [128],
-      });
-      if (r.code !== 0) {
-        throw new XetError(
-          'INTEGRITY_MISMATCH',
-          `store pack ${name} is corrupt: ${r.stderr.trim().split('\n').pop()}`,
-          {
+    // The imported-packs list: a line per pack, the file itself the first time.
+    a.bytes += (plan.length - from) * 46;
+    if (!fs.existsSync(ledger)) a.files++;
+    return a;
+  };
+  const admission = await admitRepository(repo, total(0), 'grow', `fetch from ${store.root}`);
+  fs.mkdirSync(packDir, { recursive: true });
+  const imported: string[] = [];
+  try {
+    for (let i = 0; i < plan.length; i++) {
+      const { name, src } = plan[i];
+      const final = path.join(packDir, `${name}.pack`);
+      const tmp = path.join(packDir, `tmp_xet_${process.pid}_${crypto.randomBytes(6).toString('hex')}`);
+      try {
+        if (!copyStoreFile(src, `${tmp}.pack`, () => dieAt('fetch:mid-import'))) {
+          throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} vanished`);
+        }
+        if (packTrailer(`${tmp}.pack`, store.objectFormat) !== name.slice('pack-'.length)) {
+          throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} does not end with the checksum that names it`, {
             store: store.root,
             pack: name,
-          },
-        );
+          });
+        }
+        const r = await git(['index-pack', '-o', `${tmp}.idx`, `${tmp}.pack`], {
+          cwd: repo.commonDir,
+          env: { GIT_DIR: repo.commonDir },
+          okCodes: [128],
+        });
+        if (r.code !== 0) {
+          throw new XetError(
+            'INTEGRITY_MISMATCH',
+            `store pack ${name} is corrupt: ${r.stderr.trim().split('\n').pop()}`,
+            {
+              store: store.root,
+              pack: name,
+            },
+          );
+        }
+        // Complete and counted from disk now: the packs still to come are what is left to admit.
+        admission.recheck(total(i + 1));
+        const parts = ['.pack', '.idx', '.rev'].filter((s) => fs.existsSync(`${tmp}${s}`));
+        const amount = { bytes: 0, files: parts.length };
+        for (const s of parts) amount.bytes += fs.statSync(`${tmp}${s}`).size;
+        // A failed record keeps this writer's crash marker: the next writer recounts. The import goes on.
+        admission.record(`pack:${name}`, amount);
+        // The pack becomes visible to git when its index appears: index last.
+        fs.renameSync(`${tmp}.pack`, final);
+        if (parts.includes('.rev')) fs.renameSync(`${tmp}.rev`, path.join(packDir, `${name}.rev`));
+        fs.renameSync(`${tmp}.idx`, path.join(packDir, `${name}.idx`));
+        imported.push(name);
+        fs.mkdirSync(path.dirname(ledger), { recursive: true });
+        fs.appendFileSync(ledger, `${name}\n`);
+      } finally {
+        for (const s of ['.pack', '.idx', '.rev']) fs.rmSync(`${tmp}${s}`, { force: true });
       }
-      // The pack becomes visible to git when its index appears: index last.
-      fs.renameSync(`${tmp}.pack`, final);
-      fs.renameSync(`${tmp}.idx`, path.join(packDir, `${name}.idx`));
-      imported.push(name);
-      fs.mkdirSync(path.dirname(ledger), { recursive: true });
-      fs.appendFileSync(ledger, `${name}\n`);
-    } finally {
-      fs.rmSync(`${tmp}.pack`, { force: true });
-      fs.rmSync(`${tmp}.idx`, { force: true });
     }
+  } finally {
+    admission.end();
   }
   return imported;
+}
+
+/** An upper bound of what importing a store pack adds: the pack as the store holds it, the .idx git
+ * writes for its objects (the count from the pack's header) and a .rev. The header is the store's
+ * word: a count no pack of that size could hold is refused. */
+function storePackBound(store: DirectoryStore, name: string, src: string): Amount {
+  const f = openStoreFile(src);
+  if (!f) {
+    throw new XetError('INTEGRITY_MISMATCH', `the store names pack ${name}, which it does not hold`, {
+      store: store.root,
+      pack: name,
+    });
+  }
+  const header = Buffer.alloc(12);
+  try {
+    if (f.size >= 12) fs.readSync(f.fd, header, 0, 12, 0);
+  } finally {
+    fs.closeSync(f.fd);
+  }
+  const oid = store.objectFormat === 'sha256' ? 32 : 20;
+  const n = header.readUInt32BE(8);
+  // An entry is at least a header byte and a zlib stream (2 bytes of header, 4 of checksum).
+  if (f.size < 12 + oid || header.toString('latin1', 0, 4) !== 'PACK' || n * 7 > f.size) {
+    throw new XetError('INTEGRITY_MISMATCH', `store pack ${name} has no valid pack header`, {
+      store: store.root,
+      pack: name,
+    });
+  }
+  const idx = 8 + 1024 + n * (oid + 8) + (f.size > 2 ** 31 ? n * 8 : 0) + 2 * oid;
+  return { bytes: f.size + idx + 12 + 4 * n + 2 * oid, files: 3 };
 }

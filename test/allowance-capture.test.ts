@@ -1,0 +1,202 @@
+// The storage allowance of captures and fetches (issue 11): a capture knows what it adds after
+// hashing and before writing, a fetch knows its packs' sizes before copying; a refusal is
+// ALLOWANCE_EXCEEDED and leaves the repository byte for byte as it was, an exact fit is accepted and
+// one file or byte more is refused, and work that adds nothing is admitted even over the limit.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { partsOf, REPOSITORY_ROOT } from '../src/allowance/ledger';
+import { writePack } from '../src/git/pack-writer';
+import { withExistingSidecar } from '../src/sidecar/db';
+import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
+import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
+
+function limit(r: Repo, settings: Record<string, string | null>): void {
+  for (const [k, v] of Object.entries(settings)) {
+    if (v === null) r.gitTry('config', '--unset', `xet.allowance.${k}`);
+    else r.git('config', `xet.allowance.${k}`, v);
+  }
+}
+
+/** A repository captured once, then given new work: `files` new files of `size` bytes each, a
+ * staged edit (a new index tree) and an untracked directory. */
+function repoWithNewWork(sb: Sandbox, files: number, size: number): Repo {
+  const r = initRepo(sb, 'repo');
+  r.commit('first', { 'README.md': '# demo\n', 'src/a.js': 'exports.a = 1;\n' });
+  capture(sb, r.dir);
+  for (let i = 0; i < files; i++) r.write(`new/f${i}.bin`, pseudoRandomBytes(size, i + 11));
+  r.write('src/a.js', 'exports.a = 2;\n');
+  r.git('add', 'src/a.js');
+  return r;
+}
+
+function refusal(sb: Sandbox, r: Repo) {
+  const err = expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
+  return err.details as {
+    root: string;
+    operation: string;
+    dimension: 'bytes' | 'files';
+    limit: number;
+    headroom: number;
+    used: number;
+    adding: number;
+    admissionClass: string;
+  };
+}
+
+test('a refused capture is ALLOWANCE_EXCEEDED with its figures, and leaves refs, objects and every git xet file byte for byte', async () => {
+  const sb = createSandbox();
+  try {
+    const r = repoWithNewWork(sb, 4, 50_000);
+    const used = await repositoryUsed(r.dir);
+    limit(r, { bytes: String(used.bytes + 1000), headroom: '0%' });
+    const gitDir = path.join(r.dir, '.git');
+    const before = gitDirListing(gitDir);
+    const d = refusal(sb, r);
+    assert.equal(d.root, 'repository');
+    assert.equal(d.operation, 'capture');
+    assert.equal(d.dimension, 'bytes');
+    assert.equal(d.admissionClass, 'grow');
+    assert.equal(d.limit, used.bytes + 1000);
+    assert.equal(d.headroom, 0);
+    // What is used includes the capture's own scratch (its stat cache copy, the new trees): at least
+    // what was there before it started.
+    assert.ok(d.used >= used.bytes, `used ${d.used} >= ${used.bytes}`);
+    assert.ok(d.adding > 200_000, `the bound covers the 200 kB of new files: ${d.adding}`);
+    assertUnchanged(gitDir, before, 'a refused capture');
+    // The default headroom is held back from new work: the message says so.
+    limit(r, { bytes: String(used.bytes + 1000), headroom: null });
+    const before2 = gitDirListing(gitDir);
+    const err = expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
+    assert.match(err.message, /held back as headroom/);
+    assert.ok(err.details.headroom > 0);
+    assertUnchanged(gitDir, before2, 'a refused capture under the default headroom');
+    // Raised: the same capture goes through, stores the files and records its pack in the ledger.
+    limit(r, { bytes: '1G' });
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('cat-file', '-t', snap).trim(), 'commit');
+    const parts = withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? [];
+    assert.ok(parts.filter((p) => p.part.startsWith('pack:')).length >= 2, JSON.stringify(parts));
+  } finally {
+    sb.cleanup();
+  }
+});
+
+for (const dimension of ['files', 'bytes'] as const) {
+  test(`a capture that fits xet.allowance.${dimension} exactly is accepted; one ${dimension === 'files' ? 'file' : 'byte'} less is refused`, async () => {
+    const sb = createSandbox();
+    try {
+      const r = repoWithNewWork(sb, 3, 20_000);
+      // The exact figure, from the allowance's own measure: what is used and what the capture adds.
+      limit(r, { [dimension]: '1', headroom: '0%' });
+      const first = refusal(sb, r);
+      assert.equal(first.dimension, dimension);
+      const exact = first.used + first.adding;
+      limit(r, { [dimension]: String(exact - 1) });
+      const gitDir = path.join(r.dir, '.git');
+      const before = gitDirListing(gitDir);
+      const over = refusal(sb, r);
+      assert.equal(over.dimension, dimension);
+      assert.deepEqual([over.used, over.adding], [first.used, first.adding], 'a refusal changed nothing it counts');
+      assert.equal(over.used + over.adding, over.limit + 1, `one ${dimension === 'files' ? 'file' : 'byte'} over`);
+      assertUnchanged(gitDir, before, 'a capture refused by one');
+      limit(r, { [dimension]: String(exact) });
+      const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+      assert.equal(out.unchanged, false, JSON.stringify(out));
+      assert.match(out.snapshot, /^[0-9a-f]{40}$/);
+      const after = await repositoryUsed(r.dir);
+      assert.ok(after[dimension] <= exact, `used ${after[dimension]} <= ${exact} after the exact fit`);
+    } finally {
+      sb.cleanup();
+    }
+  });
+}
+
+test('an unchanged re-capture adds nothing and is admitted even over the limit', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.write('untracked.bin', pseudoRandomBytes(30_000, 3));
+    const snap = capture(sb, r.dir);
+    limit(r, { bytes: '1', files: '1', headroom: '0%' });
+    const used = await repositoryUsed(r.dir);
+    assert.ok(used.bytes > 1 && used.files > 1, 'the root is over both limits');
+    const r2 = xet(sb, r.dir, ['capture', '--json']);
+    expectExit(r2, 0);
+    const out = parseJson(r2);
+    assert.equal(out.unchanged, true);
+    assert.equal(out.snapshot, snap);
+    // Anything new is refused, though.
+    r.write('more.txt', 'more\n');
+    expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a fetch from a xet store over the allowance is refused before any file lands; within it the packs are recorded', async () => {
+  const sb = createSandbox();
+  try {
+    const src = initRepo(sb, 'src');
+    src.commit('big', { 'big.bin': pseudoRandomBytes(150_000, 5), 'small.txt': 'x\n' });
+    const store = sb.path('store');
+    const push = gitTry(sb, src.dir, ['push', '-q', `xet::${store}`, 'HEAD:refs/heads/main']);
+    assert.equal(push.status, 0, push.stderr.toString());
+    const dst = initRepo(sb, 'dst');
+    limit(dst, { bytes: '100000', headroom: '0%' });
+    const gitDir = path.join(dst.dir, '.git');
+    const before = gitDirListing(gitDir);
+    const f = gitTry(sb, dst.dir, ['fetch', '-q', `xet::${store}`, 'main']);
+    assert.notEqual(f.status, 0);
+    const stderr = f.stderr.toString();
+    assert.match(stderr, /\[ALLOWANCE_EXCEEDED\]/, stderr);
+    assert.match(stderr, /fetch from .* would add \d+ bytes to repository/);
+    // FETCH_HEAD is git's own: git fetch truncates it before it asks the helper for anything.
+    assertUnchanged(gitDir, before, 'a refused fetch', ['FETCH_HEAD']);
+    assert.deepEqual(
+      fs.readdirSync(path.join(gitDir, 'objects', 'pack')).filter((n) => n.startsWith('tmp_')),
+      [],
+    );
+    limit(dst, { bytes: '10M' });
+    const ok = gitTry(sb, dst.dir, ['fetch', '-q', `xet::${store}`, 'main']);
+    assert.equal(ok.status, 0, ok.stderr.toString());
+    const packs = fs.readdirSync(path.join(gitDir, 'objects', 'pack')).filter((n) => n.endsWith('.pack'));
+    const parts = (withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? []).map((p) => p.part);
+    assert.deepEqual(parts.sort(), packs.map((n) => `pack:${n.slice(0, -'.pack'.length)}`).sort());
+    // The ledger is right: what a check sees is what a full recount finds.
+    const cheap = await repositoryUsed(dst.dir);
+    const full = await repositoryRecount(dst.dir);
+    assert.deepEqual([cheap.bytes, cheap.files], [full.bytes, full.files]);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('the pack writer removes its finished temporaries when beforePublish refuses', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    const objects = path.join(r.dir, '.git', 'objects');
+    const data = Buffer.from('hello\n');
+    const oid = r.gitInput(data, 'hash-object', '--stdin').trim();
+    const seen: number[] = [];
+    await assert.rejects(
+      writePack(objects, 'sha1', [{ oid, type: 'blob', data }], 1, (p) => {
+        seen.push(p.packBytes, p.idxBytes, p.objects);
+        const names = fs.readdirSync(path.join(objects, 'pack'));
+        assert.equal(names.filter((n) => /^tmp_(pack|idx)_xet_\d+_/.test(n)).length, 2, names.join(' '));
+        throw Object.assign(new Error('refused'), { code: 'X' });
+      }),
+      /refused/,
+    );
+    assert.equal(seen[2], 1);
+    assert.ok(seen[0] > 12 && seen[1] > 1000);
+    assert.deepEqual(fs.readdirSync(path.join(objects, 'pack')), []);
+  } finally {
+    sb.cleanup();
+  }
+});
