@@ -249,6 +249,10 @@ export function measureStore(store: DirectoryStore): StoreUsage {
   return measureStoreAt(store.root, readStoreAllowance(store.root));
 }
 
+/** A pusher's or a gc's intent file (store-intents.ts: pushId, host, pid, time), counted while it
+ * runs: a writer is admitted with its intent, which it removes when done. */
+export const INTENT_BOUND: Amount = { bytes: 1024, files: 1 };
+
 export interface StoreAdmission {
   readonly root: string;
   readonly limits: Limits;
