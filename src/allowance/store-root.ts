@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { DirectoryStore, fsyncDir, storeError } from '../remote/store';
 import { readStoreFile } from '../remote/storefile';
+import { ownerAlive } from '../snapshot/leftovers';
 import { enforce, unlimited } from './admit';
 import { limitsOf } from './config';
 import { parseCount, parseSize, type AdmissionClass, type Amount, type Limits } from './model';
@@ -195,15 +196,6 @@ export function setStoreAllowance(
   return allowance;
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** What the store directory holds now, from disk: every non-directory entry, bytes once per inode. */
 export function measureStoreAt(root: string, allowance: StoreAllowance | null): StoreUsage {
   const used: Amount = { bytes: 0, files: 0 };
@@ -234,7 +226,7 @@ export function measureStoreAt(root: string, allowance: StoreAllowance | null): 
       used.files += 1;
       if (dir === tmpDir) {
         const m = TEMP_RE.exec(d.name);
-        const into = m && pidAlive(Number(m[1])) ? temporary : deadTemporary;
+        const into = m && ownerAlive(Number(m[1])) ? temporary : deadTemporary;
         into.bytes += bytes;
         into.files += 1;
       }
@@ -248,6 +240,10 @@ export function measureStoreAt(root: string, allowance: StoreAllowance | null): 
 export function measureStore(store: DirectoryStore): StoreUsage {
   return measureStoreAt(store.root, readStoreAllowance(store.root));
 }
+
+/** A pusher's or a gc's intent file (store-intents.ts: pushId, host, pid, time), counted while it
+ * runs: a writer is admitted with its intent, which it removes when done. */
+export const INTENT_BOUND: Amount = { bytes: 1024, files: 1 };
 
 export interface StoreAdmission {
   readonly root: string;

@@ -16,7 +16,8 @@ import { objectSizes } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
-import { DirectoryStore, STATE_SCHEMA, type LoadedState, type StoreState } from './store';
+import { INTENT_BOUND, storeAdmission, type StoreAdmission } from '../allowance/store-root';
+import { DirectoryStore, STATE_SCHEMA, stateFileBytes, type LoadedState, type StoreState } from './store';
 import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
 import { importPacks, pushPack } from './transfer';
 import { storePathFromUrl } from './url';
@@ -26,6 +27,9 @@ import { dieAt, pauseAt } from '../testing/fault-points';
 
 /** Set by `git xet push`: the publication id this push carries into the state log. */
 export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
+
+/** The line on stderr that carries a refusal's details to `git xet push`. */
+export const HELPER_ERROR_PREFIX = 'git-remote-xet: error ';
 
 /** Refs that name content (snapshots, handoffs): created once, never moved. */
 export function isCreateOnce(ref: string): boolean {
@@ -265,6 +269,13 @@ export class RemoteHelper {
     const basis = new Set<string>();
     const copies = new Map<string, string>();
     let intent: string | null = null;
+    // The store's allowance, read once per push. A push that only deletes refs frees space once a
+    // store gc runs: it may use the headroom, as the gc does.
+    const deletesOnly = [...wanted.values()].every((oid) => oid === null);
+    const admission: StoreAdmission | null = store
+      ? storeAdmission(store, deletesOnly ? 'settle' : 'grow', `push of ${specs.length} ref(s)`)
+      : null;
+    const head = await localHead(repo);
     try {
       for (let attempt = 0; attempt < 1000; attempt++) {
         await pauseAt('before-decide');
@@ -285,27 +296,43 @@ export class RemoteHelper {
         const tips = changes
           .map((d) => wanted.get(d.dst))
           .filter((x): x is string => Boolean(x) && !covered.has(x as string));
+        const changed = changes.map((d): [string, string | null] => [d.dst, wanted.get(d.dst) ?? null]);
+        // The state this attempt publishes, as big as the real one (a pack name is of fixed length).
+        const placeholder = `pack-${'0'.repeat(store.objectFormat === 'sha256' ? 64 : 40)}`;
+        const besides = {
+          bytes: stateFileBytes(
+            nextState(latest, refs, changed, tips.length ? [...packs, placeholder] : packs, pushId, head),
+          ),
+          files: 1,
+        };
+        let pack: string | null = null;
         if (tips.length) {
-          // Before any pack exists: a store gc keeps every unnamed pack newer than a live intent.
-          intent ??= declareIntent(store, pushId);
-          const pack = await pushPack(store, o, [...new Set(tips)], refs, (name, copy) => {
-            if (copies.has(name)) fs.rmSync(copy, { force: true });
-            else copies.set(name, copy);
-          });
+          pack = await pushPack(
+            store,
+            o,
+            [...new Set(tips)],
+            refs,
+            (name, copy) => {
+              if (copies.has(name)) fs.rmSync(copy, { force: true });
+              else copies.set(name, copy);
+            },
+            {
+              admission: admission as StoreAdmission,
+              besides,
+              transient: intent ? { bytes: 0, files: 0 } : INTENT_BOUND,
+              // Before any pack exists: a store gc keeps every unnamed pack newer than a live intent.
+              admitted: () => (intent ??= declareIntent(store, pushId)),
+            },
+          );
           if (pack) packs.push(pack);
           for (const p of latest?.state.packs ?? []) basis.add(p);
           for (const t of tips) covered.add(t);
           dieAt('after-pack');
           await pauseAt('after-pack');
         }
-        const next = nextState(
-          latest,
-          refs,
-          changes.map((d) => [d.dst, wanted.get(d.dst) ?? null]),
-          packs,
-          pushId,
-          await localHead(repo),
-        );
+        // Without a new pack only the state is added (pushPack checked it with its pack otherwise).
+        if (!pack) admission?.check(besides);
+        const next = nextState(latest, refs, changed, packs, pushId, head);
         if (store.publishState(next)) {
           dieAt('after-state');
           // A store gc that read the log before this state may have trashed our packs meanwhile; its
@@ -467,6 +494,10 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     const msg = e instanceof XetError ? `${e.message} [${e.code}]` : ((e as Error).stack ?? String(e));
     process.stderr.write(`fatal: git-remote-xet: ${msg}\n`);
+    // `git xet push` turns this line back into the typed error with its details (publish.ts).
+    if (e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED' && process.env[PUBLICATION_ENV]) {
+      process.stderr.write(`${HELPER_ERROR_PREFIX}${JSON.stringify(e.toJSON())}\n`);
+    }
     return e instanceof XetError ? 128 : 70;
   } finally {
     // Done (or failed): stop reading, so the process can exit whatever git still has open.

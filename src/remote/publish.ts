@@ -27,7 +27,7 @@ import {
   type PublicationRow,
   type PublicationState,
 } from '../sidecar/publications';
-import { PUBLICATION_ENV } from './helper';
+import { HELPER_ERROR_PREFIX, PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
@@ -220,6 +220,8 @@ async function runPublication(
   }
   if (state === 'not-published') {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'not-published', { stderr: r.stderr.slice(-2000) }));
+    const refusal = helperRefusal(r.stderr, id);
+    if (refusal) throw refusal;
     const code = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'GIT_FAILED';
     throw new XetError(
       code as 'GIT_FAILED',
@@ -238,6 +240,28 @@ async function runPublication(
       stderr: withoutPassword(r.stderr.slice(-4000)),
     },
   );
+}
+
+/** The store's allowance refusal the helper sent (helper.ts), as the typed error it was there. Only
+ * ALLOWANCE_EXCEEDED travels this way; its details are copied field by field, never trusted whole. */
+function helperRefusal(stderr: string, publication: string): XetError | null {
+  const line = stderr.split('\n').find((l) => l.startsWith(HELPER_ERROR_PREFIX));
+  if (!line) return null;
+  let v: { code?: unknown; message?: unknown; details?: Record<string, unknown> };
+  try {
+    v = JSON.parse(line.slice(HELPER_ERROR_PREFIX.length)) as typeof v;
+  } catch {
+    return null;
+  }
+  if (v.code !== 'ALLOWANCE_EXCEEDED' || typeof v.message !== 'string' || typeof v.details !== 'object') return null;
+  const details: Record<string, unknown> = {};
+  for (const k of ['root', 'operation', 'dimension', 'admissionClass']) {
+    if (typeof v.details?.[k] === 'string') details[k] = v.details[k];
+  }
+  for (const k of ['limit', 'headroom', 'used', 'adding']) {
+    if (typeof v.details?.[k] === 'number') details[k] = v.details[k];
+  }
+  return new XetError('ALLOWANCE_EXCEEDED', v.message.slice(0, 2000), { ...details, publication });
 }
 
 function rejected(result: PushResult): XetError {

@@ -26,10 +26,13 @@ import {
   STATE_SCHEMA,
   fsyncDir,
   packTrailer,
+  stateFileBytes,
   storeError,
   type LoadedState,
   type StoreState,
 } from './store';
+import type { Amount } from '../allowance/model';
+import { INTENT_BOUND, storeAdmission } from '../allowance/store-root';
 import { declareIntent, locatePack, readIntents, relinkPack, trashDir, withdrawIntent } from './store-intents';
 import { copyStoreFile } from './storefile';
 import { storePathFromUrl } from './url';
@@ -364,6 +367,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
     problems: [],
   };
   result.bytes.before = listPackFiles(store).reduce((n, p) => n + p.bytes, 0);
+  const admission = storeAdmission(store, 'settle', 'store gc');
   const scratch = new Scratch(store);
   let intent: string | null = null;
   const copies: string[] = [];
@@ -412,6 +416,26 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
         result.packs.after = tips.length ? 1 : 0;
         break;
       }
+      const stateOf = (compacted: string | null): StoreState => ({
+        schema: STATE_SCHEMA,
+        seq: latest.state.seq + 1,
+        prev: latest.hash,
+        refs,
+        head: headFor(latest.state, refs),
+        packs: compacted ? [compacted] : [],
+        pushId: id,
+        createdAt: new Date().toISOString(),
+      });
+      // Settling work (it frees space), admitted into the headroom: the compacted pack is estimated
+      // by the packs it merges, then checked by its real size before it is published.
+      const placeholder = `pack-${'0'.repeat(store.objectFormat === 'sha256' ? 64 : 40)}`;
+      const besides = { bytes: stateFileBytes(stateOf(tips.length ? placeholder : null)), files: 1 };
+      const merged = listPackFiles(store)
+        .filter((p) => !p.inTrash && latest.state.packs.includes(p.name))
+        .reduce((n, p) => n + p.bytes, 0);
+      const withIntent = (a: Amount): Amount =>
+        intent ? a : { bytes: a.bytes + INTENT_BOUND.bytes, files: a.files + INTENT_BOUND.files };
+      admission.check(withIntent(tips.length ? { bytes: merged + besides.bytes, files: 1 + besides.files } : besides));
       // Before our pack exists: another gc keeps it (unnamed, newer than a live intent).
       intent ??= declareIntent(store, id);
       let compacted: string | null = null;
@@ -422,6 +446,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
             ...scratch.env,
             input: `${tips.join('\n')}\n`,
           });
+          admission.check(besides);
           const { name, copy } = store.publishPackKeeping(tmp);
           copies.push(copy);
           compacted = name;
@@ -430,16 +455,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
         }
       }
       await faultPoint('gc-store:after-pack');
-      const next: StoreState = {
-        schema: STATE_SCHEMA,
-        seq: latest.state.seq + 1,
-        prev: latest.hash,
-        refs,
-        head: headFor(latest.state, refs),
-        packs: compacted ? [compacted] : [],
-        pushId: id,
-        createdAt: new Date().toISOString(),
-      };
+      const next = stateOf(compacted);
       if (store.publishState(next)) {
         // As a pusher does: a concurrent gc may have trashed our pack before it saw our state.
         if (compacted && !store.hasPack(compacted)) relinkPack(store, compacted, copies[copies.length - 1]);

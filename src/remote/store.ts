@@ -289,6 +289,12 @@ export function packTrailer(file: string, format: 'sha1' | 'sha256'): string {
   }
 }
 
+/** The size of a state's file, for a store's allowance (a state with placeholder pack names of the
+ * right length is as big as the real one). */
+export function stateFileBytes(state: StoreState): number {
+  return serializeState(state).length;
+}
+
 function serializeState(state: StoreState): Buffer {
   const body = canonicalJson(state);
   return Buffer.from(`${canonicalJson({ sha256: sha256(body), state })}\n`);

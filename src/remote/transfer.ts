@@ -10,6 +10,9 @@ import { XetError } from '../errors';
 import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
+import type { StoreAdmission } from '../allowance/store-root';
+import { unlimited } from '../allowance/admit';
+import type { Amount } from '../allowance/model';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 import { locatePack } from './store-intents';
@@ -21,14 +24,28 @@ import { dieAt } from '../testing/fault-points';
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
 const SNAPSHOT_TREES_EXCLUDED = 16;
 
+/** The store's allowance for a push: `besides` is what the push publishes with its pack (the state);
+ * `admitted` runs once the estimate is admitted, before the first byte is written, and adds
+ * `transient` (the pusher's intent, removed when it is done; a refused push then leaves the store
+ * as it was). */
+export interface PushAdmission {
+  admission: StoreAdmission;
+  besides: Amount;
+  transient: Amount;
+  admitted(): void;
+}
+
 /** Write the objects reachable from `tips` and not from the store's refs into the store; the pack's
- * name, or null when the store already has everything. */
+ * name, or null when the store already has everything. With `allow`, refused with
+ * ALLOWANCE_EXCEEDED before the pack is written (by git's estimate) and again, by its real size,
+ * before it is published: a refused push leaves no pack. */
 export async function pushPack(
   store: DirectoryStore,
   o: GitOptions,
   tips: string[],
   storeRefs: Record<string, string>,
   keep?: (name: string, copy: string) => void,
+  allow?: PushAdmission,
 ): Promise<string | null> {
   if (!tips.length) return null;
   const have = [...new Set(Object.values(storeRefs))];
@@ -50,10 +67,19 @@ export async function pushPack(
     );
     for (const oid of newest.split('\n').filter(Boolean)) exclude.push(`${oid}^{tree}`);
   }
+  if (allow && !unlimited(allow.admission.limits)) {
+    const pack = allow.admission.limits.bytes === null ? 0 : await packEstimate(o, tips, exclude);
+    allow.admission.check({
+      bytes: pack + allow.besides.bytes + allow.transient.bytes,
+      files: 1 + allow.besides.files + allow.transient.files,
+    });
+  }
+  allow?.admitted();
   const tmp = store.tempPath('push.pack');
   try {
-    return await writePack(store, tmp, o, tips, exclude, keep);
+    return await writePack(store, tmp, o, tips, exclude, keep, allow);
   } catch (e) {
+    if (e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED') throw e;
     // Not being able to write the temporary pack is the store's problem (read-only, full), not git's.
     if (e instanceof XetError && e.code !== 'GIT_FAILED') throw e;
     if (e instanceof XetError && !/EROFS|EACCES|EPERM|ENOSPC|ENOENT/.test(String(e.message))) throw e;
@@ -70,6 +96,7 @@ async function writePack(
   tips: string[],
   exclude: string[],
   keep?: (name: string, copy: string) => void,
+  allow?: PushAdmission,
 ): Promise<string | null> {
   {
     await gitToFile(['pack-objects', '--revs', '--stdout', '-q', '--delta-base-offset'], tmp, {
@@ -81,11 +108,30 @@ async function writePack(
     fs.readSync(fd, header, 0, 12, 0);
     fs.closeSync(fd);
     if (header.readUInt32BE(8) === 0) return null; // nothing new
+    // The complete temporary pack and the intent are counted from disk now; what is left is the state.
+    allow?.admission.check(allow.besides);
     if (!keep) return store.publishPack(tmp);
     const { name, copy } = store.publishPackKeeping(tmp);
     keep(name, copy);
     return name;
   }
+}
+
+/**
+ * What git says the objects a push sends take on disk here (`rev-list --disk-usage`: packed entries
+ * as stored, loose objects compressed). An estimate, not a bound: an object stored here as a delta
+ * against one the push leaves out is sent whole (packs in a store are never thin). It refuses a
+ * push that is plainly too big before any byte is written; the real size is checked again before
+ * the pack is published.
+ */
+async function packEstimate(o: GitOptions, tips: string[], exclude: string[]): Promise<number> {
+  const out = await gitText(['rev-list', '--objects', '--disk-usage', '--stdin'], {
+    ...o,
+    // rev-list --stdin of git 2.39 takes no --not line: ^<rev> says the same.
+    input: [...tips, ...exclude.map((x) => `^${x}`)].map((x) => `${x}\n`).join(''),
+  });
+  const n = Number(out.trim());
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }
 
 /** Store packs this repository has imported, per store: a local `git gc` merges imported packs away,

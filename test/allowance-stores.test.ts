@@ -1,0 +1,278 @@
+// A xet store's own allowance (issue 11): `<store>/ALLOWANCE` (xet.store-allowance/v1) set and
+// cleared, read as hostile; a push over it refused with ALLOWANCE_EXCEEDED (typed, with its details,
+// through `git xet push`; a clear message through plain `git push`) before anything is published,
+// both by git's estimate before the pack is written and by the pack's real size before it is
+// published, leaving the store and the local repository byte-for-byte as they were; a push that fits
+// accepted; store gc admitted into the headroom, refused past the whole limit.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import {
+  measureStore,
+  parseStoreAllowanceSet,
+  readStoreAllowance,
+  setStoreAllowance,
+  STORE_ALLOWANCE_SCHEMA,
+} from '../src/allowance/store-root';
+import { DirectoryStore } from '../src/remote/store';
+import { codeOf } from './support/errors';
+import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { compareTrees, walkTree, withoutPaths, type TreeListing } from './support/state';
+import { assertStoreWhole, describeTool, tool } from './support/store-gc';
+import { capture, expectError, parseJson, xet } from './support/xet';
+
+/** A repository with remote `st`, a xet store holding main (one 100 KB incompressible file). */
+function seeded(sb: Sandbox): { r: Repo; store: string } {
+  const r = initRepo(sb, 'src', ['-b', 'main']);
+  r.commit('one', { 'one.bin': pseudoRandomBytes(100_000, 1) });
+  const store = sb.path('store');
+  r.git('remote', 'add', 'st', `xet::${store}`);
+  const p = gitTry(sb, r.dir, ['push', '-q', 'st', 'main']);
+  assert.equal(p.status, 0, p.stderr.toString());
+  return { r, store };
+}
+
+const used = (store: string) => measureStore(DirectoryStore.open(store)).used;
+
+/** The repository as git sees it on disk: everything in .git but git xet's own journal (xet/). */
+const repoListing = (r: Repo): TreeListing => withoutPaths(walkTree(path.join(r.dir, '.git')), ['xet/']);
+
+function assertSame(before: TreeListing, after: TreeListing, what: string): void {
+  assert.deepEqual(compareTrees(before, after), [], `${what} changed`);
+}
+
+test('a push past the store allowance is refused as ALLOWANCE_EXCEEDED with its details; store and repository unchanged; a push that fits is accepted', () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    r.write('scratch.bin', pseudoRandomBytes(200_000, 2));
+    const snap = capture(sb, r.dir);
+    setStoreAllowance(store, 1, null, '0'); // the file itself is counted: measure with it there
+    const now = used(store);
+    setStoreAllowance(store, now.bytes + 100_000, null, '0');
+    const storeBefore = walkTree(store);
+    const repoBefore = repoListing(r);
+
+    const err = expectError(xet(sb, r.dir, ['push', 'st', snap, '--json']), 'ALLOWANCE_EXCEEDED');
+    assert.equal(err.details.root, `store:${store}`);
+    assert.equal(err.details.dimension, 'bytes');
+    assert.equal(err.details.limit, now.bytes + 100_000);
+    assert.equal(err.details.headroom, 0);
+    assert.equal(err.details.used, used(store).bytes, 'used is what the store holds');
+    assert.ok(err.details.adding > 200_000, `adding ${err.details.adding}: the snapshot's 200 KB file`);
+    assert.match(err.details.publication, /^pub-/);
+    assertSame(storeBefore, walkTree(store), 'the store');
+    assertSame(repoBefore, repoListing(r), 'the repository');
+
+    // Plain git push says why, with the code.
+    r.commit('two', { 'two.bin': pseudoRandomBytes(200_000, 3) });
+    const plain = gitTry(sb, r.dir, ['push', 'st', 'main']);
+    assert.notEqual(plain.status, 0);
+    assert.match(
+      plain.stderr.toString(),
+      /fatal: git-remote-xet: push of 1 ref\(s\) would add \d+ bytes to store:.*\[ALLOWANCE_EXCEEDED\]/,
+    );
+    assertSame(storeBefore, walkTree(store), 'the store after a plain git push');
+
+    // Raised: the same push is accepted and lands in the store.
+    setStoreAllowance(store, now.bytes + 1_000_000, null, '0');
+    const ok = parseJson(xet(sb, r.dir, ['push', 'st', snap, '--json']));
+    assert.deepEqual(
+      ok.refs.map((x: { status: string }) => x.status),
+      ['new'],
+    );
+    assert.ok(used(store).bytes <= now.bytes + 1_000_000);
+  }));
+
+test("the pack's real size is checked before it is published: git's estimate (a local delta) fits, the pack does not", () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    // two.bin's only local copy is a delta against one.bin, which the store has and the push leaves
+    // out: the push must send it whole.
+    const base = pseudoRandomBytes(100_000, 1);
+    r.commit('two', { 'one.bin': base.subarray(0, 95_000) });
+    r.git('repack', '-adf', '-q');
+    const estimate = Number(r.git('rev-list', '--objects', '--disk-usage', 'main', '^main~1').trim());
+    assert.ok(estimate < 20_000, `the local copy is a delta (${estimate} bytes)`);
+    const now = used(store);
+    setStoreAllowance(store, now.bytes + estimate + 30_000, null, '0');
+    const storeBefore = walkTree(store);
+    const plain = gitTry(sb, r.dir, ['push', 'st', 'main']);
+    assert.notEqual(plain.status, 0, 'refused');
+    const m = /would add (\d+) bytes/.exec(plain.stderr.toString());
+    assert.ok(m && Number(m[1]) < 1000, `refused at the recheck, with the pack on disk: ${plain.stderr.toString()}`);
+    assertSame(storeBefore, walkTree(store), 'the store (no pack, no state, no temporary)');
+    setStoreAllowance(store, null, null);
+    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0, 'accepted without the allowance');
+  }));
+
+test('a files limit counts every file of the store: the pack and the state a push adds', () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    setStoreAllowance(store, null, 1, '0%');
+    const now = used(store);
+    r.commit('two', { 'b.txt': 'b\n' });
+    // A push is admitted with what it has on disk at its peak: its pack, its state, and its intent
+    // (removed when it is done).
+    for (const files of [now.files + 1, now.files + 2]) {
+      setStoreAllowance(store, null, files, '0%');
+      const before = walkTree(store);
+      const plain = gitTry(sb, r.dir, ['push', 'st', 'main']);
+      assert.match(plain.stderr.toString(), /would add \d files .*\[ALLOWANCE_EXCEEDED\]/);
+      assertSame(before, walkTree(store), 'the store');
+    }
+    setStoreAllowance(store, null, now.files + 3, '0%');
+    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0, 'pack, state and intent fit');
+    assert.equal(used(store).files, now.files + 2, 'the pack and the state stay');
+  }));
+
+test('ALLOWANCE is read as hostile: too big, not JSON, a newer schema, negative or fractional numbers, a bad headroom, a FIFO', () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    const file = path.join(store, 'ALLOWANCE');
+    const cases: [string, string | Buffer, string][] = [
+      ['too big', `{"schema":"xet.store-allowance/v1","bytes":1${' '.repeat(5000)}}`, 'INTEGRITY_MISMATCH'],
+      ['not JSON', '{"schema": "xet.store-allowance/v1", bytes', 'INTEGRITY_MISMATCH'],
+      ['an array', '[1,2]', 'INTEGRITY_MISMATCH'],
+      ['no schema', '{"bytes": 1000}', 'INTEGRITY_MISMATCH'],
+      ['newer', '{"schema":"xet.store-allowance/v2","bytes":1000}', 'SCHEMA_UNSUPPORTED'],
+      ['negative', '{"schema":"xet.store-allowance/v1","bytes":-1}', 'INTEGRITY_MISMATCH'],
+      ['fractional', '{"schema":"xet.store-allowance/v1","files":1.5}', 'INTEGRITY_MISMATCH'],
+      ['a string', '{"schema":"xet.store-allowance/v1","bytes":"1G"}', 'INTEGRITY_MISMATCH'],
+      ['headroom', '{"schema":"xet.store-allowance/v1","bytes":1000,"headroom":"200%"}', 'INTEGRITY_MISMATCH'],
+    ];
+    r.commit('two', { 'b.txt': 'b\n' });
+    for (const [what, bytes, code] of cases) {
+      fs.writeFileSync(file, bytes);
+      assert.equal(
+        codeOf(() => readStoreAllowance(store)),
+        code,
+        what,
+      );
+      const before = walkTree(store);
+      const plain = gitTry(sb, r.dir, ['push', 'st', 'main']);
+      assert.notEqual(plain.status, 0, `${what}: the push is refused`);
+      assert.match(plain.stderr.toString(), new RegExp(`fatal: git-remote-xet: .*ALLOWANCE.*\\[${code}\\]`), what);
+      assertSame(before, walkTree(store), `${what}: the store`);
+    }
+    fs.rmSync(file);
+    fs.symlinkSync(path.join(store, 'XET-STORE'), file);
+    assert.equal(
+      codeOf(() => readStoreAllowance(store)),
+      'INTEGRITY_MISMATCH',
+      'a symlink',
+    );
+    fs.rmSync(file);
+    assert.equal(spawnSync('mkfifo', [file]).status, 0);
+    assert.equal(
+      codeOf(() => readStoreAllowance(store)),
+      'INTEGRITY_MISMATCH',
+      'a FIFO never blocks the reader',
+    );
+    fs.rmSync(file);
+    // Extra fields of a later minor addition are accepted.
+    fs.writeFileSync(file, '{"schema":"xet.store-allowance/v1","bytes":1000000,"files":null,"note":"x"}');
+    assert.deepEqual(readStoreAllowance(store), {
+      schema: STORE_ALLOWANCE_SCHEMA,
+      bytes: 1_000_000,
+      files: null,
+      headroom: null,
+    });
+  }));
+
+test('setStoreAllowance sets, replaces and clears; bad values are USAGE and write nothing', () =>
+  withSandbox((sb) => {
+    const { store } = seeded(sb);
+    const file = path.join(store, 'ALLOWANCE');
+    assert.equal(readStoreAllowance(store), null);
+    const a = setStoreAllowance(store, 1_000_000, 100, '10%');
+    assert.deepEqual(a, { schema: STORE_ALLOWANCE_SCHEMA, bytes: 1_000_000, files: 100, headroom: '10%' });
+    assert.deepEqual(readStoreAllowance(store), a);
+    const u = measureStore(DirectoryStore.open(store));
+    assert.equal(u.root, `store:${store}`);
+    assert.deepEqual(
+      [u.limits.bytes, u.limits.files, u.limits.headroomBytes, u.limits.headroomFiles],
+      [1_000_000, 100, 100_000, 10],
+    );
+    assert.equal(u.temporary.files, 0);
+    assert.equal(
+      u.used.files,
+      fs.readdirSync(store, { recursive: true }).filter((n) => fs.statSync(path.join(store, String(n))).isFile())
+        .length,
+    );
+    // Replaced whole; the default headroom without one.
+    setStoreAllowance(store, 64 * 1024 * 1024, null);
+    assert.deepEqual(readStoreAllowance(store)?.headroom, null);
+    assert.equal(measureStore(DirectoryStore.open(store)).limits.headroomBytes, 16 * 1024 * 1024);
+    const before = walkTree(store);
+    for (const [bytes, files, headroom] of [
+      [-1, null, undefined],
+      [1.5, null, undefined],
+      [1000, null, '100%'],
+      [1000, null, '2000'],
+      [1000, null, 'lots'],
+    ] as [number, number | null, string | undefined][]) {
+      assert.equal(
+        codeOf(() => setStoreAllowance(store, bytes, files, headroom)),
+        'USAGE',
+        `${bytes} ${headroom}`,
+      );
+    }
+    assertSame(before, walkTree(store), 'the store after refused settings');
+    assert.deepEqual(fs.readdirSync(path.join(store, 'tmp')), [], 'no temporary left');
+    assert.equal(setStoreAllowance(store, null, null), null);
+    assert.equal(fs.existsSync(file), false, 'none removes the file');
+    assert.equal(
+      codeOf(() => setStoreAllowance(sb.path('nowhere'), 1000, null)),
+      'STORE_UNAVAILABLE',
+    );
+    assert.deepEqual(parseStoreAllowanceSet('none'), { bytes: null, files: null });
+    assert.deepEqual(parseStoreAllowanceSet('1M,500'), { bytes: 1024 * 1024, files: 500 });
+    assert.deepEqual(parseStoreAllowanceSet(',500'), { bytes: null, files: 500 });
+    assert.equal(
+      codeOf(() => parseStoreAllowanceSet('1M,2,3')),
+      'USAGE',
+    );
+    assert.equal(
+      codeOf(() => parseStoreAllowanceSet('big')),
+      'USAGE',
+    );
+  }));
+
+test('store gc is settling work: admitted into the headroom when a push is not, refused past the whole limit', () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    for (let i = 2; i <= 3; i++) {
+      r.commit(`c${i}`, { [`f${i}.bin`]: pseudoRandomBytes(20_000, i) });
+      assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0);
+    }
+    const packsBytes = fs
+      .readdirSync(path.join(store, 'packs'))
+      .reduce((n, f) => n + fs.statSync(path.join(store, 'packs', f)).size, 0);
+    setStoreAllowance(store, 1, null, '0');
+    const now = used(store);
+    // Past the whole limit: even a gc is refused, before it writes anything.
+    setStoreAllowance(store, now.bytes + 1000, null, '0');
+    const before = walkTree(store);
+    const refused = tool(sb, r.dir, ['gc', store, '--grace', '0']);
+    assert.equal(refused.status, 3, describeTool(refused));
+    assert.equal(refused.json.error.code, 'ALLOWANCE_EXCEEDED');
+    assert.equal(refused.json.error.details.admissionClass, 'settle');
+    assertSame(before, walkTree(store), 'the store after a refused gc');
+    // Over limit - headroom, under the limit with what the gc adds: a push is refused, the gc runs.
+    const limit = now.bytes + packsBytes + 10_000;
+    setStoreAllowance(store, limit, null, String(packsBytes + 20_000));
+    r.commit('c4', { 'f4.bin': 'small\n' });
+    const push = gitTry(sb, r.dir, ['push', 'st', 'main']);
+    assert.match(push.stderr.toString(), /\[ALLOWANCE_EXCEEDED\]/, 'growing work is held out of the headroom');
+    const gc = tool(sb, r.dir, ['gc', store, '--grace', '0']);
+    assert.equal(gc.status, 0, describeTool(gc));
+    assert.ok(gc.json.published !== null, 'the gc published its compacted state');
+    // Everything is reachable: the gc merged three packs into one and deleted them (grace 0).
+    assert.equal(fs.readdirSync(path.join(store, 'packs')).length, 1);
+    assert.ok(used(store).files < now.files, `fewer files: ${used(store).files} < ${now.files}`);
+    assert.ok(used(store).bytes <= limit, 'within the limit');
+    assertStoreWhole(sb, r.dir, store);
+  }));
