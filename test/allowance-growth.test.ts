@@ -12,6 +12,7 @@ import { admitRepository } from '../src/allowance/admit';
 import { writersDir } from '../src/allowance/crash';
 import { recountRepository } from '../src/allowance/repo-root';
 import { SETTLE_JOURNAL_BOUND_BYTES } from '../src/allowance/settle';
+import { KEEP_FINISHED_RUNS } from '../src/gc/journal';
 import { isXetError } from '../src/errors';
 import { findRepo, type Repo as CoreRepo } from '../src/git/repo';
 import { withSidecar } from '../src/sidecar/db';
@@ -304,4 +305,36 @@ test('gc and task recover recount after a crash: a dead writer marker makes them
       };
       assert.equal(n.n, 1, `${args.join(' ')} did not record a recount`);
     }
+  }));
+
+test(`repeated gc runs do not grow the journal without limit: it keeps the newest ${KEEP_FINISHED_RUNS} finished runs, runs that deleted refs, and other targets' runs`, () =>
+  withSandbox(async (sb) => {
+    const w = await richWorld(sb);
+    withSidecar(w.core.commonDir, (db) => {
+      const ins = db.prepare(
+        `INSERT INTO gc_runs(id, target, pid, started_at, finished_at, state, plan, result)
+         VALUES (?, ?, 1, ?, ?, 'done', '{}', '{}')`,
+      );
+      for (let i = 0; i < 100; i++) {
+        const at = new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString();
+        ins.run(`old-${String(i).padStart(3, '0')}`, 'repository', at, at);
+      }
+      ins.run('store-run', '/elsewhere/store', '2025-01-01T00:00:00Z', '2025-01-01T00:00:00Z');
+      db.prepare('INSERT INTO gc_deleted_refs(run_id, ref, oid, deleted_at) VALUES (?, ?, ?, ?)').run(
+        'old-000',
+        'refs/xet/dropped/x',
+        '0'.repeat(40),
+        '2026-01-01T00:00:00Z',
+      );
+    });
+    const out = parseJson(xet(sb, w.r.dir, ['gc', '--json']));
+    const ids = withSidecar(w.core.commonDir, (db) =>
+      (db.prepare('SELECT id, target FROM gc_runs').all() as { id: string; target: string }[]).map((r) => r.id),
+    );
+    const repo = ids.filter((id) => id !== 'store-run' && id !== 'old-000');
+    assert.equal(repo.length, KEEP_FINISHED_RUNS, `kept ${repo.length} runs: ${repo.join(' ')}`);
+    assert.ok(repo.includes(out.runId), 'the run itself was forgotten');
+    assert.ok(ids.includes('old-000'), 'a run that deleted refs was forgotten (undrop needs it)');
+    assert.ok(ids.includes('store-run'), "another target's run was forgotten");
+    assert.ok(!ids.includes('old-035'), 'an old run beyond the newest 64 was kept');
   }));

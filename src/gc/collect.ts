@@ -22,6 +22,7 @@ import { formatDuration, parseDuration } from './duration';
 import {
   finishRun,
   interruptUnfinished,
+  pruneFinishedRuns,
   recordDeletedRef,
   recordPlan,
   recordStep,
@@ -330,6 +331,7 @@ async function collect(
     withSidecar(repo.commonDir, (db) => {
       recordStep(db, id, 'reclaiming', 'repack');
       finishRun(db, id, 'done', { ...result, kept: result.kept.length });
+      pruneFinishedRuns(db, REPOSITORY_TARGET);
     });
     return result;
   } catch (e) {
