@@ -22,6 +22,7 @@ import { formatDuration, parseDuration } from './duration';
 import {
   finishRun,
   interruptUnfinished,
+  pruneFinishedRuns,
   recordDeletedRef,
   recordPlan,
   recordStep,
@@ -33,6 +34,7 @@ import { measureObjects, type StoreSize } from './measure';
 import { holdObjectsExclusive } from './objects-lock';
 import { markRoots, readForkMarkers, type Keeper, type Marking } from './roots';
 import { collectTasks } from '../tasks/retention';
+import { admitSettle } from '../allowance/settle';
 import {
   captureLocksOf,
   deadLocks,
@@ -195,10 +197,8 @@ function keptList(m: Marking): GcResult['kept'] {
 
 export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcResult> {
   const now = opts.now ?? new Date();
-  const progress = opts.progress ?? (() => undefined);
   const grace = await resolveGrace(repo, opts.graceSeconds);
   const cutoff = Number.isFinite(grace.seconds) ? new Date(now.getTime() - grace.seconds * 1000) : null;
-  const o = repoOpts(repo);
   const base = {
     grace: formatDuration(grace.seconds),
     graceSeconds: Number.isFinite(grace.seconds) ? grace.seconds : null,
@@ -206,6 +206,25 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     cutoff: cutoff ? cutoff.toISOString() : null,
   };
 
+  // A dry run writes nothing, so it needs no admission; a real run is settling work (headroom).
+  const admission = opts.dryRun ? null : await admitSettle(repo, 'gc');
+  try {
+    return await collect(repo, opts, now, grace, cutoff, base);
+  } finally {
+    admission?.end();
+  }
+}
+
+async function collect(
+  repo: Repo,
+  opts: GcOptions,
+  now: Date,
+  grace: Awaited<ReturnType<typeof resolveGrace>>,
+  cutoff: Date | null,
+  base: Pick<GcResult, 'grace' | 'graceSeconds' | 'graceFrom' | 'cutoff'>,
+): Promise<GcResult> {
+  const progress = opts.progress ?? (() => undefined);
+  const o = repoOpts(repo);
   progress('collecting tasks');
   // First, and outside the objects lock: a collected task is no root of this run's marking.
   const tasks = collectTasks(repo, { now, dryRun: opts.dryRun }).collected;
@@ -312,6 +331,7 @@ export async function collectGarbage(repo: Repo, opts: GcOptions): Promise<GcRes
     withSidecar(repo.commonDir, (db) => {
       recordStep(db, id, 'reclaiming', 'repack');
       finishRun(db, id, 'done', { ...result, kept: result.kept.length });
+      pruneFinishedRuns(db, REPOSITORY_TARGET);
     });
     return result;
   } catch (e) {

@@ -88,3 +88,22 @@ export function recordDeletedRef(db: Db, runId: string, ref: string, oid: string
      ON CONFLICT(run_id, ref) DO UPDATE SET oid = excluded.oid, deleted_at = excluded.deleted_at`,
   ).run(runId, ref, oid, at);
 }
+
+/** How many finished runs of a target the journal keeps (besides runs that deleted refs). */
+export const KEEP_FINISHED_RUNS = 64;
+
+/**
+ * Forget finished runs of `target` beyond the newest KEEP_FINISHED_RUNS, so repeated runs of gc add
+ * a bounded amount to the repository root (docs/CLI.md "Commands that add nothing"), not a row per
+ * run forever. A run that deleted refs is kept: `undrop` finds through its gc_deleted_refs rows that
+ * the drop is gone, and those rows are bounded by the refs deleted. Returns how many went.
+ */
+export function pruneFinishedRuns(db: Db, target: string, keep = KEEP_FINISHED_RUNS): number {
+  return db
+    .prepare(
+      `DELETE FROM gc_runs WHERE target = ? AND state IN ('done', 'failed', 'interrupted')
+         AND id NOT IN (SELECT run_id FROM gc_deleted_refs)
+         AND id NOT IN (SELECT id FROM gc_runs WHERE target = ? ORDER BY started_at DESC, id DESC LIMIT ?)`,
+    )
+    .run(target, target, keep).changes;
+}

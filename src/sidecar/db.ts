@@ -225,6 +225,7 @@ export function openSidecar(commonDir: string): Db {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');
+    boundWalOnOpen(db);
     migrate(db);
     return db;
   } catch (e) {
@@ -275,7 +276,11 @@ export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
   } catch (e) {
     throw sidecarIoError(e, sidecarDir(commonDir));
   } finally {
-    db.close();
+    try {
+      truncateWalAfterWrite(db, commonDir);
+    } finally {
+      db.close();
+    }
   }
 }
 
@@ -283,6 +288,72 @@ export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
 export function withExistingSidecar<T>(commonDir: string, fn: (db: Db) => T): T | null {
   if (!fs.existsSync(path.join(sidecarDir(commonDir), 'xet.db'))) return null;
   return withSidecar(commonDir, fn);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounding the WAL (the sidecar's part of the repository root's allowance)
+//
+// SQLite's WAL only shrinks when it is reset, and it can only be reset when no reader still needs
+// its frames: under a long reader it grows by everything committed meanwhile, without limit, and
+// afterwards keeps its largest size on disk until the last connection closes (a task runner keeps
+// one open for the task's lifetime). Three bounds:
+// - wal_autocheckpoint 1000 pages (SQLite's default, set so no build option changes it): a commit
+//   that leaves the WAL over 1000 pages (4 MiB at the 4 KiB page size) copies it back into xet.db.
+// - journal_size_limit 4 MiB: when the WAL is reset after such a checkpoint, the file is cut back to
+//   4 MiB instead of staying at its high-water mark; the same figure as the autocheckpoint, so in
+//   steady state the WAL never holds more than about two checkpoints' worth (≤ 8 MiB).
+// - a writer that finds the WAL over 16 MiB as it closes (four times the steady-state size: only a
+//   long reader gets it there) runs wal_checkpoint(TRUNCATE), which copies every frame back and
+//   truncates the file to 0. It does not wait (busy_timeout 0 for that one call): under a reader
+//   that still needs frames it cannot finish, returns at once, and the next writer tries again.
+// No git xet command holds a read transaction on xet.db across a long operation: every use is
+// withSidecar (open, statements, close), better-sqlite3 transactions are synchronous (they cannot
+// span an await), nothing iterates a cursor across an await, and the long-held locks (objects lock,
+// slot leases, hooks lock) are transactions on their own small databases in rollback-journal mode.
+// A long reader is therefore someone else's (a user's sqlite3 shell, a backup): the WAL grows while
+// it reads (test/sidecar-wal.test.ts: 1000 small commits took it to 33 MiB; the bound under a
+// reader is what is committed meanwhile) and is truncated by the first git xet write after it ends.
+// Without a reader it stays ≤ 4 MiB plus one transaction (measured: 4.0 MiB).
+
+/** Checkpoint every commit past this many pages (4 MiB at SQLite's 4 KiB default page). */
+export const WAL_AUTOCHECKPOINT_PAGES = 1000;
+/** The size a reset WAL is cut back to. */
+export const WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024;
+/** A writer finding the WAL larger than this truncates it. */
+export const WAL_TRUNCATE_ABOVE_BYTES = 16 * 1024 * 1024;
+
+function boundWalOnOpen(db: Db): void {
+  db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
+}
+
+/** If this connection wrote and the WAL is over the threshold, checkpoint and truncate it without
+ * waiting. Returns whether the WAL was truncated. A failure here loses nothing: the rows are
+ * committed; the WAL is merely left for the next writer. */
+export function truncateWalAfterWrite(db: Db, commonDir: string): boolean {
+  if (!db.open || db.inTransaction) return false;
+  let size: number;
+  try {
+    size = fs.statSync(path.join(sidecarDir(commonDir), 'xet.db-wal')).size;
+  } catch {
+    return false;
+  }
+  if (size <= WAL_TRUNCATE_ABOVE_BYTES) return false;
+  try {
+    // Only a writer does it: a read-only command must leave every file as it found it.
+    const wrote = (db.prepare('SELECT total_changes() AS n').get() as { n: number }).n > 0;
+    if (!wrote) return false;
+    const timeout = db.pragma('busy_timeout', { simple: true }) as number;
+    db.pragma('busy_timeout = 0');
+    try {
+      const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+      return r?.busy === 0;
+    } finally {
+      db.pragma(`busy_timeout = ${timeout}`);
+    }
+  } catch {
+    return false;
+  }
 }
 
 function migrate(db: Db): void {

@@ -46,6 +46,7 @@ import {
   type Slot,
 } from './slot';
 import { appendEvent, getTask, listTasks, resolveTaskId, updateTask, type TaskRow } from './store';
+import { admitSettle } from '../allowance/settle';
 
 export interface Reconciled {
   task: string;
@@ -86,7 +87,13 @@ const RUNNER_START_GRACE_MS = 60_000;
 
 /** Reconcile one task, or every task (`all`) whose runner is gone. */
 export async function reconcile(repo: Repo, opts: { task?: string; all?: boolean } = {}): Promise<ReconcileResult> {
-  return run(repo, { ...opts, atStart: false });
+  // Recovery is settling work: admitted into the headroom, and it recounts after a crash.
+  const admission = await admitSettle(repo, 'task recover');
+  try {
+    return await run(repo, { ...opts, atStart: false });
+  } finally {
+    admission.end();
+  }
 }
 
 /** The cheap pass every task command runs first: only tasks whose runner is gone are touched. */
