@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
+import { walkTree } from './support/state';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -20,6 +21,12 @@ const MiB = 1024 * 1024;
 /** Whether a helper's module on this branch is still the foundation's stub. */
 const stub = (file: string): boolean =>
   fs.readFileSync(path.join(ROOT, 'src', 'allowance', file), 'utf8').includes('not implemented yet');
+
+/** What the allowance counts of a directory: st_size of every non-directory entry, and their number. */
+function walk(dir: string): { bytes: number; files: number } {
+  const files = [...walkTree(dir).entries.values()].filter((e) => e.type !== 'dir');
+  return { bytes: files.reduce((n, e) => n + (e.size ?? 0), 0), files: files.length };
+}
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function allowance(sb: Sandbox, cwd: string, extra: string[] = []): any {
@@ -237,22 +244,6 @@ test(
       assert.equal(allowance(sb, r.dir).roots.length, 1);
       assert.equal(fs.existsSync(store), false);
       expectExit(xet(sb, r.dir, ['push', '--json']), 0);
-      const walk = (d: string): { bytes: number; files: number } => {
-        let bytes = 0;
-        let files = 0;
-        for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-          const p = path.join(d, e.name);
-          if (e.isDirectory()) {
-            const s = walk(p);
-            bytes += s.bytes;
-            files += s.files;
-          } else {
-            bytes += fs.lstatSync(p).size;
-            files++;
-          }
-        }
-        return { bytes, files };
-      };
       const listed = allowance(sb, r.dir).roots.find((x: { kind: string }) => x.kind === 'store');
       assert.ok(listed, 'the remote’s store is a root');
       assert.deepEqual([listed.root, listed.path, listed.route], [`store:${store}`, store, null]);
