@@ -11,14 +11,12 @@ import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import type { StoreAdmission } from '../allowance/store-root';
-import { unlimited } from '../allowance/admit';
 import type { Amount } from '../allowance/model';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 import { locatePack } from './store-intents';
 import { copyStoreFile, openStoreFile } from './storefile';
-import { admitRepository } from '../allowance/admit';
-import type { Amount } from '../allowance/model';
+import { admitRepository, unlimited } from '../allowance/admit';
 import { dieAt } from '../testing/fault-points';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
