@@ -272,7 +272,7 @@ test('over limit − headroom, growing work is refused but gc and task recover a
     assertUnchanged('a refused gc', before, measureAfter(w));
   }));
 
-test('over limit − headroom, a capture is refused with ALLOWANCE_EXCEEDED and leaves .git as it was (needs wip/capture)', () =>
+test('over limit − headroom, a capture is refused with ALLOWANCE_EXCEEDED and leaves .git as it was', () =>
   withSandbox(async (sb) => {
     const w = await richWorld(sb);
     squeeze(w);
