@@ -19,6 +19,7 @@ import { withSidecar } from '../src/sidecar/db';
 import { workspaceId } from '../src/sidecar/workspaces';
 import { bootId } from '../src/tasks/proc';
 import { insertTask } from '../src/tasks/store';
+import { killAt } from './support/faults';
 import { fork } from './support/forks';
 import { initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -271,7 +272,7 @@ test('over limit − headroom, growing work is refused but gc and task recover a
     assertUnchanged('a refused gc', before, measureAfter(w));
   }));
 
-test('over limit − headroom, a capture is refused with ALLOWANCE_EXCEEDED and leaves .git as it was (needs wip/capture)', () =>
+test('over limit − headroom, a capture is refused with ALLOWANCE_EXCEEDED and leaves .git as it was', () =>
   withSandbox(async (sb) => {
     const w = await richWorld(sb);
     squeeze(w);
@@ -337,4 +338,21 @@ test(`repeated gc runs do not grow the journal without limit: it keeps the newes
     assert.ok(ids.includes('old-000'), 'a run that deleted refs was forgotten (undrop needs it)');
     assert.ok(ids.includes('store-run'), "another target's run was forgotten");
     assert.ok(!ids.includes('old-035'), 'an old run beyond the newest 64 was kept');
+  }));
+
+test('a gc SIGKILLed right after its admission leaves its writer marker; the next task recover recounts and removes it', () =>
+  withSandbox(async (sb) => {
+    const w = await richWorld(sb);
+    const dir = writersDir(w.core.commonDir);
+    const before = fs.existsSync(dir) ? fs.readdirSync(dir) : [];
+    killAt(sb, w.r.dir, ['gc', '--json'], 'allowance:after-admit');
+    const left = fs.readdirSync(dir).filter((n) => !before.includes(n));
+    assert.equal(left.length, 1, `the killed gc left ${left.length} markers`);
+    withSidecar(w.core.commonDir, (db) => db.prepare('DELETE FROM allowance_counts').run());
+    expectExit(xet(sb, w.r.dir, ['task', 'recover', '--all', '--json']), 0);
+    assert.deepEqual(fs.readdirSync(dir), [], 'the dead gc marker is still there');
+    const counted = withSidecar(w.core.commonDir, (db) =>
+      db.prepare(`SELECT bytes FROM allowance_counts WHERE root = 'repository'`).get(),
+    ) as { bytes: number } | undefined;
+    assert.equal(counted?.bytes, recountRepository(w.core).used.bytes, 'task recover did not recount');
   }));
