@@ -21,7 +21,7 @@
 // which does not admit yet: the with/without difference is then the noise floor. Re-run after the
 // merge. Results: tables on stdout and bench/allowance-results.json.
 
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
@@ -171,9 +171,13 @@ async function main() {
     const req = createRequire(join(dist, 'index.js'));
     const hasAllowance = /^ {2}allowance\b/m.test((await run(process.execPath, [cli, '--help'])).stdout);
     if (!hasAllowance) warn('git xet has no allowance command: the report part is skipped');
-    // Does this CLI's capture admit? (wip/capture calls admitRepository from src/snapshot/capture.ts.)
-    const captureJs = join(dist, 'snapshot', 'capture.js');
-    results.admissionOnMain = existsSync(captureJs) && /admitRepository/.test(readFileSync(captureJs, 'utf8'));
+    // Does this CLI's capture admit? (wip/capture calls admitRepository from src/snapshot/.)
+    const snapshotDir = join(dist, 'snapshot');
+    results.admissionOnMain =
+      existsSync(snapshotDir) &&
+      readdirSync(snapshotDir).some(
+        (n) => n.endsWith('.js') && /admitRepository/.test(readFileSync(join(snapshotDir, n), 'utf8')),
+      );
     if (!results.admissionOnMain) {
       warn('this capture does not admit yet (wip/capture not merged): the capture rows are the noise floor');
     }

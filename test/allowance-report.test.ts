@@ -227,7 +227,12 @@ test('allowance: a bad xet.allowance.* is CONFIG_INVALID before any effect; bad 
       expectError(xet(sb, r.dir, ['allowance', ...args, '--json']), 'USAGE', 2);
     }
     assert.equal(fs.existsSync(sb.path('a')), false);
-    expectError(xet(sb, r.dir, ['allowance', '--store', sb.path('nostore'), '--json']), 'STORE_UNAVAILABLE');
+    // A store that is not there: refused before the recount removes anything.
+    expectError(
+      xet(sb, r.dir, ['allowance', '--recount', '--store', sb.path('nostore'), '--json']),
+      'STORE_UNAVAILABLE',
+    );
+    assert.equal(fs.existsSync(dead), true, 'the refused recount removed nothing');
   }));
 
 // ---- roots measured by other parts of issue 11: run after wip/stores and wip/forks are merged ----
