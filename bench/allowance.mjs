@@ -21,31 +21,29 @@
 // which does not admit yet: the with/without difference is then the noise floor. Re-run after the
 // merge. Results: tables on stdout and bench/allowance-results.json.
 
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
-import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import {
   BenchError,
   ROOT,
-  cliInfo,
   fmtMs,
-  freezeCli,
   git,
-  machineInfo,
+  loadNoter,
   med,
   openRunDir,
   parseArgs,
   printReport,
   recorder,
   run,
-  runXet,
   settle,
+  setUpCli,
   start,
   table,
   writeResults,
+  xetRunner,
 } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
@@ -151,29 +149,24 @@ async function main() {
     load: [],
   };
   const { fail, warn } = recorder(results);
-  const noteLoad = (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
+  const noteLoad = loadNoter(results);
   let cli = join(ROOT, 'bin', 'git-xet');
-  const xet = (cwd, args, o = {}) =>
-    runXet(cli, cwd, args, {
-      timeoutSec: opts.timeoutSec,
-      requireJson: args.includes('--json'),
-      note: 'cwd is in the run dir, removed at exit unless --keep',
-      cpu: true,
-      ...o,
-    });
+  const xet = xetRunner(() => cli, opts, { cpu: true });
 
   try {
     noteLoad('start');
-    results.cli = await cliInfo(opts.freezeCli);
-    if (opts.freezeCli) cli = await freezeCli(runDir);
-    results.machine = await machineInfo(runDir);
+    cli = await setUpCli(opts, runDir, results);
     const dist = join(dirname(dirname(cli)), 'dist', 'src');
     const req = createRequire(join(dist, 'index.js'));
     const hasAllowance = /^ {2}allowance\b/m.test((await run(process.execPath, [cli, '--help'])).stdout);
     if (!hasAllowance) warn('git xet has no allowance command: the report part is skipped');
-    // Does this CLI's capture admit? (wip/capture calls admitRepository from src/snapshot/capture.ts.)
-    const captureJs = join(dist, 'snapshot', 'capture.js');
-    results.admissionOnMain = existsSync(captureJs) && /admitRepository/.test(readFileSync(captureJs, 'utf8'));
+    // Does this CLI's capture admit? (wip/capture calls admitRepository from src/snapshot/.)
+    const snapshotDir = join(dist, 'snapshot');
+    results.admissionOnMain =
+      existsSync(snapshotDir) &&
+      readdirSync(snapshotDir).some(
+        (n) => n.endsWith('.js') && /admitRepository/.test(readFileSync(join(snapshotDir, n), 'utf8')),
+      );
     if (!results.admissionOnMain) {
       warn('this capture does not admit yet (wip/capture not merged): the capture rows are the noise floor');
     }

@@ -28,23 +28,20 @@
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join, relative } from 'node:path';
-import os from 'node:os';
 import {
   BenchError,
   GIT_ENV,
   ROOT,
   WORK,
-  cliInfo,
   compare,
   fmtMB,
   fmtMs,
   fmtS,
   fmtX,
-  freezeCli,
   git,
+  loadNoter,
   isStopping,
   log,
-  machineInfo,
   med,
   openRunDir,
   parseArgs,
@@ -53,9 +50,9 @@ import {
   recorder,
   repeat,
   runCpu,
+  setUpCli,
   rmrf,
   run,
-  runXet,
   settle,
   sh,
   start,
@@ -63,6 +60,7 @@ import {
   table,
   verdict,
   writeResults,
+  xetRunner,
 } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
@@ -390,16 +388,10 @@ async function main() {
     load: [],
   };
   const { fail, warn, problem } = recorder(results);
-  const noteLoad = (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
+  const noteLoad = loadNoter(results);
 
   let cli = join(ROOT, 'bin', 'git-xet');
-  const xet = (cwd, args, o = {}) =>
-    runXet(cli, cwd, args, {
-      timeoutSec: opts.timeoutSec,
-      requireJson: args.includes('--json'),
-      note: 'cwd is in the run dir, removed at exit unless --keep',
-      ...o,
-    });
+  const xet = xetRunner(() => cli, opts);
   /** Whether the CLI knows a command (drop and gc arrive on main while this is written). */
   let commandList = null;
   const has = async (cmd) => {
@@ -448,9 +440,7 @@ async function main() {
     if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
       throw new BenchError('dist/src/cli/main.js does not exist: run `npm run build` (npm run bench does it)');
     }
-    results.cli = await cliInfo(opts.freezeCli);
-    if (opts.freezeCli) cli = await freezeCli(runDir);
-    results.machine = await machineInfo(runDir);
+    cli = await setUpCli(opts, runDir, results);
     for (const c of ['capture', 'drop', 'gc', 'pin']) results.commands[c] = await has(c);
     const missing = Object.entries(results.commands)
       .filter(([, ok]) => !ok)

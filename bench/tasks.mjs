@@ -30,16 +30,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
 import { dirname, join, relative } from 'node:path';
-import os from 'node:os';
 import {
   BenchError,
   GIT_ENV,
   ROOT,
-  cliInfo,
   fmtMs,
-  freezeCli,
   git,
-  machineInfo,
+  loadNoter,
   med,
   openRunDir,
   parseArgs,
@@ -47,10 +44,11 @@ import {
   recorder,
   run,
   runCpu,
-  runXet,
+  setUpCli,
   start,
   table,
   writeResults,
+  xetRunner,
 } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
@@ -166,16 +164,10 @@ async function main() {
     load: [],
   };
   const { fail, warn } = recorder(results);
-  const noteLoad = (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
+  const noteLoad = loadNoter(results);
 
   let cli = join(ROOT, 'bin', 'git-xet');
-  const xet = (cwd, args, o = {}) =>
-    runXet(cli, cwd, args, {
-      timeoutSec: opts.timeoutSec,
-      requireJson: args.includes('--json'),
-      note: 'cwd is in the run dir, removed at exit unless --keep',
-      ...o,
-    });
+  const xet = xetRunner(() => cli, opts);
   let commandList = null;
   const has = async (...words) => {
     const args = [cli, ...words.slice(0, -1), '--help'];
@@ -189,9 +181,7 @@ async function main() {
     if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
       throw new BenchError('dist/src/cli/main.js does not exist: run `npm run build` (npm run bench does it)');
     }
-    results.cli = await cliInfo(opts.freezeCli);
-    if (opts.freezeCli) cli = await freezeCli(runDir);
-    results.machine = await machineInfo(runDir);
+    cli = await setUpCli(opts, runDir, results);
     results.commands.task = await has('task');
     results.commands.hooks = await has('hooks');
     results.commands['task run'] = results.commands.task && (await has('task', 'run'));

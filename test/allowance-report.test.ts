@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { initRepo, type Repo } from './support/git';
+import { git, initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { walkTree } from './support/state';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -227,7 +227,12 @@ test('allowance: a bad xet.allowance.* is CONFIG_INVALID before any effect; bad 
       expectError(xet(sb, r.dir, ['allowance', ...args, '--json']), 'USAGE', 2);
     }
     assert.equal(fs.existsSync(sb.path('a')), false);
-    expectError(xet(sb, r.dir, ['allowance', '--store', sb.path('nostore'), '--json']), 'STORE_UNAVAILABLE');
+    // A store that is not there: refused before the recount removes anything.
+    expectError(
+      xet(sb, r.dir, ['allowance', '--recount', '--store', sb.path('nostore'), '--json']),
+      'STORE_UNAVAILABLE',
+    );
+    assert.equal(fs.existsSync(dead), true, 'the refused recount removed nothing');
   }));
 
 // ---- roots measured by other parts of issue 11: run after wip/stores and wip/forks are merged ----
@@ -304,10 +309,18 @@ test(
         fork.notCovered.some((c: string) => c.includes(fork.route.reason)),
         'notCovered says the route is uncovered, and why',
       );
-      // A recount walks the fork again: a file written into it is counted.
+      // A recount walks the fork again: its files (the .git gitfile too) and its admin index files.
       fs.writeFileSync(path.join(dir, 'new.bin'), Buffer.alloc(4096));
       const rc = allowance(sb, r.dir, ['--recount']).roots.find((x: { kind: string }) => x.kind === 'fork');
-      assert.deepEqual(rc.used, { bytes: fork.used.bytes + 4096, files: fork.used.files + 1 });
+      const expected = walk(dir);
+      const gitDir = git(sb, dir, ['rev-parse', '--absolute-git-dir']).trim();
+      for (const f of [path.join(dir, '.git'), path.join(gitDir, 'index'), path.join(gitDir, 'xet-files.index')]) {
+        if (!fs.existsSync(f)) continue;
+        expected.bytes += fs.lstatSync(f).size;
+        expected.files++;
+      }
+      assert.deepEqual(rc.used, expected);
+      assert.ok(rc.used.bytes >= fork.used.bytes + 4096, `${JSON.stringify(rc.used)} vs ${JSON.stringify(fork.used)}`);
       expectExit(xet(sb, r.dir, ['discard', dir, '--json']), 0);
       assert.equal(allowance(sb, r.dir).roots.filter((x: { kind: string }) => x.kind === 'fork').length, 0);
     }),

@@ -403,6 +403,31 @@ export async function freezeCli(tmp) {
   return join(dst, 'bin', 'git-xet');
 }
 
+/**
+ * `git xet args` of the CLI under measurement, with a script's usual options: its --timeout, JSON
+ * required after --json, the note that the cwd is in the run dir. `cliPath()` is read at each call
+ * (setUpCli replaces the path by a frozen copy); `defaults` and each call's options override.
+ */
+export function xetRunner(cliPath, opts, defaults = {}) {
+  return (cwd, args, o = {}) =>
+    runXet(cliPath(), cwd, args, {
+      timeoutSec: opts.timeoutSec,
+      requireJson: args.includes('--json'),
+      note: 'cwd is in the run dir, removed at exit unless --keep',
+      ...defaults,
+      ...o,
+    });
+}
+
+/** The CLI under measurement: results.cli (its commit), a frozen copy in runDir unless
+ * --no-freeze-cli, results.machine. Returns the path of the CLI to run. */
+export async function setUpCli(opts, runDir, results) {
+  results.cli = await cliInfo(opts.freezeCli);
+  const cli = opts.freezeCli ? await freezeCli(runDir) : join(ROOT, 'bin', 'git-xet');
+  results.machine = await machineInfo(runDir);
+  return cli;
+}
+
 /** The commit of the tree under measurement, and whether src/ has uncommitted edits. */
 export async function cliInfo(frozenCopy) {
   const head = await git(ROOT, ['rev-parse', '--short', 'HEAD'], { allowFail: true });
@@ -547,6 +572,12 @@ export async function machineInfo(tmpBase) {
     // Other sessions share the machine: the load at the start says how quiet it was.
     loadAvg: os.loadavg().map((x) => Math.round(x * 100) / 100),
   };
+}
+
+/** A function that records the load average at a phase in results.load: how quiet the machine was. */
+export function loadNoter(results) {
+  results.load ??= [];
+  return (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
 }
 
 /** The result lists every script keeps, and the functions that fill them (each also logs). */

@@ -241,9 +241,14 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
     leftoversRemoved: 0,
     roots: [],
   };
-  if (repo && config) {
-    // Config first: a bad setting is refused before a recount removes anything.
-    const limits = repositoryLimits(config);
+  // Every setting and argument is checked before a recount removes anything: the named stores must
+  // exist; a remote's store that does not yet (never pushed to) is left out.
+  const limits = config ? repositoryLimits(config) : null;
+  const named = new Map(
+    asked.map((s) => storePath(s, cwd, config)).map((where) => [where, DirectoryStore.open(where)] as const),
+  );
+  const implicitStores = repo && config ? remoteStores(config, repo.worktree).filter((p) => !named.has(p)) : [];
+  if (repo && limits) {
     if (recount) {
       // Markers of writers dead before this recount: the recount makes the ledger right for them.
       const dead = deadWriters(repo.commonDir);
@@ -258,24 +263,16 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
     report.roots.push(repositoryReport(repo, limits, measured?.usage ?? repositoryUsage(repo, null)));
     report.roots.push(...(measured?.forks ?? []).map(forkReport));
   }
-  const seen = new Set<string>();
-  const explicit = asked.map((s) => storePath(s, cwd, config));
-  const implicit = repo && config ? remoteStores(config, repo.worktree) : [];
-  for (const [where, mustExist] of [
-    ...explicit.map((p) => [p, true] as const),
-    ...implicit.map((p) => [p, false] as const),
-  ]) {
-    if (seen.has(where)) continue;
-    seen.add(where);
-    let store: DirectoryStore;
+  const stores = new Map(named);
+  for (const where of implicitStores) {
+    if (stores.has(where)) continue;
     try {
-      store = DirectoryStore.open(where);
+      stores.set(where, DirectoryStore.open(where));
     } catch (e) {
-      if (!mustExist && e instanceof XetError && e.code === 'STORE_UNAVAILABLE') continue;
-      throw e;
+      if (!(e instanceof XetError && e.code === 'STORE_UNAVAILABLE')) throw e;
     }
-    report.roots.push(storeReport(measureStore(store)));
   }
+  for (const store of stores.values()) report.roots.push(storeReport(measureStore(store)));
   return report;
 }
 
