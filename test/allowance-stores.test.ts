@@ -308,3 +308,24 @@ test('pushes racing for the last of the allowance: no more are accepted than fit
     assert.deepEqual(fs.readdirSync(path.join(store, 'pushing')), [], 'no intent left');
     assert.equal(fs.readdirSync(path.join(store, 'packs')).length, 1 + accepted, 'no pack of a refused push');
   }));
+
+test("a snapshot push sends only what changed beside a tracked big file: what git's estimate counted, so a push that fits is not refused", () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    r.commit('lib', { 'lib/big.bin': pseudoRandomBytes(300_000, 5), 'lib/small.txt': 'v1\n' });
+    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0);
+    // The snapshot's tree holds lib/ under files/: git's sparse walk would send big.bin again.
+    r.write('lib/small.txt', 'v2\n');
+    const snap = capture(sb, r.dir);
+    setStoreAllowance(store, 1, null, '0');
+    const limit = used(store).bytes + 64 * 1024;
+    setStoreAllowance(store, limit, null, '0');
+    const packs = () => fs.readdirSync(path.join(store, 'packs'));
+    const before = new Set(packs());
+    const res = xet(sb, r.dir, ['push', 'st', snap, '--json']);
+    assert.equal(res.status, 0, `the push fits in 64 KiB: ${res.stdout}`);
+    const added = packs().filter((p) => !before.has(p));
+    assert.equal(added.length, 1);
+    const size = fs.statSync(path.join(store, 'packs', added[0])).size;
+    assert.ok(size < 32 * 1024, `the snapshot's pack is ${size} bytes; only small.txt changed`);
+  }));
