@@ -18,6 +18,7 @@ import {
 } from '../src/allowance/store-root';
 import { DirectoryStore } from '../src/remote/store';
 import { codeOf } from './support/errors';
+import { runAsync } from './support/remote';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { compareTrees, walkTree, withoutPaths, type TreeListing } from './support/state';
@@ -157,6 +158,11 @@ test('ALLOWANCE is read as hostile: too big, not JSON, a newer schema, negative 
       assert.match(plain.stderr.toString(), new RegExp(`fatal: git-remote-xet: .*ALLOWANCE.*\\[${code}\\]`), what);
       assertSame(before, walkTree(store), `${what}: the store`);
     }
+    const fsck = parseJson(xet(sb, r.dir, ['fsck', '--store', store, '--json']));
+    assert.ok(
+      fsck.problems.some((p: string) => p.includes('ALLOWANCE')),
+      `fsck --store reports it: ${JSON.stringify(fsck)}`,
+    );
     fs.rmSync(file);
     fs.symlinkSync(path.join(store, 'XET-STORE'), file);
     assert.equal(
@@ -275,4 +281,51 @@ test('store gc is settling work: admitted into the headroom when a push is not, 
     assert.ok(used(store).files < now.files, `fewer files: ${used(store).files} < ${now.files}`);
     assert.ok(used(store).bytes <= limit, 'within the limit');
     assertStoreWhole(sb, r.dir, store);
+  }));
+
+test('pushes racing for the last of the allowance: no more are accepted than fit, each refusal is typed, nothing is left behind', () =>
+  withSandbox(async (sb) => {
+    const { r, store } = seeded(sb);
+    const n = 4;
+    for (let i = 0; i < n; i++) {
+      r.git('checkout', '-q', '-b', `b${i}`, 'main');
+      r.commit(`b${i}`, { [`b${i}.bin`]: pseudoRandomBytes(60_000, 10 + i) });
+    }
+    setStoreAllowance(store, 1, null, '0');
+    const now = used(store);
+    const limit = now.bytes + 150_000;
+    setStoreAllowance(store, limit, null, '0');
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) => runAsync(sb, r.dir, 'git', ['push', 'st', `b${i}`])),
+    );
+    const accepted = results.filter((x) => x.status === 0).length;
+    for (const x of results.filter((y) => y.status !== 0)) assert.match(x.stderr, /\[ALLOWANCE_EXCEEDED\]/, x.stderr);
+    assert.ok(accepted <= 2, `${accepted} pushes of 60 KB accepted into 150 KB`);
+    // The bound: what escapes a recheck is another writer's state and intent (a few hundred bytes).
+    const after = used(store);
+    assert.ok(after.bytes <= limit + n * 2048, `${after.bytes} <= ${limit} + ${n} x 2 KiB`);
+    assert.deepEqual(fs.readdirSync(path.join(store, 'tmp')), [], 'no temporary left');
+    assert.deepEqual(fs.readdirSync(path.join(store, 'pushing')), [], 'no intent left');
+    assert.equal(fs.readdirSync(path.join(store, 'packs')).length, 1 + accepted, 'no pack of a refused push');
+  }));
+
+test("a snapshot push sends only what changed beside a tracked big file: what git's estimate counted, so a push that fits is not refused", () =>
+  withSandbox((sb) => {
+    const { r, store } = seeded(sb);
+    r.commit('lib', { 'lib/big.bin': pseudoRandomBytes(300_000, 5), 'lib/small.txt': 'v1\n' });
+    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0);
+    // The snapshot's tree holds lib/ under files/: git's sparse walk would send big.bin again.
+    r.write('lib/small.txt', 'v2\n');
+    const snap = capture(sb, r.dir);
+    setStoreAllowance(store, 1, null, '0');
+    const limit = used(store).bytes + 64 * 1024;
+    setStoreAllowance(store, limit, null, '0');
+    const packs = () => fs.readdirSync(path.join(store, 'packs'));
+    const before = new Set(packs());
+    const res = xet(sb, r.dir, ['push', 'st', snap, '--json']);
+    assert.equal(res.status, 0, `the push fits in 64 KiB: ${res.stdout}`);
+    const added = packs().filter((p) => !before.has(p));
+    assert.equal(added.length, 1);
+    const size = fs.statSync(path.join(store, 'packs', added[0])).size;
+    assert.ok(size < 32 * 1024, `the snapshot's pack is ${size} bytes; only small.txt changed`);
   }));

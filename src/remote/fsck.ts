@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
+import { readStoreAllowance } from '../allowance/store-root';
 import { git } from '../git/exec';
 import { DirectoryStore, packTrailer, type LoadedState } from './store';
 import { locatePack, readIntents, trashDir } from './store-intents';
@@ -56,6 +57,12 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
       for (const p of prev.state.packs) if (!cur.state.packs.includes(p)) problems.push(`state ${seq} drops pack ${p}`);
     for (const p of cur.state.packs) seen.add(p);
     prev = cur;
+  }
+  // The store's allowance (its one mutable file): unreadable, it refuses every push.
+  try {
+    readStoreAllowance(root);
+  } catch (e) {
+    problems.push((e as Error).message);
   }
   const latest = seqs.length ? safeLatest(store, problems) : null;
   const packs = latest?.state.packs ?? [];

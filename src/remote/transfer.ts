@@ -97,7 +97,12 @@ async function writePack(
   allow?: PushAdmission,
 ): Promise<string | null> {
   {
-    await gitToFile(['pack-objects', '--revs', '--stdout', '-q', '--delta-base-offset'], tmp, {
+    // --no-sparse: git's sparse walk (pack.useSparse, on by default) marks excluded trees only along
+    // the paths the new commits change, so a snapshot, whose tree holds the work under files/, would
+    // re-send every unchanged blob of a changed directory the store has under the commit's paths (a
+    // one-line edit beside a 9 MB file sent the 9 MB again). The full walk sends what rev-list
+    // counts, which is also what the allowance's estimate measures.
+    await gitToFile(['pack-objects', '--revs', '--no-sparse', '--stdout', '-q', '--delta-base-offset'], tmp, {
       ...o,
       input: `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`,
     });
