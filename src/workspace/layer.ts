@@ -98,6 +98,8 @@ interface LayerInfo {
   baseline: Amount;
   imageBytes: number | null;
   projectId: number | null;
+  /** The fork's allowance, so `fsck --rebuild` gives a rebuilt row its route and allowance back. */
+  allowance?: { bytes: number; files: number | null };
 }
 
 function writeInfo(p: LayerPaths, info: LayerInfo): void {
@@ -178,6 +180,7 @@ export async function makeLayer(
     baseline: route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + 2 },
     imageBytes,
     projectId,
+    allowance,
   });
 }
 
@@ -290,6 +293,20 @@ export async function removeLayer(p: LayerPaths): Promise<void> {
     const at = mountContaining(fs.realpathSync(p.own))?.point ?? p.own;
     await runTool('xfs_quota', ['-x', '-c', `limit -p bhard=0 ihard=0 ${info.projectId}`, at]).catch(() => null);
   }
+}
+
+/** A fork's layer as its `layer.json` records it (for `fsck --rebuild`), or null without one. */
+export function recordedLayer(own: string): {
+  route: LayerRoute;
+  paths: LayerPaths;
+  allowance: { bytes: number; files: number | null } | null;
+} | null {
+  const paths = layerPaths(own);
+  const info = readInfo(paths);
+  if (!info || !['image', 'tmpfs', 'project-quota'].includes(info.route)) return null;
+  const a = info.allowance;
+  const ok = a && Number.isSafeInteger(a.bytes) && (a.files === null || Number.isSafeInteger(a.files));
+  return { route: info.route, paths, allowance: ok ? a : null };
 }
 
 /** What the fork uses on its layer (statfs, minus the empty layer's own), or null if unmounted. */
