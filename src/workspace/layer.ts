@@ -135,10 +135,14 @@ function usedOn(dir: string): Amount & { availBytes: number; availFiles: number 
  * root, upper, work and the overlay's work/work and work/index, with some to spare. */
 const LAYER_INODES = 24;
 
-async function must(cmd: string, args: string[], what: string): Promise<void> {
+/** Run a tool; a failure is FORK_MODE_UNAVAILABLE when making a layer (this machine cannot: no loop
+ * devices, no tmpfs mounts), FORK_BROKEN for an existing fork's layer. */
+async function must(cmd: string, args: string[], what: string, making = false): Promise<void> {
   const r = await runTool(cmd, args).catch((e: Error) => ({ code: 127, stdout: '', stderr: e.message }));
   if (r.code !== 0) {
-    throw new XetError(r.code === 127 ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN', `${what}: ${r.stderr}`, {
+    const hint = making ? ' (git config xet.fork.layer tmpfs or none where this cannot work)' : '';
+    const code = r.code === 127 || making ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN';
+    throw new XetError(code, `${what}: ${r.stderr}${hint}`, {
       command: [cmd, ...args].join(' '),
     });
   }
@@ -162,12 +166,16 @@ export async function makeLayer(
       'mount',
       ['-t', 'tmpfs', '-o', opts.join(','), `xet-fork-${id}`, p.mount],
       'cannot mount the tmpfs layer',
+      true,
     );
   } else {
     projectId = projectIdOf(id);
     const at = mountContaining(fs.realpathSync(p.mount))?.point ?? p.mount;
-    await must('xfs_quota', ['-x', '-c', `project -s -p ${p.mount} ${projectId}`, at], 'cannot set the project');
-    const limit = [`bhard=${allowance.bytes}`, ...(allowance.files !== null ? [`ihard=${allowance.files}`] : [])];
+    await must('xfs_quota', ['-x', '-c', `project -s -p ${p.mount} ${projectId}`, at], 'cannot set the project', true);
+    const limit = [
+      `bhard=${Math.ceil(allowance.bytes / 1024)}k`,
+      ...(allowance.files !== null ? [`ihard=${allowance.files}`] : []),
+    ];
     await must('xfs_quota', ['-x', '-c', `limit -p ${limit.join(' ')} ${projectId}`, at], 'cannot set the quota');
   }
   fs.mkdirSync(p.upper, { recursive: true });
@@ -219,7 +227,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
       size *= 2;
       continue;
     }
-    await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], 'cannot mount the layer image');
+    await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], 'cannot loop-mount the layer image', true);
     fs.mkdirSync(p.upper, { recursive: true });
     fs.mkdirSync(p.work, { recursive: true });
     const u = usedOn(p.mount);
