@@ -131,6 +131,13 @@ function usedOn(dir: string): Amount & { availBytes: number; availFiles: number 
   };
 }
 
+/** The image is a sparse file and stays one: mkfs writes neither the journal's nor the inode
+ * tables' zeros (a fresh sparse file reads as zeros already), the kernel does not zero them in the
+ * background either (noinit_itable), and space the fork frees goes back to the host (discard punches
+ * holes through the loop device). */
+const MKFS_EXTENDED = 'root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1';
+const IMAGE_MOUNT = 'loop,noinit_itable,discard';
+
 /** Inodes the empty layer needs besides the fork's files: ext4's reserved ones and lost+found, the
  * root, upper, work and the overlay's work/work and work/index, with some to spare. */
 const LAYER_INODES = 24;
@@ -214,7 +221,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
     fs.rmSync(p.image, { force: true });
     fs.closeSync(fs.openSync(p.image, 'w', 0o600));
     fs.truncateSync(p.image, size);
-    const args = ['-q', '-F', '-m', '0', '-E', 'root_owner=0:0', ...(inodes !== null ? ['-N', String(inodes)] : [])];
+    const args = ['-q', '-F', '-m', '0', '-E', MKFS_EXTENDED, ...(inodes !== null ? ['-N', String(inodes)] : [])];
     const mk = await runTool('mkfs.ext4', [...args, p.image]).catch((e: Error) => ({
       code: 127,
       stdout: '',
@@ -227,7 +234,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
       size *= 2;
       continue;
     }
-    await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], 'cannot loop-mount the layer image', true);
+    await must('mount', ['-t', 'ext4', '-o', IMAGE_MOUNT, p.image, p.mount], 'cannot loop-mount the layer image', true);
     fs.mkdirSync(p.upper, { recursive: true });
     fs.mkdirSync(p.work, { recursive: true });
     const u = usedOn(p.mount);
@@ -273,7 +280,7 @@ export async function mountLayer(p: LayerPaths, route: LayerRoute, id: string): 
     throw new XetError('FORK_BROKEN', `the layer image of fork ${id} is missing (${p.image})`, { image: p.image });
   }
   fs.mkdirSync(p.mount, { recursive: true });
-  await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], `cannot mount the layer of fork ${id}`);
+  await must('mount', ['-t', 'ext4', '-o', IMAGE_MOUNT, p.image, p.mount], `cannot mount the layer of fork ${id}`);
   return true;
 }
 
