@@ -226,6 +226,14 @@ sourceTest(
     expectExit(xet(sb, r.dir, ['discard', f, '--no-capture', '--json']), 0);
     const bad = xet(sb, r.dir, ['fork', snap, f, '--allowance', 'lots', '--json']);
     expectError(bad, 'USAGE', 2);
+    // An overlay fork with an allowance but no route (xet.fork.layer=none): made, and said to be uncovered.
+    r.git('config', 'xet.fork.layer', 'none');
+    const o = fork(sb, r.dir, snap, f, ['--mode', 'overlay', '--allowance', '1M']);
+    assert.equal(o.route, null);
+    const ou = await usage(r.dir, f);
+    assert.deepEqual([ou.route.kind, ou.route.covered], [null, false]);
+    assert.match(ou.route.reason, /no kernel route/);
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
   },
 );
 
