@@ -5,6 +5,7 @@
 // mounts in /proc/self/mountinfo. A corrupt database is moved aside (xet.db.corrupt-<time>), never
 // deleted, and a new one is made.
 
+import { recordedLayer } from '../workspace/layer';
 import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -329,8 +330,10 @@ async function rebuildRoots(repo: Repo, out: NonNullable<RepoFsckResult['rebuilt
         const mount = mounts.find((x) => x.mountPoint === dir);
         const mode = mount ? 'overlay' : (file?.mode ?? 'copy');
         const own = path.join(sidecarDir(repo.commonDir), 'forks', m.id);
-        const upper = mode === 'overlay' ? (mount?.upper ?? path.join(own, 'upper')) : null;
-        const work = mode === 'overlay' ? path.join(own, 'work') : null;
+        // A fork with a layer (fork --allowance) says so in its layer.json: route, allowance, layers.
+        const layer = mode === 'overlay' ? recordedLayer(own) : null;
+        const upper = mode === 'overlay' ? (mount?.upper ?? layer?.paths.upper ?? path.join(own, 'upper')) : null;
+        const work = mode === 'overlay' ? (layer?.paths.work ?? path.join(own, 'work')) : null;
         const head = heads.get(m.snapshot) ?? { oid: null, branch: null };
         // A discarded row of the same id (history) gives way to the live fork the worktree proves.
         db.prepare(`DELETE FROM forks WHERE id = ? AND state = 'discarded'`).run(m.id);
@@ -350,6 +353,14 @@ async function rebuildRoots(repo: Repo, out: NonNullable<RepoFsckResult['rebuilt
             work,
             file?.createdAt ?? new Date().toISOString(),
           );
+          if (layer) {
+            db.prepare('UPDATE forks SET layer_route = ?, allowance_bytes = ?, allowance_files = ? WHERE id = ?').run(
+              layer.route,
+              layer.allowance?.bytes ?? null,
+              layer.allowance?.files ?? null,
+              m.id,
+            );
+          }
           out.forks++;
         } catch {
           // another live row holds that directory: left for fsck to report

@@ -98,6 +98,8 @@ interface LayerInfo {
   baseline: Amount;
   imageBytes: number | null;
   projectId: number | null;
+  /** The fork's allowance, so `fsck --rebuild` gives a rebuilt row its route and allowance back. */
+  allowance?: { bytes: number; files: number | null };
 }
 
 function writeInfo(p: LayerPaths, info: LayerInfo): void {
@@ -129,14 +131,25 @@ function usedOn(dir: string): Amount & { availBytes: number; availFiles: number 
   };
 }
 
+/** The image is a sparse file and stays one: mkfs writes neither the journal's nor the inode
+ * tables' zeros (a fresh sparse file reads as zeros already), the kernel does not zero them in the
+ * background either (noinit_itable), and space the fork frees goes back to the host (discard punches
+ * holes through the loop device). */
+const MKFS_EXTENDED = 'root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1';
+const IMAGE_MOUNT = 'loop,noinit_itable,discard';
+
 /** Inodes the empty layer needs besides the fork's files: ext4's reserved ones and lost+found, the
  * root, upper, work and the overlay's work/work and work/index, with some to spare. */
 const LAYER_INODES = 24;
 
-async function must(cmd: string, args: string[], what: string): Promise<void> {
+/** Run a tool; a failure is FORK_MODE_UNAVAILABLE when making a layer (this machine cannot: no loop
+ * devices, no tmpfs mounts), FORK_BROKEN for an existing fork's layer. */
+async function must(cmd: string, args: string[], what: string, making = false): Promise<void> {
   const r = await runTool(cmd, args).catch((e: Error) => ({ code: 127, stdout: '', stderr: e.message }));
   if (r.code !== 0) {
-    throw new XetError(r.code === 127 ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN', `${what}: ${r.stderr}`, {
+    const hint = making ? ' (git config xet.fork.layer tmpfs or none where this cannot work)' : '';
+    const code = r.code === 127 || making ? 'FORK_MODE_UNAVAILABLE' : 'FORK_BROKEN';
+    throw new XetError(code, `${what}: ${r.stderr}${hint}`, {
       command: [cmd, ...args].join(' '),
     });
   }
@@ -160,12 +173,16 @@ export async function makeLayer(
       'mount',
       ['-t', 'tmpfs', '-o', opts.join(','), `xet-fork-${id}`, p.mount],
       'cannot mount the tmpfs layer',
+      true,
     );
   } else {
     projectId = projectIdOf(id);
     const at = mountContaining(fs.realpathSync(p.mount))?.point ?? p.mount;
-    await must('xfs_quota', ['-x', '-c', `project -s -p ${p.mount} ${projectId}`, at], 'cannot set the project');
-    const limit = [`bhard=${allowance.bytes}`, ...(allowance.files !== null ? [`ihard=${allowance.files}`] : [])];
+    await must('xfs_quota', ['-x', '-c', `project -s -p ${p.mount} ${projectId}`, at], 'cannot set the project', true);
+    const limit = [
+      `bhard=${Math.ceil(allowance.bytes / 1024)}k`,
+      ...(allowance.files !== null ? [`ihard=${allowance.files}`] : []),
+    ];
     await must('xfs_quota', ['-x', '-c', `limit -p ${limit.join(' ')} ${projectId}`, at], 'cannot set the quota');
   }
   fs.mkdirSync(p.upper, { recursive: true });
@@ -178,6 +195,7 @@ export async function makeLayer(
     baseline: route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + 2 },
     imageBytes,
     projectId,
+    allowance,
   });
 }
 
@@ -203,7 +221,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
     fs.rmSync(p.image, { force: true });
     fs.closeSync(fs.openSync(p.image, 'w', 0o600));
     fs.truncateSync(p.image, size);
-    const args = ['-q', '-F', '-m', '0', '-E', 'root_owner=0:0', ...(inodes !== null ? ['-N', String(inodes)] : [])];
+    const args = ['-q', '-F', '-m', '0', '-E', MKFS_EXTENDED, ...(inodes !== null ? ['-N', String(inodes)] : [])];
     const mk = await runTool('mkfs.ext4', [...args, p.image]).catch((e: Error) => ({
       code: 127,
       stdout: '',
@@ -216,7 +234,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
       size *= 2;
       continue;
     }
-    await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], 'cannot mount the layer image');
+    await must('mount', ['-t', 'ext4', '-o', IMAGE_MOUNT, p.image, p.mount], 'cannot loop-mount the layer image', true);
     fs.mkdirSync(p.upper, { recursive: true });
     fs.mkdirSync(p.work, { recursive: true });
     const u = usedOn(p.mount);
@@ -262,7 +280,7 @@ export async function mountLayer(p: LayerPaths, route: LayerRoute, id: string): 
     throw new XetError('FORK_BROKEN', `the layer image of fork ${id} is missing (${p.image})`, { image: p.image });
   }
   fs.mkdirSync(p.mount, { recursive: true });
-  await must('mount', ['-t', 'ext4', '-o', 'loop', p.image, p.mount], `cannot mount the layer of fork ${id}`);
+  await must('mount', ['-t', 'ext4', '-o', IMAGE_MOUNT, p.image, p.mount], `cannot mount the layer of fork ${id}`);
   return true;
 }
 
@@ -290,6 +308,20 @@ export async function removeLayer(p: LayerPaths): Promise<void> {
     const at = mountContaining(fs.realpathSync(p.own))?.point ?? p.own;
     await runTool('xfs_quota', ['-x', '-c', `limit -p bhard=0 ihard=0 ${info.projectId}`, at]).catch(() => null);
   }
+}
+
+/** A fork's layer as its `layer.json` records it (for `fsck --rebuild`), or null without one. */
+export function recordedLayer(own: string): {
+  route: LayerRoute;
+  paths: LayerPaths;
+  allowance: { bytes: number; files: number | null } | null;
+} | null {
+  const paths = layerPaths(own);
+  const info = readInfo(paths);
+  if (!info || !['image', 'tmpfs', 'project-quota'].includes(info.route)) return null;
+  const a = info.allowance;
+  const ok = a && Number.isSafeInteger(a.bytes) && (a.files === null || Number.isSafeInteger(a.files));
+  return { route: info.route, paths, allowance: ok ? a : null };
 }
 
 /** What the fork uses on its layer (statfs, minus the empty layer's own), or null if unmounted. */

@@ -68,7 +68,11 @@ export function stateOf(r: ForkRow): ForkState {
   if (r.state === 'creating') return 'incomplete';
   if (r.mode === 'overlay') {
     if (isMounted(r.dir)) return 'active';
-    return r.upper && fs.existsSync(path.join(r.upper, '.git')) ? 'unmounted' : 'broken';
+    if (r.upper && fs.existsSync(path.join(r.upper, '.git'))) return 'unmounted';
+    // A layer image not mounted (a reboot): its upper dir is inside; a remount mounts both.
+    return r.layerRoute === 'image' && fs.existsSync(path.join(path.dirname(path.dirname(r.upper ?? '')), 'layer.img'))
+      ? 'unmounted'
+      : 'broken';
   }
   return fs.existsSync(path.join(r.dir, '.git')) ? 'active' : 'missing';
 }

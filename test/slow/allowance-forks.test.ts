@@ -55,68 +55,63 @@ function baseBytes(r: Repo, snap: string): number {
   return bytes;
 }
 
-test(
-  'a fork killed with its layer made (fork:after-layer) is removed whole by discard: no mount, no loop device',
-  { skip: rootOnly },
-  () =>
+/** A test in a mount sandbox with a captured source repository and a fork directory name. */
+function forkTest(name: string, body: (sb: Sandbox, r: Repo, snap: string, f: string) => void): void {
+  test(name, { skip: rootOnly }, () =>
     withMountSandbox((sb) => {
       const r = source(sb);
-      const snap = capture(sb, r.dir);
-      const f = sb.path('f');
-      for (const layer of ['image', 'tmpfs']) {
-        r.git('config', 'xet.fork.layer', layer);
-        killAt(
-          sb,
-          r.dir,
-          ['fork', snap, f, '--mode', 'overlay', '--allowance', '1M,100', '--json'],
-          'fork:after-layer',
-        );
-        const listed = forks(sb, r.dir);
-        assert.equal(listed.length, 1, layer);
-        assert.equal(listed[0].state, 'incomplete', layer);
-        const own = path.join(r.commonDir(), 'xet', 'forks', listed[0].id);
-        assert.equal(mountsUnder(own).length, 1, `${layer}: the layer is mounted`);
-        if (layer === 'image') assert.match(loopDevices(), new RegExp(`${own}/layer.img`));
-        expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
-        assert.equal(fs.existsSync(own), false, `${layer}: the fork's dir is gone`);
-        assert.doesNotMatch(loopDevices(), new RegExp(own), `${layer}: no loop device left attached`);
-        assert.deepEqual(mountsUnder(sb.root), [], layer);
-        assert.deepEqual(forks(sb, r.dir), [], layer);
-      }
+      body(sb, r, capture(sb, r.dir), sb.path('f'));
     }),
+  );
+}
+
+forkTest(
+  'a fork killed with its layer made (fork:after-layer) is removed whole by discard: no mount, no loop device',
+  (sb, r, snap, f) => {
+    for (const layer of ['image', 'tmpfs']) {
+      r.git('config', 'xet.fork.layer', layer);
+      killAt(sb, r.dir, ['fork', snap, f, '--mode', 'overlay', '--allowance', '1M,100', '--json'], 'fork:after-layer');
+      const listed = forks(sb, r.dir);
+      assert.equal(listed.length, 1, layer);
+      assert.equal(listed[0].state, 'incomplete', layer);
+      const own = path.join(r.commonDir(), 'xet', 'forks', listed[0].id);
+      assert.equal(mountsUnder(own).length, 1, `${layer}: the layer is mounted`);
+      if (layer === 'image') assert.match(loopDevices(), new RegExp(`${own}/layer.img`));
+      expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+      assert.equal(fs.existsSync(own), false, `${layer}: the fork's dir is gone`);
+      assert.doesNotMatch(loopDevices(), new RegExp(own), `${layer}: no loop device left attached`);
+      assert.deepEqual(mountsUnder(sb.root), [], layer);
+      assert.deepEqual(forks(sb, r.dir), [], layer);
+    }
+  },
 );
 
-test(
+forkTest(
   "a fork killed while building its base: the next writer's recount removes the half-built base; killed after it, the base is recorded at its size",
-  { skip: rootOnly },
-  () =>
-    withMountSandbox((sb) => {
-      const r = source(sb);
-      const snap = capture(sb, r.dir);
-      const f = sb.path('f');
-      killAt(sb, r.dir, ['fork', snap, f, '--mode', 'overlay', '--json'], 'fork:mid-base');
-      const left = builds(r);
-      assert.equal(left.length, 1, 'the half-built base is there');
-      assert.match(left[0], new RegExp(`^\\.build-\\d+-${snap.slice(0, 12)}-[0-9a-f]+$`));
-      expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
-      // The next writer (a fork: admitted into the repository root) finds the dead writer's marker,
-      // recounts, and the recount removes the dead process's temporary files.
-      fork(sb, r.dir, snap, f, ['--mode', 'overlay']);
-      assert.deepEqual(builds(r), [], 'the half-built base was removed');
-      const counted = ledger(r, "SELECT leftovers_removed AS n FROM allowance_counts WHERE root = 'repository'");
-      assert.equal(counted[0]?.n, 1, 'the recount says it removed one leftover');
-      const part = ledger(r, 'SELECT bytes FROM allowance_parts WHERE part = ?', `base:${snap}`);
-      assert.equal(part[0]?.bytes, baseBytes(r, snap), 'the base built afterwards is recorded at its size');
-      expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+  (sb, r, snap, f) => {
+    killAt(sb, r.dir, ['fork', snap, f, '--mode', 'overlay', '--json'], 'fork:mid-base');
+    const left = builds(r);
+    assert.equal(left.length, 1, 'the half-built base is there');
+    assert.match(left[0], new RegExp(`^\\.build-\\d+-${snap.slice(0, 12)}-[0-9a-f]+$`));
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+    // The next writer (a fork: admitted into the repository root) finds the dead writer's marker,
+    // recounts, and the recount removes the dead process's temporary files.
+    fork(sb, r.dir, snap, f, ['--mode', 'overlay']);
+    assert.deepEqual(builds(r), [], 'the half-built base was removed');
+    const counted = ledger(r, "SELECT leftovers_removed AS n FROM allowance_counts WHERE root = 'repository'");
+    assert.equal(counted[0]?.n, 1, 'the recount says it removed one leftover');
+    const part = ledger(r, 'SELECT bytes FROM allowance_parts WHERE part = ?', `base:${snap}`);
+    assert.equal(part[0]?.bytes, baseBytes(r, snap), 'the base built afterwards is recorded at its size');
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
 
-      // Killed right after its base: the base is whole and recorded (before its rename) at its size.
-      r.commit('more', { 'added.txt': 'more\n' });
-      const snap2 = capture(sb, r.dir);
-      killAt(sb, r.dir, ['fork', snap2, f, '--mode', 'overlay', '--json'], 'fork:after-base');
-      assert.deepEqual(builds(r), []);
-      const part2 = ledger(r, 'SELECT bytes FROM allowance_parts WHERE part = ?', `base:${snap2}`);
-      assert.equal(part2[0]?.bytes, baseBytes(r, snap2));
-      expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
-      assert.deepEqual(mountsUnder(sb.root), []);
-    }),
+    // Killed right after its base: the base is whole and recorded (before its rename) at its size.
+    r.commit('more', { 'added.txt': 'more\n' });
+    const snap2 = capture(sb, r.dir);
+    killAt(sb, r.dir, ['fork', snap2, f, '--mode', 'overlay', '--json'], 'fork:after-base');
+    assert.deepEqual(builds(r), []);
+    const part2 = ledger(r, 'SELECT bytes FROM allowance_parts WHERE part = ?', `base:${snap2}`);
+    assert.equal(part2[0]?.bytes, baseBytes(r, snap2));
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+    assert.deepEqual(mountsUnder(sb.root), []);
+  },
 );
