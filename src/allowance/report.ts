@@ -6,22 +6,20 @@
 // from disk): no walk of bases, packs by name. A reader: it never creates the sidecar, and without
 // one the repository root is only what lies on disk (git xet never recorded anything here).
 
-import * as path from 'node:path';
 import { XetError } from '../errors';
 import { GitConfig, readConfig } from '../git/config';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { DirectoryStore } from '../remote/store';
 import { storePathFromUrl } from '../remote/url';
-import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
+import { withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
-import { limitsOf, repositoryLimits } from './config';
+import { repositoryLimits } from './config';
 import { deadWriters, removeMarkers } from './crash';
 import { measureFork, type ForkUsage } from './fork-root';
 import { lastCount, REPOSITORY_ROOT } from './ledger';
-import { ALLOWANCE_CONTRACT, parseAllowanceArg, type Amount, type Limits, type RootKind } from './model';
-import { measureRepository, recountRepository, repositoryTemporaries, treeAmount } from './repo-root';
-import * as storeRoot from './store-root';
-import { measureStore, type StoreUsage } from './store-root';
+import { ALLOWANCE_CONTRACT, type Amount, type Limits, type RootKind } from './model';
+import { measureRepository, recountRepository } from './repo-root';
+import { measureStore, parseStoreAllowanceSet, setStoreAllowance, type StoreUsage } from './store-root';
 
 export interface AllowanceReportOptions {
   cwd: string;
@@ -120,15 +118,10 @@ function rootReport(
 /** The repository root's usage on the cheap path, and when it was last recounted. Without a sidecar
  * nothing was ever recorded: what is on disk under xet/ and the temporaries are all there is. */
 function repositoryUsage(repo: Repo, db: Db | null): { used: Amount; countedAt: string | null } {
-  if (db)
-    return { used: measureRepository(repo, db).used, countedAt: lastCount(db, REPOSITORY_ROOT)?.countedAt ?? null };
-  const used = treeAmount(sidecarDir(repo.commonDir), (name, depth) => depth === 0 && name === 'forks');
-  for (const t of repositoryTemporaries(repo)) {
-    if (t.path.startsWith(sidecarDir(repo.commonDir) + path.sep)) continue; // already in the walk
-    used.bytes += t.bytes;
-    used.files += t.files;
-  }
-  return { used, countedAt: null };
+  return {
+    used: measureRepository(repo, db).used,
+    countedAt: db ? (lastCount(db, REPOSITORY_ROOT)?.countedAt ?? null) : null,
+  };
 }
 
 function repositoryReport(repo: Repo, limits: Limits, usage: { used: Amount; countedAt: string | null }): RootReport {
@@ -276,8 +269,6 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
   return report;
 }
 
-type SetStoreAllowance = (root: string, bytes: number | null, files: number | null, headroom?: string) => unknown;
-
 /**
  * `allowance --store <path> --set BYTES[,FILES]|none [--headroom SIZE|PCT]`: record the store's own
  * allowance (store-root.ts writes `<store>/ALLOWANCE`), then report the store. Every argument is
@@ -296,20 +287,10 @@ export async function setStoreAllowanceReport(options: {
   if (none && options.headroom !== undefined) {
     throw new XetError('USAGE', '--headroom applies to an allowance, not to --set none');
   }
-  const a = none ? { bytes: null, files: null } : parseAllowanceArg(options.set, 'USAGE');
-  try {
-    limitsOf(a.bytes, a.files, options.headroom, '--headroom');
-  } catch (e) {
-    // headroomFor's refusal is a config one; here it is an argument.
-    if (e instanceof XetError) throw new XetError('USAGE', e.message, e.details);
-    throw e;
-  }
+  const a = parseStoreAllowanceSet(options.set);
   const root = storePath(options.store, cwd, config);
   const store = DirectoryStore.open(root);
-  // Through the namespace: store-root.ts's setStoreAllowance is the stores helper's (issue 11).
-  const set = (storeRoot as Record<string, unknown>).setStoreAllowance as SetStoreAllowance | undefined;
-  if (!set) throw new Error('setStoreAllowance: not implemented yet');
-  set(store.root, a.bytes, a.files, options.headroom);
+  setStoreAllowance(store.root, a.bytes, a.files, options.headroom);
   return {
     contract: ALLOWANCE_CONTRACT,
     supported: [ALLOWANCE_CONTRACT],
