@@ -13,7 +13,7 @@ import { DirectoryStore } from '../remote/store';
 import { storePathFromUrl } from '../remote/url';
 import { withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
-import { repositoryLimits } from './config';
+import { limitsOf, repositoryLimits } from './config';
 import { deadWriters, removeMarkers } from './crash';
 import { measureFork, type ForkUsage } from './fork-root';
 import { lastCount, REPOSITORY_ROOT } from './ledger';
@@ -288,6 +288,13 @@ export async function setStoreAllowanceReport(options: {
     throw new XetError('USAGE', '--headroom applies to an allowance, not to --set none');
   }
   const a = parseStoreAllowanceSet(options.set);
+  try {
+    limitsOf(a.bytes, a.files, options.headroom, '--headroom');
+  } catch (e) {
+    // headroomFor's refusal is a config one; here it is an argument (checked before the store is read).
+    if (e instanceof XetError) throw new XetError('USAGE', e.message, e.details);
+    throw e;
+  }
   const root = storePath(options.store, cwd, config);
   const store = DirectoryStore.open(root);
   setStoreAllowance(store.root, a.bytes, a.files, options.headroom);
