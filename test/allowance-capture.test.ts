@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { partsOf, REPOSITORY_ROOT } from '../src/allowance/ledger';
 import { writePack } from '../src/git/pack-writer';
+import { capture as captureIn } from '../src/snapshot/capture';
 import { withExistingSidecar } from '../src/sidecar/db';
 import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
@@ -196,6 +197,31 @@ test('the pack writer removes its finished temporaries when beforePublish refuse
     assert.equal(seen[2], 1);
     assert.ok(seen[0] > 12 && seen[1] > 1000);
     assert.deepEqual(fs.readdirSync(path.join(objects, 'pack')), []);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test("a settling capture (discard and reclaim keep a fork's work) may use the headroom; a growing one may not", async () => {
+  const sb = createSandbox();
+  try {
+    const r = repoWithNewWork(sb, 2, 40_000);
+    const used = await repositoryUsed(r.dir);
+    // Room for the capture under the limit, none under limit - headroom.
+    limit(r, { bytes: String(used.bytes + 400_000), headroom: '300k' });
+    const d = refusal(sb, r);
+    assert.equal(d.admissionClass, 'grow');
+    assert.ok(d.used + d.adding <= d.limit, `it fits under the limit itself: ${JSON.stringify(d)}`);
+    const saved = { ...process.env };
+    try {
+      Object.assign(process.env, sb.env);
+      const out = await captureIn({ cwd: r.dir, admissionClass: 'settle' });
+      assert.equal(out.unchanged, false);
+      assert.equal(r.git('cat-file', '-t', out.snapshot).trim(), 'commit');
+    } finally {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+      Object.assign(process.env, saved);
+    }
   } finally {
     sb.cleanup();
   }
