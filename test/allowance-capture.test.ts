@@ -12,7 +12,7 @@ import { capture as captureIn } from '../src/snapshot/capture';
 import { withExistingSidecar } from '../src/sidecar/db';
 import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
-import { createSandbox, type Sandbox } from './support/sandbox';
+import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 function limit(r: Repo, settings: Record<string, string | null>): void {
@@ -49,8 +49,7 @@ function refusal(sb: Sandbox, r: Repo) {
 }
 
 test('a refused capture is ALLOWANCE_EXCEEDED with its figures, and leaves refs, objects and every git xet file byte for byte', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = repoWithNewWork(sb, 4, 50_000);
     const used = await repositoryUsed(r.dir);
     limit(r, { bytes: String(used.bytes + 1000), headroom: '0%' });
@@ -81,15 +80,12 @@ test('a refused capture is ALLOWANCE_EXCEEDED with its figures, and leaves refs,
     assert.equal(r.git('cat-file', '-t', snap).trim(), 'commit');
     const parts = withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? [];
     assert.ok(parts.filter((p) => p.part.startsWith('pack:')).length >= 2, JSON.stringify(parts));
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 for (const dimension of ['files', 'bytes'] as const) {
   test(`a capture that fits xet.allowance.${dimension} exactly is accepted; one ${dimension === 'files' ? 'file' : 'byte'} less is refused`, async () => {
-    const sb = createSandbox();
-    try {
+    await withSandbox(async (sb) => {
       const r = repoWithNewWork(sb, 3, 20_000);
       // The exact figure, from the allowance's own measure: what is used and what the capture adds.
       limit(r, { [dimension]: '1', headroom: '0%' });
@@ -110,15 +106,12 @@ for (const dimension of ['files', 'bytes'] as const) {
       assert.match(out.snapshot, /^[0-9a-f]{40}$/);
       const after = await repositoryUsed(r.dir);
       assert.ok(after[dimension] <= exact, `used ${after[dimension]} <= ${exact} after the exact fit`);
-    } finally {
-      sb.cleanup();
-    }
+    });
   });
 }
 
 test('an unchanged re-capture adds nothing and is admitted even over the limit', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = initRepo(sb, 'repo');
     r.commit('first', { 'a.txt': 'a\n' });
     r.write('untracked.bin', pseudoRandomBytes(30_000, 3));
@@ -134,14 +127,11 @@ test('an unchanged re-capture adds nothing and is admitted even over the limit',
     // Anything new is refused, though.
     r.write('more.txt', 'more\n');
     expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test('a fetch from a xet store over the allowance is refused before any file lands; within it the packs are recorded', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const src = initRepo(sb, 'src');
     src.commit('big', { 'big.bin': pseudoRandomBytes(150_000, 5), 'small.txt': 'x\n' });
     const store = sb.path('store');
@@ -172,14 +162,11 @@ test('a fetch from a xet store over the allowance is refused before any file lan
     const cheap = await repositoryUsed(dst.dir);
     const full = await repositoryRecount(dst.dir);
     assert.deepEqual([cheap.bytes, cheap.files], [full.bytes, full.files]);
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test('the pack writer removes its finished temporaries when beforePublish refuses', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = initRepo(sb, 'repo');
     const objects = path.join(r.dir, '.git', 'objects');
     const data = Buffer.from('hello\n');
@@ -197,14 +184,11 @@ test('the pack writer removes its finished temporaries when beforePublish refuse
     assert.equal(seen[2], 1);
     assert.ok(seen[0] > 12 && seen[1] > 1000);
     assert.deepEqual(fs.readdirSync(path.join(objects, 'pack')), []);
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test("a settling capture (discard and reclaim keep a fork's work) may use the headroom; a growing one may not", async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = repoWithNewWork(sb, 2, 40_000);
     const used = await repositoryUsed(r.dir);
     // Room for the capture under the limit, none under limit - headroom.
@@ -222,7 +206,5 @@ test("a settling capture (discard and reclaim keep a fork's work) may use the he
       for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
       Object.assign(process.env, saved);
     }
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
