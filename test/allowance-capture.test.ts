@@ -208,3 +208,32 @@ test("a settling capture (discard and reclaim keep a fork's work) may use the he
     }
   });
 });
+
+test('after git xet consolidates packs (xet.capture.maxPacks), the ledger names the packs git made of ours', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.git('config', 'xet.capture.maxPacks', '2');
+    let repacked = false;
+    for (let i = 0; i < 4; i++) {
+      r.write(`u${i}.bin`, pseudoRandomBytes(20_000, i + 40));
+      const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+      repacked ||= out.repacked;
+    }
+    assert.ok(repacked, 'a capture rolled the small packs up');
+    const gitDir = path.join(r.dir, '.git');
+    const packs = fs.readdirSync(path.join(gitDir, 'objects', 'pack')).filter((n) => n.endsWith('.pack'));
+    const parts = (withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? []).map((p) => p.part);
+    const live = new Set(packs.map((n) => `pack:${n.slice(0, -'.pack'.length)}`));
+    assert.deepEqual(
+      parts.filter((p) => !live.has(p)),
+      [],
+      'no part names a pack that is gone',
+    );
+    // Every capture's objects are in a pack the ledger counts (the user's commit may be in git's own).
+    const counted = await repositoryUsed(r.dir);
+    const full = await repositoryRecount(r.dir);
+    assert.deepEqual([counted.bytes, counted.files], [full.bytes, full.files]);
+    assert.ok(counted.bytes > 4 * 20_000, `our packs are counted: ${counted.bytes}`);
+  });
+});
