@@ -28,7 +28,7 @@ import {
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
-import { sidecarDir, withSidecar } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { previousTreeIsHeld } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
@@ -242,7 +242,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // The base to store changes against: this worktree's last capture, else the newest snapshot in
     // the repository (another worktree of the same project shares most of its files).
     // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
-    const recorded = withSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
+    // Read only: a capture refused by the allowance must not have made a sidecar.
+    const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
     const previous =
       (recorded && (await previousTreeIsHeld(repo.commonDir, wsId, recorded.tree, userOpts)) ? recorded : null) ??
       (await newestSnapshotBase(userOpts));
