@@ -237,3 +237,19 @@ test('after git xet consolidates packs (xet.capture.maxPacks), the ledger names 
     assert.ok(counted.bytes > 4 * 20_000, `our packs are counted: ${counted.bytes}`);
   });
 });
+
+test('a refused first capture leaves no object, ref or sidecar: only its lock files and empty directories', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.write('big.bin', pseudoRandomBytes(100_000, 8));
+    limit(r, { bytes: '50000', headroom: '0%' });
+    const gitDir = path.join(r.dir, '.git');
+    const before = gitDirListing(gitDir);
+    expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
+    // The locks are taken before anything is read (they are what makes the reads consistent).
+    assertUnchanged(gitDir, before, 'a refused first capture', ['xet/locks/', 'xet/cache/', 'xet/tmp/']);
+    assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet')).sort(), ['cache', 'locks', 'tmp']);
+    assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet', 'tmp')), []);
+  });
+});
