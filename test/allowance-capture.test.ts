@@ -8,10 +8,11 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { partsOf, REPOSITORY_ROOT } from '../src/allowance/ledger';
 import { writePack } from '../src/git/pack-writer';
+import { capture as captureIn } from '../src/snapshot/capture';
 import { withExistingSidecar } from '../src/sidecar/db';
 import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
-import { createSandbox, type Sandbox } from './support/sandbox';
+import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
 function limit(r: Repo, settings: Record<string, string | null>): void {
@@ -48,8 +49,7 @@ function refusal(sb: Sandbox, r: Repo) {
 }
 
 test('a refused capture is ALLOWANCE_EXCEEDED with its figures, and leaves refs, objects and every git xet file byte for byte', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = repoWithNewWork(sb, 4, 50_000);
     const used = await repositoryUsed(r.dir);
     limit(r, { bytes: String(used.bytes + 1000), headroom: '0%' });
@@ -80,15 +80,12 @@ test('a refused capture is ALLOWANCE_EXCEEDED with its figures, and leaves refs,
     assert.equal(r.git('cat-file', '-t', snap).trim(), 'commit');
     const parts = withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? [];
     assert.ok(parts.filter((p) => p.part.startsWith('pack:')).length >= 2, JSON.stringify(parts));
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 for (const dimension of ['files', 'bytes'] as const) {
   test(`a capture that fits xet.allowance.${dimension} exactly is accepted; one ${dimension === 'files' ? 'file' : 'byte'} less is refused`, async () => {
-    const sb = createSandbox();
-    try {
+    await withSandbox(async (sb) => {
       const r = repoWithNewWork(sb, 3, 20_000);
       // The exact figure, from the allowance's own measure: what is used and what the capture adds.
       limit(r, { [dimension]: '1', headroom: '0%' });
@@ -109,15 +106,12 @@ for (const dimension of ['files', 'bytes'] as const) {
       assert.match(out.snapshot, /^[0-9a-f]{40}$/);
       const after = await repositoryUsed(r.dir);
       assert.ok(after[dimension] <= exact, `used ${after[dimension]} <= ${exact} after the exact fit`);
-    } finally {
-      sb.cleanup();
-    }
+    });
   });
 }
 
 test('an unchanged re-capture adds nothing and is admitted even over the limit', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = initRepo(sb, 'repo');
     r.commit('first', { 'a.txt': 'a\n' });
     r.write('untracked.bin', pseudoRandomBytes(30_000, 3));
@@ -133,14 +127,11 @@ test('an unchanged re-capture adds nothing and is admitted even over the limit',
     // Anything new is refused, though.
     r.write('more.txt', 'more\n');
     expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test('a fetch from a xet store over the allowance is refused before any file lands; within it the packs are recorded', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const src = initRepo(sb, 'src');
     src.commit('big', { 'big.bin': pseudoRandomBytes(150_000, 5), 'small.txt': 'x\n' });
     const store = sb.path('store');
@@ -171,14 +162,11 @@ test('a fetch from a xet store over the allowance is refused before any file lan
     const cheap = await repositoryUsed(dst.dir);
     const full = await repositoryRecount(dst.dir);
     assert.deepEqual([cheap.bytes, cheap.files], [full.bytes, full.files]);
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test('the pack writer removes its finished temporaries when beforePublish refuses', async () => {
-  const sb = createSandbox();
-  try {
+  await withSandbox(async (sb) => {
     const r = initRepo(sb, 'repo');
     const objects = path.join(r.dir, '.git', 'objects');
     const data = Buffer.from('hello\n');
@@ -196,7 +184,72 @@ test('the pack writer removes its finished temporaries when beforePublish refuse
     assert.equal(seen[2], 1);
     assert.ok(seen[0] > 12 && seen[1] > 1000);
     assert.deepEqual(fs.readdirSync(path.join(objects, 'pack')), []);
-  } finally {
-    sb.cleanup();
-  }
+  });
+});
+
+test("a settling capture (discard and reclaim keep a fork's work) may use the headroom; a growing one may not", async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithNewWork(sb, 2, 40_000);
+    const used = await repositoryUsed(r.dir);
+    // Room for the capture under the limit, none under limit - headroom.
+    limit(r, { bytes: String(used.bytes + 400_000), headroom: '300k' });
+    const d = refusal(sb, r);
+    assert.equal(d.admissionClass, 'grow');
+    assert.ok(d.used + d.adding <= d.limit, `it fits under the limit itself: ${JSON.stringify(d)}`);
+    const saved = { ...process.env };
+    try {
+      Object.assign(process.env, sb.env);
+      const out = await captureIn({ cwd: r.dir, admissionClass: 'settle' });
+      assert.equal(out.unchanged, false);
+      assert.equal(r.git('cat-file', '-t', out.snapshot).trim(), 'commit');
+    } finally {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+      Object.assign(process.env, saved);
+    }
+  });
+});
+
+test('after git xet consolidates packs (xet.capture.maxPacks), the ledger names the packs git made of ours', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.git('config', 'xet.capture.maxPacks', '2');
+    let repacked = false;
+    for (let i = 0; i < 4; i++) {
+      r.write(`u${i}.bin`, pseudoRandomBytes(20_000, i + 40));
+      const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+      repacked ||= out.repacked;
+    }
+    assert.ok(repacked, 'a capture rolled the small packs up');
+    const gitDir = path.join(r.dir, '.git');
+    const packs = fs.readdirSync(path.join(gitDir, 'objects', 'pack')).filter((n) => n.endsWith('.pack'));
+    const parts = (withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? []).map((p) => p.part);
+    const live = new Set(packs.map((n) => `pack:${n.slice(0, -'.pack'.length)}`));
+    assert.deepEqual(
+      parts.filter((p) => !live.has(p)),
+      [],
+      'no part names a pack that is gone',
+    );
+    // Every capture's objects are in a pack the ledger counts (the user's commit may be in git's own).
+    const counted = await repositoryUsed(r.dir);
+    const full = await repositoryRecount(r.dir);
+    assert.deepEqual([counted.bytes, counted.files], [full.bytes, full.files]);
+    assert.ok(counted.bytes > 4 * 20_000, `our packs are counted: ${counted.bytes}`);
+  });
+});
+
+test('a refused first capture leaves no object, ref or sidecar: only its lock files and empty directories', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.write('big.bin', pseudoRandomBytes(100_000, 8));
+    limit(r, { bytes: '50000', headroom: '0%' });
+    const gitDir = path.join(r.dir, '.git');
+    const before = gitDirListing(gitDir);
+    expectError(xet(sb, r.dir, ['capture', '--json']), 'ALLOWANCE_EXCEEDED');
+    // The locks are taken before anything is read (they are what makes the reads consistent).
+    assertUnchanged(gitDir, before, 'a refused first capture', ['xet/locks/', 'xet/cache/', 'xet/tmp/']);
+    assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet')).sort(), ['cache', 'locks', 'tmp']);
+    assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet', 'tmp')), []);
+  });
 });

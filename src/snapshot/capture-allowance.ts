@@ -10,9 +10,10 @@ import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
 import type { BeforePublish } from '../git/pack-writer';
 import type { Repo } from '../git/repo';
-import { admitRepository, recountAfterCrash, type Admission } from '../allowance/admit';
+import { admitRepository, recountAfterCrash, unlimited, type Admission } from '../allowance/admit';
+import { repositoryLimits } from '../allowance/config';
 import { forgetPart, partsOf, recordPart, REPOSITORY_ROOT } from '../allowance/ledger';
-import { packUpperBound, type Amount } from '../allowance/model';
+import { packUpperBound, type AdmissionClass, type Amount } from '../allowance/model';
 import { withSidecar } from '../sidecar/db';
 
 /** The commit, top tree and manifest blob a capture writes loose, and its sidecar rows: a manifest
@@ -21,8 +22,9 @@ export const CAPTURE_LOOSE_BYTES = 64 * 1024;
 
 /** What scanToTree's storeTree asks before it writes the pack. */
 export interface PackAdmission {
-  /** Admit a pack of objects of these inflated sizes. Throws ALLOWANCE_EXCEEDED, nothing written. */
-  admit(sizes: number[]): Promise<void>;
+  /** Admit a pack of `objects` objects of these inflated sizes (asked only when a limit is set: an
+   * lstat per new file). Throws ALLOWANCE_EXCEEDED, nothing written. */
+  admit(objects: number, sizes: () => number[]): Promise<void>;
   beforePublish: BeforePublish;
 }
 
@@ -43,21 +45,20 @@ export class CaptureAllowance implements PackAdmission {
   constructor(
     private readonly repo: Repo,
     private readonly config: GitConfig,
+    private readonly cls: AdmissionClass = 'grow',
   ) {
     // A writing command recounts first when a writer died since the ledger was last right, before
     // it makes temporary files of its own (they would be counted in the recorded figure).
     recountAfterCrash(repo);
   }
 
-  async admit(sizes: number[]): Promise<void> {
-    if (!sizes.length) return;
-    this.admission = await admitRepository(
-      this.repo,
-      captureBound(sizes, this.repo.objectFormat),
-      'grow',
-      'capture',
-      this.config,
-    );
+  async admit(objects: number, sizes: () => number[]): Promise<void> {
+    if (!objects) return;
+    // Without a limit the figure is never compared: the objects' sizes are not read for it.
+    const bound = unlimited(repositoryLimits(this.config))
+      ? { bytes: CAPTURE_LOOSE_BYTES, files: 3 }
+      : captureBound(sizes(), this.repo.objectFormat);
+    this.admission = await admitRepository(this.repo, bound, this.cls, 'capture', this.config);
   }
 
   readonly beforePublish: BeforePublish = (p) => {

@@ -28,7 +28,7 @@ import {
 } from '../git/plumbing';
 import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
-import { sidecarDir, withSidecar } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { previousTreeIsHeld } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
@@ -36,6 +36,7 @@ import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './
 import { resolvePolicy, type PolicyOptions } from './policy';
 import { looseObjects, scanToTree, scratchDir, type ScanResult } from './scan';
 import { CaptureAllowance } from './capture-allowance';
+import type { AdmissionClass } from '../allowance/model';
 import type { PackItem } from '../git/pack-writer';
 import { walkWorktree } from './walk';
 import { FILEMETA_ENTRY } from './filemeta';
@@ -74,6 +75,9 @@ export interface CaptureOptions extends PolicyOptions {
   /** The worktree to record as the source when `cwd` is another view of it (reclaim captures a
    * fork from a private read-only mount of its layers). */
   worktreeAs?: string;
+  /** How the storage allowance admits it: 'grow' (default), or 'settle' for the captures of discard
+   * and reclaim, which keep a fork's work on the way to freeing its space (they may use the headroom). */
+  admissionClass?: AdmissionClass;
 }
 
 export interface CaptureResult {
@@ -185,7 +189,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head, refs: allRefs } = refView;
-    allowance = new CaptureAllowance(repo, config);
+    allowance = new CaptureAllowance(repo, config, options.admissionClass ?? 'grow');
     // Conflicts, operations in progress and sparse checkout are captured (operation-state.ts refuses
     // only what it cannot restore faithfully); submodules and nested repositories become inner
     // snapshots (inner-repos.ts).
@@ -238,7 +242,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // The base to store changes against: this worktree's last capture, else the newest snapshot in
     // the repository (another worktree of the same project shares most of its files).
     // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
-    const recorded = withSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
+    // Read only: a capture refused by the allowance must not have made a sidecar.
+    const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
     const previous =
       (recorded && (await previousTreeIsHeld(repo.commonDir, wsId, recorded.tree, userOpts)) ? recorded : null) ??
       (await newestSnapshotBase(userOpts));

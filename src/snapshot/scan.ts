@@ -182,7 +182,7 @@ async function storeTree(
   }
   for (const t of looseObjects(scratchObjects)) items.push(t);
   const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
-  await spec.admission?.admit(unique.map(itemSize));
+  await spec.admission?.admit(unique.length, () => unique.map(itemSize));
   if (items.length) spec.progress?.(`storing ${items.length} new objects`);
   await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish);
   return { tree, changes };
