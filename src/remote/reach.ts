@@ -26,7 +26,9 @@ const UNREACHABLE = [
 
 /** The typed code for a failed git fetch, push or ls-remote, from its stderr. */
 export function remoteFailureCode(stderr: string): ErrorCode {
-  const tagged = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED|PUSH_REJECTED)\]/.exec(stderr)?.[1];
+  const tagged = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED|PUSH_REJECTED|ALLOWANCE_EXCEEDED)\]/.exec(
+    stderr,
+  )?.[1];
   if (tagged) return tagged as ErrorCode;
   if (UNREACHABLE.some((re) => re.test(stderr))) return 'REMOTE_UNAVAILABLE';
   return 'GIT_FAILED';

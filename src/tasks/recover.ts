@@ -616,7 +616,12 @@ async function captureEvidence(slot: Slot, id: string): Promise<{ snapshot: stri
   try {
     const { capture } = await import('../snapshot/capture');
     // `inner`: found from the worktree alone, never from the caller's GIT_DIR.
-    const c = await capture({ cwd: slot.worktree, message: `task ${id} interrupted`, inner: true });
+    const c = await capture({
+      cwd: slot.worktree,
+      message: `task ${id} interrupted`,
+      inner: true,
+      admissionClass: 'settle',
+    });
     return { snapshot: c.snapshot, code: '' };
   } catch (e) {
     return { snapshot: null, code: e instanceof XetError ? e.code : 'INTERNAL' };

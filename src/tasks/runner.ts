@@ -248,6 +248,9 @@ function relativeCwd(worktree: string, dir: string): string {
 }
 
 /** Steps 1-2: everything checked, then the task row (status created) and its private directory. */
+/** What a task adds besides its capture and its command's output: its row, events and files. */
+const TASK_BOOKKEEPING = { bytes: 64 * 1024, files: 8 };
+
 export async function startTask(req: RunRequest): Promise<PreparedTask> {
   checkArgv(req.argv);
   if (req.in !== undefined && req.fork !== undefined) throw new XetError('USAGE', '--in and --fork exclude each other');
@@ -306,6 +309,11 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   }
   // Read once, here: the manifest freezes them for the task's life.
   const { killGraceMs, retentionMs } = taskConfig(config);
+
+  // A new task is growing work, refused before any effect once the repository root is into its
+  // headroom; its capture at the end then settles. (A fork's own admission is createFork's.)
+  const { admitRepository } = await import('../allowance/admit');
+  (await admitRepository(repo, TASK_BOOKKEEPING, 'grow', 'task run', config)).end();
 
   // Effects from here on.
   let mode: SlotMode = 'worktree';
@@ -776,7 +784,8 @@ export async function finishTask(ctx: TaskContext, outcome: TaskOutcome): Promis
       try {
         // Loaded here: capture's modules are most of a task's start-up otherwise.
         const { capture } = await import('../snapshot/capture');
-        const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true });
+        // An admitted task's capture settles: it may use the headroom.
+        const c = await capture({ cwd: slot.worktree, message: `task ${id}`, always: true, admissionClass: 'settle' });
         resultSnapshot = c.snapshot;
         sc.use((db) => {
           updateTask(db, id, { resultSnapshot });

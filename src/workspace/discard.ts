@@ -103,7 +103,13 @@ async function discardLocked(repo: Repo, row: ForkRow, options: DiscardOptions):
 /** Capture everything the fork holds, ignored files included whatever the capture policy says (a
  * discard must keep the fork's state, not a selection of it); refuse if anything was left out. */
 async function keepWork(row: ForkRow): Promise<string> {
-  const r = await capture({ cwd: row.dir, message: `git xet discard: fork ${row.id}`, ignored: 'all' });
+  // Settling work: keeping a fork's work may use the headroom (docs/DESIGN-NOTES.md "Storage allowance").
+  const r = await capture({
+    cwd: row.dir,
+    message: `git xet discard: fork ${row.id}`,
+    ignored: 'all',
+    admissionClass: 'settle',
+  });
   const left = [...r.excludedSecrets, ...r.skipped.map((s) => s.path)];
   if (left.length || r.excludedByPattern > 0) {
     throw new XetError(

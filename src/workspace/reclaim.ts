@@ -289,6 +289,7 @@ async function keep(
     message: `git xet reclaim: fork ${row.id}`,
     ignored: 'all',
     worktreeAs: row.dir,
+    admissionClass: 'settle',
   });
   const left = [...r.excludedSecrets, ...r.skipped.map((s) => s.path)];
   if (left.length || r.excludedByPattern > 0) {
