@@ -17,7 +17,9 @@ import {
   STORE_ALLOWANCE_SCHEMA,
 } from '../src/allowance/store-root';
 import { DirectoryStore } from '../src/remote/store';
+import { withExistingSidecar } from '../src/sidecar/db';
 import { codeOf } from './support/errors';
+import { pausedAt } from './support/faults';
 import { runAsync } from './support/remote';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -38,9 +40,6 @@ function seeded(sb: Sandbox): { r: Repo; store: string } {
 
 const used = (store: string) => measureStore(DirectoryStore.open(store)).used;
 
-/** The repository as git sees it on disk: everything in .git but git xet's own journal (xet/). */
-const repoListing = (r: Repo): TreeListing => withoutPaths(walkTree(path.join(r.dir, '.git')), ['xet/']);
-
 function assertSame(before: TreeListing, after: TreeListing, what: string): void {
   assert.deepEqual(compareTrees(before, after), [], `${what} changed`);
 }
@@ -54,7 +53,7 @@ test('a push past the store allowance is refused as ALLOWANCE_EXCEEDED with its 
     const now = used(store);
     setStoreAllowance(store, now.bytes + 100_000, null, '0');
     const storeBefore = walkTree(store);
-    const repoBefore = repoListing(r);
+    const gitBefore = walkTree(path.join(r.dir, '.git'));
 
     const err = expectError(xet(sb, r.dir, ['push', 'st', snap, '--json']), 'ALLOWANCE_EXCEEDED');
     assert.equal(err.details.root, `store:${store}`);
@@ -63,9 +62,10 @@ test('a push past the store allowance is refused as ALLOWANCE_EXCEEDED with its 
     assert.equal(err.details.headroom, 0);
     assert.equal(err.details.used, used(store).bytes, 'used is what the store holds');
     assert.ok(err.details.adding > 200_000, `adding ${err.details.adding}: the snapshot's 200 KB file`);
-    assert.match(err.details.publication, /^pub-/);
+    // Refused before the publication exists: no row, no lock file, .git/xet included.
+    assert.equal(err.details.publication, undefined);
     assertSame(storeBefore, walkTree(store), 'the store');
-    assertSame(repoBefore, repoListing(r), 'the repository');
+    assertSame(gitBefore, walkTree(path.join(r.dir, '.git')), 'the whole .git (git xet push)');
 
     // Plain git push says why, with the code.
     r.commit('two', { 'two.bin': pseudoRandomBytes(200_000, 3) });
@@ -85,6 +85,58 @@ test('a push past the store allowance is refused as ALLOWANCE_EXCEEDED with its 
       ['new'],
     );
     assert.ok(used(store).bytes <= now.bytes + 1_000_000);
+    assert.deepEqual(publicationFiles(r), [], 'a publication that ended leaves no lock file');
+  }));
+
+/** The publication lock files in .git/xet/locks. */
+const publicationFiles = (r: Repo): string[] =>
+  fs.readdirSync(path.join(r.dir, '.git', 'xet', 'locks')).filter((n) => n.startsWith('publication-'));
+
+test('a push the helper refuses after git xet push checked (the space taken meanwhile) is typed with its details and leaves .git as it was', () =>
+  withSandbox(async (sb) => {
+    const { r, store } = seeded(sb);
+    r.write('scratch.bin', pseudoRandomBytes(200_000, 2));
+    const snap = capture(sb, r.dir);
+    setStoreAllowance(store, 1, null, '0');
+    const now = used(store);
+    setStoreAllowance(store, now.bytes + 1_000_000, null, '0');
+    const gitBefore = walkTree(path.join(r.dir, '.git'));
+    const storeBefore = walkTree(store);
+    // git xet push admits it; the helper waits before deciding, and meanwhile another writer takes
+    // most of the room.
+    const push = await pausedAt(sb, r.dir, ['push', 'st', snap, '--json'], 'before-decide');
+    fs.writeFileSync(path.join(store, 'other-writer.bin'), pseudoRandomBytes(900_000, 9));
+    const storeTaken = walkTree(store);
+    push.go();
+    const res = await push.done;
+    assert.equal(res.code, 3, res.stdout);
+    const err = JSON.parse(res.stdout).error;
+    assert.equal(err.code, 'ALLOWANCE_EXCEEDED', res.stdout);
+    assert.equal(err.details.root, `store:${store}`);
+    assert.equal(err.details.dimension, 'bytes');
+    assert.equal(err.details.limit, now.bytes + 1_000_000);
+    assert.ok(err.details.used >= now.bytes + 900_000, res.stdout);
+    assert.ok(err.details.adding > 200_000, res.stdout);
+    assert.match(err.details.publication, /^pub-/);
+    assertSame(storeTaken, walkTree(store), 'the store');
+    // No publication row to resolve later and no lock file: the refusal is forgotten whole (the
+    // database had the row for the while the push ran: its pages differ, its rows do not).
+    assertSame(
+      withoutPaths(gitBefore, ['xet/xet.db']),
+      withoutPaths(walkTree(path.join(r.dir, '.git')), ['xet/xet.db']),
+      'the whole .git but the database',
+    );
+    const rows = withExistingSidecar(path.join(r.dir, '.git'), (db) =>
+      db.prepare('SELECT id FROM publications WHERE id = ?').all(err.details.publication),
+    );
+    assert.deepEqual(rows, [], 'no publication row');
+    fs.rmSync(path.join(store, 'other-writer.bin'));
+    assertSame(storeBefore, walkTree(store), 'the store without the other writer');
+    // Retrying is as cheap: a second refusal adds nothing either.
+    setStoreAllowance(store, now.bytes + 100_000, null, '0');
+    const gitAgain = walkTree(path.join(r.dir, '.git'));
+    expectError(xet(sb, r.dir, ['push', 'st', snap, '--json']), 'ALLOWANCE_EXCEEDED');
+    assertSame(gitAgain, walkTree(path.join(r.dir, '.git')), 'the whole .git after a retry');
   }));
 
 test("the pack's real size is checked before it is published: git's estimate (a local delta) fits, the pack does not", () =>

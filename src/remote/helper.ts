@@ -17,9 +17,11 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import { INTENT_BOUND, storeAdmission, type StoreAdmission } from '../allowance/store-root';
+import { unlimited } from '../allowance/admit';
+import type { Amount } from '../allowance/model';
 import { DirectoryStore, STATE_SCHEMA, stateFileBytes, type LoadedState, type StoreState } from './store';
 import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
-import { importPacks, pushPack } from './transfer';
+import { importPacks, pushEstimate, pushPack } from './transfer';
 import { storePathFromUrl } from './url';
 import * as crypto from 'node:crypto';
 // Fault injection for tests (SIGKILL or wait at a named point): src/testing/fault-points.ts.
@@ -297,14 +299,7 @@ export class RemoteHelper {
           .map((d) => wanted.get(d.dst))
           .filter((x): x is string => Boolean(x) && !covered.has(x as string));
         const changed = changes.map((d): [string, string | null] => [d.dst, wanted.get(d.dst) ?? null]);
-        // The state this attempt publishes, as big as the real one (a pack name is of fixed length).
-        const placeholder = `pack-${'0'.repeat(store.objectFormat === 'sha256' ? 64 : 40)}`;
-        const besides = {
-          bytes: stateFileBytes(
-            nextState(latest, refs, changed, tips.length ? [...packs, placeholder] : packs, pushId, head),
-          ),
-          files: 1,
-        };
+        const besides = stateBesides(store, latest, refs, changed, packs, pushId, head, tips.length > 0);
         let pack: string | null = null;
         if (tips.length) {
           pack = await pushPack(
@@ -504,4 +499,49 @@ export async function main(argv: string[]): Promise<number> {
     lines.close();
     process.stdin.destroy();
   }
+}
+
+/** What a push publishes beside its pack: the next state, as big as the real one (a new pack is
+ * named by a placeholder of a pack name's fixed length). */
+function stateBesides(
+  store: DirectoryStore,
+  latest: LoadedState | null,
+  refs: Record<string, string>,
+  changed: [string, string | null][],
+  packs: string[],
+  pushId: string,
+  head: string | null,
+  newPack: boolean,
+): Amount {
+  const placeholder = `pack-${'0'.repeat(store.objectFormat === 'sha256' ? 64 : 40)}`;
+  const next = nextState(latest, refs, changed, newPack ? [...packs, placeholder] : packs, pushId, head);
+  return { bytes: stateFileBytes(next), files: 1 };
+}
+
+/**
+ * `git xet push`'s check of a directory store's allowance before any local effect (no publication
+ * row, no lock file): the figures the helper admits first (pushPack: git's estimate of the pack, the
+ * state, the intent), so a push plainly too big is refused with the repository as it was. The
+ * helper checks again (another push may take the space meanwhile).
+ */
+export async function checkPushAllowance(
+  store: DirectoryStore,
+  repo: Repo,
+  refs: { name: string; oid: string }[],
+  pushId: string,
+): Promise<void> {
+  const admission = storeAdmission(store, 'grow', `push of ${refs.length} ref(s)`);
+  if (unlimited(admission.limits)) return;
+  const latest = store.latest();
+  const storeRefs = latest?.state.refs ?? {};
+  const changed = refs.filter((r) => storeRefs[r.name] !== r.oid).map((r): [string, string | null] => [r.name, r.oid]);
+  if (!changed.length) return;
+  const tips = [...new Set(changed.map(([, oid]) => oid as string))];
+  const pack = await pushEstimate(repoOpts(repo), tips, storeRefs);
+  const besides = stateBesides(store, latest, storeRefs, changed, [], pushId, await localHead(repo), pack > 0);
+  admission.check(
+    pack > 0
+      ? { bytes: pack + besides.bytes + INTENT_BOUND.bytes, files: 1 + besides.files + INTENT_BOUND.files }
+      : besides,
+  );
 }

@@ -13,6 +13,7 @@
 
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
@@ -21,13 +22,14 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir, withSidecar } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import {
+  forgetPublication,
   insertPublication,
   pendingPublications,
   resolvePublication,
   type PublicationRow,
   type PublicationState,
 } from '../sidecar/publications';
-import { HELPER_ERROR_PREFIX, PUBLICATION_ENV } from './helper';
+import { checkPushAllowance, HELPER_ERROR_PREFIX, PUBLICATION_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
@@ -100,8 +102,16 @@ export async function pushXetRefs(options: {
       continue;
     }
     try {
+      // Another push may have resolved it between the listing and the lock: then it is not ours.
+      if (!withSidecar(repo.commonDir, (db) => pendingPublications(db, url)).some((x) => x.id === p.id)) {
+        removePublicationLocks(repo, p.id);
+        continue;
+      }
       const state = await establish(repo, p);
-      if (state !== 'unknown') withSidecar(repo.commonDir, (db) => resolvePublication(db, p.id, state, null));
+      if (state !== 'unknown') {
+        withSidecar(repo.commonDir, (db) => resolvePublication(db, p.id, state, null));
+        removePublicationLocks(repo, p.id);
+      }
       resolved.push({ id: p.id, state });
     } finally {
       owner.release();
@@ -165,6 +175,11 @@ export async function pushXetRefs(options: {
       .map((r) => `--force-with-lease=${r.name}:${remoteRefs.get(r.name)}`);
     args = ['push', '--porcelain', '--atomic', ...leases, remote, ...specs];
   }
+  // A directory store's allowance is checked here first: a refusal leaves no row and no lock file.
+  if (kind === 'xet') {
+    const store = existingStore(repo, url);
+    if (store) await checkPushAllowance(store, repo, fresh, id);
+  }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
   const owner = acquireLock(ownerLockFile(repo, id), 'publishing');
@@ -180,6 +195,29 @@ export async function pushXetRefs(options: {
 
 function ownerLockFile(repo: Repo, id: string): string {
   return path.join(sidecarDir(repo.commonDir), 'locks', `publication-${id}.owner.lockdb`);
+}
+
+function helperLockFile(repo: Repo, id: string): string {
+  return path.join(sidecarDir(repo.commonDir), 'locks', `publication-${id}.lockdb`);
+}
+
+/** A publication's two lock files, once its outcome is recorded (they would otherwise pile up, two
+ * per push). Called under the owner lock, after the helper exited: nobody takes either lock for a
+ * publication that is no longer pending (the pending loop checks again once it holds the owner's). */
+function removePublicationLocks(repo: Repo, id: string): void {
+  for (const f of [helperLockFile(repo, id), ownerLockFile(repo, id)]) {
+    for (const x of [f, `${f}-journal`]) fs.rmSync(x, { force: true });
+  }
+}
+
+/** The directory store a `xet::` URL names, or null when there is none yet (or it cannot be opened:
+ * the helper then says why, as it always did). */
+function existingStore(repo: Repo, url: string): DirectoryStore | null {
+  try {
+    return DirectoryStore.open(storePathFromUrl(url, repo.worktree));
+  } catch {
+    return null;
+  }
 }
 
 async function runPublication(
@@ -199,6 +237,7 @@ async function runPublication(
   const outcomes = parsePorcelain(r.stdout.toString('utf8'));
   if (r.code === 0) {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { refs: outcomes }));
+    removePublicationLocks(repo, id);
     result.refs.push(
       ...fresh.map((f) => outcomes.find((x) => x.ref === f.name) ?? { ref: f.name, status: 'new' as const }),
     );
@@ -207,6 +246,7 @@ async function runPublication(
   }
   if (outcomes.some((x) => x.status === 'rejected')) {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'rejected', { refs: outcomes }));
+    removePublicationLocks(repo, id);
     result.refs.push(...outcomes);
     throw rejected(result);
   }
@@ -215,12 +255,20 @@ async function runPublication(
   const state = row ? await establish(repo, row) : 'unknown';
   if (state === 'published') {
     withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { recovered: true }));
+    removePublicationLocks(repo, id);
     result.refs.push(...fresh.map((f) => ({ ref: f.name, status: 'new' as const })));
     return result;
   }
   if (state === 'not-published') {
-    withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'not-published', { stderr: r.stderr.slice(-2000) }));
-    const refusal = helperRefusal(r.stderr, id);
+    const refusal = helperRefusal(r.stderr, { publication: id });
+    // A refusal by the store's allowance published nothing and leaves nothing to resolve later: the
+    // repository is left as it was (no row, no lock file).
+    withSidecar(repo.commonDir, (db) =>
+      refusal
+        ? forgetPublication(db, id)
+        : resolvePublication(db, id, 'not-published', { stderr: r.stderr.slice(-2000) }),
+    );
+    removePublicationLocks(repo, id);
     if (refusal) throw refusal;
     const code = /\[(STORE_UNAVAILABLE|INTEGRITY_MISMATCH|SCHEMA_UNSUPPORTED)\]/.exec(r.stderr)?.[1] ?? 'GIT_FAILED';
     throw new XetError(
@@ -244,7 +292,7 @@ async function runPublication(
 
 /** The store's allowance refusal the helper sent (helper.ts), as the typed error it was there. Only
  * ALLOWANCE_EXCEEDED travels this way; its details are copied field by field, never trusted whole. */
-function helperRefusal(stderr: string, publication: string): XetError | null {
+function helperRefusal(stderr: string, extra: Record<string, string>): XetError | null {
   const line = stderr.split('\n').find((l) => l.startsWith(HELPER_ERROR_PREFIX));
   if (!line) return null;
   let v: { code?: unknown; message?: unknown; details?: Record<string, unknown> };
@@ -261,7 +309,7 @@ function helperRefusal(stderr: string, publication: string): XetError | null {
   for (const k of ['limit', 'headroom', 'used', 'adding']) {
     if (typeof v.details?.[k] === 'number') details[k] = v.details[k];
   }
-  return new XetError('ALLOWANCE_EXCEEDED', v.message.slice(0, 2000), { ...details, publication });
+  return new XetError('ALLOWANCE_EXCEEDED', v.message.slice(0, 2000), { ...details, ...extra });
 }
 
 function rejected(result: PushResult): XetError {

@@ -46,25 +46,7 @@ export async function pushPack(
   allow?: PushAdmission,
 ): Promise<string | null> {
   if (!tips.length) return null;
-  const have = [...new Set(Object.values(storeRefs))];
-  // Tips the store has that we lack locally cannot bound the walk; leaving them out only costs size.
-  const present = await objectSizes(have, o);
-  const exclude = have.filter((oid) => present.has(oid));
-  // Snapshots are siblings, not ancestors, of each other (their parents are the repository's
-  // commits), and excluding a commit does not exclude the trees of commits beside it: a new
-  // snapshot would re-send every untracked and ignored file the store already has. Naming the trees
-  // of the store's newest snapshots as excluded too keeps a push to what changed. Subtrees they
-  // share are walked once, so the cost follows the distinct content, bounded by the count.
-  const snapshots = Object.entries(storeRefs)
-    .filter(([name, oid]) => name.startsWith('refs/xet/snapshots/') && present.has(oid))
-    .map(([, oid]) => oid);
-  if (snapshots.length) {
-    const newest = await gitText(
-      ['rev-list', '--no-walk=sorted', `--max-count=${SNAPSHOT_TREES_EXCLUDED}`, '--stdin'],
-      { ...o, input: `${snapshots.join('\n')}\n` },
-    );
-    for (const oid of newest.split('\n').filter(Boolean)) exclude.push(`${oid}^{tree}`);
-  }
+  const exclude = await pushExcludes(o, storeRefs);
   if (allow && !unlimited(allow.admission.limits)) {
     const pack = allow.admission.limits.bytes === null ? 0 : await packEstimate(o, tips, exclude);
     allow.admission.check({
@@ -265,4 +247,34 @@ function storePackBound(store: DirectoryStore, name: string, src: string): Amoun
   }
   const idx = 8 + 1024 + n * (oid + 8) + (f.size > 2 ** 31 ? n * 8 : 0) + 2 * oid;
   return { bytes: f.size + idx + 12 + 4 * n + 2 * oid, files: 3 };
+}
+
+/** What a push must not send again: the store's tips this repository has and the trees of the
+ * store's newest snapshots (see pushPack). `git xet push` estimates with it before any local effect. */
+export async function pushExcludes(o: GitOptions, storeRefs: Record<string, string>): Promise<string[]> {
+  const have = [...new Set(Object.values(storeRefs))];
+  // Tips the store has that we lack locally cannot bound the walk; leaving them out only costs size.
+  const present = await objectSizes(have, o);
+  const exclude = have.filter((oid) => present.has(oid));
+  // Snapshots are siblings, not ancestors, of each other (their parents are the repository's
+  // commits), and excluding a commit does not exclude the trees of commits beside it: a new
+  // snapshot would re-send every untracked and ignored file the store already has. Naming the trees
+  // of the store's newest snapshots as excluded too keeps a push to what changed. Subtrees they
+  // share are walked once, so the cost follows the distinct content, bounded by the count.
+  const snapshots = Object.entries(storeRefs)
+    .filter(([name, oid]) => name.startsWith('refs/xet/snapshots/') && present.has(oid))
+    .map(([, oid]) => oid);
+  if (snapshots.length) {
+    const newest = await gitText(
+      ['rev-list', '--no-walk=sorted', `--max-count=${SNAPSHOT_TREES_EXCLUDED}`, '--stdin'],
+      { ...o, input: `${snapshots.join('\n')}\n` },
+    );
+    for (const oid of newest.split('\n').filter(Boolean)) exclude.push(`${oid}^{tree}`);
+  }
+  return exclude;
+}
+
+/** What a push of `tips` would send to a store with `storeRefs`, by git's estimate (packEstimate). */
+export async function pushEstimate(o: GitOptions, tips: string[], storeRefs: Record<string, string>): Promise<number> {
+  return packEstimate(o, tips, await pushExcludes(o, storeRefs));
 }

@@ -41,3 +41,9 @@ export function resolvePublication(db: Db, id: string, state: PublicationState, 
     id,
   );
 }
+
+/** Drop a publication that provably sent nothing and needs no later resolution (refused by the
+ * store's allowance before anything was published). */
+export function forgetPublication(db: Db, id: string): void {
+  db.prepare(`DELETE FROM publications WHERE id = ?`).run(id);
+}
