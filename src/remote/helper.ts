@@ -33,6 +33,9 @@ export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
 /** The line on stderr that carries a refusal's details to `git xet push`. */
 export const HELPER_ERROR_PREFIX = 'git-remote-xet: error ';
 
+/** Set by `git xet fetch`: the helper then sends a refusal's details as push's does. */
+export const TYPED_ERRORS_ENV = 'GIT_XET_TYPED_ERRORS';
+
 /** Refs that name content (snapshots, handoffs): created once, never moved. */
 export function isCreateOnce(ref: string): boolean {
   return ref.startsWith('refs/xet/snapshots/') || ref.startsWith('refs/xet/handoffs/');
@@ -489,8 +492,12 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     const msg = e instanceof XetError ? `${e.message} [${e.code}]` : ((e as Error).stack ?? String(e));
     process.stderr.write(`fatal: git-remote-xet: ${msg}\n`);
-    // `git xet push` turns this line back into the typed error with its details (publish.ts).
-    if (e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED' && process.env[PUBLICATION_ENV]) {
+    // `git xet push` and `git xet fetch` turn this line back into the typed error with its details (publish.ts).
+    if (
+      e instanceof XetError &&
+      e.code === 'ALLOWANCE_EXCEEDED' &&
+      (process.env[PUBLICATION_ENV] || process.env[TYPED_ERRORS_ENV])
+    ) {
       process.stderr.write(`${HELPER_ERROR_PREFIX}${JSON.stringify(e.toJSON())}\n`);
     }
     return e instanceof XetError ? 128 : 70;

@@ -19,7 +19,14 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { listRefs } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
-import { sidecarDir, withSidecar } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { enforce, unlimited } from '../allowance/admit';
+import { repositoryLimits } from '../allowance/config';
+import { deadWriters } from '../allowance/crash';
+import { REPOSITORY_ROOT } from '../allowance/ledger';
+import { measureRepository } from '../allowance/repo-root';
+import { readConfig } from '../git/config';
+import { importPlan } from './transfer';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import {
   forgetPublication,
@@ -29,7 +36,7 @@ import {
   type PublicationRow,
   type PublicationState,
 } from '../sidecar/publications';
-import { checkPushAllowance, HELPER_ERROR_PREFIX, PUBLICATION_ENV } from './helper';
+import { checkPushAllowance, HELPER_ERROR_PREFIX, PUBLICATION_ENV, TYPED_ERRORS_ENV } from './helper';
 import { DirectoryStore } from './store';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
@@ -439,17 +446,29 @@ async function fetchXetRefsShared(options: { cwd: string; remote?: string }, rep
   const prefix = named ? trackingPrefix(remote) : `refs/xet-incoming/${crypto.randomBytes(6).toString('hex')}/`;
   const spec = `+refs/xet/*:${prefix}*`;
   let refspecAdded = false;
-  if (named) {
-    // Later plain `git fetch`es keep the tracking refs current; `git xet fetch` adopts new ones.
-    const have = await git(['config', '--get-all', `remote.${remote}.fetch`], { ...o, okCodes: [1] });
-    if (!have.stdout.toString('utf8').split('\n').includes(spec)) {
-      await git(['config', '--add', `remote.${remote}.fetch`, spec], o);
-      refspecAdded = true;
-    }
+  // A directory store's packs and their sizes are known before anything is fetched: a fetch that
+  // does not fit is refused here, with the repository as it was (no FETCH_HEAD, no refspec).
+  if (kindOf(url) === 'xet') {
+    const store = existingStore(repo, url);
+    if (store) await checkFetchAllowance(repo, store);
   }
   try {
-    const r = await git(['fetch', '--no-tags', '--', remote, spec], { ...o, okCodes: [1, 128] });
-    if (r.code !== 0) throw remoteError(remote, 'fetch', r.stderr);
+    // No FETCH_HEAD: the refs are read from the tracking namespace, and a refused fetch writes nothing.
+    const r = await git(['fetch', '--no-tags', '--no-write-fetch-head', '--', remote, spec], {
+      ...o,
+      env: { ...o.env, [TYPED_ERRORS_ENV]: '1' },
+      okCodes: [1, 128],
+    });
+    if (r.code !== 0)
+      throw helperRefusal(r.stderr, { remote: withoutPassword(remote) }) ?? remoteError(remote, 'fetch', r.stderr);
+    if (named) {
+      // Later plain `git fetch`es keep the tracking refs current; `git xet fetch` adopts new ones.
+      const have = await git(['config', '--get-all', `remote.${remote}.fetch`], { ...o, okCodes: [1] });
+      if (!have.stdout.toString('utf8').split('\n').includes(spec)) {
+        await git(['config', '--add', `remote.${remote}.fetch`, spec], o);
+        refspecAdded = true;
+      }
+    }
     const incoming = await listRefs([prefix], o);
     const local = new Map((await listRefs(['refs/xet/'], o)).map((x) => [x.name, x.oid]));
     const creates: { ref: string; oid: string }[] = [];
@@ -487,4 +506,22 @@ async function fetchXetRefsShared(options: { cwd: string; remote?: string }, rep
       }
     }
   }
+}
+
+/**
+ * `git xet fetch`'s check of the repository root before any effect: the packs the helper would
+ * import and their bounds (importPlan, the figures importPacks admits). Read only; skipped when a
+ * writer died since the ledger was last right (the helper's admission recounts first, and a refusal
+ * then still comes back typed).
+ */
+async function checkFetchAllowance(repo: Repo, store: DirectoryStore): Promise<void> {
+  const limits = repositoryLimits(await readConfig(repoOpts(repo)));
+  if (unlimited(limits) || deadWriters(repo.commonDir).length) return;
+  const latest = store.latest();
+  if (!latest) return;
+  const { plan, total } = importPlan(store, repo, latest.state.packs);
+  if (!plan.length) return;
+  const used =
+    withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ?? measureRepository(repo, null).used;
+  enforce(REPOSITORY_ROOT, limits, used, total(0), 'grow', `fetch from ${store.root}`);
 }

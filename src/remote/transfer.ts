@@ -136,32 +136,8 @@ export async function importPacks(
   packs: string[],
   ignoreLedger = false,
 ): Promise<string[]> {
-  const packDir = path.join(repo.objectsDir, 'pack');
-  const ledger = importedLedger(repo, store);
-  const known = new Set(
-    !ignoreLedger && fs.existsSync(ledger) ? fs.readFileSync(ledger, 'utf8').split('\n').filter(Boolean) : [],
-  );
-  const plan: { name: string; src: string; bound: Amount }[] = [];
-  for (const name of packs) {
-    const final = path.join(packDir, `${name}.pack`);
-    if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
-    // A pack a store gc is deleting may be in trash/ (the gc died before linking it back).
-    const src = locatePack(store, name) ?? store.packPath(name);
-    const bound = storePackBound(store, name, src);
-    plan.push({ name, src, bound });
-  }
+  const { packDir, ledger, plan, total } = importPlan(store, repo, packs, ignoreLedger);
   if (!plan.length) return [];
-  const total = (from: number): Amount => {
-    const a = { bytes: 0, files: 0 };
-    for (const p of plan.slice(from)) {
-      a.bytes += p.bound.bytes;
-      a.files += p.bound.files;
-    }
-    // The imported-packs list: a line per pack, the file itself the first time.
-    a.bytes += (plan.length - from) * 46;
-    if (!fs.existsSync(ledger)) a.files++;
-    return a;
-  };
   const admission = await admitRepository(repo, total(0), 'grow', `fetch from ${store.root}`);
   fs.mkdirSync(packDir, { recursive: true });
   const imported: string[] = [];
@@ -277,4 +253,45 @@ export async function pushExcludes(o: GitOptions, storeRefs: Record<string, stri
 /** What a push of `tips` would send to a store with `storeRefs`, by git's estimate (packEstimate). */
 export async function pushEstimate(o: GitOptions, tips: string[], storeRefs: Record<string, string>): Promise<number> {
   return packEstimate(o, tips, await pushExcludes(o, storeRefs));
+}
+
+/** The store packs an import would copy and an upper bound of what they add (`total(i)`: from the
+ * i-th on); `git xet fetch` checks `total(0)` before any effect, importPacks admits it. */
+export function importPlan(
+  store: DirectoryStore,
+  repo: Repo,
+  packs: string[],
+  ignoreLedger = false,
+): {
+  packDir: string;
+  ledger: string;
+  plan: { name: string; src: string; bound: Amount }[];
+  total: (from: number) => Amount;
+} {
+  const packDir = path.join(repo.objectsDir, 'pack');
+  const ledger = importedLedger(repo, store);
+  const known = new Set(
+    !ignoreLedger && fs.existsSync(ledger) ? fs.readFileSync(ledger, 'utf8').split('\n').filter(Boolean) : [],
+  );
+  const plan: { name: string; src: string; bound: Amount }[] = [];
+  for (const name of packs) {
+    const final = path.join(packDir, `${name}.pack`);
+    if (known.has(name) || (fs.existsSync(final) && fs.existsSync(path.join(packDir, `${name}.idx`)))) continue;
+    // A pack a store gc is deleting may be in trash/ (the gc died before linking it back).
+    const src = locatePack(store, name) ?? store.packPath(name);
+    const bound = storePackBound(store, name, src);
+    plan.push({ name, src, bound });
+  }
+  const total = (from: number): Amount => {
+    const a = { bytes: 0, files: 0 };
+    for (const p of plan.slice(from)) {
+      a.bytes += p.bound.bytes;
+      a.files += p.bound.files;
+    }
+    // The imported-packs list: a line per pack, the file itself the first time.
+    a.bytes += (plan.length - from) * 46;
+    if (!fs.existsSync(ledger)) a.files++;
+    return a;
+  };
+  return { packDir, ledger, plan, total };
 }
