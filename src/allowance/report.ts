@@ -64,12 +64,14 @@ const REPOSITORY_COUNTED = [
   'xet/ except xet/forks/: the sidecar database with its WAL and shm, capture cache indexes, task directories and result spools, locks',
   'overlay bases under xet/bases/ (their recorded size; walked again by --recount)',
   'packs git xet wrote into objects/pack (captures, fetches): each .pack, .idx, .rev and the rest, statted',
+  "after git xet gc repacked: the on-disk size of the objects only git xet's refs reach (refs/xet/*, refs/remotes/*/xet/*), while the pack gc made exists (ledger part folded:<pack>, recomputed by each gc)",
   'temporary files of git xet writers, live or dead: objects/pack/tmp_*xet_<pid>_*, xet/tmp/<what>-<pid>-*, xet/bases/.build-<pid>-*',
 ];
 const REPOSITORY_NOT_COVERED = [
   'loose objects git xet makes through git: snapshot commits, their top trees and manifest blobs, tag blobs, handoff objects (a few KiB per command)',
   'refs and reflogs',
   "packs after the user's own git gc or git repack merged them (they become git's)",
+  "unreachable objects git xet's gc leaves in git's cruft pack for the grace (dropped snapshots past their drop)",
   'per-worktree files: <gitDir>/xet-guard, xet-slot.lock',
   'forks under xet/forks/: roots of their own (fork:<id>)',
 ];
