@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { repositoryRecount, repositoryUsed } from './support/allowance-repo';
+import { killAt } from './support/faults';
 import { initRepo, pseudoRandomBytes } from './support/git';
 import { withSandbox } from './support/sandbox';
 import { capture, expectError, expectExit, xet } from './support/xet';
@@ -72,5 +73,25 @@ test('capture → gc cycles: a capture is refused once what git xet stored passe
     }
     // Five 1 MB files fit in 6 MB − 1 MB headroom; the sixth does not.
     assert.ok(refusedAt >= 4 && refusedAt <= 5, `refused at capture ${refusedAt}`);
+  });
+});
+
+test('a gc killed right after its repack leaves the root counting what git xet stored; the next gc makes it exact', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'README.md': '# demo\n' });
+    fs.writeFileSync(path.join(r.dir, 'a.bin'), pseudoRandomBytes(3 * MB, 2));
+    capture(sb, r.dir);
+    const before = await repositoryUsed(r.dir);
+    killAt(sb, r.dir, ['gc', '--json'], 'gc:after-repack');
+    const killed = await repositoryUsed(r.dir);
+    assert.ok(killed.bytes >= before.bytes * (1 - TOLERANCE), `after the kill: ${killed.bytes} < ${before.bytes}`);
+    assert.ok((await repositoryRecount(r.dir)).bytes >= before.bytes * (1 - TOLERANCE), 'a recount keeps it');
+    expectExit(xet(sb, r.dir, ['gc', '--json']), 0);
+    const after = await repositoryUsed(r.dir);
+    assert.ok(
+      Math.abs(after.bytes - before.bytes) <= before.bytes * TOLERANCE + JOURNAL,
+      `after the next gc: ${after.bytes}, before ${before.bytes} (the pending figure is not counted twice)`,
+    );
   });
 });
