@@ -7,8 +7,9 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { killAt } from './support/faults';
-import { initRepo, pseudoRandomBytes } from './support/git';
-import { withSandbox } from './support/sandbox';
+import type { Amount } from '../src/allowance/model';
+import { initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, xet } from './support/xet';
 
 const MB = 1_000_000;
@@ -16,14 +17,18 @@ const MB = 1_000_000;
 const TOLERANCE = 0.05;
 const JOURNAL = 64 * 1024;
 
+/** A repository with one capture of 3 MB only the snapshot reaches (untracked, incompressible). */
+async function capturedRepo(sb: Sandbox, seed: number): Promise<{ r: Repo; before: Amount }> {
+  const r = initRepo(sb, 'repo');
+  r.commit('first', { 'README.md': '# demo\n' });
+  fs.writeFileSync(path.join(r.dir, 'a.bin'), pseudoRandomBytes(3 * MB, seed));
+  capture(sb, r.dir);
+  return { r, before: await repositoryUsed(r.dir) };
+}
+
 test('after git xet gc the repository root still counts what git xet stored (not kilobytes)', async () => {
   await withSandbox(async (sb) => {
-    const r = initRepo(sb, 'repo');
-    r.commit('first', { 'README.md': '# demo\n' });
-    // Untracked, incompressible: only the snapshot reaches these bytes.
-    fs.writeFileSync(path.join(r.dir, 'a.bin'), pseudoRandomBytes(3 * MB, 1));
-    capture(sb, r.dir);
-    const before = await repositoryUsed(r.dir);
+    const { r, before } = await capturedRepo(sb, 1);
     assert.ok(before.bytes > 3 * MB, `the capture's pack is counted (${before.bytes})`);
     expectExit(xet(sb, r.dir, ['gc', '--json']), 0);
     const packs = fs.readdirSync(path.join(r.commonDir(), 'objects', 'pack')).filter((n) => n.endsWith('.pack'));
@@ -78,11 +83,7 @@ test('capture → gc cycles: a capture is refused once what git xet stored passe
 
 test('a gc killed right after its repack leaves the root counting what git xet stored; the next gc makes it exact', async () => {
   await withSandbox(async (sb) => {
-    const r = initRepo(sb, 'repo');
-    r.commit('first', { 'README.md': '# demo\n' });
-    fs.writeFileSync(path.join(r.dir, 'a.bin'), pseudoRandomBytes(3 * MB, 2));
-    capture(sb, r.dir);
-    const before = await repositoryUsed(r.dir);
+    const { r, before } = await capturedRepo(sb, 2);
     killAt(sb, r.dir, ['gc', '--json'], 'gc:after-repack');
     const killed = await repositoryUsed(r.dir);
     assert.ok(killed.bytes >= before.bytes * (1 - TOLERANCE), `after the kill: ${killed.bytes} < ${before.bytes}`);
