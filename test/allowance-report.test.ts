@@ -286,6 +286,37 @@ test(
     }),
 );
 
+test('allowance: a store with a hostile ALLOWANCE is reported with its error (exit 1); the repository root is still there', () =>
+  withSandbox((sb) => {
+    const r = repoWithSnapshot(sb);
+    const store = sb.path('store');
+    r.git('remote', 'add', 'origin', `xet::${store}`);
+    expectExit(xet(sb, r.dir, ['push', '--json']), 0);
+    const good = sb.path('good');
+    fs.cpSync(store, good, { recursive: true });
+    for (const hostile of ['not json', '{"schema":"xet.store-allowance/v1","bytes":-5}']) {
+      fs.writeFileSync(path.join(store, 'ALLOWANCE'), hostile);
+      const res = xet(sb, r.dir, ['allowance', '--store', good, '--json']);
+      expectExit(res, 1);
+      const report = parseJson(res);
+      assert.equal(repoRoot(report).error, undefined, 'the repository root is reported');
+      const bad = report.roots.find((x: { root: string }) => x.root === `store:${store}`);
+      assert.ok(bad, JSON.stringify(report).slice(0, 800));
+      assert.equal(bad.error.code, 'INTEGRITY_MISMATCH');
+      assert.match(bad.error.message, /ALLOWANCE/);
+      assert.deepEqual(bad.limits, { bytes: null, files: null }, 'its limits are unknown');
+      assert.deepEqual(bad.used, walk(store), 'what it holds is still counted');
+      const other = report.roots.find((x: { root: string }) => x.root === `store:${good}`);
+      assert.ok(other && other.error === undefined, 'a sound store beside it is reported whole');
+    }
+    // Repaired: a whole report again.
+    fs.rmSync(path.join(store, 'ALLOWANCE'));
+    assert.equal(
+      allowance(sb, r.dir).roots.some((x: { error?: unknown }) => x.error !== undefined),
+      false,
+    );
+  }));
+
 test(
   'allowance: every live fork is a root with its allowance and its route (a copy fork: uncovered, and why)',
   { skip: stub('fork-root.ts') ? 'waits for wip/forks (measureFork, fork --allowance)' : false },

@@ -156,6 +156,13 @@ export function measureRepository(repo: Repo, db: Db | null, recount = false): R
       const a = packFilesAmount(packDir, pack);
       if (a.files === 0 && recount) forgetPart(ledger, REPOSITORY_ROOT, p.part);
       add(breakdown.packs, a);
+    } else if (p.part.startsWith('folded:')) {
+      // What of git's pack git xet's gc made is git xet's (src/gc/fold.ts): counted while that pack
+      // exists; `folded:pending` (a gc between its record and its repack) always.
+      const name = p.part.slice('folded:'.length);
+      const there = name === 'pending' || fs.existsSync(path.join(packDir, `${name}.pack`));
+      if (there) add(breakdown.packs, { bytes: p.bytes, files: p.files });
+      else if (recount) forgetPart(ledger, REPOSITORY_ROOT, p.part);
     } else if (p.part.startsWith('base:')) {
       recordedBases.set(p.part.slice('base:'.length), p);
     }

@@ -19,7 +19,14 @@ import { measureFork, type ForkUsage } from './fork-root';
 import { lastCount, REPOSITORY_ROOT } from './ledger';
 import { ALLOWANCE_CONTRACT, type Amount, type Limits, type RootKind } from './model';
 import { measureRepository, recountRepository } from './repo-root';
-import { measureStore, parseStoreAllowanceSet, setStoreAllowance, type StoreUsage } from './store-root';
+import {
+  measureStore,
+  measureStoreAt,
+  parseStoreAllowanceSet,
+  setStoreAllowance,
+  storeRootName,
+  type StoreUsage,
+} from './store-root';
 
 export interface AllowanceReportOptions {
   cwd: string;
@@ -49,6 +56,9 @@ export interface RootReport {
   countedAt: string | null;
   /** For a fork: what bounds its own processes. null for the repository and stores. */
   route: ForkUsage['route'] | null;
+  /** A store whose allowance could not be read (a hostile or damaged `<store>/ALLOWANCE`): its limits
+   * are unknown (null), `used` is its files walked; the other roots are still reported. */
+  error?: { code: string; message: string };
 }
 
 export interface AllowanceReport {
@@ -64,12 +74,14 @@ const REPOSITORY_COUNTED = [
   'xet/ except xet/forks/: the sidecar database with its WAL and shm, capture cache indexes, task directories and result spools, locks',
   'overlay bases under xet/bases/ (their recorded size; walked again by --recount)',
   'packs git xet wrote into objects/pack (captures, fetches): each .pack, .idx, .rev and the rest, statted',
+  "after git xet gc repacked: the on-disk size of the objects only git xet's refs reach (refs/xet/*, refs/remotes/*/xet/*), while the pack gc made exists (ledger part folded:<pack>, recomputed by each gc)",
   'temporary files of git xet writers, live or dead: objects/pack/tmp_*xet_<pid>_*, xet/tmp/<what>-<pid>-*, xet/bases/.build-<pid>-*',
 ];
 const REPOSITORY_NOT_COVERED = [
   'loose objects git xet makes through git: snapshot commits, their top trees and manifest blobs, tag blobs, handoff objects (a few KiB per command)',
   'refs and reflogs',
   "packs after the user's own git gc or git repack merged them (they become git's)",
+  "unreachable objects git xet's gc leaves in git's cruft pack for the grace (dropped snapshots past their drop)",
   'per-worktree files: <gitDir>/xet-guard, xet-slot.lock',
   'forks under xet/forks/: roots of their own (fork:<id>)',
 ];
@@ -265,8 +277,50 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
       if (!(e instanceof XetError && e.code === 'STORE_UNAVAILABLE')) throw e;
     }
   }
-  for (const store of stores.values()) report.roots.push(storeReport(measureStore(store)));
+  for (const store of stores.values()) report.roots.push(storeRootOrError(store));
   return report;
+}
+
+/** One store's root; a store that cannot be measured (its ALLOWANCE hostile or damaged) is reported
+ * with its `error` rather than hiding every other root. */
+function storeRootOrError(store: DirectoryStore): RootReport {
+  try {
+    return storeReport(measureStore(store));
+  } catch (e) {
+    if (!(e instanceof XetError)) throw e;
+    const error = { code: e.code, message: e.message };
+    // Its limits are unknown (null); what it holds is still its files walked.
+    const usage = ((): StoreUsage | null => {
+      try {
+        return measureStoreAt(store.root, null);
+      } catch {
+        return null; // the walk fails too: the error says why
+      }
+    })();
+    if (usage) return { ...storeReport(usage), error };
+    const none = limitsOf(null, null, undefined, 'headroom');
+    return {
+      ...rootReport(
+        {
+          root: storeRootName(store.root),
+          kind: 'store',
+          path: store.root,
+          used: { bytes: 0, files: 0 },
+          counted: STORE_COUNTED,
+          notCovered: STORE_NOT_COVERED,
+          countedAt: null,
+          route: null,
+        },
+        none,
+      ),
+      error,
+    };
+  }
+}
+
+/** Whether some root could not be measured (`git xet allowance` then exits 1: a partial report). */
+export function partialReport(r: AllowanceReport): boolean {
+  return r.roots.some((root) => root.error !== undefined);
 }
 
 /**

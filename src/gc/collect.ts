@@ -35,6 +35,7 @@ import { holdObjectsExclusive } from './objects-lock';
 import { markRoots, readForkMarkers, type Keeper, type Marking } from './roots';
 import { collectTasks } from '../tasks/retention';
 import { admitSettle } from '../allowance/settle';
+import { afterFold, beforeFold } from './fold';
 import {
   captureLocksOf,
   deadLocks,
@@ -305,8 +306,12 @@ async function collect(
 
     progress('reclaiming objects (git repack)');
     withSidecar(repo.commonDir, (db) => recordStep(db, id, 'reclaiming', 'caches'));
+    beforeFold(repo);
     await reclaimObjects(repo, grace.seconds, cutoff);
     await faultPoint('gc:after-repack');
+    await afterFold(repo).catch((e: Error) =>
+      plan.problems.push(`what of the repacked objects is git xet's was not recorded: ${e.message}`),
+    );
     const after = await measureObjects(repo.objectsDir, o);
 
     const result: GcResult = {

@@ -82,10 +82,14 @@ export class CaptureAllowance implements PackAdmission {
       withSidecar(this.repo.commonDir, (db) =>
         db.transaction(() => {
           const ours = new Set(partsOf(db, REPOSITORY_ROOT).map((p) => p.part));
-          const merged = removed.filter((n) => ours.has(`pack:${n}`));
+          // A pack git xet's gc made (`folded:<name>`, src/gc/fold.ts) holds our objects too.
+          const merged = removed.filter((n) => ours.has(`pack:${n}`) || ours.has(`folded:${n}`));
           if (!merged.length) return;
           for (const n of made) recordPart(db, REPOSITORY_ROOT, `pack:${n}`, packAmount(packDir, n));
-          for (const n of merged) forgetPart(db, REPOSITORY_ROOT, `pack:${n}`);
+          for (const n of merged) {
+            forgetPart(db, REPOSITORY_ROOT, `pack:${n}`);
+            forgetPart(db, REPOSITORY_ROOT, `folded:${n}`);
+          }
         })(),
       );
     } catch (e) {

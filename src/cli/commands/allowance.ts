@@ -3,7 +3,7 @@
 // covered; --recount walks every root again and removes dead writers' temporary files; with
 // --store <path> --set, a store's own allowance.
 import type { Command } from 'commander';
-import { XetError } from '../../errors';
+import { EXIT, XetError } from '../../errors';
 import type { AllowanceReport, Dimensions, RootReport } from '../../allowance/report';
 import { run } from '../run';
 import { emit, formatBytes } from '../output';
@@ -41,6 +41,8 @@ export function registerAllowance(program: Command): void {
           r = await report.allowanceReport({ cwd: process.cwd(), recount: Boolean(opts.recount), stores: opts.store });
         }
         emit(out, r, () => describeAllowance(r));
+        // A root that could not be measured (its `error`): the report is partial.
+        return report.partialReport(r) ? EXIT.DIFFERENT : EXIT.OK;
       }),
     );
 }
@@ -67,6 +69,7 @@ function rootTable(root: RootReport): string[] {
   const w0 = Math.max(...rows.map((x) => x[0].length));
   const w1 = Math.max(...rows.map((x) => x[1].length));
   const out = [`${root.root}  ${root.path}`];
+  if (root.error) out.push(`  error: ${root.error.code}: ${root.error.message}`);
   for (const [a, b, c] of rows) out.push(`  ${a.padEnd(w0)}  ${b.padStart(w1)}  ${c.padStart(5)}`.trimEnd());
   if (root.limits.bytes === null && root.limits.files === null) out.push('  no allowance set');
   out.push(`  counted at: ${root.countedAt ?? 'never recounted (ledger and disk)'}`);
