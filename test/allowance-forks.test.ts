@@ -18,7 +18,7 @@ import { chooseRoute, projectQuotaUnavailable } from '../src/workspace/layer';
 import { fork, forks } from './support/forks';
 import { initRepo, type Repo } from './support/git';
 import { mountsUnder, mountXfs, withMountSandbox, xfsUnavailable } from './support/mounts';
-import type { Sandbox } from './support/sandbox';
+import { withSandbox, type Sandbox } from './support/sandbox';
 import { walkTree, compareTrees } from './support/state';
 import { writeLargeFile } from './support/fixtures';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -313,3 +313,25 @@ test(
       expectExit(xet(sb, r.dir, ['discard', a, '--no-capture', '--json']), 0);
     }),
 );
+
+test('an allowance of 0 bytes or 0 files is refused (USAGE; CONFIG_INVALID from xet.fork.allowance) before any effect', () =>
+  withSandbox((sb) => {
+    const { r, snap } = source(sb, 'src', 1, 1);
+    const state = xetState(r);
+    const f = sb.path('f');
+    for (const a of ['0', '0,0', '1M,0', '0,10']) {
+      const e = expectError(
+        xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--allowance', a, '--json']),
+        'USAGE',
+        2,
+      );
+      assert.match(e.message, /more than 0/);
+    }
+    r.git('config', 'xet.fork.allowance', '0');
+    expectError(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 'CONFIG_INVALID');
+    r.git('config', 'xet.fork.allowance', '1M,0');
+    const c = expectError(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 'CONFIG_INVALID');
+    assert.match(c.message, /xet\.fork\.allowance/);
+    assert.equal(fs.existsSync(f), false, 'no fork directory');
+    assert.deepEqual(compareTrees(state, xetState(r)), [], 'the sidecar dir is as it was');
+  }));
