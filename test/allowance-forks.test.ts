@@ -335,3 +335,20 @@ test('an allowance of 0 bytes or 0 files is refused (USAGE; CONFIG_INVALID from 
     assert.equal(fs.existsSync(f), false, 'no fork directory');
     assert.deepEqual(compareTrees(state, xetState(r)), [], 'the sidecar dir is as it was');
   }));
+
+test("a copy fork's recorded files figure is what a recount finds right after creation (symlinks once, its .git file counted)", () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.write('README', 'hello\n');
+    r.write('dir/a.txt', 'a\n');
+    fs.symlinkSync('README', r.p('link'));
+    fs.symlinkSync('../README', r.p('dir/up'));
+    r.commit('files and symlinks');
+    const snap = capture(sb, r.dir);
+    const f = sb.path('f');
+    fork(sb, r.dir, snap, f, ['--mode', 'copy', '--allowance', '1M,100']);
+    const cheap = await usage(r.dir, f);
+    const recount = await usage(r.dir, f, true);
+    assert.deepEqual(cheap.used, recount.used);
+    expectExit(xet(sb, r.dir, ['discard', f, '--no-capture', '--json']), 0);
+  }));

@@ -134,8 +134,9 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   const allowance = forkAllowance(config, options.allowance);
   const id = crypto.randomBytes(6).toString('hex');
   const idx = indexBound(snap, longest);
-  if (options.mode === 'copy' || options.mode === 'clone') admitForkFiles(snap, allowance, idx, id);
   const target = path.resolve(options.cwd, options.dir);
+  const ownFiles = add(idx, gitFileBound(repo, target));
+  if (options.mode === 'copy' || options.mode === 'clone') admitForkFiles(snap, allowance, ownFiles, id);
   checkTarget(target, 'a fork');
   const known = fs.existsSync(target) ? fs.realpathSync(target) : target;
   const stale = withSidecar(repo.commonDir, (db) => liveForkAt(db, known));
@@ -166,7 +167,7 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   let route: LayerRoute | null = null;
   let admission: Admission;
   try {
-    if (mode !== 'overlay') admitForkFiles(snap, allowance, idx, id);
+    if (mode !== 'overlay') admitForkFiles(snap, allowance, ownFiles, id);
     else if (allowance) route = (await chooseRoute(layerSetting(config), forksDir(repo))).route;
     // The repository root gains the base (unless it exists) and the fork's capture cache index.
     const newBase = mode !== 'copy' && !fs.existsSync(baseFor(repo, oid).index);
@@ -309,8 +310,12 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       await layIndex(spec);
     }
     if (mode !== 'overlay') {
-      // The fork's files as its base counts them: a check reads this, a recount walks the tree.
-      withSidecar(repo.commonDir, (db) => recordPart(db, forkRoot(id), FORK_FILES_PART, snapshotAmount(snap)));
+      // The fork's files as its base counts them, and its .git file: a check reads this, a recount
+      // walks the tree (and finds the same).
+      const gitFile = { bytes: fs.lstatSync(path.join(dir, '.git')).size, files: 1 };
+      withSidecar(repo.commonDir, (db) =>
+        recordPart(db, forkRoot(id), FORK_FILES_PART, add(snapshotAmount(snap), gitFile)),
+      );
     }
     await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
@@ -338,11 +343,18 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
 
 const add = (a: Amount, b: Amount): Amount => ({ bytes: a.bytes + b.bytes, files: a.files + b.files });
 
-/** A snapshot's files as laid out: regular files and symlinks (a symlink's size is its target's
- * length, which the manifest's byte count includes). */
+/** A snapshot's files as laid out: regular files and symlinks (the manifest's `files` counts both;
+ * a symlink's size is its target's length, which its byte count includes). */
 function snapshotAmount(snap: Snapshot): Amount {
   const c = snap.manifest.counts;
-  return { bytes: c.bytes, files: c.files + c.symlinks };
+  return { bytes: c.bytes, files: c.files };
+}
+
+/** A bound of the `.git` file `git worktree add` writes into the fork: `gitdir: <common>/worktrees/
+ * <name>`, the name being the dir's, with a number git appends when it is taken. */
+function gitFileBound(repo: Repo, target: string): Amount {
+  const adminDir = path.join(fs.realpathSync(repo.commonDir), 'worktrees', path.basename(target));
+  return { bytes: Buffer.byteLength(`gitdir: ${adminDir}\n`) + 12, files: 1 };
 }
 
 /** An upper bound of one index of the snapshot's paths: header, per entry 62 bytes of stat data
@@ -356,12 +368,12 @@ function indexBound(snap: Snapshot, longest: number): Amount {
   return { bytes: 12 + entries * (entry + oidBytes + 16) + 4096 + oidBytes, files: 1 };
 }
 
-/** A clone or copy fork's files (and its admin dir's index) must fit its allowance: refused before
- * anything is made. */
+/** A clone or copy fork's files (with its .git file and its admin dir's index) must fit its
+ * allowance: refused before anything is made. */
 function admitForkFiles(
   snap: Snapshot,
   allowance: { bytes: number; files: number | null } | null,
-  idx: Amount,
+  own: Amount,
   id: string,
 ): void {
   if (!allowance) return;
@@ -370,7 +382,7 @@ function admitForkFiles(
     forkRoot(id),
     limits,
     { bytes: 0, files: 0 },
-    add(snapshotAmount(snap), idx),
+    add(snapshotAmount(snap), own),
     'grow',
     `fork of ${snap.oid.slice(0, 12)}`,
   );
