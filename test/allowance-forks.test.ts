@@ -141,6 +141,12 @@ sourceTest(
     const a = sb.path('a');
     const made = fork(sb, r.dir, snap, a, ['--mode', 'overlay', '--allowance', '1M']);
     fs.writeFileSync(path.join(a, 'mine.txt'), 'survives\n');
+    writeLargeFile(path.join(a, 'work.bin'), 300 * 1024, 3);
+    fs.mkdirSync(path.join(a, 'sub'));
+    fs.writeFileSync(path.join(a, 'sub', 'x'), 'x\n');
+    spawnSync('sync');
+    const mountedUse = await usage(r.dir, a);
+    assert.ok(mountedUse.used.bytes >= 300 * 1024, `measured mounted: ${mountedUse.used.bytes}`);
     const layer = path.join(r.commonDir(), 'xet', 'forks', made.id, 'layer');
     // A reboot: both mounts gone.
     assert.equal(spawnSync('umount', [a]).status, 0);
@@ -148,6 +154,12 @@ sourceTest(
     assert.deepEqual(mountsUnder(sb.root), []);
     const u = await usage(r.dir, a);
     assert.equal(u.route.covered, true, 'an unmounted image still bounds the fork once mounted');
+    // Unmounted, the image's superblock says what the fork holds: the figure measured mounted.
+    assert.deepEqual(u.used, mountedUse.used, 'the last measure of an unmounted image, not 0');
+    const listed = parseJson(xet(sb, r.dir, ['allowance', '--json'])).roots.find(
+      (x: { root: string }) => x.root === `fork:${made.id}`,
+    );
+    assert.deepEqual(listed.used, mountedUse.used, 'git xet allowance reports it too');
     assert.equal(forks(sb, r.dir)[0].state, 'unmounted', 'listed as unmounted, not broken');
     const re = xet(sb, r.dir, ['fork', '--remount', a, '--json']);
     expectExit(re, 0);

@@ -100,6 +100,9 @@ interface LayerInfo {
   projectId: number | null;
   /** The fork's allowance, so `fsck --rebuild` gives a rebuilt row its route and allowance back. */
   allowance?: { bytes: number; files: number | null };
+  /** An image's statfs f_blocks (its block count less ext4's overhead), so its usage can be read
+   * from the superblock while it is not mounted, in the same terms as the baseline. */
+  statfsBlocks?: number;
 }
 
 function writeInfo(p: LayerPaths, info: LayerInfo): void {
@@ -191,6 +194,7 @@ export async function makeLayer(
   writeInfo(p, {
     schema: 'xet.fork-layer/v1',
     route,
+    ...(route === 'image' ? { statfsBlocks: fs.statfsSync(p.mount).blocks } : {}),
     // Two inodes more: overlay makes work/work and work/index at its first mount.
     baseline: route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + 2 },
     imageBytes,
@@ -330,6 +334,48 @@ export function layerUsage(p: LayerPaths, route: LayerRoute): Amount | null {
   const base = readInfo(p)?.baseline ?? { bytes: 0, files: 0 };
   const u = usedOn(route === 'project-quota' ? p.upper : p.mount);
   return { bytes: Math.max(0, u.bytes - base.bytes), files: Math.max(0, u.files - base.files) };
+}
+
+/** What the fork uses on an image that is not mounted (a reboot), read from its ext4 superblock:
+ * the free block and inode counts the kernel wrote there at its last unmount (after a crash, as of
+ * its last commit of the superblock). Null when the image is not one we can read. */
+export function imageUsage(p: LayerPaths): (Amount & { at: string }) | null {
+  const info = readInfo(p);
+  if (!info || info.route !== 'image') return null;
+  let sb: Buffer;
+  let at: string;
+  try {
+    const fd = fs.openSync(p.image, 'r');
+    try {
+      at = fs.fstatSync(fd).mtime.toISOString();
+      sb = Buffer.alloc(1024);
+      if (fs.readSync(fd, sb, 0, 1024, 1024) !== 1024) return null;
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  // The image is a file in the repository: its superblock is checked before its figures are used.
+  if (sb.readUInt16LE(0x38) !== 0xef53) return null;
+  const logBlock = sb.readUInt32LE(0x18);
+  if (logBlock > 6) return null;
+  const blockSize = 1024 << logBlock;
+  const wide = (sb.readUInt32LE(0x60) & 0x80) !== 0; // INCOMPAT_64BIT: the high halves are valid
+  const u64 = (lo: number, hi: number) => sb.readUInt32LE(lo) + (wide ? sb.readUInt32LE(hi) * 2 ** 32 : 0);
+  const blocks = u64(0x4, 0x150);
+  const freeBlocks = u64(0xc, 0x158);
+  const inodes = sb.readUInt32LE(0x0);
+  const freeInodes = sb.readUInt32LE(0x10);
+  if (freeBlocks > blocks || freeInodes > inodes) return null;
+  // statfs counts blocks less ext4's overhead (journal, tables): the baseline is in those terms.
+  // A layer.json from before statfsBlocks was recorded: the overhead counts as used (an over-count).
+  const counted = info.statfsBlocks !== undefined && info.statfsBlocks <= blocks ? info.statfsBlocks : blocks;
+  return {
+    bytes: Math.max(0, (counted - Math.min(freeBlocks, counted)) * blockSize - info.baseline.bytes),
+    files: Math.max(0, inodes - freeInodes - info.baseline.files),
+    at,
+  };
 }
 
 /** The route's one-line description for `allowance --json`. */
