@@ -166,6 +166,13 @@ sourceTest(
     assert.equal(parseJson(re).mounted, true);
     assert.deepEqual(mountsUnder(sb.root).sort(), [a, layer].sort(), 'the layer, then the overlay');
     assert.equal(fs.readFileSync(path.join(a, 'mine.txt'), 'utf8'), 'survives\n');
+    // A task run in the fork after another reboot mounts it (the layer first) before it runs.
+    assert.equal(spawnSync('umount', [a]).status, 0);
+    assert.equal(spawnSync('umount', [layer]).status, 0);
+    const task = xet(sb, r.dir, ['task', 'run', '--in', a, '--no-capture', '--json', '--', 'cat', 'mine.txt']);
+    expectExit(task, 0);
+    assert.match(task.stdout, /survives/);
+    assert.deepEqual(mountsUnder(sb.root).sort(), [a, layer].sort(), 'the task mounted the layer, then the overlay');
     // The database lost: fsck --rebuild gives the fork its route and allowance back from layer.json.
     for (const f of ['xet.db', 'xet.db-wal', 'xet.db-shm'])
       fs.rmSync(path.join(r.commonDir(), 'xet', f), { force: true });
