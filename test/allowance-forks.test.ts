@@ -101,6 +101,8 @@ sourceTest(
     const many = sh(a, 'mkdir many && cd many && i=0; while [ $i -lt 200 ]; do : > f$i || exit 1; i=$((i+1)); done');
     assert.notEqual(many.status, 0, 'creating files past the files limit fails');
     assert.match(many.stderr, /No space left on device/);
+    // ENOSPC at the allowance: the fork's .git file, the dir and the files made fill its 100.
+    assert.equal(fs.readdirSync(path.join(a, 'many')).length, 100 - 2, 'files made before ENOSPC');
     fs.rmSync(path.join(a, 'many'), { recursive: true, force: true });
 
     // Everything else works: the fork's own files, the other fork, the repository.
@@ -189,6 +191,11 @@ sourceTest(
     const w = sh(a, 'head -c 2097152 /dev/zero > big.bin');
     assert.notEqual(w.status, 0);
     assert.match(w.stderr, /No space left on device/);
+    fs.rmSync(path.join(a, 'big.bin'));
+    const tm = sh(a, 'i=0; while [ $i -lt 100 ]; do : > t$i || exit 1; i=$((i+1)); done');
+    assert.match(tm.stderr, /No space left on device/);
+    // The .git file and the files made: 50 (files made, t0…, are those before the first refusal).
+    assert.equal(fs.readdirSync(a).filter((n) => /^t\d+$/.test(n)).length, 50 - 1, 'tmpfs: files before ENOSPC');
     // Unmounted, a tmpfs layer's work is gone: said so, and discard --no-capture removes the fork.
     spawnSync('umount', [a]);
     spawnSync('umount', [tl]);

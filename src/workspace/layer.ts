@@ -190,17 +190,35 @@ export async function makeLayer(
   }
   fs.mkdirSync(p.upper, { recursive: true });
   fs.mkdirSync(p.work, { recursive: true });
+  if (allowance.files !== null && route !== 'project-quota') padInodes(p, allowance.files + overlayInodes(route));
   const u = usedOn(p.mount);
   writeInfo(p, {
     schema: 'xet.fork-layer/v1',
     route,
     ...(route === 'image' ? { statfsBlocks: fs.statfsSync(p.mount).blocks } : {}),
-    // Two inodes more: overlay makes work/work and work/index at its first mount.
-    baseline: route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + 2 },
+    // Overlay makes work/work and work/index at its first mount: not the fork's.
+    baseline:
+      route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + overlayInodes(route) },
     imageBytes,
     projectId,
     allowance,
   });
+}
+
+/** Inodes the overlay takes on the layer at its mounts (work/work, and on tmpfs one more), as
+ * measured on these machines' kernel (test/allowance-forks: ENOSPC comes at the files allowance). */
+const OVERLAY_DIRS = 2;
+const overlayInodes = (route: LayerRoute): number => (route === 'image' ? 1 : OVERLAY_DIRS);
+
+/** mkfs rounds an inode count up (whole inode table blocks per group) and tmpfs's nr_inodes must
+ * cover the layer's own: what is free beyond the fork's files (and the overlay's own dirs) is taken
+ * by empty files in `layer/.reserve`, outside upper and work, so ENOSPC comes at the allowance. */
+function padInodes(p: LayerPaths, inodes: number): void {
+  const spare = fs.statfsSync(p.mount).ffree - inodes;
+  if (spare <= 0) return;
+  const dir = path.join(p.mount, '.reserve');
+  fs.mkdirSync(dir); // one of the spare inodes
+  for (let i = 0; i < spare - 1; i++) fs.closeSync(fs.openSync(path.join(dir, String(i)), 'wx', 0o400));
 }
 
 /** A project id from the fork id (never 0, the default project). */
@@ -242,7 +260,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
     fs.mkdirSync(p.upper, { recursive: true });
     fs.mkdirSync(p.work, { recursive: true });
     const u = usedOn(p.mount);
-    const enoughFiles = inodes === null || u.availFiles >= allowance.files! + 2;
+    const enoughFiles = inodes === null || u.availFiles >= allowance.files! + OVERLAY_DIRS;
     const over = u.availBytes - allowance.bytes;
     if (enoughFiles && over >= 0 && (over <= slack || last || size === good)) return size;
     lastError = `${u.availBytes} bytes and ${u.availFiles} inodes available in a ${size}-byte image`;
