@@ -18,7 +18,7 @@ import { chooseRoute, projectQuotaUnavailable } from '../src/workspace/layer';
 import { fork, forks } from './support/forks';
 import { initRepo, type Repo } from './support/git';
 import { mountsUnder, mountXfs, withMountSandbox, xfsUnavailable } from './support/mounts';
-import type { Sandbox } from './support/sandbox';
+import { withSandbox, type Sandbox } from './support/sandbox';
 import { walkTree, compareTrees } from './support/state';
 import { writeLargeFile } from './support/fixtures';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -101,6 +101,8 @@ sourceTest(
     const many = sh(a, 'mkdir many && cd many && i=0; while [ $i -lt 200 ]; do : > f$i || exit 1; i=$((i+1)); done');
     assert.notEqual(many.status, 0, 'creating files past the files limit fails');
     assert.match(many.stderr, /No space left on device/);
+    // ENOSPC at the allowance: the fork's .git file, the dir and the files made fill its 100.
+    assert.equal(fs.readdirSync(path.join(a, 'many')).length, 100 - 2, 'files made before ENOSPC');
     fs.rmSync(path.join(a, 'many'), { recursive: true, force: true });
 
     // Everything else works: the fork's own files, the other fork, the repository.
@@ -141,6 +143,12 @@ sourceTest(
     const a = sb.path('a');
     const made = fork(sb, r.dir, snap, a, ['--mode', 'overlay', '--allowance', '1M']);
     fs.writeFileSync(path.join(a, 'mine.txt'), 'survives\n');
+    writeLargeFile(path.join(a, 'work.bin'), 300 * 1024, 3);
+    fs.mkdirSync(path.join(a, 'sub'));
+    fs.writeFileSync(path.join(a, 'sub', 'x'), 'x\n');
+    spawnSync('sync');
+    const mountedUse = await usage(r.dir, a);
+    assert.ok(mountedUse.used.bytes >= 300 * 1024, `measured mounted: ${mountedUse.used.bytes}`);
     const layer = path.join(r.commonDir(), 'xet', 'forks', made.id, 'layer');
     // A reboot: both mounts gone.
     assert.equal(spawnSync('umount', [a]).status, 0);
@@ -148,12 +156,25 @@ sourceTest(
     assert.deepEqual(mountsUnder(sb.root), []);
     const u = await usage(r.dir, a);
     assert.equal(u.route.covered, true, 'an unmounted image still bounds the fork once mounted');
+    // Unmounted, the image's superblock says what the fork holds: the figure measured mounted.
+    assert.deepEqual(u.used, mountedUse.used, 'the last measure of an unmounted image, not 0');
+    const listed = parseJson(xet(sb, r.dir, ['allowance', '--json'])).roots.find(
+      (x: { root: string }) => x.root === `fork:${made.id}`,
+    );
+    assert.deepEqual(listed.used, mountedUse.used, 'git xet allowance reports it too');
     assert.equal(forks(sb, r.dir)[0].state, 'unmounted', 'listed as unmounted, not broken');
     const re = xet(sb, r.dir, ['fork', '--remount', a, '--json']);
     expectExit(re, 0);
     assert.equal(parseJson(re).mounted, true);
     assert.deepEqual(mountsUnder(sb.root).sort(), [a, layer].sort(), 'the layer, then the overlay');
     assert.equal(fs.readFileSync(path.join(a, 'mine.txt'), 'utf8'), 'survives\n');
+    // A task run in the fork after another reboot mounts it (the layer first) before it runs.
+    assert.equal(spawnSync('umount', [a]).status, 0);
+    assert.equal(spawnSync('umount', [layer]).status, 0);
+    const task = xet(sb, r.dir, ['task', 'run', '--in', a, '--no-capture', '--json', '--', 'cat', 'mine.txt']);
+    expectExit(task, 0);
+    assert.match(task.stdout, /survives/);
+    assert.deepEqual(mountsUnder(sb.root).sort(), [a, layer].sort(), 'the task mounted the layer, then the overlay');
     // The database lost: fsck --rebuild gives the fork its route and allowance back from layer.json.
     for (const f of ['xet.db', 'xet.db-wal', 'xet.db-shm'])
       fs.rmSync(path.join(r.commonDir(), 'xet', f), { force: true });
@@ -170,6 +191,11 @@ sourceTest(
     const w = sh(a, 'head -c 2097152 /dev/zero > big.bin');
     assert.notEqual(w.status, 0);
     assert.match(w.stderr, /No space left on device/);
+    fs.rmSync(path.join(a, 'big.bin'));
+    const tm = sh(a, 'i=0; while [ $i -lt 100 ]; do : > t$i || exit 1; i=$((i+1)); done');
+    assert.match(tm.stderr, /No space left on device/);
+    // The .git file and the files made: 50 (files made, t0…, are those before the first refusal).
+    assert.equal(fs.readdirSync(a).filter((n) => /^t\d+$/.test(n)).length, 50 - 1, 'tmpfs: files before ENOSPC');
     // Unmounted, a tmpfs layer's work is gone: said so, and discard --no-capture removes the fork.
     spawnSync('umount', [a]);
     spawnSync('umount', [tl]);
@@ -313,3 +339,42 @@ test(
       expectExit(xet(sb, r.dir, ['discard', a, '--no-capture', '--json']), 0);
     }),
 );
+
+test('an allowance of 0 bytes or 0 files is refused (USAGE; CONFIG_INVALID from xet.fork.allowance) before any effect', () =>
+  withSandbox((sb) => {
+    const { r, snap } = source(sb, 'src', 1, 1);
+    const state = xetState(r);
+    const f = sb.path('f');
+    for (const a of ['0', '0,0', '1M,0', '0,10']) {
+      const e = expectError(
+        xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--allowance', a, '--json']),
+        'USAGE',
+        2,
+      );
+      assert.match(e.message, /more than 0/);
+    }
+    r.git('config', 'xet.fork.allowance', '0');
+    expectError(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 'CONFIG_INVALID');
+    r.git('config', 'xet.fork.allowance', '1M,0');
+    const c = expectError(xet(sb, r.dir, ['fork', snap, f, '--mode', 'copy', '--json']), 'CONFIG_INVALID');
+    assert.match(c.message, /xet\.fork\.allowance/);
+    assert.equal(fs.existsSync(f), false, 'no fork directory');
+    assert.deepEqual(compareTrees(state, xetState(r)), [], 'the sidecar dir is as it was');
+  }));
+
+test("a copy fork's recorded files figure is what a recount finds right after creation (symlinks once, its .git file counted)", () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.write('README', 'hello\n');
+    r.write('dir/a.txt', 'a\n');
+    fs.symlinkSync('README', r.p('link'));
+    fs.symlinkSync('../README', r.p('dir/up'));
+    r.commit('files and symlinks');
+    const snap = capture(sb, r.dir);
+    const f = sb.path('f');
+    fork(sb, r.dir, snap, f, ['--mode', 'copy', '--allowance', '1M,100']);
+    const cheap = await usage(r.dir, f);
+    const recount = await usage(r.dir, f, true);
+    assert.deepEqual(cheap.used, recount.used);
+    expectExit(xet(sb, r.dir, ['discard', f, '--no-capture', '--json']), 0);
+  }));

@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import type { Repo } from '../git/repo';
 import { sidecarDir, type Db } from '../sidecar/db';
 import type { ForkRow } from '../sidecar/forks';
-import { describeRoute, layerMounted, layerPaths, layerUsage, type LayerRoute } from '../workspace/layer';
+import { describeRoute, imageUsage, layerMounted, layerPaths, layerUsage, type LayerRoute } from '../workspace/layer';
 import { forkRoot, lastCount, partsOf, recordCount, recordPart } from './ledger';
 import type { Amount, Limits } from './model';
 import { treeAmount } from './repo-root';
@@ -114,10 +114,12 @@ export function measureFork(repo: Repo, db: Db, row: ForkRow, recount: boolean):
     const layer = row.layerRoute ? layerUsage(layerPaths(own), row.layerRoute) : null;
     if (layer) used = add(layer, adminAmount(row));
     else if (row.layerRoute) {
-      // An unmounted layer (a reboot): its last count, until a command mounts it again.
-      const last = lastCount(db, root);
-      used = last ?? { bytes: 0, files: 0 };
-      measuredAt = last?.countedAt ?? null;
+      // An unmounted layer (a reboot): an image's superblock says what it held at its unmount;
+      // otherwise the last count (a tmpfs layer unmounted is gone: nothing is left of it).
+      const sb = row.layerRoute === 'image' ? imageUsage(layerPaths(own)) : null;
+      const last = sb ? null : lastCount(db, root);
+      used = sb ? add(sb, adminAmount(row)) : (last ?? { bytes: 0, files: 0 });
+      measuredAt = sb?.at ?? last?.countedAt ?? null;
     } else if (row.upper && row.work) {
       used = add(add(treeAmount(row.upper), treeAmount(row.work)), adminAmount(row));
     } else used = adminAmount(row);

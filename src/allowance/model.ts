@@ -86,12 +86,19 @@ export function parseAllowanceArg(
 ): Amount & {
   files: number | null;
 } {
+  const what = code === 'CONFIG_INVALID' ? 'xet.fork.allowance' : '--allowance';
   const [b, f, extra] = text.split(',');
   if (extra !== undefined || b === undefined || b.trim() === '') {
-    throw new XetError(code, `--allowance: '${text}' is not BYTES[,FILES]`, { value: text });
+    throw new XetError(code, `${what}: '${text}' is not BYTES[,FILES]`, { value: text });
   }
-  const bytes = parseSize(b, '--allowance', code);
-  const files = f === undefined || f.trim() === '' ? null : parseCount(f, '--allowance', code);
+  const bytes = parseSize(b, what, code);
+  const files = f === undefined || f.trim() === '' ? null : parseCount(f, what, code);
+  // A fork of 0 bytes or 0 files would be over its allowance at birth (its own .git file is one).
+  if (bytes === 0 || files === 0) {
+    throw new XetError(code, `${what}: '${text}' must be more than 0 bytes (and more than 0 files when given)`, {
+      value: text,
+    });
+  }
   return { bytes, files } as Amount & { files: number | null };
 }
 

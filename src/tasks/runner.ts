@@ -21,8 +21,8 @@ import { callerRepoEnv, gitText } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { parseDuration } from '../gc/duration';
 import { ensureHooks, hooksIntact } from '../hooks/install';
-import { openSidecar, sidecarDir, sidecarIoError, withSidecar, type Db } from '../sidecar/db';
-import { liveForkByGitDir } from '../sidecar/forks';
+import { openSidecar, sidecarDir, sidecarIoError, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
+import { liveForkAt, liveForkByGitDir } from '../sidecar/forks';
 import { dieAt } from '../testing/fault-points';
 import type { RequestedMode } from '../workspace/fork';
 import { buildManifest, commandName, taskConfig, validateCorrelationId } from './manifest';
@@ -290,6 +290,11 @@ export async function startTask(req: RunRequest): Promise<PreparedTask> {
   let cwdRel = relativeCwd(repo.worktree, req.cwd);
   if (inDir !== undefined) {
     if (!fs.existsSync(inDir)) throw new XetError('USAGE', `--in ${inDir}: no such directory`, { dir: inDir });
+    // An overlay fork whose mounts are gone (a reboot) is mounted again, its layer first, as every
+    // other way into a fork does: unmounted, its dir is an empty directory outside any worktree.
+    const at = fs.realpathSync(inDir);
+    const fork = withExistingSidecar(repo.commonDir, (db) => liveForkAt(db, at));
+    if (fork) await (await import('../workspace/fork')).ensureUsable(repo, fork);
     slotRepo = await findRepo(inDir);
     if (fs.realpathSync(slotRepo.commonDir) !== fs.realpathSync(repo.commonDir)) {
       throw new XetError('USAGE', `${inDir} is not a worktree of this repository`, { dir: inDir });

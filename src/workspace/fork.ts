@@ -134,10 +134,11 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   const allowance = forkAllowance(config, options.allowance);
   const id = crypto.randomBytes(6).toString('hex');
   const idx = indexBound(snap, longest);
-  if (options.mode === 'copy' || options.mode === 'clone') admitForkFiles(snap, allowance, idx, id);
   const target = path.resolve(options.cwd, options.dir);
+  const ownFiles = add(idx, gitFileBound(repo, target));
+  if (options.mode === 'copy' || options.mode === 'clone') admitForkFiles(snap, allowance, ownFiles, id);
   checkTarget(target, 'a fork');
-  const known = fs.existsSync(target) ? fs.realpathSync(target) : target;
+  const known = realTarget(target);
   const stale = withSidecar(repo.commonDir, (db) => liveForkAt(db, known));
   if (stale) {
     throw new XetError(
@@ -150,41 +151,27 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   // Every mode puts the snapshot's paths under the target; one the kernel refuses would fail half
   // way through creating the fork (copy) or leave files nobody can open (overlay, clone).
   refuseTooLong(known, longest, 'fork');
-  // Until the registry row is ours, only a directory this process created, and only while empty, is
-  // removed on the way out: another `fork` racing for the same directory may be filling it.
-  const created = makeTargetDir(target);
-  const dir = fs.realpathSync(target);
-  let chosen: Awaited<ReturnType<typeof chooseMode>>;
-  try {
-    chosen = await chooseMode(options.mode, repo, dir);
-  } catch (e) {
-    releaseEmpty(dir, created);
-    throw e;
-  }
+  // The target directory is made only once the registry row is ours (a creator killed before leaves
+  // nothing; after, a row `discard` removes); the reflink probe looks at the filesystem it will be on.
+  const dir = known;
+  const chosen = await chooseMode(options.mode, repo, nearestExisting(dir));
   const { mode } = chosen;
   const own = path.join(forksDir(repo), id);
   let route: LayerRoute | null = null;
-  let admission: Admission;
-  try {
-    if (mode !== 'overlay') admitForkFiles(snap, allowance, idx, id);
-    else if (allowance) route = (await chooseRoute(layerSetting(config), forksDir(repo))).route;
-    // The repository root gains the base (unless it exists) and the fork's capture cache index.
-    const newBase = mode !== 'copy' && !fs.existsSync(baseFor(repo, oid).index);
-    admission = await admitRepository(
-      repo,
-      newBase ? add(add(snapshotAmount(snap), add(idx, idx)), idx) : idx,
-      'grow',
-      `fork of ${oid.slice(0, 12)}`,
-      config,
-    );
-  } catch (e) {
-    releaseEmpty(dir, created);
-    throw e;
-  }
+  if (mode !== 'overlay') admitForkFiles(snap, allowance, ownFiles, id);
+  else if (allowance) route = (await chooseRoute(layerSetting(config), forksDir(repo))).route;
+  // The repository root gains the base (unless it exists) and the fork's capture cache index.
+  const newBase = mode !== 'copy' && !fs.existsSync(baseFor(repo, oid).index);
+  const admission = await admitRepository(
+    repo,
+    newBase ? add(add(snapshotAmount(snap), add(idx, idx)), idx) : idx,
+    'grow',
+    `fork of ${oid.slice(0, 12)}`,
+    config,
+  );
   try {
     return await createForkAdmitted(repo, snap, options, {
       dir,
-      created,
       chosen,
       id,
       own,
@@ -200,7 +187,6 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
 
 interface Admitted {
   dir: string;
-  created: boolean;
   chosen: Awaited<ReturnType<typeof chooseMode>>;
   id: string;
   own: string;
@@ -212,7 +198,7 @@ interface Admitted {
 }
 
 async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptions, a: Admitted): Promise<ForkResult> {
-  const { dir, created, chosen, id, own, route, allowance, admission, idx } = a;
+  const { dir, chosen, id, own, route, allowance, admission, idx } = a;
   const { mode } = chosen;
   const oid = snap.oid;
   const progress = options.progress ?? (() => undefined);
@@ -236,10 +222,16 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
   try {
     withSidecar(repo.commonDir, (db) => insertFork(db, row));
   } catch (e) {
-    releaseEmpty(dir, created);
     if (/UNIQUE constraint/.test((e as Error).message)) {
       throw new XetError('TARGET_NOT_EMPTY', `${dir} is being made into a fork by another git xet process`, { dir });
     }
+    throw e;
+  }
+  let created: boolean;
+  try {
+    created = makeTargetDir(dir);
+  } catch (e) {
+    withSidecar(repo.commonDir, (db) => deleteFork(db, id));
     throw e;
   }
 
@@ -309,8 +301,12 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       await layIndex(spec);
     }
     if (mode !== 'overlay') {
-      // The fork's files as its base counts them: a check reads this, a recount walks the tree.
-      withSidecar(repo.commonDir, (db) => recordPart(db, forkRoot(id), FORK_FILES_PART, snapshotAmount(snap)));
+      // The fork's files as its base counts them, and its .git file: a check reads this, a recount
+      // walks the tree (and finds the same).
+      const gitFile = { bytes: fs.lstatSync(path.join(dir, '.git')).size, files: 1 };
+      withSidecar(repo.commonDir, (db) =>
+        recordPart(db, forkRoot(id), FORK_FILES_PART, add(snapshotAmount(snap), gitFile)),
+      );
     }
     await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
@@ -338,11 +334,18 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
 
 const add = (a: Amount, b: Amount): Amount => ({ bytes: a.bytes + b.bytes, files: a.files + b.files });
 
-/** A snapshot's files as laid out: regular files and symlinks (a symlink's size is its target's
- * length, which the manifest's byte count includes). */
+/** A snapshot's files as laid out: regular files and symlinks (the manifest's `files` counts both;
+ * a symlink's size is its target's length, which its byte count includes). */
 function snapshotAmount(snap: Snapshot): Amount {
   const c = snap.manifest.counts;
-  return { bytes: c.bytes, files: c.files + c.symlinks };
+  return { bytes: c.bytes, files: c.files };
+}
+
+/** A bound of the `.git` file `git worktree add` writes into the fork: `gitdir: <common>/worktrees/
+ * <name>`, the name being the dir's, with a number git appends when it is taken. */
+function gitFileBound(repo: Repo, target: string): Amount {
+  const adminDir = path.join(fs.realpathSync(repo.commonDir), 'worktrees', path.basename(target));
+  return { bytes: Buffer.byteLength(`gitdir: ${adminDir}\n`) + 12, files: 1 };
 }
 
 /** An upper bound of one index of the snapshot's paths: header, per entry 62 bytes of stat data
@@ -356,12 +359,12 @@ function indexBound(snap: Snapshot, longest: number): Amount {
   return { bytes: 12 + entries * (entry + oidBytes + 16) + 4096 + oidBytes, files: 1 };
 }
 
-/** A clone or copy fork's files (and its admin dir's index) must fit its allowance: refused before
- * anything is made. */
+/** A clone or copy fork's files (with its .git file and its admin dir's index) must fit its
+ * allowance: refused before anything is made. */
 function admitForkFiles(
   snap: Snapshot,
   allowance: { bytes: number; files: number | null } | null,
-  idx: Amount,
+  own: Amount,
   id: string,
 ): void {
   if (!allowance) return;
@@ -370,7 +373,7 @@ function admitForkFiles(
     forkRoot(id),
     limits,
     { bytes: 0, files: 0 },
-    add(snapshotAmount(snap), idx),
+    add(snapshotAmount(snap), own),
     'grow',
     `fork of ${snap.oid.slice(0, 12)}`,
   );
@@ -398,14 +401,17 @@ function makeTargetDir(target: string): boolean {
   }
 }
 
-/** Remove a target this process created, if it is still empty (never anything inside it). */
-function releaseEmpty(dir: string, created: boolean): void {
-  if (!created) return;
-  try {
-    fs.rmdirSync(dir);
-  } catch {
-    // not empty (someone else's now) or already gone
-  }
+/** The real path a target has or will have: its nearest existing ancestor resolved (symlinks),
+ * the rest as given. */
+function realTarget(target: string): string {
+  const at = nearestExisting(target);
+  return path.join(fs.realpathSync(at), path.relative(at, target));
+}
+
+function nearestExisting(p: string): string {
+  let at = p;
+  while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
+  return at;
 }
 
 /** Whether a failure was a full filesystem: said so outright (ENOSPC), or a write that failed (git

@@ -100,6 +100,9 @@ interface LayerInfo {
   projectId: number | null;
   /** The fork's allowance, so `fsck --rebuild` gives a rebuilt row its route and allowance back. */
   allowance?: { bytes: number; files: number | null };
+  /** An image's statfs f_blocks (its block count less ext4's overhead), so its usage can be read
+   * from the superblock while it is not mounted, in the same terms as the baseline. */
+  statfsBlocks?: number;
 }
 
 function writeInfo(p: LayerPaths, info: LayerInfo): void {
@@ -187,16 +190,35 @@ export async function makeLayer(
   }
   fs.mkdirSync(p.upper, { recursive: true });
   fs.mkdirSync(p.work, { recursive: true });
+  if (allowance.files !== null && route !== 'project-quota') padInodes(p, allowance.files + overlayInodes(route));
   const u = usedOn(p.mount);
   writeInfo(p, {
     schema: 'xet.fork-layer/v1',
     route,
-    // Two inodes more: overlay makes work/work and work/index at its first mount.
-    baseline: route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + 2 },
+    ...(route === 'image' ? { statfsBlocks: fs.statfsSync(p.mount).blocks } : {}),
+    // Overlay makes work/work and work/index at its first mount: not the fork's.
+    baseline:
+      route === 'project-quota' ? { bytes: 0, files: 0 } : { bytes: u.bytes, files: u.files + overlayInodes(route) },
     imageBytes,
     projectId,
     allowance,
   });
+}
+
+/** Inodes the overlay takes on the layer at its mounts (work/work, and on tmpfs one more), as
+ * measured on these machines' kernel (test/allowance-forks: ENOSPC comes at the files allowance). */
+const OVERLAY_DIRS = 2;
+const overlayInodes = (route: LayerRoute): number => (route === 'image' ? 1 : OVERLAY_DIRS);
+
+/** mkfs rounds an inode count up (whole inode table blocks per group) and tmpfs's nr_inodes must
+ * cover the layer's own: what is free beyond the fork's files (and the overlay's own dirs) is taken
+ * by empty files in `layer/.reserve`, outside upper and work, so ENOSPC comes at the allowance. */
+function padInodes(p: LayerPaths, inodes: number): void {
+  const spare = fs.statfsSync(p.mount).ffree - inodes;
+  if (spare <= 0) return;
+  const dir = path.join(p.mount, '.reserve');
+  fs.mkdirSync(dir); // one of the spare inodes
+  for (let i = 0; i < spare - 1; i++) fs.closeSync(fs.openSync(path.join(dir, String(i)), 'wx', 0o400));
 }
 
 /** A project id from the fork id (never 0, the default project). */
@@ -238,7 +260,7 @@ async function makeImage(p: LayerPaths, allowance: { bytes: number; files: numbe
     fs.mkdirSync(p.upper, { recursive: true });
     fs.mkdirSync(p.work, { recursive: true });
     const u = usedOn(p.mount);
-    const enoughFiles = inodes === null || u.availFiles >= allowance.files! + 2;
+    const enoughFiles = inodes === null || u.availFiles >= allowance.files! + OVERLAY_DIRS;
     const over = u.availBytes - allowance.bytes;
     if (enoughFiles && over >= 0 && (over <= slack || last || size === good)) return size;
     lastError = `${u.availBytes} bytes and ${u.availFiles} inodes available in a ${size}-byte image`;
@@ -330,6 +352,48 @@ export function layerUsage(p: LayerPaths, route: LayerRoute): Amount | null {
   const base = readInfo(p)?.baseline ?? { bytes: 0, files: 0 };
   const u = usedOn(route === 'project-quota' ? p.upper : p.mount);
   return { bytes: Math.max(0, u.bytes - base.bytes), files: Math.max(0, u.files - base.files) };
+}
+
+/** What the fork uses on an image that is not mounted (a reboot), read from its ext4 superblock:
+ * the free block and inode counts the kernel wrote there at its last unmount (after a crash, as of
+ * its last commit of the superblock). Null when the image is not one we can read. */
+export function imageUsage(p: LayerPaths): (Amount & { at: string }) | null {
+  const info = readInfo(p);
+  if (!info || info.route !== 'image') return null;
+  let sb: Buffer;
+  let at: string;
+  try {
+    const fd = fs.openSync(p.image, 'r');
+    try {
+      at = fs.fstatSync(fd).mtime.toISOString();
+      sb = Buffer.alloc(1024);
+      if (fs.readSync(fd, sb, 0, 1024, 1024) !== 1024) return null;
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  // The image is a file in the repository: its superblock is checked before its figures are used.
+  if (sb.readUInt16LE(0x38) !== 0xef53) return null;
+  const logBlock = sb.readUInt32LE(0x18);
+  if (logBlock > 6) return null;
+  const blockSize = 1024 << logBlock;
+  const wide = (sb.readUInt32LE(0x60) & 0x80) !== 0; // INCOMPAT_64BIT: the high halves are valid
+  const u64 = (lo: number, hi: number) => sb.readUInt32LE(lo) + (wide ? sb.readUInt32LE(hi) * 2 ** 32 : 0);
+  const blocks = u64(0x4, 0x150);
+  const freeBlocks = u64(0xc, 0x158);
+  const inodes = sb.readUInt32LE(0x0);
+  const freeInodes = sb.readUInt32LE(0x10);
+  if (freeBlocks > blocks || freeInodes > inodes) return null;
+  // statfs counts blocks less ext4's overhead (journal, tables): the baseline is in those terms.
+  // A layer.json from before statfsBlocks was recorded: the overhead counts as used (an over-count).
+  const counted = info.statfsBlocks !== undefined && info.statfsBlocks <= blocks ? info.statfsBlocks : blocks;
+  return {
+    bytes: Math.max(0, (counted - Math.min(freeBlocks, counted)) * blockSize - info.baseline.bytes),
+    files: Math.max(0, inodes - freeInodes - info.baseline.files),
+    at,
+  };
 }
 
 /** The route's one-line description for `allowance --json`. */

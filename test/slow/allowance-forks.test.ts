@@ -115,3 +115,20 @@ forkTest(
     assert.deepEqual(mountsUnder(sb.root), []);
   },
 );
+
+forkTest(
+  'a fork killed before its registry row (at its admission) leaves no directory; killed after it, discard removes the row and the directory',
+  (sb, r, snap, f) => {
+    killAt(sb, r.dir, ['fork', snap, f, '--mode', 'overlay', '--allowance', '1M', '--json'], 'allowance:after-admit');
+    assert.equal(fs.existsSync(f), false, 'the target directory is made only after the row');
+    assert.deepEqual(forks(sb, r.dir), []);
+    killAt(sb, r.dir, ['fork', snap, f, '--mode', 'overlay', '--allowance', '1M', '--json'], 'fork:after-base');
+    assert.equal(forks(sb, r.dir)[0]?.state, 'incomplete');
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+    assert.equal(fs.existsSync(f), false, 'discard removed the directory');
+    assert.deepEqual(forks(sb, r.dir), []);
+    fork(sb, r.dir, snap, f, ['--mode', 'overlay', '--allowance', '1M']);
+    expectExit(xet(sb, r.dir, ['discard', f, '--json']), 0);
+    assert.deepEqual(mountsUnder(sb.root), []);
+  },
+);
