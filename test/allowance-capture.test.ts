@@ -253,3 +253,41 @@ test('a refused first capture leaves no object, ref or sidecar: only its lock fi
     assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet', 'tmp')), []);
   });
 });
+
+test('a large object is deflated straight into the pack: nothing beside the pack holds it while it is written', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    const objects = path.join(r.dir, '.git', 'objects');
+    const file = path.join(r.dir, 'big.bin');
+    fs.writeFileSync(file, pseudoRandomBytes(24 * 1024 * 1024, 21));
+    const oid = r.git('hash-object', 'big.bin').trim();
+    const packDir = path.join(objects, 'pack');
+    const seen = new Set<string>();
+    let peak = 0;
+    const poll = setInterval(() => {
+      let sum = 0;
+      for (const n of fs.readdirSync(packDir)) {
+        if (!n.startsWith('tmp_')) continue;
+        seen.add(n.replace(/_xet_\d+_[0-9a-f]+/, '_xet_<id>'));
+        sum += fs.statSync(path.join(packDir, n), { throwIfNoEntry: false })?.size ?? 0;
+      }
+      peak = Math.max(peak, sum);
+    }, 2);
+    let published = 0;
+    try {
+      await writePack(objects, 'sha1', [{ oid, type: 'blob', file }], 1, (p) => {
+        published = p.packBytes + p.idxBytes;
+      });
+    } finally {
+      clearInterval(poll);
+    }
+    assert.ok(published > 24 * 1024 * 1024, `random bytes do not shrink: ${published}`);
+    assert.deepEqual(
+      [...seen].filter((n) => !/^tmp_(pack|idx)_xet_<id>$/.test(n)),
+      [],
+      'only the pack and its index',
+    );
+    assert.ok(peak <= published, `temporaries peaked at ${peak} B, the pack and index are ${published} B`);
+    assert.equal(r.git('cat-file', '-s', oid).trim(), String(24 * 1024 * 1024));
+  });
+});
