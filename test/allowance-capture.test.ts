@@ -291,3 +291,53 @@ test('a large object is deflated straight into the pack: nothing beside the pack
     assert.equal(r.git('cat-file', '-s', oid).trim(), String(24 * 1024 * 1024));
   });
 });
+
+/** What `du -b --apparent-size` would say of the repository root at rest: every non-directory under
+ * xet/ but forks (hard links once), and the files of the packs the ledger names. */
+function atRest(gitDir: string): { bytes: number; files: number } {
+  const total = { bytes: 0, files: 0 };
+  const seen = new Set<string>();
+  const walk = (dir: string) => {
+    for (const d of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, d.name);
+      if (d.isDirectory()) {
+        if (p !== path.join(gitDir, 'xet', 'forks')) walk(p);
+        continue;
+      }
+      const st = fs.lstatSync(p);
+      if (seen.has(`${st.dev}:${st.ino}`)) continue;
+      seen.add(`${st.dev}:${st.ino}`);
+      total.bytes += st.size;
+      total.files++;
+    }
+  };
+  walk(path.join(gitDir, 'xet'));
+  const packDir = path.join(gitDir, 'objects', 'pack');
+  for (const p of withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? []) {
+    if (!p.part.startsWith('pack:')) continue;
+    for (const s of ['.pack', '.idx', '.rev']) {
+      const st = fs.statSync(path.join(packDir, `${p.part.slice(5)}${s}`), { throwIfNoEntry: false });
+      if (st) {
+        total.bytes += st.size;
+        total.files++;
+      }
+    }
+  }
+  return total;
+}
+
+test("allowance's figure at rest is what is on disk: the measuring connection's own shm and WAL are not counted", async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithNewWork(sb, 2, 10_000);
+    capture(sb, r.dir);
+    const gitDir = path.join(r.dir, '.git');
+    assert.ok(!fs.existsSync(path.join(gitDir, 'xet', 'xet.db-shm')), 'no connection is open at rest');
+    const disk = atRest(gitDir);
+    const repoRoot = (out: { roots: { root: string; used: unknown }[] }) =>
+      out.roots.find((x) => x.root === 'repository')?.used;
+    assert.deepEqual(repoRoot(parseJson(xet(sb, r.dir, ['allowance', '--json']))), disk);
+    assert.deepEqual(repoRoot(parseJson(xet(sb, r.dir, ['allowance', '--recount', '--json']))), atRest(gitDir));
+    const used = await repositoryUsed(r.dir);
+    assert.deepEqual(used, atRest(gitDir), 'what admission sees');
+  });
+});

@@ -19,13 +19,13 @@ import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
 import { readConfig } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
-import { withExistingSidecar, withSidecar } from '../sidecar/db';
+import { withSidecar } from '../sidecar/db';
 import { faultPoint } from '../testing/fault-points';
 import { repositoryLimits } from './config';
 import { deadWriters, markWriting, removeMarkers, writersDir, type WriterMarker } from './crash';
 import { forgetPart, recordPart, REPOSITORY_ROOT } from './ledger';
 import { allowanceError, refusalOf, type AdmissionClass, type Amount, type Limits } from './model';
-import { measureRepository, recountRepository } from './repo-root';
+import { measureRepositoryAtRest, recountRepository } from './repo-root';
 
 /** Throw ALLOWANCE_EXCEEDED if `adding` does not fit. */
 export function enforce(
@@ -87,9 +87,7 @@ export async function admitRepository(
   // A check is a read: without a sidecar there is no ledger (and none is made for a refusal).
   const check = (more: Amount) => {
     if (unlimited(limits)) return;
-    const used =
-      withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ??
-      measureRepository(repo, null).used;
+    const used = measureRepositoryAtRest(repo).used;
     enforce(REPOSITORY_ROOT, limits, used, more, cls, what);
   };
   // The marker is this writer's too and is there at every recheck, so it is there at the first

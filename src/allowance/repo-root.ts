@@ -14,7 +14,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Repo } from '../git/repo';
-import { sidecarDir, withSidecar, type Db } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { ownerAlive } from '../snapshot/leftovers';
 import { forgetPart, partsOf, recordCount, recordPart, REPOSITORY_ROOT } from './ledger';
 import type { Amount } from './model';
@@ -130,7 +130,12 @@ function packFilesAmount(packDir: string, name: string): Amount {
  * recorded as the root's last count. Temporary files of dead processes are counted either way;
  * removing them is recountRepository's job.
  */
-export function measureRepository(repo: Repo, db: Db | null, recount = false): RepositoryUsage {
+export function measureRepository(
+  repo: Repo,
+  db: Db | null,
+  recount = false,
+  opts: MeasureOptions = {},
+): RepositoryUsage {
   // No sidecar yet (a repository git xet never wrote a pack into): no ledger parts, nothing created.
   if (recount && !db) throw new Error('a recount needs the sidecar');
   const ledger = db as Db;
@@ -185,16 +190,47 @@ export function measureRepository(repo: Repo, db: Db | null, recount = false): R
   for (const d of safeReaddir(xet)) {
     const p = path.join(xet, d);
     if (d === 'bases' || d === 'forks' || d === 'tmp') continue;
+    if (SIDECAR_TRANSIENT.includes(d) && opts.sidecarBeforeOpen) continue;
     const a = treeAmount(p);
-    if (d === 'xet.db' || d === 'xet.db-wal' || d === 'xet.db-shm' || d === 'xet.db-journal') add(breakdown.sidecar, a);
+    if (d === 'xet.db' || SIDECAR_TRANSIENT.includes(d)) add(breakdown.sidecar, a);
     else if (d === 'tasks') add(breakdown.tasks, a);
     else if (d === 'cache') add(breakdown.caches, a);
     else add(breakdown.other, a);
   }
+  if (opts.sidecarBeforeOpen) add(breakdown.sidecar, opts.sidecarBeforeOpen);
   const used = zero();
   for (const a of Object.values(breakdown)) add(used, a);
   if (recount) recordCount(ledger, REPOSITORY_ROOT, used, 0);
   return { root: REPOSITORY_ROOT, path: repo.commonDir, used, breakdown, temporary };
+}
+
+/** The sidecar's WAL, shm and rollback journal: SQLite makes them when a connection opens and removes
+ * them when the last one closes. */
+const SIDECAR_TRANSIENT = ['xet.db-wal', 'xet.db-shm', 'xet.db-journal'];
+
+export interface MeasureOptions {
+  /** sidecarTransients() taken before the measuring connection opened: what is there at rest (or
+   * what other connections hold), not the measuring connection's own shm and WAL. */
+  sidecarBeforeOpen?: Amount;
+}
+
+/** The sidecar's WAL, shm and journal as they are now: call it before opening the measuring
+ * connection (its own shm is 32 KiB and its WAL exists only because it opened). */
+export function sidecarTransients(commonDir: string): Amount {
+  const total = zero();
+  for (const n of SIDECAR_TRANSIENT) add(total, fileAmount(path.join(sidecarDir(commonDir), n)));
+  return total;
+}
+
+/** The repository root's usage on the cheap path, as it is at rest: the sidecar's transient files are
+ * statted before the measuring connection opens them; no sidecar is made. */
+export function measureRepositoryAtRest(repo: Repo, opts: MeasureOptions = {}): RepositoryUsage {
+  const sidecarBeforeOpen = sidecarTransients(repo.commonDir);
+  const o = { ...opts, sidecarBeforeOpen };
+  return (
+    withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db, false, o)) ??
+    measureRepository(repo, null, false, o)
+  );
 }
 
 function safeReaddir(dir: string): string[] {
@@ -217,8 +253,9 @@ export function recountRepository(repo: Repo): RepositoryUsage & { leftoversRemo
       // left for the next recount; still counted
     }
   }
+  const sidecarBeforeOpen = sidecarTransients(repo.commonDir);
   return withSidecar(repo.commonDir, (db) => {
-    const usage = measureRepository(repo, db, true);
+    const usage = measureRepository(repo, db, true, { sidecarBeforeOpen });
     recordCount(db, REPOSITORY_ROOT, usage.used, removed);
     return { ...usage, leftoversRemoved: removed };
   });
