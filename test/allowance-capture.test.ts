@@ -341,3 +341,24 @@ test("allowance's figure at rest is what is on disk: the measuring connection's 
     assert.deepEqual(used, atRest(gitDir), 'what admission sees');
   });
 });
+
+test("a capture of many new directories fits a files allowance of what is used + its pack's 3 files (+ its marker and lock journal): its scratch trees and stat cache link are not charged", async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithNewWork(sb, 0, 0);
+    capture(sb, r.dir);
+    // One new tree per directory: 60 directories make 60 loose trees in the capture's scratch.
+    for (let i = 0; i < 60; i++) r.write(`d${i}/e${i % 7}/f.txt`, `file ${i}\n`);
+    const used = await repositoryUsed(r.dir);
+    assert.deepEqual(used, await repositoryRecount(r.dir).then((x) => ({ bytes: x.bytes, files: x.files })));
+    // While it runs the capture also has its crash marker and its lock's journal: 2 files.
+    limit(r, { files: String(used.files + 2 + 2), headroom: '0%' });
+    const over = refusal(sb, r);
+    assert.deepEqual([over.used, over.adding], [used.files + 2, 3], 'used is what was there before the capture');
+    limit(r, { files: String(used.files + 2 + 3) });
+    const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+    assert.equal(out.unchanged, false);
+    const after = await repositoryUsed(r.dir);
+    assert.ok(after.files <= used.files + 3, `${after.files} <= ${used.files + 3}`);
+    assert.deepEqual(fs.readdirSync(path.join(r.dir, '.git', 'xet', 'tmp')), []);
+  });
+});
