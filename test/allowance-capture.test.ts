@@ -12,6 +12,7 @@ import { capture as captureIn } from '../src/snapshot/capture';
 import { withExistingSidecar } from '../src/sidecar/db';
 import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { killAt } from './support/faults';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
@@ -360,5 +361,41 @@ test("a capture of many new directories fits a files allowance of what is used +
     const after = await repositoryUsed(r.dir);
     assert.ok(after.files <= used.files + 3, `${after.files} <= ${used.files + 3}`);
     assert.deepEqual(fs.readdirSync(path.join(r.dir, '.git', 'xet', 'tmp')), []);
+  });
+});
+
+test("a killed export's scratch (xet/tmp/export-<pid>-*) is counted and removed by allowance --recount; an export over the allowance is refused and leaves .git as it was", async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.write('big.bin', pseudoRandomBytes(400_000, 31));
+    const snap = capture(sb, r.dir);
+    const gitDir = path.join(r.dir, '.git');
+    const before = await repositoryUsed(r.dir);
+    killAt(sb, r.dir, ['export', snap, '--patch', sb.path('x.patch')], 'export:after-checkout');
+    const tmp = path.join(gitDir, 'xet', 'tmp');
+    const left = fs.readdirSync(tmp);
+    assert.equal(left.length, 1, left.join(' '));
+    assert.match(left[0], /^export-\d+-[A-Za-z0-9]{6}$/);
+    const dead = await repositoryUsed(r.dir);
+    assert.ok(dead.bytes >= before.bytes + 400_000, `the dead export's files are counted: ${dead.bytes}`);
+    const rc = parseJson(xet(sb, r.dir, ['allowance', '--recount', '--json']));
+    assert.ok(rc.leftoversRemoved >= 1, JSON.stringify(rc));
+    assert.deepEqual(fs.readdirSync(tmp), []);
+    assert.deepEqual(await repositoryUsed(r.dir), before);
+    // Over the allowance: refused before anything is written.
+    limit(r, { bytes: String(before.bytes + 100_000), headroom: '0%' });
+    const listing = gitDirListing(gitDir);
+    const err = expectError(
+      xet(sb, r.dir, ['export', snap, '--patch', sb.path('y.patch'), '--json']),
+      'ALLOWANCE_EXCEEDED',
+    );
+    assert.equal(err.details.operation, 'export');
+    assert.ok(err.details.adding > 400_000, JSON.stringify(err.details));
+    assertUnchanged(gitDir, listing, 'a refused export');
+    assert.ok(!fs.existsSync(sb.path('y.patch')));
+    limit(r, { bytes: '100M' });
+    expectExit(xet(sb, r.dir, ['export', snap, '--patch', sb.path('z.patch')]), 0);
+    assert.deepEqual(fs.readdirSync(tmp), []);
   });
 });
