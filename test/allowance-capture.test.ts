@@ -12,6 +12,7 @@ import { capture as captureIn } from '../src/snapshot/capture';
 import { withExistingSidecar } from '../src/sidecar/db';
 import { assertUnchanged, gitDirListing, repositoryRecount, repositoryUsed } from './support/allowance-repo';
 import { gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { killAt } from './support/faults';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 
@@ -251,5 +252,150 @@ test('a refused first capture leaves no object, ref or sidecar: only its lock fi
     assertUnchanged(gitDir, before, 'a refused first capture', ['xet/locks/', 'xet/cache/', 'xet/tmp/']);
     assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet')).sort(), ['cache', 'locks', 'tmp']);
     assert.deepEqual(fs.readdirSync(path.join(gitDir, 'xet', 'tmp')), []);
+  });
+});
+
+test('a large object is deflated straight into the pack: nothing beside the pack holds it while it is written', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    const objects = path.join(r.dir, '.git', 'objects');
+    const file = path.join(r.dir, 'big.bin');
+    fs.writeFileSync(file, pseudoRandomBytes(24 * 1024 * 1024, 21));
+    const oid = r.git('hash-object', 'big.bin').trim();
+    const packDir = path.join(objects, 'pack');
+    const seen = new Set<string>();
+    let peak = 0;
+    const poll = setInterval(() => {
+      let sum = 0;
+      for (const n of fs.readdirSync(packDir)) {
+        if (!n.startsWith('tmp_')) continue;
+        seen.add(n.replace(/_xet_\d+_[0-9a-f]+/, '_xet_<id>'));
+        sum += fs.statSync(path.join(packDir, n), { throwIfNoEntry: false })?.size ?? 0;
+      }
+      peak = Math.max(peak, sum);
+    }, 2);
+    let published = 0;
+    try {
+      await writePack(objects, 'sha1', [{ oid, type: 'blob', file }], 1, (p) => {
+        published = p.packBytes + p.idxBytes;
+      });
+    } finally {
+      clearInterval(poll);
+    }
+    assert.ok(published > 24 * 1024 * 1024, `random bytes do not shrink: ${published}`);
+    assert.deepEqual(
+      [...seen].filter((n) => !/^tmp_(pack|idx)_xet_<id>$/.test(n)),
+      [],
+      'only the pack and its index',
+    );
+    assert.ok(peak <= published, `temporaries peaked at ${peak} B, the pack and index are ${published} B`);
+    assert.equal(r.git('cat-file', '-s', oid).trim(), String(24 * 1024 * 1024));
+  });
+});
+
+/** What `du -b --apparent-size` would say of the repository root at rest: every non-directory under
+ * xet/ but forks (hard links once), and the files of the packs the ledger names. */
+function atRest(gitDir: string): { bytes: number; files: number } {
+  const total = { bytes: 0, files: 0 };
+  const seen = new Set<string>();
+  const walk = (dir: string) => {
+    for (const d of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, d.name);
+      if (d.isDirectory()) {
+        if (p !== path.join(gitDir, 'xet', 'forks')) walk(p);
+        continue;
+      }
+      const st = fs.lstatSync(p);
+      if (seen.has(`${st.dev}:${st.ino}`)) continue;
+      seen.add(`${st.dev}:${st.ino}`);
+      total.bytes += st.size;
+      total.files++;
+    }
+  };
+  walk(path.join(gitDir, 'xet'));
+  const packDir = path.join(gitDir, 'objects', 'pack');
+  for (const p of withExistingSidecar(gitDir, (db) => partsOf(db, REPOSITORY_ROOT)) ?? []) {
+    if (!p.part.startsWith('pack:')) continue;
+    for (const s of ['.pack', '.idx', '.rev']) {
+      const st = fs.statSync(path.join(packDir, `${p.part.slice(5)}${s}`), { throwIfNoEntry: false });
+      if (st) {
+        total.bytes += st.size;
+        total.files++;
+      }
+    }
+  }
+  return total;
+}
+
+test("allowance's figure at rest is what is on disk: the measuring connection's own shm and WAL are not counted", async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithNewWork(sb, 2, 10_000);
+    capture(sb, r.dir);
+    const gitDir = path.join(r.dir, '.git');
+    assert.ok(!fs.existsSync(path.join(gitDir, 'xet', 'xet.db-shm')), 'no connection is open at rest');
+    const disk = atRest(gitDir);
+    const repoRoot = (out: { roots: { root: string; used: unknown }[] }) =>
+      out.roots.find((x) => x.root === 'repository')?.used;
+    assert.deepEqual(repoRoot(parseJson(xet(sb, r.dir, ['allowance', '--json']))), disk);
+    assert.deepEqual(repoRoot(parseJson(xet(sb, r.dir, ['allowance', '--recount', '--json']))), atRest(gitDir));
+    const used = await repositoryUsed(r.dir);
+    assert.deepEqual(used, atRest(gitDir), 'what admission sees');
+  });
+});
+
+test("a capture of many new directories fits a files allowance of what is used + its pack's 3 files (+ its marker and lock journal): its scratch trees and stat cache link are not charged", async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithNewWork(sb, 0, 0);
+    capture(sb, r.dir);
+    // One new tree per directory: 60 directories make 60 loose trees in the capture's scratch.
+    for (let i = 0; i < 60; i++) r.write(`d${i}/e${i % 7}/f.txt`, `file ${i}\n`);
+    const used = await repositoryUsed(r.dir);
+    assert.deepEqual(used, await repositoryRecount(r.dir).then((x) => ({ bytes: x.bytes, files: x.files })));
+    // While it runs the capture also has its crash marker and its lock's journal: 2 files.
+    limit(r, { files: String(used.files + 2 + 2), headroom: '0%' });
+    const over = refusal(sb, r);
+    assert.deepEqual([over.used, over.adding], [used.files + 2, 3], 'used is what was there before the capture');
+    limit(r, { files: String(used.files + 2 + 3) });
+    const out = parseJson(xet(sb, r.dir, ['capture', '--json']));
+    assert.equal(out.unchanged, false);
+    const after = await repositoryUsed(r.dir);
+    assert.ok(after.files <= used.files + 3, `${after.files} <= ${used.files + 3}`);
+    assert.deepEqual(fs.readdirSync(path.join(r.dir, '.git', 'xet', 'tmp')), []);
+  });
+});
+
+test("a killed export's scratch (xet/tmp/export-<pid>-*) is counted and removed by allowance --recount; an export over the allowance is refused and leaves .git as it was", async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('first', { 'a.txt': 'a\n' });
+    r.write('big.bin', pseudoRandomBytes(400_000, 31));
+    const snap = capture(sb, r.dir);
+    const gitDir = path.join(r.dir, '.git');
+    const before = await repositoryUsed(r.dir);
+    killAt(sb, r.dir, ['export', snap, '--patch', sb.path('x.patch')], 'export:after-checkout');
+    const tmp = path.join(gitDir, 'xet', 'tmp');
+    const left = fs.readdirSync(tmp);
+    assert.equal(left.length, 1, left.join(' '));
+    assert.match(left[0], /^export-\d+-[A-Za-z0-9]{6}$/);
+    const dead = await repositoryUsed(r.dir);
+    assert.ok(dead.bytes >= before.bytes + 400_000, `the dead export's files are counted: ${dead.bytes}`);
+    const rc = parseJson(xet(sb, r.dir, ['allowance', '--recount', '--json']));
+    assert.ok(rc.leftoversRemoved >= 1, JSON.stringify(rc));
+    assert.deepEqual(fs.readdirSync(tmp), []);
+    assert.deepEqual(await repositoryUsed(r.dir), before);
+    // Over the allowance: refused before anything is written.
+    limit(r, { bytes: String(before.bytes + 100_000), headroom: '0%' });
+    const listing = gitDirListing(gitDir);
+    const err = expectError(
+      xet(sb, r.dir, ['export', snap, '--patch', sb.path('y.patch'), '--json']),
+      'ALLOWANCE_EXCEEDED',
+    );
+    assert.equal(err.details.operation, 'export');
+    assert.ok(err.details.adding > 400_000, JSON.stringify(err.details));
+    assertUnchanged(gitDir, listing, 'a refused export');
+    assert.ok(!fs.existsSync(sb.path('y.patch')));
+    limit(r, { bytes: '100M' });
+    expectExit(xet(sb, r.dir, ['export', snap, '--patch', sb.path('z.patch')]), 0);
+    assert.deepEqual(fs.readdirSync(tmp), []);
   });
 });

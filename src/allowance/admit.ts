@@ -19,13 +19,13 @@ import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
 import { readConfig } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
-import { withExistingSidecar, withSidecar } from '../sidecar/db';
+import { withSidecar } from '../sidecar/db';
 import { faultPoint } from '../testing/fault-points';
 import { repositoryLimits } from './config';
 import { deadWriters, markWriting, removeMarkers, writersDir, type WriterMarker } from './crash';
 import { forgetPart, recordPart, REPOSITORY_ROOT } from './ledger';
 import { allowanceError, refusalOf, type AdmissionClass, type Amount, type Limits } from './model';
-import { measureRepository, recountRepository } from './repo-root';
+import { measureRepositoryAtRest, recountRepository, type MeasureOptions } from './repo-root';
 
 /** Throw ALLOWANCE_EXCEEDED if `adding` does not fit. */
 export function enforce(
@@ -73,7 +73,9 @@ export function recountAfterCrash(repo: Repo): boolean {
 
 /**
  * Admit `adding` (an upper bound of what the operation will write) into the repository root. Cheap
- * when no allowance is set: no measuring, only the crash check and the marker.
+ * when no allowance is set: no measuring, only the crash check and the marker. `own.exclude`: the
+ * writer's own scratch already inside `adding`, left out of what is used at every check. (Its crash
+ * marker and held lock's journal, two small files, are counted while it runs.)
  */
 export async function admitRepository(
   repo: Repo,
@@ -81,15 +83,14 @@ export async function admitRepository(
   cls: AdmissionClass,
   what: string,
   config?: GitConfig,
+  own: MeasureOptions = {},
 ): Promise<Admission> {
   const limits = repositoryLimits(config ?? (await readConfig(repoOpts(repo))));
   recountAfterCrash(repo);
   // A check is a read: without a sidecar there is no ledger (and none is made for a refusal).
   const check = (more: Amount) => {
     if (unlimited(limits)) return;
-    const used =
-      withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ??
-      measureRepository(repo, null).used;
+    const used = measureRepositoryAtRest(repo, { exclude: own.exclude }).used;
     enforce(REPOSITORY_ROOT, limits, used, more, cls, what);
   };
   // The marker is this writer's too and is there at every recheck, so it is there at the first

@@ -14,16 +14,17 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Repo } from '../git/repo';
-import { sidecarDir, withSidecar, type Db } from '../sidecar/db';
-import { ownerAlive } from '../snapshot/leftovers';
+import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
+import { ownerAlive, removeTemporary } from '../snapshot/leftovers';
 import { forgetPart, partsOf, recordCount, recordPart, REPOSITORY_ROOT } from './ledger';
 import type { Amount } from './model';
 
 /** Temporary names in objects/pack: ours (pack writer, fetch import) carry the writer's pid. */
 const OUR_PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_/;
-/** Scratch directories under xet/tmp/ (`<what>-<pid>-<random>`) and base builds under xet/bases/
- * (`.build-<pid>-<snapshot12>-<random>`). */
-const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6}$/;
+/** Scratch under xet/tmp/ (`<what>-<pid>-<random>`, a reclaim view `reclaim-<pid>-<fork id>`) and
+ * base builds under xet/bases/ (`.build-<pid>-<snapshot12>-<random>`). Every name under xet/tmp is
+ * counted; these decide only which a recount may remove (those of dead owners). */
+const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
 const BASE_BUILD_RE = /^\.build-(\d+)-[0-9a-f]{12}-[0-9a-f]+$/;
 const PACK_SUFFIXES = ['.pack', '.idx', '.rev', '.bitmap', '.keep', '.promisor', '.mtimes'];
 
@@ -51,8 +52,14 @@ const add = (a: Amount, b: Amount): void => {
 };
 
 /** Logical size of a tree: st_size of every non-directory entry, and their count. Entries that vanish
- * while it is walked are skipped (a concurrent writer removed its temporary file). */
-export function treeAmount(dir: string, skip?: (name: string, depth: number) => boolean, depth = 0): Amount {
+ * while it is walked are skipped (a concurrent writer removed its temporary file). With `seen`, an
+ * inode with several links is counted once (`dev:ino`): a hard-linked copy takes no more space. */
+export function treeAmount(
+  dir: string,
+  skip?: (name: string, depth: number) => boolean,
+  depth = 0,
+  seen?: Set<string>,
+): Amount {
   const total = zero();
   let names: fs.Dirent[];
   try {
@@ -60,22 +67,28 @@ export function treeAmount(dir: string, skip?: (name: string, depth: number) => 
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return total;
-    if (code === 'ENOTDIR') return fileAmount(dir);
+    if (code === 'ENOTDIR') return fileAmount(dir, seen);
     throw e;
   }
   for (const d of names) {
     if (skip?.(d.name, depth)) continue;
     const p = path.join(dir, d.name);
-    if (d.isDirectory()) add(total, treeAmount(p, skip, depth + 1));
-    else add(total, fileAmount(p));
+    if (d.isDirectory()) add(total, treeAmount(p, skip, depth + 1, seen));
+    else add(total, fileAmount(p, seen));
   }
   return total;
 }
 
-function fileAmount(p: string): Amount {
+function fileAmount(p: string, seen?: Set<string>): Amount {
   try {
     const st = fs.lstatSync(p);
-    return st.isDirectory() ? treeAmount(p) : { bytes: st.size, files: 1 };
+    if (st.isDirectory()) return treeAmount(p, undefined, 0, seen);
+    if (seen && st.nlink > 1) {
+      const key = `${st.dev}:${st.ino}`;
+      if (seen.has(key)) return zero();
+      seen.add(key);
+    }
+    return { bytes: st.size, files: 1 };
   } catch {
     return zero();
   }
@@ -85,8 +98,13 @@ function packName(part: string): string | null {
   return part.startsWith('pack:') ? part.slice('pack:'.length) : null;
 }
 
-/** The temporary files of git xet writers in this repository, live or dead. */
-export function repositoryTemporaries(repo: Pick<Repo, 'objectsDir' | 'commonDir'>): TemporaryFile[] {
+/** The temporary files of git xet writers in this repository, live or dead; `exclude`d paths (a
+ * writer's own scratch already inside what it is admitting) are left out and not measured. */
+export function repositoryTemporaries(
+  repo: Pick<Repo, 'objectsDir' | 'commonDir'>,
+  seen?: Set<string>,
+  exclude: readonly string[] = [],
+): TemporaryFile[] {
   const out: TemporaryFile[] = [];
   const scan = (dir: string, re: RegExp) => {
     let names: string[];
@@ -95,12 +113,15 @@ export function repositoryTemporaries(repo: Pick<Repo, 'objectsDir' | 'commonDir
     } catch {
       return;
     }
+    const dev = devOf(dir);
     for (const name of names) {
       const m = re.exec(name);
       if (!m) continue;
       const pid = Number(m[1]);
       const p = path.join(dir, name);
-      const a = fileAmount(p);
+      if (exclude.includes(p)) continue;
+      // A mounted directory (a reclaim view) holds a fork's files: the fork's root, not this one.
+      const a = devOf(p) !== dev ? zero() : fileAmount(p, seen);
       out.push({ path: p, pid, live: ownerAlive(pid), ...a });
     }
   };
@@ -109,6 +130,24 @@ export function repositoryTemporaries(repo: Pick<Repo, 'objectsDir' | 'commonDir
   scan(path.join(xet, 'tmp'), SCRATCH_RE);
   scan(path.join(xet, 'bases'), BASE_BUILD_RE);
   return out;
+}
+
+function devOf(p: string): number | undefined {
+  return fs.lstatSync(p, { throwIfNoEntry: false })?.dev;
+}
+
+/** Names under xet/tmp that are no writer's scratch (an older git xet's, a probe file): counted,
+ * never removed by a recount. */
+function otherTmpAmount(xet: string, seen: Set<string>, exclude: readonly string[]): Amount {
+  const tmp = path.join(xet, 'tmp');
+  const dev = devOf(tmp);
+  const total = zero();
+  for (const name of safeReaddir(tmp)) {
+    const p = path.join(tmp, name);
+    if (SCRATCH_RE.test(name) || exclude.includes(p) || devOf(p) !== dev) continue;
+    add(total, fileAmount(p, seen));
+  }
+  return total;
 }
 
 function packFilesAmount(packDir: string, name: string): Amount {
@@ -130,14 +169,21 @@ function packFilesAmount(packDir: string, name: string): Amount {
  * recorded as the root's last count. Temporary files of dead processes are counted either way;
  * removing them is recountRepository's job.
  */
-export function measureRepository(repo: Repo, db: Db | null, recount = false): RepositoryUsage {
+export function measureRepository(
+  repo: Repo,
+  db: Db | null,
+  recount = false,
+  opts: MeasureOptions = {},
+): RepositoryUsage {
   // No sidecar yet (a repository git xet never wrote a pack into): no ledger parts, nothing created.
   if (recount && !db) throw new Error('a recount needs the sidecar');
   const ledger = db as Db;
   const xet = sidecarDir(repo.commonDir);
   const packDir = path.join(repo.objectsDir, 'pack');
+  const seen = new Set<string>();
+  const exclude = opts.exclude ?? [];
   // Temporary files first (see the top of this file for why the order matters).
-  const temporary = repositoryTemporaries(repo);
+  const temporary = repositoryTemporaries(repo, seen, exclude);
   const breakdown: RepositoryUsage['breakdown'] = {
     packs: zero(),
     bases: zero(),
@@ -148,6 +194,7 @@ export function measureRepository(repo: Repo, db: Db | null, recount = false): R
     temporary: zero(),
   };
   for (const t of temporary) add(breakdown.temporary, t);
+  add(breakdown.temporary, otherTmpAmount(xet, seen, exclude));
   const parts = db ? partsOf(db, REPOSITORY_ROOT) : [];
   const recordedBases = new Map<string, Amount>();
   for (const p of parts) {
@@ -192,16 +239,50 @@ export function measureRepository(repo: Repo, db: Db | null, recount = false): R
   for (const d of safeReaddir(xet)) {
     const p = path.join(xet, d);
     if (d === 'bases' || d === 'forks' || d === 'tmp') continue;
-    const a = treeAmount(p);
-    if (d === 'xet.db' || d === 'xet.db-wal' || d === 'xet.db-shm' || d === 'xet.db-journal') add(breakdown.sidecar, a);
+    if (SIDECAR_TRANSIENT.includes(d) && opts.sidecarBeforeOpen) continue;
+    const a = treeAmount(p, undefined, 0, seen);
+    if (d === 'xet.db' || SIDECAR_TRANSIENT.includes(d)) add(breakdown.sidecar, a);
     else if (d === 'tasks') add(breakdown.tasks, a);
     else if (d === 'cache') add(breakdown.caches, a);
     else add(breakdown.other, a);
   }
+  if (opts.sidecarBeforeOpen) add(breakdown.sidecar, opts.sidecarBeforeOpen);
   const used = zero();
   for (const a of Object.values(breakdown)) add(used, a);
   if (recount) recordCount(ledger, REPOSITORY_ROOT, used, 0);
   return { root: REPOSITORY_ROOT, path: repo.commonDir, used, breakdown, temporary };
+}
+
+/** The sidecar's WAL, shm and rollback journal: SQLite makes them when a connection opens and removes
+ * them when the last one closes. */
+const SIDECAR_TRANSIENT = ['xet.db-wal', 'xet.db-shm', 'xet.db-journal'];
+
+export interface MeasureOptions {
+  /** sidecarTransients() taken before the measuring connection opened: what is there at rest (or
+   * what other connections hold), not the measuring connection's own shm and WAL. */
+  sidecarBeforeOpen?: Amount;
+  /** The measuring writer's own scratch whose content is already inside the amount it is admitting
+   * (a capture's stat cache copy): not charged twice. */
+  exclude?: readonly string[];
+}
+
+/** The sidecar's WAL, shm and journal as they are now: call it before opening the measuring
+ * connection (its own shm is 32 KiB and its WAL exists only because it opened). */
+export function sidecarTransients(commonDir: string): Amount {
+  const total = zero();
+  for (const n of SIDECAR_TRANSIENT) add(total, fileAmount(path.join(sidecarDir(commonDir), n)));
+  return total;
+}
+
+/** The repository root's usage on the cheap path, as it is at rest: the sidecar's transient files are
+ * statted before the measuring connection opens them; no sidecar is made. */
+export function measureRepositoryAtRest(repo: Repo, opts: MeasureOptions = {}): RepositoryUsage {
+  const sidecarBeforeOpen = sidecarTransients(repo.commonDir);
+  const o = { ...opts, sidecarBeforeOpen };
+  return (
+    withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db, false, o)) ??
+    measureRepository(repo, null, false, o)
+  );
 }
 
 function safeReaddir(dir: string): string[] {
@@ -217,15 +298,12 @@ export function recountRepository(repo: Repo): RepositoryUsage & { leftoversRemo
   let removed = 0;
   for (const t of repositoryTemporaries(repo)) {
     if (t.live) continue;
-    try {
-      fs.rmSync(t.path, { recursive: true, force: true });
-      removed++;
-    } catch {
-      // left for the next recount; still counted
-    }
+    // Left for the next recount (still counted) when it cannot go, or is still mounted.
+    if (removeTemporary(t.path)) removed++;
   }
+  const sidecarBeforeOpen = sidecarTransients(repo.commonDir);
   return withSidecar(repo.commonDir, (db) => {
-    const usage = measureRepository(repo, db, true);
+    const usage = measureRepository(repo, db, true, { sidecarBeforeOpen });
     recordCount(db, REPOSITORY_ROOT, usage.used, removed);
     return { ...usage, leftoversRemoved: removed };
   });

@@ -18,7 +18,7 @@ import { deadWriters, removeMarkers } from './crash';
 import { measureFork, type ForkUsage } from './fork-root';
 import { lastCount, REPOSITORY_ROOT } from './ledger';
 import { ALLOWANCE_CONTRACT, type Amount, type Limits, type RootKind } from './model';
-import { measureRepository, recountRepository } from './repo-root';
+import { measureRepository, recountRepository, sidecarTransients } from './repo-root';
 import {
   measureStore,
   measureStoreAt,
@@ -129,9 +129,13 @@ function rootReport(
 
 /** The repository root's usage on the cheap path, and when it was last recounted. Without a sidecar
  * nothing was ever recorded: what is on disk under xet/ and the temporaries are all there is. */
-function repositoryUsage(repo: Repo, db: Db | null): { used: Amount; countedAt: string | null } {
+function repositoryUsage(
+  repo: Repo,
+  db: Db | null,
+  sidecarBeforeOpen?: Amount,
+): { used: Amount; countedAt: string | null } {
   return {
-    used: measureRepository(repo, db).used,
+    used: measureRepository(repo, db, false, { sidecarBeforeOpen }).used,
     countedAt: db ? (lastCount(db, REPOSITORY_ROOT)?.countedAt ?? null) : null,
   };
 }
@@ -158,7 +162,9 @@ export async function repositoryAllowance(
   config?: GitConfig,
 ): Promise<{ limits: Dimensions; used: Amount; available: Dimensions }> {
   const limits = repositoryLimits(config ?? (await readConfig(repoOpts(repo))));
-  const usage = withExistingSidecar(repo.commonDir, (db) => repositoryUsage(repo, db)) ?? repositoryUsage(repo, null);
+  const atRest = sidecarTransients(repo.commonDir);
+  const usage =
+    withExistingSidecar(repo.commonDir, (db) => repositoryUsage(repo, db, atRest)) ?? repositoryUsage(repo, null);
   const r = repositoryReport(repo, limits, usage);
   return { limits: r.limits, used: r.used, available: r.available };
 }
@@ -261,8 +267,9 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
       removeMarkers(dead);
       report.leftoversRemoved = counted.leftoversRemoved;
     }
+    const atRest = sidecarTransients(repo.commonDir);
     const measured = (recount ? withSidecar : withExistingSidecar)(repo.commonDir, (db) => ({
-      usage: repositoryUsage(repo, db),
+      usage: repositoryUsage(repo, db, atRest),
       forks: listForks(db, false).map((row) => measureFork(repo, db, row, recount)),
     }));
     report.roots.push(repositoryReport(repo, limits, measured?.usage ?? repositoryUsage(repo, null)));

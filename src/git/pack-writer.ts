@@ -49,7 +49,7 @@ export interface PackToPublish {
 export type BeforePublish = (p: PackToPublish) => void | Promise<void>;
 
 const TYPE_CODE = { commit: 1, tree: 2, blob: 3, tag: 4 } as const;
-/** Files above this are deflated chunk by chunk into a temporary file (keeps memory flat). */
+/** Files above this are deflated chunk by chunk straight into the pack (keeps memory flat). */
 const STREAM_THRESHOLD = 8 * 1024 * 1024;
 /**
  * Compressed bodies arrive from the workers as ArrayBuffers. Once written they are garbage, but V8
@@ -217,78 +217,52 @@ function toWorkItem(i: PackItem, size?: number): WorkItem {
   return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data, size };
 }
 
-interface Compressed {
-  item: PackItem;
-  size: number;
-  tmp: string;
-}
-
-/** Deflate a large file into a temporary file beside the pack, chunk by chunk (memory stays flat).
- * Large files run concurrently with the small-file pipeline instead of stalling it. */
-async function compressToTemp(
-  item: PackItem,
-  tmp: string,
-  format: ObjectFormat,
-  level: number,
-  aborted: () => boolean,
-): Promise<Compressed> {
-  if (aborted()) throw new Error('pack aborted');
+/** Deflate a large file straight into the pack as one entry, chunk by chunk (memory stays flat);
+ * returns the entry's CRC32. Nothing else is written beside the pack: a large object is on disk once,
+ * inside the pack, so the pack's admitted upper bound bounds what the capture has on disk at every
+ * moment (a temporary copy beside the pack would hold it twice while it is appended). */
+async function deflateIntoPack(pack: PackFile, item: PackItem, format: ObjectFormat, level: number): Promise<number> {
   const file = item.file as string;
   // Opened once, never through a symlink or blocking on a fifo; the size read is the size hashed.
   const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
-  const st = fs.fstatSync(fd);
-  if (!st.isFile()) {
-    fs.closeSync(fd);
-    throw changedError(item, 'not a regular file any more');
-  }
-  const size = st.size;
-  const hash = crypto.createHash(format).update(`blob ${size}\0`);
-  let seen = 0;
-  const out = fs.createWriteStream(tmp, { flags: 'wx', mode: 0o600 });
-  const deflater = zlib.createDeflate({ level, chunkSize: 1 << 20 });
-  const written = new Promise<void>((resolve, reject) => {
-    out.on('finish', resolve);
-    out.on('error', reject);
-    deflater.on('error', reject);
-  });
-  deflater.pipe(out);
-  for await (const chunk of fs.createReadStream('', {
-    fd,
-    highWaterMark: 1 << 20,
-    end: size,
-  }) as AsyncIterable<Buffer>) {
-    if (aborted()) throw new Error('pack aborted');
-    seen += chunk.length;
-    hash.update(chunk);
-    if (!deflater.write(chunk)) await new Promise((r) => deflater.once('drain', r));
-  }
-  deflater.end();
-  await written;
-  const actual = hash.digest('hex');
-  if (seen !== size || actual !== item.oid) throw changedError(item, actual);
-  return { item, size, tmp };
-}
-
-/** Append a compressed temporary file as one pack entry; returns the entry's CRC32. */
-function appendCompressed(pack: PackFile, c: Compressed): number {
-  const header = entryHeader(c.item.type, c.size);
-  pack.write(header);
-  let crc = zlib.crc32(header);
-  const fd = fs.openSync(c.tmp, 'r');
+  let closed = false;
   try {
-    const buf = Buffer.allocUnsafe(1 << 20);
-    for (;;) {
-      const n = fs.readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) break;
-      const chunk = buf.subarray(0, n);
-      pack.write(chunk);
-      crc = zlib.crc32(chunk, crc);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw changedError(item, 'not a regular file any more');
+    const size = st.size;
+    const hash = crypto.createHash(format).update(`blob ${size}\0`);
+    const header = entryHeader(item.type, size);
+    pack.write(header);
+    let crc = zlib.crc32(header);
+    let seen = 0;
+    const deflater = zlib.createDeflate({ level, chunkSize: 1 << 20 });
+    deflater.on('data', (chunk: Buffer) => {
+      try {
+        pack.write(chunk);
+        crc = zlib.crc32(chunk, crc);
+      } catch (e) {
+        deflater.destroy(e as Error); // ENOSPC and the like reach the caller, not the event loop
+      }
+    });
+    const ended = new Promise<void>((resolve, reject) => {
+      deflater.on('end', resolve);
+      deflater.on('error', reject);
+    });
+    const input = fs.createReadStream('', { fd, highWaterMark: 1 << 20, end: size, autoClose: true });
+    closed = true;
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      seen += chunk.length;
+      hash.update(chunk);
+      if (!deflater.write(chunk)) await Promise.race([new Promise((r) => deflater.once('drain', r)), ended]);
     }
+    deflater.end();
+    await ended;
+    const actual = hash.digest('hex');
+    if (seen !== size || actual !== item.oid) throw changedError(item, actual);
+    return crc;
   } finally {
-    fs.closeSync(fd);
-    fs.rmSync(c.tmp, { force: true });
+    if (!closed) fs.closeSync(fd);
   }
-  return crc;
 }
 
 /**
@@ -312,9 +286,6 @@ export async function writePack(
   const tmpIdx = path.join(packDir, `tmp_idx_xet_${rand}`);
   const pack = new PackFile(tmpPack, format);
   const entries: { oid: string; offset: number; crc: number }[] = [];
-  const tmpExtras: string[] = [];
-  let aborted = false;
-  let chain: Promise<unknown> = Promise.resolve();
   try {
     const header = Buffer.alloc(12);
     header.write('PACK', 0, 'latin1');
@@ -323,8 +294,8 @@ export async function writePack(
     pack.write(header);
     await faultPoint('pack:mid-write');
 
-    // Large files are deflated into temporary files concurrently; the rest is read ahead with
-    // bounded items and bytes and written in order. Large entries are appended at the end.
+    // Small objects are compressed ahead (bounded items and bytes) and written in order; large
+    // files are then deflated straight into the pack, one at a time (deflateIntoPack says why).
     const sizeCache = new Map<PackItem, number>();
     const sizeOf = (i: PackItem): number => {
       let n = sizeCache.get(i);
@@ -342,15 +313,6 @@ export async function writePack(
     const large = unique.filter(isLarge);
     const largeSet = new Set(large);
     const small = unique.filter((i) => !largeSet.has(i));
-    // One at a time: each is already a stream through the thread pool, and running them together
-    // only multiplies buffers.
-    const largeJobs = large.map((item, n) => {
-      const job = chain.then(() => compressToTemp(item, `${tmpPack}.large-${n}`, format, level, () => aborted));
-      chain = job.catch(() => undefined);
-      job.catch(() => undefined);
-      return job;
-    });
-    tmpExtras.push(...large.map((_, n) => `${tmpPack}.large-${n}`));
     const typeOf = new Map(small.map((i) => [i.oid, i.type]));
     let sinceCollect = 0;
     const writeResult = (r: WorkResult) => {
@@ -377,10 +339,9 @@ export async function writePack(
     } else {
       await processInWorkers(small, smallSizes, format, level, writeResult);
     }
-    for (const job of largeJobs) {
-      const c = await job;
+    for (const item of large) {
       const offset = pack.offset;
-      entries.push({ oid: c.item.oid, offset, crc: appendCompressed(pack, c) });
+      entries.push({ oid: item.oid, offset, crc: await deflateIntoPack(pack, item, format, level) });
     }
     const checksum = pack.finish();
     writeIndex(tmpIdx, format, entries, checksum);
@@ -394,11 +355,8 @@ export async function writePack(
     fsyncDir(packDir);
     return { pack: name, objects: entries.length, bytes: packBytes };
   } catch (e) {
-    // Stop queued large-file jobs, let the running one notice, then remove every temporary file.
-    aborted = true;
-    await chain.catch(() => undefined);
     pack.abort();
-    for (const f of [tmpIdx, ...tmpExtras]) fs.rmSync(f, { force: true });
+    fs.rmSync(tmpIdx, { force: true });
     throw e;
   }
 }

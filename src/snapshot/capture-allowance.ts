@@ -24,7 +24,7 @@ export const CAPTURE_LOOSE_BYTES = 64 * 1024;
 export interface PackAdmission {
   /** Admit a pack of `objects` objects of these inflated sizes (asked only when a limit is set: an
    * lstat per new file). Throws ALLOWANCE_EXCEEDED, nothing written. */
-  admit(objects: number, sizes: () => number[]): Promise<void>;
+  admit(objects: number, sizes: () => number[], scratch?: string): Promise<void>;
   beforePublish: BeforePublish;
 }
 
@@ -52,13 +52,23 @@ export class CaptureAllowance implements PackAdmission {
     recountAfterCrash(repo);
   }
 
-  async admit(objects: number, sizes: () => number[]): Promise<void> {
+  /**
+   * `scratch`: the capture's scratch dir, not charged as used at admission or recheck. By then its
+   * trees are read into the pack's items and removed (scan.ts), so all it holds is the stat cache
+   * copy: a hard link of the cached index until git rewrites it, then the new index that replaces
+   * the cached one when the capture ends. The transient peak left outside the bound is that one
+   * index (about 100 B per file of the worktree, once, while the old one still exists); it is
+   * counted again by every other writer's check, and by this root once the capture ends.
+   */
+  async admit(objects: number, sizes: () => number[], scratch?: string): Promise<void> {
     if (!objects) return;
     // Without a limit the figure is never compared: the objects' sizes are not read for it.
     const bound = unlimited(repositoryLimits(this.config))
       ? { bytes: CAPTURE_LOOSE_BYTES, files: 3 }
       : captureBound(sizes(), this.repo.objectFormat);
-    this.admission = await admitRepository(this.repo, bound, this.cls, 'capture', this.config);
+    this.admission = await admitRepository(this.repo, bound, this.cls, 'capture', this.config, {
+      exclude: scratch ? [scratch] : [],
+    });
   }
 
   readonly beforePublish: BeforePublish = (p) => {

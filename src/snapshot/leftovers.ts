@@ -8,6 +8,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
 
 export interface Leftover {
   path: string;
@@ -15,7 +16,8 @@ export interface Leftover {
 }
 
 const PACK_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
-const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6}$/;
+// `<what>-<pid>-<6 random>`, or a reclaim view `reclaim-<pid>-<12-hex fork id>`.
+const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
 // `.xr-<pid>-…`: the short name of a restore whose tree would not fit under the long one.
 const RESTORE_RE = /^\.(?:.+\.xet-restore|xr)-(\d+)-[0-9a-f]+$/;
 
@@ -65,17 +67,47 @@ export function countLeftovers(repo: { objectsDir: string; commonDir: string }):
   return repoLeftovers(repo).length;
 }
 
+/** Mount points at or under `p` (from /proc/self/mountinfo), deepest first. */
+function mountsUnder(p: string): string[] {
+  let info: string;
+  try {
+    info = fs.readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  const unescape = (m: string) => m.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+  const out = info
+    .split('\n')
+    .map((line) => line.split(' ')[4])
+    .filter((m): m is string => !!m)
+    .map(unescape)
+    .filter((m) => m === p || m.startsWith(`${p}/`));
+  return [...new Set(out)].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Remove one dead process's temporary file or directory. A killed reclaim leaves its read-only view
+ * mounted: a recursive remove through a mount would delete the fork's own files, so whatever is
+ * mounted at or under it is unmounted first (read-only views: nothing to lose), and if anything is
+ * still mounted the leftover stays (false) for a later run.
+ */
+export function removeTemporary(p: string): boolean {
+  for (const m of mountsUnder(p)) {
+    if (spawnSync('umount', [m], { stdio: 'ignore' }).status !== 0) spawnSync('umount', ['-l', m], { stdio: 'ignore' });
+  }
+  if (mountsUnder(p).length) return false;
+  try {
+    fs.rmSync(p, { recursive: true, force: true });
+    return true;
+  } catch {
+    return false; // not ours to fix here; reported again next time
+  }
+}
+
 /** Remove leftovers; returns how many went. One that cannot be removed stays for the next run. */
 export function removeLeftovers(list: Leftover[]): number {
   let n = 0;
-  for (const l of list) {
-    try {
-      fs.rmSync(l.path, { recursive: true, force: true });
-      n++;
-    } catch {
-      // not ours to fix here; reported again next time
-    }
-  }
+  for (const l of list) if (removeTemporary(l.path)) n++;
   return n;
 }
 

@@ -181,8 +181,11 @@ async function storeTree(
     items.push({ oid: b.oid, type: 'blob', file: path.join(spec.worktree, b.path), symlink: b.mode === '120000' });
   }
   for (const t of looseObjects(scratchObjects)) items.push(t);
+  // The trees are in memory now (items' data) and go into the pack: their loose copies would hold
+  // them twice on disk (and a file per directory) while the pack is written.
+  fs.rmSync(scratchObjects, { recursive: true, force: true });
   const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
-  await spec.admission?.admit(unique.length, () => unique.map(itemSize));
+  await spec.admission?.admit(unique.length, () => unique.map(itemSize), spec.scratchDir);
   if (items.length) spec.progress?.(`storing ${items.length} new objects`);
   await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish);
   return { tree, changes };

@@ -28,6 +28,8 @@ export const FAULT_POINTS = [
   'capture:after-pack',
   'capture:before-ref',
   'capture:after-ref',
+  // export of a snapshot: its changed files checked out in xet/tmp/export-<pid>-*
+  'export:after-checkout',
   // restore (in its hidden sibling directory): objects there, files laid, everything but the rename
   'restore:after-objects',
   'restore:after-files',

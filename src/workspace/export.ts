@@ -11,7 +11,10 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { readConfig } from '../git/config';
-import { commitTree, diffTrees, identityEnv, lsTree } from '../git/plumbing';
+import { commitTree, diffTrees, identityEnv, lsTree, objectSizes } from '../git/plumbing';
+import { admitRepository } from '../allowance/admit';
+import { scratchDir } from '../snapshot/scan';
+import { faultPoint } from '../testing/fault-points';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { createShadow } from '../git/shadow';
 import { sidecarDir } from '../sidecar/db';
@@ -177,12 +180,18 @@ async function checkBranch(repo: Repo, name: string, force: boolean): Promise<{ 
 
 /** `git add -A` into a copy of a worktree's index: the tree a commit of everything would have. */
 async function treeOfWorktree(repo: Repo, worktree: string, gitDir: string, index: string | null): Promise<string> {
-  const tmpIndex = path.join(
-    sidecarDir(repo.commonDir),
-    'tmp',
-    `export-${crypto.randomBytes(6).toString('hex')}.index`,
+  // The copy and the index git writes beside it (lock + rename): twice the index, plus what add -A
+  // adds to it (an entry per untracked file: within the slack).
+  const indexBytes = index ? (fs.statSync(index, { throwIfNoEntry: false })?.size ?? 0) : 0;
+  const admission = await admitRepository(
+    repo,
+    { bytes: 2 * indexBytes + EXPORT_SLACK_BYTES, files: 2 },
+    'grow',
+    'export',
   );
-  fs.mkdirSync(path.dirname(tmpIndex), { recursive: true });
+  // The pid in the name lets a recount remove the copy of a killed export (src/snapshot/leftovers.ts).
+  const scratch = scratchDir(path.join(sidecarDir(repo.commonDir), 'tmp'), 'export');
+  const tmpIndex = path.join(scratch, 'index');
   try {
     if (index && fs.existsSync(index)) fs.copyFileSync(index, tmpIndex);
     const o = {
@@ -192,9 +201,14 @@ async function treeOfWorktree(repo: Repo, worktree: string, gitDir: string, inde
     await git(['add', '-A'], o);
     return await gitText(['write-tree'], o);
   } finally {
-    fs.rmSync(tmpIndex, { force: true });
+    fs.rmSync(scratch, { recursive: true, force: true });
+    admission.end();
   }
 }
+
+/** An index's entries and git's own files beside what an export lays: generous per-entry room. */
+const EXPORT_SLACK_BYTES = 64 * 1024;
+const INDEX_ENTRY_BYTES = 256;
 
 /**
  * A snapshot has no worktree to run `git add -A` in, so a minimal one is made: the files that differ
@@ -202,7 +216,33 @@ async function treeOfWorktree(repo: Repo, worktree: string, gitDir: string, inde
  * the snapshot left unchanged are marked skip-worktree in the temporary index, where add ignores them.
  */
 async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
-  const scratch = fs.mkdtempSync(path.join(sidecarDir(repo.commonDir), 'tmp', 'export-'));
+  // Growing work in the repository root while it runs: admitted before anything is written, with an
+  // upper bound from the blobs it will lay (their sizes from git's object store, not from the tree's
+  // word) and three indexes of the snapshot's index's entries.
+  const ro = repoOpts(repo);
+  const hiddenFirst = new Set([...snap.manifest.index.skipWorktree, ...snap.manifest.index.assumeUnchanged]);
+  const planned = (await diffTrees(snap.indexTree, snap.filesTree, ro)).filter(
+    (c) => !hiddenFirst.has(c.path) && c.status !== 'D',
+  );
+  const plannedSet = new Set(planned.map((c) => c.path));
+  const ignoreFiles = (await lsTree(snap.filesTree, ro)).filter(
+    (e) => (e.path === '.gitignore' || e.path.endsWith('/.gitignore')) && !plannedSet.has(e.path),
+  );
+  const blobs = [...planned.map((c) => c.newOid), ...ignoreFiles.map((e) => e.oid)];
+  const sizes = await objectSizes(blobs, ro);
+  const entries = (await lsTree(snap.indexTree, ro)).length + ignoreFiles.length;
+  let laid = 0;
+  for (const oid of blobs) laid += sizes.get(oid) ?? 0;
+  const admission = await admitRepository(
+    repo,
+    {
+      bytes: laid + 3 * entries * INDEX_ENTRY_BYTES + EXPORT_SLACK_BYTES,
+      files: blobs.length + 3 + EXPORT_SHADOW_FILES,
+    },
+    'grow',
+    'export',
+  );
+  const scratch = scratchDir(path.join(sidecarDir(repo.commonDir), 'tmp'), 'export');
   try {
     const wt = path.join(scratch, 'wt');
     fs.mkdirSync(wt);
@@ -225,6 +265,7 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
     for (const g of gitignores) if (!touched.has(g.path)) write.push(g.path);
     await git(['read-tree', snap.filesTree], so);
     if (write.length) await git(['checkout-index', '--force', '-z', '--stdin'], { ...so, input: joinZ(write) });
+    await faultPoint('export:after-checkout');
     const index = path.join(scratch, 'index');
     const o = {
       cwd: wt,
@@ -237,5 +278,9 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
     return await treeOfWorktree(repo, wt, repo.commonDir, index);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
+    admission.end();
   }
 }
+
+/** What a shadow git dir holds (src/git/shadow.ts): a few small files. */
+const EXPORT_SHADOW_FILES = 16;

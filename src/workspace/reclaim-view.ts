@@ -14,9 +14,24 @@ import { sidecarDir } from '../sidecar/db';
 import { runTool } from './tools';
 import { isMounted, unmount, unmountLazy } from './overlay';
 
-/** Where the view of fork `id` is mounted while it is reclaimed. */
+/** Where this process mounts the view of fork `id` while it reclaims it. The pid in the name lets a
+ * recount find (and unmount, then remove) the view of a killed reclaim (src/snapshot/leftovers.ts). */
 export function reclaimViewDir(repo: Repo, id: string): string {
-  return path.join(sidecarDir(repo.commonDir), 'tmp', `reclaim-${id}`);
+  return path.join(sidecarDir(repo.commonDir), 'tmp', `reclaim-${process.pid}-${id}`);
+}
+
+/** Views of fork `id` left by any reclaim (this one, a killed one, an older git xet's `reclaim-<id>`). */
+function reclaimViews(repo: Repo, id: string): string[] {
+  const tmp = path.join(sidecarDir(repo.commonDir), 'tmp');
+  let names: string[];
+  try {
+    names = fs.readdirSync(tmp);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => n === `reclaim-${id}` || new RegExp(`^reclaim-\\d+-${id}$`).test(n))
+    .map((n) => path.join(tmp, n));
 }
 
 function escapeOption(p: string): string {
@@ -44,9 +59,9 @@ export async function mountReclaimView(repo: Repo, id: string, upper: string, ba
 /** Unmount and remove a view left by this or a killed reclaim (read-only: nothing in it to lose, so
  * a process still reading it does not keep it). */
 export async function dropReclaimView(repo: Repo, id: string): Promise<void> {
-  const dir = reclaimViewDir(repo, id);
-  if (!fs.existsSync(dir)) return;
-  if (isMounted(dir) && (await unmount(dir)) !== 'ok') await unmountLazy(dir);
-  if (isMounted(dir)) throw new XetError('FORK_BROKEN', `cannot unmount the reclaim view ${dir}`, { dir });
-  fs.rmdirSync(dir);
+  for (const dir of reclaimViews(repo, id)) {
+    if (isMounted(dir) && (await unmount(dir)) !== 'ok') await unmountLazy(dir);
+    if (isMounted(dir)) throw new XetError('FORK_BROKEN', `cannot unmount the reclaim view ${dir}`, { dir });
+    fs.rmdirSync(dir);
+  }
 }

@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { deadWriters, writersDir } from '../../src/allowance/crash';
 import { lastCount, REPOSITORY_ROOT } from '../../src/allowance/ledger';
-import { repositoryTemporaries } from '../../src/allowance/repo-root';
+import { measureRepositoryAtRest, repositoryTemporaries } from '../../src/allowance/repo-root';
 import { findRepo } from '../../src/git/repo';
 import { withExistingSidecar } from '../../src/sidecar/db';
 import { CAPTURE_LOOSE_BYTES } from '../../src/snapshot/capture-allowance';
@@ -27,13 +27,13 @@ import { capture, expectExit, parseJson, xet } from '../support/xet';
  * what is counted now, less those temporaries. */
 async function expectedAfterCleanup(dir: string): Promise<{ bytes: number; files: number; dead: string[] }> {
   const repo = await findRepo(dir);
-  const used = await repositoryUsed(dir);
-  const dead = repositoryTemporaries(repo).filter((t) => !t.live);
-  for (const t of dead) {
-    used.bytes -= t.bytes;
-    used.files -= t.files;
-  }
-  return { ...used, dead: dead.map((t) => t.path) };
+  const dead = repositoryTemporaries(repo)
+    .filter((t) => !t.live)
+    .map((t) => t.path);
+  // Measured without them (not less their own figure: a hard link in a dead scratch dir counted
+  // there is still counted once where its other name is).
+  const { used } = measureRepositoryAtRest(repo, { exclude: dead });
+  return { ...used, dead };
 }
 
 /** After the next writing command: it recounted (the figure is the expected one), the dead writers'

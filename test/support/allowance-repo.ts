@@ -2,18 +2,15 @@
 // admission does (and by a full recount), and a byte-exact listing of a git dir for "a refusal
 // changed nothing" checks.
 import assert from 'node:assert/strict';
-import { measureRepository, recountRepository } from '../../src/allowance/repo-root';
+import { measureRepositoryAtRest, recountRepository } from '../../src/allowance/repo-root';
 import type { Amount } from '../../src/allowance/model';
 import { findRepo } from '../../src/git/repo';
-import { withExistingSidecar } from '../../src/sidecar/db';
 import { compareTrees, walkTree, withoutPaths, type TreeListing } from './state';
 
 /** What admission sees as used in the repository at `dir` (ledger parts + the rest from disk). */
 export async function repositoryUsed(dir: string): Promise<Amount> {
   const repo = await findRepo(dir);
-  return (
-    withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ?? measureRepository(repo, null).used
-  );
+  return measureRepositoryAtRest(repo).used;
 }
 
 /** A full recount (dead writers' temporaries removed, the count recorded). */
