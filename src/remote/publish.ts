@@ -19,12 +19,12 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { listRefs } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
-import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { sidecarDir, withSidecar } from '../sidecar/db';
 import { enforce, unlimited } from '../allowance/admit';
 import { repositoryLimits } from '../allowance/config';
 import { deadWriters } from '../allowance/crash';
 import { REPOSITORY_ROOT } from '../allowance/ledger';
-import { measureRepository } from '../allowance/repo-root';
+import { measureRepositoryAtRest } from '../allowance/repo-root';
 import { readConfig } from '../git/config';
 import { importPlan } from './transfer';
 import { acquireLock, type Lock } from '../sidecar/lock';
@@ -521,7 +521,7 @@ async function checkFetchAllowance(repo: Repo, store: DirectoryStore): Promise<v
   if (!latest) return;
   const { plan, total } = importPlan(store, repo, latest.state.packs);
   if (!plan.length) return;
-  const used =
-    withExistingSidecar(repo.commonDir, (db) => measureRepository(repo, db).used) ?? measureRepository(repo, null).used;
+  // The figure admission uses: at rest (not this check's own -wal/-shm).
+  const used = measureRepositoryAtRest(repo).used;
   enforce(REPOSITORY_ROOT, limits, used, total(0), 'grow', `fetch from ${store.root}`);
 }
