@@ -2,7 +2,7 @@
 // admitted into the repository root's headroom (a capture over limit − headroom is refused; these
 // still run) and, like every writer, recount first when a writer died since the ledger was right.
 // What they add themselves is journal rows in the sidecar: the bound below is what they are admitted
-// for, measured by test/allowance-growth.test.ts (docs/CLI.md "Commands that add nothing").
+// for, measured by test/slow/allowance-growth.test.ts (docs/CLI.md "Commands that add nothing").
 
 import type { Repo } from '../git/repo';
 import { admitRepository, type Admission } from './admit';
