@@ -62,12 +62,22 @@ function missingDirs(dir: string): string[] {
   return out;
 }
 
+/** Recount the repository root, then remove the markers of writers that were dead before it: the
+ * recount makes the ledger right for them. */
+export function recountClearingDead(
+  repo: Repo,
+  dead = deadWriters(repo.commonDir),
+): ReturnType<typeof recountRepository> {
+  const counted = recountRepository(repo);
+  removeMarkers(dead);
+  return counted;
+}
+
 /** Recount the repository root if a writer died since its ledger was last right. */
 export function recountAfterCrash(repo: Repo): boolean {
   const dead = deadWriters(repo.commonDir);
   if (!dead.length) return false;
-  recountRepository(repo);
-  removeMarkers(dead);
+  recountClearingDead(repo, dead);
   return true;
 }
 

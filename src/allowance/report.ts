@@ -14,11 +14,11 @@ import { storePathFromUrl } from '../remote/url';
 import { withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
 import { limitsOf, repositoryLimits } from './config';
-import { deadWriters, removeMarkers } from './crash';
+import { recountClearingDead } from './admit';
 import { measureFork, type ForkUsage } from './fork-root';
 import { lastCount, REPOSITORY_ROOT } from './ledger';
 import { ALLOWANCE_CONTRACT, type Amount, type Limits, type RootKind } from './model';
-import { measureRepository, recountRepository, sidecarTransients } from './repo-root';
+import { measureRepository, measureRepositoryAtRest, sidecarTransients } from './repo-root';
 import {
   measureStore,
   measureStoreAt,
@@ -162,10 +162,7 @@ export async function repositoryAllowance(
   config?: GitConfig,
 ): Promise<{ limits: Dimensions; used: Amount; available: Dimensions }> {
   const limits = repositoryLimits(config ?? (await readConfig(repoOpts(repo))));
-  const atRest = sidecarTransients(repo.commonDir);
-  const usage =
-    withExistingSidecar(repo.commonDir, (db) => repositoryUsage(repo, db, atRest)) ?? repositoryUsage(repo, null);
-  const r = repositoryReport(repo, limits, usage);
+  const r = repositoryReport(repo, limits, { used: measureRepositoryAtRest(repo).used, countedAt: null });
   return { limits: r.limits, used: r.used, available: r.available };
 }
 
@@ -261,10 +258,7 @@ export async function allowanceReport(options: AllowanceReportOptions): Promise<
   const implicitStores = repo && config ? remoteStores(config, repo.worktree).filter((p) => !named.has(p)) : [];
   if (repo && limits) {
     if (recount) {
-      // Markers of writers dead before this recount: the recount makes the ledger right for them.
-      const dead = deadWriters(repo.commonDir);
-      const counted = recountRepository(repo);
-      removeMarkers(dead);
+      const counted = recountClearingDead(repo);
       report.leftoversRemoved = counted.leftoversRemoved;
     }
     const atRest = sidecarTransients(repo.commonDir);
