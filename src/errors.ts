@@ -68,6 +68,12 @@ export const ERROR_CODES = {
   HOOK_CONFLICT: 'a hook cannot be installed or removed without losing what is there',
   // storage allowance (issue 11)
   ALLOWANCE_EXCEEDED: 'the operation would take a root past its storage allowance; nothing was written',
+  // The agents' interface and signed handoffs (issue 12)
+  ARGUMENT_NOT_ALLOWED:
+    "an MCP argument names a path outside the server's repository and roots, or starts with '-' where git would read an option",
+  CANCELLED: 'the caller cancelled the call; it was stopped with nothing half written',
+  HANDOFF_UNTRUSTED: 'the handoff has no valid signature from an allowed (or the required) signer',
+  SIGNING_FAILED: 'the handoff could not be signed: no signing key configured, or the signing program failed',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,9 +1,9 @@
 // git xet task recover (owner: recovery helper): reconcile tasks whose runner died.
 import type { Command } from 'commander';
-import { XetError } from '../../errors';
-import { findRepo } from '../../git/repo';
-import { emit } from '../output';
-import { run } from '../run';
+import { XetError } from '../errors';
+import { findRepo } from '../git/repo';
+import { emit } from '../cli/output';
+import { run } from '../cli/run';
 
 export function registerTaskRecover(task: Command): void {
   task
@@ -17,7 +17,7 @@ export function registerTaskRecover(task: Command): void {
       run(async (out, spec: string | undefined, opts: { all?: boolean }) => {
         if (spec && opts.all) throw new XetError('USAGE', 'give a task or --all, not both');
         const repo = await findRepo(process.cwd(), true);
-        const { reconcile } = await import('../../tasks/recover');
+        const { reconcile } = await import('../tasks/recover');
         const r = await reconcile(repo, spec ? { task: spec } : { all: true });
         emit(out, r, () => {
           const lines = r.tasks.map(

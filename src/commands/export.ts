@@ -1,7 +1,7 @@
 // git xet export: a fork's or snapshot's work as one commit on a branch, or as a patch.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerExport(program: Command): void {
   program
@@ -23,7 +23,7 @@ export function registerExport(program: Command): void {
           source: string,
           opts: { branch?: string; patch?: string; message?: string; force?: boolean; task?: string },
         ) => {
-          const { exportChanges } = await import('../../workspace/export');
+          const { exportChanges } = await import('../workspace/export');
           const r = await exportChanges({ cwd: process.cwd(), source, ...opts });
           if (r.patchText !== undefined && !out.json) {
             process.stdout.write(r.patchText);

@@ -1,8 +1,8 @@
 // git xet gc: collect the repository's garbage (refs/xet/*, .git/xet/, objects past the grace), or
 // with --store a xet directory store's.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit, formatBytes, progressLine } from '../output';
+import { run } from '../cli/run';
+import { emit, formatBytes, progressLine } from '../cli/output';
 
 export function registerGc(program: Command): void {
   program
@@ -18,16 +18,16 @@ export function registerGc(program: Command): void {
     .option('--store <url>', 'collect a xet directory store instead (a path, file:// or xet:: URL)')
     .action(
       run(async (out, opts: { dryRun?: boolean; grace?: string; store?: string }) => {
-        const { parseDuration } = await import('../../gc/duration');
+        const { parseDuration } = await import('../gc/duration');
         const graceSeconds = opts.grace === undefined ? undefined : parseDuration(opts.grace, '--grace duration');
         if (opts.store) {
-          const { gcStore, describeStoreGc } = await import('../../remote/store-gc');
+          const { gcStore, describeStoreGc } = await import('../remote/store-gc');
           const r = await gcStore(process.cwd(), opts.store, { dryRun: Boolean(opts.dryRun), graceSeconds });
           emit(out, r, () => describeStoreGc(r));
           return;
         }
-        const { findRepo } = await import('../../git/repo');
-        const { collectGarbage } = await import('../../gc/collect');
+        const { findRepo } = await import('../git/repo');
+        const { collectGarbage } = await import('../gc/collect');
         const repo = await findRepo(process.cwd(), true);
         const r = await collectGarbage(repo, {
           dryRun: Boolean(opts.dryRun),

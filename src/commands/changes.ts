@@ -1,7 +1,7 @@
 // git xet changes: files a fork added, modified and deleted relative to its base snapshot.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerChanges(program: Command): void {
   program
@@ -10,7 +10,7 @@ export function registerChanges(program: Command): void {
     .argument('<fork-dir>', 'the fork')
     .action(
       run(async (out, dir: string) => {
-        const { forkChanges } = await import('../../workspace/changes');
+        const { forkChanges } = await import('../workspace/changes');
         const r = await forkChanges(process.cwd(), dir);
         emit(out, r, () =>
           [...r.added.map((p) => `A ${p}`), ...r.modified.map((p) => `M ${p}`), ...r.deleted.map((p) => `D ${p}`)].join(

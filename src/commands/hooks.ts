@@ -1,12 +1,12 @@
 // git xet hooks install|uninstall|status: the guard hooks in the hooks directory Git uses
 // (src/hooks/install.ts, hooks/README.md).
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
-import type { HooksResult } from '../../hooks/install';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
+import type { HooksResult } from '../hooks/install';
 
 async function repoHere() {
-  const { findRepo } = await import('../../git/repo');
+  const { findRepo } = await import('../git/repo');
   return findRepo(process.cwd(), true);
 }
 
@@ -41,7 +41,7 @@ export function registerHooks(program: Command): void {
     .description('install the guard hooks, chaining any hook already there (idempotent)')
     .action(
       run(async (out) => {
-        const { installHooks } = await import('../../hooks/install');
+        const { installHooks } = await import('../hooks/install');
         const r = await installHooks(await repoHere());
         emit(out, r, () => describeHooks(r));
       }),
@@ -52,7 +52,7 @@ export function registerHooks(program: Command): void {
     .option('--force', 'also from a hooks directory outside this repository (a global core.hooksPath)')
     .action(
       run(async (out, opts: { force?: boolean }) => {
-        const { uninstallHooks } = await import('../../hooks/install');
+        const { uninstallHooks } = await import('../hooks/install');
         const r = await uninstallHooks(await repoHere(), { force: opts.force === true });
         emit(out, r, () => describeHooks(r));
       }),
@@ -63,9 +63,9 @@ export function registerHooks(program: Command): void {
     .argument('<hook>', 'pre-commit, pre-merge-commit, pre-rebase or reference-transaction')
     .action(
       run(async (out, name: string) => {
-        const { HOOK_NAMES, guardBlock } = await import('../../hooks/install');
+        const { HOOK_NAMES, guardBlock } = await import('../hooks/install');
         if (!(HOOK_NAMES as readonly string[]).includes(name)) {
-          const { XetError } = await import('../../errors');
+          const { XetError } = await import('../errors');
           throw new XetError('USAGE', `no guard for hook ${name}: one of ${HOOK_NAMES.join(', ')}`, { hook: name });
         }
         emit(out, { hook: name, block: guardBlock(name) }, () => guardBlock(name));
@@ -78,7 +78,7 @@ export function registerHooks(program: Command): void {
     )
     .action(
       run(async (out) => {
-        const { hooksStatus } = await import('../../hooks/install');
+        const { hooksStatus } = await import('../hooks/install');
         const r = await hooksStatus(await repoHere());
         emit(out, r, () => describeHooks(r));
       }),

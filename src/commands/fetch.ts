@@ -1,7 +1,7 @@
 // git xet fetch: bring refs/xet/* (snapshots, handoffs) from a remote, and set up its refspec.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerFetch(program: Command): void {
   program
@@ -10,7 +10,7 @@ export function registerFetch(program: Command): void {
     .argument('[remote]', 'remote name or URL (default: the branch upstream remote, else origin)')
     .action(
       run(async (out, remote: string | undefined) => {
-        const { fetchXetRefs } = await import('../../remote/publish');
+        const { fetchXetRefs } = await import('../remote/publish');
         const r = await fetchXetRefs({ cwd: process.cwd(), remote });
         emit(out, r, () => `${r.fetched.length} new ref(s) from ${r.url}`);
       }),

@@ -1,7 +1,7 @@
 // git xet discard: capture a fork's work (if any), then unmount and remove the fork.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerDiscard(program: Command): void {
   program
@@ -11,7 +11,7 @@ export function registerDiscard(program: Command): void {
     .option('--no-capture', "drop the fork's changes instead of capturing them")
     .action(
       run(async (out, dir: string, opts: { capture: boolean }) => {
-        const { discardFork } = await import('../../workspace/discard');
+        const { discardFork } = await import('../workspace/discard');
         const r = await discardFork({ cwd: process.cwd(), dir, capture: opts.capture });
         emit(
           out,

@@ -1,7 +1,7 @@
 // git xet show: a snapshot's manifest.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit, formatBytes } from '../output';
+import { run } from '../cli/run';
+import { emit, formatBytes } from '../cli/output';
 
 export function registerShow(program: Command): void {
   program
@@ -10,8 +10,8 @@ export function registerShow(program: Command): void {
     .argument('<snapshot>', 'snapshot id (full or abbreviated)')
     .action(
       run(async (out, spec: string) => {
-        const { readSnapshot, resolveSnapshotOid } = await import('../../snapshot/store');
-        const { findRepo, repoOpts } = await import('../../git/repo');
+        const { readSnapshot, resolveSnapshotOid } = await import('../snapshot/store');
+        const { findRepo, repoOpts } = await import('../git/repo');
         const repo = await findRepo(process.cwd(), true);
         const opts = repoOpts(repo);
         const snap = await readSnapshot(await resolveSnapshotOid(spec, opts), opts);

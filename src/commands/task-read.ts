@@ -2,13 +2,13 @@
 // recovery pass and the retention pass that all task commands run, then reads the sidecar (and never
 // creates one).
 import type { Command } from 'commander';
-import { XetError } from '../../errors';
-import type { Repo } from '../../git/repo';
-import type { Db } from '../../sidecar/db';
-import type { TaskEvent, TaskRow } from '../../tasks/store';
-import type { TaskStatus } from '../../tasks/model';
-import { run } from '../run';
-import { emit, formatBytes, type Out } from '../output';
+import { XetError } from '../errors';
+import type { Repo } from '../git/repo';
+import type { Db } from '../sidecar/db';
+import type { TaskEvent, TaskRow } from '../tasks/store';
+import type { TaskStatus } from '../tasks/model';
+import { run } from '../cli/run';
+import { emit, formatBytes, type Out } from '../cli/output';
 
 /** The events after which a task says nothing more (docs/FORMAT.md "Event envelope v1"). */
 const FINAL_EVENTS = new Set(['task.succeeded', 'task.failed', 'task.cancelled', 'task.timed_out', 'task.interrupted']);
@@ -20,11 +20,11 @@ const FINAL_EVENT_WAIT_MS = 2000;
 const RUNNER_CHECK_MS = 2000;
 
 async function startTaskCommand(): Promise<Repo> {
-  const { findRepo } = await import('../../git/repo');
+  const { findRepo } = await import('../git/repo');
   const repo = await findRepo(process.cwd(), true);
-  const { reconcileAtStart } = await import('../../tasks/recover');
+  const { reconcileAtStart } = await import('../tasks/recover');
   await reconcileAtStart(repo);
-  const { collectTasks } = await import('../../tasks/retention');
+  const { collectTasks } = await import('../tasks/retention');
   collectTasks(repo);
   return repo;
 }
@@ -33,14 +33,14 @@ async function startTaskCommand(): Promise<Repo> {
 async function openExisting(repo: Repo): Promise<Db | null> {
   const fs = await import('node:fs');
   const path = await import('node:path');
-  const { openSidecar, sidecarDir } = await import('../../sidecar/db');
+  const { openSidecar, sidecarDir } = await import('../sidecar/db');
   if (!fs.existsSync(path.join(sidecarDir(repo.commonDir), 'xet.db'))) return null;
   return openSidecar(repo.commonDir);
 }
 
 async function withTask<T>(repo: Repo, spec: string, fn: (db: Db, id: string) => Promise<T> | T): Promise<T> {
   const db = await openExisting(repo);
-  const { resolveTaskId } = await import('../../tasks/store');
+  const { resolveTaskId } = await import('../tasks/store');
   if (!db) {
     resolveSpecSyntax(spec);
     throw new XetError('TASK_NOT_FOUND', `no task ${spec} in this repository`, { task: spec });
@@ -95,7 +95,7 @@ function parseCount(text: string, what: string, min: number): number {
 
 async function parseStatuses(text: string | undefined): Promise<TaskStatus[] | undefined> {
   if (text === undefined) return undefined;
-  const { TASK_STATUSES, TERMINAL_STATUSES } = await import('../../tasks/model');
+  const { TASK_STATUSES, TERMINAL_STATUSES } = await import('../tasks/model');
   const out = new Set<TaskStatus>();
   for (const s of text.split(',').map((x) => x.trim())) {
     if (s === 'terminal') TERMINAL_STATUSES.forEach((t) => out.add(t));
@@ -122,8 +122,8 @@ export function registerTaskRead(task: Command): void {
         // Bad input is refused before the recovery pass can change anything.
         resolveSpecSyntax(spec);
         const repo = await startTaskCommand();
-        const { getTask, taskExports } = await import('../../tasks/store');
-        const { verifyStoredManifest } = await import('../../tasks/manifest');
+        const { getTask, taskExports } = await import('../tasks/store');
+        const { verifyStoredManifest } = await import('../tasks/manifest');
         const value = await withTask(repo, spec, async (db, id) => {
           const row = getTask(db, id) as TaskRow;
           const manifest = verifyStoredManifest(row);
@@ -131,7 +131,7 @@ export function registerTaskRead(task: Command): void {
           let result: unknown;
           let resultError: { code: string; message: string } | undefined;
           try {
-            const { resultSummary } = await import('../../tasks/result');
+            const { resultSummary } = await import('../tasks/result');
             result = resultSummary(db, repo.commonDir, row);
           } catch (e) {
             // A result that cannot be read is said so; the task itself is still shown.
@@ -152,7 +152,7 @@ export function registerTaskRead(task: Command): void {
             ...(resultError ? { resultError } : {}),
           };
         });
-        const { displaySafe } = await import('../../handoff/descriptor');
+        const { displaySafe } = await import('../handoff/descriptor');
         emit(out, value, () => {
           const t = value.task;
           const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
@@ -197,7 +197,7 @@ export function registerTaskRead(task: Command): void {
         const status = await parseStatuses(opts.status);
         const limit = opts.limit === undefined ? 50 : parseCount(opts.limit, '--limit', 1);
         const repo = await startTaskCommand();
-        const { listTasks } = await import('../../tasks/store');
+        const { listTasks } = await import('../tasks/store');
         const db = await openExisting(repo);
         let rows: TaskRow[] = [];
         try {
@@ -206,7 +206,7 @@ export function registerTaskRead(task: Command): void {
           db?.close();
         }
         const tasks = rows.map(publicRow);
-        const { displaySafe } = await import('../../handoff/descriptor');
+        const { displaySafe } = await import('../handoff/descriptor');
         emit(out, { tasks }, () =>
           tasks.length
             ? tasks
@@ -236,8 +236,8 @@ export function registerTaskRead(task: Command): void {
         const after = opts.after === undefined ? 0 : parseCount(opts.after, '--after', 0);
         resolveSpecSyntax(spec);
         const repo = await startTaskCommand();
-        const { listEvents } = await import('../../tasks/store');
-        const { canonicalJson } = await import('../../snapshot/canonical-json');
+        const { listEvents } = await import('../tasks/store');
+        const { canonicalJson } = await import('../snapshot/canonical-json');
         await withTask(repo, spec, async (db, id) => {
           if (!opts.follow) {
             const events = listEvents(db, id, after);
@@ -269,9 +269,9 @@ async function follow(
   after: number,
   canonical: (v: unknown) => string,
 ): Promise<void> {
-  const { getTask, listEvents } = await import('../../tasks/store');
-  const { isTerminal } = await import('../../tasks/model');
-  const { liveness } = await import('../../tasks/proc');
+  const { getTask, listEvents } = await import('../tasks/store');
+  const { isTerminal } = await import('../tasks/model');
+  const { liveness } = await import('../tasks/proc');
   // A reader that went away (`| head`) ends the follow quietly.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code === 'EPIPE') process.exit(0);
@@ -309,7 +309,7 @@ async function follow(
       // Not only a runner proven gone: one never recorded, or whose liveness cannot be told, is for
       // recovery to judge (it leaves a young start alone), else the follow would wait on it for ever.
       if (!runner || liveness(runner) !== 'alive') {
-        const { reconcile } = await import('../../tasks/recover');
+        const { reconcile } = await import('../tasks/recover');
         const r = await reconcile(repo, { task: id });
         const unknown = r.tasks.find((t) => t.task === id && t.classification === 'UNKNOWN');
         if (unknown) {

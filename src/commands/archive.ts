@@ -1,8 +1,8 @@
 // git xet archive: a snapshot's files as a tar stream (stdout or a file).
 import type { Command } from 'commander';
-import { XetError } from '../../errors';
-import { run } from '../run';
-import { emit } from '../output';
+import { XetError } from '../errors';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerArchive(program: Command): void {
   program
@@ -22,7 +22,7 @@ export function registerArchive(program: Command): void {
           throw new XetError('USAGE', 'refusing to write a tar archive to a terminal: use -o FILE or a pipe');
         }
         const format = opts.format ?? (/\.(tar\.gz|tgz)$/.test(opts.output ?? '') ? 'tar.gz' : 'tar');
-        const { archive } = await import('../../snapshot/archive');
+        const { archive } = await import('../snapshot/archive');
         const r = await archive({
           cwd: process.cwd(),
           snapshot,

@@ -1,7 +1,7 @@
 // git xet reclaim: capture, verify and pin a fork, then remove it (one fork, or every idle one).
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit, progressLine } from '../output';
+import { run } from '../cli/run';
+import { emit, progressLine } from '../cli/output';
 
 export function registerReclaim(program: Command): void {
   program
@@ -14,7 +14,7 @@ export function registerReclaim(program: Command): void {
     .option('--force', 'also clone and copy forks, after a scan for processes using them (not a guarantee)')
     .action(
       run(async (out, dir: string | undefined, opts: { idle?: string; force?: boolean }) => {
-        const { reclaim } = await import('../../workspace/reclaim');
+        const { reclaim } = await import('../workspace/reclaim');
         const r = await reclaim({
           cwd: process.cwd(),
           dir,

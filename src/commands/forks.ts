@@ -1,7 +1,7 @@
 // git xet forks: the forks of this repository, their state and the disk each uses.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit, formatBytes } from '../output';
+import { run } from '../cli/run';
+import { emit, formatBytes } from '../cli/output';
 
 export function registerForks(program: Command): void {
   program
@@ -10,7 +10,7 @@ export function registerForks(program: Command): void {
     .option('--all', 'include discarded forks')
     .action(
       run(async (out, opts: { all?: boolean }) => {
-        const { listForkInfo } = await import('../../workspace/list');
+        const { listForkInfo } = await import('../workspace/list');
         const forks = await listForkInfo(process.cwd(), Boolean(opts.all));
         emit(out, { forks }, () =>
           forks

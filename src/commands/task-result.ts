@@ -1,10 +1,10 @@
 // git xet task result (owner: result helper): the exact bytes of a task's result, in chunks that end
 // on UTF-8 boundaries (src/tasks/result.ts).
 import type { Command } from 'commander';
-import { XetError } from '../../errors';
-import { RESULT_CHUNK_MAX } from '../../tasks/model';
-import { run } from '../run';
-import { emit } from '../output';
+import { XetError } from '../errors';
+import { RESULT_CHUNK_MAX } from '../tasks/model';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 /** A decimal byte count; anything else (signs, exponents, fractions, hex) is a usage error. */
 function byteCount(flag: string, v: string | undefined): number | undefined {
@@ -31,12 +31,12 @@ export function registerTaskResult(task: Command): void {
         // Parsed before anything else: bad options change nothing (not even reconciliation).
         const offset = byteCount('--offset', opts.offset);
         const maxBytes = byteCount('--max-bytes', opts.maxBytes);
-        const { findRepo } = await import('../../git/repo');
-        const { reconcileAtStart } = await import('../../tasks/recover');
-        const { collectTasks } = await import('../../tasks/retention');
-        const { withExistingSidecar } = await import('../../sidecar/db');
-        const { getTask, resolveTaskId } = await import('../../tasks/store');
-        const { readResultChunk } = await import('../../tasks/result');
+        const { findRepo } = await import('../git/repo');
+        const { reconcileAtStart } = await import('../tasks/recover');
+        const { collectTasks } = await import('../tasks/retention');
+        const { withExistingSidecar } = await import('../sidecar/db');
+        const { getTask, resolveTaskId } = await import('../tasks/store');
+        const { readResultChunk } = await import('../tasks/result');
         const repo = await findRepo(process.cwd(), true);
         await reconcileAtStart(repo);
         collectTasks(repo);

@@ -1,7 +1,7 @@
 // git xet status: this worktree's last snapshot, whether anything changed since, and its forks.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 import { describeDifference } from './diff';
 
 export function registerStatus(program: Command): void {
@@ -10,7 +10,7 @@ export function registerStatus(program: Command): void {
     .description("this worktree's last snapshot, whether anything changed since, and the repository's forks")
     .action(
       run(async (out) => {
-        const { status } = await import('../../snapshot/status');
+        const { status } = await import('../snapshot/status');
         const r = await status({ cwd: process.cwd() });
         emit(out, r, () => {
           const lines: string[] = [];

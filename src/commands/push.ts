@@ -1,7 +1,7 @@
 // git xet push: publish refs/xet/* (snapshots, handoffs), all or the ones named, to a xet store or any Git remote.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerPush(program: Command): void {
   program
@@ -11,7 +11,7 @@ export function registerPush(program: Command): void {
     .argument('[ids...]', 'publish only these snapshots and handoffs (a handoff brings its snapshot)')
     .action(
       run(async (out, remote: string | undefined, ids: string[]) => {
-        const { pushXetRefs } = await import('../../remote/publish');
+        const { pushXetRefs } = await import('../remote/publish');
         const r = await pushXetRefs({ cwd: process.cwd(), remote, only: ids });
         const fresh = r.refs.filter((x) => x.status === 'new').length;
         emit(out, r, () =>

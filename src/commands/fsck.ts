@@ -1,9 +1,9 @@
 // git xet fsck: check the repository's sidecar against its refs, worktrees and objects (--rebuild
 // reconstructs the sidecar's roots), or with --store a xet directory store.
 import type { Command } from 'commander';
-import { EXIT, XetError } from '../../errors';
-import { run } from '../run';
-import { emit } from '../output';
+import { EXIT, XetError } from '../errors';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerFsck(program: Command): void {
   program
@@ -17,7 +17,7 @@ export function registerFsck(program: Command): void {
       run(async (out, opts: { store?: string; rebuild?: boolean }) => {
         if (opts.store) {
           if (opts.rebuild) throw new XetError('USAGE', '--rebuild applies to the repository, not to --store');
-          const { fsckStore } = await import('../../remote/fsck');
+          const { fsckStore } = await import('../remote/fsck');
           const r = await fsckStore(process.cwd(), opts.store);
           emit(out, r, () =>
             r.ok
@@ -26,8 +26,8 @@ export function registerFsck(program: Command): void {
           );
           return r.ok ? EXIT.OK : EXIT.DIFFERENT;
         }
-        const { findRepo } = await import('../../git/repo');
-        const { fsckRepository } = await import('../../gc/fsck');
+        const { findRepo } = await import('../git/repo');
+        const { fsckRepository } = await import('../gc/fsck');
         const repo = await findRepo(process.cwd(), true);
         const r = await fsckRepository(repo, { rebuild: Boolean(opts.rebuild) });
         emit(out, r, () => {

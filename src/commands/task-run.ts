@@ -1,7 +1,7 @@
 // git xet task run, cancel (owner: runner helper). The runner itself is src/tasks/runner.ts.
 import { Option, type Command } from 'commander';
-import { chatty, emit, emitError, type Out } from '../output';
-import { run } from '../run';
+import { chatty, emit, emitError, type Out } from '../cli/output';
+import { run } from '../cli/run';
 
 interface RunFlags {
   in?: string;
@@ -33,10 +33,10 @@ export function registerTaskRun(task: Command): void {
     .option('--no-capture', 'do not capture the workspace at the end')
     .action(
       run(async (out, argv: string[], flags: RunFlags) => {
-        const { refuseLossyArgument } = await import('../argv-bytes');
+        const { refuseLossyArgument } = await import('../cli/argv-bytes');
         refuseLossyArgument('--correlation-id', flags.correlationId);
         refuseLossyArgument('--session-id', flags.sessionId);
-        const runner = await import('../../tasks/runner');
+        const runner = await import('../tasks/runner');
         const prep = await runner.startTask({
           cwd: process.cwd(),
           argv,
@@ -84,7 +84,7 @@ export function registerTaskRun(task: Command): void {
     .argument('<task>', 'task id (or a unique prefix of 4+ hex digits)')
     .action(
       run(async (out, spec: string) => {
-        const { cancelTask } = await import('../../tasks/runner');
+        const { cancelTask } = await import('../tasks/runner');
         const r = await cancelTask(process.cwd(), spec);
         emit(out, r, () =>
           r.cancelRequested
@@ -96,7 +96,7 @@ export function registerTaskRun(task: Command): void {
     );
 }
 
-type End = Awaited<ReturnType<typeof import('../../tasks/runner').runTask>>;
+type End = Awaited<ReturnType<typeof import('../tasks/runner').runTask>>;
 
 async function report(
   out: Out,
@@ -105,8 +105,8 @@ async function report(
   codes: { TIMED_OUT: number; CANCELLED: number },
   hooksWarning: string | null,
 ): Promise<number> {
-  const { withSidecar } = await import('../../sidecar/db');
-  const { resultSummary } = await import('../../tasks/result');
+  const { withSidecar } = await import('../sidecar/db');
+  const { resultSummary } = await import('../tasks/result');
   const t = end.task;
   if (end.error) {
     // The result (or the slot) was refused: exit 3 with the error, the task's facts in its details.

@@ -1,8 +1,8 @@
 // git xet fork: a writable fork of a snapshot (overlay, reflink clone or copy), or --remount one.
 import { Command, Option } from 'commander';
-import { XetError } from '../../errors';
-import { run } from '../run';
-import { emit, progressLine } from '../output';
+import { XetError } from '../errors';
+import { run } from '../cli/run';
+import { emit, progressLine } from '../cli/output';
 
 export function registerFork(program: Command): void {
   program
@@ -28,7 +28,7 @@ export function registerFork(program: Command): void {
           b: string | undefined,
           opts: { mode: string; remount?: boolean; allowance?: string },
         ) => {
-          const workspace = await import('../../workspace/fork');
+          const workspace = await import('../workspace/fork');
           if (opts.remount) {
             // `fork --remount <dir>`: the one argument is the directory.
             if (b !== undefined || opts.allowance !== undefined) {

@@ -1,7 +1,7 @@
 // git xet drop, undrop: stop retaining snapshots, and bring them back before gc reclaims them.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerDrop(program: Command): void {
   program
@@ -12,13 +12,13 @@ export function registerDrop(program: Command): void {
     .action(
       run(async (out, specs: string[], opts: { remote?: string }) => {
         if (opts.remote !== undefined) {
-          const { dropOnRemote, describeRemoteDrop } = await import('../../remote/drop-remote');
+          const { dropOnRemote, describeRemoteDrop } = await import('../remote/drop-remote');
           const r = await dropOnRemote(process.cwd(), opts.remote, specs);
           emit(out, r, () => describeRemoteDrop(r));
           return;
         }
-        const { findRepo } = await import('../../git/repo');
-        const { dropSnapshots } = await import('../../gc/drop');
+        const { findRepo } = await import('../git/repo');
+        const { dropSnapshots } = await import('../gc/drop');
         const r = await dropSnapshots(await findRepo(process.cwd(), true), specs);
         emit(out, r, () =>
           r.dropped
@@ -37,8 +37,8 @@ export function registerDrop(program: Command): void {
     .argument('<snapshots...>', 'snapshot ids (full or at least 4 hex digits)')
     .action(
       run(async (out, specs: string[]) => {
-        const { findRepo } = await import('../../git/repo');
-        const { undropSnapshots } = await import('../../gc/drop');
+        const { findRepo } = await import('../git/repo');
+        const { undropSnapshots } = await import('../gc/drop');
         const r = await undropSnapshots(await findRepo(process.cwd(), true), specs);
         emit(out, r, () =>
           r.undropped

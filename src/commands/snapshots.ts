@@ -1,7 +1,7 @@
 // git xet snapshots: list the snapshots in this repository, newest first.
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit, formatBytes } from '../output';
+import { run } from '../cli/run';
+import { emit, formatBytes } from '../cli/output';
 
 export function registerSnapshots(program: Command): void {
   program
@@ -9,10 +9,10 @@ export function registerSnapshots(program: Command): void {
     .description('list snapshots (refs/xet/snapshots/*), newest first')
     .action(
       run(async (out) => {
-        const { listSnapshots } = await import('../../snapshot/store');
-        const { findRepo, repoOpts } = await import('../../git/repo');
+        const { listSnapshots } = await import('../snapshot/store');
+        const { findRepo, repoOpts } = await import('../git/repo');
         const repo = await findRepo(process.cwd(), true);
-        const { pinnedSnapshots } = await import('../../gc/pins');
+        const { pinnedSnapshots } = await import('../gc/pins');
         const pinned = await pinnedSnapshots(repo);
         const list = (await listSnapshots(repoOpts(repo))).map((s) => ({ ...s, pinned: pinned.has(s.snapshot) }));
         emit(out, { snapshots: list }, () =>

@@ -3,10 +3,10 @@
 // covered; --recount walks every root again and removes dead writers' temporary files; with
 // --store <path> --set, a store's own allowance.
 import type { Command } from 'commander';
-import { EXIT, XetError } from '../../errors';
-import type { AllowanceReport, Dimensions, RootReport } from '../../allowance/report';
-import { run } from '../run';
-import { emit, formatBytes } from '../output';
+import { EXIT, XetError } from '../errors';
+import type { AllowanceReport, Dimensions, RootReport } from '../allowance/report';
+import { run } from '../cli/run';
+import { emit, formatBytes } from '../cli/output';
 
 export function registerAllowance(program: Command): void {
   program
@@ -25,7 +25,7 @@ export function registerAllowance(program: Command): void {
     .option('--headroom <SIZE|PCT>', 'with --set: the part held back for settling work (default 5%, at least 16 MiB)')
     .action(
       run(async (out, opts: { recount?: boolean; store: string[]; set?: string; headroom?: string }) => {
-        const report = await import('../../allowance/report');
+        const report = await import('../allowance/report');
         let r: AllowanceReport;
         if (opts.set !== undefined) {
           if (opts.store.length !== 1) throw new XetError('USAGE', '--set needs exactly one --store <path>');

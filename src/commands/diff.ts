@@ -1,9 +1,9 @@
 // git xet diff: changes between two snapshots, or from a snapshot to the working tree.
 import type { Command } from 'commander';
-import { EXIT } from '../../errors';
-import type { Difference } from '../../snapshot/verify';
-import { run } from '../run';
-import { emit } from '../output';
+import { EXIT } from '../errors';
+import type { Difference } from '../snapshot/verify';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function describeDifference(d: Difference): string {
   const fmt = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
@@ -23,7 +23,7 @@ export function registerDiff(program: Command): void {
     .option('--exit-code', 'exit 1 when there are differences')
     .action(
       run(async (out, a: string, b: string | undefined, opts: { exitCode?: boolean }) => {
-        const { diffSnapshots } = await import('../../snapshot/diff');
+        const { diffSnapshots } = await import('../snapshot/diff');
         const r = await diffSnapshots(process.cwd(), a, b);
         emit(out, r, () => (r.identical ? '' : r.changes.map(describeDifference).join('\n')));
         return opts.exitCode && !r.identical ? EXIT.DIFFERENT : EXIT.OK;

@@ -1,10 +1,10 @@
 // git xet pin, unpin, pins: durable roots on snapshots (refs/xet/pins/*, src/gc/pins.ts).
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 async function repoHere() {
-  const { findRepo } = await import('../../git/repo');
+  const { findRepo } = await import('../git/repo');
   return findRepo(process.cwd(), true);
 }
 
@@ -17,9 +17,9 @@ export function registerPin(program: Command): void {
     .option('--until <duration|date>', 'the pin expires then: 2w, 30d, 2027-01-31, never (default: never)')
     .action(
       run(async (out, spec: string, opts: { reason?: string; until?: string }) => {
-        const { resolveSnapshotIds } = await import('../../gc/drop');
-        const { pinSnapshot } = await import('../../gc/pins');
-        const { parseUntil } = await import('../../gc/duration');
+        const { resolveSnapshotIds } = await import('../gc/drop');
+        const { pinSnapshot } = await import('../gc/pins');
+        const { parseUntil } = await import('../gc/duration');
         const now = new Date();
         // Parsed before anything else: a bad --until writes nothing.
         const until = opts.until === undefined ? null : parseUntil(opts.until, now);
@@ -43,8 +43,8 @@ export function registerPin(program: Command): void {
     .argument('<snapshot>', 'snapshot id (full or at least 4 hex digits)')
     .action(
       run(async (out, spec: string) => {
-        const { resolveSnapshotIds } = await import('../../gc/drop');
-        const { unpinSnapshot } = await import('../../gc/pins');
+        const { resolveSnapshotIds } = await import('../gc/drop');
+        const { unpinSnapshot } = await import('../gc/pins');
         const repo = await repoHere();
         const [snapshot] = await resolveSnapshotIds(repo, [spec]);
         const r = await unpinSnapshot(repo, snapshot);
@@ -56,7 +56,7 @@ export function registerPin(program: Command): void {
     .description('list pins (refs/xet/pins/*): reason, expiry, and whether the sidecar agrees')
     .action(
       run(async (out) => {
-        const { listPins } = await import('../../gc/pins');
+        const { listPins } = await import('../gc/pins');
         const r = await listPins(await repoHere());
         emit(out, r, () =>
           [

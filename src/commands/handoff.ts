@@ -1,9 +1,9 @@
 // git xet handoff: create, list, show, verify and accept handoff descriptors (xet.handoff/v1).
 import * as fs from 'node:fs';
 import { Command, Option } from 'commander';
-import { XetError } from '../../errors';
-import { run } from '../run';
-import { emit, progressLine } from '../output';
+import { XetError } from '../errors';
+import { run } from '../cli/run';
+import { emit, progressLine } from '../cli/output';
 
 const collect = (v: string, prev: string[]): string[] => [...prev, v];
 
@@ -50,8 +50,8 @@ export function registerHandoff(program: Command): void {
             requestId?: string;
           },
         ) => {
-          const { createHandoff } = await import('../../handoff/create');
-          const { refuseLossyArgument } = await import('../argv-bytes');
+          const { createHandoff } = await import('../handoff/create');
+          const { refuseLossyArgument } = await import('../cli/argv-bytes');
           // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
           refuseLossyArgument('--correlation-id', opts.correlationId);
           let descriptor: Buffer | undefined;
@@ -91,8 +91,8 @@ export function registerHandoff(program: Command): void {
     .option('--from <agent>', 'only handoffs from this agent')
     .action(
       run(async (out, opts: { to?: string; from?: string }) => {
-        const { listHandoffs } = await import('../../handoff/list');
-        const { displaySafe } = await import('../../handoff/descriptor');
+        const { listHandoffs } = await import('../handoff/list');
+        const { displaySafe } = await import('../handoff/descriptor');
         const list = await listHandoffs({ cwd: process.cwd(), to: opts.to, from: opts.from });
         emit(out, { handoffs: list }, () =>
           list
@@ -114,7 +114,7 @@ export function registerHandoff(program: Command): void {
     .argument('<id>', 'handoff id (full or abbreviated)')
     .action(
       run(async (out, id: string) => {
-        const { showHandoff } = await import('../../handoff/list');
+        const { showHandoff } = await import('../handoff/list');
         const r = await showHandoff({ cwd: process.cwd(), handoff: id });
         const d = r.descriptor;
         emit(out, r, () =>
@@ -146,7 +146,7 @@ export function registerHandoff(program: Command): void {
     .argument('<id>', 'handoff id (full or abbreviated)')
     .action(
       run(async (out, id: string) => {
-        const { verifyHandoff } = await import('../../handoff/verify');
+        const { verifyHandoff } = await import('../handoff/verify');
         const r = await verifyHandoff({ cwd: process.cwd(), handoff: id });
         emit(out, r, () =>
           [
@@ -173,7 +173,7 @@ export function registerHandoff(program: Command): void {
           dir: string,
           opts: { fork?: boolean; mode?: 'auto' | 'overlay' | 'clone' | 'copy'; allowExpired?: boolean },
         ) => {
-          const { acceptHandoff } = await import('../../handoff/accept');
+          const { acceptHandoff } = await import('../handoff/accept');
           const r = await acceptHandoff({
             cwd: process.cwd(),
             handoff: id,

@@ -1,8 +1,8 @@
 // git xet init: create (or upgrade) the sidecar database and install the guard hooks. Idempotent.
 import * as path from 'node:path';
 import type { Command } from 'commander';
-import { run } from '../run';
-import { emit } from '../output';
+import { run } from '../cli/run';
+import { emit } from '../cli/output';
 
 export function registerInit(program: Command): void {
   program
@@ -13,14 +13,14 @@ export function registerInit(program: Command): void {
     .option('--no-hooks', 'do not install the guard hooks (git xet hooks install does it later)')
     .action(
       run(async (out, opts: { hooks: boolean }) => {
-        const { SCHEMA_VERSION, openSidecar, sidecarDir } = await import('../../sidecar/db');
-        const { findRepo } = await import('../../git/repo');
+        const { SCHEMA_VERSION, openSidecar, sidecarDir } = await import('../sidecar/db');
+        const { findRepo } = await import('../git/repo');
         const repo = await findRepo(process.cwd(), true);
         openSidecar(repo.commonDir).close();
         const db = path.join(sidecarDir(repo.commonDir), 'xet.db');
         // Hooks are installed after the sidecar: a HOOK_CONFLICT still leaves a working database.
         const hooks = opts.hooks
-          ? await (await import('../../hooks/install')).installHooks(repo, { partial: true })
+          ? await (await import('../hooks/install')).installHooks(repo, { partial: true })
           : null;
         const { describeHooks } = await import('./hooks');
         emit(out, { sidecar: db, schemaVersion: SCHEMA_VERSION, hooks }, () =>

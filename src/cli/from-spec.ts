@@ -1,0 +1,132 @@
+// The command line's front end over command definitions (src/commands/spec.ts): builds a commander
+// command from a spec (arguments, flags, help from the zod schema's descriptions), then validates
+// what commander parsed with the same zod schema the MCP server uses, and prints the result.
+
+import { Command, Option } from 'commander';
+import { z } from 'zod';
+import { EXIT, XetError } from '../errors';
+import { kebab, type AnyCommandSpec, type CommandContext } from '../commands/spec';
+import { chatty, emit, progressLine, type Out } from './output';
+import { run } from './run';
+
+/** A field's zod type with optional/default/nullable peeled off, and what was peeled. */
+export function unwrapField(schema: z.ZodType): { base: z.ZodType; optional: boolean; defaultValue?: unknown } {
+  let s = schema as z.ZodType;
+  let optional = false;
+  let defaultValue: unknown;
+  for (;;) {
+    const def = (s as unknown as { _zod: { def: { type: string; innerType?: z.ZodType; defaultValue?: unknown } } })
+      ._zod.def;
+    if (def.type === 'optional' || def.type === 'nullable') {
+      optional = true;
+      s = def.innerType as z.ZodType;
+    } else if (def.type === 'default' || def.type === 'prefault') {
+      optional = true;
+      defaultValue = typeof def.defaultValue === 'function' ? (def.defaultValue as () => unknown)() : def.defaultValue;
+      s = def.innerType as z.ZodType;
+    } else if (def.type === 'pipe' || def.type === 'transform') {
+      // A refinement or transform keeps its input's shape for the command line.
+      const inner = (def as unknown as { in?: z.ZodType }).in;
+      if (!inner) break;
+      s = inner;
+    } else break;
+  }
+  return { base: s, optional, defaultValue };
+}
+
+const typeOf = (s: z.ZodType): string => (s as unknown as { _zod: { def: { type: string } } })._zod.def.type;
+
+/** The flag text of an input: `-m, --message <msg>`, `--no-capture`, `--to <value>`. */
+function flagText(spec: AnyCommandSpec, key: string, base: z.ZodType): string {
+  const f = spec.flags?.[key] ?? {};
+  const name = f.flag ?? kebab(key);
+  const short = f.short ? `-${f.short}, ` : '';
+  if (typeOf(base) === 'boolean') return `${short}--${f.negate ? 'no-' : ''}${name}`;
+  return `${short}--${name} ${f.value ?? `<${name}>`}`;
+}
+
+const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
+
+/** Adds `spec` under `parent` (the program, or its group command for `handoff create`). */
+export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
+  const shape = spec.input as Record<string, z.ZodType>;
+  const args = spec.args ?? [];
+  const cmd = parent.command(spec.path[spec.path.length - 1]).description(spec.description);
+  for (const key of args) {
+    const { base, optional } = unwrapField(shape[key]);
+    const variadic = typeOf(base) === 'array' ? '...' : '';
+    const name = spec.flags?.[key]?.flag ?? kebab(key);
+    cmd.argument(optional ? `[${name}${variadic}]` : `<${name}${variadic}>`, shape[key].description ?? '');
+  }
+  const optionKeys = Object.keys(shape).filter((k) => !args.includes(k));
+  for (const key of optionKeys) {
+    const { base } = unwrapField(shape[key]);
+    const opt = new Option(flagText(spec, key, base), shape[key].description ?? '');
+    const t = typeOf(base);
+    if (t === 'array') opt.argParser(collect);
+    else if (t === 'enum') opt.choices((base as unknown as { options: string[] }).options);
+    // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself.
+    cmd.addOption(opt);
+    // Commander names the attribute after the flag; map it back to the input's key.
+    const f = spec.flags?.[key];
+    if (f?.flag) opt.attributeName = () => key;
+  }
+  cmd.action(
+    run(async (out: Out, ...rest: unknown[]) => {
+      const opts = rest[args.length] as Record<string, unknown>;
+      const raw: Record<string, unknown> = {};
+      args.forEach((k, i) => {
+        if (rest[i] !== undefined) raw[k] = rest[i];
+      });
+      for (const key of optionKeys) if (opts[key] !== undefined) raw[key] = opts[key];
+      const input = parseInput(spec, raw);
+      const ctx: CommandContext = {
+        cwd: process.cwd(),
+        progress: progressLine(out),
+        note: (text) => {
+          if (chatty(out)) process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+        },
+        via: 'cli',
+      };
+      if (spec.cliAction) return spec.cliAction(input, ctx, { json: out.json, quiet: Boolean(out.quiet) });
+      const result = await spec.run(input, ctx);
+      emit(out, result, () => (spec.human ? spec.human(result, ctx) : ''));
+      return spec.exitCode ? spec.exitCode(result) : EXIT.OK;
+    }),
+  );
+  return cmd;
+}
+
+/** Validates raw input (from commander or an MCP client) with the spec's schema: USAGE naming the
+ * argument on failure, before any effect. */
+export function parseInput(spec: AnyCommandSpec, raw: unknown): Record<string, unknown> {
+  const r = z.object(spec.input).strict().safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const where = issue.path.length ? `${issue.path.map(String).join('.')}: ` : '';
+    throw new XetError('USAGE', `${spec.path.join(' ')}: ${where}${issue.message}`, {
+      command: spec.path.join(' '),
+      argument: issue.path.map(String).join('.') || null,
+      issues: r.error.issues.map((i) => ({ path: i.path.map(String), message: i.message })),
+    });
+  }
+  spec.refine?.(r.data);
+  return r.data;
+}
+
+/** Registers every spec, making group commands (`handoff`, `task`) as their first word needs. */
+export function registerSpecs(program: Command, specs: AnyCommandSpec[], groups: Record<string, string>): void {
+  const made = new Map<string, Command>();
+  for (const spec of specs) {
+    let parent = program;
+    for (const word of spec.path.slice(0, -1)) {
+      let g = made.get(word) ?? program.commands.find((c) => c.name() === word);
+      if (!g) {
+        g = program.command(word).description(groups[word] ?? '');
+        made.set(word, g);
+      }
+      parent = g;
+    }
+    registerSpec(parent, spec);
+  }
+}

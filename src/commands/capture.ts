@@ -1,0 +1,64 @@
+// git xet capture: snapshot the whole working tree.
+import { z } from 'zod';
+import { formatBytes } from '../cli/output';
+import { defineCommand, repeatable } from './spec';
+
+export const captureCommand = defineCommand({
+  path: ['capture'],
+  tool: 'capture',
+  description: 'capture HEAD, refs, index, unstaged edits, untracked and ignored files as a snapshot',
+  input: {
+    message: z.string().optional().describe('a message stored with the snapshot'),
+    ignored: z
+      .enum(['all', 'none'])
+      .optional()
+      .describe('ignored files: all | none (default: xet.capture.ignored, else all)'),
+    include: repeatable('also capture matching ignored or secret files (gitignore syntax; repeatable)'),
+    exclude: repeatable('leave out matching untracked or ignored files (repeatable)'),
+    always: z
+      .boolean()
+      .optional()
+      .describe("make a new snapshot even when nothing changed since this worktree's last one"),
+  },
+  flags: {
+    message: { short: 'm', value: '<msg>' },
+    ignored: { value: '<policy>' },
+    include: { value: '<pattern>' },
+    exclude: { value: '<pattern>' },
+  },
+  annotations: { readOnly: false, destructive: false, idempotent: false },
+  long: true,
+  output: z.looseObject({
+    snapshot: z.string(),
+    files: z.number(),
+    bytes: z.number(),
+    unchanged: z.boolean(),
+  }),
+  async run(input, ctx) {
+    const { capture } = await import('../snapshot/capture');
+    return capture({ cwd: ctx.cwd, ...input, progress: ctx.progress });
+  },
+  human(r, ctx) {
+    if (r.unchanged) ctx.note(`unchanged since snapshot ${r.snapshot.slice(0, 12)} (--always makes a new one)`);
+    ctx.note(
+      `captured ${r.files} files (${formatBytes(r.bytes)}): ${r.tracked} tracked, ${r.untracked} untracked, ${r.ignored} ignored${r.incremental ? ' [incremental]' : ''}`,
+    );
+    if (r.excludedSecrets.length)
+      ctx.note(`left out ${r.excludedSecrets.length} secret file(s): ${r.excludedSecrets.slice(0, 5).join(', ')}`);
+    if (r.skipped.length)
+      ctx.note(
+        `skipped ${r.skipped.length} special file(s): ${r.skipped
+          .slice(0, 5)
+          .map((s) => `${s.path} (${s.reason})`)
+          .join(', ')}`,
+      );
+    if (r.repositories.length)
+      ctx.note(
+        `captured ${r.repositories.length} inner repositories: ${r.repositories
+          .slice(0, 5)
+          .map((x) => `${x.path} (${x.kind}, ${x.files} files)`)
+          .join(', ')}`,
+      );
+    return r.snapshot;
+  },
+});

@@ -1,0 +1,40 @@
+// git xet restore: a snapshot -> a new repository in exactly the captured state.
+import { z } from 'zod';
+import { defineCommand } from './spec';
+
+export const restoreCommand = defineCommand({
+  path: ['restore'],
+  tool: 'restore',
+  description: 'restore a snapshot into a new (or empty) directory as a self-contained repository',
+  input: {
+    snapshot: z.string().describe('snapshot id'),
+    dir: z.string().describe('target directory; must not exist or be empty'),
+    from: z
+      .string()
+      .optional()
+      .describe('fetch the snapshot from this path, URL or remote instead of the current repository'),
+    allowExec: z
+      .boolean()
+      .optional()
+      .describe("keep a rebase todo's exec lines (git rebase --continue in the copy runs them)"),
+  },
+  args: ['snapshot', 'dir'],
+  flags: { from: { value: '<source>' } },
+  paths: { dir: 'target', from: 'source' },
+  names: ['snapshot'],
+  annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
+  long: true,
+  output: z.looseObject({ snapshot: z.string(), dir: z.string(), files: z.number(), head: z.string() }),
+  async run(input, ctx) {
+    const { restore } = await import('../snapshot/restore');
+    return restore({
+      cwd: ctx.cwd,
+      snapshot: input.snapshot,
+      dir: input.dir,
+      from: input.from,
+      progress: ctx.progress,
+      allowExec: input.allowExec === true,
+    });
+  },
+  human: (r) => `restored ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.files} files, HEAD ${r.head})`,
+});

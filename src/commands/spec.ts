@@ -1,0 +1,124 @@
+// One definition per command, read by both front ends: the command line (src/cli/from-spec.ts builds
+// its commander command, flags and help from it, and validates with its zod schema) and the MCP
+// server (src/mcp/, which offers it as a tool with the same schema, the same argument names and the
+// same result as --json). A command's file in this folder exports its definitions; registry.ts
+// lists them all.
+
+import { z } from 'zod';
+
+/** What a command does to the world, as MCP's tool annotations say it. */
+export interface Annotations {
+  /** Changes nothing anywhere (it may still recover a crashed run's leftovers, as every command does). */
+  readOnly: boolean;
+  /** May remove or overwrite what it did not create (discard, drop, gc without --dry-run). */
+  destructive: boolean;
+  /** Calling it again with the same input has no further effect. */
+  idempotent: boolean;
+  /** Talks to something outside this machine's repository (a remote, a store). */
+  openWorld?: boolean;
+}
+
+/** How an input's value is a filesystem path, for the MCP server's confinement (src/mcp/confine.ts).
+ * - `existing`: must exist; resolved with symlinks followed.
+ * - `target`: may not exist yet (a restore or fork directory); its nearest existing ancestor is
+ *   resolved, and the rest must not climb out with `..`.
+ * - `source`: a path, file:// or xet:: URL or a remote's name (restore --from, push, fetch): a path
+ *   or URL's path is confined as `existing`; a remote's name must be a configured remote. */
+export type PathKind = 'existing' | 'target' | 'source';
+
+/** How one input is spelled on the command line, beyond what its zod type says. */
+export interface FlagSpec {
+  /** A one-letter alias: `-m`. */
+  short?: string;
+  /** The value's placeholder in help: `<msg>` (default `<kebab-name>`). */
+  value?: string;
+  /** A boolean that defaults to true, spelled `--no-<name>` (task run --no-capture). */
+  negate?: boolean;
+  /** The flag's name when it is not the kebab-case of the input's (`--continue` for `continueTask`). */
+  flag?: string;
+}
+
+/** What a command's code gets besides its input. */
+export interface CommandContext {
+  /** The directory the command runs in: the CLI's cwd, the MCP server's repository. */
+  cwd: string;
+  /** Reports the current phase of a long command (a terminal's progress line, an MCP progress
+   * notification); undefined when nobody listens. */
+  progress?: (phase: string) => void;
+  /** Informational notes for a person (stderr on a terminal; nothing under --json, --quiet, MCP). */
+  note: (text: string) => void;
+  /** Set when the caller gave up (MCP cancellation); long commands run as child processes instead
+   * (spec.long), so in-process commands may ignore it. */
+  signal?: AbortSignal;
+  /** Which front end runs the command. */
+  via: 'cli' | 'mcp';
+}
+
+export interface CommandSpec<S extends z.ZodRawShape = z.ZodRawShape, R = unknown> {
+  /** The command's words: ['capture'], ['handoff', 'create']. */
+  path: string[];
+  /** The MCP tool's name (`handoff_create`); null for commands that are not tools (hooks, init). */
+  tool: string | null;
+  description: string;
+  /** The input, one zod field per argument and flag, each with .describe(): the one schema both
+   * front ends validate with. Names are the CLI's own (camelCase of the flag): restore takes
+   * `snapshot` and `dir`. */
+  input: S;
+  /** Positional arguments, in order, as keys of `input`; a required one is a required field; the
+   * last may be an array (variadic). */
+  args?: (keyof S & string)[];
+  flags?: { [K in keyof S]?: FlagSpec };
+  /** Inputs that are filesystem paths, and how (for MCP confinement). */
+  paths?: { [K in keyof S]?: PathKind };
+  /** Inputs passed on to git as names (refs, remotes, ids): MCP refuses one starting with '-'. */
+  names?: (keyof S & string)[];
+  annotations: Annotations;
+  /** Runs long enough to need progress and cancellation: the MCP server runs it as a child
+   * `git xet … --json` process (killed on cancellation, with the CLI's crash guarantees) rather than
+   * in its own process. */
+  long?: boolean;
+  /** The result's shape (MCP's outputSchema); loose objects: every field --json prints is allowed. */
+  output?: z.ZodType;
+  /** MCP only: values for inputs the client left out, where an agent's safe default differs from
+   * the command line's (gc is a dry run unless asked: `{ dryRun: true }`). */
+  mcpDefaults?: { [K in keyof S]?: unknown };
+  /** Cross-field checks the schema cannot say (fork --remount takes only a directory): throw USAGE. */
+  refine?: (input: z.infer<z.ZodObject<S>>) => void;
+  /** Does the work and returns what --json prints (and MCP's structuredContent). */
+  run: (input: z.infer<z.ZodObject<S>>, ctx: CommandContext) => Promise<R>;
+  /** The text a person sees on stdout for the result ('' for none). */
+  human?: (result: R, ctx: CommandContext) => string;
+  /** The exit code for a result (verify's 1 for differences); default 0. */
+  exitCode?: (result: R) => number;
+  /** MCP only: whether a result is an error result (isError) though it is not a thrown error. */
+  mcpIsError?: (result: R) => boolean;
+  /** CLI only: replaces run+human+exitCode for a command whose command-line form streams (archive
+   * to stdout, task run attached, events --follow). Input is already validated. */
+  cliAction?: (
+    input: z.infer<z.ZodObject<S>>,
+    ctx: CommandContext,
+    out: { json: boolean; quiet: boolean },
+  ) => Promise<number | void>;
+}
+
+/** Identity with inference: `export const capture = defineCommand({...})`. */
+export function defineCommand<S extends z.ZodRawShape, R>(spec: CommandSpec<S, R>): CommandSpec<S, R> {
+  return spec;
+}
+
+/** The erased form the registry holds. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyCommandSpec = CommandSpec<any, any>;
+
+/** The tool name a command would get: words joined by '_'. */
+export function toolName(path: string[]): string {
+  return path.join('_');
+}
+
+/** camelCase → kebab-case: `correlationId` → `correlation-id`. */
+export function kebab(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** Repeatable string flags (`--include a --include b`). */
+export const repeatable = (description: string) => z.array(z.string()).default([]).describe(description);
