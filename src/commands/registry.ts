@@ -4,8 +4,16 @@ import type { AnyCommandSpec } from './spec';
 import { captureCommand } from './capture';
 import { restoreCommand } from './restore';
 import { verifyCommand } from './verify';
+// mcp
+import { mcpCommand } from './mcp';
 
-export const COMMANDS: AnyCommandSpec[] = [captureCommand, restoreCommand, verifyCommand];
+export const COMMANDS: AnyCommandSpec[] = [
+  captureCommand,
+  restoreCommand,
+  verifyCommand,
+  // mcp
+  mcpCommand,
+];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
 export const GROUPS: Record<string, string> = {
