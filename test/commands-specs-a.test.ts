@@ -162,6 +162,15 @@ test("each tool's output schema accepts what the CLI prints with --json (and its
     assert.equal(json('drop', [three], r.dir).dropped[0].created, true);
     assert.equal(json('undrop', [three], r.dir).undropped[0].from, 'dropped');
 
+    // A xet store: fsck --store, allowance --store and drop --remote report it.
+    const store = sb.path('store');
+    r.git('remote', 'add', 'st', `xet::${store}`);
+    r.git('push', '-q', 'st', 'main');
+    expectExit(xet(sb, r.dir, ['push', 'st', three, '--json']), 0);
+    assert.equal(json('fsck', ['--store', store], r.dir).ok, true);
+    json('allowance', ['--store', store], r.dir);
+    assert.equal(json('drop', [three, '--remote', 'st'], r.dir).kind, 'xet');
+
     json('hooks status', [], r.dir);
     json('hooks uninstall', [], r.dir);
     json('hooks install', [], r.dir);
