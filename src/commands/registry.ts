@@ -4,8 +4,24 @@ import type { AnyCommandSpec } from './spec';
 import { captureCommand } from './capture';
 import { restoreCommand } from './restore';
 import { verifyCommand } from './verify';
+// specs-b
+import { pushCommand } from './push';
+import { fetchCommand } from './fetch';
+import { pinCommand, pinsCommand, unpinCommand } from './pin';
+import { gcCommand } from './gc';
 
-export const COMMANDS: AnyCommandSpec[] = [captureCommand, restoreCommand, verifyCommand];
+export const COMMANDS: AnyCommandSpec[] = [
+  captureCommand,
+  restoreCommand,
+  verifyCommand,
+  // specs-b
+  pushCommand,
+  fetchCommand,
+  gcCommand,
+  pinCommand,
+  unpinCommand,
+  pinsCommand,
+];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
 export const GROUPS: Record<string, string> = {
