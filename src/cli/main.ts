@@ -21,7 +21,6 @@ import { registerArchive } from '../commands/archive';
 import { registerStatus } from '../commands/status';
 import { registerVersion } from '../commands/version';
 import { registerDrop } from '../commands/drop';
-import { registerTask } from '../commands/task';
 import { registerHooks } from '../commands/hooks';
 import { registerAllowance } from '../commands/allowance';
 import { COMMANDS, GROUPS } from '../commands/registry';
@@ -55,7 +54,6 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerVersion(program);
   registerDrop(program);
-  registerTask(program);
   registerHooks(program);
   registerAllowance(program);
   return program;

@@ -9,6 +9,10 @@ import { pushCommand } from './push';
 import { fetchCommand } from './fetch';
 import { pinCommand, pinsCommand, unpinCommand } from './pin';
 import { gcCommand } from './gc';
+import { taskCancelCommand, taskRunCommand } from './task-run';
+import { taskEventsCommand, taskListCommand, taskShowCommand } from './task-read';
+import { taskResultCommand } from './task-result';
+import { taskRecoverCommand } from './task-recover';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -21,6 +25,13 @@ export const COMMANDS: AnyCommandSpec[] = [
   pinCommand,
   unpinCommand,
   pinsCommand,
+  taskRunCommand,
+  taskCancelCommand,
+  taskShowCommand,
+  taskListCommand,
+  taskEventsCommand,
+  taskResultCommand,
+  taskRecoverCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
