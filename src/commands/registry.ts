@@ -30,6 +30,15 @@ import {
 import { allowanceCommand } from './allowance';
 // mcp
 import { mcpCommand } from './mcp';
+// specs-b
+import { pushCommand } from './push';
+import { fetchCommand } from './fetch';
+import { pinCommand, pinsCommand, unpinCommand } from './pin';
+import { gcCommand } from './gc';
+import { taskCancelCommand, taskRunCommand } from './task-run';
+import { taskEventsCommand, taskListCommand, taskShowCommand } from './task-read';
+import { taskResultCommand } from './task-result';
+import { taskRecoverCommand } from './task-recover';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -59,6 +68,20 @@ export const COMMANDS: AnyCommandSpec[] = [
   allowanceCommand,
   // mcp
   mcpCommand,
+  // specs-b
+  pushCommand,
+  fetchCommand,
+  gcCommand,
+  pinCommand,
+  unpinCommand,
+  pinsCommand,
+  taskRunCommand,
+  taskCancelCommand,
+  taskShowCommand,
+  taskListCommand,
+  taskEventsCommand,
+  taskResultCommand,
+  taskRecoverCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
