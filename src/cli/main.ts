@@ -15,7 +15,6 @@ import { registerChanges } from '../commands/changes';
 import { registerDiscard } from '../commands/discard';
 import { registerReclaim } from '../commands/reclaim';
 import { registerExport } from '../commands/export';
-import { registerHandoff } from '../commands/handoff';
 import { registerPush } from '../commands/push';
 import { registerFetch } from '../commands/fetch';
 import { registerFsck } from '../commands/fsck';
@@ -53,7 +52,6 @@ export function buildProgram(): Command {
   registerDiscard(program);
   registerReclaim(program);
   registerExport(program);
-  registerHandoff(program);
   registerPush(program);
   registerFetch(program);
   registerFsck(program);

@@ -4,8 +4,28 @@ import type { AnyCommandSpec } from './spec';
 import { captureCommand } from './capture';
 import { restoreCommand } from './restore';
 import { verifyCommand } from './verify';
+// signing
+import {
+  handoffAcceptCommand,
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffSignCommand,
+  handoffVerifyCommand,
+} from './handoff';
 
-export const COMMANDS: AnyCommandSpec[] = [captureCommand, restoreCommand, verifyCommand];
+export const COMMANDS: AnyCommandSpec[] = [
+  captureCommand,
+  restoreCommand,
+  verifyCommand,
+  // signing
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffVerifyCommand,
+  handoffAcceptCommand,
+  handoffSignCommand,
+];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
 export const GROUPS: Record<string, string> = {
