@@ -39,6 +39,15 @@ import { taskCancelCommand, taskRunCommand } from './task-run';
 import { taskEventsCommand, taskListCommand, taskShowCommand } from './task-read';
 import { taskResultCommand } from './task-result';
 import { taskRecoverCommand } from './task-recover';
+// signing
+import {
+  handoffAcceptCommand,
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffSignCommand,
+  handoffVerifyCommand,
+} from './handoff';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -82,6 +91,13 @@ export const COMMANDS: AnyCommandSpec[] = [
   taskEventsCommand,
   taskResultCommand,
   taskRecoverCommand,
+  // signing
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffVerifyCommand,
+  handoffAcceptCommand,
+  handoffSignCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
