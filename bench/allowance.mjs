@@ -31,6 +31,7 @@ import {
   git,
   goalRow,
   goalTable,
+  loadLine,
   loadNoter,
   openRunDir,
   parseArgs,
@@ -43,7 +44,7 @@ import {
   writeResults,
   xetRunner,
 } from './lib/harness.mjs';
-import { ensureWorkload, makeApp } from './lib/workload.mjs';
+import { ensureWorkload, makeApp, appEditFiles } from './lib/workload.mjs';
 
 const GOALS = {
   coldCaptureRatio: 1.03,
@@ -136,8 +137,7 @@ async function main() {
       await makeApp(app, opts.files);
       results.tree = { kind: 'generated app', files: opts.files + 10 + 200 };
     }
-    const editable = (await git(app, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
-    const edits = Array.from({ length: EDITS }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / EDITS)]);
+    const edits = await appEditFiles(app, EDITS);
 
     // ---- capture: without vs with an allowance, alternated --------------------------------------
     const C = (results.capture = {
@@ -279,9 +279,8 @@ function printTables(results) {
   const m = results.machine;
   if (m) out.push(`machine: ${m.nproc} cores, ${m.fs}; load at start ${m.loadAvg.join(' ')}; ${m.git}`);
   out.push(`capture admits: ${results.admissionOnMain ? 'yes' : 'NO (wip/capture not merged: noise floor only)'}`);
-  out.push(
-    `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`,
-  );
+  out.push(loadLine(results));
+
   out.push('');
   out.push(...goalTable(results.summary?.rows ?? []));
   printReport(out, results);

@@ -35,6 +35,7 @@ import {
   git,
   goalRow,
   goalTable,
+  loadLine,
   loadNoter,
   openRunDir,
   parseArgs,
@@ -48,7 +49,7 @@ import {
   writeResults,
   xetRunner,
 } from './lib/harness.mjs';
-import { makeApp } from './lib/workload.mjs';
+import { makeApp, appEditFiles } from './lib/workload.mjs';
 
 const GOALS = {
   captureRatio: 1.2,
@@ -162,8 +163,7 @@ async function main() {
 
     const app = join(runDir, 'app');
     await makeApp(app, opts.files);
-    const editable = (await git(app, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
-    const edits = Array.from({ length: EDITS }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / EDITS)]);
+    const edits = await appEditFiles(app, EDITS);
     const edit = (tag) => {
       for (const f of edits) appendFileSync(join(app, f), `// edit ${tag}\n`);
     };
@@ -327,9 +327,8 @@ function printTables(results) {
   out.push(`tree: generated app (${results.config.files + 10 + 200} files)`);
   const m = results.machine;
   if (m) out.push(`machine: ${m.nproc} cores, ${m.fs}; load at start ${m.loadAvg.join(' ')}; ${m.git}; node ${m.node}`);
-  out.push(
-    `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`,
-  );
+  out.push(loadLine(results));
+
   out.push('');
   out.push(...goalTable(results.summary?.rows ?? []));
   printReport(out, results);

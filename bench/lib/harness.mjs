@@ -628,6 +628,11 @@ export function loadNoter(results) {
   return (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
 }
 
+/** The load average loadNoter() recorded at each phase, as one line of a report. */
+export function loadLine(results) {
+  return `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`;
+}
+
 /** The result lists every script keeps, and the functions that fill them (each also logs). */
 export function recorder(results) {
   results.problems ??= [];

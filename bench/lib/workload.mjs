@@ -244,3 +244,9 @@ export async function makeApp(dir, files) {
   mkdirSync(join(dir, 'wip'), { recursive: true });
   for (let i = 0; i < 200; i++) writeFileSync(join(dir, 'wip', `u${i}.txt`), `untracked ${i}\n`);
 }
+
+/** n of the app's tracked .js files, spread evenly over them: the files a benchmark's edits touch. */
+export async function appEditFiles(dir, n) {
+  const editable = (await git(dir, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
+  return Array.from({ length: n }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / n)]);
+}
