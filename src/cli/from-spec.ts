@@ -60,12 +60,14 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
   }
   const optionKeys = Object.keys(shape).filter((k) => !args.includes(k));
   for (const key of optionKeys) {
-    const { base } = unwrapField(shape[key]);
+    const { base, defaultValue } = unwrapField(shape[key]);
     const opt = new Option(flagText(spec, key, base), shape[key].description ?? '');
     const t = typeOf(base);
     if (t === 'array') opt.argParser(collect);
     else if (t === 'enum') opt.choices((base as unknown as { options: string[] }).options);
-    // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself.
+    // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself. A
+    // valued flag's default is also given to commander, which shows it in help (`default: "auto"`).
+    if (defaultValue !== undefined && t !== 'boolean') opt.default(defaultValue);
     cmd.addOption(opt);
     // Commander names the attribute after the flag; map it back to the input's key.
     const f = spec.flags?.[key];
@@ -90,8 +92,8 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
       };
       if (spec.cliAction) return spec.cliAction(input, ctx, { json: out.json, quiet: Boolean(out.quiet) });
       const result = await spec.run(input, ctx);
-      emit(out, result, () => (spec.human ? spec.human(result, ctx) : ''));
-      return spec.exitCode ? spec.exitCode(result) : EXIT.OK;
+      emit(out, result, () => (spec.human ? spec.human(result, ctx, input) : ''));
+      return spec.exitCode ? spec.exitCode(result, input) : EXIT.OK;
     }),
   );
   return cmd;

@@ -5,29 +5,12 @@ import { Command, CommanderError } from 'commander';
 import { EXIT, XetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import { emitError } from './output';
-import { registerDiff } from '../commands/diff';
-import { registerInit } from '../commands/init';
-import { registerShow } from '../commands/show';
-import { registerSnapshots } from '../commands/snapshots';
-import { registerFork } from '../commands/fork';
-import { registerForks } from '../commands/forks';
-import { registerChanges } from '../commands/changes';
-import { registerDiscard } from '../commands/discard';
-import { registerReclaim } from '../commands/reclaim';
-import { registerExport } from '../commands/export';
 import { registerHandoff } from '../commands/handoff';
 import { registerPush } from '../commands/push';
 import { registerFetch } from '../commands/fetch';
-import { registerFsck } from '../commands/fsck';
-import { registerArchive } from '../commands/archive';
-import { registerStatus } from '../commands/status';
-import { registerVersion } from '../commands/version';
 import { registerPin } from '../commands/pin';
-import { registerDrop } from '../commands/drop';
 import { registerGc } from '../commands/gc';
 import { registerTask } from '../commands/task';
-import { registerHooks } from '../commands/hooks';
-import { registerAllowance } from '../commands/allowance';
 import { COMMANDS, GROUPS } from '../commands/registry';
 import { registerSpecs } from './from-spec';
 
@@ -41,31 +24,14 @@ export function buildProgram(): Command {
     .option('-q, --quiet', 'no progress line and no notes on stderr (results and errors still print)')
     .showHelpAfterError()
     .exitOverride();
-  registerInit(program);
   // Commands defined once for the CLI and MCP (src/commands/spec.ts); the rest still wire commander.
   registerSpecs(program, COMMANDS, GROUPS);
-  registerSnapshots(program);
-  registerShow(program);
-  registerDiff(program);
-  registerFork(program);
-  registerForks(program);
-  registerChanges(program);
-  registerDiscard(program);
-  registerReclaim(program);
-  registerExport(program);
   registerHandoff(program);
   registerPush(program);
   registerFetch(program);
-  registerFsck(program);
   registerGc(program);
-  registerArchive(program);
-  registerStatus(program);
-  registerVersion(program);
   registerPin(program);
-  registerDrop(program);
   registerTask(program);
-  registerHooks(program);
-  registerAllowance(program);
   return program;
 }
 

@@ -2,50 +2,89 @@
 // repository, each live fork, stores) its limits, usage, headroom, what is counted and what is not
 // covered; --recount walks every root again and removes dead writers' temporary files; with
 // --store <path> --set, a store's own allowance.
-import type { Command } from 'commander';
+import { z } from 'zod';
 import { EXIT, XetError } from '../errors';
 import type { AllowanceReport, Dimensions, RootReport } from '../allowance/report';
-import { run } from '../cli/run';
-import { emit, formatBytes } from '../cli/output';
+import { formatBytes } from '../cli/output';
+import { defineCommand, repeatable } from './spec';
 
-export function registerAllowance(program: Command): void {
-  program
-    .command('allowance')
-    .description(
-      'the storage allowance of every root (repository, forks, stores): limits, usage, headroom, what is counted and what is not covered',
-    )
-    .option('--recount', 'count every root from disk again and remove the temporary files of dead git xet processes')
-    .option(
-      '--store <remote|path>',
+/** Loaded by run (lazily, as every command's core is) for exitCode, which is synchronous. */
+let report: typeof import('../allowance/report') | undefined;
+
+const dimensions = z.looseObject({ bytes: z.number().nullable(), files: z.number().nullable() });
+
+export const allowanceCommand = defineCommand({
+  path: ['allowance'],
+  tool: 'allowance',
+  description:
+    'the storage allowance of every root (repository, forks, stores): limits, usage, headroom, what is counted and what is not covered',
+  input: {
+    recount: z
+      .boolean()
+      .optional()
+      .describe('count every root from disk again and remove the temporary files of dead git xet processes'),
+    store: repeatable(
       "report this xet store too (repeatable; the stores of this repository's xet:: remotes are listed anyway)",
-      (v: string, prev: string[]) => [...prev, v],
-      [] as string[],
-    )
-    .option('--set <BYTES[,FILES]|none>', "with one --store: record the store's own allowance (none removes it)")
-    .option('--headroom <SIZE|PCT>', 'with --set: the part held back for settling work (default 5%, at least 16 MiB)')
-    .action(
-      run(async (out, opts: { recount?: boolean; store: string[]; set?: string; headroom?: string }) => {
-        const report = await import('../allowance/report');
-        let r: AllowanceReport;
-        if (opts.set !== undefined) {
-          if (opts.store.length !== 1) throw new XetError('USAGE', '--set needs exactly one --store <path>');
-          if (opts.recount) throw new XetError('USAGE', '--set and --recount do not go together');
-          r = await report.setStoreAllowanceReport({
-            cwd: process.cwd(),
-            store: opts.store[0],
-            set: opts.set,
-            headroom: opts.headroom,
-          });
-        } else {
-          if (opts.headroom !== undefined) throw new XetError('USAGE', '--headroom goes with --set');
-          r = await report.allowanceReport({ cwd: process.cwd(), recount: Boolean(opts.recount), stores: opts.store });
-        }
-        emit(out, r, () => describeAllowance(r));
-        // A root that could not be measured (its `error`): the report is partial.
-        return report.partialReport(r) ? EXIT.DIFFERENT : EXIT.OK;
+    ),
+    set: z.string().optional().describe("with one --store: record the store's own allowance (none removes it)"),
+    headroom: z
+      .string()
+      .optional()
+      .describe('with --set: the part held back for settling work (default 5%, at least 16 MiB)'),
+  },
+  flags: {
+    store: { value: '<remote|path>' },
+    set: { value: '<BYTES[,FILES]|none>' },
+    headroom: { value: '<SIZE|PCT>' },
+  },
+  paths: { store: 'source' },
+  // Not read-only: --recount removes dead processes' temporary files (garbage, never data) and --set
+  // replaces a store's allowance setting; neither removes anything of value.
+  annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
+  output: z.looseObject({
+    contract: z.string(),
+    supported: z.array(z.string()),
+    recounted: z.boolean(),
+    leftoversRemoved: z.number(),
+    roots: z.array(
+      z.looseObject({
+        root: z.string(),
+        kind: z.string(),
+        path: z.string(),
+        limits: dimensions,
+        headroom: dimensions,
+        used: z.looseObject({ bytes: z.number(), files: z.number() }),
+        available: dimensions,
+        counted: z.array(z.string()),
+        notCovered: z.array(z.string()),
+        countedAt: z.string().nullable(),
+        route: z.looseObject({}).nullable(),
+        error: z.looseObject({ code: z.string(), message: z.string() }).optional(),
       }),
-    );
-}
+    ),
+  }),
+  refine(input) {
+    if (input.set !== undefined) {
+      if (input.store.length !== 1) throw new XetError('USAGE', '--set needs exactly one --store <path>');
+      if (input.recount) throw new XetError('USAGE', '--set and --recount do not go together');
+    } else if (input.headroom !== undefined) throw new XetError('USAGE', '--headroom goes with --set');
+  },
+  async run(input, ctx): Promise<AllowanceReport> {
+    report = await import('../allowance/report');
+    if (input.set !== undefined) {
+      return report.setStoreAllowanceReport({
+        cwd: ctx.cwd,
+        store: input.store[0],
+        set: input.set,
+        headroom: input.headroom,
+      });
+    }
+    return report.allowanceReport({ cwd: ctx.cwd, recount: Boolean(input.recount), stores: input.store });
+  },
+  human: (r) => describeAllowance(r),
+  // A root that could not be measured (its `error`): the report is partial.
+  exitCode: (r) => (report?.partialReport(r) ? EXIT.DIFFERENT : EXIT.OK),
+});
 
 function describeAllowance(r: AllowanceReport): string {
   const lines: string[] = [`contract ${r.contract}`];

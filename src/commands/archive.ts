@@ -1,38 +1,83 @@
 // git xet archive: a snapshot's files as a tar stream (stdout or a file).
-import type { Command } from 'commander';
-import { XetError } from '../errors';
-import { run } from '../cli/run';
+import { z } from 'zod';
+import { EXIT, XetError } from '../errors';
 import { emit } from '../cli/output';
+import type { Writable } from 'node:stream';
+import type { ArchiveResult } from '../snapshot/archive';
+import { defineCommand } from './spec';
 
-export function registerArchive(program: Command): void {
-  program
-    .command('archive')
-    .description("write a snapshot's files (the worktree as captured, without .git) as a tar archive")
-    .argument('<snapshot>', 'snapshot id')
-    .option('--format <format>', 'tar or tar.gz (default: from the -o name, else tar)')
-    .option('--prefix <dir/>', 'put every entry under this directory')
-    .option('-o, --output <file>', 'write to this file instead of stdout ("-" is stdout)')
-    .action(
-      run(async (out, snapshot: string, opts: { format?: string; prefix?: string; output?: string }) => {
-        const toStdout = opts.output === undefined || opts.output === '-';
-        if (toStdout && out.json) {
-          throw new XetError('USAGE', '--json needs -o FILE: the archive itself would go to stdout');
-        }
-        if (toStdout && process.stdout.isTTY) {
-          throw new XetError('USAGE', 'refusing to write a tar archive to a terminal: use -o FILE or a pipe');
-        }
-        const format = opts.format ?? (/\.(tar\.gz|tgz)$/.test(opts.output ?? '') ? 'tar.gz' : 'tar');
-        const { archive } = await import('../snapshot/archive');
-        const r = await archive({
-          cwd: process.cwd(),
-          snapshot,
-          format: format as 'tar',
-          prefix: opts.prefix,
-          output: toStdout ? process.stdout : (opts.output as string),
-        });
-        if (!toStdout) {
-          emit(out, r, () => `wrote ${r.output} (${r.files} files, ${r.symlinks} symlinks, ${r.dirs} directories)`);
-        }
-      }),
-    );
+/** `--format`, else from the -o name, else tar. */
+const formatOf = (input: { format?: string; output?: string }) =>
+  (input.format ?? (/\.(tar\.gz|tgz)$/.test(input.output ?? '') ? 'tar.gz' : 'tar')) as 'tar';
+
+interface ArchiveInput {
+  snapshot: string;
+  format?: string;
+  prefix?: string;
+  output?: string;
 }
+
+async function writeArchive(input: ArchiveInput, cwd: string, output: string | Writable) {
+  const { archive } = await import('../snapshot/archive');
+  return archive({
+    cwd,
+    snapshot: input.snapshot,
+    format: formatOf(input),
+    prefix: input.prefix,
+    output,
+  });
+}
+
+const describeArchive = (r: ArchiveResult) =>
+  `wrote ${r.output} (${r.files} files, ${r.symlinks} symlinks, ${r.dirs} directories)`;
+
+export const archiveCommand = defineCommand({
+  path: ['archive'],
+  tool: 'archive',
+  description: "write a snapshot's files (the worktree as captured, without .git) as a tar archive",
+  input: {
+    snapshot: z.string().describe('snapshot id'),
+    format: z.string().optional().describe('tar or tar.gz (default: from the -o name, else tar)'),
+    prefix: z.string().optional().describe('put every entry under this directory'),
+    output: z.string().optional().describe('write to this file instead of stdout ("-" is stdout)'),
+  },
+  args: ['snapshot'],
+  flags: { format: { value: '<format>' }, prefix: { value: '<dir/>' }, output: { short: 'o', value: '<file>' } },
+  paths: { output: 'target' },
+  names: ['snapshot'],
+  // Replaces an existing file at `output`.
+  annotations: { readOnly: false, destructive: true, idempotent: true },
+  long: true,
+  output: z.looseObject({
+    snapshot: z.string(),
+    format: z.enum(['tar', 'tar.gz']),
+    prefix: z.string(),
+    output: z.string().nullable(),
+    files: z.number(),
+    symlinks: z.number(),
+    dirs: z.number(),
+    bytes: z.number(),
+    mtime: z.string(),
+  }),
+  // An MCP tool (and --json) writes only to a file: the archive has no place in a JSON answer.
+  async run(input, ctx) {
+    if (input.output === undefined || input.output === '-') {
+      throw new XetError('USAGE', 'archive needs output: a file to write the archive to');
+    }
+    return writeArchive(input, ctx.cwd, input.output);
+  },
+  human: describeArchive,
+  // The command line also streams the archive to stdout (no -o, or -o -).
+  async cliAction(input, ctx, out) {
+    const toStdout = input.output === undefined || input.output === '-';
+    if (toStdout && out.json) {
+      throw new XetError('USAGE', '--json needs -o FILE: the archive itself would go to stdout');
+    }
+    if (toStdout && process.stdout.isTTY) {
+      throw new XetError('USAGE', 'refusing to write a tar archive to a terminal: use -o FILE or a pipe');
+    }
+    const r = await writeArchive(input, ctx.cwd, toStdout ? process.stdout : (input.output as string));
+    if (!toStdout) emit(out, r, () => describeArchive(r));
+    return EXIT.OK;
+  },
+});

@@ -1,9 +1,8 @@
 // git xet diff: changes between two snapshots, or from a snapshot to the working tree.
-import type { Command } from 'commander';
+import { z } from 'zod';
 import { EXIT } from '../errors';
 import type { Difference } from '../snapshot/verify';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { defineCommand } from './spec';
 
 export function describeDifference(d: Difference): string {
   const fmt = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
@@ -14,19 +13,31 @@ export function describeDifference(d: Difference): string {
   return `  ${d.kind.padEnd(20)} ${d.path ?? ''}${detail}`;
 }
 
-export function registerDiff(program: Command): void {
-  program
-    .command('diff')
-    .description('what changed between two snapshots, or from a snapshot to the current working tree')
-    .argument('<snapshot>', 'the older snapshot')
-    .argument('[other]', 'the newer snapshot (default: the working tree)')
-    .option('--exit-code', 'exit 1 when there are differences')
-    .action(
-      run(async (out, a: string, b: string | undefined, opts: { exitCode?: boolean }) => {
-        const { diffSnapshots } = await import('../snapshot/diff');
-        const r = await diffSnapshots(process.cwd(), a, b);
-        emit(out, r, () => (r.identical ? '' : r.changes.map(describeDifference).join('\n')));
-        return opts.exitCode && !r.identical ? EXIT.DIFFERENT : EXIT.OK;
-      }),
-    );
-}
+/** A verify/diff/status difference as --json prints it. */
+export const differenceSchema = z.looseObject({ kind: z.string(), path: z.string().optional() });
+
+export const diffCommand = defineCommand({
+  path: ['diff'],
+  tool: 'diff',
+  description: 'what changed between two snapshots, or from a snapshot to the current working tree',
+  input: {
+    snapshot: z.string().describe('the older snapshot'),
+    other: z.string().optional().describe('the newer snapshot (default: the working tree)'),
+    exitCode: z.boolean().optional().describe('exit 1 when there are differences'),
+  },
+  args: ['snapshot', 'other'],
+  names: ['snapshot', 'other'],
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    from: z.string(),
+    to: z.string(),
+    identical: z.boolean(),
+    changes: z.array(differenceSchema),
+  }),
+  async run(input, ctx) {
+    const { diffSnapshots } = await import('../snapshot/diff');
+    return diffSnapshots(ctx.cwd, input.snapshot, input.other);
+  },
+  human: (r) => (r.identical ? '' : r.changes.map(describeDifference).join('\n')),
+  exitCode: (r, input) => (input.exitCode && !r.identical ? EXIT.DIFFERENT : EXIT.OK),
+});

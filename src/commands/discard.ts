@@ -1,25 +1,33 @@
 // git xet discard: capture a fork's work (if any), then unmount and remove the fork.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { z } from 'zod';
+import { defineCommand } from './spec';
 
-export function registerDiscard(program: Command): void {
-  program
-    .command('discard')
-    .description('remove a fork; if it has changes they are captured first and the snapshot printed')
-    .argument('<fork-dir>', 'the fork')
-    .option('--no-capture', "drop the fork's changes instead of capturing them")
-    .action(
-      run(async (out, dir: string, opts: { capture: boolean }) => {
-        const { discardFork } = await import('../workspace/discard');
-        const r = await discardFork({ cwd: process.cwd(), dir, capture: opts.capture });
-        emit(
-          out,
-          r,
-          () =>
-            (r.snapshot ? `discarded fork ${r.id}; its work is in snapshot ${r.snapshot}` : `discarded fork ${r.id}`) +
-            (r.left ? `\n${r.left} was left in place: it no longer links to the fork` : ''),
-        );
-      }),
-    );
-}
+export const discardCommand = defineCommand({
+  path: ['discard'],
+  tool: 'discard',
+  description: 'remove a fork; if it has changes they are captured first and the snapshot printed',
+  input: {
+    forkDir: z.string().describe('the fork'),
+    capture: z.boolean().default(true).describe("drop the fork's changes instead of capturing them"),
+  },
+  args: ['forkDir'],
+  flags: { capture: { negate: true } },
+  paths: { forkDir: 'existing' },
+  // Removes the fork; with capture false its work is lost.
+  annotations: { readOnly: false, destructive: true, idempotent: false },
+  long: true,
+  output: z.looseObject({
+    id: z.string(),
+    dir: z.string(),
+    snapshot: z.string().nullable(),
+    dirty: z.boolean().nullable(),
+    left: z.string().nullable(),
+  }),
+  async run(input, ctx) {
+    const { discardFork } = await import('../workspace/discard');
+    return discardFork({ cwd: ctx.cwd, dir: input.forkDir, capture: input.capture });
+  },
+  human: (r) =>
+    (r.snapshot ? `discarded fork ${r.id}; its work is in snapshot ${r.snapshot}` : `discarded fork ${r.id}`) +
+    (r.left ? `\n${r.left} was left in place: it no longer links to the fork` : ''),
+});

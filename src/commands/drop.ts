@@ -1,52 +1,83 @@
 // git xet drop, undrop: stop retaining snapshots, and bring them back before gc reclaims them.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { z } from 'zod';
+import type { DropResult } from '../gc/drop';
+import type { RemoteDropResult } from '../remote/drop-remote';
+import { defineCommand } from './spec';
 
-export function registerDrop(program: Command): void {
-  program
-    .command('drop')
-    .description('stop retaining snapshots (refused for a root: pinned, a live fork, an unexpired handoff)')
-    .argument('<snapshots...>', 'snapshot ids (full or at least 4 hex digits)')
-    .option('--remote <name>', 'delete the snapshots on this remote (a xet store) instead of here')
-    .action(
-      run(async (out, specs: string[], opts: { remote?: string }) => {
-        if (opts.remote !== undefined) {
-          const { dropOnRemote, describeRemoteDrop } = await import('../remote/drop-remote');
-          const r = await dropOnRemote(process.cwd(), opts.remote, specs);
-          emit(out, r, () => describeRemoteDrop(r));
-          return;
-        }
-        const { findRepo } = await import('../git/repo');
-        const { dropSnapshots } = await import('../gc/drop');
-        const r = await dropSnapshots(await findRepo(process.cwd(), true), specs);
-        emit(out, r, () =>
-          r.dropped
-            .map((d) =>
-              d.created
-                ? `dropped ${d.snapshot} (git xet undrop brings it back until gc reclaims it)`
-                : `${d.snapshot} was already dropped`,
-            )
-            .join('\n'),
-        );
+const snapshotIds = z.array(z.string()).describe('snapshot ids (full or at least 4 hex digits)');
+
+/** Loaded by run (lazily, as every command's core is) for human, which is synchronous. */
+let remoteDrop: typeof import('../remote/drop-remote') | undefined;
+
+export const dropCommand = defineCommand({
+  path: ['drop'],
+  tool: 'drop',
+  description: 'stop retaining snapshots (refused for a root: pinned, a live fork, an unexpired handoff)',
+  input: {
+    snapshots: snapshotIds,
+    remote: z.string().optional().describe('delete the snapshots on this remote (a xet store) instead of here'),
+  },
+  args: ['snapshots'],
+  flags: { remote: { value: '<name>' } },
+  names: ['snapshots', 'remote'],
+  // Here gc may then reclaim them (undrop brings them back until it does); --remote deletes them there.
+  annotations: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  // Here: `dropped` entries with ref, commit, droppedAt, created; --remote: remote, url, kind, absent.
+  output: z.looseObject({
+    dropped: z.array(z.looseObject({ snapshot: z.string(), ref: z.string() })),
+    remote: z.string().optional(),
+    url: z.string().optional(),
+    kind: z.enum(['xet', 'git']).optional(),
+    absent: z.array(z.string()).optional(),
+  }),
+  async run(input, ctx): Promise<DropResult | RemoteDropResult> {
+    if (input.remote !== undefined) {
+      remoteDrop = await import('../remote/drop-remote');
+      return remoteDrop.dropOnRemote(ctx.cwd, input.remote, input.snapshots);
+    }
+    const { findRepo } = await import('../git/repo');
+    const { dropSnapshots } = await import('../gc/drop');
+    return dropSnapshots(await findRepo(ctx.cwd, true), input.snapshots);
+  },
+  human(r) {
+    if ('remote' in r) return (remoteDrop as typeof import('../remote/drop-remote')).describeRemoteDrop(r);
+    return r.dropped
+      .map((d) =>
+        d.created
+          ? `dropped ${d.snapshot} (git xet undrop brings it back until gc reclaims it)`
+          : `${d.snapshot} was already dropped`,
+      )
+      .join('\n');
+  },
+});
+
+export const undropCommand = defineCommand({
+  path: ['undrop'],
+  tool: 'undrop',
+  description: 'retain dropped snapshots again, while their objects are still here',
+  input: { snapshots: snapshotIds },
+  args: ['snapshots'],
+  names: ['snapshots'],
+  annotations: { readOnly: false, destructive: false, idempotent: true },
+  output: z.looseObject({
+    undropped: z.array(
+      z.looseObject({
+        snapshot: z.string(),
+        ref: z.string(),
+        from: z.enum(['dropped', 'collected', 'retained']),
+        created: z.boolean(),
       }),
-    );
-  program
-    .command('undrop')
-    .description('retain dropped snapshots again, while their objects are still here')
-    .argument('<snapshots...>', 'snapshot ids (full or at least 4 hex digits)')
-    .action(
-      run(async (out, specs: string[]) => {
-        const { findRepo } = await import('../git/repo');
-        const { undropSnapshots } = await import('../gc/drop');
-        const r = await undropSnapshots(await findRepo(process.cwd(), true), specs);
-        emit(out, r, () =>
-          r.undropped
-            .map((u) =>
-              u.from === 'retained' ? `${u.snapshot} was not dropped` : `retained ${u.snapshot} again (from ${u.from})`,
-            )
-            .join('\n'),
-        );
-      }),
-    );
-}
+    ),
+  }),
+  async run(input, ctx) {
+    const { findRepo } = await import('../git/repo');
+    const { undropSnapshots } = await import('../gc/drop');
+    return undropSnapshots(await findRepo(ctx.cwd, true), input.snapshots);
+  },
+  human: (r) =>
+    r.undropped
+      .map((u) =>
+        u.from === 'retained' ? `${u.snapshot} was not dropped` : `retained ${u.snapshot} again (from ${u.from})`,
+      )
+      .join('\n'),
+});

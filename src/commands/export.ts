@@ -1,42 +1,66 @@
 // git xet export: a fork's or snapshot's work as one commit on a branch, or as a patch.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { z } from 'zod';
+import { defineCommand } from './spec';
 
-export function registerExport(program: Command): void {
-  program
-    .command('export')
-    .description("turn a fork's (or snapshot's) changes into one commit on top of its base commit")
-    .argument('<source>', 'a fork directory or a snapshot id')
-    .option('--branch <name>', 'create (or with --force move) this branch to the commit')
-    .option('--patch <file>', "write the commit as a patch (git am format); '-' for stdout")
-    .option('-m, --message <msg>', 'commit message (trailers naming the snapshot are added)')
-    .option('--force', 'move an existing branch')
-    .option(
-      '--task <id>',
-      "the task the work came from (an Xet-Task trailer); found from a task's fork or result snapshot",
-    )
-    .action(
-      run(
-        async (
-          out,
-          source: string,
-          opts: { branch?: string; patch?: string; message?: string; force?: boolean; task?: string },
-        ) => {
-          const { exportChanges } = await import('../workspace/export');
-          const r = await exportChanges({ cwd: process.cwd(), source, ...opts });
-          if (r.patchText !== undefined && !out.json) {
-            process.stdout.write(r.patchText);
-            return;
-          }
-          emit(out, r, () =>
-            !r.commit
-              ? `nothing to export: ${source} has no changes`
-              : r.branch
-                ? `exported ${r.changed} changed path(s) as ${r.commit.slice(0, 12)} on branch ${r.branch}`
-                : `exported ${r.changed} changed path(s) as ${r.commit.slice(0, 12)} to ${r.patch}`,
-          );
-        },
-      ),
-    );
-}
+export const exportCommand = defineCommand({
+  path: ['export'],
+  tool: 'export',
+  description: "turn a fork's (or snapshot's) changes into one commit on top of its base commit",
+  input: {
+    source: z.string().describe('a fork directory or a snapshot id'),
+    branch: z.string().optional().describe('create (or with --force move) this branch to the commit'),
+    patch: z.string().optional().describe("write the commit as a patch (git am format); '-' for stdout"),
+    message: z.string().optional().describe('commit message (trailers naming the snapshot are added)'),
+    force: z.boolean().optional().describe('move an existing branch'),
+    task: z
+      .string()
+      .optional()
+      .describe("the task the work came from (an Xet-Task trailer); found from a task's fork or result snapshot"),
+  },
+  args: ['source'],
+  flags: {
+    branch: { value: '<name>' },
+    patch: { value: '<file>' },
+    message: { short: 'm', value: '<msg>' },
+    task: { value: '<id>' },
+  },
+  // `source` is a fork directory only as one of this repository's registered forks (resolveFork),
+  // else a snapshot id: a name either way.
+  paths: { patch: 'target' },
+  names: ['source', 'branch', 'task'],
+  // --force moves a branch it did not make; --patch FILE replaces the file.
+  annotations: { readOnly: false, destructive: true, idempotent: false },
+  long: true,
+  output: z.looseObject({
+    commit: z.string().nullable(),
+    parent: z.string().nullable(),
+    snapshot: z.string(),
+    fork: z.string().nullable(),
+    task: z.string().nullable(),
+    branch: z.string().nullable(),
+    patch: z.string().nullable(),
+    patchText: z.string().optional(),
+    changed: z.number(),
+  }),
+  async run(input, ctx) {
+    const { exportChanges } = await import('../workspace/export');
+    return exportChanges({
+      cwd: ctx.cwd,
+      source: input.source,
+      branch: input.branch,
+      patch: input.patch,
+      message: input.message,
+      force: input.force,
+      task: input.task,
+    });
+  },
+  human: (r, _ctx, input) =>
+    // --patch -: the patch itself is the output.
+    r.patchText !== undefined
+      ? r.patchText
+      : !r.commit
+        ? `nothing to export: ${input.source} has no changes`
+        : r.branch
+          ? `exported ${r.changed} changed path(s) as ${r.commit.slice(0, 12)} on branch ${r.branch}`
+          : `exported ${r.changed} changed path(s) as ${r.commit.slice(0, 12)} to ${r.patch}`,
+});

@@ -1,73 +1,89 @@
 // git xet fork: a writable fork of a snapshot (overlay, reflink clone or copy), or --remount one.
-import { Command, Option } from 'commander';
+import { z } from 'zod';
 import { XetError } from '../errors';
-import { run } from '../cli/run';
-import { emit, progressLine } from '../cli/output';
+import { defineCommand } from './spec';
 
-export function registerFork(program: Command): void {
-  program
-    .command('fork')
-    .description('make a writable fork of a snapshot: a linked worktree in exactly the snapshot state')
-    .argument('<snapshot>', 'snapshot id (with --remount: the fork directory)')
-    .argument('[dir]', 'directory for the fork; must not exist or be empty')
-    .addOption(
-      new Option('--mode <mode>', 'how files are laid out')
-        .choices(['auto', 'overlay', 'clone', 'copy'])
-        .default('auto'),
-    )
-    .option('--remount', 'mount an existing overlay fork again (after a reboot) instead of making one')
-    .option(
-      '--allowance <bytes[,files]>',
-      "the fork's own allowance (default xet.fork.allowance); an overlay fork gets a filesystem of that size",
-    )
-    .action(
-      run(
-        async (
-          out,
-          a: string | undefined,
-          b: string | undefined,
-          opts: { mode: string; remount?: boolean; allowance?: string },
-        ) => {
-          const workspace = await import('../workspace/fork');
-          if (opts.remount) {
-            // `fork --remount <dir>`: the one argument is the directory.
-            if (b !== undefined || opts.allowance !== undefined) {
-              throw new XetError('USAGE', 'fork --remount takes only the fork directory');
-            }
-            const r = await workspace.remountFork(process.cwd(), a as string);
-            emit(out, r, () =>
-              r.mounted
-                ? `mounted fork ${r.id} at ${r.dir}`
-                : r.unfenced
-                  ? `fork ${r.id} at ${r.dir} is writable again (it was fenced read-only by a task guard)`
-                  : `fork ${r.id} at ${r.dir} is mounted`,
-            );
-            return;
-          }
-          if (b === undefined) throw new XetError('USAGE', 'fork needs <snapshot> and <dir>');
-          const r = await workspace.createFork({
-            cwd: process.cwd(),
-            snapshot: a as string,
-            dir: b,
-            mode: opts.mode as 'auto',
-            allowance: opts.allowance,
-            progress: progressLine(out),
-          });
-          emit(out, r, () =>
-            [
-              `forked ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.mode}, fork ${r.id}; HEAD detached at ${
-                r.head?.slice(0, 12) ?? 'an unborn branch'
-              }${r.branch ? `, from ${r.branch.replace(/^refs\/heads\//, '')}` : ''})`,
-              ...Object.entries(r.notAvailable).map(([m, why]) => `  not ${m}: ${why}`),
-              ...(r.allowance
-                ? [
-                    `  allowance ${r.allowance.bytes} bytes${r.allowance.files !== null ? `, ${r.allowance.files} files` : ''}; ` +
-                      (r.route ? `enforced by its ${r.route} layer` : 'not enforced by the kernel (counted only)'),
-                  ]
-                : []),
-            ].join('\n'),
-          );
-        },
+export const forkCommand = defineCommand({
+  path: ['fork'],
+  tool: 'fork',
+  description: 'make a writable fork of a snapshot: a linked worktree in exactly the snapshot state',
+  input: {
+    snapshot: z.string().describe('snapshot id (with --remount: the fork directory)'),
+    dir: z.string().optional().describe('directory for the fork; must not exist or be empty'),
+    mode: z.enum(['auto', 'overlay', 'clone', 'copy']).default('auto').describe('how files are laid out'),
+    remount: z
+      .boolean()
+      .optional()
+      .describe('mount an existing overlay fork again (after a reboot) instead of making one'),
+    allowance: z
+      .string()
+      .optional()
+      .describe(
+        "the fork's own allowance (default xet.fork.allowance); an overlay fork gets a filesystem of that size",
       ),
-    );
-}
+  },
+  args: ['snapshot', 'dir'],
+  flags: { mode: { value: '<mode>' }, allowance: { value: '<bytes[,files]>' } },
+  paths: { dir: 'target' },
+  // With --remount `snapshot` is a fork's directory: it is only looked up among this repository's
+  // registered forks (resolveFork), never opened as given, so a name's check is enough.
+  names: ['snapshot'],
+  annotations: { readOnly: false, destructive: false, idempotent: false },
+  long: true,
+  // A new fork's fields, or (--remount) id, dir, mounted and unfenced.
+  output: z.looseObject({
+    id: z.string(),
+    dir: z.string(),
+    mode: z.enum(['overlay', 'clone', 'copy']).optional(),
+    snapshot: z.string().optional(),
+    head: z.string().nullable().optional(),
+    branch: z.string().nullable().optional(),
+    notAvailable: z.record(z.string(), z.string()).optional(),
+    baseBuilt: z.boolean().optional(),
+    allowance: z.looseObject({ bytes: z.number(), files: z.number().nullable() }).nullable().optional(),
+    route: z.string().nullable().optional(),
+    mounted: z.boolean().optional(),
+    unfenced: z.boolean().optional(),
+  }),
+  refine(input) {
+    if (input.remount) {
+      // `fork --remount <dir>`: the one argument is the directory.
+      if (input.dir !== undefined || input.allowance !== undefined) {
+        throw new XetError('USAGE', 'fork --remount takes only the fork directory');
+      }
+    } else if (input.dir === undefined) throw new XetError('USAGE', 'fork needs <snapshot> and <dir>');
+  },
+  async run(input, ctx) {
+    const workspace = await import('../workspace/fork');
+    if (input.remount) return workspace.remountFork(ctx.cwd, input.snapshot);
+    return workspace.createFork({
+      cwd: ctx.cwd,
+      snapshot: input.snapshot,
+      dir: input.dir as string,
+      mode: input.mode,
+      allowance: input.allowance,
+      progress: ctx.progress,
+    });
+  },
+  human(r) {
+    if ('mounted' in r) {
+      return r.mounted
+        ? `mounted fork ${r.id} at ${r.dir}`
+        : r.unfenced
+          ? `fork ${r.id} at ${r.dir} is writable again (it was fenced read-only by a task guard)`
+          : `fork ${r.id} at ${r.dir} is mounted`;
+    }
+    return [
+      `forked ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.mode}, fork ${r.id}; HEAD detached at ${
+        r.head?.slice(0, 12) ?? 'an unborn branch'
+      }${r.branch ? `, from ${r.branch.replace(/^refs\/heads\//, '')}` : ''})`,
+      ...Object.entries(r.notAvailable).map(([m, why]) => `  not ${m}: ${why}`),
+      ...(r.allowance
+        ? [
+            `  allowance ${r.allowance.bytes} bytes${r.allowance.files !== null ? `, ${r.allowance.files} files` : ''}; ` +
+              (r.route ? `enforced by its ${r.route} layer` : 'not enforced by the kernel (counted only)'),
+          ]
+        : []),
+    ].join('\n');
+  },
+});

@@ -4,11 +4,63 @@ import type { AnyCommandSpec } from './spec';
 import { captureCommand } from './capture';
 import { restoreCommand } from './restore';
 import { verifyCommand } from './verify';
+// specs-a
+import { initCommand } from './init';
+import { snapshotsCommand } from './snapshots';
+import { showCommand } from './show';
+import { diffCommand } from './diff';
+import { forkCommand } from './fork';
+import { forksCommand } from './forks';
+import { changesCommand } from './changes';
+import { discardCommand } from './discard';
+import { reclaimCommand } from './reclaim';
+import { exportCommand } from './export';
+import { fsckCommand } from './fsck';
+import { archiveCommand } from './archive';
+import { statusCommand } from './status';
+import { versionCommand } from './version';
+import { dropCommand, undropCommand } from './drop';
+import {
+  HOOKS_GROUP,
+  hooksBlockCommand,
+  hooksInstallCommand,
+  hooksStatusCommand,
+  hooksUninstallCommand,
+} from './hooks';
+import { allowanceCommand } from './allowance';
 
-export const COMMANDS: AnyCommandSpec[] = [captureCommand, restoreCommand, verifyCommand];
+export const COMMANDS: AnyCommandSpec[] = [
+  captureCommand,
+  restoreCommand,
+  verifyCommand,
+  // specs-a
+  initCommand,
+  snapshotsCommand,
+  showCommand,
+  diffCommand,
+  forkCommand,
+  forksCommand,
+  changesCommand,
+  discardCommand,
+  reclaimCommand,
+  exportCommand,
+  fsckCommand,
+  archiveCommand,
+  statusCommand,
+  versionCommand,
+  dropCommand,
+  undropCommand,
+  hooksInstallCommand,
+  hooksUninstallCommand,
+  hooksBlockCommand,
+  hooksStatusCommand,
+  allowanceCommand,
+];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
 export const GROUPS: Record<string, string> = {
   handoff: 'hand a snapshot to other agents with an immutable, verifiable descriptor',
   task: 'run a command as a task: immutable manifest, events, result, capture, guard',
+  // specs-a
+  hooks: HOOKS_GROUP,
 };

@@ -1,28 +1,41 @@
 // git xet snapshots: list the snapshots in this repository, newest first.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit, formatBytes } from '../cli/output';
+import { z } from 'zod';
+import { formatBytes } from '../cli/output';
+import { defineCommand } from './spec';
 
-export function registerSnapshots(program: Command): void {
-  program
-    .command('snapshots')
-    .description('list snapshots (refs/xet/snapshots/*), newest first')
-    .action(
-      run(async (out) => {
-        const { listSnapshots } = await import('../snapshot/store');
-        const { findRepo, repoOpts } = await import('../git/repo');
-        const repo = await findRepo(process.cwd(), true);
-        const { pinnedSnapshots } = await import('../gc/pins');
-        const pinned = await pinnedSnapshots(repo);
-        const list = (await listSnapshots(repoOpts(repo))).map((s) => ({ ...s, pinned: pinned.has(s.snapshot) }));
-        emit(out, { snapshots: list }, () =>
-          list
-            .map(
-              (s) =>
-                `${s.snapshot.slice(0, 12)}${s.pinned ? ' P' : '  '} ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`,
-            )
-            .join('\n'),
-        );
+export const snapshotsCommand = defineCommand({
+  path: ['snapshots'],
+  tool: 'snapshots',
+  description: 'list snapshots (refs/xet/snapshots/*), newest first',
+  input: {},
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    snapshots: z.array(
+      z.looseObject({
+        snapshot: z.string(),
+        createdAt: z.string(),
+        message: z.string(),
+        head: z.string(),
+        files: z.number(),
+        bytes: z.number(),
+        pinned: z.boolean(),
       }),
-    );
-}
+    ),
+  }),
+  async run(_input, ctx) {
+    const { listSnapshots } = await import('../snapshot/store');
+    const { findRepo, repoOpts } = await import('../git/repo');
+    const repo = await findRepo(ctx.cwd, true);
+    const { pinnedSnapshots } = await import('../gc/pins');
+    const pinned = await pinnedSnapshots(repo);
+    const list = (await listSnapshots(repoOpts(repo))).map((s) => ({ ...s, pinned: pinned.has(s.snapshot) }));
+    return { snapshots: list };
+  },
+  human: (r) =>
+    r.snapshots
+      .map(
+        (s) =>
+          `${s.snapshot.slice(0, 12)}${s.pinned ? ' P' : '  '} ${s.createdAt}  ${String(s.files).padStart(7)} files  ${formatBytes(s.bytes).padStart(10)}  ${s.head}  ${s.message}`,
+      )
+      .join('\n'),
+});

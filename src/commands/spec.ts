@@ -86,10 +86,12 @@ export interface CommandSpec<S extends z.ZodRawShape = z.ZodRawShape, R = unknow
   refine?: (input: z.infer<z.ZodObject<S>>) => void;
   /** Does the work and returns what --json prints (and MCP's structuredContent). */
   run: (input: z.infer<z.ZodObject<S>>, ctx: CommandContext) => Promise<R>;
-  /** The text a person sees on stdout for the result ('' for none). */
-  human?: (result: R, ctx: CommandContext) => string;
-  /** The exit code for a result (verify's 1 for differences); default 0. */
-  exitCode?: (result: R) => number;
+  /** The text a person sees on stdout for the result ('' for none); the input too, for a text that
+   * names what was asked (export's "nothing to export: <source>"). */
+  human?: (result: R, ctx: CommandContext, input: z.infer<z.ZodObject<S>>) => string;
+  /** The exit code for a result (verify's 1 for differences); default 0. The input too, for a code
+   * a flag asks for (diff --exit-code). */
+  exitCode?: (result: R, input: z.infer<z.ZodObject<S>>) => number;
   /** MCP only: whether a result is an error result (isError) though it is not a thrown error. */
   mcpIsError?: (result: R) => boolean;
   /** CLI only: replaces run+human+exitCode for a command whose command-line form streams (archive

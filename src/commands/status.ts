@@ -1,44 +1,58 @@
 // git xet status: this worktree's last snapshot, whether anything changed since, and its forks.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
-import { describeDifference } from './diff';
+import { z } from 'zod';
+import { defineCommand } from './spec';
+import { describeDifference, differenceSchema } from './diff';
 
-export function registerStatus(program: Command): void {
-  program
-    .command('status')
-    .description("this worktree's last snapshot, whether anything changed since, and the repository's forks")
-    .action(
-      run(async (out) => {
-        const { status } = await import('../snapshot/status');
-        const r = await status({ cwd: process.cwd() });
-        emit(out, r, () => {
-          const lines: string[] = [];
-          if (r.fork) lines.push(`fork ${r.fork.id} (${r.fork.mode}) of snapshot ${r.fork.snapshot.slice(0, 12)}`);
-          if (r.lastSnapshot) {
-            const m = r.lastSnapshot.message ? ` "${r.lastSnapshot.message}"` : '';
-            lines.push(`last snapshot ${r.lastSnapshot.snapshot.slice(0, 12)} (${r.lastSnapshot.createdAt})${m}`);
-          } else lines.push('no snapshot of this worktree yet');
-          if (r.base) {
-            if (r.base.kind === 'restored') lines.push(`restored from snapshot ${r.base.snapshot.slice(0, 12)}`);
-            const since = { fork: 'the fork was made', restored: 'the restore', 'last-snapshot': 'then' }[r.base.kind];
-            lines.push(r.changed ? `changed since ${since}:` : `nothing changed since ${since}`);
-            lines.push(...r.changes.slice(0, 50).map(describeDifference));
-            if (r.changes.length > 50) lines.push(`  … and ${r.changes.length - 50} more`);
-          }
-          if (r.forks.length) {
-            lines.push(`${r.forks.length} fork(s):`);
-            for (const f of r.forks) lines.push(`  ${f.id}  ${f.mode.padEnd(7)} ${f.state.padEnd(10)} ${f.dir}`);
-          }
-          if (r.pins.length) {
-            lines.push(`${r.pins.length} pinned snapshot(s) of this worktree:`);
-            for (const p of r.pins) {
-              const until = p.until ? `until ${p.until}${p.expired ? ' (expired)' : ''}` : 'no expiry';
-              lines.push(`  ${p.snapshot.slice(0, 12)}  ${until}  ${p.reason ?? ''}`.trimEnd());
-            }
-          }
-          return lines.join('\n');
-        });
-      }),
-    );
-}
+export const statusCommand = defineCommand({
+  path: ['status'],
+  tool: 'status',
+  description: "this worktree's last snapshot, whether anything changed since, and the repository's forks",
+  input: {},
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    worktree: z.string(),
+    workspace: z.string(),
+    lastSnapshot: z.looseObject({ snapshot: z.string(), createdAt: z.string(), message: z.string() }).nullable(),
+    fork: z.looseObject({ id: z.string(), snapshot: z.string(), mode: z.string() }).nullable(),
+    base: z.looseObject({ snapshot: z.string(), kind: z.enum(['last-snapshot', 'fork', 'restored']) }).nullable(),
+    changed: z.boolean().nullable(),
+    changes: z.array(differenceSchema),
+    excludedByPolicy: z.looseObject({}).nullable(),
+    forks: z.array(z.looseObject({ id: z.string(), dir: z.string(), mode: z.string(), state: z.string() })),
+    leftovers: z.number(),
+    pins: z.array(z.looseObject({ snapshot: z.string() })),
+    guards: z.null(),
+    allowance: z.looseObject({}),
+  }),
+  async run(_input, ctx) {
+    const { status } = await import('../snapshot/status');
+    return status({ cwd: ctx.cwd });
+  },
+  human(r) {
+    const lines: string[] = [];
+    if (r.fork) lines.push(`fork ${r.fork.id} (${r.fork.mode}) of snapshot ${r.fork.snapshot.slice(0, 12)}`);
+    if (r.lastSnapshot) {
+      const m = r.lastSnapshot.message ? ` "${r.lastSnapshot.message}"` : '';
+      lines.push(`last snapshot ${r.lastSnapshot.snapshot.slice(0, 12)} (${r.lastSnapshot.createdAt})${m}`);
+    } else lines.push('no snapshot of this worktree yet');
+    if (r.base) {
+      if (r.base.kind === 'restored') lines.push(`restored from snapshot ${r.base.snapshot.slice(0, 12)}`);
+      const since = { fork: 'the fork was made', restored: 'the restore', 'last-snapshot': 'then' }[r.base.kind];
+      lines.push(r.changed ? `changed since ${since}:` : `nothing changed since ${since}`);
+      lines.push(...r.changes.slice(0, 50).map(describeDifference));
+      if (r.changes.length > 50) lines.push(`  … and ${r.changes.length - 50} more`);
+    }
+    if (r.forks.length) {
+      lines.push(`${r.forks.length} fork(s):`);
+      for (const f of r.forks) lines.push(`  ${f.id}  ${f.mode.padEnd(7)} ${f.state.padEnd(10)} ${f.dir}`);
+    }
+    if (r.pins.length) {
+      lines.push(`${r.pins.length} pinned snapshot(s) of this worktree:`);
+      for (const p of r.pins) {
+        const until = p.until ? `until ${p.until}${p.expired ? ' (expired)' : ''}` : 'no expiry';
+        lines.push(`  ${p.snapshot.slice(0, 12)}  ${until}  ${p.reason ?? ''}`.trimEnd());
+      }
+    }
+    return lines.join('\n');
+  },
+});

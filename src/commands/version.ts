@@ -1,19 +1,19 @@
 // git xet version: this git xet's version, and the git and Node.js it runs with.
-import type { Command } from 'commander';
+import { z } from 'zod';
 import { TOOL_VERSION } from '../version';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { defineCommand } from './spec';
 
-export function registerVersion(program: Command): void {
-  program
-    .command('version')
-    .description('print the version of git xet (with --json: also of git and Node.js)')
-    .action(
-      run(async (out) => {
-        const { gitVersion } = await import('../git/exec');
-        const v = gitVersion();
-        const r = { version: TOOL_VERSION, git: v.join('.'), node: process.versions.node };
-        emit(out, r, () => TOOL_VERSION);
-      }),
-    );
-}
+// Not a tool: an MCP client learns the server's version from its initialize answer.
+export const versionCommand = defineCommand({
+  path: ['version'],
+  tool: null,
+  description: 'print the version of git xet (with --json: also of git and Node.js)',
+  input: {},
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({ version: z.string(), git: z.string(), node: z.string() }),
+  async run() {
+    const { gitVersion } = await import('../git/exec');
+    return { version: TOOL_VERSION, git: gitVersion().join('.'), node: process.versions.node };
+  },
+  human: () => TOOL_VERSION,
+});
