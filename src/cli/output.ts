@@ -67,11 +67,20 @@ function clearProgress(): void {
   eraseProgress();
 }
 
+/** With GIT_XET_PROGRESS=json (the MCP server's child processes, src/mcp/child.ts) every phase is one
+ * `{"progress":"<phase>"}` line on stderr, terminal or not, --json or not: a reader forwards them. */
+export const PROGRESS_ENV = 'GIT_XET_PROGRESS';
+
+function jsonProgress(what: string): void {
+  process.stderr.write(`${JSON.stringify({ progress: what })}\n`);
+}
+
 /** A one-line progress reporter on a terminal's stderr; silent with --json, --quiet or when not a
  * TTY. The line names the current phase and the time since the command started, redrawn every
  * PROGRESS_TICK_MS while the phase lasts (git's own work runs in child processes, so the event loop
  * is free to redraw). */
 export function progressLine(out: Out): ((what: string) => void) | undefined {
+  if (process.env[PROGRESS_ENV] === 'json') return jsonProgress;
   if (!chatty(out)) return undefined;
   const started = Date.now();
   let phase = '';

@@ -28,6 +28,8 @@ import {
   hooksUninstallCommand,
 } from './hooks';
 import { allowanceCommand } from './allowance';
+// mcp
+import { mcpCommand } from './mcp';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -55,6 +57,8 @@ export const COMMANDS: AnyCommandSpec[] = [
   hooksBlockCommand,
   hooksStatusCommand,
   allowanceCommand,
+  // mcp
+  mcpCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */

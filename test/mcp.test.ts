@@ -1,0 +1,353 @@
+// git xet mcp through a real client: the SDK's Client with StdioClientTransport spawning bin/git-xet
+// mcp in a sandbox repository. The tools and their schemas come from the command definitions; results
+// are the CLI's --json; errors carry the stable code; progress arrives for long tools; and every path
+// and name is confined, including each hole the official git MCP server shipped
+// (modelcontextprotocol/servers #604, #4550, CVE-2025-68145). Also: to-argv (the child CLI's argv)
+// round-trips every definition through the CLI's own parse.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { test } from 'node:test';
+import { Command } from 'commander';
+import { z } from 'zod';
+import { COMMANDS, GROUPS } from '../src/commands/registry';
+import type { AnyCommandSpec } from '../src/commands/spec';
+import { parseInput, registerSpecs, unwrapField } from '../src/cli/from-spec';
+import { toArgv } from '../src/cli/to-argv';
+import { initRepo, type Repo } from './support/git';
+import { callError, callOk, withMcp, type McpSession } from './support/mcp';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { capture, expectError, parseJson, verify, xet } from './support/xet';
+
+const typeOf = (s: z.ZodType): string => (s as unknown as { _zod: { def: { type: string } } })._zod.def.type;
+
+/** What the CLI's parse of `argv` hands to the command: the definition's run, given the input. */
+async function cliParse(spec: AnyCommandSpec, argv: string[]): Promise<Record<string, unknown> | undefined> {
+  let got: Record<string, unknown> | undefined;
+  const probe: AnyCommandSpec = {
+    ...spec,
+    cliAction: undefined,
+    run: (input: Record<string, unknown>) => {
+      got = input;
+      return Promise.resolve({});
+    },
+    human: () => '',
+    exitCode: () => 0,
+  };
+  const program = new Command().exitOverride().option('--json').option('-q, --quiet');
+  registerSpecs(program, [probe], GROUPS);
+  const before = process.exitCode;
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } finally {
+    process.exitCode = before;
+  }
+  return got;
+}
+
+/** A sample input for a definition: each field a value its own schema accepts, preferring ones a
+ * naive argv would get wrong (a leading '-', spaces, '='), and a negated boolean as false; optional
+ * fields are dropped when the definition's cross-field checks refuse them. */
+function sampleInput(spec: AnyCommandSpec): Record<string, unknown> {
+  const shape = spec.input as Record<string, z.ZodType>;
+  const raw: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(shape)) {
+    const { base } = unwrapField(field);
+    const t = typeOf(base);
+    const candidates: unknown[] =
+      t === 'string'
+        ? ['-v a=b c', 'x', '1', '1h', 'a,b']
+        : t === 'enum'
+          ? [...(base as unknown as { options: string[] }).options].reverse()
+          : t === 'boolean'
+            ? spec.flags?.[key]?.negate
+              ? [false, true]
+              : [true, false]
+            : t === 'array'
+              ? [['-a', 'b c'], ['x'], ['1']]
+              : t === 'number'
+                ? [7, 1]
+                : ['x', 1, true];
+    const v = candidates.find((c) => field.safeParse(c).success);
+    if (v !== undefined) raw[key] = v;
+  }
+  const args = spec.args ?? [];
+  for (;;) {
+    try {
+      return parseInput(spec, raw);
+    } catch (e) {
+      const optional = Object.keys(raw).filter((k) => unwrapField(shape[k]).optional && !args.includes(k));
+      assert.ok(optional.length, `${spec.path.join(' ')}: no sample input parses: ${(e as Error).message}`);
+      delete raw[optional[optional.length - 1]];
+    }
+  }
+}
+
+test('to-argv round-trips every definition: a sample input -> argv -> the CLI parse gives the same input', async () => {
+  for (const spec of COMMANDS) {
+    const input = sampleInput(spec);
+    const argv = toArgv(spec, input);
+    assert.deepEqual(argv.slice(0, spec.path.length), spec.path);
+    const back = await cliParse(spec, argv);
+    assert.deepEqual(back, input, `${spec.path.join(' ')}: ${JSON.stringify(argv)}`);
+    // Only required fields: what an agent that leaves every option out gets.
+    const required = parseInput(
+      spec,
+      Object.fromEntries(Object.entries(input).filter(([k]) => !unwrapField(spec.input[k]).optional)),
+    );
+    assert.deepEqual(await cliParse(spec, toArgv(spec, required)), required, spec.path.join(' '));
+  }
+  // The shapes that need care, on a definition that has them: positionals after `--`.
+  const restore = COMMANDS.find((s) => s.tool === 'restore') as AnyCommandSpec;
+  assert.deepEqual(toArgv(restore, { snapshot: '-x', dir: 'd', allowExec: true }, ['--json']), [
+    'restore',
+    '--allow-exec',
+    '--json',
+    '--',
+    '-x',
+    'd',
+  ]);
+});
+
+function repoWithFiles(sb: Sandbox): Repo {
+  const r = initRepo(sb, 'repo');
+  r.write('.gitignore', 'build/\n');
+  r.commit('c1', { 'a.txt': 'a\n', 'src/b.js': 'b\n' });
+  r.write('a.txt', 'edited\n');
+  r.write('notes/u.txt', 'untracked\n');
+  r.write('build/out.bin', Buffer.from([0, 1, 2]));
+  return r;
+}
+
+type JsonSchema = { properties?: Record<string, { default?: unknown }>; required?: string[] };
+
+test('tools/list: one tool per definition with a tool name, its annotations, the CLI argument names, output schemas', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    await withMcp(sb, ['--repo', r.dir], async (s) => {
+      const { tools } = await s.client.listTools();
+      const expected = COMMANDS.filter((c) => c.tool !== null);
+      assert.deepEqual(tools.map((t) => t.name).sort(), expected.map((c) => c.tool as string).sort());
+      assert.ok(!tools.some((t) => t.name === 'mcp'), 'mcp itself is not a tool');
+      for (const spec of expected) {
+        const t = tools.find((x) => x.name === spec.tool);
+        assert.ok(t, `${spec.tool} listed`);
+        assert.equal(t.description, spec.description);
+        assert.deepEqual(t.annotations, {
+          readOnlyHint: spec.annotations.readOnly,
+          destructiveHint: spec.annotations.destructive,
+          idempotentHint: spec.annotations.idempotent,
+          openWorldHint: spec.annotations.openWorld ?? false,
+        });
+        const schema = t.inputSchema as JsonSchema;
+        assert.deepEqual(Object.keys(schema.properties ?? {}).sort(), Object.keys(spec.input).sort(), spec.tool ?? '');
+        assert.equal((t.inputSchema as { additionalProperties?: unknown }).additionalProperties, false);
+        for (const [k, v] of Object.entries(spec.mcpDefaults ?? {}))
+          assert.deepEqual(schema.properties?.[k]?.default, v);
+        if (spec.output) assert.equal(t.outputSchema?.type, 'object', `${spec.tool} has an output schema`);
+      }
+      const restore = tools.find((t) => t.name === 'restore');
+      assert.deepEqual(Object.keys((restore?.inputSchema as JsonSchema).properties ?? {}).slice(0, 2), [
+        'snapshot',
+        'dir',
+      ]);
+      assert.deepEqual((restore?.inputSchema as JsonSchema).required, ['snapshot', 'dir']);
+      assert.equal(tools.find((t) => t.name === 'verify')?.annotations?.readOnlyHint, true);
+      assert.equal(tools.find((t) => t.name === 'capture')?.annotations?.readOnlyHint, false);
+    });
+  });
+});
+
+test('--read-only offers only the read-only tools; --tools picks some; an unknown or a writing one is USAGE', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    await withMcp(sb, ['--repo', r.dir, '--read-only'], async (s) => {
+      const { tools } = await s.client.listTools();
+      const readOnly = COMMANDS.filter((c) => c.tool !== null && c.annotations.readOnly).map((c) => c.tool as string);
+      assert.deepEqual(tools.map((t) => t.name).sort(), readOnly.sort());
+      assert.ok(tools.every((t) => t.annotations?.readOnlyHint === true));
+      assert.ok(tools.some((t) => t.name === 'verify') && !tools.some((t) => t.name === 'capture'));
+      // A tool not offered is not callable either.
+      await assert.rejects(s.client.callTool({ name: 'capture', arguments: {} }), /no tool capture/);
+    });
+    await withMcp(sb, ['--repo', r.dir, '--tools', 'capture,verify'], async (s) => {
+      const { tools } = await s.client.listTools();
+      assert.deepEqual(tools.map((t) => t.name).sort(), ['capture', 'verify']);
+    });
+    expectError(xet(sb, r.dir, ['mcp', '--tools', 'capture,nosuch', '--json']), 'USAGE', 2);
+    expectError(xet(sb, r.dir, ['mcp', '--read-only', '--tools', 'capture', '--json']), 'USAGE', 2);
+    expectError(xet(sb, sb.root, ['mcp', '--json']), 'NOT_A_REPOSITORY', 3);
+    expectError(xet(sb, r.dir, ['mcp', '--root', sb.path('nowhere'), '--json']), 'USAGE', 2);
+  });
+});
+
+test('capture, restore and verify through MCP: structuredContent is the CLI --json, the copy verifies', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    fs.mkdirSync(sb.path('copies'));
+    await withMcp(sb, ['--repo', r.dir, '--root', sb.path('copies')], async (s) => {
+      const cap = await callOk(s, 'capture', { message: 'through mcp' });
+      assert.match(cap.snapshot, /^[0-9a-f]{40}$/);
+      assert.equal(cap.unchanged, false);
+      // The same fields as the CLI's --json (a second capture is unchanged: same snapshot, same counts).
+      const cli = parseJson(xet(sb, r.dir, ['capture', '--json']));
+      assert.deepEqual(Object.keys(cap).sort(), Object.keys(cli).sort());
+      assert.equal(cli.snapshot, cap.snapshot);
+      assert.equal(cli.files, cap.files);
+
+      const res = await callOk(s, 'restore', { snapshot: cap.snapshot, dir: sb.path('copies', 'one') });
+      assert.equal(res.snapshot, cap.snapshot);
+      assert.equal(res.dir, sb.path('copies', 'one'));
+      assert.equal(fs.readFileSync(sb.path('copies', 'one', 'a.txt'), 'utf8'), 'edited\n');
+      assert.equal(fs.readFileSync(sb.path('copies', 'one', 'build', 'out.bin')).length, 3);
+
+      const ver = await callOk(s, 'verify', { snapshot: cap.snapshot, dir: sb.path('copies', 'one') });
+      assert.equal(ver.ok, true, JSON.stringify(ver));
+      assert.deepEqual(ver, parseJson(verify(sb, r.dir, cap.snapshot, sb.path('copies', 'one'))));
+      // A relative path is relative to the repository, not to where the server was started.
+      const here = await callOk(s, 'verify', { snapshot: cap.snapshot, dir: '.' });
+      assert.equal(here.dir, r.dir);
+      assert.equal(here.ok, true);
+      // Differences are a result (the CLI's exit 1), not an error.
+      fs.writeFileSync(sb.path('copies', 'one', 'a.txt'), 'changed\n');
+      const diff = await callOk(s, 'verify', { snapshot: cap.snapshot, dir: sb.path('copies', 'one') });
+      assert.equal(diff.ok, false);
+      assert.ok(diff.differences.length > 0);
+    });
+  });
+});
+
+test('errors are tool errors with the stable code: SNAPSHOT_NOT_FOUND, USAGE for a bad input', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    fs.mkdirSync(sb.path('copies'));
+    await withMcp(sb, ['--repo', r.dir, '--root', sb.path('copies')], async (s) => {
+      const missing = '0123456789abcdef0123456789abcdef01234567';
+      // In-process (verify) and through a child CLI (restore, a long tool): the same code.
+      await callError(s, 'verify', { snapshot: missing, dir: '.' }, 'SNAPSHOT_NOT_FOUND');
+      await callError(s, 'restore', { snapshot: missing, dir: sb.path('copies', 'x') }, 'SNAPSHOT_NOT_FOUND');
+      assert.ok(!fs.existsSync(sb.path('copies', 'x')));
+      const usage = await callError(s, 'verify', { snapshot: missing }, 'USAGE');
+      assert.equal(usage.details.argument, 'dir');
+      await callError(s, 'verify', { snapshot: 42, dir: '.' }, 'USAGE');
+      await callError(s, 'capture', { ignored: 'some' }, 'USAGE');
+      await callError(s, 'capture', { always: 'yes' }, 'USAGE');
+    });
+  });
+});
+
+test('long tools send progress notifications when the call has a progressToken', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    await withMcp(sb, ['--repo', r.dir], async (s) => {
+      const seen: { progress: number; message?: string }[] = [];
+      const res = await s.client.callTool({ name: 'capture', arguments: { always: true } }, undefined, {
+        onprogress: (p) => seen.push(p),
+        timeout: 120_000,
+      });
+      assert.ok(!res.isError, JSON.stringify(res));
+      assert.ok(seen.length >= 2, `progress notifications: ${JSON.stringify(seen)}`);
+      assert.ok(
+        seen.some((p) => p.message === 'scanning the working tree'),
+        JSON.stringify(seen),
+      );
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress increases');
+    });
+  });
+});
+
+/** Each hole of the official git MCP server, and ours: refused with ARGUMENT_NOT_ALLOWED, nothing made. */
+test('confinement: traversal, symlinks out, prefix roots, option-like names, other repositories, git dirs', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    const snap = capture(sb, r.dir);
+    fs.mkdirSync(sb.path('a'));
+    fs.mkdirSync(sb.path('ab'));
+    fs.mkdirSync(sb.path('outside'));
+    const other = initRepo(sb, 'other');
+    other.commit('o', { 'secret.txt': 'x\n' });
+    r.symlink(sb.path('outside'), 'out-link');
+    r.symlink(sb.path('nowhere'), 'dangling');
+    r.git('worktree', 'add', '-q', '--detach', sb.path('wt'));
+    r.git('remote', 'add', 'origin', other.dir);
+    await withMcp(sb, ['--repo', r.dir, '--root', sb.path('a')], async (s) => {
+      const refused = async (tool: string, args: Record<string, unknown>, made?: string) => {
+        const e = await callError(s, tool, args, 'ARGUMENT_NOT_ALLOWED');
+        if (made) assert.ok(!fs.existsSync(made), `${made} was not created`);
+        return e;
+      };
+      // `..` traversal (#604: any path on the machine).
+      await refused('verify', { snapshot: snap, dir: '../outside' });
+      await refused('verify', { snapshot: snap, dir: 'src/../../outside' });
+      await refused('restore', { snapshot: snap, dir: '../escaped' }, sb.path('escaped'));
+      await refused('restore', { snapshot: snap, dir: 'new/../../../escaped' }, sb.path('escaped'));
+      await refused('verify', { snapshot: snap, dir: '/etc' });
+      // A symlink inside the repository pointing out; `link/..` is the parent of its target, not
+      // the repository (a lexical normalisation would have let it in).
+      await refused('verify', { snapshot: snap, dir: 'out-link' });
+      await refused('restore', { snapshot: snap, dir: 'out-link/copy' }, sb.path('outside', 'copy'));
+      await refused('restore', { snapshot: snap, dir: 'out-link/../escaped' }, sb.path('escaped'));
+      await refused('restore', { snapshot: snap, dir: 'dangling' }, sb.path('nowhere'));
+      // A root that is a string prefix of another directory: /…/a admits /…/a/x, not /…/ab/x.
+      await refused('restore', { snapshot: snap, dir: sb.path('ab', 'x') }, sb.path('ab', 'x'));
+      const ok = await callOk(s, 'restore', { snapshot: snap, dir: sb.path('a', 'x') });
+      assert.equal(ok.dir, sb.path('a', 'x'));
+      // Names and paths git would read as options (CVE-2025-68145's neighbours, #4550).
+      await refused('verify', { snapshot: '--output=/tmp/x', dir: '.' });
+      await refused('restore', { snapshot: '-c', dir: sb.path('a', 'y') }, sb.path('a', 'y'));
+      await refused('verify', { snapshot: snap, dir: '-C/etc' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: '-c core.sshCommand=touch /tmp/pwned' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: '--upload-pack=touch /tmp/pwned' });
+      // Sources: only configured remotes, local paths and file:// / xet:: URLs inside the reach.
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: 'ext::sh -c touch% /tmp/pwned' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: 'https://example.invalid/r.git' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: 'example.invalid:r.git' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: other.dir });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: `file://${other.dir}` });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'z'), from: `xet::${sb.path('outside')}` });
+      assert.ok(!fs.existsSync(sb.path('a', 'z')));
+      // The repository cannot be switched (CVE-2025-68145: a repo_path never checked): no tool has
+      // such an argument, and another repository's paths are out of reach.
+      for (const key of ['repo', 'repo_path', 'cwd']) {
+        const e = await callError(s, 'verify', { snapshot: snap, dir: '.', [key]: other.dir }, 'USAGE');
+        assert.match(e.message, new RegExp(key));
+      }
+      await refused('verify', { snapshot: snap, dir: other.dir });
+      // Inside a git directory: hooks and config are code.
+      await refused('restore', { snapshot: snap, dir: '.git/hooks/x' }, r.p('.git/hooks/x'));
+      await refused('verify', { snapshot: snap, dir: '.git' });
+      await refused('restore', { snapshot: snap, dir: sb.path('a', 'x', '.git', 'hooks', 'y') });
+      // What is in reach: a linked worktree (forks are), a configured remote, the repository itself.
+      const wt = await callOk(s, 'verify', { snapshot: snap, dir: sb.path('wt') });
+      assert.equal(wt.dir, sb.path('wt'));
+      await callOk(s, 'restore', { snapshot: snap, dir: sb.path('a', 'from-self'), from: r.dir });
+      await callError(
+        s,
+        'restore',
+        { snapshot: snap, dir: sb.path('a', 'from-origin'), from: 'origin' },
+        'SNAPSHOT_NOT_FOUND',
+      );
+    });
+  });
+});
+
+/** Waits for an MCP session's server to exit; returns how. */
+function exited(s: McpSession): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (s.process.exitCode !== null || s.process.signalCode !== null) {
+    return Promise.resolve({ code: s.process.exitCode, signal: s.process.signalCode });
+  }
+  return new Promise((resolve) => s.process.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+test('the server exits when stdin closes', async () => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    await withMcp(sb, ['--repo', r.dir], async (s) => {
+      await callOk(s, 'verify', { snapshot: capture(sb, r.dir), dir: '.' });
+      const done = exited(s);
+      s.process.stdin?.end();
+      const how = await Promise.race([done, new Promise((res) => setTimeout(() => res('still running'), 1500))]);
+      // Before the SDK's own close would SIGTERM it (2 s): by itself, with exit 0.
+      assert.deepEqual(how, { code: 0, signal: null });
+    });
+  });
+});
