@@ -6,10 +6,6 @@ import { EXIT, XetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import { emitError } from './output';
 import { registerHandoff } from '../commands/handoff';
-import { registerPush } from '../commands/push';
-import { registerFetch } from '../commands/fetch';
-import { registerPin } from '../commands/pin';
-import { registerGc } from '../commands/gc';
 import { registerTask } from '../commands/task';
 import { COMMANDS, GROUPS } from '../commands/registry';
 import { registerSpecs } from './from-spec';
@@ -27,10 +23,6 @@ export function buildProgram(): Command {
   // Commands defined once for the CLI and MCP (src/commands/spec.ts); the rest still wire commander.
   registerSpecs(program, COMMANDS, GROUPS);
   registerHandoff(program);
-  registerPush(program);
-  registerFetch(program);
-  registerGc(program);
-  registerPin(program);
   registerTask(program);
   return program;
 }

@@ -1,18 +1,29 @@
 // git xet fetch: bring refs/xet/* (snapshots, handoffs) from a remote, and set up its refspec.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { z } from 'zod';
+import { defineCommand } from './spec';
 
-export function registerFetch(program: Command): void {
-  program
-    .command('fetch')
-    .description('fetch snapshots and handoffs (refs/xet/*) from a remote; never overwrites a local one')
-    .argument('[remote]', 'remote name or URL (default: the branch upstream remote, else origin)')
-    .action(
-      run(async (out, remote: string | undefined) => {
-        const { fetchXetRefs } = await import('../remote/publish');
-        const r = await fetchXetRefs({ cwd: process.cwd(), remote });
-        emit(out, r, () => `${r.fetched.length} new ref(s) from ${r.url}`);
-      }),
-    );
-}
+export const fetchCommand = defineCommand({
+  path: ['fetch'],
+  tool: 'fetch',
+  description: 'fetch snapshots and handoffs (refs/xet/*) from a remote; never overwrites a local one',
+  input: {
+    remote: z.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
+  },
+  args: ['remote'],
+  paths: { remote: 'source' },
+  names: ['remote'],
+  // Adds refs (and the remote's refspec once); never overwrites a local one.
+  annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
+  long: true,
+  output: z.looseObject({
+    remote: z.string(),
+    url: z.string(),
+    fetched: z.array(z.looseObject({ ref: z.string(), oid: z.string() })),
+    refspecAdded: z.boolean(),
+  }),
+  async run(input, ctx) {
+    const { fetchXetRefs } = await import('../remote/publish');
+    return fetchXetRefs({ cwd: ctx.cwd, remote: input.remote });
+  },
+  human: (r) => `${r.fetched.length} new ref(s) from ${r.url}`,
+});

@@ -1,27 +1,41 @@
 // git xet push: publish refs/xet/* (snapshots, handoffs), all or the ones named, to a xet store or any Git remote.
-import type { Command } from 'commander';
-import { run } from '../cli/run';
-import { emit } from '../cli/output';
+import { z } from 'zod';
+import { defineCommand } from './spec';
 
-export function registerPush(program: Command): void {
-  program
-    .command('push')
-    .description('publish snapshots and handoffs (refs/xet/*) to a remote; create-once, with a publication id')
-    .argument('[remote]', 'remote name or URL (default: the branch upstream remote, else origin)')
-    .argument('[ids...]', 'publish only these snapshots and handoffs (a handoff brings its snapshot)')
-    .action(
-      run(async (out, remote: string | undefined, ids: string[]) => {
-        const { pushXetRefs } = await import('../remote/publish');
-        const r = await pushXetRefs({ cwd: process.cwd(), remote, only: ids });
-        const fresh = r.refs.filter((x) => x.status === 'new').length;
-        emit(out, r, () =>
-          [
-            ...r.resolved.map((p) => `earlier publication ${p.id}: ${p.state}`),
-            `${fresh} ref(s) published to ${r.url} (publication ${r.publication}), ${
-              r.refs.length - fresh
-            } already there`,
-          ].join('\n'),
-        );
-      }),
-    );
-}
+export const pushCommand = defineCommand({
+  path: ['push'],
+  tool: 'push',
+  description: 'publish snapshots and handoffs (refs/xet/*) to a remote; create-once, with a publication id',
+  input: {
+    remote: z.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
+    ids: z
+      .array(z.string())
+      .default([])
+      .describe('publish only these snapshots and handoffs (a handoff brings its snapshot)'),
+  },
+  args: ['remote', 'ids'],
+  paths: { remote: 'source' },
+  names: ['remote', 'ids'],
+  // Refs are create-once (a second push adds no ref), but each push is a publication of its own.
+  annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
+  long: true,
+  output: z.looseObject({
+    publication: z.string(),
+    remote: z.string(),
+    url: z.string(),
+    kind: z.enum(['xet', 'git']),
+    refs: z.array(z.looseObject({ ref: z.string(), status: z.string() })),
+    resolved: z.array(z.looseObject({ id: z.string(), state: z.string() })),
+  }),
+  async run(input, ctx) {
+    const { pushXetRefs } = await import('../remote/publish');
+    return pushXetRefs({ cwd: ctx.cwd, remote: input.remote, only: input.ids });
+  },
+  human(r) {
+    const fresh = r.refs.filter((x) => x.status === 'new').length;
+    return [
+      ...r.resolved.map((p) => `earlier publication ${p.id}: ${p.state}`),
+      `${fresh} ref(s) published to ${r.url} (publication ${r.publication}), ${r.refs.length - fresh} already there`,
+    ].join('\n');
+  },
+});

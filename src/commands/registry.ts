@@ -30,6 +30,11 @@ import {
 import { allowanceCommand } from './allowance';
 // mcp
 import { mcpCommand } from './mcp';
+// specs-b
+import { pushCommand } from './push';
+import { fetchCommand } from './fetch';
+import { pinCommand, pinsCommand, unpinCommand } from './pin';
+import { gcCommand } from './gc';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -59,6 +64,13 @@ export const COMMANDS: AnyCommandSpec[] = [
   allowanceCommand,
   // mcp
   mcpCommand,
+  // specs-b
+  pushCommand,
+  fetchCommand,
+  gcCommand,
+  pinCommand,
+  unpinCommand,
+  pinsCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */
