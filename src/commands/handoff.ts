@@ -1,197 +1,340 @@
-// git xet handoff: create, list, show, verify and accept handoff descriptors (xet.handoff/v1).
+// git xet handoff: create, list, show, verify, accept and sign handoff descriptors (xet.handoff/v1)
+// and their signatures (xet.handoff-signature/v1).
 import * as fs from 'node:fs';
-import { Command, Option } from 'commander';
+import { z } from 'zod';
 import { XetError } from '../errors';
-import { run } from '../cli/run';
-import { emit, progressLine } from '../cli/output';
+import { defineCommand, repeatable } from './spec';
+import type { SignatureReport } from '../handoff/signatures';
+import { displaySafe } from '../handoff/descriptor';
 
-const collect = (v: string, prev: string[]): string[] => [...prev, v];
+const signatureShape = z.looseObject({
+  id: z.string(),
+  ref: z.string(),
+  commit: z.string(),
+  valid: z.boolean(),
+  format: z.enum(['ssh', 'openpgp']).nullable(),
+  signedAt: z.string().nullable(),
+  fingerprint: z.string().nullable(),
+  principals: z.array(z.string()),
+  validAfter: z.string().nullable(),
+  validBefore: z.string().nullable(),
+  trust: z.string().nullable(),
+  problem: z.string().nullable(),
+});
 
-export function registerHandoff(program: Command): void {
-  const handoff = program
-    .command('handoff')
-    .description('hand a snapshot to other agents with an immutable, verifiable descriptor');
+const storedSignatureShape = z.looseObject({
+  handoff: z.string(),
+  id: z.string(),
+  ref: z.string(),
+  commit: z.string(),
+  format: z.enum(['ssh', 'openpgp']),
+  signedAt: z.string(),
+  created: z.boolean(),
+});
 
-  handoff
-    .command('create')
-    .description('create a handoff of a snapshot (refs/xet/handoffs/<id>); prints its id')
-    .argument('[snapshot]', 'snapshot id (full or abbreviated)')
-    .option('--to <agents>', 'recipient agent(s), comma-separated; repeatable', collect, [])
-    .option('--from <agent>', 'the sending agent (default: git config xet.agent)')
-    .option('--title <text>', 'one line saying what this is')
-    .option('--summary <text>', 'the state of the work')
-    .option('--finding <text>', 'something learned; repeatable', collect, [])
-    .option('--negative <text>', 'something tried that did not work; repeatable', collect, [])
-    .option('--artifact <path>', 'a file in the snapshot worth looking at; repeatable', collect, [])
-    .option('--correlation-id <id>', 'an opaque id to tie this handoff to a task or run')
-    .option('--task <id>', 'the task this hands over: its result snapshot (by default), its id and correlation id')
-    .option('--expires <duration>', 'expiry after creation: 90m, 12h, 7d, 2w')
-    .option('--supersedes <id>', 'the handoff this one replaces')
-    .option('--descriptor <file>', 'take a complete canonical descriptor from a file ("-": stdin)')
-    .option('--request-id <id>', 'a client-chosen id: a retry with the same id and inputs returns the same handoff')
-    .action(
-      run(
-        async (
-          out,
-          snapshot: string | undefined,
-          opts: {
-            to: string[];
-            from?: string;
-            title?: string;
-            summary?: string;
-            finding: string[];
-            negative: string[];
-            artifact: string[];
-            correlationId?: string;
-            task?: string;
-            expires?: string;
-            supersedes?: string;
-            descriptor?: string;
-            requestId?: string;
-          },
-        ) => {
-          const { createHandoff } = await import('../handoff/create');
-          const { refuseLossyArgument } = await import('../cli/argv-bytes');
-          // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
-          refuseLossyArgument('--correlation-id', opts.correlationId);
-          let descriptor: Buffer | undefined;
-          if (opts.descriptor !== undefined) {
-            try {
-              descriptor = fs.readFileSync(opts.descriptor === '-' ? 0 : opts.descriptor);
-            } catch (e) {
-              throw new XetError('USAGE', `--descriptor ${opts.descriptor}: ${(e as Error).message}`);
-            }
-          }
-          const r = await createHandoff({
-            cwd: process.cwd(),
-            snapshot,
-            to: opts.to,
-            from: opts.from,
-            title: opts.title,
-            summary: opts.summary,
-            findings: opts.finding,
-            negative: opts.negative,
-            artifacts: opts.artifact,
-            correlationId: opts.correlationId,
-            task: opts.task,
-            expires: opts.expires,
-            supersedes: opts.supersedes,
-            descriptor,
-            requestId: opts.requestId,
-          });
-          emit(out, r, () => r.id);
-        },
-      ),
-    );
-
-  handoff
-    .command('list')
-    .description('list handoffs, newest first; forged or broken ones are marked invalid')
-    .option('--to <agent>', 'only handoffs to this agent')
-    .option('--from <agent>', 'only handoffs from this agent')
-    .action(
-      run(async (out, opts: { to?: string; from?: string }) => {
-        const { listHandoffs } = await import('../handoff/list');
-        const { displaySafe } = await import('../handoff/descriptor');
-        const list = await listHandoffs({ cwd: process.cwd(), to: opts.to, from: opts.from });
-        emit(out, { handoffs: list }, () =>
-          list
-            .map((h) =>
-              h.valid
-                ? `${h.id.slice(0, 12)}  ${h.createdAt}  ${h.from} -> ${h.to.join(',')}  ${h.title}${
-                    h.expired ? '  (expired)' : ''
-                  }${h.supersededBy.length ? '  (superseded)' : ''}${h.accepted ? `  (accepted ${h.accepted}x)` : ''}`
-                : `${displaySafe(h.id.slice(0, 12))}  INVALID: ${h.problems.join('; ')}`,
-            )
-            .join('\n'),
-        );
-      }),
-    );
-
-  handoff
-    .command('show')
-    .description("print a handoff's descriptor and where it was accepted")
-    .argument('<id>', 'handoff id (full or abbreviated)')
-    .action(
-      run(async (out, id: string) => {
-        const { showHandoff } = await import('../handoff/list');
-        const r = await showHandoff({ cwd: process.cwd(), handoff: id });
-        const d = r.descriptor;
-        emit(out, r, () =>
-          [
-            `handoff   ${r.id}`,
-            `title     ${d.title}`,
-            `from      ${d.from}`,
-            `to        ${d.to.join(', ')}`,
-            `snapshot  ${d.snapshot.oid}`,
-            `created   ${d.createdAt}${d.expiresAt ? `, expires ${d.expiresAt}${r.expired ? ' (expired)' : ''}` : ''}`,
-            ...(d.correlationId !== undefined ? [`corr. id  ${d.correlationId}`] : []),
-            ...(d.task !== undefined ? [`task      ${d.task}`] : []),
-            ...(d.supersedes ? [`replaces  ${d.supersedes}`] : []),
-            ...(d.summary ? ['', d.summary] : []),
-            ...(d.findings.length ? ['', 'findings:', ...d.findings.map((f) => `  - ${f}`)] : []),
-            ...(d.negative.length ? ['', 'negative results:', ...d.negative.map((f) => `  - ${f}`)] : []),
-            ...(d.artifacts.length ? ['', 'artifacts:', ...d.artifacts.map((a) => `  ${a}`)] : []),
-            ...(r.acceptances.length
-              ? ['', 'accepted:', ...r.acceptances.map((a) => `  ${a.acceptedAt}  ${a.mode}  ${a.dir}`)]
-              : []),
-          ].join('\n'),
-        );
-      }),
-    );
-
-  handoff
-    .command('verify')
-    .description('check a handoff: id, schema, canonical bytes, parent snapshot, manifest hash, artifacts')
-    .argument('<id>', 'handoff id (full or abbreviated)')
-    .action(
-      run(async (out, id: string) => {
-        const { verifyHandoff } = await import('../handoff/verify');
-        const r = await verifyHandoff({ cwd: process.cwd(), handoff: id });
-        emit(out, r, () =>
-          [
-            `handoff ${r.id} is intact${r.expired ? ' (but expired)' : ''}`,
-            ...r.checks.map((c) => `  ${c.check}: ok`),
-          ].join('\n'),
-        );
-      }),
-    );
-
-  handoff
-    .command('accept')
-    .description('verify a handoff, then restore (or --fork) its snapshot into <dir>')
-    .argument('<id>', 'handoff id (full or abbreviated)')
-    .argument('<dir>', 'directory to lay the snapshot in; must not exist or be empty')
-    .option('--fork', 'make a fork (linked worktree) instead of a new repository')
-    .addOption(new Option('--mode <mode>', 'fork mode (with --fork)').choices(['auto', 'overlay', 'clone', 'copy']))
-    .option('--allow-expired', 'accept a handoff past its expiry')
-    .action(
-      run(
-        async (
-          out,
-          id: string,
-          dir: string,
-          opts: { fork?: boolean; mode?: 'auto' | 'overlay' | 'clone' | 'copy'; allowExpired?: boolean },
-        ) => {
-          const { acceptHandoff } = await import('../handoff/accept');
-          const r = await acceptHandoff({
-            cwd: process.cwd(),
-            handoff: id,
-            dir,
-            fork: opts.fork,
-            mode: opts.mode,
-            allowExpired: opts.allowExpired,
-            progress: progressLine(out),
-          });
-          emit(out, r, () =>
-            [
-              `accepted handoff ${r.handoff.slice(0, 12)} from ${r.from} ("${r.title}"): ${
-                r.action === 'fork' ? `forked (${r.mode}, fork ${r.fork})` : 'restored'
-              } snapshot ${r.snapshot.slice(0, 12)} into ${r.dir}`,
-              ...r.warnings.map((w) => `warning: ${w}`),
-            ].join('\n'),
-          );
-        },
-      ),
-    );
+/** One line per signature for a person; problems are quoted text from elsewhere, printed escaped. */
+function signatureLines(list: SignatureReport[]): string[] {
+  return list.map((s) =>
+    s.valid
+      ? `  ${s.id.slice(0, 12)}  valid    ${s.format}  ${s.principals.map(displaySafe).join(', ')}  ${s.fingerprint}${
+          s.validBefore ? `  (valid before ${s.validBefore})` : ''
+        }`
+      : `  ${s.id.slice(0, 12)}  INVALID  ${s.format ?? '-'}  ${displaySafe(s.problem ?? '')}`,
+  );
 }
+
+export const handoffCreateCommand = defineCommand({
+  path: ['handoff', 'create'],
+  tool: 'handoff_create',
+  description: 'create a handoff of a snapshot (refs/xet/handoffs/<id>); prints its id',
+  input: {
+    snapshot: z.string().optional().describe('snapshot id (full or abbreviated)'),
+    to: repeatable('recipient agent(s), comma-separated; repeatable'),
+    from: z.string().optional().describe('the sending agent (default: git config xet.agent)'),
+    title: z.string().optional().describe('one line saying what this is'),
+    summary: z.string().optional().describe('the state of the work'),
+    finding: repeatable('something learned; repeatable'),
+    negative: repeatable('something tried that did not work; repeatable'),
+    artifact: repeatable('a file in the snapshot worth looking at; repeatable'),
+    correlationId: z.string().optional().describe('an opaque id to tie this handoff to a task or run'),
+    task: z
+      .string()
+      .optional()
+      .describe('the task this hands over: its result snapshot (by default), its id and correlation id'),
+    expires: z.string().optional().describe('expiry after creation: 90m, 12h, 7d, 2w'),
+    supersedes: z.string().optional().describe('the handoff this one replaces'),
+    descriptor: z.string().optional().describe('take a complete canonical descriptor from a file ("-": stdin)'),
+    requestId: z
+      .string()
+      .optional()
+      .describe('a client-chosen id: a retry with the same id and inputs returns the same handoff'),
+    sign: z
+      .boolean()
+      .optional()
+      .describe(
+        "sign the descriptor with git's signing setup (gpg.format, user.signingKey; default: xet.handoff.sign)",
+      ),
+  },
+  args: ['snapshot'],
+  flags: {
+    to: { value: '<agents>' },
+    from: { value: '<agent>' },
+    title: { value: '<text>' },
+    summary: { value: '<text>' },
+    finding: { value: '<text>' },
+    negative: { value: '<text>' },
+    artifact: { value: '<path>' },
+    correlationId: { value: '<id>' },
+    task: { value: '<id>' },
+    expires: { value: '<duration>' },
+    supersedes: { value: '<id>' },
+    descriptor: { value: '<file>' },
+    requestId: { value: '<id>' },
+  },
+  paths: { descriptor: 'existing' },
+  names: ['snapshot', 'task', 'supersedes'],
+  annotations: { readOnly: false, destructive: false, idempotent: true },
+  output: z.looseObject({
+    id: z.string(),
+    ref: z.string(),
+    commit: z.string(),
+    snapshot: z.string(),
+    created: z.boolean(),
+    createdAt: z.string(),
+    expiresAt: z.string().nullable(),
+    signature: storedSignatureShape.optional(),
+  }),
+  async run(input, ctx) {
+    const { createHandoff } = await import('../handoff/create');
+    const { refuseLossyArgument } = await import('../cli/argv-bytes');
+    // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
+    refuseLossyArgument('--correlation-id', input.correlationId);
+    let descriptor: Buffer | undefined;
+    if (input.descriptor !== undefined) {
+      try {
+        descriptor = fs.readFileSync(input.descriptor === '-' ? 0 : input.descriptor);
+      } catch (e) {
+        throw new XetError('USAGE', `--descriptor ${input.descriptor}: ${(e as Error).message}`);
+      }
+    }
+    return createHandoff({
+      cwd: ctx.cwd,
+      snapshot: input.snapshot,
+      to: input.to,
+      from: input.from,
+      title: input.title,
+      summary: input.summary,
+      findings: input.finding,
+      negative: input.negative,
+      artifacts: input.artifact,
+      correlationId: input.correlationId,
+      task: input.task,
+      expires: input.expires,
+      supersedes: input.supersedes,
+      descriptor,
+      requestId: input.requestId,
+      sign: input.sign,
+    });
+  },
+  human(r, ctx) {
+    if (r.signature) ctx.note(`signed (${r.signature.format}, signature ${r.signature.id.slice(0, 12)})`);
+    return r.id;
+  },
+});
+
+export const handoffListCommand = defineCommand({
+  path: ['handoff', 'list'],
+  tool: 'handoff_list',
+  description: 'list handoffs, newest first; forged or broken ones are marked invalid',
+  input: {
+    to: z.string().optional().describe('only handoffs to this agent'),
+    from: z.string().optional().describe('only handoffs from this agent'),
+  },
+  flags: { to: { value: '<agent>' }, from: { value: '<agent>' } },
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    handoffs: z.array(z.looseObject({ id: z.string(), valid: z.boolean(), signed: z.number() })),
+  }),
+  async run(input, ctx) {
+    const { listHandoffs } = await import('../handoff/list');
+    return { handoffs: await listHandoffs({ cwd: ctx.cwd, to: input.to, from: input.from }) };
+  },
+  human({ handoffs: list }) {
+    return list
+      .map((h) =>
+        h.valid
+          ? `${h.id.slice(0, 12)}  ${h.createdAt}  ${h.from} -> ${h.to.join(',')}  ${h.title}${
+              h.expired ? '  (expired)' : ''
+            }${h.supersededBy.length ? '  (superseded)' : ''}${h.accepted ? `  (accepted ${h.accepted}x)` : ''}${
+              h.signed ? `  (signed ${h.signed}x)` : ''
+            }`
+          : `${displaySafe(h.id.slice(0, 12))}  INVALID: ${h.problems.join('; ')}`,
+      )
+      .join('\n');
+  },
+});
+
+export const handoffShowCommand = defineCommand({
+  path: ['handoff', 'show'],
+  tool: 'handoff_show',
+  description: "print a handoff's descriptor and where it was accepted",
+  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  args: ['id'],
+  names: ['id'],
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    id: z.string(),
+    ref: z.string(),
+    commit: z.string(),
+    expired: z.boolean(),
+    descriptor: z.looseObject({}),
+    acceptances: z.array(z.looseObject({})),
+    signed: z.number(),
+    signatures: z.array(signatureShape),
+  }),
+  async run(input, ctx) {
+    const { showHandoff } = await import('../handoff/list');
+    return showHandoff({ cwd: ctx.cwd, handoff: input.id });
+  },
+  human(r) {
+    const d = r.descriptor;
+    return [
+      `handoff   ${r.id}`,
+      `title     ${d.title}`,
+      `from      ${d.from}`,
+      `to        ${d.to.join(', ')}`,
+      `snapshot  ${d.snapshot.oid}`,
+      `created   ${d.createdAt}${d.expiresAt ? `, expires ${d.expiresAt}${r.expired ? ' (expired)' : ''}` : ''}`,
+      ...(d.correlationId !== undefined ? [`corr. id  ${d.correlationId}`] : []),
+      ...(d.task !== undefined ? [`task      ${d.task}`] : []),
+      ...(d.supersedes ? [`replaces  ${d.supersedes}`] : []),
+      ...(r.signatures.length ? [`signed    ${r.signed} valid signature(s) of ${r.signatures.length}`] : []),
+      ...(d.summary ? ['', d.summary] : []),
+      ...(d.findings.length ? ['', 'findings:', ...d.findings.map((f) => `  - ${f}`)] : []),
+      ...(d.negative.length ? ['', 'negative results:', ...d.negative.map((f) => `  - ${f}`)] : []),
+      ...(d.artifacts.length ? ['', 'artifacts:', ...d.artifacts.map((a) => `  ${a}`)] : []),
+      ...(r.acceptances.length
+        ? ['', 'accepted:', ...r.acceptances.map((a) => `  ${a.acceptedAt}  ${a.mode}  ${a.dir}`)]
+        : []),
+      ...(r.signatures.length ? ['', 'signatures:', ...signatureLines(r.signatures)] : []),
+    ].join('\n');
+  },
+});
+
+export const handoffVerifyCommand = defineCommand({
+  path: ['handoff', 'verify'],
+  tool: 'handoff_verify',
+  description: 'check a handoff: id, schema, canonical bytes, parent snapshot, manifest hash, artifacts',
+  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  args: ['id'],
+  names: ['id'],
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    ok: z.boolean(),
+    id: z.string(),
+    ref: z.string(),
+    commit: z.string(),
+    snapshot: z.string(),
+    expired: z.boolean(),
+    checks: z.array(z.looseObject({ check: z.string(), ok: z.boolean().nullable() })),
+    descriptor: z.looseObject({}),
+    signatures: z.array(signatureShape),
+  }),
+  async run(input, ctx) {
+    const { verifyHandoff } = await import('../handoff/verify');
+    return verifyHandoff({ cwd: ctx.cwd, handoff: input.id });
+  },
+  human: (r) =>
+    [
+      `handoff ${r.id} is intact${r.expired ? ' (but expired)' : ''}`,
+      ...r.checks.map((c) => `  ${c.check}: ok`),
+      ...(r.signatures.length
+        ? [
+            `signatures: ${r.signatures.filter((s) => s.valid).length} valid of ${r.signatures.length}`,
+            ...signatureLines(r.signatures),
+          ]
+        : []),
+    ].join('\n'),
+});
+
+export const handoffAcceptCommand = defineCommand({
+  path: ['handoff', 'accept'],
+  tool: 'handoff_accept',
+  description: 'verify a handoff, then restore (or --fork) its snapshot into <dir>',
+  input: {
+    id: z.string().describe('handoff id (full or abbreviated)'),
+    dir: z.string().describe('directory to lay the snapshot in; must not exist or be empty'),
+    fork: z.boolean().optional().describe('make a fork (linked worktree) instead of a new repository'),
+    mode: z.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
+    allowExpired: z.boolean().optional().describe('accept a handoff past its expiry'),
+    requireSigned: z
+      .boolean()
+      .optional()
+      .describe(
+        'refuse a handoff without a valid signature from an allowed signer (default: xet.handoff.requireSigned)',
+      ),
+    signer: z
+      .string()
+      .optional()
+      .describe('refuse a handoff without a valid signature from this principal (implies --require-signed)'),
+  },
+  args: ['id', 'dir'],
+  flags: { signer: { value: '<principal>' } },
+  paths: { dir: 'target' },
+  names: ['id'],
+  annotations: { readOnly: false, destructive: false, idempotent: false },
+  long: true,
+  output: z.looseObject({
+    handoff: z.string(),
+    title: z.string(),
+    from: z.string(),
+    snapshot: z.string(),
+    dir: z.string(),
+    action: z.enum(['restore', 'fork']),
+    mode: z.string(),
+    expired: z.boolean(),
+    fork: z.string().nullable(),
+    files: z.number().nullable(),
+    acceptedAt: z.string(),
+    warnings: z.array(z.string()),
+    signedBy: z.array(z.string()),
+  }),
+  async run(input, ctx) {
+    const { acceptHandoff } = await import('../handoff/accept');
+    return acceptHandoff({
+      cwd: ctx.cwd,
+      handoff: input.id,
+      dir: input.dir,
+      fork: input.fork,
+      mode: input.mode,
+      allowExpired: input.allowExpired,
+      requireSigned: input.requireSigned,
+      signer: input.signer,
+      progress: ctx.progress,
+    });
+  },
+  human: (r) =>
+    [
+      `accepted handoff ${r.handoff.slice(0, 12)} from ${r.from} ("${r.title}"): ${
+        r.action === 'fork' ? `forked (${r.mode}, fork ${r.fork})` : 'restored'
+      } snapshot ${r.snapshot.slice(0, 12)} into ${r.dir}`,
+      ...r.warnings.map((w) => `warning: ${w}`),
+    ].join('\n'),
+});
+
+export const handoffSignCommand = defineCommand({
+  path: ['handoff', 'sign'],
+  tool: 'handoff_sign',
+  description:
+    "sign a handoff's descriptor with git's signing setup (gpg.format, user.signingKey); a countersignature when others signed",
+  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  args: ['id'],
+  names: ['id'],
+  annotations: { readOnly: false, destructive: false, idempotent: false },
+  output: storedSignatureShape,
+  async run(input, ctx) {
+    const { signHandoff } = await import('../handoff/sign');
+    return signHandoff({ cwd: ctx.cwd, handoff: input.id });
+  },
+  human: (r) => `${r.id}  ${r.ref}${r.created ? '' : ' (already there)'}`,
+});

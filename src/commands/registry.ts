@@ -35,6 +35,15 @@ import { pushCommand } from './push';
 import { fetchCommand } from './fetch';
 import { pinCommand, pinsCommand, unpinCommand } from './pin';
 import { gcCommand } from './gc';
+// signing
+import {
+  handoffAcceptCommand,
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffSignCommand,
+  handoffVerifyCommand,
+} from './handoff';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -71,6 +80,13 @@ export const COMMANDS: AnyCommandSpec[] = [
   pinCommand,
   unpinCommand,
   pinsCommand,
+  // signing
+  handoffCreateCommand,
+  handoffListCommand,
+  handoffShowCommand,
+  handoffVerifyCommand,
+  handoffAcceptCommand,
+  handoffSignCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */

@@ -18,6 +18,7 @@ import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { listForks } from '../sidecar/forks';
 import { faultPoint } from '../testing/fault-points';
 import { isNoSpace } from '../workspace/tools';
+import { listSignatureRefs, SIGNATURE_REF_PREFIX } from '../handoff/signatures';
 import { formatDuration, parseDuration } from './duration';
 import {
   finishRun,
@@ -144,8 +145,16 @@ async function makePlan(repo: Repo, m: Marking, cutoff: Date | null): Promise<Pl
     if (before(d.record.droppedAt)) deleted.push({ ref: d.ref, oid: d.commit, snapshot: d.snapshot, why: 'dropped' });
   }
   for (const p of m.expiredPins) deleted.push({ ref: p.ref, oid: p.commit, snapshot: p.snapshot, why: 'pin-expired' });
-  for (const h of m.expiredHandoffs) {
-    if (before(h.expiresAt)) deleted.push({ ref: h.ref, oid: h.commit, snapshot: h.snapshot, why: 'handoff-expired' });
+  const goneHandoffs = m.expiredHandoffs.filter((h) => before(h.expiresAt));
+  for (const h of goneHandoffs)
+    deleted.push({ ref: h.ref, oid: h.commit, snapshot: h.snapshot, why: 'handoff-expired' });
+  // Its signatures go with a handoff: left behind, each would keep the handoff commit and snapshot.
+  if (goneHandoffs.length) {
+    const snapshotOf = new Map(goneHandoffs.map((h) => [h.id, h.snapshot]));
+    for (const s of await listSignatureRefs(repoOpts(repo), [...snapshotOf.keys()])) {
+      const handoff = s.name.slice(SIGNATURE_REF_PREFIX.length).split('/')[0];
+      deleted.push({ ref: s.name, oid: s.oid, snapshot: snapshotOf.get(handoff) ?? null, why: 'handoff-expired' });
+    }
   }
   const { bases, leftovers } = unusedBases(repo, m.liveBases);
   const gone = staleCaches(repo);

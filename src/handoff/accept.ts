@@ -13,6 +13,8 @@ import type { RequestedMode } from '../workspace/fork';
 import { isoSeconds } from './descriptor';
 import { resolveHandoff } from './objects';
 import { verifyResolved } from './verify';
+import { trustedBy } from './signatures';
+import { readConfig } from '../git/config';
 
 export interface AcceptHandoffOptions {
   cwd: string;
@@ -22,6 +24,10 @@ export interface AcceptHandoffOptions {
   fork?: boolean;
   mode?: RequestedMode;
   allowExpired?: boolean;
+  /** Refuse (HANDOFF_UNTRUSTED) without a valid signature from an allowed principal (default: git
+   * config xet.handoff.requireSigned); `signer` implies it and names the principal. */
+  requireSigned?: boolean;
+  signer?: string;
   progress?: (what: string) => void;
 }
 
@@ -39,6 +45,8 @@ export interface AcceptHandoffResult {
   files: number | null;
   acceptedAt: string;
   warnings: string[];
+  /** Principals of the valid signatures the handoff carries. */
+  signedBy: string[];
 }
 
 // Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
@@ -59,6 +67,22 @@ async function acceptHandoffShared(options: AcceptHandoffOptions, repo: Repo): P
       'HANDOFF_INVALID',
       `handoff ${v.id.slice(0, 12)} expired at ${d.expiresAt}; pass --allow-expired to accept it anyway`,
       { id: v.id, expiresAt: d.expiresAt, expired: true },
+    );
+  }
+  const signedBy = [...new Set(v.signatures.filter((s) => trustedBy(s)).flatMap((s) => s.principals))];
+  const required =
+    options.signer !== undefined ||
+    (options.requireSigned ?? (await readConfig(opts)).getBool('xet.handoff.requireSigned') ?? false);
+  if (required && !v.signatures.some((s) => trustedBy(s, options.signer))) {
+    const why = v.signatures.length
+      ? v.signatures.map((s) => `${s.id.slice(0, 12)}: ${s.valid ? `signed by ${s.principals.join(', ')}` : s.problem}`)
+      : ['it carries no signature'];
+    throw new XetError(
+      'HANDOFF_UNTRUSTED',
+      `handoff ${v.id.slice(0, 12)} has no valid signature from ${
+        options.signer !== undefined ? JSON.stringify(options.signer) : 'an allowed signer'
+      } (${why.join('; ')}); nothing was written`,
+      { id: v.id, signer: options.signer ?? null, signatures: v.signatures },
     );
   }
   options.progress?.('handoff verified');
@@ -110,5 +134,6 @@ async function acceptHandoffShared(options: AcceptHandoffOptions, repo: Repo): P
     files,
     acceptedAt,
     warnings,
+    signedBy,
   };
 }

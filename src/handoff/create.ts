@@ -32,6 +32,7 @@ import {
   resolveHandoff,
   writeHandoffObjects,
 } from './objects';
+import { makeSignature, storeSignature, type PendingSignature, type StoredSignature } from './signatures';
 
 export interface CreateHandoffOptions {
   cwd: string;
@@ -59,6 +60,9 @@ export interface CreateHandoffOptions {
    * handoff the first call made (or makes it, if that call died first); with other inputs it is
    * REQUEST_ID_REUSED. Remembered in the sidecar. */
   requestId?: string;
+  /** Sign the descriptor with the user's Git signing setup (default: git config xet.handoff.sign).
+   * The signature is made before anything is written: SIGNING_FAILED leaves nothing behind. */
+  sign?: boolean;
 }
 
 export interface CreateHandoffResult {
@@ -70,6 +74,8 @@ export interface CreateHandoffResult {
   created: boolean;
   createdAt: string;
   expiresAt: string | null;
+  /** The signature made with --sign (absent without). */
+  signature?: StoredSignature;
 }
 
 const FLAG_FIELDS = [
@@ -245,6 +251,11 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
   }
 
   const objs = handoffObjects(bytes, d, repo.objectFormat);
+  const config = await readConfig(opts);
+  let pending: PendingSignature | null = null;
+  if (options.sign ?? config.getBool('xet.handoff.sign') ?? false) {
+    pending = await makeSignature(id, bytes, config, options.now);
+  }
   const result = (created: boolean): CreateHandoffResult => ({
     id,
     ref: handoffRef(id),
@@ -273,5 +284,7 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
     created = await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts);
   }
   if (requestId !== undefined) withSidecar(repo.commonDir, (db) => completeRequest(db, requestId, id));
+  if (pending)
+    return { ...result(created), signature: await storeSignature(pending, objs.commit.oid, repo.objectFormat, opts) };
   return result(created);
 }

@@ -8,6 +8,8 @@ import { acceptanceCounts, acceptancesOf, type AcceptanceRow } from '../sidecar/
 import { displaySafe, isExpired, type Descriptor } from './descriptor';
 import { listHandoffRefs, readRawHandoffs, resolveHandoff } from './objects';
 import { checkStructure, inspectionError } from './verify';
+import { readConfig } from '../git/config';
+import { checkSignatures, listSignatureRefs, parseSignatureRef, trustedBy, type SignatureReport } from './signatures';
 
 export interface HandoffSummary {
   id: string;
@@ -30,6 +32,8 @@ export interface HandoffSummary {
   task: string | null;
   /** How many times it was accepted in this repository. */
   accepted: number;
+  /** How many valid signatures (from allowed principals) it carries. */
+  signed: number;
 }
 
 export async function listHandoffs(options: { cwd: string; to?: string; from?: string }): Promise<HandoffSummary[]> {
@@ -58,8 +62,23 @@ export async function listHandoffs(options: { cwd: string; to?: string; from?: s
       correlationId: d?.correlationId ?? null,
       task: d?.task ?? null,
       accepted: counts.get(ins.id) ?? 0,
+      signed: 0,
     };
   });
+  // Signatures are checked only where there are any: one listing of the refs for all handoffs.
+  const signedIds = new Set(
+    (await listSignatureRefs(opts)).map((r) => parseSignatureRef(r.name)?.handoff).filter((x) => x !== undefined),
+  );
+  if (signedIds.size) {
+    const config = await readConfig(opts);
+    for (const raw of raws) {
+      const h = all.find((x) => x.id === raw.id);
+      if (!h?.valid || !signedIds.has(raw.id) || !raw.bytes) continue;
+      h.signed = (await checkSignatures({ id: raw.id, commit: raw.commit, bytes: raw.bytes }, opts, config)).filter(
+        (s) => trustedBy(s),
+      ).length;
+    }
+  }
   const byId = new Map(all.map((h) => [h.id, h]));
   for (const h of all) if (h.valid && h.supersedes) byId.get(h.supersedes)?.supersededBy.push(h.id);
   // A filter matches on what the descriptor says; one that could not be read matches no filter.
@@ -86,6 +105,9 @@ export interface ShowHandoffResult {
   expired: boolean;
   descriptor: Descriptor;
   acceptances: Omit<AcceptanceRow, 'handoff'>[];
+  /** How many valid signatures it carries, and each signature checked. */
+  signed: number;
+  signatures: SignatureReport[];
 }
 
 /** One handoff's descriptor, after the structural checks (a forged one is an error, not a display). */
@@ -98,6 +120,7 @@ export async function showHandoff(options: { cwd: string; handoff: string }): Pr
   if (err) throw err;
   const d = ins.descriptor as Descriptor;
   const rows = withExistingSidecar(repo.commonDir, (db) => acceptancesOf(db, ins.id)) ?? [];
+  const signatures = await checkSignatures({ id: ins.id, commit: ins.commit, bytes: raw.bytes as Buffer }, opts);
   return {
     id: ins.id,
     ref: ins.ref,
@@ -105,5 +128,7 @@ export async function showHandoff(options: { cwd: string; handoff: string }): Pr
     expired: isExpired(d),
     descriptor: d,
     acceptances: rows.map((r) => ({ dir: r.dir, mode: r.mode, snapshot: r.snapshot, acceptedAt: r.acceptedAt })),
+    signed: signatures.filter((s) => trustedBy(s)).length,
+    signatures,
   };
 }

@@ -20,6 +20,7 @@ import {
   type Descriptor,
 } from './descriptor';
 import { batchCheck, DESCRIPTOR_FILE, readRawHandoffs, resolveHandoff, type RawHandoff } from './objects';
+import { checkSignatures, type SignatureReport } from './signatures';
 
 export type CheckName = 'tree' | 'hash' | 'schema' | 'canonical' | 'parent' | 'snapshot' | 'manifest' | 'artifacts';
 
@@ -196,6 +197,8 @@ export interface VerifyHandoffResult {
   expired: boolean;
   checks: Check[];
   descriptor: Descriptor;
+  /** Every signature of the handoff, each checked (valid or not, and why). */
+  signatures: SignatureReport[];
 }
 
 /** Verify one handoff completely; a failure is thrown (INTEGRITY_MISMATCH, HANDOFF_INVALID…) with the checks. */
@@ -222,5 +225,6 @@ export async function verifyResolved(
     expired: isExpired(ins.descriptor),
     checks: ins.checks,
     descriptor: ins.descriptor,
+    signatures: await checkSignatures({ id: ins.id, commit: ins.commit, bytes: raw.bytes as Buffer }, opts),
   };
 }

@@ -36,13 +36,17 @@ export const HELPER_ERROR_PREFIX = 'git-remote-xet: error ';
 /** Set by `git xet fetch`: the helper then sends a refusal's details as push's does. */
 export const TYPED_ERRORS_ENV = 'GIT_XET_TYPED_ERRORS';
 
-/** Refs that name content (snapshots, handoffs): created once, never moved. */
+/** Refs that name content (snapshots, handoffs, handoff signatures): created once, never moved. */
 export function isCreateOnce(ref: string): boolean {
-  return ref.startsWith('refs/xet/snapshots/') || ref.startsWith('refs/xet/handoffs/');
+  return (
+    ref.startsWith('refs/xet/snapshots/') ||
+    ref.startsWith('refs/xet/handoffs/') ||
+    ref.startsWith('refs/xet/signatures/')
+  );
 }
 
 /** Create-once refs a push may still delete: snapshots (`drop --remote`, `git push <store> :<ref>`).
- * Handoffs are deleted only by a store gc once expired (docs/FORMAT.md). */
+ * Handoffs (and their signatures) are deleted only by a store gc once expired (docs/FORMAT.md). */
 export function isDeletable(ref: string): boolean {
   return !isCreateOnce(ref) || ref.startsWith('refs/xet/snapshots/');
 }

@@ -9,6 +9,7 @@ import { gitText, type GitOptions } from '../git/exec';
 import { listRefs } from '../git/plumbing';
 import { HANDOFF_REF_PREFIX, readRawHandoffs } from '../handoff/objects';
 import { checkStructure } from '../handoff/verify';
+import { formatOf, readRawSignatures, signaturePrefix, SIGNATURE_REF_PREFIX } from '../handoff/signatures';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { DROPPED_REF_PREFIX, PIN_REF_PREFIX, readMarkers } from '../gc/markers';
 
@@ -59,6 +60,9 @@ export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Se
       continue;
     }
     out.add(h[0].name);
+    // Its signatures travel with it (they are checked with it in checkOwnNames).
+    const sigPrefix = signaturePrefix(h[0].name.slice(HANDOFF_REF_PREFIX.length));
+    for (const r of refs) if (r.name.startsWith(sigPrefix)) out.add(r.name);
     // The handoff commit's parent is its snapshot; its ref goes along when this repository has it.
     const parents = await listParents(h[0].oid, opts);
     const snap =
@@ -80,7 +84,8 @@ async function listParents(commit: string, opts: GitOptions): Promise<string[]> 
  * name: a snapshot ref must point at the commit it is named by; a handoff ref at a commit whose
  * descriptor hashes to its name, alone in its tree, on the snapshot it names (the structural checks
  * whose failure means forged or damaged objects; a descriptor that breaks the format is the
- * receiver's verify's business).
+ * receiver's verify's business); a signature ref at its signature on its handoff's commit (whether
+ * the signature is good is the receiver's verify's business too).
  */
 export async function checkOwnNames(refs: { name: string; oid: string }[], opts: GitOptions): Promise<void> {
   const bad: { ref: string; oid: string; why: string }[] = [];
@@ -96,6 +101,17 @@ export async function checkOwnNames(refs: { name: string; oid: string }[], opts:
     // An unreadable descriptor fails `tree`, so a ref whose hash was never checked is refused too.
     const failed = checkStructure(raw).checks.find((c) => c.ok === false && c.code === 'INTEGRITY_MISMATCH');
     if (failed) bad.push({ ref: raw.ref, oid: raw.commit, why: failed.detail ?? failed.check });
+  }
+  // A signature ref must be the signature its name says, on the handoff commit its name says (that
+  // handoff's ref here): else it would hang a stranger's objects, for good, under a handoff's id.
+  const sigRefs = refs.filter((r) => r.name.startsWith(SIGNATURE_REF_PREFIX));
+  if (sigRefs.length) {
+    const handoffCommits = new Map(
+      (await listRefs([HANDOFF_REF_PREFIX], opts)).map((r) => [r.name.slice(HANDOFF_REF_PREFIX.length), r.oid]),
+    );
+    for (const s of await readRawSignatures(sigRefs, handoffCommits, formatOf(sigRefs[0].oid), opts)) {
+      if (s.problem) bad.push({ ref: s.ref, oid: s.commit, why: s.problem });
+    }
   }
   const pinRefs = new Map(refs.filter((r) => r.name.startsWith(PIN_REF_PREFIX)).map((r) => [r.name, r.oid]));
   if (pinRefs.size) {

@@ -6,7 +6,8 @@
 // docs/DESIGN-NOTES.md, "Store gc"; the files in docs/FORMAT.md.
 //
 // Roots: every ref of the newest state (branches, tags, snapshots, pins, handoffs), except handoffs
-// whose descriptor's expiresAt is older than the grace: the gc's state leaves those out.
+// whose descriptor's expiresAt is older than the grace: the gc's state leaves those out, and their
+// signatures (refs/xet/signatures/<handoff-id>/…) with them.
 //
 // The journal is the local sidecar's gc_runs table (target = the store's path) when run inside a
 // repository; the store's own record of a gc is its state (pushId `gc-<id>`) in the state log.
@@ -44,6 +45,7 @@ const INTENT_SLACK_MS = 60_000;
 /** A temporary file of a writer that died: removed once older than this (and than the grace). */
 const TMP_MAX_AGE_MS = 24 * 3600 * 1000;
 const HANDOFFS = 'refs/xet/handoffs/';
+const SIGNATURES = 'refs/xet/signatures/';
 
 export interface StoreGcOptions {
   dryRun: boolean;
@@ -277,6 +279,13 @@ async function expiredHandoffs(
     if (typeof expiresAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/.test(expiresAt)) return;
     if (Date.parse(expiresAt) < cutoff.getTime()) out.push({ ref, oid, expiresAt });
   });
+  // A handoff's signatures go with it: left behind, each would keep the handoff and its snapshot.
+  const gone = new Map(out.map((h) => [h.ref.slice(HANDOFFS.length), h.expiresAt]));
+  for (const [ref, oid] of Object.entries(refs)) {
+    const handoff = ref.startsWith(SIGNATURES) ? ref.slice(SIGNATURES.length).split('/')[0] : null;
+    const expiresAt = handoff !== null ? gone.get(handoff) : undefined;
+    if (expiresAt !== undefined) out.push({ ref, oid, expiresAt });
+  }
   return out;
 }
 
@@ -642,7 +651,11 @@ export function describeStoreGc(r: StoreGcResult): string {
     );
   } else lines.push(`${r.packs.before} pack(s), nothing to compact`);
   for (const h of r.refs.removed)
-    lines.push(`${r.dryRun ? 'would remove' : 'removed'} expired handoff ${h.ref} (expired ${h.expiresAt})`);
+    lines.push(
+      `${r.dryRun ? 'would remove' : 'removed'} ${
+        h.ref.startsWith(SIGNATURES) ? "expired handoff's signature" : 'expired handoff'
+      } ${h.ref} (expired ${h.expiresAt})`,
+    );
   for (const p of r.packs.deleted)
     lines.push(`${r.dryRun ? 'would delete' : 'deleted'} ${p.why} pack ${p.name} (${bytesText(p.bytes)})`);
   const inFlight = r.packs.kept.filter((k) => k.reason === 'in-flight').length;

@@ -1,0 +1,365 @@
+// Signing and checking bytes with the user's Git signing setup, as `git commit -S` and
+// `git verify-commit` do: gpg.format=ssh with user.signingKey (ssh-keygen -Y sign; gpg.ssh.program),
+// or OpenPGP (gpg --detach-sign; gpg.program). Verification maps an ssh key to its principals in
+// gpg.ssh.allowedSignersFile (validity dates, gpg.ssh.revocationFile) and an OpenPGP key to its
+// uid's email and trust. The programs are the user's; their failures become SIGNING_FAILED when
+// signing and a problem text when verifying (a signature is hostile input, never an error of ours).
+
+import { spawn } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import type { GitConfig } from '../git/config';
+
+/** The ssh-keygen namespace of handoff signatures: a signature made for Git commits (namespace
+ * `git`) or for anything else is not a handoff signature. */
+export const SIGNATURE_NAMESPACE = 'git-xet-handoff';
+
+export type SignatureFormat = 'ssh' | 'openpgp';
+
+interface ProgramResult {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** Run one program to its end with `input` on stdin; ENOENT and the like are SIGNING_FAILED. */
+function runProgram(cmd: string, args: string[], input: Buffer, env?: NodeJS.ProcessEnv): Promise<ProgramResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], env: env ?? process.env });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) =>
+      reject(new XetError('SIGNING_FAILED', `cannot run ${cmd}: ${e.message}`, { program: cmd, args })),
+    );
+    child.on('close', (code) =>
+      resolve({ code: code ?? 1, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString('utf8') }),
+    );
+    // A program that exits without reading stdin closes the pipe: its exit code says what happened.
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(input);
+  });
+}
+
+/** A scratch directory for the files ssh-keygen and gpg insist on reading from disk. */
+function withScratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'git-xet-sig-'));
+  return fn(dir).finally(() => fs.rmSync(dir, { recursive: true, force: true }));
+}
+
+function expandHome(p: string): string {
+  return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
+}
+
+export function signingFormat(config: GitConfig): SignatureFormat {
+  const f = (config.get('gpg.format') ?? 'openpgp').toLowerCase();
+  if (f === 'ssh' || f === 'openpgp') return f;
+  throw new XetError('SIGNING_FAILED', `gpg.format=${f} is not supported for handoff signatures (ssh or openpgp)`, {
+    format: f,
+  });
+}
+
+/** Sign `bytes` with the configured key: the armored signature. SIGNING_FAILED, nothing written. */
+export async function signBytes(
+  bytes: Buffer,
+  config: GitConfig,
+): Promise<{ format: SignatureFormat; armored: Buffer }> {
+  const format = signingFormat(config);
+  const key = config.get('user.signingkey');
+  if (format === 'ssh') {
+    if (!key) {
+      throw new XetError(
+        'SIGNING_FAILED',
+        'gpg.format is ssh but user.signingKey is not set: git config user.signingKey <key file or "key::<public key>">',
+      );
+    }
+    const program = config.get('gpg.ssh.program') ?? 'ssh-keygen';
+    return withScratch(async (dir) => {
+      let keyArgs: string[];
+      // As git does: a literal public key ("key::…", or the older bare "ssh-…") is looked up in the
+      // agent (-U); anything else is a file (a private key, or a public key whose private half the
+      // agent holds).
+      const literal = key.startsWith('key::') ? key.slice(5) : key.startsWith('ssh-') ? key : null;
+      if (literal !== null) {
+        const f = path.join(dir, 'key.pub');
+        fs.writeFileSync(f, `${literal.trim()}\n`, { mode: 0o600 });
+        keyArgs = ['-f', f, '-U'];
+      } else keyArgs = ['-f', expandHome(key)];
+      const r = await runProgram(program, ['-Y', 'sign', '-n', SIGNATURE_NAMESPACE, ...keyArgs], bytes);
+      const armored = r.stdout;
+      if (r.code !== 0 || !armored.toString('latin1').startsWith('-----BEGIN SSH SIGNATURE-----')) {
+        throw new XetError('SIGNING_FAILED', `${program} -Y sign failed: ${r.stderr.trim() || `exit ${r.code}`}`, {
+          program,
+          code: r.code,
+          stderr: r.stderr,
+        });
+      }
+      return { format, armored };
+    });
+  }
+  const program = config.get('gpg.program') ?? config.get('gpg.openpgp.program') ?? 'gpg';
+  const r = await runProgram(
+    program,
+    ['--status-fd=2', '--detach-sign', '--armor', ...(key ? ['--local-user', key] : [])],
+    bytes,
+  );
+  const armored = r.stdout;
+  if (
+    r.code !== 0 ||
+    !/^\[GNUPG:\] SIG_CREATED /m.test(r.stderr) ||
+    !armored.toString('latin1').startsWith('-----BEGIN PGP SIGNATURE-----')
+  ) {
+    const why = r.stderr
+      .split('\n')
+      .filter((l) => l && !l.startsWith('[GNUPG:]'))
+      .join('; ');
+    throw new XetError('SIGNING_FAILED', `${program} --detach-sign failed: ${why || `exit ${r.code}`}`, {
+      program,
+      code: r.code,
+      stderr: r.stderr,
+    });
+  }
+  return { format: 'openpgp', armored };
+}
+
+export interface Verdict {
+  /** A good signature over these bytes from an allowed (ssh) or trusted enough (openpgp) key. */
+  valid: boolean;
+  /** ssh: SHA256:… of the public key; openpgp: the primary key's fingerprint. */
+  fingerprint: string | null;
+  /** ssh: the allowed-signers principals the key verified as; openpgp: the uid's email. */
+  principals: string[];
+  /** ssh: the allowed-signers entry's valid-after / valid-before, as written there. */
+  validAfter: string | null;
+  validBefore: string | null;
+  /** openpgp: gpg's trust level (ultimate, fully, marginal, undefined, never). */
+  trust: string | null;
+  problem: string | null;
+}
+
+const verdict = (v: Partial<Verdict>): Verdict => ({
+  valid: false,
+  fingerprint: null,
+  principals: [],
+  validAfter: null,
+  validBefore: null,
+  trust: null,
+  problem: null,
+  ...v,
+});
+
+/** The public key (type and base64 blob) and namespace inside an armored SSHSIG, read without trust. */
+export function parseSshSignature(armored: Buffer): { keyType: string; keyBlob: string; namespace: string } | null {
+  const m = /^-----BEGIN SSH SIGNATURE-----\n([A-Za-z0-9+/=\n]+)-----END SSH SIGNATURE-----\n?$/.exec(
+    armored.toString('latin1'),
+  );
+  if (!m) return null;
+  const b = Buffer.from(m[1].replace(/\n/g, ''), 'base64');
+  if (b.length < 10 || b.toString('latin1', 0, 6) !== 'SSHSIG') return null;
+  let i = 10; // magic and version
+  const str = (): Buffer | null => {
+    if (i + 4 > b.length) return null;
+    const n = b.readUInt32BE(i);
+    if (i + 4 + n > b.length) return null;
+    const s = b.subarray(i + 4, i + 4 + n);
+    i += 4 + n;
+    return s;
+  };
+  const key = str();
+  const ns = str();
+  if (!key || !ns || key.length < 4) return null;
+  const tl = key.readUInt32BE(0);
+  if (4 + tl > key.length) return null;
+  return { keyType: key.toString('latin1', 4, 4 + tl), keyBlob: key.toString('base64'), namespace: ns.toString() };
+}
+
+function sshFingerprint(keyBlob: string): string {
+  const digest = crypto.createHash('sha256').update(Buffer.from(keyBlob, 'base64')).digest('base64');
+  return `SHA256:${digest.replace(/=+$/, '')}`;
+}
+
+interface AllowedEntry {
+  principals: string[];
+  validAfter: string | null;
+  validBefore: string | null;
+}
+
+/** The allowed-signers lines naming this very key (principals, options, key type, key). */
+function allowedEntries(text: string, keyBlob: string): AllowedEntry[] {
+  const out: AllowedEntry[] = [];
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#')) continue;
+    // Tokens, keeping quoted option values (namespaces="a,b") whole.
+    const tokens = line.match(/(?:[^\s"]+|"[^"]*")+/g) ?? [];
+    const k = tokens.findIndex((t, n) => n > 0 && tokens[n + 1] === keyBlob);
+    if (k < 0) continue;
+    const options = tokens.slice(1, k).join(',');
+    const opt = (name: string) => new RegExp(`(?:^|,)${name}="?([0-9]{8,14}Z?)"?`, 'i').exec(options)?.[1] ?? null;
+    out.push({
+      principals: (tokens[0] ?? '').replace(/^"|"$/g, '').split(','),
+      validAfter: opt('valid-after'),
+      validBefore: opt('valid-before'),
+    });
+  }
+  return out;
+}
+
+/** An allowed-signers time (YYYYMMDD[HHMM[SS]][Z]) → epoch ms; local time unless Z, as ssh-keygen. */
+function allowedTime(s: string): number {
+  const m = /^(\d{4})(\d{2})(\d{2})(\d{2})?(\d{2})?(\d{2})?(Z)?$/i.exec(s);
+  if (!m) return NaN;
+  const parts = [Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4] ?? 0), Number(m[5] ?? 0), Number(m[6] ?? 0)];
+  return m[7]
+    ? Date.UTC(...(parts as [number, number, number, number, number, number]))
+    : new Date(...(parts as [number, number, number, number, number, number])).getTime();
+}
+
+/** Check one signature over `bytes`: ssh-keygen or gpg does the cryptography, with the user's files. */
+export async function verifyBytes(
+  bytes: Buffer,
+  format: SignatureFormat,
+  armored: Buffer,
+  config: GitConfig,
+  now = new Date(),
+): Promise<Verdict> {
+  return format === 'ssh' ? verifySsh(bytes, armored, config, now) : verifyOpenPgp(bytes, armored, config);
+}
+
+async function verifySsh(bytes: Buffer, armored: Buffer, config: GitConfig, now: Date): Promise<Verdict> {
+  const parsed = parseSshSignature(armored);
+  if (!parsed) return verdict({ problem: 'the signature is not an armored SSH signature' });
+  const fingerprint = sshFingerprint(parsed.keyBlob);
+  if (parsed.namespace !== SIGNATURE_NAMESPACE) {
+    return verdict({
+      fingerprint,
+      problem: `the signature is for namespace ${JSON.stringify(parsed.namespace)}, not ${SIGNATURE_NAMESPACE}`,
+    });
+  }
+  const program = config.get('gpg.ssh.program') ?? 'ssh-keygen';
+  const allowedFile = config.get('gpg.ssh.allowedsignersfile');
+  const revocation = config.get('gpg.ssh.revocationfile');
+  return withScratch(async (dir) => {
+    const sigFile = path.join(dir, 'signature');
+    fs.writeFileSync(sigFile, armored);
+    // First the signature itself, with no trust decision: is it over these bytes at all?
+    const check = await runProgram(
+      program,
+      ['-Y', 'check-novalidate', '-n', SIGNATURE_NAMESPACE, '-s', sigFile],
+      bytes,
+    ).catch((e: XetError) => ({ code: -1, stdout: Buffer.alloc(0), stderr: e.message }));
+    if (check.code !== 0) {
+      return verdict({
+        fingerprint,
+        problem: `the signature does not verify over this handoff's descriptor: ${check.stderr.trim() || `exit ${check.code}`}`,
+      });
+    }
+    if (!allowedFile) {
+      return verdict({
+        fingerprint,
+        problem: 'gpg.ssh.allowedSignersFile is not configured: no key can be mapped to a principal',
+      });
+    }
+    let text: string;
+    try {
+      text = fs.readFileSync(expandHome(allowedFile), 'utf8');
+    } catch (e) {
+      return verdict({ fingerprint, problem: `cannot read gpg.ssh.allowedSignersFile: ${(e as Error).message}` });
+    }
+    const entries = allowedEntries(text, parsed.keyBlob);
+    const candidates = [...new Set(entries.flatMap((e) => e.principals))];
+    if (!candidates.length) {
+      // Certificate authorities and other forms this reader does not parse: ask ssh-keygen.
+      const found = await runProgram(
+        program,
+        ['-Y', 'find-principals', '-f', expandHome(allowedFile), '-s', sigFile],
+        Buffer.alloc(0),
+      ).catch(() => null);
+      if (found?.code === 0) candidates.push(...found.stdout.toString('utf8').split('\n').filter(Boolean));
+    }
+    if (!candidates.length) {
+      return verdict({ fingerprint, problem: `the key ${fingerprint} is not in gpg.ssh.allowedSignersFile` });
+    }
+    const entry = entries[0] ?? { validAfter: null, validBefore: null };
+    const principals: string[] = [];
+    let problem: string | null = null;
+    for (const p of candidates) {
+      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', p, '-n', SIGNATURE_NAMESPACE, '-s', sigFile];
+      if (revocation) args.push('-r', expandHome(revocation));
+      const r = await runProgram(program, args, bytes);
+      if (r.code === 0) principals.push(p);
+      else problem ??= r.stderr.trim() || `exit ${r.code}`;
+    }
+    const dates = { validAfter: entry.validAfter, validBefore: entry.validBefore };
+    if (principals.length) return verdict({ valid: true, fingerprint, principals, ...dates });
+    // Say why in our words where we can tell; ssh-keygen's own text otherwise.
+    const t = now.getTime();
+    if (entry.validBefore && allowedTime(entry.validBefore) <= t) {
+      problem = `the key's allowed-signers entry expired (valid-before ${entry.validBefore})`;
+    } else if (entry.validAfter && allowedTime(entry.validAfter) > t) {
+      problem = `the key's allowed-signers entry is not valid yet (valid-after ${entry.validAfter})`;
+    } else if (revocation) {
+      // ssh-keygen says little about a revoked key: one that verifies without the file is revoked.
+      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', candidates[0], '-n', SIGNATURE_NAMESPACE];
+      const r = await runProgram(program, [...args, '-s', sigFile], bytes);
+      if (r.code === 0) problem = `the key ${fingerprint} is revoked (gpg.ssh.revocationFile)`;
+    }
+    return verdict({ fingerprint, principals: [], ...dates, problem: problem ?? 'ssh-keygen refused the signature' });
+  });
+}
+
+const TRUST_LEVELS = ['never', 'undefined', 'marginal', 'fully', 'ultimate'];
+
+async function verifyOpenPgp(bytes: Buffer, armored: Buffer, config: GitConfig): Promise<Verdict> {
+  if (!armored.toString('latin1').startsWith('-----BEGIN PGP SIGNATURE-----')) {
+    return verdict({ problem: 'the signature is not an armored OpenPGP signature' });
+  }
+  const program = config.get('gpg.program') ?? config.get('gpg.openpgp.program') ?? 'gpg';
+  // git's gpg.minTrustLevel; marginal by default, as `git merge --verify-signatures`.
+  const minTrust = (config.get('gpg.mintrustlevel') ?? 'marginal').toLowerCase();
+  return withScratch(async (dir) => {
+    const sigFile = path.join(dir, 'signature.asc');
+    fs.writeFileSync(sigFile, armored);
+    const r = await runProgram(program, ['--status-fd=1', '--verify', sigFile, '-'], bytes).catch((e: XetError) => ({
+      code: -1,
+      stdout: Buffer.alloc(0),
+      stderr: e.message,
+    }));
+    const status = r.stdout.toString('utf8').split('\n');
+    const line = (kw: string) => status.find((l) => l.startsWith(`[GNUPG:] ${kw} `) || l === `[GNUPG:] ${kw}`);
+    const valid = line('VALIDSIG')?.split(' ');
+    // VALIDSIG's last field is the primary key's fingerprint (field 11), else the signing key's.
+    const fingerprint = valid ? (valid[11] ?? valid[2] ?? null) : null;
+    const good = line('GOODSIG');
+    const uid = (good ?? line('EXPKEYSIG') ?? line('REVKEYSIG') ?? '').split(' ').slice(3).join(' ');
+    const email = /<([^<>\s]+)>/.exec(uid)?.[1] ?? (uid || null);
+    const trustLine = status.find((l) => l.startsWith('[GNUPG:] TRUST_'));
+    const trust = trustLine ? trustLine.split(' ')[1].slice('TRUST_'.length).toLowerCase() : null;
+    const principals = email ? [email] : [];
+    const base = { fingerprint, principals, trust };
+    if (line('BADSIG')) return verdict({ ...base, principals: [], problem: 'BAD signature: not over these bytes' });
+    if (line('REVKEYSIG')) return verdict({ ...base, problem: 'the key that made the signature is revoked' });
+    if (line('EXPKEYSIG')) return verdict({ ...base, problem: 'the key that made the signature has expired' });
+    if (line('EXPSIG')) return verdict({ ...base, problem: 'the signature has expired' });
+    if (!good || !valid || r.code !== 0) {
+      const err = line('ERRSIG') ?? line('NO_PUBKEY');
+      return verdict({
+        ...base,
+        problem: err
+          ? `gpg cannot check the signature (${err.slice(9)})`
+          : `gpg refused the signature: ${r.stderr.trim()}`,
+      });
+    }
+    if (TRUST_LEVELS.indexOf(trust ?? 'undefined') < TRUST_LEVELS.indexOf(minTrust)) {
+      return verdict({
+        ...base,
+        problem: `the key's trust is ${trust ?? 'undefined'}, below gpg.minTrustLevel ${minTrust}`,
+      });
+    }
+    return verdict({ ...base, valid: true });
+  });
+}
