@@ -21,18 +21,18 @@
 // which does not admit yet: the with/without difference is then the noise floor. Re-run after the
 // merge. Results: tables on stdout and bench/allowance-results.json.
 
-import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { appendFileSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   BenchError,
   ROOT,
-  fmtMs,
   git,
+  goalRow,
+  goalTable,
+  loadLine,
   loadNoter,
-  med,
   openRunDir,
   parseArgs,
   printReport,
@@ -41,11 +41,10 @@ import {
   settle,
   setUpCli,
   start,
-  table,
   writeResults,
   xetRunner,
 } from './lib/harness.mjs';
-import { ensureWorkload } from './lib/workload.mjs';
+import { ensureWorkload, makeApp, appEditFiles } from './lib/workload.mjs';
 
 const GOALS = {
   coldCaptureRatio: 1.03,
@@ -90,48 +89,6 @@ const ARGS = {
     },
   ],
 };
-
-/** Generated app: one commit of `files` small files in 40 dirs plus ten 1 MiB ones, and 200 untracked. */
-async function makeApp(dir, files) {
-  mkdirSync(dir, { recursive: true });
-  await git(dir, ['init', '-q', '-b', 'main']);
-  for (let i = 0; i < files; i++) {
-    const d = join(dir, 'src', `m${i % 40}`);
-    if (i < 40) mkdirSync(d, { recursive: true });
-    writeFileSync(join(d, `f${i}.js`), `// file ${i}\nmodule.exports = ${JSON.stringify('x'.repeat(i % 700))};\n`);
-  }
-  mkdirSync(join(dir, 'assets'), { recursive: true });
-  for (let i = 0; i < 10; i++) writeFileSync(join(dir, 'assets', `blob${i}.bin`), randomBytes(1024 * 1024));
-  await git(dir, ['add', '-A']);
-  await git(dir, ['commit', '-q', '-m', 'app']);
-  mkdirSync(join(dir, 'wip'), { recursive: true });
-  for (let i = 0; i < 200; i++) writeFileSync(join(dir, 'wip', `u${i}.txt`), `untracked ${i}\n`);
-}
-
-const ms = (s) => (s == null ? null : s * 1000);
-function row(label, xetS, baseS, { goalRatio = null, goalMs = null, absolute = false } = {}) {
-  const x = ms(med(xetS));
-  const b = ms(med(baseS));
-  const r = x != null && b ? x / b : null;
-  const d = x != null && b != null ? x - b : null;
-  let status = 'not run';
-  if (x != null) {
-    if (absolute) status = goalMs == null ? 'info' : x <= goalMs ? 'PASS' : 'FAIL';
-    else if (goalRatio != null) status = r == null ? 'not run' : r <= goalRatio ? 'PASS' : 'FAIL';
-    else if (goalMs != null) status = d == null ? 'not run' : d <= goalMs ? 'PASS' : 'FAIL';
-    else status = 'info';
-  }
-  return {
-    label,
-    xetMs: x,
-    baselineMs: absolute ? null : b,
-    ratio: absolute ? null : r,
-    overheadMs: absolute ? null : d,
-    goalRatio,
-    goalMs,
-    status,
-  };
-}
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2), ARGS);
@@ -180,8 +137,7 @@ async function main() {
       await makeApp(app, opts.files);
       results.tree = { kind: 'generated app', files: opts.files + 10 + 200 };
     }
-    const editable = (await git(app, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
-    const edits = Array.from({ length: EDITS }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / EDITS)]);
+    const edits = await appEditFiles(app, EDITS);
 
     // ---- capture: without vs with an allowance, alternated --------------------------------------
     const C = (results.capture = {
@@ -279,19 +235,19 @@ async function main() {
     const inProc = (xs) => xs.map((x) => x / 1000);
     results.summary = {
       rows: [
-        row('cold capture, allowance set vs none (ratio)', C.coldSet, C.coldNone, {
+        goalRow('cold capture, allowance set vs none (ratio)', C.coldSet, C.coldNone, {
           goalRatio: GOALS.coldCaptureRatio,
         }),
-        row('the same, CPU time (user + sys, with children)', C.coldSetCpu, C.coldNoneCpu, {}),
-        row(`re-capture (${EDITS} edits), allowance set vs none`, C.reSet, C.reNone, {
+        goalRow('the same, CPU time (user + sys, with children)', C.coldSetCpu, C.coldNoneCpu, {}),
+        goalRow(`re-capture (${EDITS} edits), allowance set vs none`, C.reSet, C.reNone, {
           goalMs: GOALS.recaptureOverheadMs,
         }),
-        row('the same, CPU time (user + sys, with children)', C.reSetCpu, C.reNoneCpu, {}),
-        row('git xet allowance --json, wall', R.allowance, null, { goalMs: GOALS.allowanceJsonMs, absolute: true }),
-        row('the same, CPU time (user + sys, with children)', R.allowanceCpu, null, { absolute: true }),
-        row('git xet version (node start + CLI load), wall', R.version, null, { absolute: true }),
-        row('the same, CPU time (user + sys)', R.versionCpu, null, { absolute: true }),
-        row(
+        goalRow('the same, CPU time (user + sys, with children)', C.reSetCpu, C.reNoneCpu, {}),
+        goalRow('git xet allowance --json, wall', R.allowance, null, { goalMs: GOALS.allowanceJsonMs, absolute: true }),
+        goalRow('the same, CPU time (user + sys, with children)', R.allowanceCpu, null, { absolute: true }),
+        goalRow('git xet version (node start + CLI load), wall', R.version, null, { absolute: true }),
+        goalRow('the same, CPU time (user + sys)', R.versionCpu, null, { absolute: true }),
+        goalRow(
           'allowanceReport({cwd}) in-process (its git rev-parse and git config included)',
           inProc(R.inProcessReportMs),
           null,
@@ -299,7 +255,7 @@ async function main() {
             absolute: true,
           },
         ),
-        row('one admission in-process (admitRepository + end, limits set)', inProc(R.inProcessAdmitMs), null, {
+        goalRow('one admission in-process (admitRepository + end, limits set)', inProc(R.inProcessAdmitMs), null, {
           absolute: true,
         }),
       ],
@@ -323,25 +279,10 @@ function printTables(results) {
   const m = results.machine;
   if (m) out.push(`machine: ${m.nproc} cores, ${m.fs}; load at start ${m.loadAvg.join(' ')}; ${m.git}`);
   out.push(`capture admits: ${results.admissionOnMain ? 'yes' : 'NO (wip/capture not merged: noise floor only)'}`);
-  out.push(
-    `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`,
-  );
+  out.push(loadLine(results));
+
   out.push('');
-  const f = (v) => (v == null ? '-' : Math.abs(v) < 10 ? `${v.toFixed(2)} ms` : fmtMs(v / 1000));
-  out.push(
-    ...table(
-      ['measurement', 'git xet', 'baseline', 'ratio', 'overhead', 'goal', 'result'],
-      (results.summary?.rows ?? []).map((r) => [
-        r.label,
-        f(r.xetMs),
-        f(r.baselineMs),
-        r.ratio == null ? '-' : r.ratio.toFixed(3),
-        f(r.overheadMs),
-        r.goalRatio != null ? `<= ${r.goalRatio}x` : r.goalMs != null ? `<= ${r.goalMs} ms` : '-',
-        r.status,
-      ]),
-    ),
-  );
+  out.push(...goalTable(results.summary?.rows ?? []));
   printReport(out, results);
 }
 

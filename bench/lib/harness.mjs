@@ -102,6 +102,54 @@ export function compare(label, xetSamples, baselineSamples, goal) {
   return { label, xet: x, baseline: b, ratio: r, goal, status };
 }
 
+/**
+ * One result row in milliseconds, from samples in seconds: git xet's median against a baseline's
+ * (both measured in this run). The goal is a ratio of the medians (goalRatio), a difference of them
+ * (goalMs), or with `absolute` a bound on git xet's median alone (goalMs; no baseline). No goal:
+ * information only.
+ */
+export function goalRow(label, xetS, baseS, { goalRatio = null, goalMs = null, absolute = false } = {}) {
+  const ms = (s) => (s == null ? null : s * 1000);
+  const x = ms(med(xetS));
+  const b = ms(med(baseS));
+  const r = x != null && b ? x / b : null;
+  const d = x != null && b != null ? x - b : null;
+  let status = 'not run';
+  if (x != null) {
+    if (absolute) status = goalMs == null ? 'info' : x <= goalMs ? 'PASS' : 'FAIL';
+    else if (goalRatio != null) status = r == null ? 'not run' : r <= goalRatio ? 'PASS' : 'FAIL';
+    else if (goalMs != null) status = d == null ? 'not run' : d <= goalMs ? 'PASS' : 'FAIL';
+    else status = 'info';
+  }
+  return {
+    label,
+    xetMs: x,
+    baselineMs: absolute ? null : b,
+    ratio: absolute ? null : r,
+    overheadMs: absolute ? null : d,
+    goalRatio,
+    goalMs,
+    status,
+  };
+}
+
+/** The table lines of goalRow() rows. */
+export function goalTable(rows) {
+  const f = (v) => (v == null ? '-' : Math.abs(v) < 10 ? `${v.toFixed(2)} ms` : fmtMs(v / 1000));
+  return table(
+    ['measurement', 'git xet', 'baseline', 'ratio', 'overhead', 'goal', 'result'],
+    rows.map((r) => [
+      r.label,
+      f(r.xetMs),
+      f(r.baselineMs),
+      r.ratio == null ? '-' : r.ratio.toFixed(3),
+      f(r.overheadMs),
+      r.goalRatio != null ? `<= ${r.goalRatio}x` : r.goalMs != null ? `<= ${r.goalMs} ms` : '-',
+      r.status,
+    ]),
+  );
+}
+
 // ---------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------
@@ -578,6 +626,11 @@ export async function machineInfo(tmpBase) {
 export function loadNoter(results) {
   results.load ??= [];
   return (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
+}
+
+/** The load average loadNoter() recorded at each phase, as one line of a report. */
+export function loadLine(results) {
+  return `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`;
 }
 
 /** The result lists every script keeps, and the functions that fill them (each also logs). */

@@ -3,7 +3,7 @@
 // output, and work in progress of every kind. Built once under bench/work/workload-<key>/repo, keyed
 // by a hash of bench/workload/package-lock.json and the recipe below, and reused by every run.
 
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   copyFileSync,
@@ -226,4 +226,27 @@ async function describeWorkload(repo) {
     refs,
     statusLines: status ? status.split('\n') : [],
   };
+}
+
+/** Generated app: one commit of `files` small files in 40 dirs plus ten 1 MiB ones, and 200 untracked. */
+export async function makeApp(dir, files) {
+  mkdirSync(dir, { recursive: true });
+  await git(dir, ['init', '-q', '-b', 'main']);
+  for (let i = 0; i < files; i++) {
+    const d = join(dir, 'src', `m${i % 40}`);
+    if (i < 40) mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, `f${i}.js`), `// file ${i}\nmodule.exports = ${JSON.stringify('x'.repeat(i % 700))};\n`);
+  }
+  mkdirSync(join(dir, 'assets'), { recursive: true });
+  for (let i = 0; i < 10; i++) writeFileSync(join(dir, 'assets', `blob${i}.bin`), randomBytes(1024 * 1024));
+  await git(dir, ['add', '-A']);
+  await git(dir, ['commit', '-q', '-m', 'app']);
+  mkdirSync(join(dir, 'wip'), { recursive: true });
+  for (let i = 0; i < 200; i++) writeFileSync(join(dir, 'wip', `u${i}.txt`), `untracked ${i}\n`);
+}
+
+/** n of the app's tracked .js files, spread evenly over them: the files a benchmark's edits touch. */
+export async function appEditFiles(dir, n) {
+  const editable = (await git(dir, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
+  return Array.from({ length: n }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / n)]);
 }

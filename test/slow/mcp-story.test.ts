@@ -1,0 +1,378 @@
+// The two-agent story of issue 12, end to end and only through MCP: each agent is a real SDK Client
+// (StdioClientTransport) spawning its own `git xet mcp --repo <repo>` process. Agent A captures,
+// forks, runs a task in the fork (task_run detaches; task_show is polled until it ends), hands the
+// task's result snapshot to agent B signed with an ssh key, and pushes to a directory xet store.
+// Agent B, on a clone with A's key in its allowed signers, fetches, lists what is addressed to it,
+// verifies the signature, accepts with requireSigned into a directory under its --root, reads A's
+// task result in chunks, works on it in a task of its own and hands it back; A fetches, lists it,
+// is refused accepting it unsigned with requireSigned, and accepts it plainly. The end state is
+// checked on disk: both accepted directories verify against their snapshots.
+//
+// Task results live in the sidecar of the repository that ran the task and do not travel with push
+// or fetch, so B reads A's result through a second server of its own, started on A's repository
+// with --read-only (an agent host on the same machine given the sender's repository to read).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { git, initRepo } from '../support/git';
+import { withSandbox, type Sandbox } from '../support/sandbox';
+import { describeRun, xet, XET_BIN } from '../support/xet';
+
+const CALL_TIMEOUT_MS = 180_000;
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
+
+/** One MCP server process and the client connected to it; `stderr` keeps the server's for failures. */
+interface Agent {
+  readonly name: string;
+  readonly client: Client;
+  readonly stderr: string[];
+}
+
+async function startAgent(sb: Sandbox, name: string, args: string[]): Promise<Agent> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(sb.env)) if (v !== undefined) env[k] = v;
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [XET_BIN, 'mcp', ...args],
+    env,
+    cwd: sb.root,
+    stderr: 'pipe',
+  });
+  const stderr: string[] = [];
+  transport.stderr?.on('data', (d: Buffer) => stderr.push(d.toString('utf8')));
+  const client = new Client({ name: `mcp-story-${name}`, version: '1.0.0' });
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    throw new Error(`${name}: git xet mcp ${args.join(' ')} did not start: ${e}\nstderr: ${stderr.join('')}`, {
+      cause: e,
+    });
+  }
+  return { name, client, stderr };
+}
+
+function describeCall(agent: Agent, tool: string, args: unknown, result: unknown): string {
+  return (
+    `${agent.name}: ${tool} ${JSON.stringify(args)}\n` +
+    `result: ${JSON.stringify(result).slice(0, 4000)}\n` +
+    `server stderr: ${agent.stderr.join('').slice(-3000)}`
+  );
+}
+
+/** Calls a tool that must succeed; returns its structuredContent (the command's --json value). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function call(agent: Agent, tool: string, args: Record<string, unknown>): Promise<any> {
+  const r = await agent.client.callTool({ name: tool, arguments: args }, undefined, { timeout: CALL_TIMEOUT_MS });
+  assert.ok(!r.isError, `expected success:\n${describeCall(agent, tool, args, r)}`);
+  assert.ok(
+    r.structuredContent && typeof r.structuredContent === 'object',
+    `no structuredContent:\n${describeCall(agent, tool, args, r)}`,
+  );
+  // The text content carries the same JSON, for hosts that do not read structuredContent.
+  const text = (r.content as { type: string; text?: string }[]).find((c) => c.type === 'text')?.text;
+  assert.deepEqual(JSON.parse(text ?? 'null'), r.structuredContent, `text content is not the structured result`);
+  return r.structuredContent;
+}
+
+/** Calls a tool that must fail with `code`; returns the error object. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function callRefused(agent: Agent, tool: string, args: Record<string, unknown>, code: string): Promise<any> {
+  const r = await agent.client.callTool({ name: tool, arguments: args }, undefined, { timeout: CALL_TIMEOUT_MS });
+  assert.equal(r.isError, true, `expected ${code}:\n${describeCall(agent, tool, args, r)}`);
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const error = (r.structuredContent as any)?.error;
+  assert.equal(error?.code, code, `expected error code ${code}:\n${describeCall(agent, tool, args, r)}`);
+  assert.equal(typeof error.message, 'string');
+  return error;
+}
+
+/** Polls task_show until the task has ended (a detached task outlives the task_run call). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function waitForTask(agent: Agent, task: string, timeoutMs = 120_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const shown = await call(agent, 'task_show', { task });
+    assert.equal(shown.task.id, task);
+    if (TERMINAL.has(shown.task.status)) return shown;
+    assert.ok(Date.now() < deadline, `task ${task} still ${shown.task.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** An ed25519 key pair without a passphrase; returns the private key's path and the public key line. */
+function sshKey(sb: Sandbox, name: string): { key: string; pub: string } {
+  fs.mkdirSync(sb.path('keys'), { recursive: true, mode: 0o700 });
+  const key = sb.path('keys', name);
+  const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', name, '-f', key], { env: sb.env });
+  assert.equal(r.status, 0, `ssh-keygen: ${r.stderr}`);
+  return { key, pub: fs.readFileSync(`${key}.pub`, 'utf8').trim() };
+}
+
+const sha256 = (s: string) => crypto.createHash('sha256').update(s, 'utf8').digest('hex');
+
+// A's task prints 30,000 lines (168,894 bytes): more than two chunks of 65,536, kept inline.
+const RESULT = Array.from({ length: 30_000 }, (_, i) => `${i + 1}`).join('\n') + '\n';
+const CHUNK = 65_536;
+
+test(
+  'MCP story: A captures, forks, runs a task, hands its result to B signed, through a xet store; ' +
+    'B fetches, verifies, accepts requiring a signature, reads the result in chunks, hands back',
+  { timeout: 900_000 },
+  async () => {
+    await withSandbox(async (sb) => {
+      // ---- the sandbox: A's repository and key, B's clone trusting A's key, an empty store ----
+      const a = initRepo(sb, 'repo-a');
+      a.write('.gitignore', 'build/\n');
+      a.commit('app', { 'README.md': '# app\n', 'src/app.js': 'module.exports = 1;\n' });
+      a.write('notes.txt', 'untracked notes\n');
+      a.write('build/out.bin', Buffer.alloc(4096, 7));
+      a.write('src/app.js', 'module.exports = 2; // edited, not staged\n');
+      const keyA = sshKey(sb, 'agent-a');
+      a.git('config', 'xet.agent', 'agent-a');
+      a.git('config', 'gpg.format', 'ssh');
+      a.git('config', 'user.signingKey', keyA.key);
+
+      git(sb, sb.root, ['clone', '-q', a.dir, sb.path('repo-b')]);
+      const repoB = sb.path('repo-b');
+      git(sb, repoB, ['config', 'xet.agent', 'agent-b']);
+      const allowed = sb.path('keys', 'allowed_signers');
+      fs.writeFileSync(allowed, `agent-a ${keyA.pub}\n`);
+      git(sb, repoB, ['config', 'gpg.ssh.allowedSignersFile', allowed]);
+
+      const store = sb.path('store');
+      const storeUrl = `xet::${store}`;
+      for (const d of ['store', 'a-work', 'b-work']) fs.mkdirSync(sb.path(d));
+
+      const agentA = await startAgent(sb, 'A', ['--repo', a.dir, '--root', sb.path('a-work'), '--root', store]);
+      const agentB = await startAgent(sb, 'B', ['--repo', repoB, '--root', sb.path('b-work'), '--root', store]);
+      const readerB = await startAgent(sb, 'B reading A', ['--repo', a.dir, '--read-only']);
+      try {
+        const toolsA = (await agentA.client.listTools()).tools.map((t) => t.name);
+        for (const t of ['capture', 'fork', 'task_run', 'task_show', 'handoff_create', 'push', 'fetch']) {
+          assert.ok(toolsA.includes(t), `A's server offers ${t}: ${toolsA.join(', ')}`);
+        }
+        const readOnly = (await readerB.client.listTools()).tools;
+        const readOnlyNames = readOnly.map((t) => t.name);
+        assert.ok(readOnlyNames.includes('task_result'), `--read-only offers task_result: ${readOnlyNames}`);
+        for (const t of ['capture', 'task_run', 'handoff_accept', 'push']) {
+          assert.ok(!readOnlyNames.includes(t), `--read-only does not offer ${t}`);
+        }
+        assert.ok(
+          readOnly.every((t) => t.annotations?.readOnlyHint === true),
+          '--read-only tools are all readOnly',
+        );
+
+        // ---- agent A: capture, fork, a task in the fork ----------------------------------------
+        const captured = await call(agentA, 'capture', { message: 'before the fix' });
+        assert.match(captured.snapshot, /^[0-9a-f]{40}$/);
+        assert.equal(captured.unchanged, false);
+        assert.ok(captured.files >= 5, `capture took the tracked, untracked and ignored files: ${captured.files}`);
+        const listed = await call(agentA, 'snapshots', {});
+        assert.deepEqual(
+          listed.snapshots.map((s: { snapshot: string }) => s.snapshot),
+          [captured.snapshot],
+        );
+
+        const forkDir = sb.path('a-work', 'fix');
+        const forked = await call(agentA, 'fork', { snapshot: captured.snapshot, dir: forkDir, mode: 'copy' });
+        assert.equal(forked.dir, forkDir);
+        assert.equal(forked.mode, 'copy');
+        assert.equal(forked.snapshot, captured.snapshot);
+        assert.equal(fs.readFileSync(path.join(forkDir, 'notes.txt'), 'utf8'), 'untracked notes\n');
+        const forksListed = await call(agentA, 'forks', {});
+        assert.ok(
+          forksListed.forks.some((f: { id: string }) => f.id === forked.id),
+          `forks lists ${forked.id}: ${JSON.stringify(forksListed)}`,
+        );
+
+        const started = await call(agentA, 'task_run', {
+          in: forkDir,
+          command: ['sh', '-c', 'echo "fixed by agent a" > FIX.txt && seq 1 30000'],
+        });
+        assert.match(started.task, /^[0-9a-f]{16}$/);
+        assert.equal(started.detached, true, 'a task started through MCP is detached');
+        const taskA = started.task as string;
+        const endedA = await waitForTask(agentA, taskA);
+        assert.equal(endedA.task.status, 'succeeded', JSON.stringify(endedA.task));
+        assert.equal(endedA.task.exitCode, 0);
+        assert.match(endedA.task.resultSnapshot, /^[0-9a-f]{40}$/);
+        assert.equal(endedA.result.sizeBytes, Buffer.byteLength(RESULT));
+        assert.equal(endedA.result.sha256, sha256(RESULT));
+        assert.equal(endedA.result.truncated, true, 'the preview is shorter than the result');
+        assert.equal(endedA.result.retrievable, true);
+        const resultSnapshot = endedA.task.resultSnapshot as string;
+
+        // ---- A hands the task's result to B, signed, and pushes it to the store -----------------
+        const created = await call(agentA, 'handoff_create', {
+          task: taskA,
+          to: ['agent-b'],
+          title: 'the fix, with its test output',
+          summary: 'FIX.txt added in a fork; the task printed the numbers',
+          finding: ['seq prints one number a line'],
+          artifact: ['FIX.txt'],
+          sign: true,
+        });
+        assert.match(created.id, /^[0-9a-f]{64}$/);
+        assert.equal(created.created, true);
+        assert.equal(created.snapshot, resultSnapshot, 'the handoff defaults to the task result snapshot');
+        const handoffA = created.id as string;
+        const signatureRefs = a
+          .git('for-each-ref', '--format=%(refname)', `refs/xet/signatures/${handoffA}/`)
+          .split('\n')
+          .filter(Boolean);
+        assert.equal(signatureRefs.length, 1, `one signature ref for ${handoffA}`);
+
+        const pushedA = await call(agentA, 'push', { remote: storeUrl });
+        assert.equal(pushedA.kind, 'xet');
+        const pushedRefs = new Map(pushedA.refs.map((r: { ref: string; status: string }) => [r.ref, r.status]));
+        assert.equal(pushedRefs.get(`refs/xet/handoffs/${handoffA}`), 'new', JSON.stringify(pushedA.refs));
+        assert.equal(pushedRefs.get(`refs/xet/snapshots/${resultSnapshot}`), 'new');
+        assert.equal(pushedRefs.get(signatureRefs[0]), 'new', 'the signature travels with its handoff');
+
+        // ---- agent B: fetch, list what is addressed to it, verify, accept requiring a signature --
+        const fetchedB = await call(agentB, 'fetch', { remote: storeUrl });
+        const fetchedRefs = fetchedB.fetched.map((f: { ref: string }) => f.ref);
+        for (const ref of [`refs/xet/handoffs/${handoffA}`, signatureRefs[0], `refs/xet/snapshots/${resultSnapshot}`]) {
+          assert.ok(
+            fetchedRefs.some((r: string) => r.endsWith(ref.slice('refs/'.length))),
+            `B fetched ${ref}: ${fetchedRefs}`,
+          );
+        }
+        const forB = await call(agentB, 'handoff_list', { to: 'agent-b' });
+        assert.equal(forB.handoffs.length, 1, JSON.stringify(forB));
+        const entry = forB.handoffs[0];
+        assert.equal(entry.id, handoffA);
+        assert.equal(entry.valid, true);
+        assert.equal(entry.from, 'agent-a');
+        assert.deepEqual(entry.to, ['agent-b']);
+        assert.equal(entry.task, taskA);
+        assert.equal(entry.snapshot, resultSnapshot);
+        assert.deepEqual((await call(agentB, 'handoff_list', { to: 'agent-a' })).handoffs, []);
+
+        const verified = await call(agentB, 'handoff_verify', { id: handoffA });
+        assert.equal(verified.ok, true);
+        assert.equal(verified.descriptor.task, taskA);
+        assert.equal(verified.signatures.length, 1, JSON.stringify(verified.signatures));
+        const sig = verified.signatures[0];
+        assert.equal(sig.valid, true, JSON.stringify(sig));
+        assert.equal(sig.format, 'ssh');
+        assert.match(sig.fingerprint, /^SHA256:/);
+        assert.deepEqual(sig.principals, ['agent-a'], JSON.stringify(sig));
+
+        // Confinement: a directory outside B's repository and roots is refused before anything.
+        const outside = sb.path('outside');
+        await callRefused(
+          agentB,
+          'handoff_accept',
+          { id: handoffA, dir: outside, requireSigned: true },
+          'ARGUMENT_NOT_ALLOWED',
+        );
+        assert.equal(fs.existsSync(outside), false);
+
+        const acceptedDir = sb.path('b-work', 'review');
+        const accepted = await call(agentB, 'handoff_accept', {
+          id: handoffA,
+          dir: acceptedDir,
+          requireSigned: true,
+          fork: true,
+          mode: 'copy',
+        });
+        assert.equal(accepted.handoff, handoffA);
+        assert.equal(accepted.from, 'agent-a');
+        assert.equal(accepted.snapshot, resultSnapshot);
+        assert.equal(accepted.action, 'fork');
+        assert.equal(accepted.mode, 'copy');
+        assert.equal(accepted.dir, acceptedDir);
+        assert.equal(fs.readFileSync(path.join(acceptedDir, 'FIX.txt'), 'utf8'), 'fixed by agent a\n');
+        const acceptedOk = await call(agentB, 'verify', { snapshot: resultSnapshot, dir: acceptedDir });
+        assert.equal(acceptedOk.ok, true, JSON.stringify(acceptedOk.differences));
+        assert.equal(acceptedOk.scope, 'fork');
+
+        // ---- B reads A's task result in chunks (from A's repository, read-only) ------------------
+        const chunks: string[] = [];
+        let offset = 0;
+        let last;
+        do {
+          last = await call(readerB, 'task_result', { task: entry.task, offset, maxBytes: CHUNK });
+          assert.equal(last.offsetBytes, offset);
+          assert.equal(last.sizeBytes, Buffer.byteLength(RESULT));
+          assert.ok(Buffer.byteLength(last.text) <= CHUNK);
+          chunks.push(last.text);
+          offset = last.nextOffsetBytes;
+          assert.ok(chunks.length <= 10, 'task_result makes progress');
+        } while (!last.eof);
+        assert.ok(chunks.length >= 3, `the result came in ${chunks.length} chunks`);
+        assert.equal(chunks.join(''), RESULT);
+        assert.equal(sha256(chunks.join('')), last.sha256);
+
+        // ---- B works on it in a task of its own and hands it back --------------------------------
+        const startedB = await call(agentB, 'task_run', {
+          in: acceptedDir,
+          command: ['sh', '-c', 'echo "reviewed by agent b" > REVIEW.txt && echo reviewed'],
+        });
+        const endedB = await waitForTask(agentB, startedB.task);
+        assert.equal(endedB.task.status, 'succeeded', JSON.stringify(endedB.task));
+        const backSnapshot = endedB.task.resultSnapshot as string;
+        assert.match(backSnapshot, /^[0-9a-f]{40}$/);
+        const back = await call(agentB, 'handoff_create', {
+          task: startedB.task,
+          to: ['agent-a'],
+          title: 'reviewed',
+          supersedes: handoffA,
+        });
+        assert.equal(back.snapshot, backSnapshot);
+        const pushedB = await call(agentB, 'push', { remote: storeUrl, ids: [back.id] });
+        assert.ok(
+          pushedB.refs.some(
+            (r: { ref: string; status: string }) => r.ref === `refs/xet/handoffs/${back.id}` && r.status === 'new',
+          ),
+          JSON.stringify(pushedB.refs),
+        );
+
+        // ---- A fetches and lists the hand-back; unsigned, it is refused when a signature is required
+        const fetchedA = await call(agentA, 'fetch', { remote: storeUrl });
+        assert.ok(fetchedA.fetched.some((f: { ref: string }) => f.ref.endsWith(`xet/handoffs/${back.id}`)));
+        const forA = await call(agentA, 'handoff_list', { to: 'agent-a' });
+        assert.equal(forA.handoffs.length, 1, JSON.stringify(forA));
+        assert.equal(forA.handoffs[0].id, back.id);
+        assert.equal(forA.handoffs[0].from, 'agent-b');
+        assert.equal(forA.handoffs[0].supersedes, handoffA);
+        assert.deepEqual((await call(agentA, 'handoff_verify', { id: back.id })).signatures, []);
+        const backDir = sb.path('a-work', 'back');
+        await callRefused(
+          agentA,
+          'handoff_accept',
+          { id: back.id, dir: backDir, requireSigned: true },
+          'HANDOFF_UNTRUSTED',
+        );
+        assert.equal(fs.existsSync(backDir), false, 'a refused accept writes nothing');
+        const acceptedBack = await call(agentA, 'handoff_accept', { id: back.id, dir: backDir });
+        assert.equal(acceptedBack.action, 'restore');
+        assert.equal(acceptedBack.snapshot, backSnapshot);
+      } finally {
+        await Promise.allSettled([agentA.client.close(), agentB.client.close(), readerB.client.close()]);
+      }
+
+      // ---- the end state on disk, checked by the CLI ---------------------------------------------
+      const backDir = sb.path('a-work', 'back');
+      assert.equal(fs.readFileSync(path.join(backDir, 'FIX.txt'), 'utf8'), 'fixed by agent a\n');
+      assert.equal(fs.readFileSync(path.join(backDir, 'REVIEW.txt'), 'utf8'), 'reviewed by agent b\n');
+      assert.equal(fs.readFileSync(path.join(backDir, 'notes.txt'), 'utf8'), 'untracked notes\n');
+      assert.deepEqual(fs.readFileSync(path.join(backDir, 'build', 'out.bin')), Buffer.alloc(4096, 7));
+      const backSnapshot = JSON.parse(xet(sb, a.dir, ['handoff', 'list', '--to', 'agent-a', '--json']).stdout)
+        .handoffs[0].snapshot;
+      for (const [cwd, snapshot, dir] of [
+        [a.dir, backSnapshot, backDir],
+        [repoB, backSnapshot, sb.path('b-work', 'review')],
+      ]) {
+        const r = xet(sb, cwd, ['verify', snapshot, dir, '--json']);
+        assert.equal(r.status, 0, describeRun(r));
+      }
+    });
+  },
+);
