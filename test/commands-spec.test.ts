@@ -50,7 +50,8 @@ test('definitions are consistent: described inputs, known args/paths/names, uniq
       tools.add(spec.tool);
       assert.ok(spec.output, `${name}: a tool needs an output schema (MCP outputSchema)`);
     }
-    if (spec.annotations.readOnly) assert.equal(spec.annotations.destructive, false, `${name}: read-only yet destructive`);
+    if (spec.annotations.readOnly)
+      assert.equal(spec.annotations.destructive, false, `${name}: read-only yet destructive`);
   }
 });
 
@@ -63,8 +64,13 @@ test("the CLI's help lists every flag and argument of each definition", () => {
     const help = cmd.helpInformation();
     for (const key of Object.keys(spec.input)) {
       const flag = spec.flags?.[key]?.flag ?? kebab(key);
-      if ((spec.args ?? []).includes(key)) assert.match(help, new RegExp(`[<\\[]${flag}(\\.\\.\\.)?[>\\]]`), `${spec.path.join(' ')} ${key}`);
-      else assert.ok(help.includes(`--${spec.flags?.[key]?.negate ? 'no-' : ''}${flag}`), `${spec.path.join(' ')}: --${flag}`);
+      if ((spec.args ?? []).includes(key))
+        assert.match(help, new RegExp(`[<\\[]${flag}(\\.\\.\\.)?[>\\]]`), `${spec.path.join(' ')} ${key}`);
+      else
+        assert.ok(
+          help.includes(`--${spec.flags?.[key]?.negate ? 'no-' : ''}${flag}`),
+          `${spec.path.join(' ')}: --${flag}`,
+        );
     }
   }
 });

@@ -1,5 +1,5 @@
-// The git-xet command line: commander wiring only. Each command lives in commands/<name>.ts, parses
-// its flags, calls one core function and prints the result.
+// The git-xet command line: the program, its global flags and its error handling. Every command is a
+// definition in src/commands/ (one for the CLI and MCP), built into commander by from-spec.ts.
 
 import { Command, CommanderError } from 'commander';
 import { EXIT, XetError } from '../errors';
@@ -18,7 +18,6 @@ export function buildProgram(): Command {
     .option('-q, --quiet', 'no progress line and no notes on stderr (results and errors still print)')
     .showHelpAfterError()
     .exitOverride();
-  // Commands defined once for the CLI and MCP (src/commands/spec.ts); the rest still wire commander.
   registerSpecs(program, COMMANDS, GROUPS);
   return program;
 }
