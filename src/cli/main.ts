@@ -5,7 +5,6 @@ import { Command, CommanderError } from 'commander';
 import { EXIT, XetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import { emitError } from './output';
-import { registerTask } from '../commands/task';
 import { COMMANDS, GROUPS } from '../commands/registry';
 import { registerSpecs } from './from-spec';
 
@@ -21,7 +20,6 @@ export function buildProgram(): Command {
     .exitOverride();
   // Commands defined once for the CLI and MCP (src/commands/spec.ts); the rest still wire commander.
   registerSpecs(program, COMMANDS, GROUPS);
-  registerTask(program);
   return program;
 }
 

@@ -9,6 +9,8 @@ async function repoAt(cwd: string) {
 
 const snapshotArg = z.string().describe('snapshot id (full or at least 4 hex digits)');
 const warnings = (w: string[]) => w.map((x) => `warning: ${x}`);
+/** What pin and unpin both return: the snapshot, its pin ref and the pin commit it points to. */
+const pinRef = { snapshot: z.string(), ref: z.string(), commit: z.string() };
 
 export const pinCommand = defineCommand({
   path: ['pin'],
@@ -25,9 +27,7 @@ export const pinCommand = defineCommand({
   // The same pin again changes nothing (created: false); another --until or --reason replaces it.
   annotations: { readOnly: false, destructive: false, idempotent: true },
   output: z.looseObject({
-    snapshot: z.string(),
-    ref: z.string(),
-    commit: z.string(),
+    ...pinRef,
     reason: z.string(),
     until: z.string().nullable(),
     createdAt: z.string(),
@@ -66,9 +66,7 @@ export const unpinCommand = defineCommand({
   // Removes only what pin made; a second unpin is NOT_PINNED, not a further change.
   annotations: { readOnly: false, destructive: false, idempotent: true },
   output: z.looseObject({
-    snapshot: z.string(),
-    ref: z.string(),
-    commit: z.string(),
+    ...pinRef,
     reason: z.string().nullable(),
     until: z.string().nullable(),
     warnings: z.array(z.string()),

@@ -44,6 +44,10 @@ import {
   handoffSignCommand,
   handoffVerifyCommand,
 } from './handoff';
+import { taskCancelCommand, taskRunCommand } from './task-run';
+import { taskEventsCommand, taskListCommand, taskShowCommand } from './task-read';
+import { taskResultCommand } from './task-result';
+import { taskRecoverCommand } from './task-recover';
 
 export const COMMANDS: AnyCommandSpec[] = [
   captureCommand,
@@ -87,6 +91,13 @@ export const COMMANDS: AnyCommandSpec[] = [
   handoffVerifyCommand,
   handoffAcceptCommand,
   handoffSignCommand,
+  taskRunCommand,
+  taskCancelCommand,
+  taskShowCommand,
+  taskListCommand,
+  taskEventsCommand,
+  taskResultCommand,
+  taskRecoverCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */

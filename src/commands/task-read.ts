@@ -1,14 +1,14 @@
 // git xet task show, list, events (owner: task-store helper). Reads only: every one starts with the
 // recovery pass and the retention pass that all task commands run, then reads the sidecar (and never
 // creates one).
-import type { Command } from 'commander';
+import { z } from 'zod';
 import { XetError } from '../errors';
 import type { Repo } from '../git/repo';
 import type { Db } from '../sidecar/db';
 import type { TaskEvent, TaskRow } from '../tasks/store';
 import type { TaskStatus } from '../tasks/model';
-import { run } from '../cli/run';
 import { emit, formatBytes, type Out } from '../cli/output';
+import { defineCommand } from './spec';
 
 /** The events after which a task says nothing more (docs/FORMAT.md "Event envelope v1"). */
 const FINAL_EVENTS = new Set(['task.succeeded', 'task.failed', 'task.cancelled', 'task.timed_out', 'task.interrupted']);
@@ -19,9 +19,9 @@ const FINAL_EVENT_WAIT_MS = 2000;
 /** How often `events --follow` checks that the task's runner is still alive. */
 const RUNNER_CHECK_MS = 2000;
 
-async function startTaskCommand(): Promise<Repo> {
+async function startTaskCommand(cwd: string): Promise<Repo> {
   const { findRepo } = await import('../git/repo');
-  const repo = await findRepo(process.cwd(), true);
+  const repo = await findRepo(cwd, true);
   const { reconcileAtStart } = await import('../tasks/recover');
   await reconcileAtStart(repo);
   const { collectTasks } = await import('../tasks/retention');
@@ -30,7 +30,7 @@ async function startTaskCommand(): Promise<Repo> {
 }
 
 /** The sidecar if it exists (a read never creates one). */
-async function openExisting(repo: Repo): Promise<Db | null> {
+export async function openExisting(repo: Repo): Promise<Db | null> {
   const fs = await import('node:fs');
   const path = await import('node:path');
   const { openSidecar, sidecarDir } = await import('../sidecar/db');
@@ -80,7 +80,11 @@ function eventLine(e: TaskEvent, canonical: (v: unknown) => string): string {
   return `${String(e.seq).padStart(4)}  ${e.createdAt}  ${e.eventType}${payload}`;
 }
 
-function parseCount(text: string, what: string, min: number): number {
+/** A count: a number from an MCP client, the flag's text from the command line. */
+export const countInput = (description: string) => z.union([z.number(), z.string()]).optional().describe(description);
+
+export function parseCount(value: string | number, what: string, min: number): number {
+  const text = String(value);
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(Number(text)) || Number(text) < min) {
     throw new XetError(
       'USAGE',
@@ -112,144 +116,219 @@ async function parseStatuses(text: string | undefined): Promise<TaskStatus[] | u
   return [...out];
 }
 
-export function registerTaskRead(task: Command): void {
-  task
-    .command('show')
-    .description("a task: its row, its manifest and the manifest's sha256, provenance, result summary")
-    .argument('<task>', 'task id (full or at least 4 hex digits)')
-    .action(
-      run(async (out, spec: string) => {
-        // Bad input is refused before the recovery pass can change anything.
-        resolveSpecSyntax(spec);
-        const repo = await startTaskCommand();
-        const { getTask, taskExports } = await import('../tasks/store');
-        const { verifyStoredManifest } = await import('../tasks/manifest');
-        const value = await withTask(repo, spec, async (db, id) => {
-          const row = getTask(db, id) as TaskRow;
-          const manifest = verifyStoredManifest(row);
-          const exports = taskExports(db, id);
-          let result: unknown;
-          let resultError: { code: string; message: string } | undefined;
-          try {
-            const { resultSummary } = await import('../tasks/result');
-            result = resultSummary(db, repo.commonDir, row);
-          } catch (e) {
-            // A result that cannot be read is said so; the task itself is still shown.
-            if (e instanceof XetError) resultError = { code: e.code, message: e.message };
-            result = null;
-          }
-          return {
-            task: publicRow(row),
-            manifest,
-            manifestSha256: row.manifestSha256,
-            provenance: {
-              baseSnapshot: row.baseSnapshot,
-              task: row.id,
-              resultSnapshot: row.resultSnapshot,
-              exports,
-            },
-            result,
-            ...(resultError ? { resultError } : {}),
-          };
-        });
-        const { displaySafe } = await import('../handoff/descriptor');
-        emit(out, value, () => {
-          const t = value.task;
-          const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
-          const chain = [
-            value.provenance.baseSnapshot ? `snapshot ${short(value.provenance.baseSnapshot)}` : '(no base snapshot)',
-            `task ${t.id}`,
-            value.provenance.resultSnapshot ? `snapshot ${short(value.provenance.resultSnapshot)}` : '(not captured)',
-            ...value.provenance.exports.map((e) => `commit ${short(e.commit)}${e.branch ? ` (${e.branch})` : ''}`),
-          ].join(' -> ');
-          return [
-            `task ${t.id}  ${statusText(t)}`,
-            `command      ${displaySafe(t.command)}`,
-            `created      ${t.createdAt}`,
-            `started      ${t.startedAt ?? '-'}`,
-            `ended        ${t.endedAt ?? '-'}`,
-            `deadline     ${t.deadlineAt}`,
-            `workspace    ${t.worktree} (${t.mode}, slot ${t.slot.slice(0, 12)})`,
-            ...(t.correlationId !== null ? [`correlation  ${displaySafe(JSON.stringify(t.correlationId))}`] : []),
-            ...(t.sessionId !== null ? [`session      ${displaySafe(JSON.stringify(t.sessionId))}`] : []),
-            ...(t.continuesTask ? [`continues    ${t.continuesTask}`] : []),
-            ...(t.recovery ? [`recovery     ${t.recovery}`] : []),
-            `manifest     ${value.manifest.schema} sha256 ${value.manifestSha256}`,
-            `provenance   ${chain}`,
-            r
-              ? `result       ${r.storage}, ${formatBytes(r.sizeBytes)}, sha256 ${r.sha256}${r.truncated ? ' (preview truncated; git xet task result reads it all)' : ''}`
-              : `result       ${value.resultError ? `${value.resultError.message} [${value.resultError.code}]` : 'none'}`,
-          ].join('\n');
-        });
-      }),
-    );
+const taskArg = z.string().describe('task id (full or at least 4 hex digits)');
 
-  task
-    .command('list')
-    .description('tasks, newest first: id, status, command, when, workspace')
-    .option(
-      '--status <statuses>',
-      'only these: created, running, succeeded, failed, cancelled, interrupted, active, terminal (comma-separated)',
-    )
-    .option('--limit <n>', 'at most this many (default 50)')
-    .action(
-      run(async (out, opts: { status?: string; limit?: string }) => {
-        const status = await parseStatuses(opts.status);
-        const limit = opts.limit === undefined ? 50 : parseCount(opts.limit, '--limit', 1);
-        const repo = await startTaskCommand();
-        const { listTasks } = await import('../tasks/store');
-        const db = await openExisting(repo);
-        let rows: TaskRow[] = [];
-        try {
-          if (db) rows = listTasks(db, { status, limit });
-        } finally {
-          db?.close();
-        }
-        const tasks = rows.map(publicRow);
-        const { displaySafe } = await import('../handoff/descriptor');
-        emit(out, { tasks }, () =>
-          tasks.length
-            ? tasks
-                .map(
-                  (t) =>
-                    `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${displaySafe(t.command)}  ${t.worktree}${
-                      t.correlationId !== null ? `  [${displaySafe(JSON.stringify(t.correlationId))}]` : ''
-                    }`,
-                )
-                .join('\n')
-            : 'no tasks',
-        );
-      }),
-    );
+export const taskShowCommand = defineCommand({
+  path: ['task', 'show'],
+  tool: 'task_show',
+  description: "a task: its row, its manifest and the manifest's sha256, provenance, result summary",
+  input: { task: taskArg },
+  args: ['task'],
+  names: ['task'],
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    task: z.looseObject({ id: z.string(), status: z.string() }),
+    manifest: z.looseObject({ schema: z.string() }),
+    manifestSha256: z.string(),
+    provenance: z.looseObject({
+      baseSnapshot: z.string().nullable(),
+      task: z.string(),
+      resultSnapshot: z.string().nullable(),
+      exports: z.array(z.looseObject({ commit: z.string(), branch: z.string().nullable() })),
+    }),
+    result: z.looseObject({}).nullable(),
+    resultError: z.looseObject({ code: z.string(), message: z.string() }).optional(),
+  }),
+  async run(input, ctx) {
+    const spec = input.task;
+    // Bad input is refused before the recovery pass can change anything.
+    resolveSpecSyntax(spec);
+    const repo = await startTaskCommand(ctx.cwd);
+    const { getTask, taskExports } = await import('../tasks/store');
+    const { verifyStoredManifest } = await import('../tasks/manifest');
+    return withTask(repo, spec, async (db, id) => {
+      const row = getTask(db, id) as TaskRow;
+      const manifest = verifyStoredManifest(row);
+      const exports = taskExports(db, id);
+      let result: unknown;
+      let resultError: { code: string; message: string } | undefined;
+      try {
+        const { resultSummary } = await import('../tasks/result');
+        result = resultSummary(db, repo.commonDir, row);
+      } catch (e) {
+        // A result that cannot be read is said so; the task itself is still shown.
+        if (e instanceof XetError) resultError = { code: e.code, message: e.message };
+        result = null;
+      }
+      return {
+        task: publicRow(row),
+        manifest,
+        manifestSha256: row.manifestSha256,
+        provenance: {
+          baseSnapshot: row.baseSnapshot,
+          task: row.id,
+          resultSnapshot: row.resultSnapshot,
+          exports,
+        },
+        result,
+        ...(resultError ? { resultError } : {}),
+      };
+    });
+  },
+  human(value) {
+    // Loaded by run already (every command's file is imported at start: its modules load lazily).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { displaySafe } = require('../handoff/descriptor') as typeof import('../handoff/descriptor');
+    const t = value.task;
+    const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
+    const chain = [
+      value.provenance.baseSnapshot ? `snapshot ${short(value.provenance.baseSnapshot)}` : '(no base snapshot)',
+      `task ${t.id}`,
+      value.provenance.resultSnapshot ? `snapshot ${short(value.provenance.resultSnapshot)}` : '(not captured)',
+      ...value.provenance.exports.map((e) => `commit ${short(e.commit)}${e.branch ? ` (${e.branch})` : ''}`),
+    ].join(' -> ');
+    return [
+      `task ${t.id}  ${statusText(t)}`,
+      `command      ${displaySafe(t.command)}`,
+      `created      ${t.createdAt}`,
+      `started      ${t.startedAt ?? '-'}`,
+      `ended        ${t.endedAt ?? '-'}`,
+      `deadline     ${t.deadlineAt}`,
+      `workspace    ${t.worktree} (${t.mode}, slot ${t.slot.slice(0, 12)})`,
+      ...(t.correlationId !== null ? [`correlation  ${displaySafe(JSON.stringify(t.correlationId))}`] : []),
+      ...(t.sessionId !== null ? [`session      ${displaySafe(JSON.stringify(t.sessionId))}`] : []),
+      ...(t.continuesTask ? [`continues    ${t.continuesTask}`] : []),
+      ...(t.recovery ? [`recovery     ${t.recovery}`] : []),
+      `manifest     ${value.manifest.schema} sha256 ${value.manifestSha256}`,
+      `provenance   ${chain}`,
+      r
+        ? `result       ${r.storage}, ${formatBytes(r.sizeBytes)}, sha256 ${r.sha256}${r.truncated ? ' (preview truncated; git xet task result reads it all)' : ''}`
+        : `result       ${value.resultError ? `${value.resultError.message} [${value.resultError.code}]` : 'none'}`,
+    ].join('\n');
+  },
+});
 
-  task
-    .command('events')
-    .description("a task's events (envelope v1), in order; --follow waits for more until the task ends")
-    .argument('<task>', 'task id (full or at least 4 hex digits)')
-    .option('--after <seq>', 'only events after this sequence number')
-    .option(
-      '--follow',
-      'keep printing events as they come until the task has ended (with --json: one JSON envelope a line)',
-    )
-    .action(
-      run(async (out, spec: string, opts: { after?: string; follow?: boolean }) => {
-        const after = opts.after === undefined ? 0 : parseCount(opts.after, '--after', 0);
-        resolveSpecSyntax(spec);
-        const repo = await startTaskCommand();
-        const { listEvents } = await import('../tasks/store');
-        const { canonicalJson } = await import('../snapshot/canonical-json');
-        await withTask(repo, spec, async (db, id) => {
-          if (!opts.follow) {
-            const events = listEvents(db, id, after);
-            emit(out, { events }, () =>
-              events.length ? events.map((e) => eventLine(e, canonicalJson)).join('\n') : 'no events',
-            );
-            return;
-          }
-          await follow(out, repo, db, id, after, canonicalJson);
-        });
-      }),
-    );
+export const taskListCommand = defineCommand({
+  path: ['task', 'list'],
+  tool: 'task_list',
+  description: 'tasks, newest first: id, status, command, when, workspace',
+  input: {
+    status: z
+      .string()
+      .optional()
+      .describe(
+        'only these: created, running, succeeded, failed, cancelled, interrupted, active, terminal (comma-separated)',
+      ),
+    limit: countInput('at most this many (default 50)'),
+  },
+  flags: { status: { value: '<statuses>' }, limit: { value: '<n>' } },
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({ tasks: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
+  async run(input, ctx) {
+    const status = await parseStatuses(input.status);
+    const limit = input.limit === undefined ? 50 : parseCount(input.limit, '--limit', 1);
+    const repo = await startTaskCommand(ctx.cwd);
+    const { listTasks } = await import('../tasks/store');
+    const db = await openExisting(repo);
+    let rows: TaskRow[] = [];
+    try {
+      if (db) rows = listTasks(db, { status, limit });
+    } finally {
+      db?.close();
+    }
+    return { tasks: rows.map(publicRow) };
+  },
+  human({ tasks }) {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { displaySafe } = require('../handoff/descriptor') as typeof import('../handoff/descriptor');
+    return tasks.length
+      ? tasks
+          .map(
+            (t) =>
+              `${t.id}  ${statusText(t).padEnd(24)} ${t.createdAt}  ${displaySafe(t.command)}  ${t.worktree}${
+                t.correlationId !== null ? `  [${displaySafe(JSON.stringify(t.correlationId))}]` : ''
+              }`,
+          )
+          .join('\n')
+      : 'no tasks';
+  },
+});
+
+/** How long `task_events` with `follow` waits through MCP for an event after `after` (a call
+ * cannot stream: it answers with what came, or nothing new, within this long). */
+const MCP_FOLLOW_WAIT_MS = 30_000;
+
+export const taskEventsCommand = defineCommand({
+  path: ['task', 'events'],
+  tool: 'task_events',
+  description: "a task's events (envelope v1), in order; --follow waits for more until the task ends",
+  input: {
+    task: taskArg,
+    after: countInput('only events after this sequence number'),
+    follow: z
+      .boolean()
+      .optional()
+      .describe('keep printing events as they come until the task has ended (with --json: one JSON envelope a line)'),
+  },
+  args: ['task'],
+  flags: { after: { value: '<seq>' } },
+  names: ['task'],
+  annotations: { readOnly: true, destructive: false, idempotent: true },
+  output: z.looseObject({
+    events: z.array(z.looseObject({ seq: z.number(), eventType: z.string(), createdAt: z.string() })),
+  }),
+  // Without follow: the events after `after`. Through MCP with follow: the same, once there is at
+  // least one or the task has ended, waiting at most MCP_FOLLOW_WAIT_MS.
+  async run(input, ctx) {
+    const after = input.after === undefined ? 0 : parseCount(input.after, '--after', 0);
+    resolveSpecSyntax(input.task);
+    const repo = await startTaskCommand(ctx.cwd);
+    const { getTask, listEvents } = await import('../tasks/store');
+    const { isTerminal } = await import('../tasks/model');
+    return withTask(repo, input.task, async (db, id) => {
+      const until = Date.now() + (input.follow ? MCP_FOLLOW_WAIT_MS : 0);
+      for (;;) {
+        const row = getTask(db, id);
+        const events = listEvents(db, id, after);
+        if (events.length || !row || isTerminal(row.status) || Date.now() >= until) return { events };
+        await pause(FOLLOW_POLL_MS, ctx.signal);
+      }
+    });
+  },
+  human: ({ events }) => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { canonicalJson } = require('../snapshot/canonical-json') as typeof import('../snapshot/canonical-json');
+    return events.length ? events.map((e) => eventLine(e, canonicalJson)).join('\n') : 'no events';
+  },
+  async cliAction(input, ctx, out) {
+    if (!input.follow) {
+      const r = await taskEventsCommand.run(input, ctx);
+      emit(out, r, () => taskEventsCommand.human!(r, ctx, input));
+      return;
+    }
+    const after = input.after === undefined ? 0 : parseCount(input.after, '--after', 0);
+    resolveSpecSyntax(input.task);
+    const repo = await startTaskCommand(ctx.cwd);
+    const { canonicalJson } = await import('../snapshot/canonical-json');
+    await withTask(repo, input.task, (db, id) => follow(out, repo, db, id, after, canonicalJson));
+  },
+});
+
+/** Sleeps `ms`; a caller's cancellation (MCP) ends the wait with CANCELLED. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const cancelled = () => new XetError('CANCELLED', 'the caller cancelled the wait', {});
+    if (signal?.aborted) return reject(cancelled());
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelled());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /**
@@ -271,7 +350,6 @@ async function follow(
 ): Promise<void> {
   const { getTask, listEvents } = await import('../tasks/store');
   const { isTerminal } = await import('../tasks/model');
-  const { liveness } = await import('../tasks/proc');
   // A reader that went away (`| head`) ends the follow quietly.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code === 'EPIPE') process.exit(0);
@@ -302,30 +380,64 @@ async function follow(
       if (Date.now() - endedSince >= FINAL_EVENT_WAIT_MS) return;
     } else if (Date.now() - lastRunnerCheck >= RUNNER_CHECK_MS) {
       lastRunnerCheck = Date.now();
-      const runner =
-        row.runnerPid !== null && row.runnerStart !== null && row.bootId !== null
-          ? { pid: row.runnerPid, start: row.runnerStart, boot: row.bootId }
-          : null;
-      // Not only a runner proven gone: one never recorded, or whose liveness cannot be told, is for
-      // recovery to judge (it leaves a young start alone), else the follow would wait on it for ever.
-      if (!runner || liveness(runner) !== 'alive') {
-        const { reconcile } = await import('../tasks/recover');
-        const r = await reconcile(repo, { task: id });
-        const unknown = r.tasks.find((t) => t.task === id && t.classification === 'UNKNOWN');
-        if (unknown) {
-          // Nothing will end this task by itself now: what is left is printed, then the follow ends.
-          for (const e of listEvents(db, id, seq)) {
-            process.stdout.write(out.json ? `${JSON.stringify(e)}\n` : `${eventLine(e, canonical)}\n`);
-            seq = e.seq;
-          }
-          throw new XetError(
-            'WORKDIR_RECOVERY_REQUIRED',
-            `task ${id} will not end by itself: its runner is gone and recovery cannot establish what its command does (UNKNOWN: ${unknown.reason}); the follow ends. See git xet task recover ${id}`,
-            { task: id, classification: 'UNKNOWN', reason: unknown.reason, afterSeq: seq },
-          );
+      const unknown = await reconcileIfRunnerGone(repo, row, id);
+      if (unknown) {
+        // Nothing will end this task by itself now: what is left is printed, then the follow ends.
+        for (const e of listEvents(db, id, seq)) {
+          process.stdout.write(out.json ? `${JSON.stringify(e)}\n` : `${eventLine(e, canonical)}\n`);
+          seq = e.seq;
         }
+        throw unendingTask(id, unknown.reason, 'the follow', { afterSeq: seq });
       }
     }
     await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+  }
+}
+
+/**
+ * A running task whose runner's identity is not alive is reconciled, which ends it or hands it to
+ * a supervisor that does. Not only a runner proven gone: one never recorded, or whose liveness
+ * cannot be told, is for recovery to judge (it leaves a young start alone), else a wait on it could
+ * last for ever. Returns recovery's verdict when it is UNKNOWN: nothing will end the task then.
+ */
+async function reconcileIfRunnerGone(repo: Repo, row: TaskRow, id: string): Promise<{ reason: string } | null> {
+  const { liveness } = await import('../tasks/proc');
+  const runner =
+    row.runnerPid !== null && row.runnerStart !== null && row.bootId !== null
+      ? { pid: row.runnerPid, start: row.runnerStart, boot: row.bootId }
+      : null;
+  if (runner && liveness(runner) === 'alive') return null;
+  const { reconcile } = await import('../tasks/recover');
+  const r = await reconcile(repo, { task: id });
+  return r.tasks.find((t) => t.task === id && t.classification === 'UNKNOWN') ?? null;
+}
+
+function unendingTask(id: string, reason: string, waiter: string, extra: Record<string, unknown>): XetError {
+  return new XetError(
+    'WORKDIR_RECOVERY_REQUIRED',
+    `task ${id} will not end by itself: its runner is gone and recovery cannot establish what its command does (UNKNOWN: ${reason}); ${waiter} ends. See git xet task recover ${id}`,
+    { task: id, classification: 'UNKNOWN', reason, ...extra },
+  );
+}
+
+/**
+ * Waits until a task has ended (`task result --wait`), polling as `events --follow` does, its
+ * runner checked as it does. The task collected meanwhile is TASK_NOT_FOUND; a caller's
+ * cancellation is CANCELLED.
+ */
+export async function waitForEnd(repo: Repo, db: Db, id: string, signal?: AbortSignal): Promise<void> {
+  const { getTask } = await import('../tasks/store');
+  const { isTerminal } = await import('../tasks/model');
+  let lastRunnerCheck = Date.now();
+  for (;;) {
+    const row = getTask(db, id);
+    if (!row) throw new XetError('TASK_NOT_FOUND', `task ${id} was collected while waited for`, { task: id });
+    if (isTerminal(row.status)) return;
+    if (Date.now() - lastRunnerCheck >= RUNNER_CHECK_MS) {
+      lastRunnerCheck = Date.now();
+      const unknown = await reconcileIfRunnerGone(repo, row, id);
+      if (unknown) throw unendingTask(id, unknown.reason, 'the wait', {});
+    }
+    await pause(FOLLOW_POLL_MS, signal);
   }
 }

@@ -1,35 +1,58 @@
 // git xet task recover (owner: recovery helper): reconcile tasks whose runner died.
-import type { Command } from 'commander';
+import { z } from 'zod';
 import { XetError } from '../errors';
-import { findRepo } from '../git/repo';
-import { emit } from '../cli/output';
-import { run } from '../cli/run';
+import { defineCommand } from './spec';
 
-export function registerTaskRecover(task: Command): void {
-  task
-    .command('recover')
-    .description(
-      'reconcile tasks whose runner died: REATTACHED, SESSION_RESUMABLE, NOT_RECOVERABLE or UNKNOWN (nothing re-runs)',
-    )
-    .argument('[task]', 'a task id (or a unique prefix of 4+ hex digits)')
-    .option('--all', 'every task whose runner is gone, and every stale guard in this repository’s worktrees')
-    .action(
-      run(async (out, spec: string | undefined, opts: { all?: boolean }) => {
-        if (spec && opts.all) throw new XetError('USAGE', 'give a task or --all, not both');
-        const repo = await findRepo(process.cwd(), true);
-        const { reconcile } = await import('../tasks/recover');
-        const r = await reconcile(repo, spec ? { task: spec } : { all: true });
-        emit(out, r, () => {
-          const lines = r.tasks.map(
-            (t) =>
-              `${t.task || '(unreadable guard)'} ${t.classification}: ${t.reason}` +
-              (t.guardCleared ? '; guard cleared' : '') +
-              (t.snapshot ? `; snapshot ${t.snapshot}` : '') +
-              (t.fence ? `; ${t.fence}` : ''),
-          );
-          for (const s of r.skipped ?? []) lines.push(`${s.task}: nothing to recover (${s.reason})`);
-          return lines.length ? lines.join('\n') : 'nothing to recover';
-        });
+export const taskRecoverCommand = defineCommand({
+  path: ['task', 'recover'],
+  tool: 'task_recover',
+  description:
+    'reconcile tasks whose runner died: REATTACHED, SESSION_RESUMABLE, NOT_RECOVERABLE or UNKNOWN (nothing re-runs)',
+  input: {
+    task: z.string().optional().describe('a task id (or a unique prefix of 4+ hex digits)'),
+    all: z
+      .boolean()
+      .optional()
+      .describe('every task whose runner is gone, and every stale guard in this repository’s worktrees'),
+  },
+  args: ['task'],
+  names: ['task'],
+  refine(input) {
+    if (input.task && input.all) throw new XetError('USAGE', 'give a task or --all, not both');
+  },
+  // Clears stale guards and captures what a dead runner left; a live task is left alone, and a
+  // second run finds nothing more to do.
+  annotations: { readOnly: false, destructive: false, idempotent: true },
+  long: true,
+  output: z.looseObject({
+    tasks: z.array(
+      z.looseObject({
+        task: z.string(),
+        classification: z.enum(['REATTACHED', 'SESSION_RESUMABLE', 'NOT_RECOVERABLE', 'UNKNOWN']),
+        guardCleared: z.boolean(),
+        snapshot: z.string().nullable(),
+        reason: z.string(),
       }),
+    ),
+    skipped: z
+      .array(z.looseObject({ task: z.string(), state: z.enum(['live', 'ended']), reason: z.string() }))
+      .optional(),
+  }),
+  async run(input, ctx) {
+    const { findRepo } = await import('../git/repo');
+    const repo = await findRepo(ctx.cwd, true);
+    const { reconcile } = await import('../tasks/recover');
+    return reconcile(repo, input.task ? { task: input.task } : { all: true });
+  },
+  human(r) {
+    const lines = r.tasks.map(
+      (t) =>
+        `${t.task || '(unreadable guard)'} ${t.classification}: ${t.reason}` +
+        (t.guardCleared ? '; guard cleared' : '') +
+        (t.snapshot ? `; snapshot ${t.snapshot}` : '') +
+        (t.fence ? `; ${t.fence}` : ''),
     );
-}
+    for (const s of r.skipped ?? []) lines.push(`${s.task}: nothing to recover (${s.reason})`);
+    return lines.length ? lines.join('\n') : 'nothing to recover';
+  },
+});

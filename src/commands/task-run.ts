@@ -1,100 +1,146 @@
 // git xet task run, cancel (owner: runner helper). The runner itself is src/tasks/runner.ts.
-import { Option, type Command } from 'commander';
+// On the command line a task runs attached (its output streams, its exit code is ours) unless
+// --detach; through MCP it always detaches: the task outlives the call, read back with task_show,
+// task_events and task_result.
+import { z } from 'zod';
 import { chatty, emit, emitError, type Out } from '../cli/output';
-import { run } from '../cli/run';
+import type { PreparedTask } from '../tasks/runner';
+import { defineCommand, type CommandContext } from './spec';
 
-interface RunFlags {
-  in?: string;
-  fork?: string;
-  mode?: 'auto' | 'overlay' | 'clone' | 'copy';
-  dir?: string;
-  timeout?: string;
-  correlationId?: string;
-  sessionId?: string;
-  continue?: string;
-  detach?: boolean;
-  capture: boolean;
+const taskRunInput = {
+  command: z.array(z.string()).min(1).describe('the command and its arguments (after --)'),
+  in: z.string().optional().describe('run in another worktree of this repository'),
+  fork: z.string().optional().describe('run in a new fork of the snapshot'),
+  mode: z.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
+  dir: z.string().optional().describe('directory of the fork (with --fork; default <main worktree>.tasks/<id>)'),
+  timeout: z.string().optional().describe('deadline from now, frozen at creation (default 24h)'),
+  correlationId: z.string().optional().describe('an opaque id copied into the manifest, events and handoffs'),
+  sessionId: z.string().optional().describe("the agent's session id: a task whose runner is lost may be continued"),
+  continueTask: z.string().optional().describe('continue the session of an interrupted task, in its workspace'),
+  detach: z.boolean().optional().describe('print the task id at once; a runner of its own does the rest'),
+  capture: z.boolean().default(true).describe('do not capture the workspace at the end'),
+};
+type TaskRunInput = z.infer<z.ZodObject<typeof taskRunInput>>;
+
+/** Creates the task (manifest, slot, lease), before its command starts: here or in a detached runner. */
+async function prepare(input: TaskRunInput, ctx: CommandContext, detach: boolean) {
+  if (ctx.via === 'cli') {
+    // Only the command line's arguments can have been decoded lossily (an MCP client sends JSON).
+    const { refuseLossyArgument } = await import('../cli/argv-bytes');
+    refuseLossyArgument('--correlation-id', input.correlationId);
+    refuseLossyArgument('--session-id', input.sessionId);
+  }
+  const runner = await import('../tasks/runner');
+  const prep = await runner.startTask({
+    cwd: ctx.cwd,
+    argv: input.command,
+    in: input.in,
+    fork: input.fork,
+    mode: input.mode,
+    dir: input.dir,
+    timeout: input.timeout,
+    correlationId: input.correlationId,
+    sessionId: input.sessionId,
+    continueTask: input.continueTask,
+    detach,
+    capture: input.capture,
+  });
+  return { runner, prep };
 }
 
-export function registerTaskRun(task: Command): void {
-  task
-    .command('run')
-    .description('run COMMAND as a task in a workspace slot: lease, guard, manifest, events, result, capture')
-    .argument('<command...>', 'the command and its arguments (after --)')
-    .option('--in <dir>', 'run in another worktree of this repository')
-    .option('--fork <snapshot>', 'run in a new fork of the snapshot')
-    .addOption(new Option('--mode <mode>', 'fork mode (with --fork)').choices(['auto', 'overlay', 'clone', 'copy']))
-    .option('--dir <dir>', 'directory of the fork (with --fork; default <main worktree>.tasks/<id>)')
-    .option('--timeout <duration>', 'deadline from now, frozen at creation (default 24h)')
-    .option('--correlation-id <id>', 'an opaque id copied into the manifest, events and handoffs')
-    .option('--session-id <id>', "the agent's session id: a task whose runner is lost may be continued")
-    .option('--continue <task>', 'continue the session of an interrupted task, in its workspace')
-    .option('--detach', 'print the task id at once; a runner of its own does the rest')
-    .option('--no-capture', 'do not capture the workspace at the end')
-    .action(
-      run(async (out, argv: string[], flags: RunFlags) => {
-        const { refuseLossyArgument } = await import('../cli/argv-bytes');
-        refuseLossyArgument('--correlation-id', flags.correlationId);
-        refuseLossyArgument('--session-id', flags.sessionId);
-        const runner = await import('../tasks/runner');
-        const prep = await runner.startTask({
-          cwd: process.cwd(),
-          argv,
-          in: flags.in,
-          fork: flags.fork,
-          mode: flags.mode,
-          dir: flags.dir,
-          timeout: flags.timeout,
-          correlationId: flags.correlationId,
-          sessionId: flags.sessionId,
-          continueTask: flags.continue,
-          detach: flags.detach,
-          capture: flags.capture,
-        });
-        if (prep.hooksWarning && !out.json && !out.quiet)
-          process.stderr.write(`git xet: warning: ${prep.hooksWarning}\n`);
-        if (flags.detach) {
-          runner.detachTask(prep);
-          emit(
-            out,
-            { task: prep.task.id, status: 'created', detached: true, hooksWarning: prep.hooksWarning ?? null },
-            () => prep.task.id,
-          );
-          return 0;
-        }
-        // A reader that went away (`task run -- yes | head -1`) ends the copying, never the runner:
-        // an unhandled EPIPE would kill it between the command's end and the guard's removal.
-        const open = { stdout: true, stderr: true };
-        process.stdout.on('error', () => (open.stdout = false));
-        process.stderr.on('error', () => (open.stderr = false));
-        const end = await runner.runTask(prep, {
-          onOutput: out.json
-            ? undefined
-            : (stream, chunk) => {
-                if (open[stream]) (stream === 'stdout' ? process.stdout : process.stderr).write(chunk);
-              },
-        });
-        return report(out, end, prep.repo.commonDir, runner.RUN_EXIT, prep.hooksWarning ?? null);
-      }),
-    );
-
-  task
-    .command('cancel')
-    .description('ask a task to stop: its processes are ended, its workspace captured')
-    .argument('<task>', 'task id (or a unique prefix of 4+ hex digits)')
-    .action(
-      run(async (out, spec: string) => {
-        const { cancelTask } = await import('../tasks/runner');
-        const r = await cancelTask(process.cwd(), spec);
-        emit(out, r, () =>
-          r.cancelRequested
-            ? `cancel requested for task ${r.task}${r.signalled ? '' : ' (its runner is gone: git xet task recover ends it)'}`
-            : `task ${r.task} has already ended (${r.status})`,
-        );
-        return 0;
-      }),
-    );
+function detached(runner: typeof import('../tasks/runner'), prep: PreparedTask) {
+  runner.detachTask(prep);
+  return { task: prep.task.id, status: 'created', detached: true, hooksWarning: prep.hooksWarning ?? null };
 }
+
+export const taskRunCommand = defineCommand({
+  path: ['task', 'run'],
+  tool: 'task_run',
+  description: 'run COMMAND as a task in a workspace slot: lease, guard, manifest, events, result, capture',
+  input: taskRunInput,
+  args: ['command'],
+  flags: {
+    in: { value: '<dir>' },
+    fork: { value: '<snapshot>' },
+    mode: { value: '<mode>' },
+    dir: { value: '<dir>' },
+    timeout: { value: '<duration>' },
+    correlationId: { value: '<id>' },
+    sessionId: { value: '<id>' },
+    continueTask: { flag: 'continue', value: '<task>' },
+    capture: { negate: true },
+  },
+  paths: { in: 'existing', dir: 'target' },
+  names: ['fork', 'continueTask'],
+  annotations: { readOnly: false, destructive: false, idempotent: false },
+  // --json of a detached run (MCP's only kind), and the attached run's fields beside it.
+  output: z.looseObject({
+    task: z.string(),
+    status: z.string(),
+    hooksWarning: z.string().nullable(),
+    detached: z.boolean().optional(),
+    errorCode: z.string().nullable().optional(),
+    exitCode: z.number().nullable().optional(),
+    exitSignal: z.string().nullable().optional(),
+    correlationId: z.string().nullable().optional(),
+    resultSnapshot: z.string().nullable().optional(),
+    result: z.looseObject({}).nullable().optional(),
+    resultRefusal: z.looseObject({}).nullable().optional(),
+    captureError: z.looseObject({}).nullable().optional(),
+    survivors: z.number().optional(),
+  }),
+  async run(input, ctx) {
+    const { runner, prep } = await prepare(input, ctx, true);
+    if (prep.hooksWarning) ctx.note(`git xet: warning: ${prep.hooksWarning}`);
+    return detached(runner, prep);
+  },
+  async cliAction(input, ctx, out) {
+    const { runner, prep } = await prepare(input, ctx, Boolean(input.detach));
+    if (prep.hooksWarning && !out.json && !out.quiet) process.stderr.write(`git xet: warning: ${prep.hooksWarning}\n`);
+    if (input.detach) {
+      emit(out, detached(runner, prep), () => prep.task.id);
+      return 0;
+    }
+    // A reader that went away (`task run -- yes | head -1`) ends the copying, never the runner:
+    // an unhandled EPIPE would kill it between the command's end and the guard's removal.
+    const open = { stdout: true, stderr: true };
+    process.stdout.on('error', () => (open.stdout = false));
+    process.stderr.on('error', () => (open.stderr = false));
+    const end = await runner.runTask(prep, {
+      onOutput: out.json
+        ? undefined
+        : (stream, chunk) => {
+            if (open[stream]) (stream === 'stdout' ? process.stdout : process.stderr).write(chunk);
+          },
+    });
+    return report(out, end, prep.repo.commonDir, runner.RUN_EXIT, prep.hooksWarning ?? null);
+  },
+});
+
+export const taskCancelCommand = defineCommand({
+  path: ['task', 'cancel'],
+  tool: 'task_cancel',
+  description: 'ask a task to stop: its processes are ended, its workspace captured',
+  input: { task: z.string().describe('task id (or a unique prefix of 4+ hex digits)') },
+  args: ['task'],
+  names: ['task'],
+  // Ends the task's processes (its workspace is captured first); asking again changes nothing more.
+  annotations: { readOnly: false, destructive: true, idempotent: true },
+  output: z.looseObject({
+    task: z.string(),
+    status: z.string(),
+    cancelRequested: z.boolean(),
+    signalled: z.boolean(),
+  }),
+  async run(input, ctx) {
+    const { cancelTask } = await import('../tasks/runner');
+    return cancelTask(ctx.cwd, input.task);
+  },
+  human: (r) =>
+    r.cancelRequested
+      ? `cancel requested for task ${r.task}${r.signalled ? '' : ' (its runner is gone: git xet task recover ends it)'}`
+      : `task ${r.task} has already ended (${r.status})`,
+});
 
 type End = Awaited<ReturnType<typeof import('../tasks/runner').runTask>>;
 
