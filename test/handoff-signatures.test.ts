@@ -498,3 +498,25 @@ test('OpenPGP: gpg signs (gpg.format unset) and verify reports the uid email, fi
       spawnSync('gpgconf', ['--kill', 'all'], { env: { ...sb.env, ...env } });
     }
   }));
+
+test('local gc deletes an expired handoff and its signatures together', () =>
+  withSandbox((sb) => {
+    const { r, snap } = setup(sb);
+    const manifestSha256 = sha256(r.gitTry('cat-file', 'blob', `${snap}:manifest.json`).stdout);
+    const bytes =
+      `{"artifacts":[],"createdAt":"2025-01-02T03:04:05Z","expiresAt":"2025-01-03T03:04:05Z","findings":[],` +
+      `"from":"alice","negative":[],"schema":"xet.handoff/v1","snapshot":{"manifestSha256":"${manifestSha256}",` +
+      `"oid":"${snap}"},"summary":"","title":"old","to":["bob"]}`;
+    fs.writeFileSync(sb.path('old.json'), bytes);
+    const made = xet(sb, r.dir, ['handoff', 'create', '--descriptor', sb.path('old.json'), '--sign', '--json']);
+    expectExit(made, 0);
+    const h = parseJson(made).id as string;
+    assert.equal(h, sha256(bytes));
+    const kept = create(sb, r, snap, ['--sign', '--title', 'current']);
+    assert.equal(signatureRefs(r, h).length, 1);
+    const gc = xet(sb, r.dir, ['gc', '--json']);
+    expectExit(gc, 0);
+    assert.equal(r.gitTry('rev-parse', '-q', '--verify', `refs/xet/handoffs/${h}`).status, 1, 'the handoff went');
+    assert.deepEqual(signatureRefs(r, h), [], 'and its signature with it');
+    assert.equal(signatureRefs(r, kept.id).length, 1, "an unexpired handoff's signature stays");
+  }));
