@@ -25,7 +25,8 @@
 // Results: tables on stdout and bench/mcp-results.json.
 
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -57,6 +58,12 @@ const GOALS = {
   verifySignedRatio: 1.5,
 };
 const EDITS = 10;
+
+/** The mean of every sample of the lists, null when there are none. */
+const mean = (...lists) => {
+  const xs = lists.flat();
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
+};
 const CALL_TIMEOUT_MS = 600_000;
 
 const ARGS = {
@@ -113,21 +120,34 @@ async function startServer(cli, repo, env) {
   } catch (e) {
     throw new BenchError(`git xet mcp --repo ${repo} did not start: ${e.message}\n  stderr: ${tail(stderr.join(''))}`);
   }
-  return { client, stderr, startSeconds: (performance.now() - t0) / 1000 };
+  return { client, stderr, pid: transport.pid, startSeconds: (performance.now() - t0) / 1000 };
 }
 
-/** One tool call, timed from the request to the answer; a tool error is a BenchError. */
+let clockTicks = 100;
+
+/** CPU seconds (user + sys) a process used, with the children it waited for (/proc/<pid>/stat). */
+function processCpu(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / clockTicks;
+}
+
+/** One tool call, timed from the request to the answer, with the CPU the server and the children it
+ * waited for used meanwhile (a long tool's child CLI and its git processes); a tool error is a
+ * BenchError. On a loaded machine CPU time says what the call costs better than wall time. */
 async function timedCall(server, name, args) {
+  const cpu0 = processCpu(server.pid);
   const t0 = performance.now();
   const r = await server.client.callTool({ name, arguments: args }, undefined, { timeout: CALL_TIMEOUT_MS });
   const seconds = (performance.now() - t0) / 1000;
+  const cpuSeconds = processCpu(server.pid) - cpu0;
   if (r.isError) {
     throw new BenchError(
       `MCP ${name} ${JSON.stringify(args)} failed: ${JSON.stringify(r.structuredContent ?? r.content).slice(0, 2000)}\n` +
         `  server stderr: ${tail(server.stderr.join(''), 2000)}`,
     );
   }
-  return { seconds, json: r.structuredContent };
+  return { seconds, cpuSeconds, json: r.structuredContent };
 }
 
 async function main() {
@@ -148,12 +168,13 @@ async function main() {
   const { fail, warn } = recorder(results);
   const noteLoad = loadNoter(results);
   let cli = null;
-  const xet = xetRunner(() => cli, opts, { env: GIT_ENV });
+  const xet = xetRunner(() => cli, opts, { env: GIT_ENV, cpu: true });
   let server = null;
 
   try {
     noteLoad('start');
     cli = await setUpCli(opts, runDir, results);
+    clockTicks = Number((await run('getconf', ['CLK_TCK'], { allowFail: true })).stdout.trim()) || 100;
     const help = (await run(process.execPath, [cli, '--help'])).stdout;
     const hasMcp = /^ {2}mcp\b/m.test(help);
     if (!hasMcp) warn('git xet has no mcp command (wip/mcp not merged): only the CLI side is measured');
@@ -176,7 +197,7 @@ async function main() {
     }
 
     // ---- capture: CLI vs the warm server's tool, alternated -------------------------------------
-    const C = (results.capture = { cli: [], mcp: [] });
+    const C = (results.capture = { cli: [], mcp: [], cliCpu: [], mcpCpu: [] });
     try {
       for (let rep = 1; rep <= opts.reps; rep++) {
         const sides = rep % 2 ? ['cli', 'mcp'] : ['mcp', 'cli'];
@@ -192,6 +213,7 @@ async function main() {
           if (r.json?.unchanged !== false)
             throw new BenchError(`the ${side} capture after ${EDITS} edits was unchanged`);
           C[side].push(r.seconds);
+          C[`${side}Cpu`].push(r.cpuSeconds);
         }
       }
     } catch (e) {
@@ -200,7 +222,17 @@ async function main() {
     noteLoad('capture');
 
     // ---- read-only tools on the warm server, the CLI beside them --------------------------------
-    const R = (results.readOnly = { mcpSnapshots: [], mcpShow: [], cliSnapshots: [], cliShow: [], snapshot: null });
+    const R = (results.readOnly = {
+      mcpSnapshots: [],
+      mcpShow: [],
+      cliSnapshots: [],
+      cliShow: [],
+      inProcessSnapshots: [],
+      inProcessShow: [],
+      mcpSnapshotsCpu: [],
+      mcpShowCpu: [],
+      snapshot: null,
+    });
     try {
       const listed = await xet(app, ['snapshots', '--json']);
       const snapshot = (R.snapshot = listed.json?.snapshots?.[0]?.snapshot);
@@ -210,9 +242,31 @@ async function main() {
         await timedCall(server, 'snapshots', {});
         await timedCall(server, 'show', { snapshot });
         for (let i = 0; i < opts.calls; i++) {
-          R.mcpSnapshots.push((await timedCall(server, 'snapshots', {})).seconds);
-          R.mcpShow.push((await timedCall(server, 'show', { snapshot })).seconds);
+          const a = await timedCall(server, 'snapshots', {});
+          const b = await timedCall(server, 'show', { snapshot });
+          R.mcpSnapshots.push(a.seconds);
+          R.mcpShow.push(b.seconds);
+          R.mcpSnapshotsCpu.push(a.cpuSeconds);
+          R.mcpShowCpu.push(b.cpuSeconds);
         }
+      }
+      // The same two commands in this process (the CLI under test's definitions, as the server runs
+      // them): what a warm call costs beyond them is the server's and the protocol's.
+      const req = createRequire(join(dirname(dirname(cli)), 'dist', 'src', 'index.js'));
+      const commands = join(dirname(dirname(cli)), 'dist', 'src', 'commands');
+      const { snapshotsCommand } = req(join(commands, 'snapshots.js'));
+      const { showCommand } = req(join(commands, 'show.js'));
+      const ctx = { cwd: app, note: () => {}, via: 'mcp' };
+      const inProcess = async (spec, input) => {
+        const t0 = performance.now();
+        await spec.run(input, ctx);
+        return (performance.now() - t0) / 1000;
+      };
+      await inProcess(snapshotsCommand, {});
+      await inProcess(showCommand, { snapshot });
+      for (let i = 0; i < opts.calls; i++) {
+        R.inProcessSnapshots.push(await inProcess(snapshotsCommand, {}));
+        R.inProcessShow.push(await inProcess(showCommand, { snapshot }));
       }
       for (let i = 0; i < opts.reps; i++) {
         R.cliSnapshots.push((await xet(app, ['snapshots', '--json'])).seconds);
@@ -224,7 +278,17 @@ async function main() {
     noteLoad('read-only');
 
     // ---- handoff verify: one ssh signature vs none ----------------------------------------------
-    const V = (results.verify = { cliSigned: [], cliUnsigned: [], mcpSigned: [], mcpUnsigned: [], signature: null });
+    const V = (results.verify = {
+      cliSigned: [],
+      cliUnsigned: [],
+      mcpSigned: [],
+      mcpUnsigned: [],
+      cliSignedCpu: [],
+      cliUnsignedCpu: [],
+      mcpSignedCpu: [],
+      mcpUnsignedCpu: [],
+      signature: null,
+    });
     if (hasSign) {
       try {
         const keys = join(runDir, 'keys');
@@ -271,8 +335,13 @@ async function main() {
         }
         for (let rep = 1; rep <= opts.reps; rep++) {
           for (const kind of rep % 2 ? ['Signed', 'Unsigned'] : ['Unsigned', 'Signed']) {
-            V[`cli${kind}`].push((await xet(app, ['handoff', 'verify', ids[kind], '--json'])).seconds);
-            if (server) V[`mcp${kind}`].push((await timedCall(server, 'handoff_verify', { id: ids[kind] })).seconds);
+            const c = await xet(app, ['handoff', 'verify', ids[kind], '--json']);
+            V[`cli${kind}`].push(c.seconds);
+            V[`cli${kind}Cpu`].push(c.cpuSeconds);
+            if (!server) continue;
+            const m = await timedCall(server, 'handoff_verify', { id: ids[kind] });
+            V[`mcp${kind}`].push(m.seconds);
+            V[`mcp${kind}Cpu`].push(m.cpuSeconds);
           }
         }
       } catch (e) {
@@ -284,6 +353,7 @@ async function main() {
     results.summary = {
       rows: [
         goalRow(`capture after ${EDITS} edits: MCP tool vs CLI`, C.mcp, C.cli, { goalRatio: GOALS.captureRatio }),
+        goalRow('the same, CPU (user + sys, with children)', C.mcpCpu, C.cliCpu, {}),
         goalRow('snapshots: MCP tool on a warm server', R.mcpSnapshots, null, {
           goalMs: GOALS.readOnlyMs,
           absolute: true,
@@ -292,6 +362,16 @@ async function main() {
           goalMs: GOALS.readOnlyMs,
           absolute: true,
         }),
+        goalRow(
+          'snapshots + show, server CPU per call (mean, 10 ms ticks)',
+          [mean(R.mcpSnapshotsCpu, R.mcpShowCpu)],
+          null,
+          {
+            absolute: true,
+          },
+        ),
+        goalRow('snapshots: the MCP call vs the command run in-process', R.mcpSnapshots, R.inProcessSnapshots, {}),
+        goalRow('show <snapshot>: the MCP call vs the command run in-process', R.mcpShow, R.inProcessShow, {}),
         goalRow('snapshots --json: CLI (node start included)', R.cliSnapshots, null, { absolute: true }),
         goalRow('show <snapshot> --json: CLI (node start included)', R.cliShow, null, { absolute: true }),
         goalRow('handoff verify, 1 ssh signature vs none: CLI', V.cliSigned, V.cliUnsigned, {
@@ -300,6 +380,8 @@ async function main() {
         goalRow('handoff verify, 1 ssh signature vs none: MCP warm', V.mcpSigned, V.mcpUnsigned, {
           goalRatio: GOALS.verifySignedRatio,
         }),
+        goalRow('the same, CLI, CPU (user + sys, with children)', V.cliSignedCpu, V.cliUnsignedCpu, {}),
+        goalRow('the same, MCP, server CPU (with children)', V.mcpSignedCpu, V.mcpUnsignedCpu, {}),
         goalRow(
           'server start (spawn to initialized)',
           results.serverStartSeconds == null ? [] : [results.serverStartSeconds],

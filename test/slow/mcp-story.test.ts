@@ -17,86 +17,19 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { git, initRepo } from '../support/git';
+import { callError, callOk, startMcp, waitGone, type McpSession } from '../support/mcp';
 import { withSandbox, type Sandbox } from '../support/sandbox';
-import { describeRun, xet, XET_BIN } from '../support/xet';
+import { describeRun, xet } from '../support/xet';
 
-const CALL_TIMEOUT_MS = 180_000;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
-
-/** One MCP server process and the client connected to it; `stderr` keeps the server's for failures. */
-interface Agent {
-  readonly name: string;
-  readonly client: Client;
-  readonly stderr: string[];
-}
-
-async function startAgent(sb: Sandbox, name: string, args: string[]): Promise<Agent> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(sb.env)) if (v !== undefined) env[k] = v;
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [XET_BIN, 'mcp', ...args],
-    env,
-    cwd: sb.root,
-    stderr: 'pipe',
-  });
-  const stderr: string[] = [];
-  transport.stderr?.on('data', (d: Buffer) => stderr.push(d.toString('utf8')));
-  const client = new Client({ name: `mcp-story-${name}`, version: '1.0.0' });
-  try {
-    await client.connect(transport);
-  } catch (e) {
-    throw new Error(`${name}: git xet mcp ${args.join(' ')} did not start: ${e}\nstderr: ${stderr.join('')}`, {
-      cause: e,
-    });
-  }
-  return { name, client, stderr };
-}
-
-function describeCall(agent: Agent, tool: string, args: unknown, result: unknown): string {
-  return (
-    `${agent.name}: ${tool} ${JSON.stringify(args)}\n` +
-    `result: ${JSON.stringify(result).slice(0, 4000)}\n` +
-    `server stderr: ${agent.stderr.join('').slice(-3000)}`
-  );
-}
-
-/** Calls a tool that must succeed; returns its structuredContent (the command's --json value). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function call(agent: Agent, tool: string, args: Record<string, unknown>): Promise<any> {
-  const r = await agent.client.callTool({ name: tool, arguments: args }, undefined, { timeout: CALL_TIMEOUT_MS });
-  assert.ok(!r.isError, `expected success:\n${describeCall(agent, tool, args, r)}`);
-  assert.ok(
-    r.structuredContent && typeof r.structuredContent === 'object',
-    `no structuredContent:\n${describeCall(agent, tool, args, r)}`,
-  );
-  // The text content carries the same JSON, for hosts that do not read structuredContent.
-  const text = (r.content as { type: string; text?: string }[]).find((c) => c.type === 'text')?.text;
-  assert.deepEqual(JSON.parse(text ?? 'null'), r.structuredContent, `text content is not the structured result`);
-  return r.structuredContent;
-}
-
-/** Calls a tool that must fail with `code`; returns the error object. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function callRefused(agent: Agent, tool: string, args: Record<string, unknown>, code: string): Promise<any> {
-  const r = await agent.client.callTool({ name: tool, arguments: args }, undefined, { timeout: CALL_TIMEOUT_MS });
-  assert.equal(r.isError, true, `expected ${code}:\n${describeCall(agent, tool, args, r)}`);
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  const error = (r.structuredContent as any)?.error;
-  assert.equal(error?.code, code, `expected error code ${code}:\n${describeCall(agent, tool, args, r)}`);
-  assert.equal(typeof error.message, 'string');
-  return error;
-}
 
 /** Polls task_show until the task has ended (a detached task outlives the task_run call). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function waitForTask(agent: Agent, task: string, timeoutMs = 120_000): Promise<any> {
+async function waitForTask(agent: McpSession, task: string, timeoutMs = 120_000): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const shown = await call(agent, 'task_show', { task });
+    const shown = await callOk(agent, 'task_show', { task });
     assert.equal(shown.task.id, task);
     if (TERMINAL.has(shown.task.status)) return shown;
     assert.ok(Date.now() < deadline, `task ${task} still ${shown.task.status} after ${timeoutMs} ms`);
@@ -148,9 +81,9 @@ test(
       const storeUrl = `xet::${store}`;
       for (const d of ['store', 'a-work', 'b-work']) fs.mkdirSync(sb.path(d));
 
-      const agentA = await startAgent(sb, 'A', ['--repo', a.dir, '--root', sb.path('a-work'), '--root', store]);
-      const agentB = await startAgent(sb, 'B', ['--repo', repoB, '--root', sb.path('b-work'), '--root', store]);
-      const readerB = await startAgent(sb, 'B reading A', ['--repo', a.dir, '--read-only']);
+      const agentA = await startMcp(sb, ['--repo', a.dir, '--root', sb.path('a-work'), '--root', store]);
+      const agentB = await startMcp(sb, ['--repo', repoB, '--root', sb.path('b-work'), '--root', store]);
+      const readerB = await startMcp(sb, ['--repo', a.dir, '--read-only']);
       try {
         const toolsA = (await agentA.client.listTools()).tools.map((t) => t.name);
         for (const t of ['capture', 'fork', 'task_run', 'task_show', 'handoff_create', 'push', 'fetch']) {
@@ -168,29 +101,29 @@ test(
         );
 
         // ---- agent A: capture, fork, a task in the fork ----------------------------------------
-        const captured = await call(agentA, 'capture', { message: 'before the fix' });
+        const captured = await callOk(agentA, 'capture', { message: 'before the fix' });
         assert.match(captured.snapshot, /^[0-9a-f]{40}$/);
         assert.equal(captured.unchanged, false);
         assert.ok(captured.files >= 5, `capture took the tracked, untracked and ignored files: ${captured.files}`);
-        const listed = await call(agentA, 'snapshots', {});
+        const listed = await callOk(agentA, 'snapshots', {});
         assert.deepEqual(
           listed.snapshots.map((s: { snapshot: string }) => s.snapshot),
           [captured.snapshot],
         );
 
         const forkDir = sb.path('a-work', 'fix');
-        const forked = await call(agentA, 'fork', { snapshot: captured.snapshot, dir: forkDir, mode: 'copy' });
+        const forked = await callOk(agentA, 'fork', { snapshot: captured.snapshot, dir: forkDir, mode: 'copy' });
         assert.equal(forked.dir, forkDir);
         assert.equal(forked.mode, 'copy');
         assert.equal(forked.snapshot, captured.snapshot);
         assert.equal(fs.readFileSync(path.join(forkDir, 'notes.txt'), 'utf8'), 'untracked notes\n');
-        const forksListed = await call(agentA, 'forks', {});
+        const forksListed = await callOk(agentA, 'forks', {});
         assert.ok(
           forksListed.forks.some((f: { id: string }) => f.id === forked.id),
           `forks lists ${forked.id}: ${JSON.stringify(forksListed)}`,
         );
 
-        const started = await call(agentA, 'task_run', {
+        const started = await callOk(agentA, 'task_run', {
           in: forkDir,
           command: ['sh', '-c', 'echo "fixed by agent a" > FIX.txt && seq 1 30000'],
         });
@@ -208,7 +141,7 @@ test(
         const resultSnapshot = endedA.task.resultSnapshot as string;
 
         // ---- A hands the task's result to B, signed, and pushes it to the store -----------------
-        const created = await call(agentA, 'handoff_create', {
+        const created = await callOk(agentA, 'handoff_create', {
           task: taskA,
           to: ['agent-b'],
           title: 'the fix, with its test output',
@@ -226,8 +159,10 @@ test(
           .split('\n')
           .filter(Boolean);
         assert.equal(signatureRefs.length, 1, `one signature ref for ${handoffA}`);
+        assert.equal(created.signature.ref, signatureRefs[0]);
+        assert.equal(created.signature.format, 'ssh');
 
-        const pushedA = await call(agentA, 'push', { remote: storeUrl });
+        const pushedA = await callOk(agentA, 'push', { remote: storeUrl });
         assert.equal(pushedA.kind, 'xet');
         const pushedRefs = new Map(pushedA.refs.map((r: { ref: string; status: string }) => [r.ref, r.status]));
         assert.equal(pushedRefs.get(`refs/xet/handoffs/${handoffA}`), 'new', JSON.stringify(pushedA.refs));
@@ -235,7 +170,7 @@ test(
         assert.equal(pushedRefs.get(signatureRefs[0]), 'new', 'the signature travels with its handoff');
 
         // ---- agent B: fetch, list what is addressed to it, verify, accept requiring a signature --
-        const fetchedB = await call(agentB, 'fetch', { remote: storeUrl });
+        const fetchedB = await callOk(agentB, 'fetch', { remote: storeUrl });
         const fetchedRefs = fetchedB.fetched.map((f: { ref: string }) => f.ref);
         for (const ref of [`refs/xet/handoffs/${handoffA}`, signatureRefs[0], `refs/xet/snapshots/${resultSnapshot}`]) {
           assert.ok(
@@ -243,7 +178,7 @@ test(
             `B fetched ${ref}: ${fetchedRefs}`,
           );
         }
-        const forB = await call(agentB, 'handoff_list', { to: 'agent-b' });
+        const forB = await callOk(agentB, 'handoff_list', { to: 'agent-b' });
         assert.equal(forB.handoffs.length, 1, JSON.stringify(forB));
         const entry = forB.handoffs[0];
         assert.equal(entry.id, handoffA);
@@ -252,9 +187,10 @@ test(
         assert.deepEqual(entry.to, ['agent-b']);
         assert.equal(entry.task, taskA);
         assert.equal(entry.snapshot, resultSnapshot);
-        assert.deepEqual((await call(agentB, 'handoff_list', { to: 'agent-a' })).handoffs, []);
+        assert.equal(entry.signed, 1);
+        assert.deepEqual((await callOk(agentB, 'handoff_list', { to: 'agent-a' })).handoffs, []);
 
-        const verified = await call(agentB, 'handoff_verify', { id: handoffA });
+        const verified = await callOk(agentB, 'handoff_verify', { id: handoffA });
         assert.equal(verified.ok, true);
         assert.equal(verified.descriptor.task, taskA);
         assert.equal(verified.signatures.length, 1, JSON.stringify(verified.signatures));
@@ -266,7 +202,7 @@ test(
 
         // Confinement: a directory outside B's repository and roots is refused before anything.
         const outside = sb.path('outside');
-        await callRefused(
+        await callError(
           agentB,
           'handoff_accept',
           { id: handoffA, dir: outside, requireSigned: true },
@@ -275,10 +211,11 @@ test(
         assert.equal(fs.existsSync(outside), false);
 
         const acceptedDir = sb.path('b-work', 'review');
-        const accepted = await call(agentB, 'handoff_accept', {
+        const accepted = await callOk(agentB, 'handoff_accept', {
           id: handoffA,
           dir: acceptedDir,
           requireSigned: true,
+          signer: 'agent-a',
           fork: true,
           mode: 'copy',
         });
@@ -288,8 +225,9 @@ test(
         assert.equal(accepted.action, 'fork');
         assert.equal(accepted.mode, 'copy');
         assert.equal(accepted.dir, acceptedDir);
+        assert.deepEqual(accepted.signedBy, ['agent-a']);
         assert.equal(fs.readFileSync(path.join(acceptedDir, 'FIX.txt'), 'utf8'), 'fixed by agent a\n');
-        const acceptedOk = await call(agentB, 'verify', { snapshot: resultSnapshot, dir: acceptedDir });
+        const acceptedOk = await callOk(agentB, 'verify', { snapshot: resultSnapshot, dir: acceptedDir });
         assert.equal(acceptedOk.ok, true, JSON.stringify(acceptedOk.differences));
         assert.equal(acceptedOk.scope, 'fork');
 
@@ -298,7 +236,7 @@ test(
         let offset = 0;
         let last;
         do {
-          last = await call(readerB, 'task_result', { task: entry.task, offset, maxBytes: CHUNK });
+          last = await callOk(readerB, 'task_result', { task: entry.task, offset, maxBytes: CHUNK });
           assert.equal(last.offsetBytes, offset);
           assert.equal(last.sizeBytes, Buffer.byteLength(RESULT));
           assert.ok(Buffer.byteLength(last.text) <= CHUNK);
@@ -311,7 +249,7 @@ test(
         assert.equal(sha256(chunks.join('')), last.sha256);
 
         // ---- B works on it in a task of its own and hands it back --------------------------------
-        const startedB = await call(agentB, 'task_run', {
+        const startedB = await callOk(agentB, 'task_run', {
           in: acceptedDir,
           command: ['sh', '-c', 'echo "reviewed by agent b" > REVIEW.txt && echo reviewed'],
         });
@@ -319,14 +257,14 @@ test(
         assert.equal(endedB.task.status, 'succeeded', JSON.stringify(endedB.task));
         const backSnapshot = endedB.task.resultSnapshot as string;
         assert.match(backSnapshot, /^[0-9a-f]{40}$/);
-        const back = await call(agentB, 'handoff_create', {
+        const back = await callOk(agentB, 'handoff_create', {
           task: startedB.task,
           to: ['agent-a'],
           title: 'reviewed',
           supersedes: handoffA,
         });
         assert.equal(back.snapshot, backSnapshot);
-        const pushedB = await call(agentB, 'push', { remote: storeUrl, ids: [back.id] });
+        const pushedB = await callOk(agentB, 'push', { remote: storeUrl, ids: [back.id] });
         assert.ok(
           pushedB.refs.some(
             (r: { ref: string; status: string }) => r.ref === `refs/xet/handoffs/${back.id}` && r.status === 'new',
@@ -335,27 +273,30 @@ test(
         );
 
         // ---- A fetches and lists the hand-back; unsigned, it is refused when a signature is required
-        const fetchedA = await call(agentA, 'fetch', { remote: storeUrl });
+        const fetchedA = await callOk(agentA, 'fetch', { remote: storeUrl });
         assert.ok(fetchedA.fetched.some((f: { ref: string }) => f.ref.endsWith(`xet/handoffs/${back.id}`)));
-        const forA = await call(agentA, 'handoff_list', { to: 'agent-a' });
+        const forA = await callOk(agentA, 'handoff_list', { to: 'agent-a' });
         assert.equal(forA.handoffs.length, 1, JSON.stringify(forA));
         assert.equal(forA.handoffs[0].id, back.id);
         assert.equal(forA.handoffs[0].from, 'agent-b');
         assert.equal(forA.handoffs[0].supersedes, handoffA);
-        assert.deepEqual((await call(agentA, 'handoff_verify', { id: back.id })).signatures, []);
+        assert.deepEqual((await callOk(agentA, 'handoff_verify', { id: back.id })).signatures, []);
         const backDir = sb.path('a-work', 'back');
-        await callRefused(
+        await callError(
           agentA,
           'handoff_accept',
           { id: back.id, dir: backDir, requireSigned: true },
           'HANDOFF_UNTRUSTED',
         );
         assert.equal(fs.existsSync(backDir), false, 'a refused accept writes nothing');
-        const acceptedBack = await call(agentA, 'handoff_accept', { id: back.id, dir: backDir });
+        const acceptedBack = await callOk(agentA, 'handoff_accept', { id: back.id, dir: backDir });
         assert.equal(acceptedBack.action, 'restore');
         assert.equal(acceptedBack.snapshot, backSnapshot);
       } finally {
-        await Promise.allSettled([agentA.client.close(), agentB.client.close(), readerB.client.close()]);
+        const servers = [agentA, agentB, readerB];
+        await Promise.allSettled(servers.map((s) => s.close()));
+        // Each server exits when its client closes stdin, and leaves no process behind.
+        for (const s of servers) if (s.process.pid) await waitGone(s.process.pid, 15_000, 'an MCP server');
       }
 
       // ---- the end state on disk, checked by the CLI ---------------------------------------------
