@@ -280,6 +280,25 @@ test('a capture through MCP that compresses in worker threads completes (the orp
   });
 });
 
+test('GIT_XET_PROGRESS=json: the CLI prints each phase as a JSON line on stderr, not a terminal, --json or not', async () => {
+  await withSandbox((sb) => {
+    const r = repoWithFiles(sb);
+    for (const args of [
+      ['capture', '--json'],
+      ['capture', '--always', '-q'],
+    ]) {
+      const res = xet(sb, r.dir, args, { env: { GIT_XET_PROGRESS: 'json' } });
+      assert.equal(res.status, 0, res.stderr);
+      const lines = res.stderr.split('\n').filter(Boolean);
+      assert.ok(lines.length >= 3, res.stderr);
+      for (const line of lines) assert.equal(typeof JSON.parse(line).progress, 'string', line);
+      assert.ok(lines.includes('{"progress":"scanning the working tree"}'), res.stderr);
+    }
+    // Without it (and not on a terminal): no progress at all.
+    assert.equal(xet(sb, r.dir, ['capture', '--always', '--json']).stderr, '');
+  });
+});
+
 /** Each hole of the official git MCP server, and ours: refused with ARGUMENT_NOT_ALLOWED, nothing made. */
 test('confinement: traversal, symlinks out, prefix roots, option-like names, other repositories, git dirs', async () => {
   await withSandbox(async (sb) => {
