@@ -66,10 +66,11 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
     if (t === 'array') opt.argParser(collect);
     else if (t === 'enum') opt.choices((base as unknown as { options: string[] }).options);
     // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself.
-    cmd.addOption(opt);
-    // Commander names the attribute after the flag; map it back to the input's key.
+    // Commander names the attribute after the flag; map it back to the input's key (before
+    // addOption, which reads the name once).
     const f = spec.flags?.[key];
     if (f?.flag) opt.attributeName = () => key;
+    cmd.addOption(opt);
   }
   cmd.action(
     run(async (out: Out, ...rest: unknown[]) => {
