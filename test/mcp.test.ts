@@ -102,6 +102,19 @@ test('to-argv round-trips every definition: a sample input -> argv -> the CLI pa
     }
     if (required) assert.deepEqual(await cliParse(spec, toArgv(spec, required)), required, spec.path.join(' '));
   }
+  // A flag named otherwise than its input (task run's --continue for continueTask), which the CLI
+  // once dropped: a definition of its own, so the round trip holds whichever commands exist.
+  const renamed: AnyCommandSpec = {
+    path: ['probe'],
+    tool: 'probe',
+    description: 'probe',
+    input: { continueTask: z.string().optional().describe('a renamed flag') },
+    flags: { continueTask: { flag: 'continue' } },
+    annotations: { readOnly: true, destructive: false, idempotent: true },
+    run: () => Promise.resolve({}),
+  };
+  assert.deepEqual(toArgv(renamed, { continueTask: 't1' }), ['probe', '--continue=t1']);
+  assert.deepEqual(await cliParse(renamed, ['probe', '--continue=t1']), { continueTask: 't1' });
   // The shapes that need care, on a definition that has them: positionals after `--`.
   const restore = COMMANDS.find((s) => s.tool === 'restore') as AnyCommandSpec;
   assert.deepEqual(toArgv(restore, { snapshot: '-x', dir: 'd', allowExec: true }, ['--json']), [
@@ -277,6 +290,25 @@ test('a capture through MCP that compresses in worker threads completes (the orp
       },
       { XET_PACK_WORKERS: '2' },
     );
+  });
+});
+
+test('GIT_XET_PROGRESS=json: the CLI prints each phase as a JSON line on stderr, not a terminal, --json or not', async () => {
+  await withSandbox((sb) => {
+    const r = repoWithFiles(sb);
+    for (const args of [
+      ['capture', '--json'],
+      ['capture', '--always', '-q'],
+    ]) {
+      const res = xet(sb, r.dir, args, { env: { GIT_XET_PROGRESS: 'json' } });
+      assert.equal(res.status, 0, res.stderr);
+      const lines = res.stderr.split('\n').filter(Boolean);
+      assert.ok(lines.length >= 3, res.stderr);
+      for (const line of lines) assert.equal(typeof JSON.parse(line).progress, 'string', line);
+      assert.ok(lines.includes('{"progress":"scanning the working tree"}'), res.stderr);
+    }
+    // Without it (and not on a terminal): no progress at all.
+    assert.equal(xet(sb, r.dir, ['capture', '--always', '--json']).stderr, '');
   });
 });
 
