@@ -13,7 +13,7 @@ import { COMMANDS, GROUPS } from '../src/commands/registry';
 import type { AnyCommandSpec } from '../src/commands/spec';
 import { parseInput, registerSpecs, unwrapField } from '../src/cli/from-spec';
 import { toArgv } from '../src/cli/to-argv';
-import { initRepo, type Repo } from './support/git';
+import { initRepo, pseudoRandomBytes, type Repo } from './support/git';
 import { callError, callOk, withMcp, type McpSession } from './support/mcp';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, parseJson, verify, xet } from './support/xet';
@@ -258,6 +258,44 @@ test('long tools send progress notifications when the call has a progressToken',
       );
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress increases');
     });
+  });
+});
+
+test('a capture through MCP that compresses in worker threads completes (the orphan guard acts only in the main thread)', async () => {
+  await withSandbox(async (sb) => {
+    const r = initRepo(sb, 'repo');
+    r.commit('c1', { 'a.txt': 'a\n' });
+    // Over the pack writer's 8 MiB threshold for its compression workers, in small files.
+    for (let i = 0; i < 48; i++) r.write(`data/${i}.bin`, pseudoRandomBytes(256 * 1024, i + 1));
+    await withMcp(
+      sb,
+      ['--repo', r.dir],
+      async (s) => {
+        const cap = await callOk(s, 'capture', {});
+        assert.ok(cap.files >= 49, JSON.stringify(cap));
+        assert.equal(parseJson(xet(sb, r.dir, ['verify', cap.snapshot, '.', '--json'])).ok, true);
+      },
+      { XET_PACK_WORKERS: '2' },
+    );
+  });
+});
+
+test('GIT_XET_PROGRESS=json: the CLI prints each phase as a JSON line on stderr, not a terminal, --json or not', async () => {
+  await withSandbox((sb) => {
+    const r = repoWithFiles(sb);
+    for (const args of [
+      ['capture', '--json'],
+      ['capture', '--always', '-q'],
+    ]) {
+      const res = xet(sb, r.dir, args, { env: { GIT_XET_PROGRESS: 'json' } });
+      assert.equal(res.status, 0, res.stderr);
+      const lines = res.stderr.split('\n').filter(Boolean);
+      assert.ok(lines.length >= 3, res.stderr);
+      for (const line of lines) assert.equal(typeof JSON.parse(line).progress, 'string', line);
+      assert.ok(lines.includes('{"progress":"scanning the working tree"}'), res.stderr);
+    }
+    // Without it (and not on a terminal): no progress at all.
+    assert.equal(xet(sb, r.dir, ['capture', '--always', '--json']).stderr, '');
   });
 });
 

@@ -70,6 +70,10 @@ function clearProgress(): void {
 /** With GIT_XET_PROGRESS=json (the MCP server's child processes, src/mcp/child.ts) every phase is one
  * `{"progress":"<phase>"}` line on stderr, terminal or not, --json or not: a reader forwards them. */
 export const PROGRESS_ENV = 'GIT_XET_PROGRESS';
+/** Read once and taken out of the environment: it is for this process, not for the commands a task
+ * runs or the git processes it starts. */
+const JSON_PROGRESS = process.env[PROGRESS_ENV] === 'json';
+delete process.env[PROGRESS_ENV];
 
 function jsonProgress(what: string): void {
   process.stderr.write(`${JSON.stringify({ progress: what })}\n`);
@@ -80,7 +84,7 @@ function jsonProgress(what: string): void {
  * PROGRESS_TICK_MS while the phase lasts (git's own work runs in child processes, so the event loop
  * is free to redraw). */
 export function progressLine(out: Out): ((what: string) => void) | undefined {
-  if (process.env[PROGRESS_ENV] === 'json') return jsonProgress;
+  if (JSON_PROGRESS) return jsonProgress;
   if (!chatty(out)) return undefined;
   const started = Date.now();
   let phase = '';

@@ -109,7 +109,9 @@ test('a cancelled capture answers CANCELLED once its child is gone, with nothing
   });
 });
 
-test('a client that closes stdin mid-capture: the server stops its child and exits 0', async () => {
+/** A capture held at POINT, then `stop` (which returns when the child `pid` should be gone); the
+ * child must go, nothing be half written and the next capture work. */
+async function stoppedMidCapture(what: string, stop: (s: McpSession, pid: number) => Promise<void>): Promise<void> {
   await withSandbox(async (sb) => {
     const r = repo(sb);
     const before = r.git('for-each-ref', 'refs/xet/snapshots');
@@ -118,38 +120,32 @@ test('a client that closes stdin mid-capture: the server stops its child and exi
       const call = s.client.callTool({ name: 'capture', arguments: {} }, undefined, { timeout: 120_000 });
       call.catch(() => undefined);
       const pid = await reached();
-      const exit = new Promise<{ code: number | null; signal: string | null }>((res) =>
-        s.process.once('exit', (code, signal) => res({ code, signal })),
-      );
-      s.process.stdin?.end();
-      await waitGone(pid, 15_000, 'the child capture after stdin closed');
-      assert.deepEqual(await exit, { code: 0, signal: null });
-      assertClean(sb, r, before);
-    } finally {
-      release();
-      await s.close();
-    }
-    assertCaptureWorks(sb, r);
-  });
-});
-
-test('a SIGKILLed server mid-capture: its child goes too, nothing half written, the next capture works', async () => {
-  await withSandbox(async (sb) => {
-    const r = repo(sb);
-    const before = r.git('for-each-ref', 'refs/xet/snapshots');
-    const { s, reached, release } = await pausedServer(sb, r);
-    try {
-      const call = s.client.callTool({ name: 'capture', arguments: {} }, undefined, { timeout: 120_000 });
-      call.catch(() => undefined);
-      const pid = await reached();
-      s.process.kill('SIGKILL');
-      // No signal reaches the child; its stdin's end does (src/mcp/orphan-guard.ts).
-      await waitGone(pid, 15_000, 'the child capture of a SIGKILLed server');
+      await stop(s, pid);
+      await waitGone(pid, 15_000, what);
       assertClean(sb, r, before);
     } finally {
       release();
       await s.close().catch(() => undefined);
     }
     assertCaptureWorks(sb, r);
+  });
+}
+
+test('a client that closes stdin mid-capture: the server stops its child and exits 0', async () => {
+  await stoppedMidCapture('the child capture after stdin closed', async (s, pid) => {
+    const exit = new Promise<{ code: number | null; signal: string | null }>((res) =>
+      s.process.once('exit', (code, signal) => res({ code, signal })),
+    );
+    s.process.stdin?.end();
+    await waitGone(pid, 15_000, 'the child capture after stdin closed');
+    assert.deepEqual(await exit, { code: 0, signal: null });
+  });
+});
+
+test('a SIGKILLed server mid-capture: its child goes too, nothing half written, the next capture works', async () => {
+  // No signal reaches the child; its stdin's end does (src/mcp/orphan-guard.ts).
+  await stoppedMidCapture('the child capture of a SIGKILLed server', (s) => {
+    s.process.kill('SIGKILL');
+    return Promise.resolve();
   });
 });
