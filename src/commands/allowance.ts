@@ -41,6 +41,8 @@ export const allowanceCommand = defineCommand({
   // Not read-only: --recount removes dead processes' temporary files (garbage, never data) and --set
   // replaces a store's allowance setting; neither removes anything of value.
   annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
+  // --recount walks every root's files again: seconds on real trees.
+  long: true,
   output: z.looseObject({
     contract: z.string(),
     supported: z.array(z.string()),

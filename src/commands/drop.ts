@@ -22,6 +22,8 @@ export const dropCommand = defineCommand({
   names: ['snapshots', 'remote'],
   // Here gc may then reclaim them (undrop brings them back until it does); --remote deletes them there.
   annotations: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  // --remote talks to a server (as push and fetch do): it may take long, and be cancelled.
+  long: true,
   // Here: `dropped` entries with ref, commit, droppedAt, created; --remote: remote, url, kind, absent.
   output: z.looseObject({
     dropped: z.array(z.looseObject({ snapshot: z.string(), ref: z.string() })),

@@ -56,6 +56,7 @@ export const hooksUninstallCommand = defineCommand({
   ...notATool,
   path: ['hooks', 'uninstall'],
   description: 'remove the guard hooks and put back, byte for byte, the hooks they chained',
+  annotations: { readOnly: false, destructive: true, idempotent: true },
   input: {
     force: z
       .boolean()
