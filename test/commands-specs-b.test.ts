@@ -21,6 +21,8 @@ import { taskEventsCommand, taskListCommand, taskShowCommand } from '../src/comm
 import { taskResultCommand } from '../src/commands/task-result';
 import { taskRecoverCommand } from '../src/commands/task-recover';
 import { COMMANDS } from '../src/commands/registry';
+import { openSidecar } from '../src/sidecar/db';
+import { getTask, updateTask } from '../src/tasks/store';
 import { parseInput } from '../src/cli/from-spec';
 
 function repo(sb: Sandbox, name = 'src'): Repo {
@@ -160,6 +162,42 @@ test('task result --wait waits until the task has ended, then prints the whole r
     expectError(xet(sb, r.dir, ['task', 'result', 'ffffffffffffffff', '--wait', '--json']), 'TASK_NOT_FOUND');
   }));
 
+test('task result --wait on a task whose runner died and recovery can only say UNKNOWN: the wait ends, WORKDIR_RECOVERY_REQUIRED', () =>
+  withSandbox(async (sb) => {
+    const r = repo(sb);
+    const t = parseJson(xet(sb, r.dir, ['task', 'run', '--detach', '--no-capture', '--json', '--', 'sleep', '60']));
+    let cmd = 0;
+    try {
+      const db = openSidecar(r.commonDir());
+      try {
+        const until = Date.now() + 30_000;
+        while (getTask(db, t.task)?.status !== 'running' || !getTask(db, t.task)?.pid) {
+          assert.ok(Date.now() < until, 'the command starts');
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        const row = getTask(db, t.task)!;
+        cmd = row.pid!;
+        // The command's start time lost from the row: its pid alone proves nothing, so UNKNOWN.
+        updateTask(db, t.task, { pidStart: null });
+        process.kill(row.runnerPid!, 'SIGKILL');
+      } finally {
+        db.close();
+      }
+      const err = expectError(
+        xet(sb, r.dir, ['task', 'result', t.task, '--wait', '--json']),
+        'WORKDIR_RECOVERY_REQUIRED',
+      );
+      assert.equal(err.details.classification, 'UNKNOWN');
+      assert.match(err.message, /the wait ends/);
+    } finally {
+      try {
+        if (cmd) process.kill(-cmd, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }));
+
 /** A call as the MCP server makes it (for a tool that is not `long`): the input validated by the
  * spec's schema, then its `run` in this process. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -217,7 +255,8 @@ test('the MCP forms: task_run always detaches, task_events waits a bounded time 
         call(taskResultCommand, { task: long.task, wait: true }, { ...ctx, signal: ac.signal }),
         (e: unknown) => e instanceof XetError && e.code === 'CANCELLED',
       );
-      assert.equal((await call(taskShowCommand, { task: long.task }, ctx)).task.status, 'running');
+      const still = (await call(taskShowCommand, { task: long.task }, ctx)).task.status;
+      assert.ok(['created', 'running'].includes(still), `the task goes on after the wait (${still})`);
       await call(taskCancelCommand, { task: long.task }, ctx);
       await ended(sb, r.dir, long.task);
       // A bounded follow on an ended task answers at once with nothing new.

@@ -68,10 +68,11 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
     // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself. A
     // valued flag's default is also given to commander, which shows it in help (`default: "auto"`).
     if (defaultValue !== undefined && t !== 'boolean') opt.default(defaultValue);
-    cmd.addOption(opt);
-    // Commander names the attribute after the flag; map it back to the input's key.
+    // Commander names the attribute after the flag; map it back to the input's key (before
+    // addOption, which reads the name once to store the value under it).
     const f = spec.flags?.[key];
     if (f?.flag) opt.attributeName = () => key;
+    cmd.addOption(opt);
   }
   cmd.action(
     run(async (out: Out, ...rest: unknown[]) => {

@@ -176,7 +176,7 @@ export const taskShowCommand = defineCommand({
     });
   },
   human(value) {
-    // Loaded by run already (every command's file is imported at start: its modules load lazily).
+    // Loaded only to print for a person (every command file is imported at start: its modules load lazily).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { displaySafe } = require('../handoff/descriptor') as typeof import('../handoff/descriptor');
     const t = value.task;
