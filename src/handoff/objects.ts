@@ -229,7 +229,8 @@ export async function batchCheck(
   });
 }
 
-function commitParents(data: Buffer): string[] {
+/** The parents a raw commit object names. */
+export function commitParents(data: Buffer): string[] {
   const text = data.toString('utf8');
   const end = text.indexOf('\n\n');
   return (end < 0 ? text : text.slice(0, end))

@@ -14,9 +14,10 @@ import { git, gitText, type GitOptions } from '../git/exec';
 import { objectId } from '../git/object-id';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import type { Repo } from '../git/repo';
+import { commitParents } from './objects';
 import { canonicalJson } from '../snapshot/canonical-json';
 import { isoSeconds } from './descriptor';
-import { SIGNATURE_NAMESPACE, signBytes, verifyBytes, type SignatureFormat } from './signer';
+import { SIGNATURE_NAMESPACE, signBytes, verdict, verifyBytes, type SignatureFormat, type Verdict } from './signer';
 
 export const SIGNATURE_REF_PREFIX = 'refs/xet/signatures/';
 export const SIGNATURE_SCHEMA = 'xet.handoff-signature/v1';
@@ -310,29 +311,13 @@ export async function readRawSignatures(
 /** A repository's object format, from the length of one of its ids. */
 export const formatOf = (oid: string): Repo['objectFormat'] => (oid.length === 64 ? 'sha256' : 'sha1');
 
-function commitParents(data: Buffer): string[] {
-  const text = data.toString('utf8');
-  const end = text.indexOf('\n\n');
-  return (end < 0 ? text : text.slice(0, end))
-    .split('\n')
-    .filter((l) => l.startsWith('parent '))
-    .map((l) => l.slice('parent '.length));
-}
-
 /** One signature as verify reports it. */
-export interface SignatureReport {
+export interface SignatureReport extends Verdict {
   id: string;
   ref: string;
   commit: string;
-  valid: boolean;
   format: SignatureFormat | null;
   signedAt: string | null;
-  fingerprint: string | null;
-  principals: string[];
-  validAfter: string | null;
-  validBefore: string | null;
-  trust: string | null;
-  problem: string | null;
 }
 
 /**
@@ -359,16 +344,7 @@ export async function checkSignatures(
       signedAt: raw.meta?.signedAt ?? null,
     };
     if (raw.problem || !raw.meta || !raw.armored) {
-      out.push({
-        ...base,
-        valid: false,
-        fingerprint: null,
-        principals: [],
-        validAfter: null,
-        validBefore: null,
-        trust: null,
-        problem: raw.problem ?? 'unreadable',
-      });
+      out.push({ ...base, ...verdict({ problem: raw.problem ?? 'unreadable' }) });
       continue;
     }
     const v = await verifyBytes(handoff.bytes, raw.meta.format, raw.armored, cfg);

@@ -141,7 +141,7 @@ export interface Verdict {
   problem: string | null;
 }
 
-const verdict = (v: Partial<Verdict>): Verdict => ({
+export const verdict = (v: Partial<Verdict>): Verdict => ({
   valid: false,
   fingerprint: null,
   principals: [],

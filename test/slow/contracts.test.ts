@@ -580,6 +580,18 @@ test(
       const first = json(r.dir, req, 'handoff create');
       assert.deepEqual([first.created, json(r.dir, req, 'handoff create').created], [true, false]);
       json(r.dir, ['handoff', 'verify', h.id], 'handoff verify');
+      // Signed: an ssh key of the sandbox's own, allowed; the signature and verify's report of it.
+      const key = sb.path('signing-key');
+      assert.equal(spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key], { env: sb.env }).status, 0);
+      const pub = fs.readFileSync(`${key}.pub`, 'utf8').split(' ').slice(0, 2).join(' ');
+      fs.writeFileSync(sb.path('allowed_signers'), `a@example.com ${pub}\n`);
+      r.git('config', 'gpg.format', 'ssh');
+      r.git('config', 'user.signingKey', key);
+      r.git('config', 'gpg.ssh.allowedSignersFile', sb.path('allowed_signers'));
+      json(r.dir, ['handoff', 'sign', h.id], 'handoff sign');
+      const signedReport = json(r.dir, ['handoff', 'verify', h.id], 'handoff verify').signatures[0];
+      problems.push(...shapeProblems(signedReport, shapes.get('handoff verify (2)') as Shape, 'handoff verify (2)'));
+      checked.add('handoff verify (2)');
       json(r.dir, ['handoff', 'accept', h.id, sb.path('accepted')], 'handoff accept');
       // After the acceptance, so that its nested shape is checked too.
       assert.equal(json(r.dir, ['handoff', 'show', h.id], 'handoff show').acceptances.length, 1);
