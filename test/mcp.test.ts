@@ -102,6 +102,19 @@ test('to-argv round-trips every definition: a sample input -> argv -> the CLI pa
     }
     if (required) assert.deepEqual(await cliParse(spec, toArgv(spec, required)), required, spec.path.join(' '));
   }
+  // A flag named otherwise than its input (task run's --continue for continueTask), which the CLI
+  // once dropped: a definition of its own, so the round trip holds whichever commands exist.
+  const renamed: AnyCommandSpec = {
+    path: ['probe'],
+    tool: 'probe',
+    description: 'probe',
+    input: { continueTask: z.string().optional().describe('a renamed flag') },
+    flags: { continueTask: { flag: 'continue' } },
+    annotations: { readOnly: true, destructive: false, idempotent: true },
+    run: () => Promise.resolve({}),
+  };
+  assert.deepEqual(toArgv(renamed, { continueTask: 't1' }), ['probe', '--continue=t1']);
+  assert.deepEqual(await cliParse(renamed, ['probe', '--continue=t1']), { continueTask: 't1' });
   // The shapes that need care, on a definition that has them: positionals after `--`.
   const restore = COMMANDS.find((s) => s.tool === 'restore') as AnyCommandSpec;
   assert.deepEqual(toArgv(restore, { snapshot: '-x', dir: 'd', allowExec: true }, ['--json']), [
