@@ -337,6 +337,13 @@ test('a signature over other bytes, on the wrong parent or under a wrong id is r
     s = verifyJson(sb, r, d.id).signatures;
     assert.match(s[0].problem, /hashes to [0-9a-f]{64}, not to the id e{64}/);
     refusedAccept(sb, r, d.id, ['--require-signed'], /hashes to/);
+
+    // A forged megabyte "signature": refused by its size, before it is read.
+    const e = create(sb, r, snap, ['--title', 'E']);
+    forgeSignature(r, { handoff: e.id, parent: e.commit, armored: Buffer.alloc(1024 * 1024, 0x41) });
+    s = verifyJson(sb, r, e.id).signatures;
+    assert.equal(s[0].valid, false);
+    assert.match(s[0].problem, /too large/);
   }));
 
 test('SIGNING_FAILED: no key, or the signer fails; nothing is written', () =>

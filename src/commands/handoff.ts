@@ -93,7 +93,8 @@ export const handoffCreateCommand = defineCommand({
   },
   paths: { descriptor: 'existing' },
   names: ['snapshot', 'task', 'supersedes'],
-  annotations: { readOnly: false, destructive: false, idempotent: true },
+  // The creation time is part of the id: only a retry with --request-id (or --descriptor) is idempotent.
+  annotations: { readOnly: false, destructive: false, idempotent: false },
   output: z.looseObject({
     id: z.string(),
     ref: z.string(),
