@@ -13,6 +13,9 @@ import { COMMANDS, GROUPS } from '../src/commands/registry';
 import type { AnyCommandSpec } from '../src/commands/spec';
 import { parseInput, registerSpecs, unwrapField } from '../src/cli/from-spec';
 import { toArgv } from '../src/cli/to-argv';
+import { createServer } from '../src/mcp/server';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { initRepo, pseudoRandomBytes, type Repo } from './support/git';
 import { callError, callOk, withMcp, type McpSession } from './support/mcp';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -125,6 +128,49 @@ test('to-argv round-trips every definition: a sample input -> argv -> the CLI pa
     '-x',
     'd',
   ]);
+});
+
+test('the server applies mcpDefaults under the client input and reports a result off its output schema as INTERNAL', async () => {
+  // Definitions of the test's own, served in-process (no repository: neither has a path argument).
+  const echo: AnyCommandSpec = {
+    path: ['echo'],
+    tool: 'echo',
+    description: 'echo',
+    input: { dryRun: z.boolean().optional().describe('d'), n: z.string().optional().describe('n') },
+    mcpDefaults: { dryRun: true },
+    annotations: { readOnly: true, destructive: false, idempotent: true },
+    output: z.looseObject({ dryRun: z.boolean().optional() }),
+    run: (input: Record<string, unknown>) => Promise.resolve({ ...input }),
+  };
+  const liar: AnyCommandSpec = {
+    ...echo,
+    path: ['liar'],
+    tool: 'liar',
+    output: z.looseObject({ count: z.number() }),
+    run: () => Promise.resolve({ count: 'three' }),
+  };
+  const { server } = createServer({ repo: '/nonexistent', roots: [], specs: [echo, liar] });
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await server.connect(a);
+  const client = new Client({ name: 'in-process', version: '1' });
+  await client.connect(b);
+  try {
+    const { tools } = await client.listTools();
+    const props = (tools.find((t) => t.name === 'echo')?.inputSchema as JsonSchema).properties;
+    assert.equal(props?.dryRun?.default, true, 'the schema says what an agent gets');
+    type Result = { isError?: boolean; structuredContent?: { error?: { code: string; message: string } } };
+    const call = async (name: string, args: Record<string, unknown>) =>
+      (await client.callTool({ name, arguments: args })) as Result;
+    assert.deepEqual((await call('echo', {})).structuredContent, { dryRun: true });
+    assert.deepEqual((await call('echo', { dryRun: false, n: 'x' })).structuredContent, { dryRun: false, n: 'x' });
+    const lie = await call('liar', {});
+    assert.equal(lie.isError, true);
+    assert.equal(lie.structuredContent?.error?.code, 'INTERNAL');
+    assert.match(lie.structuredContent?.error?.message ?? '', /output schema/);
+  } finally {
+    await client.close();
+    await server.close();
+  }
 });
 
 function repoWithFiles(sb: Sandbox): Repo {

@@ -49,10 +49,13 @@ function realOrNull(p: string): string | null {
 /** Reads the repository's worktrees (git worktree list: forks are linked worktrees), its git
  * directories and its remotes; `roots` are real paths already. */
 export async function readReach(repo: string, roots: string[]): Promise<Reach> {
-  const fields = await gitZ(['worktree', 'list', '--porcelain', '-z'], { cwd: repo });
+  const [fields, common, remoteText] = await Promise.all([
+    gitZ(['worktree', 'list', '--porcelain', '-z'], { cwd: repo }),
+    gitText(['rev-parse', '--path-format=absolute', '--git-common-dir'], { cwd: repo }),
+    gitText(['remote'], { cwd: repo }),
+  ]);
   const worktrees = fields.filter((f) => f.startsWith('worktree ')).map((f) => f.slice('worktree '.length));
-  const common = await gitText(['rev-parse', '--path-format=absolute', '--git-common-dir'], { cwd: repo });
-  const remotes = (await gitText(['remote'], { cwd: repo })).split('\n').filter(Boolean);
+  const remotes = remoteText.split('\n').filter(Boolean);
   const allowed = [...worktrees.map(realOrNull).filter((p): p is string => p !== null), ...roots];
   const gitDirs = [realOrNull(common)].filter((p): p is string => p !== null);
   return { repo, allowed, gitDirs, remotes: new Set(remotes) };
@@ -153,7 +156,7 @@ function eachString(value: unknown, fn: (v: string) => string): unknown {
 export function confineInput(
   spec: AnyCommandSpec,
   input: Record<string, unknown>,
-  reach: Reach,
+  reach: Reach | null,
 ): Record<string, unknown> {
   const out = { ...input };
   for (const key of spec.names ?? []) {
@@ -164,6 +167,7 @@ export function confineInput(
   }
   for (const [key, kind] of Object.entries(spec.paths ?? {}) as [string, PathKind][]) {
     if (out[key] === undefined || out[key] === null) continue;
+    if (!reach) throw new Error(`${spec.path.join(' ')}: ${key} is a path, and no reach was read`);
     out[key] = eachString(out[key], (v) =>
       kind === 'source' ? confineSource(key, v, reach) : confinePath(key, v, reach),
     );

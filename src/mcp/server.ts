@@ -189,7 +189,10 @@ export function createServer(host: ToolHost): { server: Server; inflight: Set<Pr
     const work = (async (): Promise<CallToolResult> => {
       try {
         const raw = { ...(spec.mcpDefaults ?? {}), ...(req.params.arguments ?? {}) };
-        const input = confineInput(spec, parseInput(spec, raw), await readReach(host.repo, host.roots));
+        const parsed = parseInput(spec, raw);
+        // The repository's worktrees and remotes (three git calls) only when a path argument is given.
+        const paths = Object.keys(spec.paths ?? {}).some((k) => parsed[k] !== undefined && parsed[k] !== null);
+        const input = confineInput(spec, parsed, paths ? await readReach(host.repo, host.roots) : null);
         const value = spec.long
           ? await runChild({ spec, input, cwd: host.repo, signal: extra.signal, onProgress: progress })
           : await spec.run(input, {
