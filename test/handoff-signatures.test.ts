@@ -126,10 +126,18 @@ function refusedAccept(sb: Sandbox, r: Repo, id: string, extra: string[], why: R
 /** Writes a signature commit by hand, laid out as the code should (the test's own copy of the format). */
 function forgeSignature(
   r: Repo,
-  o: { handoff: string; parent: string; armored: Buffer; refSigId?: string; signedAt?: string },
+  o: {
+    handoff: string;
+    parent: string;
+    armored: Buffer;
+    refSigId?: string;
+    signedAt?: string;
+    format?: 'ssh' | 'openpgp';
+  },
 ): string {
   const signedAt = o.signedAt ?? '2025-01-02T03:04:05Z';
-  const meta = `{"format":"ssh","handoff":"${o.handoff}","namespace":"${NS}","schema":"xet.handoff-signature/v1","signedAt":"${signedAt}"}`;
+  const format = o.format ?? 'ssh';
+  const meta = `{"format":"${format}","handoff":"${o.handoff}","namespace":"${NS}","schema":"xet.handoff-signature/v1","signedAt":"${signedAt}"}`;
   const metaOid = r.gitInput(meta, 'hash-object', '-w', '--stdin').trim();
   const sigOid = r.gitInput(o.armored, 'hash-object', '-w', '--stdin').trim();
   const tree = r
@@ -142,7 +150,7 @@ function forgeSignature(
     `author git xet <git-xet@localhost> ${when}`,
     `committer git xet <git-xet@localhost> ${when}`,
     '',
-    `xet handoff signature: ${o.handoff.slice(0, 12)} (ssh)`,
+    `xet handoff signature: ${o.handoff.slice(0, 12)} (${format})`,
     '',
     'Schema: xet.handoff-signature/v1',
     '',
@@ -526,4 +534,119 @@ test('local gc deletes an expired handoff and its signatures together', () =>
     assert.equal(r.gitTry('rev-parse', '-q', '--verify', `refs/xet/handoffs/${h}`).status, 1, 'the handoff went');
     assert.deepEqual(signatureRefs(r, h), [], 'and its signature with it');
     assert.equal(signatureRefs(r, kept.id).length, 1, "an unexpired handoff's signature stays");
+  }));
+
+test('--signer is an identity ssh-keygen matches against allowed-signers patterns; patterns are reported as patterns', () =>
+  withSandbox((sb) => {
+    const { r, snap, alice } = setup(sb);
+    const h = create(sb, r, snap, ['--sign']);
+    allow(sb, [`*@example.com ${alice.line}`]);
+    let s = verifyJson(sb, r, h.id).signatures[0];
+    assert.deepEqual([s.valid, s.principals, s.patterns], [true, [], ['*@example.com']]);
+    const human = xet(sb, r.dir, ['handoff', 'verify', h.id]);
+    expectExit(human, 0);
+    assert.match(human.stdout.toString(), /valid {4}ssh {2}pattern \*@example\.com/);
+    // ssh-keygen -Y verify -I alice@example.com matches the `*@example.com` line.
+    const ok = xet(sb, r.dir, ['handoff', 'accept', h.id, sb.path('ok'), '--signer', 'alice@example.com', '--json']);
+    expectExit(ok, 0);
+    assert.deepEqual(parseJson(ok).signedBy, ['alice@example.com']);
+    refusedAccept(sb, r, h.id, ['--signer', 'alice@example.org'], /alice@example\.org/);
+    // A pattern (or a list) as --signer is refused before anything: it would name nobody.
+    for (const bad of ['*@example.com', 'a?ice@example.com', '!eve@example.com', 'alice@example.com,bob@x', '']) {
+      const target = sb.path('pattern');
+      const err = expectError(
+        xet(sb, r.dir, ['handoff', 'accept', h.id, target, '--signer', bad, '--json']),
+        'USAGE',
+        2,
+      );
+      assert.match(err.message, /one identity/);
+      assert.equal(fs.existsSync(target), false);
+    }
+    // A negation on the line is ssh-keygen's to apply: alice is excluded, carol is not.
+    allow(sb, [`"*@example.com,!alice@example.com" ${alice.line}`]);
+    refusedAccept(sb, r, h.id, ['--signer', 'alice@example.com'], /no valid signature from "alice@example\.com"/);
+    expectExit(
+      xet(sb, r.dir, ['handoff', 'accept', h.id, sb.path('carol'), '--signer', 'carol@example.com', '--json']),
+      0,
+    );
+    // The dates reported are those of the line that allowed the key, not of the file's first line.
+    allow(sb, [
+      `old@example.com valid-before="20200101" ${alice.line}`,
+      `alice@example.com valid-after="20200101",valid-before="29991231" ${alice.line}`,
+    ]);
+    s = verifyJson(sb, r, h.id).signatures[0];
+    assert.deepEqual(
+      [s.valid, s.principals, s.patterns, s.validAfter, s.validBefore],
+      [true, ['alice@example.com'], [], '20200101', '29991231'],
+    );
+  }));
+
+test('OpenPGP: principals are the uids gpg considers valid, not the primary uid; one signature per file', () =>
+  withSandbox((sb) => {
+    const mine = sb.path('gnupg');
+    const eves = sb.path('gnupg-eve');
+    for (const d of [mine, eves]) fs.mkdirSync(d, { mode: 0o700 });
+    const gpg = (home: string, args: string[], input?: Buffer) => {
+      const res = spawnSync('gpg', ['--batch', ...args], { env: { ...sb.env, GNUPGHOME: home }, input });
+      assert.equal(res.status, 0, `gpg ${args.join(' ')}: ${res.stderr.toString()}`);
+      return res.stdout;
+    };
+    const fprOf = (home: string, uid: string) =>
+      /^fpr:+([0-9A-F]{40}):/m.exec(gpg(home, ['--with-colons', '--list-keys', uid]).toString())?.[1] ?? '';
+    try {
+      const gen = (home: string, uid: string) =>
+        gpg(home, ['--passphrase', '', '--quick-gen-key', uid, 'ed25519', 'sign', 'never']);
+      gen(mine, 'Alice <alice@example.com>');
+      gen(mine, 'Dave <dave@example.com>');
+      gen(eves, 'Eve <eve@example.com>');
+      const alice = fprOf(mine, 'alice@example.com');
+      const eve = fprOf(eves, 'eve@example.com');
+      // Eve adds an uncertified uid claiming to be alice and makes it primary.
+      gpg(eves, ['--passphrase', '', '--quick-add-uid', eve, 'Alice <alice@example.com>']);
+      gpg(eves, ['--quick-set-primary-uid', eve, 'Alice <alice@example.com>']);
+      // The verifier certifies Eve's real uid only.
+      gpg(mine, ['--import'], gpg(eves, ['--armor', '--export', eve]));
+      gpg(mine, ['-u', alice, '--quick-lsign-key', eve, 'Eve <eve@example.com>']);
+
+      const r = initRepo(sb, 'src');
+      r.commit('init', { 'a.txt': 'a\n' });
+      const snap = capture(sb, r.dir);
+      r.git('config', 'user.signingKey', eve);
+      const res = xet(
+        sb,
+        r.dir,
+        ['handoff', 'create', snap, '--to', 'b', '--from', 'a', '--title', 'T', '--sign', '--json'],
+        { env: { GNUPGHOME: eves } },
+      );
+      expectExit(res, 0);
+      const h = parseJson(res);
+      const env = { GNUPGHOME: mine };
+      const s = verifyJson(sb, r, h.id, env).signatures[0];
+      assert.deepEqual([s.valid, s.principals, s.fingerprint], [true, ['eve@example.com'], eve]);
+      refusedAccept(sb, r, h.id, ['--signer', 'alice@example.com'], /alice@example\.com/);
+      // (refusedAccept runs without env: do it again with the verifier's keyring.)
+      const err = expectError(
+        xet(sb, r.dir, ['handoff', 'accept', h.id, sb.path('no'), '--signer', 'alice@example.com', '--json'], { env }),
+        'HANDOFF_UNTRUSTED',
+      );
+      assert.match(err.message, /signed by eve@example\.com/);
+      assert.equal(fs.existsSync(sb.path('no')), false);
+      expectExit(
+        xet(sb, r.dir, ['handoff', 'accept', h.id, sb.path('yes'), '--signer', 'eve@example.com', '--json'], { env }),
+        0,
+      );
+
+      // Two signatures in one file (alice and dave, both ultimately trusted): not a handoff signature.
+      const commit = r.git('rev-parse', `refs/xet/handoffs/${h.id}`).trim();
+      const bytes = r.gitTry('cat-file', 'blob', `${commit}:descriptor.json`).stdout as Buffer;
+      const two = gpg(mine, ['--armor', '--detach-sign', '-u', alice, '-u', fprOf(mine, 'dave@example.com')], bytes);
+      forgeSignature(r, { handoff: h.id, parent: commit, armored: two, format: 'openpgp' });
+      const both = verifyJson(sb, r, h.id, env).signatures.find((x: { id: string }) => x.id === sha256(two));
+      assert.ok(both);
+      assert.equal(both.valid, false);
+      assert.match(both.problem, /holds 2 OpenPGP signatures/);
+      assert.deepEqual(both.principals, []);
+    } finally {
+      for (const d of [mine, eves]) spawnSync('gpgconf', ['--kill', 'all'], { env: { ...sb.env, GNUPGHOME: d } });
+    }
   }));

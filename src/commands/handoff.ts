@@ -16,6 +16,7 @@ const signatureShape = z.looseObject({
   signedAt: z.string().nullable(),
   fingerprint: z.string().nullable(),
   principals: z.array(z.string()),
+  patterns: z.array(z.string()),
   validAfter: z.string().nullable(),
   validBefore: z.string().nullable(),
   trust: z.string().nullable(),
@@ -36,9 +37,9 @@ const storedSignatureShape = z.looseObject({
 function signatureLines(list: SignatureReport[]): string[] {
   return list.map((s) =>
     s.valid
-      ? `  ${s.id.slice(0, 12)}  valid    ${s.format}  ${s.principals.map(displaySafe).join(', ')}  ${s.fingerprint}${
-          s.validBefore ? `  (valid before ${s.validBefore})` : ''
-        }`
+      ? `  ${s.id.slice(0, 12)}  valid    ${s.format}  ${[...s.principals, ...s.patterns.map((p) => `pattern ${p}`)]
+          .map(displaySafe)
+          .join(', ')}  ${s.fingerprint}${s.validBefore ? `  (valid before ${s.validBefore})` : ''}`
       : `  ${s.id.slice(0, 12)}  INVALID  ${s.format ?? '-'}  ${displaySafe(s.problem ?? '')}`,
   );
 }

@@ -14,6 +14,7 @@ import { isoSeconds } from './descriptor';
 import { resolveHandoff } from './objects';
 import { verifyResolved } from './verify';
 import { trustedBy } from './signatures';
+import { isPattern } from './signer';
 import { readConfig } from '../git/config';
 
 export interface AcceptHandoffOptions {
@@ -54,13 +55,23 @@ export async function acceptHandoff(options: AcceptHandoffOptions): Promise<Acce
   if (options.mode !== undefined && !options.fork) {
     throw new XetError('USAGE', '--mode applies to --fork only (a plain accept restores)');
   }
+  // A signer is one identity, never a pattern: ssh-keygen matches -I literally against the
+  // allowed-signers patterns, so `*@example.com` would pass for any key on a `*@example.com` (or
+  // `*`) line and read as "anyone from example.com" — the opposite of naming who must have signed.
+  if (options.signer !== undefined && (!options.signer || isPattern(options.signer) || /\s/.test(options.signer))) {
+    throw new XetError(
+      'USAGE',
+      `--signer takes one identity (alice@example.com), not a pattern or list: ${JSON.stringify(options.signer)}`,
+      { signer: options.signer },
+    );
+  }
   const repo = await findRepo(options.cwd, true);
   return withObjectsShared(repo.commonDir, () => acceptHandoffShared(options, repo));
 }
 
 async function acceptHandoffShared(options: AcceptHandoffOptions, repo: Repo): Promise<AcceptHandoffResult> {
   const opts = repoOpts(repo);
-  const v = await verifyResolved(await resolveHandoff(options.handoff, opts), opts);
+  const v = await verifyResolved(await resolveHandoff(options.handoff, opts), opts, options.signer);
   const d = v.descriptor;
   if (v.expired && !options.allowExpired) {
     throw new XetError(
@@ -69,13 +80,17 @@ async function acceptHandoffShared(options: AcceptHandoffOptions, repo: Repo): P
       { id: v.id, expiresAt: d.expiresAt, expired: true },
     );
   }
+  // Identities only: a key allowed under a pattern alone names nobody until --signer asks ssh-keygen.
   const signedBy = [...new Set(v.signatures.filter((s) => trustedBy(s)).flatMap((s) => s.principals))];
   const required =
     options.signer !== undefined ||
     (options.requireSigned ?? (await readConfig(opts)).getBool('xet.handoff.requireSigned') ?? false);
   if (required && !v.signatures.some((s) => trustedBy(s, options.signer))) {
     const why = v.signatures.length
-      ? v.signatures.map((s) => `${s.id.slice(0, 12)}: ${s.valid ? `signed by ${s.principals.join(', ')}` : s.problem}`)
+      ? v.signatures.map(
+          (s) =>
+            `${s.id.slice(0, 12)}: ${s.valid ? `signed by ${[...s.principals, ...s.patterns.map((p) => `a key allowed for ${p}`)].join(', ')}` : s.problem}`,
+        )
       : ['it carries no signature'];
     throw new XetError(
       'HANDOFF_UNTRUSTED',

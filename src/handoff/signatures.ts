@@ -328,6 +328,8 @@ export async function checkSignatures(
   handoff: { id: string; commit: string; bytes: Buffer },
   opts: GitOptions,
   config?: GitConfig,
+  /** Also ask whether each ssh signature verifies as this identity (accept --signer). */
+  identity?: string,
 ): Promise<SignatureReport[]> {
   const format = formatOf(handoff.commit);
   const refs = await listSignatureRefs(opts, [handoff.id]);
@@ -347,13 +349,14 @@ export async function checkSignatures(
       out.push({ ...base, ...verdict({ problem: raw.problem ?? 'unreadable' }) });
       continue;
     }
-    const v = await verifyBytes(handoff.bytes, raw.meta.format, raw.armored, cfg);
+    const v = await verifyBytes(handoff.bytes, raw.meta.format, raw.armored, cfg, new Date(), identity);
     out.push({ ...base, ...v });
   }
   return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** Whether a report is a valid signature from `signer` (any allowed principal when undefined). */
+/** Whether a report is a valid signature from `signer` (any allowed signer when undefined); for ssh,
+ * checkSignatures must have been asked about `signer` (ssh-keygen matches it against patterns). */
 export function trustedBy(s: SignatureReport, signer?: string): boolean {
   return s.valid && (signer === undefined || s.principals.includes(signer));
 }

@@ -131,8 +131,13 @@ export interface Verdict {
   valid: boolean;
   /** ssh: SHA256:… of the public key; openpgp: the primary key's fingerprint. */
   fingerprint: string | null;
-  /** ssh: the allowed-signers principals the key verified as; openpgp: the uid's email. */
+  /** Identities the signature verified as: ssh, the literal allowed-signers principals (and the
+   * `--signer` identity when ssh-keygen matched it against a pattern); openpgp, the emails of the
+   * key's uids that are valid enough (gpg.minTrustLevel). Never a pattern. */
   principals: string[];
+  /** ssh: the allowed-signers patterns (`*@example.com`) the key verified under: who may sign
+   * under them, not who signed. openpgp: always empty. */
+  patterns: string[];
   /** ssh: the allowed-signers entry's valid-after / valid-before, as written there. */
   validAfter: string | null;
   validBefore: string | null;
@@ -145,6 +150,7 @@ export const verdict = (v: Partial<Verdict>): Verdict => ({
   valid: false,
   fingerprint: null,
   principals: [],
+  patterns: [],
   validAfter: null,
   validBefore: null,
   trust: null,
@@ -226,11 +232,22 @@ export async function verifyBytes(
   armored: Buffer,
   config: GitConfig,
   now = new Date(),
+  identity?: string,
 ): Promise<Verdict> {
-  return format === 'ssh' ? verifySsh(bytes, armored, config, now) : verifyOpenPgp(bytes, armored, config);
+  // OpenPGP identities are the key's valid uids, all listed: nothing to ask per identity.
+  return format === 'ssh' ? verifySsh(bytes, armored, config, now, identity) : verifyOpenPgp(bytes, armored, config);
 }
 
-async function verifySsh(bytes: Buffer, armored: Buffer, config: GitConfig, now: Date): Promise<Verdict> {
+/** Allowed-signers pattern characters (ssh-keygen(1) PATTERNS): wildcards, negation, lists. */
+export const isPattern = (s: string): boolean => /[*?!,]/.test(s);
+
+async function verifySsh(
+  bytes: Buffer,
+  armored: Buffer,
+  config: GitConfig,
+  now: Date,
+  identity?: string,
+): Promise<Verdict> {
   const parsed = parseSshSignature(armored);
   if (!parsed) return verdict({ problem: 'the signature is not an armored SSH signature' });
   const fingerprint = sshFingerprint(parsed.keyBlob);
@@ -272,32 +289,50 @@ async function verifySsh(bytes: Buffer, armored: Buffer, config: GitConfig, now:
       return refuse({ problem: `cannot read gpg.ssh.allowedSignersFile: ${(e as Error).message}` });
     }
     const entries = allowedEntries(text, parsed.keyBlob);
-    const candidates = [...new Set(entries.flatMap((e) => e.principals))];
-    if (!candidates.length) {
+    const listed = [...new Set(entries.flatMap((e) => e.principals))];
+    if (!listed.length) {
       // Certificate authorities and other forms this reader does not parse: ask ssh-keygen.
       const found = await runProgram(
         program,
         ['-Y', 'find-principals', '-f', expandHome(allowedFile), '-s', sigFile],
         Buffer.alloc(0),
       ).catch(() => null);
-      if (found?.code === 0) candidates.push(...found.stdout.toString('utf8').split('\n').filter(Boolean));
+      if (found?.code === 0) listed.push(...found.stdout.toString('utf8').split(/[\n,]/).filter(Boolean));
     }
-    if (!candidates.length) {
+    if (!listed.length) {
       return refuse({ problem: `the key ${fingerprint} is not in gpg.ssh.allowedSignersFile` });
     }
-    const entry = entries[0] ?? { validAfter: null, validBefore: null };
-    const principals: string[] = [];
-    let problem: string | null = null;
-    for (const p of candidates) {
-      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', p, '-n', SIGNATURE_NAMESPACE, '-s', sigFile];
+    // One ssh-keygen -Y verify -I per name: ssh-keygen itself matches the identity against the
+    // line's pattern list (negations, namespaces, dates, revocation), so its verdict is the trust.
+    // A pattern is tried as its own text (`*@example.com` matches itself), which tells whether the
+    // key is allowed under it, and is reported as a pattern; a negation (`!eve@…`) names nobody.
+    const verifiesAs = async (name: string): Promise<{ ok: boolean; why: string }> => {
+      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', name, '-n', SIGNATURE_NAMESPACE];
       if (revocation) args.push('-r', expandHome(revocation));
-      const r = await runProgram(program, args, bytes);
-      if (r.code === 0) principals.push(p);
-      else problem ??= r.stderr.trim() || `exit ${r.code}`;
+      const r = await runProgram(program, [...args, '-s', sigFile], bytes);
+      return { ok: r.code === 0, why: r.stderr.trim() || `exit ${r.code}` };
+    };
+    const principals: string[] = [];
+    const patterns: string[] = [];
+    let problem: string | null = null;
+    for (const p of listed) {
+      if (p.startsWith('!')) continue;
+      const r = await verifiesAs(p);
+      if (r.ok) (isPattern(p) ? patterns : principals).push(p);
+      else problem ??= r.why;
     }
+    if (identity !== undefined && !principals.includes(identity)) {
+      // The one question `--signer` asks: does ssh-keygen accept this signature as that identity?
+      if ((await verifiesAs(identity)).ok) principals.push(identity);
+    }
+    // The dates of the line that allowed the key (a key may be on an expired and a current line).
+    const entry = entries.find((e) => e.principals.some((p) => principals.includes(p) || patterns.includes(p))) ??
+      entries[0] ?? { validAfter: null, validBefore: null };
     const dates = { validAfter: entry.validAfter, validBefore: entry.validBefore };
-    if (principals.length) return verdict({ valid: true, fingerprint, principals, ...dates });
-    // Say why in our words where we can tell; ssh-keygen's own text otherwise.
+    if (principals.length || patterns.length)
+      return verdict({ valid: true, fingerprint, principals, patterns, ...dates });
+    // Say why in our words where we can tell; ssh-keygen's own text otherwise. ssh-keygen checks the
+    // dates against the time of verification (now), not the signature's signedAt, as git does.
     const t = now.getTime();
     if (entry.validBefore && allowedTime(entry.validBefore) <= t) {
       problem = `the key's allowed-signers entry expired (valid-before ${entry.validBefore})`;
@@ -305,7 +340,8 @@ async function verifySsh(bytes: Buffer, armored: Buffer, config: GitConfig, now:
       problem = `the key's allowed-signers entry is not valid yet (valid-after ${entry.validAfter})`;
     } else if (revocation) {
       // ssh-keygen says little about a revoked key: one that verifies without the file is revoked.
-      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', candidates[0], '-n', SIGNATURE_NAMESPACE];
+      const first = listed.find((p) => !p.startsWith('!')) ?? listed[0];
+      const args = ['-Y', 'verify', '-f', expandHome(allowedFile), '-I', first, '-n', SIGNATURE_NAMESPACE];
       const r = await runProgram(program, [...args, '-s', sigFile], bytes);
       if (r.code === 0) problem = `the key ${fingerprint} is revoked (gpg.ssh.revocationFile)`;
     }
@@ -314,6 +350,47 @@ async function verifySsh(bytes: Buffer, armored: Buffer, config: GitConfig, now:
 }
 
 const TRUST_LEVELS = ['never', 'undefined', 'marginal', 'fully', 'ultimate'];
+
+/** gpg --with-colons validity letters → git's trust level names; revoked/expired uids name nobody. */
+const UID_VALIDITY: Record<string, string> = { u: 'ultimate', f: 'fully', m: 'marginal', n: 'never' };
+
+/** The address a uid names: its trailing `<addr>` (as gpg's mailbox rule), or the uid when it is one. */
+function uidEmail(uid: string): string {
+  return /<([^<>\s]+)>\s*$/.exec(uid)?.[1] ?? uid;
+}
+
+/** `\xHH` escapes of gpg's colon listings. */
+const unescapeColons = (s: string) =>
+  s.replace(/\\x([0-9a-fA-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+
+/**
+ * The identities of the key `fpr` that gpg considers valid enough, uid by uid: a key's trust is its
+ * best uid's, and anyone can add a uid (and make it primary) to their own key, so the signature's
+ * GOODSIG uid says nothing about who signed unless that very uid is certified.
+ */
+async function validUids(program: string, fpr: string, minTrust: string): Promise<string[]> {
+  const r = await runProgram(
+    program,
+    ['--batch', '--with-colons', '--fixed-list-mode', '--list-keys', '--', fpr],
+    Buffer.alloc(0),
+  ).catch(() => null);
+  if (!r || r.code !== 0) return [];
+  const out: string[] = [];
+  let inKey = false;
+  let sawFpr = false;
+  for (const l of r.stdout.toString('utf8').split('\n')) {
+    const f = l.split(':');
+    if (f[0] === 'pub') [inKey, sawFpr] = [false, false];
+    else if (f[0] === 'fpr' && !sawFpr) [inKey, sawFpr] = [f[9] === fpr, true];
+    else if (f[0] === 'uid' && inKey) {
+      const level = UID_VALIDITY[f[1]] ?? (f[1] === 'r' || f[1] === 'e' ? null : 'undefined');
+      if (level !== null && TRUST_LEVELS.indexOf(level) >= TRUST_LEVELS.indexOf(minTrust)) {
+        out.push(uidEmail(unescapeColons(f[9] ?? '')));
+      }
+    }
+  }
+  return [...new Set(out.filter(Boolean))];
+}
 
 async function verifyOpenPgp(bytes: Buffer, armored: Buffer, config: GitConfig): Promise<Verdict> {
   if (!armored.toString('latin1').startsWith('-----BEGIN PGP SIGNATURE-----')) {
@@ -325,28 +402,29 @@ async function verifyOpenPgp(bytes: Buffer, armored: Buffer, config: GitConfig):
   return withScratch(async (dir) => {
     const sigFile = path.join(dir, 'signature.asc');
     fs.writeFileSync(sigFile, armored);
-    const r = await runProgram(program, ['--status-fd=1', '--verify', sigFile, '-'], bytes).catch((e: XetError) => ({
-      code: -1,
-      stdout: Buffer.alloc(0),
-      stderr: e.message,
-    }));
+    const r = await runProgram(program, ['--batch', '--status-fd=1', '--verify', sigFile, '-'], bytes).catch(
+      (e: XetError) => ({ code: -1, stdout: Buffer.alloc(0), stderr: e.message }),
+    );
     const status = r.stdout.toString('utf8').split('\n');
     const line = (kw: string) => status.find((l) => l.startsWith(`[GNUPG:] ${kw} `) || l === `[GNUPG:] ${kw}`);
+    // A detached file may hold several signatures, and gpg reports each in turn: one lookup per
+    // keyword would mix one signature's uid with another's trust. A handoff signature is one.
+    const count = status.filter((l) => l.startsWith('[GNUPG:] NEWSIG')).length;
+    if (count > 1) {
+      return verdict({ problem: `the signature file holds ${count} OpenPGP signatures; a handoff signature is one` });
+    }
     const valid = line('VALIDSIG')?.split(' ');
     // VALIDSIG's last field is the primary key's fingerprint (field 11), else the signing key's.
     const fingerprint = valid ? (valid[11] ?? valid[2] ?? null) : null;
     const good = line('GOODSIG');
-    const uid = (good ?? line('EXPKEYSIG') ?? line('REVKEYSIG') ?? '').split(' ').slice(3).join(' ');
-    const email = /<([^<>\s]+)>/.exec(uid)?.[1] ?? (uid || null);
     const trustLine = status.find((l) => l.startsWith('[GNUPG:] TRUST_'));
     const trust = trustLine ? trustLine.split(' ')[1].slice('TRUST_'.length).toLowerCase() : null;
-    const principals = email ? [email] : [];
-    const base = { fingerprint, principals, trust };
-    if (line('BADSIG')) return verdict({ ...base, principals: [], problem: 'BAD signature: not over these bytes' });
+    const base = { fingerprint, trust };
+    if (line('BADSIG')) return verdict({ ...base, problem: 'BAD signature: not over these bytes' });
     if (line('REVKEYSIG')) return verdict({ ...base, problem: 'the key that made the signature is revoked' });
     if (line('EXPKEYSIG')) return verdict({ ...base, problem: 'the key that made the signature has expired' });
     if (line('EXPSIG')) return verdict({ ...base, problem: 'the signature has expired' });
-    if (!good || !valid || r.code !== 0) {
+    if (!good || !valid || !fingerprint || r.code !== 0) {
       const err = line('ERRSIG') ?? line('NO_PUBKEY');
       return verdict({
         ...base,
@@ -361,6 +439,10 @@ async function verifyOpenPgp(bytes: Buffer, armored: Buffer, config: GitConfig):
         problem: `the key's trust is ${trust ?? 'undefined'}, below gpg.minTrustLevel ${minTrust}`,
       });
     }
-    return verdict({ ...base, valid: true });
+    const principals = await validUids(program, fingerprint, minTrust);
+    if (!principals.length) {
+      return verdict({ ...base, problem: `no uid of the key is valid at gpg.minTrustLevel ${minTrust}` });
+    }
+    return verdict({ ...base, principals, valid: true });
   });
 }

@@ -211,6 +211,7 @@ export async function verifyHandoff(options: { cwd: string; handoff: string }): 
 export async function verifyResolved(
   ref: { id: string; ref: string; commit: string },
   opts: GitOptions,
+  signer?: string,
 ): Promise<VerifyHandoffResult> {
   const [raw] = await readRawHandoffs([ref], opts);
   const ins = await inspectHandoff(raw, opts);
@@ -225,6 +226,11 @@ export async function verifyResolved(
     expired: isExpired(ins.descriptor),
     checks: ins.checks,
     descriptor: ins.descriptor,
-    signatures: await checkSignatures({ id: ins.id, commit: ins.commit, bytes: raw.bytes as Buffer }, opts),
+    signatures: await checkSignatures(
+      { id: ins.id, commit: ins.commit, bytes: raw.bytes as Buffer },
+      opts,
+      undefined,
+      signer,
+    ),
   };
 }
