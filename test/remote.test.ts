@@ -4,7 +4,7 @@
 // work back and forth. Runs as root (CI does); fixtures live on tmpfs.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -23,7 +23,8 @@ import {
   startDaemon,
 } from './support/remote';
 import { REMOTE_HELPER_DIR, type Sandbox } from './support/sandbox';
-import { capture, describeRun, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+import { XET_BIN, capture, describeRun, expectError, expectExit, parseJson, verify, xet } from './support/xet';
+import { killAt } from './support/faults';
 
 const isRoot = process.getuid?.() === 0;
 const rootOnly = isRoot ? false : 'read-only bind mounts need root (CI runs as root)';
@@ -1201,5 +1202,84 @@ test('a push that loses the race and then accepts a ref it refused sends that re
     const c = clone(sb, xurl(store), 'fresh');
     assert.equal(c.git('rev-parse', 'origin/main').trim(), a2);
     ok(sb, c.dir, ['fsck', '--strict']);
+  });
+});
+
+test('a push killed or SIGTERMed before a new store existed does not wedge it; a store absent after it was reached stays unknown', async () => {
+  await withMountSandbox(async (sb) => {
+    const a = initRepo(sb, 'a', ['-b', 'trunk']);
+    a.commit('one', { 'a.txt': 'a\n' });
+    const s1 = capture(sb, a.dir);
+    const store = sb.path('new-store');
+    a.git('remote', 'add', 'origin', xurl(store));
+    const pendingIds = () =>
+      publications(a)
+        .filter((p) => p.state === 'pending')
+        .map((p) => p.id);
+
+    // SIGKILL with the publication recorded, before git push (and so the helper) ran.
+    killAt(sb, a.dir, ['push', '--json'], 'push:after-record');
+    const [killedId] = pendingIds();
+    assert.ok(killedId, 'the killed push left its publication pending');
+    assert.equal(fs.existsSync(store), false, 'the store was never created');
+    let r = xet(sb, a.dir, ['push', '--json']);
+    expectExit(r, 0);
+    const out = parseJson(r);
+    assert.deepEqual(out.resolved, [{ id: killedId, state: 'not-published' }]);
+    assert.deepEqual(out.refs, [{ ref: `refs/xet/snapshots/${s1}`, status: 'new' }]);
+    assert.equal(lsRemote(sb, a.dir, xurl(store)).get(`refs/xet/snapshots/${s1}`), s1);
+    assert.deepEqual(pendingIds(), []);
+
+    // SIGTERM at the same point (what an MCP cancellation sends), to a second new store.
+    const store2 = sb.path('new-store-2');
+    const dir = sb.path('pause-term');
+    fs.mkdirSync(dir);
+    const child = spawn(process.execPath, [XET_BIN, 'push', xurl(store2), '--json'], {
+      cwd: a.dir,
+      env: { ...sb.env, GIT_XET_TEST_PAUSE_AT: 'push:after-record', GIT_XET_TEST_PAUSE_DIR: dir },
+      stdio: 'ignore',
+    });
+    const ended = new Promise<string | null>((res) => child.once('close', (_c, sig) => res(sig)));
+    while (!fs.existsSync(path.join(dir, 'push:after-record.reached'))) await new Promise((t) => setTimeout(t, 10));
+    child.kill('SIGTERM');
+    assert.equal(await ended, 'SIGTERM');
+    const [termId] = pendingIds();
+    assert.ok(termId);
+    r = xet(sb, a.dir, ['push', xurl(store2), '--json']);
+    expectExit(r, 0);
+    assert.deepEqual(parseJson(r).resolved, [{ id: termId, state: 'not-published' }]);
+    assert.equal(lsRemote(sb, a.dir, xurl(store2)).get(`refs/xet/snapshots/${s1}`), s1);
+
+    // The helper reached a new store, published, and was killed; then the store is absent (an
+    // unmounted or renamed path): a missing directory is no proof, the outcome stays unknown.
+    a.write('b.txt', 'b\n');
+    const s2 = capture(sb, a.dir);
+    const store3 = sb.path('new-store-3');
+    const shim = groupKillerShim(sb);
+    const k = xet(sb, a.dir, ['push', xurl(store3), '--json'], {
+      env: {
+        PATH: `${shim}${path.delimiter}${sb.env.PATH}`,
+        XET_TEST_KILL_GROUP: '1',
+        GIT_XET_TEST_DIE_AT: 'after-state',
+      },
+      wrap: ['setsid'],
+    });
+    assert.equal(k.signal, 'SIGKILL', describeRun(k));
+    const [reachedId] = pendingIds();
+    fs.renameSync(store3, `${store3}.away`);
+    r = xet(sb, a.dir, ['push', xurl(store3), '--json']);
+    assert.deepEqual(expectError(r, 'OUTCOME_UNKNOWN', 3).details.publications, [reachedId]);
+    assert.equal(fs.existsSync(store3), false, 'nothing was pushed: no new store in its place');
+    fs.renameSync(`${store3}.away`, store3);
+    r = xet(sb, a.dir, ['push', xurl(store3), '--json']);
+    expectExit(r, 0);
+    assert.deepEqual(parseJson(r).resolved, [{ id: reachedId, state: 'published' }]);
+    assert.equal(lsRemote(sb, a.dir, xurl(store3)).get(`refs/xet/snapshots/${s2}`), s2);
+    // Resolved publications leave no lock or marker files behind.
+    const locks = path.join(a.commonDir(), 'xet', 'locks');
+    assert.deepEqual(
+      fs.readdirSync(locks).filter((n) => n.startsWith('publication-')),
+      [],
+    );
   });
 });

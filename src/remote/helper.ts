@@ -16,6 +16,7 @@ import { objectSizes } from '../git/plumbing';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
+import { markPublicationReached } from '../sidecar/publications';
 import { INTENT_BOUND, storeAdmission, type StoreAdmission } from '../allowance/store-root';
 import { unlimited } from '../allowance/admit';
 import type { Amount } from '../allowance/model';
@@ -248,6 +249,8 @@ export class RemoteHelper {
         path.join(sidecarDir(repo.commonDir), 'locks', `publication-${pushId}.lockdb`),
         'publishing this push',
       );
+      // Before the store is opened or created: a publication without it never reached any store.
+      markPublicationReached(repo.commonDir, pushId);
     }
     try {
       const results = await this.pushLocked(specs, pushId);

@@ -27,11 +27,14 @@ import { REPOSITORY_ROOT } from '../allowance/ledger';
 import { measureRepositoryAtRest } from '../allowance/repo-root';
 import { readConfig } from '../git/config';
 import { importPlan } from './transfer';
+import { faultPoint } from '../testing/fault-points';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import {
   forgetPublication,
   insertPublication,
   pendingPublications,
+  publicationMayHaveReached,
+  publicationReachedFile,
   resolvePublication,
   type PublicationRow,
   type PublicationState,
@@ -194,6 +197,7 @@ export async function pushXetRefs(options: {
     withSidecar(repo.commonDir, (db) =>
       insertPublication(db, { id, remote, url, refspecs: specs, createdAt: new Date().toISOString() }),
     );
+    await faultPoint('push:after-record');
     return await runPublication(repo, { id, url, args, fresh, conflicts, result });
   } finally {
     owner.release();
@@ -215,6 +219,7 @@ function removePublicationLocks(repo: Repo, id: string): void {
   for (const f of [helperLockFile(repo, id), ownerLockFile(repo, id)]) {
     for (const x of [f, `${f}-journal`]) fs.rmSync(x, { force: true });
   }
+  fs.rmSync(publicationReachedFile(repo.commonDir, id), { force: true });
 }
 
 /** The directory store a `xet::` URL names, or null when there is none yet (or it cannot be opened:
@@ -381,7 +386,20 @@ async function establish(repo: Repo, p: PublicationRow): Promise<PublicationStat
       return 'unknown';
     }
     try {
-      const store = DirectoryStore.open(storePathFromUrl(p.url, repo.worktree));
+      let store: DirectoryStore;
+      try {
+        store = DirectoryStore.open(storePathFromUrl(p.url, repo.worktree));
+      } catch (e) {
+        // No store at the path (no directory, or no XET-STORE in it) is no proof by itself: a store on
+        // a removable or network path, unmounted for a moment, looks just like that, and its log may
+        // hold this publication. What proves it is the helper's own marker, written (fsynced) before
+        // it opens or creates the store and read here under its lock: without one the helper never
+        // touched a store for this publication (it was cancelled or killed before, e.g. ahead of the
+        // first push that would have created the store), so nothing can have reached one. With the
+        // marker, or when the store exists but cannot be read, it stays unknown.
+        if (noStoreAt(e) && !publicationMayHaveReached(repo.commonDir, p)) return 'not-published';
+        throw e;
+      }
       // Newest first; a state made before the publication was recorded cannot carry it (the helper
       // runs on this machine, after the row was written), so the scan stops there.
       const since = Date.parse(p.createdAt) - 60_000;
@@ -412,6 +430,10 @@ async function establish(repo: Repo, p: PublicationRow): Promise<PublicationStat
   } catch {
     return 'unknown';
   }
+}
+
+function noStoreAt(e: unknown): boolean {
+  return e instanceof XetError && e.code === 'STORE_UNAVAILABLE' && e.details?.errno === 'ENOENT';
 }
 
 export interface FetchResult {

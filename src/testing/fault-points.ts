@@ -22,6 +22,8 @@ export const FAULT_POINTS = [
   'after-pack',
   'after-state',
   'before-reply',
+  // git xet push: its publication recorded as pending, git push (and so the helper) not started
+  'push:after-record',
   // capture: a pack half written (tmp_pack_xet_*); objects written, nothing references them; the ref
   // exists, the sidecar does not know it
   'pack:mid-write',
