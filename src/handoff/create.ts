@@ -13,7 +13,8 @@ import { canonicalJson } from '../snapshot/canonical-json';
 import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
 import { checkSnapshot, failureCode } from './verify';
 import { findTask } from '../tasks/provenance';
-import { checkHandable, keptResult, publishTaskRecord } from '../tasks/record';
+import { keptResult, publishTaskRecord } from '../tasks/record';
+import { isTerminal } from '../tasks/model';
 import {
   decodeDescriptor,
   encodeDescriptor,
@@ -157,8 +158,6 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
     await readSnapshot(d.snapshot.oid, opts); // it must be a snapshot, not just any commit
   } else {
     const task = options.task !== undefined ? findTask(repo, options.task) : null;
-    // Its record travels with the handoff (refs/xet/tasks/<id>): only an ended task's is final.
-    if (task) checkHandable(task);
     let snapshot = options.snapshot;
     let correlationId = options.correlationId;
     if (task) {
@@ -281,8 +280,10 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
   }
   if (d.task !== undefined && !options.descriptor) {
     // Published before the handoff that names it: whoever sees the handoff can read the task.
+    // Only an ended task has a final record (a running one, with its snapshot named, has none yet).
     const task = findTask(repo, d.task);
-    await publishTaskRecord(task, keptResult(repo.commonDir, task), repo.objectFormat, opts);
+    if (isTerminal(task.status) && task.endedAt !== null)
+      await publishTaskRecord(task, keptResult(repo.commonDir, task), repo.objectFormat, opts);
   }
   const existing = await readHandoffRef(id, opts);
   let created = false;

@@ -10,13 +10,13 @@ import { XetError } from '../errors';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import { objectId } from '../git/object-id';
-import type { Repo } from '../git/repo';
+import { repoOpts, type Repo } from '../git/repo';
 import { batchCheck, commitParents, parseTree } from '../handoff/objects';
 import { canonicalJson } from '../snapshot/canonical-json';
 import { verifyStoredManifest } from './manifest';
-import { isTerminal, RESULT_CHUNK_MAX, RESULT_MAX } from './model';
+import { isTerminal, RESULT_CHUNK_MAX, RESULT_MAX, RESULT_PREVIEW_BYTES } from './model';
 import type { TaskRow } from './store';
-import { readResultChunk } from './result';
+import { readBytesChunk, readResultChunk, type ResultChunk } from './result';
 import { withExistingSidecar } from '../sidecar/db';
 
 export const TASK_RECORD_PREFIX = 'refs/xet/tasks/';
@@ -361,4 +361,72 @@ export function keptResult(commonDir: string, row: TaskRow): Buffer | null {
       at = c.nextOffsetBytes;
     }
   });
+}
+
+/**
+ * Chunks of the result of the task record `spec` names here (`window` [offset, maxBytes]: that one
+ * chunk; null: all of them), with the chunking rules of local results; null when there is no such
+ * record. A record that is not what it claims is INTEGRITY_MISMATCH, never served.
+ */
+export async function recordChunks(
+  repo: Repo,
+  spec: string,
+  window: [number, number] | null,
+): Promise<{ id: string; chunks: (ResultChunk & { origin: 'record' })[] } | null> {
+  const opts = repoOpts(repo);
+  const found = await findTaskRecord(spec, opts);
+  if (!found) return null;
+  const { record, result } = await loadTaskRecord(found.ref, found.oid, opts);
+  if (!result || !record.result) {
+    throw new XetError('RESULT_NOT_AVAILABLE', `task ${record.task} kept no result (its record says so)`, {
+      task: record.task,
+    });
+  }
+  const sha = record.result.sha256;
+  const chunk = (o: number, n: number) => ({
+    ...readBytesChunk(result, record.task, sha, o, n),
+    origin: 'record' as const,
+  });
+  if (window) return { id: record.task, chunks: [chunk(window[0], window[1])] };
+  const all = [chunk(0, RESULT_CHUNK_MAX)];
+  while (!all[all.length - 1].eof) all.push(chunk(all[all.length - 1].nextOffsetBytes, RESULT_CHUNK_MAX));
+  return { id: record.task, chunks: all };
+}
+
+/** What `task show` prints of a task known here only by its record; null when there is none. */
+export async function recordShow(repo: Repo, spec: string) {
+  const opts = repoOpts(repo);
+  const found = await findTaskRecord(spec, opts);
+  if (!found) return null;
+  const { record, manifestJson, result, commit, ref } = await loadTaskRecord(found.ref, found.oid, opts);
+  const manifest = verifyStoredManifest({ id: record.task, manifestJson, manifestSha256: record.manifestSha256 });
+  const { schema, task, manifestSha256, result: kept, ...rest } = record;
+  void schema;
+  void kept;
+  let summary: Record<string, unknown> | null = null;
+  if (result && record.result) {
+    const head = readBytesChunk(
+      result,
+      task,
+      record.result.sha256,
+      0,
+      Math.min(RESULT_PREVIEW_BYTES, RESULT_CHUNK_MAX),
+    );
+    summary = {
+      storage: 'record',
+      ...record.result,
+      preview: head.text,
+      truncated: head.nextOffsetBytes < result.length,
+      retrievable: true,
+    };
+  }
+  return {
+    task: { id: task, ...rest },
+    manifest,
+    manifestSha256,
+    provenance: { baseSnapshot: manifest.baseSnapshot, task, resultSnapshot: record.resultSnapshot, exports: [] },
+    result: summary,
+    record: { ref, commit },
+    origin: 'record' as const,
+  };
 }
