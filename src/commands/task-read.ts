@@ -138,6 +138,7 @@ export const taskShowCommand = defineCommand({
     }),
     result: z.looseObject({}).nullable(),
     resultError: z.looseObject({ code: z.string(), message: z.string() }).optional(),
+    origin: z.enum(['local', 'record']),
   }),
   async run(input, ctx) {
     const spec = input.task;
@@ -146,39 +147,53 @@ export const taskShowCommand = defineCommand({
     const repo = await startTaskCommand(ctx.cwd);
     const { getTask, taskExports } = await import('../tasks/store');
     const { verifyStoredManifest } = await import('../tasks/manifest');
-    return withTask(repo, spec, async (db, id) => {
-      const row = getTask(db, id) as TaskRow;
-      const manifest = verifyStoredManifest(row);
-      const exports = taskExports(db, id);
-      let result: unknown;
-      let resultError: { code: string; message: string } | undefined;
-      try {
-        const { resultSummary } = await import('../tasks/result');
-        result = resultSummary(db, repo.commonDir, row);
-      } catch (e) {
-        // A result that cannot be read is said so; the task itself is still shown.
-        if (e instanceof XetError) resultError = { code: e.code, message: e.message };
-        result = null;
-      }
-      return {
-        task: publicRow(row),
-        manifest,
-        manifestSha256: row.manifestSha256,
-        provenance: {
-          baseSnapshot: row.baseSnapshot,
-          task: row.id,
-          resultSnapshot: row.resultSnapshot,
-          exports,
-        },
-        result,
-        ...(resultError ? { resultError } : {}),
-      };
-    });
+    try {
+      return await showLocal();
+    } catch (e) {
+      if (!(e instanceof XetError) || e.code !== 'TASK_NOT_FOUND') throw e;
+      // Not a task of this repository: the record of one handed over here (read as hostile).
+      const { recordShow } = await import('../tasks/record');
+      const shown = await recordShow(repo, spec);
+      if (!shown) throw e;
+      return shown;
+    }
+    function showLocal() {
+      return withTask(repo, spec, async (db, id) => {
+        const row = getTask(db, id) as TaskRow;
+        const manifest = verifyStoredManifest(row);
+        const exports = taskExports(db, id);
+        let result: unknown;
+        let resultError: { code: string; message: string } | undefined;
+        try {
+          const { resultSummary } = await import('../tasks/result');
+          result = resultSummary(db, repo.commonDir, row);
+        } catch (e) {
+          // A result that cannot be read is said so; the task itself is still shown.
+          if (e instanceof XetError) resultError = { code: e.code, message: e.message };
+          result = null;
+        }
+        return {
+          task: publicRow(row),
+          manifest,
+          manifestSha256: row.manifestSha256,
+          provenance: {
+            baseSnapshot: row.baseSnapshot,
+            task: row.id,
+            resultSnapshot: row.resultSnapshot,
+            exports,
+          },
+          result,
+          ...(resultError ? { resultError } : {}),
+          origin: 'local' as const,
+        };
+      });
+    }
   },
   human(value) {
     // Loaded only to print for a person (every command file is imported at start: its modules load lazily).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { displaySafe } = require('../handoff/descriptor') as typeof import('../handoff/descriptor');
+    if (value.origin === 'record') return recordText(value);
     const t = value.task;
     const r = value.result as { storage: string; sizeBytes: number; sha256: string; truncated: boolean } | null;
     const chain = [
@@ -207,6 +222,26 @@ export const taskShowCommand = defineCommand({
     ].join('\n');
   },
 });
+
+/** `task show` of a task known here only by its record (refs/xet/tasks/<id>). */
+function recordText(value: {
+  task: { id: string; status: string };
+  manifest: { schema: string };
+  manifestSha256: string;
+  provenance: { resultSnapshot: string | null };
+  result: unknown;
+}): string {
+  const t = value.task as { id: string; status: string; exitCode: number | null; createdAt: string; endedAt: string };
+  const r = value.result as { sizeBytes: number; sha256: string } | null;
+  return [
+    `task ${t.id}  ${t.status}${t.exitCode !== null ? ` (exit ${t.exitCode})` : ''}  (from its task record; it ran elsewhere)`,
+    `created      ${t.createdAt}`,
+    `ended        ${t.endedAt}`,
+    `manifest     ${value.manifest.schema} sha256 ${value.manifestSha256}`,
+    `snapshot     ${value.provenance.resultSnapshot ?? '(not captured)'}`,
+    r ? `result       record, ${formatBytes(r.sizeBytes)}, sha256 ${r.sha256}` : 'result       none',
+  ].join('\n');
+}
 
 export const taskListCommand = defineCommand({
   path: ['task', 'list'],

@@ -36,7 +36,7 @@ async function readChunks(
   input: TaskResultInput,
   ctx: CommandContext,
   oneChunk: boolean,
-): Promise<{ id: string; chunks: ResultChunk[] }> {
+): Promise<{ id: string; chunks: (ResultChunk & { origin: 'local' | 'record' })[] }> {
   const spec = input.task;
   // Parsed before anything else: bad options change nothing (not even reconciliation).
   const offset = byteCount('--offset', input.offset);
@@ -55,14 +55,24 @@ async function readChunks(
     const db = await openExisting(repo);
     if (db) {
       try {
-        await waitForEnd(repo, db, resolveTaskId(db, spec), ctx.signal);
+        // A task known only by its record has ended already (records are made of ended tasks).
+        const { findTaskRecord } = await import('../tasks/record');
+        const { repoOpts } = await import('../git/repo');
+        let known = true;
+        try {
+          resolveTaskId(db, spec);
+        } catch (e) {
+          if (!(e instanceof XetError) || e.code !== 'TASK_NOT_FOUND') throw e;
+          known = (await findTaskRecord(spec, repoOpts(repo))) === null;
+        }
+        if (known) await waitForEnd(repo, db, resolveTaskId(db, spec), ctx.signal);
       } finally {
         db.close();
       }
     }
   }
   let id = spec;
-  const chunks =
+  const local = () =>
     withExistingSidecar(repo.commonDir, (db) => {
       const row = getTask(db, resolveTaskId(db, spec));
       if (row === null) throw new XetError('TASK_NOT_FOUND', `no task ${spec}`, { task: spec });
@@ -74,9 +84,21 @@ async function readChunks(
       }
       return all;
     }) ?? null;
-  if (chunks === null)
-    throw new XetError('TASK_NOT_FOUND', `no task ${spec} (this repository has no tasks)`, { task: spec });
-  return { id, chunks };
+  let chunks: ResultChunk[] | null = null;
+  try {
+    chunks = local();
+  } catch (e) {
+    if (!(e instanceof XetError) || e.code !== 'TASK_NOT_FOUND') throw e;
+  }
+  if (chunks !== null) return { id, chunks: chunks.map((c) => ({ ...c, origin: 'local' as const })) };
+  // Not a task of this repository: a task record fetched with its handoff (read as hostile).
+  const { recordChunks } = await import('../tasks/record');
+  const got = await recordChunks(repo, spec, oneChunk ? [offset ?? 0, maxBytes ?? RESULT_CHUNK_MAX] : null);
+  if (got === null)
+    throw new XetError('TASK_NOT_FOUND', `no task ${spec} in this repository (nor a task record of it)`, {
+      task: spec,
+    });
+  return got;
 }
 
 export const taskResultCommand = defineCommand({
@@ -97,6 +119,7 @@ export const taskResultCommand = defineCommand({
     eof: z.boolean(),
     sizeBytes: z.number(),
     sha256: z.string(),
+    origin: z.enum(['local', 'record']),
   }),
   // One chunk, as --json prints it (an MCP client pages with offset and nextOffsetBytes).
   async run(input, ctx) {

@@ -13,6 +13,8 @@ import { canonicalJson } from '../snapshot/canonical-json';
 import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
 import { checkSnapshot, failureCode } from './verify';
 import { findTask } from '../tasks/provenance';
+import { keptResult, publishTaskRecord } from '../tasks/record';
+import { isTerminal } from '../tasks/model';
 import {
   decodeDescriptor,
   encodeDescriptor,
@@ -275,6 +277,13 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
         requestId,
       });
     }
+  }
+  if (d.task !== undefined && !options.descriptor) {
+    // Published before the handoff that names it: whoever sees the handoff can read the task.
+    // Only an ended task has a final record (a running one, with its snapshot named, has none yet).
+    const task = findTask(repo, d.task);
+    if (isTerminal(task.status) && task.endedAt !== null)
+      await publishTaskRecord(task, keptResult(repo.commonDir, task), repo.objectFormat, opts);
   }
   const existing = await readHandoffRef(id, opts);
   let created = false;

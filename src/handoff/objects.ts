@@ -240,7 +240,7 @@ export function commitParents(data: Buffer): string[] {
 }
 
 /** Entries of a raw tree object: `<mode> <name>\0<binary oid>`… */
-function parseTree(data: Buffer, oidBytes: number): { mode: string; name: string; oid: string }[] {
+export function parseTree(data: Buffer, oidBytes: number): { mode: string; name: string; oid: string }[] {
   const out: { mode: string; name: string; oid: string }[] = [];
   let i = 0;
   while (i < data.length) {

@@ -42,7 +42,8 @@ export function isCreateOnce(ref: string): boolean {
   return (
     ref.startsWith('refs/xet/snapshots/') ||
     ref.startsWith('refs/xet/handoffs/') ||
-    ref.startsWith('refs/xet/signatures/')
+    ref.startsWith('refs/xet/signatures/') ||
+    ref.startsWith('refs/xet/tasks/')
   );
 }
 

@@ -12,6 +12,7 @@ import { checkStructure } from '../handoff/verify';
 import { formatOf, readRawSignatures, signaturePrefix, SIGNATURE_REF_PREFIX } from '../handoff/signatures';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { DROPPED_REF_PREFIX, PIN_REF_PREFIX, readMarkers } from '../gc/markers';
+import { loadTaskRecord, TASK_RECORD_PREFIX } from '../tasks/record';
 
 /** Pins change (re-pin, unpin); every other refs/xet/* ref names its content and is create-once. */
 export function isMutable(ref: string): boolean {
@@ -70,8 +71,26 @@ export async function selectXetRefs(ids: string[], opts: GitOptions): Promise<Se
         ? snapshots.find((r) => r.name === `${SNAPSHOT_REF_PREFIX}${parents[0]}` && r.oid === parents[0])
         : undefined;
     if (snap) addSnapshot(snap.name);
+    // The record of the task it hands over (handoff create --task): its result travels with it.
+    const [raw] = await readRawHandoffs(
+      [{ id: h[0].name.slice(HANDOFF_REF_PREFIX.length), ref: h[0].name, commit: h[0].oid }],
+      opts,
+    );
+    const task = raw.bytes ? taskOf(raw.bytes) : null;
+    const record = task !== null ? refs.find((r) => r.name === `${TASK_RECORD_PREFIX}${task}`) : undefined;
+    if (record) out.add(record.name);
   }
   return out;
+}
+
+/** The task a descriptor's bytes name, if any (their checks are checkOwnNames'). */
+export function taskOf(bytes: Buffer): string | null {
+  try {
+    const t = (JSON.parse(bytes.toString('utf8')) as { task?: unknown }).task;
+    return typeof t === 'string' && /^[0-9a-f]{16}$/.test(t) ? t : null;
+  } catch {
+    return null;
+  }
 }
 
 async function listParents(commit: string, opts: GitOptions): Promise<string[]> {
@@ -111,6 +130,15 @@ export async function checkOwnNames(refs: { name: string; oid: string }[], opts:
     );
     for (const s of await readRawSignatures(sigRefs, handoffCommits, formatOf(sigRefs[0].oid), opts)) {
       if (s.problem) bad.push({ ref: s.ref, oid: s.commit, why: s.problem });
+    }
+  }
+  // A task record must be the record its contents build, for the task its name says.
+  for (const r of refs.filter((x) => x.name.startsWith(TASK_RECORD_PREFIX))) {
+    try {
+      await loadTaskRecord(r.name, r.oid, opts);
+    } catch (e) {
+      if (!(e instanceof XetError) || e.code !== 'INTEGRITY_MISMATCH') throw e;
+      bad.push({ ref: r.name, oid: r.oid, why: String(e.details?.why ?? e.message) });
     }
   }
   const pinRefs = new Map(refs.filter((r) => r.name.startsWith(PIN_REF_PREFIX)).map((r) => [r.name, r.oid]));

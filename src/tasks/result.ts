@@ -397,17 +397,53 @@ export function readResultChunk(
   offset: number,
   maxBytes: number,
 ): ResultChunk {
+  checkWindow(offset, maxBytes);
+  const stored = openStored(db, commonDir, task);
+  if (!stored.ok) throw new XetError(stored.code, stored.why, { task: task.id });
+  try {
+    return storedChunk(stored, task.id, task.resultSizeBytes as number, task.resultSha256 as string, offset, maxBytes);
+  } finally {
+    stored.close();
+  }
+}
+
+/** The same chunk of result bytes held in memory (a task record's result blob, src/tasks/record.ts). */
+export function readBytesChunk(
+  bytes: Buffer,
+  id: string,
+  sha256: string,
+  offset: number,
+  maxBytes: number,
+): ResultChunk {
+  checkWindow(offset, maxBytes);
+  const stored = {
+    ok: true as const,
+    read: (o: number, n: number) => bytes.subarray(o, Math.min(o + n, bytes.length)),
+    hash: () => crypto.createHash('sha256').update(bytes).digest('hex'),
+    close: () => undefined,
+  };
+  return storedChunk(stored, id, bytes.length, sha256, offset, maxBytes);
+}
+
+function checkWindow(offset: number, maxBytes: number): void {
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 1 || maxBytes > RESULT_CHUNK_MAX) {
     throw usage(`--max-bytes must be an integer from 1 to ${RESULT_CHUNK_MAX}`, { maxBytes });
   }
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw usage('--offset must be a non-negative integer (bytes)', { offset });
   }
-  const stored = openStored(db, commonDir, task);
-  if (!stored.ok) throw new XetError(stored.code, stored.why, { task: task.id });
-  try {
-    const size = task.resultSizeBytes as number;
-    const sha256 = task.resultSha256 as string;
+}
+
+function storedChunk(
+  stored: Extract<Stored, { ok: true }>,
+  id: string,
+  size: number,
+  sha256: string,
+  offset: number,
+  maxBytes: number,
+): ResultChunk {
+  const task = { id };
+  {
     if (offset > size) {
       throw usage(`--offset ${offset} is past the end of the result (${size} bytes)`, { offset, sizeBytes: size });
     }
@@ -452,7 +488,5 @@ export function readResultChunk(
     const next = offset + len;
     if (next === size) verifyWhole();
     return { text, offsetBytes: offset, nextOffsetBytes: next, eof: next === size, sizeBytes: size, sha256 };
-  } finally {
-    stored.close();
   }
 }
