@@ -75,6 +75,13 @@ export const PROGRESS_ENV = 'GIT_XET_PROGRESS';
 const JSON_PROGRESS = process.env[PROGRESS_ENV] === 'json';
 delete process.env[PROGRESS_ENV];
 
+/** Whether this process is one of the MCP server's child CLIs (which set GIT_XET_PROGRESS=json):
+ * such a call runs on behalf of a tool, and a tool annotated read-only must not apply deletions a
+ * policy would (task retention). */
+export function underMcp(): boolean {
+  return JSON_PROGRESS;
+}
+
 function jsonProgress(what: string): void {
   process.stderr.write(`${JSON.stringify({ progress: what })}\n`);
 }

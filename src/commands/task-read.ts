@@ -8,7 +8,7 @@ import type { Db } from '../sidecar/db';
 import type { TaskEvent, TaskRow } from '../tasks/store';
 import type { TaskStatus } from '../tasks/model';
 import { emit, formatBytes, type Out } from '../cli/output';
-import { defineCommand } from './spec';
+import { defineCommand, type CommandContext } from './spec';
 
 /** The events after which a task says nothing more (docs/FORMAT.md "Event envelope v1"). */
 const FINAL_EVENTS = new Set(['task.succeeded', 'task.failed', 'task.cancelled', 'task.timed_out', 'task.interrupted']);
@@ -19,14 +19,23 @@ const FINAL_EVENT_WAIT_MS = 2000;
 /** How often `events --follow` checks that the task's runner is still alive. */
 const RUNNER_CHECK_MS = 2000;
 
-async function startTaskCommand(cwd: string): Promise<Repo> {
+async function startTaskCommand(ctx: CommandContext): Promise<Repo> {
   const { findRepo } = await import('../git/repo');
-  const repo = await findRepo(cwd, true);
+  const repo = await findRepo(ctx.cwd, true);
   const { reconcileAtStart } = await import('../tasks/recover');
   await reconcileAtStart(repo);
+  await collectUnlessReadOnlyTool(repo, ctx);
+  return repo;
+}
+
+/** Task retention (deleting tasks past xet.task.retention) on the command line's reads, as ever;
+ * not for an MCP tool, whose read tools are annotated read-only (recovery of a dead runner still
+ * runs: it is crash recovery, which every command does). */
+export async function collectUnlessReadOnlyTool(repo: Repo, ctx: CommandContext): Promise<void> {
+  const { underMcp } = await import('../cli/output');
+  if (ctx.via === 'mcp' || underMcp()) return;
   const { collectTasks } = await import('../tasks/retention');
   collectTasks(repo);
-  return repo;
 }
 
 /** The sidecar if it exists (a read never creates one). */
@@ -144,7 +153,7 @@ export const taskShowCommand = defineCommand({
     const spec = input.task;
     // Bad input is refused before the recovery pass can change anything.
     resolveSpecSyntax(spec);
-    const repo = await startTaskCommand(ctx.cwd);
+    const repo = await startTaskCommand(ctx);
     const { getTask, taskExports } = await import('../tasks/store');
     const { verifyStoredManifest } = await import('../tasks/manifest');
     try {
@@ -262,7 +271,7 @@ export const taskListCommand = defineCommand({
   async run(input, ctx) {
     const status = await parseStatuses(input.status);
     const limit = input.limit === undefined ? 50 : parseCount(input.limit, '--limit', 1);
-    const repo = await startTaskCommand(ctx.cwd);
+    const repo = await startTaskCommand(ctx);
     const { listTasks } = await import('../tasks/store');
     const db = await openExisting(repo);
     let rows: TaskRow[] = [];
@@ -317,7 +326,7 @@ export const taskEventsCommand = defineCommand({
   async run(input, ctx) {
     const after = input.after === undefined ? 0 : parseCount(input.after, '--after', 0);
     resolveSpecSyntax(input.task);
-    const repo = await startTaskCommand(ctx.cwd);
+    const repo = await startTaskCommand(ctx);
     const { getTask, listEvents } = await import('../tasks/store');
     const { isTerminal } = await import('../tasks/model');
     return withTask(repo, input.task, async (db, id) => {
@@ -343,7 +352,7 @@ export const taskEventsCommand = defineCommand({
     }
     const after = input.after === undefined ? 0 : parseCount(input.after, '--after', 0);
     resolveSpecSyntax(input.task);
-    const repo = await startTaskCommand(ctx.cwd);
+    const repo = await startTaskCommand(ctx);
     const { canonicalJson } = await import('../snapshot/canonical-json');
     await withTask(repo, input.task, (db, id) => follow(out, repo, db, id, after, canonicalJson));
   },

@@ -43,13 +43,13 @@ async function readChunks(
   const maxBytes = byteCount('--max-bytes', input.maxBytes);
   const { findRepo } = await import('../git/repo');
   const { reconcileAtStart } = await import('../tasks/recover');
-  const { collectTasks } = await import('../tasks/retention');
   const { withExistingSidecar } = await import('../sidecar/db');
   const { getTask, resolveTaskId } = await import('../tasks/store');
   const { readResultChunk } = await import('../tasks/result');
   const repo = await findRepo(ctx.cwd, true);
   await reconcileAtStart(repo);
-  collectTasks(repo);
+  const { collectUnlessReadOnlyTool } = await import('./task-read');
+  await collectUnlessReadOnlyTool(repo, ctx);
   if (input.wait) {
     const { openExisting, waitForEnd } = await import('./task-read');
     const db = await openExisting(repo);
