@@ -388,7 +388,7 @@ test(
     assert.equal(none.lastSnapshot, null);
     assert.equal(none.changed, null);
     assert.deepEqual([none.pins, none.guards], [[], null]);
-    // No allowance set: the repository root's usage, nothing limited (test/allowance-report.test.ts has the rest).
+    // No allowance set: the repository root's usage, nothing limited (test/slow/allowance-report.test.ts has the rest).
     assert.deepEqual(none.allowance, {
       limits: { bytes: null, files: null },
       used: { bytes: 0, files: 0 },

@@ -6,11 +6,11 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { test } from 'node:test';
 import type { z } from 'zod';
-import { COMMANDS } from '../src/commands/registry';
-import type { AnyCommandSpec } from '../src/commands/spec';
-import { initRepo } from './support/git';
-import { createSandbox } from './support/sandbox';
-import { capture, describeRun, expectExit, parseJson, xet } from './support/xet';
+import { COMMANDS } from '../../src/commands/registry';
+import type { AnyCommandSpec } from '../../src/commands/spec';
+import { initRepo } from '../support/git';
+import { createSandbox } from '../support/sandbox';
+import { capture, describeRun, expectExit, parseJson, xet } from '../support/xet';
 
 const MINE = [
   'init',

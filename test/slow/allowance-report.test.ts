@@ -10,12 +10,12 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { git, initRepo, type Repo } from './support/git';
-import { withSandbox, type Sandbox } from './support/sandbox';
-import { walkTree } from './support/state';
-import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
+import { git, initRepo, type Repo } from '../support/git';
+import { withSandbox, type Sandbox } from '../support/sandbox';
+import { walkTree } from '../support/state';
+import { capture, expectError, expectExit, parseJson, xet } from '../support/xet';
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const ROOT = path.resolve(__dirname, '..', '..', '..');
 const MiB = 1024 * 1024;
 
 /** Whether a helper's module on this branch is still the foundation's stub. */
