@@ -28,7 +28,16 @@ interface ProgramResult {
 /** Run one program to its end with `input` on stdin; ENOENT and the like are SIGNING_FAILED. */
 function runProgram(cmd: string, args: string[], input: Buffer, env?: NodeJS.ProcessEnv): Promise<ProgramResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], env: env ?? process.env });
+    // Not run by a person at a terminal (an MCP server's call, a CI job): the program gets no
+    // controlling terminal and no askpass, so a key that needs a passphrase fails at once with
+    // SIGNING_FAILED instead of prompting on whatever terminal the host has and hanging the call
+    // (review R15). A person at a terminal is asked, as git asks.
+    const interactive = process.stdin.isTTY === true;
+    const child = spawn(cmd, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: interactive ? (env ?? process.env) : { ...(env ?? process.env), SSH_ASKPASS_REQUIRE: 'never' },
+      detached: !interactive,
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -104,7 +113,13 @@ export async function signBytes(
   const program = config.get('gpg.program') ?? config.get('gpg.openpgp.program') ?? 'gpg';
   const r = await runProgram(
     program,
-    ['--status-fd=2', '--detach-sign', '--armor', ...(key ? ['--local-user', key] : [])],
+    [
+      ...(process.stdin.isTTY === true ? [] : ['--batch', '--pinentry-mode', 'error']),
+      '--status-fd=2',
+      '--detach-sign',
+      '--armor',
+      ...(key ? ['--local-user', key] : []),
+    ],
     bytes,
   );
   const armored = r.stdout;
