@@ -454,3 +454,72 @@ test('the server exits when stdin closes', async () => {
     });
   });
 });
+
+/** Inputs that look like paths or names by key or description but are neither, each with why. */
+const NOT_CONFINED: Record<string, string> = {
+  'fork.snapshot': 'a snapshot id, or with --remount a fork the repository already registered (names: no leading -)',
+  'export.source': 'a snapshot id or a fork of this repository: resolved against its forks, never written',
+  'handoff create.from': 'an agent name stored in the descriptor, not a path',
+  'handoff list.from': 'an agent name to filter by',
+  'handoff create.artifact': 'a path inside the snapshot, stored as text in the descriptor',
+  'archive.prefix': 'a directory name inside the archive, not on disk',
+  'capture.include': 'gitignore patterns matched inside the worktree',
+  'capture.exclude': 'gitignore patterns matched inside the worktree',
+  'task run.command': 'the argv the task runs: arbitrary execution by design (see the MCP section)',
+  'handoff create.correlationId': 'opaque text stored in JSON, never a git argument',
+  'handoff create.requestId': 'opaque text hashed into the request, never a git argument',
+  'task run.correlationId': 'opaque text stored in the manifest',
+  'task run.sessionId': 'opaque text stored in the manifest',
+};
+const PATHY_KEY = /^(dir|from|remote|store|output|patch|in|source|file|path|repo|root|descriptor|forkDir)$/i;
+const PATHY_TEXT = /\b(path|directory|file|url|remote)\b/i;
+const NAMEY_KEY = /(id|ids|snapshot|snapshots|other|branch|task|fork|supersedes|continueTask)$/i;
+
+test('every tool input that can name a path, URL or remote is confined, and every id/ref is a name (or allow-listed with a reason)', () => {
+  const missing: string[] = [];
+  for (const spec of COMMANDS) {
+    if (spec.tool === null) continue;
+    for (const [key, field] of Object.entries(spec.input)) {
+      const label = `${spec.path.join(' ')}.${key}`;
+      if (NOT_CONFINED[label]) continue;
+      const inner = unwrapField(field as z.ZodType).base;
+      const isString =
+        inner instanceof z.ZodString || (inner instanceof z.ZodArray && inner.element instanceof z.ZodString);
+      if (!isString) continue;
+      const text = (field as z.ZodType).description ?? '';
+      const paths = (spec.paths ?? {}) as Record<string, unknown>;
+      const names = (spec.names ?? []) as string[];
+      if ((PATHY_KEY.test(key) || PATHY_TEXT.test(text)) && !(key in paths)) missing.push(`${label}: not in paths`);
+      if (NAMEY_KEY.test(key) && !names.includes(key)) missing.push(`${label}: not in names`);
+    }
+  }
+  assert.deepEqual(missing, []);
+});
+
+test('confinement of targets: an existing file, core.hooksPath and the git dir are refused; a new file is allowed', async () => {
+  await withSandbox(async (sb) => {
+    const repo = repoWithFiles(sb);
+    fs.mkdirSync(`${repo.dir}/myhooks`);
+    fs.writeFileSync(`${repo.dir}/notes.txt`, 'untracked user data\n');
+    const { readReach, confinePath } = await import('../src/mcp/confine');
+    const { gitText } = await import('../src/git/exec');
+    await gitText(['config', 'core.hooksPath', 'myhooks'], { cwd: repo.dir });
+    const reach = await readReach(fs.realpathSync(repo.dir), []);
+    const refused = (v: string, kind: 'target' | 'existing' = 'target') =>
+      assert.throws(
+        () => confinePath('output', v, reach, kind),
+        (e: { code?: string }) => e.code === 'ARGUMENT_NOT_ALLOWED',
+      );
+    refused('notes.txt');
+    refused('myhooks/pre-commit');
+    refused('myhooks/pre-commit', 'existing');
+    refused('.git/hooks/pre-commit');
+    assert.equal(confinePath('output', 'new.tar', reach, 'target'), `${fs.realpathSync(repo.dir)}/new.tar`);
+    assert.equal(fs.readFileSync(`${repo.dir}/notes.txt`, 'utf8'), 'untracked user data\n');
+  });
+});
+
+test('drop: remote is confined as a source (a store outside the roots is refused)', () => {
+  const drop = COMMANDS.find((c) => c.tool === 'drop') as AnyCommandSpec;
+  assert.equal((drop.paths as Record<string, string>).remote, 'source');
+});

@@ -19,6 +19,7 @@ export const dropCommand = defineCommand({
   },
   args: ['snapshots'],
   flags: { remote: { value: '<name>' } },
+  paths: { remote: 'source' },
   names: ['snapshots', 'remote'],
   // Here gc may then reclaim them (undrop brings them back until it does); --remote deletes them there.
   annotations: { readOnly: false, destructive: true, idempotent: true, openWorld: true },

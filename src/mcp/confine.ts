@@ -25,6 +25,9 @@ export interface Reach {
   allowed: string[];
   /** Real paths of git directories inside which nothing may be named (hooks, config). */
   gitDirs: string[];
+  /** Real path of core.hooksPath when set (resolved against the main worktree, as git does for
+   * hooks run there): a file written there runs at the next commit. */
+  hooksDirs: string[];
   remotes: Set<string>;
 }
 
@@ -49,16 +52,19 @@ function realOrNull(p: string): string | null {
 /** Reads the repository's worktrees (git worktree list: forks are linked worktrees), its git
  * directories and its remotes; `roots` are real paths already. */
 export async function readReach(repo: string, roots: string[]): Promise<Reach> {
-  const [fields, common, remoteText] = await Promise.all([
+  const [fields, common, remoteText, hooksPath] = await Promise.all([
     gitZ(['worktree', 'list', '--porcelain', '-z'], { cwd: repo }),
     gitText(['rev-parse', '--path-format=absolute', '--git-common-dir'], { cwd: repo }),
     gitText(['remote'], { cwd: repo }),
+    gitText(['config', '--path', '--get', 'core.hooksPath'], { cwd: repo }).catch(() => ''),
   ]);
   const worktrees = fields.filter((f) => f.startsWith('worktree ')).map((f) => f.slice('worktree '.length));
   const remotes = remoteText.split('\n').filter(Boolean);
   const allowed = [...worktrees.map(realOrNull).filter((p): p is string => p !== null), ...roots];
   const gitDirs = [realOrNull(common)].filter((p): p is string => p !== null);
-  return { repo, allowed, gitDirs, remotes: new Set(remotes) };
+  const hooks = hooksPath.trim();
+  const hooksDirs = hooks === '' ? [] : [resolvePath('core.hooksPath', hooks, repo)];
+  return { repo, allowed, gitDirs, hooksDirs, remotes: new Set(remotes) };
 }
 
 /** Resolves `value` as the kernel would, component by component: each existing prefix through
@@ -97,7 +103,7 @@ export function resolvePath(argument: string, value: string, base: string): stri
 
 /** One path value: refused when it starts with '-', holds a NUL or resolves outside every allowed
  * place or into a git directory; else its resolved absolute form (what the command then gets). */
-export function confinePath(argument: string, value: string, reach: Reach): string {
+export function confinePath(argument: string, value: string, reach: Reach, kind: PathKind = 'existing'): string {
   if (value.startsWith('-')) refuse(argument, value, "a path may not start with '-'");
   if (value.includes('\0')) refuse(argument, value, 'a path may not contain NUL');
   const resolved = resolvePath(argument, value, reach.repo);
@@ -106,6 +112,22 @@ export function confinePath(argument: string, value: string, reach: Reach): stri
   }
   if (resolved.split(path.sep).some((c) => c.toLowerCase() === '.git')) {
     refuse(argument, value, `${resolved} is inside a .git directory`);
+  }
+  for (const h of reach.hooksDirs) {
+    if (isInside(resolved, h)) refuse(argument, value, `${resolved} is inside core.hooksPath ${h}`);
+  }
+  // A target is created or replaced: an existing file there may be the user's untracked work (the
+  // CLI overwrites it on purpose when told to; an agent may name it by mistake or on purpose).
+  if (kind === 'target') {
+    let st: fs.Stats | null = null;
+    try {
+      st = fs.lstatSync(resolved);
+    } catch {
+      st = null;
+    }
+    if (st !== null && !st.isDirectory()) {
+      refuse(argument, value, `${resolved} exists: through MCP a target file may not be overwritten`);
+    }
   }
   if (!reach.allowed.some((a) => isInside(resolved, a))) {
     refuse(
@@ -169,7 +191,7 @@ export function confineInput(
     if (out[key] === undefined || out[key] === null) continue;
     if (!reach) throw new Error(`${spec.path.join(' ')}: ${key} is a path, and no reach was read`);
     out[key] = eachString(out[key], (v) =>
-      kind === 'source' ? confineSource(key, v, reach) : confinePath(key, v, reach),
+      kind === 'source' ? confineSource(key, v, reach) : confinePath(key, v, reach, kind),
     );
   }
   return out;
