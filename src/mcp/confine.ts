@@ -119,7 +119,7 @@ export function confinePath(argument: string, value: string, reach: Reach, kind:
   // A target is created or replaced: an existing file there may be the user's untracked work (the
   // CLI overwrites it on purpose when told to; an agent may name it by mistake or on purpose).
   if (kind === 'target') {
-    let st: fs.Stats | null = null;
+    let st: fs.Stats | null;
     try {
       st = fs.lstatSync(resolved);
     } catch {
