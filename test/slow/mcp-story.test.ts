@@ -8,9 +8,8 @@
 // is refused accepting it unsigned with requireSigned, and accepts it plainly. The end state is
 // checked on disk: both accepted directories verify against their snapshots.
 //
-// Task results live in the sidecar of the repository that ran the task and do not travel with push
-// or fetch, so B reads A's result through a second server of its own, started on A's repository
-// with --read-only (an agent host on the same machine given the sender's repository to read).
+// A's task result travels with the handoff (its task record, refs/xet/tasks/<id>), so B reads it
+// through its own server. A third server, --read-only on A's repository, checks what read-only offers.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -231,12 +230,12 @@ test(
         assert.equal(acceptedOk.ok, true, JSON.stringify(acceptedOk.differences));
         assert.equal(acceptedOk.scope, 'fork');
 
-        // ---- B reads A's task result in chunks (from A's repository, read-only) ------------------
+        // ---- B reads A's task result in chunks, through its own server (the record came with the handoff)
         const chunks: string[] = [];
         let offset = 0;
         let last;
         do {
-          last = await callOk(readerB, 'task_result', { task: entry.task, offset, maxBytes: CHUNK });
+          last = await callOk(agentB, 'task_result', { task: entry.task, offset, maxBytes: CHUNK });
           assert.equal(last.offsetBytes, offset);
           assert.equal(last.sizeBytes, Buffer.byteLength(RESULT));
           assert.ok(Buffer.byteLength(last.text) <= CHUNK);
