@@ -641,7 +641,15 @@ test('task show and list: the shapes of docs/CLI.md, provenance from base snapsh
       );
     });
     const shown = json(sb, r.dir, ['task', 'show', t.id]);
-    assert.deepEqual(Object.keys(shown).sort(), ['manifest', 'manifestSha256', 'provenance', 'result', 'task']);
+    assert.deepEqual(Object.keys(shown).sort(), [
+      'manifest',
+      'manifestSha256',
+      'origin',
+      'provenance',
+      'result',
+      'task',
+    ]);
+    assert.equal(shown.origin, 'local', 'a task of this sidecar is shown from it');
     assert.equal(shown.task.id, t.id);
     assert.equal(shown.task.status, 'succeeded');
     assert.equal(shown.task.exitCode, 0);
