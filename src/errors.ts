@@ -74,6 +74,9 @@ export const ERROR_CODES = {
   CANCELLED: 'the caller cancelled the call; it was stopped with nothing half written',
   HANDOFF_UNTRUSTED: 'the handoff has no valid signature from an allowed (or the required) signer',
   SIGNING_FAILED: 'the handoff could not be signed: no signing key configured, or the signing program failed',
+  // Large files: chunks and range reads (issue 13)
+  CHUNK_MISSING: 'a chunk of a chunked file is not in the repository and no remote supplied it',
+  RANGE_NOT_SATISFIABLE: 'the byte range starts past the end of the file',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -72,7 +72,7 @@ function manifestWith(schema: string): string {
 
 test('manifest reader refuses other major versions with SCHEMA_UNSUPPORTED, junk with SNAPSHOT_INVALID', () => {
   assert.equal(
-    codeOf(() => parseManifest(manifestWith('xet.snapshot/v3'))),
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v4'))),
     'SCHEMA_UNSUPPORTED',
   );
   assert.equal(

@@ -14,6 +14,8 @@ export interface WorkItem {
   data?: Uint8Array;
   /** Size seen when the item was listed; reading stops one byte past it. */
   size?: number;
+  /** Only these bytes of the file (a chunk). */
+  range?: { offset: number; size: number };
 }
 
 export interface WorkBatch {
@@ -55,11 +57,30 @@ function readWhole(file: string, expected: number): Buffer {
   }
 }
 
+/** Read `size` bytes at `offset` of a regular file (fewer when it shrank: the hash then differs). */
+function readRange(file: string, offset: number, size: number): Buffer {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  try {
+    if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file any more');
+    if (scratch.length < size) scratch = Buffer.allocUnsafe(size + (size >> 3));
+    let n = 0;
+    while (n < size) {
+      const got = fs.readSync(fd, scratch, n, size - n, offset + n);
+      if (got === 0) break;
+      n += got;
+    }
+    return scratch.subarray(0, n);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 export function processItem(item: WorkItem, format: 'sha1' | 'sha256', level: number): WorkResult {
   let data: Buffer;
   try {
     if (item.data) data = Buffer.from(item.data.buffer, item.data.byteOffset, item.data.byteLength);
     else if (item.symlink) data = fs.readlinkSync(item.file as string, { encoding: 'buffer' });
+    else if (item.range) data = readRange(item.file as string, item.range.offset, item.range.size);
     else data = readWhole(item.file as string, item.size ?? 0);
   } catch (e) {
     return { oid: item.oid, error: 'unreadable', file: item.file, actual: (e as Error).message };

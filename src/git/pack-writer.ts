@@ -28,6 +28,8 @@ export interface PackItem {
   /** …or read from this file (regular file) or link (symlink target) when written. */
   file?: string;
   symlink?: boolean;
+  /** Only these bytes of `file` (a chunk of a chunked file: src/chunks/). */
+  range?: { offset: number; size: number };
 }
 
 export interface PackResult {
@@ -214,7 +216,7 @@ async function processInWorkers(
 }
 
 function toWorkItem(i: PackItem, size?: number): WorkItem {
-  return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data, size };
+  return { oid: i.oid, type: i.type, file: i.file, symlink: i.symlink, data: i.data, size, range: i.range };
 }
 
 /** Deflate a large file straight into the pack as one entry, chunk by chunk (memory stays flat);
@@ -302,14 +304,16 @@ export async function writePack(
       if (n === undefined) {
         n = i.data
           ? i.data.length
-          : !i.file || i.symlink
+          : i.range
+            ? i.range.size
+            : !i.file || i.symlink
             ? 0
             : (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0);
         sizeCache.set(i, n);
       }
       return n;
     };
-    const isLarge = (i: PackItem) => !!i.file && !i.symlink && sizeOf(i) > STREAM_THRESHOLD;
+    const isLarge = (i: PackItem) => !!i.file && !i.symlink && !i.range && sizeOf(i) > STREAM_THRESHOLD;
     const large = unique.filter(isLarge);
     const largeSet = new Set(large);
     const small = unique.filter((i) => !largeSet.has(i));

@@ -13,8 +13,11 @@ export const SNAPSHOT_SCHEMA = 'xet.snapshot/v1';
  * git xet then refuses it by name instead of misreading it. Additions an old reader may ignore
  * without losing content (file times, hard links) stay v1. See docs/FORMAT.md. */
 export const SNAPSHOT_SCHEMA_V2 = 'xet.snapshot/v2';
+/** Written when any file is stored as chunks (src/chunks/): a v1 or v2 reader would restore the
+ * pointers as the files' contents. v3 is v2 plus `chunked` and the `chunks/` tree. */
+export const SNAPSHOT_SCHEMA_V3 = 'xet.snapshot/v3';
 /** Major versions this reader understands. */
-const READABLE_MAJORS = new Set(['1', '2']);
+const READABLE_MAJORS = new Set(['1', '2', '3']);
 const SCHEMA_RE = /^xet\.snapshot\/v(\d+)(?:\.(\d+))?$/;
 
 // zod is loaded on first use: it costs ~30 ms at start-up and capture never parses a manifest.
@@ -117,6 +120,8 @@ function buildSchema() {
             .loose(),
         )
         .optional(),
+      // Paths of files/ whose blob is a chunk pointer (src/chunks/pointer.ts; v3), sorted.
+      chunked: z.array(z.string()).optional(),
       counts: z
         .object({
           files: z.number().int(),
@@ -131,6 +136,9 @@ function buildSchema() {
           diskBytes: z.number().int().optional(),
           hardLinks: z.number().int().optional(),
           externalLinks: z.number().int().optional(),
+          // Chunked files and their distinct chunks (v3).
+          chunkedFiles: z.number().int().optional(),
+          chunks: z.number().int().optional(),
         })
         .loose(),
     })
@@ -149,6 +157,7 @@ export type ManifestRef = Manifest['refs'][number];
 /** The schema a new manifest is written with: v2 only when it holds what a v1 reader would misread.
  * Each feature that needs v2 adds its test here. */
 export function schemaFor(m: Manifest): string {
+  if (m.schema === SNAPSHOT_SCHEMA_V3 || (m.chunked?.length ?? 0) > 0) return SNAPSHOT_SCHEMA_V3;
   const needsV2: boolean[] = [
     m.schema === SNAPSHOT_SCHEMA_V2,
     // Conflicts, an operation in progress, sparse checkout (operation-state.ts).
@@ -179,8 +188,8 @@ export function parseManifest(bytes: Buffer | string, where = 'manifest.json', v
   if (!READABLE_MAJORS.has(m[1])) {
     throw new XetError(
       'SCHEMA_UNSUPPORTED',
-      `${where} is ${schema}; this git xet reads only ${SNAPSHOT_SCHEMA} and ${SNAPSHOT_SCHEMA_V2} — upgrade git xet to read it`,
-      { schema, supported: [SNAPSHOT_SCHEMA, SNAPSHOT_SCHEMA_V2] },
+      `${where} is ${schema}; this git xet reads only ${SNAPSHOT_SCHEMA}, ${SNAPSHOT_SCHEMA_V2} and ${SNAPSHOT_SCHEMA_V3} — upgrade git xet to read it`,
+      { schema, supported: [SNAPSHOT_SCHEMA, SNAPSHOT_SCHEMA_V2, SNAPSHOT_SCHEMA_V3] },
     );
   }
   // Bytes already validated once (same snapshot id, same bytes) need not load zod again.

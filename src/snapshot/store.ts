@@ -18,6 +18,8 @@ export interface Snapshot {
   objectsTree: string | null;
   /** The `filemeta` blob (times, hard links; docs/FORMAT.md), absent in older snapshots. */
   filemetaBlob: string | null;
+  /** The `chunks/` tree (chunk lists of chunked files, v3), absent without chunked files. */
+  chunksTree: string | null;
 }
 
 /** A snapshot ref is named by the id of the commit it points to. Refs arrive by plain `git fetch`
@@ -115,6 +117,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     tagsTree: treeOf('tags', false),
     objectsTree: treeOf('objects', false),
     filemetaBlob: entries.get('filemeta')?.mode === '100644' ? (entries.get('filemeta')?.oid ?? null) : null,
+    chunksTree: treeOf('chunks', false),
   };
 }
 

@@ -1,0 +1,129 @@
+// The content-defined chunker (FastCDC family, "gear/v1"): where a byte stream is cut into chunks.
+// A cut depends only on the bytes just before it (a 32-bit gear hash forgets a byte after 32
+// shifts), so an edit moves the cuts near it and no others: inserting bytes re-cuts one or two
+// chunks, not the rest of the file. Normalised chunking (a harder test before the average size, an
+// easier one after) keeps sizes close to the average. The gear table is derived from SHA-256 so
+// that anyone can rebuild it from docs/FORMAT.md; changing it, the masks or the skip rule changes
+// every cut and needs a new CHUNKER_NAME.
+//
+// This is the hot loop of a large capture: typed arrays of int32 only, no allocation, one
+// comparison per byte. (V8 keeps `h` an int32; a Uint32Array table would make it a double.)
+
+import { createHash } from 'node:crypto';
+import type { ChunkParams } from './params';
+
+/** gear[i] = the first 4 bytes, little-endian, of SHA-256("git-xet gear/v1 " + i), as int32. */
+export const GEAR: Int32Array = (() => {
+  const t = new Int32Array(256);
+  for (let i = 0; i < 256; i++) t[i] = createHash('sha256').update(`git-xet gear/v1 ${i}`).digest().readInt32LE(0);
+  return t;
+})();
+
+/** The top `bits` bits of a 32-bit word: the bits of the gear hash that depend on the most bytes. */
+function topBits(bits: number): number {
+  return bits >= 32 ? -1 : (((1 << bits) - 1) << (32 - bits)) | 0;
+}
+
+/**
+ * A streaming chunker: feed it the file's bytes in any pieces, it returns where chunks end. State
+ * carries over between pieces, so the cuts do not depend on how the file was read.
+ */
+export class GearChunker {
+  private readonly min: number;
+  private readonly avg: number;
+  private readonly max: number;
+  private readonly maskS: number;
+  private readonly maskL: number;
+  /** Bytes of the current chunk seen so far. */
+  private len = 0;
+  private h = 0;
+
+  constructor(p: ChunkParams) {
+    this.min = p.min;
+    this.avg = p.avg;
+    this.max = p.max;
+    const bits = Math.round(Math.log2(p.avg));
+    // Normalisation level 2 (FastCDC): two more bits before the average, two fewer after.
+    this.maskS = topBits(bits + 2);
+    this.maskL = topBits(bits - 2);
+  }
+
+  /**
+   * Ends of the chunks that end inside `buf`, as offsets into `buf` (exclusive), appended to `cuts`.
+   * The bytes after the last cut stay in the current chunk; `finish` ends it.
+   */
+  push(buf: Uint8Array, cuts: number[]): void {
+    const n = buf.length;
+    const G = GEAR;
+    let i = 0;
+    let len = this.len;
+    let h = this.h;
+    while (i < n) {
+      if (len < this.min) {
+        // The first `min` bytes of a chunk are never a cut: skipped, not hashed.
+        const skip = Math.min(this.min - len, n - i);
+        i += skip;
+        len += skip;
+        if (len === this.min) h = 0;
+        continue;
+      }
+      let cut = -1;
+      if (len < this.avg) {
+        const stop = Math.min(n, i + (this.avg - len));
+        const m = this.maskS;
+        const from = i;
+        for (; i < stop; i++) {
+          h = ((h << 1) + G[buf[i]]) | 0;
+          if ((h & m) === 0) {
+            cut = i + 1;
+            break;
+          }
+        }
+        len += (cut < 0 ? i : cut) - from;
+        if (cut < 0) continue;
+      } else {
+        const stop = Math.min(n, i + (this.max - len));
+        const m = this.maskL;
+        const from = i;
+        for (; i < stop; i++) {
+          h = ((h << 1) + G[buf[i]]) | 0;
+          if ((h & m) === 0) {
+            cut = i + 1;
+            break;
+          }
+        }
+        if (cut < 0) {
+          len += i - from;
+          if (len < this.max) continue;
+          cut = i;
+        }
+      }
+      cuts.push(cut);
+      i = cut;
+      len = 0;
+      h = 0;
+    }
+    this.len = len;
+    this.h = h;
+  }
+
+  /** The current chunk's length (bytes after the last cut): the file's last chunk when it ends. */
+  get pending(): number {
+    return this.len;
+  }
+}
+
+/** Every chunk size of a whole buffer, in order (tests and small inputs). */
+export function chunkSizes(data: Uint8Array, p: ChunkParams): number[] {
+  const c = new GearChunker(p);
+  const cuts: number[] = [];
+  c.push(data, cuts);
+  const sizes: number[] = [];
+  let prev = 0;
+  for (const e of cuts) {
+    sizes.push(e - prev);
+    prev = e;
+  }
+  if (data.length > prev) sizes.push(data.length - prev);
+  return sizes;
+}

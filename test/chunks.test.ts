@@ -1,0 +1,145 @@
+// The chunker and the chunk list, against git itself: cuts are content-defined (an insertion
+// re-cuts only near it), independent of how the bytes are fed, within the sizes; the list trees
+// built here are trees git reads back entry for entry; a file read back through the reader is the
+// file, and a forged list or chunk is refused.
+import assert from 'node:assert/strict';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import { PassThrough } from 'node:stream';
+import { test } from 'node:test';
+import { isXetError } from '../src/errors';
+import { writePack, type PackItem } from '../src/git/pack-writer';
+import { chunkFile } from '../src/chunks/chunk-file';
+import { chunkSizes, GearChunker } from '../src/chunks/gear';
+import { buildChunkList, offsetName } from '../src/chunks/list-tree';
+import { chunkParamsFor, parseChunkThreshold } from '../src/chunks/params';
+import { parsePointer, serializePointer } from '../src/chunks/pointer';
+import { ChunkList, readRange } from '../src/chunks/reader';
+import { git, initRepo } from './support/git';
+import { createSandbox } from './support/sandbox';
+
+/** Deterministic pseudo-random bytes (tests must not depend on luck). */
+function bytes(n: number, seed: string): Buffer {
+  const out = Buffer.alloc(n);
+  let at = 0;
+  for (let i = 0; at < n; i++) {
+    const h = crypto.createHash('sha256').update(`${seed}:${i}`).digest();
+    at += h.copy(out, at);
+  }
+  return out;
+}
+
+test('cuts are within the sizes, the same however the bytes are fed, and local to an edit', () => {
+  const p = chunkParamsFor(32 << 20);
+  const data = bytes(4 << 20, 'a');
+  const sizes = chunkSizes(data, p);
+  assert.equal(
+    sizes.reduce((a, b) => a + b, 0),
+    data.length,
+  );
+  sizes.slice(0, -1).forEach((s) => assert.ok(s >= p.min && s <= p.max, `chunk of ${s} bytes`));
+  const mean = data.length / sizes.length;
+  assert.ok(mean > p.avg * 0.7 && mean < p.avg * 1.6, `mean chunk ${mean} for avg ${p.avg}`);
+  // Fed in odd pieces: the same cuts.
+  const c = new GearChunker(p);
+  const cuts: number[] = [];
+  let base = 0;
+  for (const step of [1, 7, 4095, 65537, 3, 1 << 20]) {
+    const part = data.subarray(base, Math.min(data.length, base + step));
+    const local: number[] = [];
+    c.push(part, local);
+    for (const e of local) cuts.push(base + e);
+    base += part.length;
+  }
+  const rest: number[] = [];
+  c.push(data.subarray(base), rest);
+  for (const e of rest) cuts.push(base + e);
+  let prev = 0;
+  const fed = cuts.map((e) => {
+    const s = e - prev;
+    prev = e;
+    return s;
+  });
+  if (data.length > prev) fed.push(data.length - prev);
+  assert.deepEqual(fed, sizes);
+  // 100 bytes inserted at the start: all but the first few chunks are the same chunks.
+  const edited = Buffer.concat([bytes(100, 'ins'), data]);
+  const hashes = (buf: Buffer, ss: number[]): Set<string> => {
+    const out = new Set<string>();
+    let at = 0;
+    for (const s of ss) {
+      out.add(crypto.createHash('sha1').update(buf.subarray(at, at + s)).digest('hex'));
+      at += s;
+    }
+    return out;
+  };
+  const before = hashes(data, sizes);
+  const after = hashes(edited, chunkSizes(edited, p));
+  const fresh = [...after].filter((h) => !before.has(h)).length;
+  assert.ok(fresh <= 2, `${fresh} new chunks after a 100-byte insertion`);
+});
+
+test('the threshold setting: sizes with units, off, and a typed refusal', () => {
+  assert.equal(parseChunkThreshold(undefined), 8 << 20);
+  assert.equal(parseChunkThreshold('16m'), 16 << 20);
+  assert.equal(parseChunkThreshold('1GiB'), 1 << 30);
+  assert.equal(parseChunkThreshold('off'), null);
+  assert.throws(
+    () => parseChunkThreshold('12 parsecs'),
+    (e: unknown) => isXetError(e) && e.code === 'CONFIG_INVALID',
+  );
+});
+
+test('a chunked file round-trips through a pack git verifies, and every range reads back exactly', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo').dir;
+    const file = sb.path('big.bin');
+    const data = bytes(3 * 1024 * 1024 + 123, 'file');
+    fs.writeFileSync(file, data);
+    const cf = await chunkFile(file, { format: 'sha1' });
+    assert.equal(cf.blob, git(sb, r, ['hash-object', file]).trim());
+    const { list, segments } = buildChunkList(cf.chunks, 'sha1');
+    const items: PackItem[] = cf.chunks.map((c) => ({ oid: c.oid, type: 'blob', data: data.subarray(c.offset, c.offset + c.size) }));
+    for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
+    await writePack(`${r}/.git/objects`, 'sha1', items);
+    // git reads the list as the tree it is.
+    const names = git(sb, r, ['ls-tree', '-r', '--name-only', list.oid]).trim().split('\n');
+    assert.equal(names.length, cf.chunks.length);
+    assert.equal(names[0], `${offsetName(0)}/${offsetName(0)}`);
+    const pointer = { size: cf.size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
+    assert.deepEqual(parsePointer(serializePointer(pointer), 'sha1', 'big.bin'), pointer);
+    const ctx = { git: { cwd: r }, format: 'sha1' as const };
+    const cl = await ChunkList.fromPointer(pointer, 'big.bin', ctx);
+    const read = async (s: number, e: number): Promise<Buffer> => {
+      const out = new PassThrough();
+      const parts: Buffer[] = [];
+      out.on('data', (b: Buffer) => parts.push(b));
+      await readRange(cl, s, e, out, ctx);
+      return Buffer.concat(parts);
+    };
+    assert.ok((await read(0, data.length)).equals(data));
+    const c5 = cf.chunks[5];
+    for (const [s, e] of [
+      [0, 1],
+      [c5.offset, c5.offset + c5.size],
+      [c5.offset - 1, c5.offset + 1],
+      [data.length - 10, data.length + 100],
+      [17, 17],
+    ]) {
+      assert.ok((await read(s, e)).equals(data.subarray(s, e)), `range ${s}-${e}`);
+    }
+    // A pointer whose blob id is wrong: the whole-file read says so.
+    const forged = await ChunkList.fromPointer({ ...pointer, blob: '0'.repeat(40) }, 'big.bin', ctx);
+    await assert.rejects(
+      readRange(forged, 0, data.length, new PassThrough().resume(), ctx),
+      (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
+    );
+    assert.throws(
+      () => parsePointer(Buffer.from('xet.chunked/v9\n'), 'sha1', 'big.bin'),
+      (e: unknown) => isXetError(e) && e.code === 'SCHEMA_UNSUPPORTED',
+    );
+  } finally {
+    sb.cleanup();
+  }
+});
