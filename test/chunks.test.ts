@@ -68,7 +68,12 @@ test('cuts are within the sizes, the same however the bytes are fed, and local t
     const out = new Set<string>();
     let at = 0;
     for (const s of ss) {
-      out.add(crypto.createHash('sha1').update(buf.subarray(at, at + s)).digest('hex'));
+      out.add(
+        crypto
+          .createHash('sha1')
+          .update(buf.subarray(at, at + s))
+          .digest('hex'),
+      );
       at += s;
     }
     return out;
@@ -100,7 +105,11 @@ test('a chunked file round-trips through a pack git verifies, and every range re
     const cf = await chunkFile(file, { format: 'sha1' });
     assert.equal(cf.blob, git(sb, r, ['hash-object', file]).trim());
     const { list, segments } = buildChunkList(cf.chunks, 'sha1');
-    const items: PackItem[] = cf.chunks.map((c) => ({ oid: c.oid, type: 'blob', data: data.subarray(c.offset, c.offset + c.size) }));
+    const items: PackItem[] = cf.chunks.map((c) => ({
+      oid: c.oid,
+      type: 'blob',
+      data: data.subarray(c.offset, c.offset + c.size),
+    }));
     for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
     await writePack(`${r}/.git/objects`, 'sha1', items);
     // git reads the list as the tree it is.

@@ -43,7 +43,10 @@ export function offsetName(offset: number): string {
 }
 
 /** A git tree object of entries already in name order (here: fixed-width offsets, ascending). */
-export function treeObject(entries: { mode: string; name: string; oid: string }[], format: 'sha1' | 'sha256'): TreeObject {
+export function treeObject(
+  entries: { mode: string; name: string; oid: string }[],
+  format: 'sha1' | 'sha256',
+): TreeObject {
   const raw = format === 'sha1' ? 20 : 32;
   let size = 0;
   for (const e of entries) size += e.mode.length + 1 + Buffer.byteLength(e.name) + 1 + raw;
@@ -58,7 +61,10 @@ export function treeObject(entries: { mode: string; name: string; oid: string }[
 }
 
 /** The list tree and its segments for chunks in file order (contiguous from 0). */
-export function buildChunkList(chunks: ChunkRef[], format: 'sha1' | 'sha256'): { list: TreeObject; segments: TreeObject[] } {
+export function buildChunkList(
+  chunks: ChunkRef[],
+  format: 'sha1' | 'sha256',
+): { list: TreeObject; segments: TreeObject[] } {
   const segments: TreeObject[] = [];
   const top: { mode: string; name: string; oid: string }[] = [];
   for (let s = 0; s < chunks.length; s += SEGMENT_CHUNKS) {
@@ -124,7 +130,8 @@ export function parseListTree(
   const want = Math.ceil(pointer.chunks / SEGMENT_CHUNKS);
   if (data.length !== want * SEGMENT_ENTRY(format)) throw bad(`is ${data.length} bytes, not ${want} segments`);
   const segs = parseTree(data, format, where).map((e) => {
-    if (e.mode !== '40000' || !OFFSET_RE.test(e.name)) throw bad(`has an entry ${JSON.stringify(e.name)} that is not a segment`);
+    if (e.mode !== '40000' || !OFFSET_RE.test(e.name))
+      throw bad(`has an entry ${JSON.stringify(e.name)} that is not a segment`);
     return { offset: parseInt(e.name, 16), oid: e.oid };
   });
   segs.forEach((s, i) => {
@@ -159,7 +166,8 @@ export function parseSegment(
   const out: ChunkRef[] = [];
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i];
-    if (e.mode !== '100644' || !OFFSET_RE.test(e.name)) throw bad(`has an entry ${JSON.stringify(e.name)} that is not a chunk`);
+    if (e.mode !== '100644' || !OFFSET_RE.test(e.name))
+      throw bad(`has an entry ${JSON.stringify(e.name)} that is not a chunk`);
     const offset = parseInt(e.name, 16);
     const next = i + 1 < entries.length ? parseInt(entries[i + 1].name, 16) : seg.end;
     if ((i === 0 && offset !== seg.offset) || !(next > offset) || next - offset > pointer.params.max) {

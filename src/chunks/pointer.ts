@@ -48,11 +48,15 @@ export function parsePointer(data: Buffer, format: 'sha1' | 'sha256', where: str
   const text = data.toString('utf8');
   if (text.startsWith(`${POINTER_HEADER.split('/')[0]}/`) && !text.startsWith(`${POINTER_HEADER}\n`)) {
     const version = text.slice(0, text.indexOf('\n'));
-    throw new XetError('SCHEMA_UNSUPPORTED', `${where} is chunked as ${version}; this git xet reads ${POINTER_HEADER}`, {
-      path: where,
-      schema: version,
-      supported: [POINTER_HEADER],
-    });
+    throw new XetError(
+      'SCHEMA_UNSUPPORTED',
+      `${where} is chunked as ${version}; this git xet reads ${POINTER_HEADER}`,
+      {
+        path: where,
+        schema: version,
+        supported: [POINTER_HEADER],
+      },
+    );
   }
   const m = POINTER_RE.exec(text);
   if (!m) throw bad('is not a xet.chunked/v1 pointer');

@@ -96,7 +96,13 @@ export class ChunkList {
       });
     }
     const end = index + 1 < this.segments.length ? this.segments[index + 1].offset : this.pointer.size;
-    const chunks = parseSegment(got.data, { offset: seg.offset, end, index }, this.pointer, this.ctx.format, this.where);
+    const chunks = parseSegment(
+      got.data,
+      { offset: seg.offset, end, index },
+      this.pointer,
+      this.ctx.format,
+      this.where,
+    );
     this.segmentCache.set(index, chunks);
     return chunks;
   }
@@ -106,7 +112,13 @@ export class ChunkList {
  * Write bytes [start, end) of a chunked file to `out` (end exclusive, clamped to the file's size).
  * Returns the number of bytes written. A read of the whole file also checks the pointer's blob id.
  */
-export async function readRange(list: ChunkList, start: number, end: number, out: Writable, ctx: ReadContext): Promise<number> {
+export async function readRange(
+  list: ChunkList,
+  start: number,
+  end: number,
+  out: Writable,
+  ctx: ReadContext,
+): Promise<number> {
   end = Math.min(end, list.size);
   if (start >= end) return 0;
   const chunks = await list.chunksFor(start, end);
@@ -121,10 +133,14 @@ export async function readRange(list: ChunkList, start: number, end: number, out
     if (!out.write(part)) await once(out, 'drain', { signal: ctx.signal });
   }
   if (whole && whole.digest('hex') !== list.pointer.blob) {
-    throw new XetError('INTEGRITY_MISMATCH', `${list.where}: the reassembled file does not hash to ${list.pointer.blob}`, {
-      path: list.where,
-      expected: list.pointer.blob,
-    });
+    throw new XetError(
+      'INTEGRITY_MISMATCH',
+      `${list.where}: the reassembled file does not hash to ${list.pointer.blob}`,
+      {
+        path: list.where,
+        expected: list.pointer.blob,
+      },
+    );
   }
   return written;
 }
@@ -154,17 +170,25 @@ export async function* readChunks(
           if (nl < 0) break;
           const header = buf.toString('latin1', 0, nl);
           if (header === `${c.oid} missing`) {
-            throw new XetError('CHUNK_MISSING', `${where}: chunk ${c.oid} (at byte ${c.offset}) is not in this repository`, {
-              path: where,
-              chunk: c.oid,
-              offset: c.offset,
-            });
+            throw new XetError(
+              'CHUNK_MISSING',
+              `${where}: chunk ${c.oid} (at byte ${c.offset}) is not in this repository`,
+              {
+                path: where,
+                chunk: c.oid,
+                offset: c.offset,
+              },
+            );
           }
           if (header !== `${c.oid} blob ${c.size}`) {
-            throw new XetError('SNAPSHOT_INVALID', `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${header})`, {
-              path: where,
-              chunk: c.oid,
-            });
+            throw new XetError(
+              'SNAPSHOT_INVALID',
+              `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${header})`,
+              {
+                path: where,
+                chunk: c.oid,
+              },
+            );
           }
           buf = buf.subarray(nl + 1);
           body = Buffer.allocUnsafe(c.size);
@@ -179,7 +203,10 @@ export async function* readChunks(
         buf = buf.subarray(1);
         const oid = createHash(ctx.format).update(`blob ${c.size}\0`).update(body).digest('hex');
         if (oid !== c.oid) {
-          throw new XetError('INTEGRITY_MISMATCH', `${where}: chunk ${c.oid} does not hash to its id`, { path: where, chunk: c.oid });
+          throw new XetError('INTEGRITY_MISMATCH', `${where}: chunk ${c.oid} does not hash to its id`, {
+            path: where,
+            chunk: c.oid,
+          });
         }
         const data = body;
         body = null;

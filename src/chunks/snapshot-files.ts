@@ -43,7 +43,8 @@ export async function chunkedFiles(snap: Snapshot, opts: GitOptions): Promise<Ma
     const tab = rec.indexOf('\t');
     const [mode, type, oid] = rec.slice(0, tab).split(' ');
     const name = rec.slice(tab + 1);
-    if (mode !== '040000' || type !== 'tree' || name !== oid) throw invalid(`chunks/${name} is not a chunk list named by its id`);
+    if (mode !== '040000' || type !== 'tree' || name !== oid)
+      throw invalid(`chunks/${name} is not a chunk list named by its id`);
     lists.add(oid);
   }
   const pointers = await catFileBatch(

@@ -307,8 +307,8 @@ export async function writePack(
           : i.range
             ? i.range.size
             : !i.file || i.symlink
-            ? 0
-            : (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0);
+              ? 0
+              : (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0);
         sizeCache.set(i, n);
       }
       return n;
