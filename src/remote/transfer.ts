@@ -15,6 +15,7 @@ import type { Amount } from '../allowance/model';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 import { locatePack } from './store-intents';
+import { indexStorePack } from './store-idx';
 import { copyStoreFile, openStoreFile } from './storefile';
 import { admitRepository, unlimited } from '../allowance/admit';
 import { dieAt } from '../testing/fault-points';
@@ -93,12 +94,25 @@ async function writePack(
     fs.readSync(fd, header, 0, 12, 0);
     fs.closeSync(fd);
     if (header.readUInt32BE(8) === 0) return null; // nothing new
-    // The complete temporary pack and the intent are counted from disk now; what is left is the state.
-    allow?.admission.check(allow.besides);
-    if (!keep) return store.publishPack(tmp);
-    const { name, copy } = store.publishPackKeeping(tmp);
-    keep(name, copy);
-    return name;
+    // Its index (packs/pack-<h>.idx), made now and published right after the pack: readers find
+    // single objects through it (lazy-store.ts). Best effort: a pack without one reads as before.
+    const idx = await indexStorePack(store, tmp).catch(() => null);
+    try {
+      // The complete temporary pack, its index and the intent are counted from disk now; what is
+      // left is the state.
+      allow?.admission.check(allow.besides);
+      let name: string;
+      if (!keep) name = store.publishPack(tmp);
+      else {
+        const kept = store.publishPackKeeping(tmp);
+        name = kept.name;
+        keep(name, kept.copy);
+      }
+      if (idx) store.publishIdx(idx, name);
+      return name;
+    } finally {
+      if (idx) fs.rmSync(idx, { force: true });
+    }
   }
 }
 
