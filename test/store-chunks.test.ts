@@ -232,9 +232,7 @@ async function chunkedSnapshot(
   const root = r.gitInput(`${rootLines.join('\n')}\n`, 'mktree').trim();
   const parents = r.git('rev-list', '--parents', '-n', '1', s0).trim().split(' ').slice(1);
   const message = r.git('log', '-1', '--format=%B', s0);
-  const snap = r
-    .gitInput(message, 'commit-tree', root, ...parents.flatMap((p) => ['-p', p]))
-    .trim();
+  const snap = r.gitInput(message, 'commit-tree', root, ...parents.flatMap((p) => ['-p', p])).trim();
   r.git('update-ref', `refs/xet/snapshots/${snap}`, snap);
   return { snap, chunks: cf.chunks, pointer: pointerOid };
 }
@@ -399,10 +397,7 @@ test('through a forged store index nothing is copied; a pack without an index is
     const copy = initRepo(sb, 'copy');
     const opts = { cwd: copy.dir, env: { GIT_DIR: path.join(copy.dir, '.git') } };
     const source = new StoreChunkSource(store, { gitDir: path.join(copy.dir, '.git'), git: opts, format: 'sha1' });
-    await assert.rejects(
-      source.fetch([want]),
-      (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
-    );
+    await assert.rejects(source.fetch([want]), (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH');
     assert.notEqual(gitTry(sb, copy.dir, ['cat-file', '-e', want]).status, 0, 'nothing was copied');
 
     // Without the index: the whole pack comes, checked by git, and the copy is complete.

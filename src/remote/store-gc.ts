@@ -445,7 +445,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
         .reduce((n, p) => n + p.bytes, 0);
       const withIntent = (a: Amount): Amount =>
         intent ? a : { bytes: a.bytes + INTENT_BOUND.bytes, files: a.files + INTENT_BOUND.files };
-      admission.check(withIntent(tips.length ? { bytes: merged + besides.bytes, files: 1 + besides.files } : besides));
+      admission.check(withIntent(tips.length ? { bytes: merged + besides.bytes, files: 2 + besides.files } : besides));
       // Before our pack exists: another gc keeps it (unnamed, newer than a live intent).
       intent ??= declareIntent(store, id);
       let compacted: string | null = null;

@@ -50,9 +50,10 @@ export async function pushPack(
   const exclude = await pushExcludes(o, storeRefs);
   if (allow && !unlimited(allow.admission.limits)) {
     const pack = allow.admission.limits.bytes === null ? 0 : await packEstimate(o, tips, exclude);
+    // The pack and its index (whose bytes are counted from disk before anything is published).
     allow.admission.check({
       bytes: pack + allow.besides.bytes + allow.transient.bytes,
-      files: 1 + allow.besides.files + allow.transient.files,
+      files: 2 + allow.besides.files + allow.transient.files,
     });
   }
   allow?.admitted();
