@@ -17,9 +17,16 @@ import { XetError } from '../errors';
 import { git, gitZ, type GitOptions } from '../git/exec';
 import { remoteError } from '../remote/reach';
 import { withoutPassword } from '../remote/url';
+import { once } from 'node:events';
 import type { ChunkRef } from '../chunks/list-tree';
+import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
+import { findRepo, repoOpts } from '../git/repo';
+import { assertNoSymlinkBetween } from './lay';
+import { readSnapshot } from './store';
 import {
   LAZY_SCHEMA,
+  openChunkSource,
+  readLazy,
   registerChunkSource,
   sourceKind,
   writeLazy,
@@ -29,16 +36,12 @@ import {
 import { chunkedFiles } from '../chunks/snapshot-files';
 import { createShadow } from '../git/shadow';
 import { ORIGIN_REMOTE } from './origin';
-import { SNAPSHOT_REF_PREFIX } from './refs';
 import type { Snapshot } from './store';
-
-/** The remote a lazy copy fetches through while it is being restored (renamed to xet-origin's role). */
-const FETCH_REMOTE = 'xet-lazy';
 
 /** Options every lazy fetch passes to git, as git's own promisor fetches do. */
 const FETCH_ARGS = ['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--recurse-submodules=no'];
 
-/** Make `remote` of the repository at `opts` a promisor remote serving blobs on demand. */
+/** Make `remote` of the repository at `opts` its promisor remote (blobs on demand). */
 async function configurePromisor(remote: string, url: string, opts: GitOptions): Promise<void> {
   const set = (k: string, v: string) => git(['config', '--local', k, v], opts);
   await set('core.repositoryformatversion', '1');
@@ -48,11 +51,11 @@ async function configurePromisor(remote: string, url: string, opts: GitOptions):
   await set('extensions.partialClone', remote);
 }
 
-/** Fetch objects by id from a promisor remote: one `git fetch`, ids on stdin. */
+/** Fetch objects by id from a remote (a name or URL): one `git fetch`, the ids on stdin. */
 async function fetchOids(remote: string, oids: string[], opts: GitOptions, signal?: AbortSignal): Promise<void> {
   if (!oids.length) return;
   signal?.throwIfAborted();
-  const f = await git([...FETCH_ARGS, '--filter=blob:none', '--stdin', remote], {
+  const f = await git([...FETCH_ARGS, '--filter=blob:none', '--stdin', '--', remote], {
     ...opts,
     input: oids.map((o) => `${o}\n`).join(''),
     okCodes: [1, 128],
@@ -63,27 +66,52 @@ async function fetchOids(remote: string, oids: string[], opts: GitOptions, signa
   }
 }
 
-/**
- * restore --lazy, step 1 (in place of restore's fetch): the snapshot commit with its trees, then its
- * non-chunk blobs in one batch. `tmp` is a fresh repository (git init'ed).
- */
-export async function lazyFetch(url: string, oid: string, opts: GitOptions): Promise<void> {
+/** What restore calls at each step of a lazy restore (restore.ts: a few lines). */
+export interface LazyRestore {
+  /** Added to restore's `git fetch` of the snapshot: commits and trees only. */
+  fetchArgs: string[];
+  /** After that fetch: every non-chunk blob of the snapshot, in one batch. */
+  afterFetch(oid: string, opts: GitOptions): Promise<void>;
+  /** After the files are laid: the chunked files taken out of the copy. */
+  afterLay(snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions): Promise<void>;
+  /** After the copy's config and origin are set: the origin is its promisor, lazy.json written. */
+  afterOrigin(gitDir: string, opts: GitOptions): Promise<void>;
+  result(): { source: string; deferred: string[] };
+}
+
+export async function lazyRestore(fromUrl: string | null): Promise<LazyRestore> {
+  if (!fromUrl) throw new XetError('USAGE', 'restore --lazy needs --from <url>: a Git server to fetch chunks from');
+  const url = fromUrl;
   if (sourceKind(url) !== 'git') {
-    throw new XetError('USAGE', `restore --lazy from ${withoutPassword(url)}: only Git servers are supported here`, {
+    // store-chunks: the xet store's own lazy restore goes here.
+    throw new XetError('USAGE', `restore --lazy from ${withoutPassword(url)}: only Git servers are supported yet`, {
       from: withoutPassword(url),
     });
   }
-  await configurePromisor(FETCH_REMOTE, url, opts);
-  const ref = `${SNAPSHOT_REF_PREFIX}${oid}`;
-  const f = await git(
-    [...FETCH_ARGS.filter((a) => a !== '--no-write-fetch-head'), '--filter=blob:none', FETCH_REMOTE, `+${ref}:${ref}`],
-    {
-      ...opts,
-      okCodes: [1, 128],
+  let oid = '';
+  let deferred: string[] = [];
+  return {
+    fetchArgs: ['--filter=blob:none'],
+    async afterFetch(snapshot, opts) {
+      oid = snapshot;
+      await fetchOids(url, await nonChunkBlobs(oid, opts), opts);
     },
-  );
-  if (f.code !== 0) throw remoteError(url, 'restore --from --lazy', f.stderr);
-  await fetchOids(FETCH_REMOTE, await nonChunkBlobs(oid, opts), opts);
+    async afterLay(snap, worktree, filesIndex, opts) {
+      deferred = await deferChunked(snap, worktree, filesIndex, opts);
+    },
+    async afterOrigin(gitDir, opts) {
+      // The fetch registered the URL itself as a promisor remote; the copy's origin takes its place.
+      await git(['config', '--local', '--remove-section', `remote.${url}`], { ...opts, okCodes: [1, 128] });
+      await configurePromisor(ORIGIN_REMOTE, withoutPassword(url), opts);
+      writeLazy(gitDir, {
+        schema: LAZY_SCHEMA,
+        source: { kind: 'git', url: withoutPassword(url) },
+        snapshot: oid,
+        deferred,
+      });
+    },
+    result: () => ({ source: withoutPassword(url), deferred }),
+  };
 }
 
 /** Every blob of the snapshot's tree except those under `chunks/` (ls-tree reads trees only). */
@@ -104,17 +132,9 @@ async function nonChunkBlobs(oid: string, opts: GitOptions): Promise<string[]> {
   return [...out];
 }
 
-/**
- * restore --lazy, step 2 (after the files are laid): the chunked files are not part of the copy's
- * worktree. Removes what the lay wrote at their paths (and their files-index entries, so a capture's
- * stat cache does not vouch for them). Returns the deferred paths.
- */
-export async function deferChunked(
-  snap: Snapshot,
-  worktree: string,
-  filesIndex: string,
-  opts: GitOptions,
-): Promise<string[]> {
+/** The chunked files are not part of a lazy copy's worktree: remove what the lay wrote at their
+ * paths, and their files-index entries (so capture's stat cache does not vouch for them). */
+async function deferChunked(snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions): Promise<string[]> {
   const chunked = [...(await chunkedFiles(snap, opts)).keys()];
   for (const p of chunked) fs.rmSync(path.join(worktree, p), { force: true });
   if (chunked.length && fs.existsSync(filesIndex)) {
@@ -125,26 +145,6 @@ export async function deferChunked(
     });
   }
   return chunked;
-}
-
-/** restore --lazy, step 3 (after the copy's config and origin are set): its origin is the promisor,
- * and the record says what is deferred. */
-export async function finishLazy(
-  gitDir: string,
-  url: string,
-  oid: string,
-  deferred: string[],
-  opts: GitOptions,
-): Promise<{ source: string; deferred: string[] }> {
-  await git(['config', '--local', '--remove-section', `remote.${FETCH_REMOTE}`], { ...opts, okCodes: [128] });
-  await configurePromisor(ORIGIN_REMOTE, withoutPassword(url), opts);
-  writeLazy(gitDir, {
-    schema: LAZY_SCHEMA,
-    source: { kind: 'git', url: withoutPassword(url) },
-    snapshot: oid,
-    deferred,
-  });
-  return { source: withoutPassword(url), deferred };
 }
 
 /** The chunk source of a lazy copy restored from a Git server: its promisor remote. */
@@ -191,4 +191,94 @@ export async function missingChunks(chunks: ChunkRef[], offline: GitOptions): Pr
     if (m) missing.add(m[1]);
   }
   return chunks.filter((c) => missing.has(c.oid));
+}
+
+export interface HydrateResult {
+  /** Files written now. */
+  hydrated: { path: string; size: number }[];
+  /** Chunked files still deferred. */
+  remaining: string[];
+  /** Chunks fetched from the source (one batch). */
+  chunksFetched: number;
+  bytes: number;
+}
+
+/**
+ * `git xet hydrate [PATH…]`: write deferred chunked files (all by default) as restore would have:
+ * the chunks the repository lacks fetched in one batch, each file reassembled into a temporary
+ * beside it and renamed into place, with its mode. A path that is no longer free (something was
+ * written there since the restore) is refused, not overwritten.
+ */
+export async function hydrate(opts: { cwd: string; paths: string[]; signal?: AbortSignal }): Promise<HydrateResult> {
+  const repo = await findRepo(opts.cwd, true);
+  const gopts = repoOpts(repo);
+  const rec = readLazy(repo.commonDir);
+  if (!rec) {
+    throw new XetError('USAGE', 'this repository is not a lazy restore (no .git/xet/lazy.json): nothing to hydrate', {
+      dir: repo.worktree,
+    });
+  }
+  const deferred = new Set(rec.deferred);
+  const wanted = opts.paths.length ? [...new Set(opts.paths.map((p) => p.replace(/^(\.\/)+/, '')))] : rec.deferred;
+  for (const p of wanted) {
+    if (!deferred.has(p)) throw new XetError('USAGE', `${p} is not a deferred chunked file of this copy`, { path: p });
+    if (fs.existsSync(path.join(repo.worktree, p))) {
+      throw new XetError('TARGET_NOT_EMPTY', `${p} exists in the worktree; hydrate does not overwrite it`, { path: p });
+    }
+  }
+  const snap = await readSnapshot(rec.snapshot, gopts);
+  const format = snap.manifest.git.objectFormat;
+  const chunked = await chunkedFiles(snap, gopts);
+  const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
+  const result: HydrateResult = { hydrated: [], remaining: [], chunksFetched: 0, bytes: 0 };
+  try {
+    const ctx: ReadContext = { git: offline.git, format, signal: opts.signal };
+    const lists = new Map<string, ChunkList>();
+    const all: ChunkRef[] = [];
+    for (const p of wanted) {
+      const e = chunked.get(p);
+      if (!e) throw new XetError('SNAPSHOT_INVALID', `${p} is deferred but not a chunked file of its snapshot`);
+      const list = await ChunkList.fromPointer(e.pointer, p, ctx);
+      lists.set(p, list);
+      all.push(...(await list.chunksFor(0, list.size)));
+    }
+    const missing = await missingChunks(all, offline.git);
+    if (missing.length) {
+      const source = await openChunkSource(rec, { gitDir: repo.commonDir, git: gopts, format });
+      await source.fetch([...new Set(missing.map((c) => c.oid))], opts.signal);
+      result.chunksFetched = new Set(missing.map((c) => c.oid)).size;
+    }
+    for (const p of wanted) {
+      const list = lists.get(p) as ChunkList;
+      const abs = path.join(repo.worktree, p);
+      assertNoSymlinkBetween(repo.worktree, path.dirname(abs));
+      fs.mkdirSync(path.dirname(abs), { recursive: true });
+      const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.xet-hydrate-${process.pid}`);
+      const mode = chunked.get(p)?.mode === '100755' ? 0o755 : 0o644;
+      const stream = fs.createWriteStream(tmp, { flags: 'wx', mode, highWaterMark: 1 << 20 });
+      try {
+        result.bytes += await readRange(list, 0, list.size, stream, ctx);
+        stream.end();
+        await once(stream, 'close');
+        fs.chmodSync(tmp, mode);
+        // Never over something written meanwhile: link(2) fails where a file now is.
+        fs.linkSync(tmp, abs);
+        fs.rmSync(tmp);
+      } catch (e) {
+        stream.destroy();
+        fs.rmSync(tmp, { force: true });
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
+          throw new XetError('TARGET_NOT_EMPTY', `${p} was written by someone else during hydrate`, { path: p });
+        }
+        throw e;
+      }
+      deferred.delete(p);
+      writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
+      result.hydrated.push({ path: p, size: list.size });
+    }
+  } finally {
+    offline.dispose();
+  }
+  result.remaining = [...deferred].sort();
+  return result;
 }
