@@ -20,7 +20,8 @@ import { PackReader, type PackObject } from '../git/pack-reader';
 import { writePack, type PackItem } from '../git/pack-writer';
 import { findRepo } from '../git/repo';
 import { parseTree } from '../chunks/list-tree';
-import { registerChunkSource, type ChunkSource, type SourceContext } from '../chunks/source';
+import { LAZY_SCHEMA, registerChunkSource, writeLazy, type ChunkSource, type SourceContext } from '../chunks/source';
+import type { Snapshot } from '../snapshot/store';
 import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import { DirectoryStore } from './store';
 import { locatePack } from './store-intents';
@@ -284,6 +285,47 @@ export class StoreChunkSource implements ChunkSource {
       this.stats = stats;
     }
   }
+}
+
+/**
+ * restore --lazy's hook for a xet store (the shape of src/snapshot/lazy.ts's LazyRestore, plus
+ * `fetch`, which takes the place of restore's `git fetch` of the snapshot: through git-remote-xet
+ * that would copy every pack). `defer` is lazy.ts's step that takes the chunked files out of the
+ * laid copy; the record names the store by its absolute URL, kind `xet`.
+ */
+export function xetLazyRestore(
+  url: string,
+  cwd: string,
+  defer: (snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions) => Promise<string[]>,
+): {
+  fetchArgs: string[];
+  fetch(oid: string, opts: GitOptions): Promise<void>;
+  afterFetch(oid: string, opts: GitOptions): Promise<void>;
+  afterLay(snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions): Promise<void>;
+  afterOrigin(gitDir: string, opts: GitOptions): Promise<void>;
+  result(): { source: string; deferred: string[]; store: StoreReadStats | null };
+} {
+  let oid = '';
+  let source = url;
+  let deferred: string[] = [];
+  let stats: StoreReadStats | null = null;
+  return {
+    fetchArgs: [],
+    async fetch(snapshot, opts) {
+      oid = snapshot;
+      const got = await lazyStoreFetch(url, snapshot, opts, cwd);
+      source = got.url;
+      stats = { objects: got.objects, bytesRead: got.bytesRead, imported: got.imported };
+    },
+    afterFetch: async () => undefined,
+    async afterLay(snap, worktree, filesIndex, opts) {
+      deferred = await defer(snap, worktree, filesIndex, opts);
+    },
+    async afterOrigin(gitDir) {
+      writeLazy(gitDir, { schema: LAZY_SCHEMA, source: { kind: 'xet', url: source }, snapshot: oid, deferred });
+    },
+    result: () => ({ source, deferred, store: stats }),
+  };
 }
 
 export function storeChunkSource(url: string, ctx: SourceContext): StoreChunkSource {

@@ -36,7 +36,7 @@ import type { Amount } from '../allowance/model';
 import { INTENT_BOUND, storeAdmission } from '../allowance/store-root';
 import { declareIntent, locatePack, readIntents, relinkPack, trashDir, withdrawIntent } from './store-intents';
 import { copyStoreFile } from './storefile';
-import { indexStorePack, orphanIndexes } from './store-idx';
+import { indexStorePack, orphanIndexes, tidyTrashIndexes } from './store-idx';
 import { storePathFromUrl } from './url';
 
 export const STORE_GC_DEFAULT_GRACE_SECONDS = 28 * 86400;
@@ -582,6 +582,7 @@ async function sweep(
     result.intents.removed++;
   }
   if (!doomed.length) {
+    tidyTrashIndexes(store, trashDir(store));
     for (const name of orphanIndexes(store, trashDir(store))) fs.rmSync(store.idxPath(name), { force: true });
     result.tmpRemoved = sweepTmp(store, now, cutoff, oldestLive);
     return;
@@ -622,6 +623,7 @@ async function sweep(
     deleted.add(f.name);
   }
   // Indexes whose pack is gone (a gc died between deleting a pack and its index).
+  tidyTrashIndexes(store, trash);
   for (const name of orphanIndexes(store, trash)) fs.rmSync(store.idxPath(name), { force: true });
   fsyncDir(trash);
   result.packs.deleted = result.packs.deleted.filter((p) => deleted.has(p.name));

@@ -56,3 +56,21 @@ export function orphanIndexes(store: DirectoryStore, trash: string): string[] {
     .map((n) => n.slice(0, -4))
     .filter((n) => !packs.has(n) && !trashed.has(n));
 }
+
+/** Indexes in trash/ without their pack there (a gc died between moving the index and its pack):
+ * linked back beside a pack still in packs/, else removed. */
+export function tidyTrashIndexes(store: DirectoryStore, trash: string): void {
+  const names = fs.existsSync(trash) ? fs.readdirSync(trash) : [];
+  for (const n of names.filter((x) => /^pack-[0-9a-f]{40,64}\.idx$/.test(x))) {
+    const name = n.slice(0, -4);
+    if (names.includes(`${name}.pack`)) continue;
+    if (fs.existsSync(store.packPath(name))) {
+      try {
+        fs.linkSync(path.join(trash, n), store.idxPath(name));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      }
+    }
+    fs.rmSync(path.join(trash, n), { force: true });
+  }
+}
