@@ -17,7 +17,9 @@ import { ChunkList, readRange } from '../src/chunks/reader';
 import { PackIndex, PackReader } from '../src/git/pack-reader';
 import { writePack, type PackItem } from '../src/git/pack-writer';
 import { lazyStoreFetch, StoreChunkSource } from '../src/remote/lazy-store';
+import { chunkedFiles } from '../src/chunks/snapshot-files';
 import { missingChunks } from '../src/snapshot/lazy';
+import { readSnapshot } from '../src/snapshot/store';
 import { git, gitTry, initRepo, pseudoRandomBytes, type Repo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { capture, describeRun, expectExit, parseJson, xet } from './support/xet';
@@ -335,6 +337,25 @@ test('a lazy copy from a store holds all but the chunks; a 4 KiB range read copi
     assert.deepEqual(missing, [...new Set(chunks.map((c) => c.oid))].sort());
     const present = copy.git('rev-list', '--objects', '--missing=allow-any', snap).trim().split('\n').length;
     assert.equal(got.objects, present, 'every object it copied is one the snapshot reaches');
+    // The copy reads as the snapshot it is: manifest, files/ pointer, chunks/ tree.
+    const snapshot = await readSnapshot(snap, opts);
+    assert.deepEqual([...(await chunkedFiles(snapshot, opts)).keys()], ['big.bin']);
+
+    // A range across a chunk boundary needs the two chunks on either side, and only those.
+    const edge = chunks[40].offset - 2048;
+    const two = new StoreChunkSource(store, { gitDir: path.join(copy.dir, '.git'), git: opts, format: 'sha1' });
+    const across = await missingChunks(
+      await (await ChunkList.open(pointer, 'big.bin', { git: opts, format: 'sha1' })).chunksFor(edge, edge + 4096),
+      opts,
+    );
+    assert.equal(across.length, 2);
+    await two.fetch(across.map((c) => c.oid));
+    assert.equal(two.stats.objects, 2);
+    const acrossBytes = across.reduce((n, c) => n + c.size, 0);
+    assert.ok(two.stats.bytesRead < acrossBytes + 4096, `${two.stats.bytesRead} bytes read for ${acrossBytes}`);
+    process.stdout.write(
+      `# 4 KiB range across a boundary: 2 chunks (${acrossBytes} bytes), ${two.stats.bytesRead} bytes read\n`,
+    );
 
     // A 4 KiB read in the middle of the file: the reader finds its chunks in the local list trees,
     // the source copies just those (at most 2) out of the store.
@@ -343,6 +364,11 @@ test('a lazy copy from a store holds all but the chunks; a 4 KiB range read copi
     const start = Math.floor(data.length / 2) - 100;
     const need = await missingChunks(await list.chunksFor(start, start + 4096), opts);
     assert.ok(need.length >= 1 && need.length <= 2, `${need.length} chunks overlap`);
+    // Before the source is asked, the chunk is simply not there.
+    await assert.rejects(
+      readRange(list, start, start + 4096, new PassThrough().resume(), ctx),
+      (e: unknown) => isXetError(e) && e.code === 'CHUNK_MISSING',
+    );
     const source = new StoreChunkSource(store, { gitDir: path.join(copy.dir, '.git'), git: opts, format: 'sha1' });
     await source.fetch(need.map((c) => c.oid));
     assert.equal(source.stats.objects, need.length, 'only the needed chunks are copied');
@@ -363,7 +389,7 @@ test('a lazy copy from a store holds all but the chunks; a 4 KiB range read copi
     // Still missing: every other chunk.
     assert.equal(
       (await missingChunks(await list.chunksFor(0, data.length), opts)).length,
-      new Set(chunks.map((c) => c.oid)).size - need.length,
+      new Set(chunks.map((c) => c.oid)).size - need.length - 2,
     );
   } finally {
     sb.cleanup();
