@@ -16,7 +16,8 @@ import { serializePointer } from '../src/chunks/pointer';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { PackIndex, PackReader } from '../src/git/pack-reader';
 import { writePack, type PackItem } from '../src/git/pack-writer';
-import { lazyStoreFetch, StoreChunkSource } from '../src/remote/lazy-store';
+import { lazyStoreFetch, StoreChunkSource, xetLazyRestore } from '../src/remote/lazy-store';
+import { openChunkSource, readLazy, type LazyRecord } from '../src/chunks/source';
 import { chunkedFiles } from '../src/chunks/snapshot-files';
 import { missingChunks } from '../src/snapshot/lazy';
 import { readSnapshot } from '../src/snapshot/store';
@@ -391,6 +392,31 @@ test('a lazy copy from a store holds all but the chunks; a 4 KiB range read copi
       (await missingChunks(await list.chunksFor(0, data.length), opts)).length,
       new Set(chunks.map((c) => c.oid)).size - need.length - 2,
     );
+
+    // restore --lazy's hook for stores: the same copy, and a lazy record naming the store, which
+    // opens as this chunk source.
+    const copy2 = initRepo(sb, 'copy2');
+    const opts2 = { cwd: copy2.dir, env: { GIT_DIR: path.join(copy2.dir, '.git') } };
+    const hook = xetLazyRestore(`xet::${path.relative(sb.root, store)}`, sb.root, async (s) => {
+      assert.equal(s.oid, snap);
+      return ['big.bin'];
+    });
+    await hook.fetch(snap, opts2);
+    await hook.afterLay(await readSnapshot(snap, opts2), copy2.dir, '', opts2);
+    await hook.afterOrigin(path.join(copy2.dir, '.git'), opts2);
+    assert.deepEqual(hook.result().deferred, ['big.bin']);
+    assert.equal(hook.result().source, XET(store), 'the record names the store by its absolute path');
+    assert.equal(hook.result().store?.objects, got.objects);
+    const record = readLazy(path.join(copy2.dir, '.git'));
+    assert.deepEqual(record?.source, { kind: 'xet', url: XET(store) });
+    const opened = await openChunkSource(record as LazyRecord, {
+      gitDir: path.join(copy2.dir, '.git'),
+      git: opts2,
+      format: 'sha1',
+    });
+    assert.ok(opened instanceof StoreChunkSource);
+    await opened.fetch([chunks[0].oid]);
+    assert.equal(gitTry(sb, copy2.dir, ['cat-file', '-e', chunks[0].oid]).status, 0);
   } finally {
     sb.cleanup();
   }
