@@ -3,7 +3,8 @@
 // the newest state names is present, ends with the checksum that names it and indexes cleanly (git
 // re-hashes each object), and every ref of the newest state is reachable with all its objects. A
 // store gc's state may name fewer packs than the one before; a pack may be in trash/ (readers look
-// there too); intents in pushing/ are pushes in flight.
+// there too); intents in pushing/ are pushes in flight. A pack's index (packs/pack-<h>.idx), when
+// there, must be the very index git makes of the pack; one without its pack is reported.
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';

@@ -1,5 +1,6 @@
 // Moving objects between a local repository and a directory store. Push writes one pack of exactly
-// the objects the store lacks (reachable from the new tips, not from any tip the store already has);
+// the objects the store lacks (reachable from the new tips, not from any tip the store already has)
+// and its index (store-idx.ts);
 // fetch copies the store's packs the repository does not have and has git index them, which
 // re-hashes every object: a corrupt or forged pack is refused, never half imported.
 
