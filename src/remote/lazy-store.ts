@@ -264,17 +264,18 @@ export class StoreChunkSource implements ChunkSource {
     const { packs } = StorePacks.latest(store);
     const stats: StoreReadStats = { objects: 0, bytesRead: 0, imported: [] };
     try {
-      const items: PackItem[] = [];
+      // A local pack per BATCH_BYTES: hydrating a 1 GiB file never holds more than that.
+      const packer = new LocalPacker(await objectsDirOf(this.ctx.git), store.objectFormat);
       const missing: string[] = [];
       for (const oid of want) {
         signal?.throwIfAborted();
         const obj = packs.read(oid);
-        if (obj) items.push({ oid, type: obj.type, data: obj.data });
+        if (obj) await packer.add(oid, obj);
         else missing.push(oid);
       }
+      await packer.flush();
       stats.bytesRead = packs.bytesRead;
-      if (items.length) await writePack(await objectsDirOf(this.ctx.git), store.objectFormat, items);
-      stats.objects = items.length;
+      stats.objects = packer.objects;
       // Chunks in packs without an index come the old way; chunks nowhere stay missing (the reader
       // then says CHUNK_MISSING, naming the chunk).
       if (missing.length && packs.unindexed.length) {
