@@ -120,6 +120,25 @@ test('the pack reader reads every object of packs git made with ofs- and ref-del
   }
 });
 
+test('the pack reader reads sha256 packs', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'sha256', ['--object-format=sha256']);
+    for (let i = 0; i < 6; i++) r.commit(`c${i}`, { 'a.txt': `${'line\n'.repeat(200)}${i}\n` });
+    r.git('repack', '-a', '-d', '-f', '--depth=10', '-q');
+    const { pack, idx } = onlyPack(r);
+    const reader = PackReader.open(pack, idx, 'sha256');
+    assert.ok(checkEveryObject(r, reader) >= 18);
+    assert.throws(
+      () => PackReader.open(pack, idx, 'sha1'),
+      (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
+    );
+    reader.close();
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('a forged index is refused by hash, sizes are checked before inflating, and an index of another pack is refused', () => {
   const sb = createSandbox();
   try {
