@@ -40,6 +40,8 @@ export interface RestoreOptions {
   progress?: (what: string) => void;
   /** Keep `exec` lines of a rebase todo (they run on `git rebase --continue` in the copy). */
   allowExec?: boolean;
+  /** With `from` (a Git server): leave chunked files and their chunks on the server (lazy.ts). */
+  lazy?: boolean;
 }
 
 export interface RestoreResult {
@@ -51,6 +53,8 @@ export interface RestoreResult {
   head: string;
   /** With --from: the remote the copy records it came from (`xet-origin`), else null. */
   origin: { name: string; url: string } | null;
+  /** With --lazy: the source and the chunked files left unwritten (git xet hydrate writes them). */
+  lazy?: { source: string; deferred: string[] };
 }
 
 /** A target must not exist, or be an empty directory. */
@@ -114,6 +118,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   }
   if (local) refuseInsideGitDir(target, local, 'restore');
   const fromUrl = options.from ? await resolveFrom(options.cwd, options.from, local) : null;
+  const lazy = options.lazy ? await (await import('./lazy')).lazyRestore(fromUrl) : null;
 
   // Resolve and validate the snapshot before creating anything, when we can see it locally.
   let oid: string | null = null;
@@ -166,6 +171,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
           'fetch',
           '--quiet',
           '--no-tags',
+          ...(lazy?.fetchArgs ?? []),
           '--',
           fromUrl as string,
           `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
@@ -176,6 +182,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
         },
       );
       if (f.code !== 0) throw remoteError(fromUrl as string, 'restore --from', f.stderr);
+      await lazy?.afterFetch(oid, { cwd: tmp });
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
     let gitDir = path.join(tmp, '.git');
@@ -208,6 +215,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       repoGitDir: gitDir,
     };
     await layFiles(lay);
+    await lazy?.afterLay(snap, tmp, lay.filesIndex, opts);
     await faultPoint('restore:after-files');
     if (snap.manifest.repositories?.length) {
       progress(`restoring ${snap.manifest.repositories.length} inner repositories`);
@@ -223,6 +231,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // The index is built last: conversions are judged with the copy's own config and attributes.
     await restoreConfig(snap, opts);
     const origin = fromUrl ? await recordOrigin(fromUrl, opts) : null;
+    await lazy?.afterOrigin(gitDir, opts);
     restoreInfoFiles(snap, gitDir);
     progress('writing the index');
     await layIndex(lay);
@@ -245,6 +254,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       files: snap.manifest.counts.files,
       head: snap.manifest.head.kind === 'branch' ? snap.manifest.head.ref : (snap.manifest.head.oid as string),
       origin,
+      ...(lazy ? { lazy: lazy.result() } : {}),
     };
   } finally {
     if (!published) {
