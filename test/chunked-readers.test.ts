@@ -126,7 +126,9 @@ test('a chunk missing from the repository fails the restore with CHUNK_MISSING a
     const whole = capture(sb, r.dir);
     const { snapshot } = await chunkSnapshot(sb, r.dir, whole, ['big.bin'], { dropWhole: true });
     // Take one chunk out: repack everything but it.
-    const list = git(sb, r.dir, ['ls-tree', `${snapshot}:chunks`]).split('\n')[0].split(/\s+/)[2];
+    const list = git(sb, r.dir, ['ls-tree', `${snapshot}:chunks`])
+      .split('\n')[0]
+      .split(/\s+/)[2];
     const victim = git(sb, r.dir, ['ls-tree', '-r', list]).split('\n')[3].split(/\s+/)[2];
     const keep = git(sb, r.dir, ['rev-list', '--objects', '--all'])
       .split('\n')
@@ -191,7 +193,11 @@ test('diff compares by content: a file that became chunked with the same bytes i
     );
     const kinds = (x: { changes: { kind: string; path: string }[] }) =>
       x.changes.filter((c) => c.kind.startsWith('file-')).map((c) => `${c.kind} ${c.path}`);
-    const expected = ['file-modified data/blob-link.bin', 'file-modified data/blob.bin', 'file-deleted ignored/cache.bin'];
+    const expected = [
+      'file-modified data/blob-link.bin',
+      'file-modified data/blob.bin',
+      'file-deleted ignored/cache.bin',
+    ];
     assert.deepEqual(kinds(parseJson(xet(sb, r.dir, ['diff', chunked, chunkedLater, '--json']))), expected);
     assert.deepEqual(kinds(parseJson(xet(sb, r.dir, ['diff', whole, chunkedLater, '--json']))), expected);
     assert.deepEqual(kinds(parseJson(xet(sb, r.dir, ['diff', chunked, later, '--json']))), expected);
@@ -218,10 +224,13 @@ test('export of a chunked snapshot commits whole blobs', () =>
     assert.equal(git(sb, r.dir, ['rev-parse', 'work:model.bin']).trim(), files.get('model.bin')!.blob);
     assert.equal(gitTry(sb, r.dir, ['rev-parse', '-q', '--verify', 'work:ignored/cache.bin']).status, 1);
     assert.equal(git(sb, r.dir, ['ls-tree', 'work', 'data/blob.bin']).split(' ')[0], '100755');
-    assert.deepEqual(
-      git(sb, r.dir, ['diff', '--name-only', 'HEAD', 'work']).trim().split('\n').sort(),
-      ['data/blob-link.bin', 'data/blob.bin', 'db.sqlite', 'link-to-model', 'untracked.txt'],
-    );
+    assert.deepEqual(git(sb, r.dir, ['diff', '--name-only', 'HEAD', 'work']).trim().split('\n').sort(), [
+      'data/blob-link.bin',
+      'data/blob.bin',
+      'db.sqlite',
+      'link-to-model',
+      'untracked.txt',
+    ]);
   }));
 
 test('archive (--format tgz) streams chunked files; extracted, it is the restore file by file', () =>

@@ -80,10 +80,7 @@ export async function chunkSnapshot(
     g(['update-index', '-z', '--index-info'], infoLines.map((l) => `${l}\0`).join(''), env);
     const newFiles = g(['write-tree'], undefined, env).trim();
     if (lists.has('4b825dc642cb6eb9a060e54bf8d69288fbee4904')) g(['hash-object', '-w', '-t', 'tree', '/dev/null']);
-    const chunksTree = g(
-      ['mktree'],
-      [...lists].map((l) => `040000 tree ${l}\t${l}\n`).join(''),
-    ).trim();
+    const chunksTree = g(['mktree'], [...lists].map((l) => `040000 tree ${l}\t${l}\n`).join('')).trim();
     // The manifest, as a v3 capture writes it.
     const manifest = JSON.parse(g(['cat-file', 'blob', `${snap}:manifest.json`])) as Record<string, unknown> & {
       counts: Record<string, number>;
@@ -102,7 +99,10 @@ export async function chunkSnapshot(
     top.push(`040000 tree ${chunksTree}\tchunks\n`);
     const tree = g(['mktree'], top.join('')).trim();
     const parents = g(['rev-list', '--parents', '-n', '1', snap]).trim().split(' ').slice(1);
-    const message = g(['log', '-1', '--format=%B', snap]).replace(/Schema: xet\.snapshot\/v\d+/, 'Schema: xet.snapshot/v3');
+    const message = g(['log', '-1', '--format=%B', snap]).replace(
+      /Schema: xet\.snapshot\/v\d+/,
+      'Schema: xet.snapshot/v3',
+    );
     const commit = g(['commit-tree', tree, ...parents.flatMap((p) => ['-p', p])], message).trim();
     g(['update-ref', `refs/xet/snapshots/${commit}`, commit]);
     if (!opts.keepOld) g(['update-ref', '-d', `refs/xet/snapshots/${snap}`]);
