@@ -161,6 +161,15 @@ test('a copy fork of a chunked snapshot has the files and a clean status', () =>
     for (const p of BIG) assert.ok(fs.readFileSync(path.join(dir, p)).equals(r.read(p)), p);
     assert.equal(status(sb, dir), status(sb, r.dir));
     assert.equal(git(sb, dir, ['diff-files', '--name-only']), 'db.sqlite\n');
+    // The fork's changes: none; a chunked file touched (hashed again, whole) is still unchanged.
+    const changes = () => parseJson(xet(sb, r.dir, ['changes', dir, '--json']));
+    assert.deepEqual(changes().modified, []);
+    fs.utimesSync(path.join(dir, 'model.bin'), new Date(), new Date());
+    assert.deepEqual(changes().modified, []);
+    const f = fs.openSync(path.join(dir, 'data/blob.bin'), 'r+');
+    fs.writeSync(f, Buffer.from('edit'), 0, 4, 100);
+    fs.closeSync(f);
+    assert.deepEqual(changes().modified, ['data/blob-link.bin', 'data/blob.bin']);
   }));
 
 test('diff compares by content: a file that became chunked with the same bytes is unchanged, an edit is reported', () =>
