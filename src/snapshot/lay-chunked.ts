@@ -65,6 +65,16 @@ export async function writeChunkedFile(worktree: string, e: ChunkedEntry, ctx: R
   }
 }
 
+/** An empty file with a chunked file's mode at its path (a lazy restore's stand-in). */
+export function writePlaceholder(worktree: string, e: ChunkedEntry): void {
+  const abs = path.join(worktree, e.path);
+  assertNoSymlinkBetween(worktree, path.dirname(abs));
+  fs.mkdirSync(path.dirname(abs), { recursive: true });
+  fs.rmSync(abs, { recursive: true, force: true });
+  const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+  fs.closeSync(fs.openSync(abs, flags, e.mode === '100755' ? 0o777 : 0o666));
+}
+
 /** Record the lstat data of `paths` in an index's entries for them (which must name the files on
  * disk as they are), without reading a file. Returns how many were recorded. */
 export function recordStat(

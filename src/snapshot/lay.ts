@@ -19,7 +19,7 @@ import { diffTrees, lsTree } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
 import { planFileMeta } from './filemeta';
-import { recordStat, writeChunkedFiles } from './lay-chunked';
+import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
  * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
@@ -49,6 +49,10 @@ export interface LaySpec {
   /** A git dir whose config and info/attributes apply to this worktree (conversions are judged with
    * the target's own settings, as `git status` will judge them). */
   repoGitDir: string;
+  /** A lazy restore (lazy.ts): chunked files are not reassembled (their chunks are elsewhere); an
+   * empty placeholder with their mode stands at their paths so links and times apply, for the
+   * lazy hook to remove with their files-index entries. */
+  deferChunked?: boolean;
 }
 
 /** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
@@ -75,7 +79,11 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       // Hard links of a chunked file are made from its first path below, as for any file (filemeta).
       const firsts = meta?.checkout ? new Set(meta.checkout) : null;
       const leaders: ChunkedEntry[] = [...chunked.values()].filter((e) => !firsts || firsts.has(e.path));
-      await writeChunkedFiles(worktree, leaders, { git: o, format });
+      if (spec.deferChunked) {
+        for (const e of leaders) writePlaceholder(worktree, e);
+      } else {
+        await writeChunkedFiles(worktree, leaders, { git: o, format });
+      }
       // Without filemeta nothing else records their stat data in the files index.
       if (!meta) recordStat(spec.filesIndex, worktree, chunked.keys(), format);
     }
