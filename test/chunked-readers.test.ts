@@ -41,6 +41,13 @@ function fixture(sb: Sandbox): Repo {
 
 const BIG = ['data/blob-link.bin', 'data/blob.bin', 'db.sqlite', 'ignored/cache.bin', 'model.bin'];
 
+/** The fixture captured, its big files chunked and their whole blobs pruned. */
+async function chunkedSource(sb: Sandbox): Promise<{ r: Repo } & Awaited<ReturnType<typeof chunkSnapshot>>> {
+  const r = fixture(sb);
+  const whole = capture(sb, r.dir);
+  return { r, ...(await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true })) };
+}
+
 /** `git status` as a list (porcelain v1, untracked and ignored files listed one by one). */
 function status(sb: Sandbox, dir: string): string {
   return git(sb, dir, ['status', '--porcelain=v1', '--untracked-files=all', '--ignored=matching']);
@@ -71,9 +78,7 @@ function assertSameTree(a: string, b: string): void {
 
 test('restore reassembles chunked files: bytes, modes, times, hard links, and git status as in the source without reading them', () =>
   withSandbox(async (sb) => {
-    const r = fixture(sb);
-    const whole = capture(sb, r.dir);
-    const { snapshot, files } = await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true });
+    const { r, snapshot, files } = await chunkedSource(sb);
     // The untracked file's whole blob is gone: only the chunks can give its bytes back.
     assert.notEqual(gitTry(sb, r.dir, ['cat-file', '-e', files.get('data/blob.bin')!.blob]).status, 0);
     const show = parseJson(xet(sb, r.dir, ['show', snapshot, '--json']));
@@ -153,9 +158,7 @@ test('a chunk missing from the repository fails the restore with CHUNK_MISSING a
 
 test('a copy fork of a chunked snapshot has the files and a clean status', () =>
   withSandbox(async (sb) => {
-    const r = fixture(sb);
-    const whole = capture(sb, r.dir);
-    const { snapshot } = await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true });
+    const { r, snapshot } = await chunkedSource(sb);
     const dir = sb.path('f1');
     fork(sb, r.dir, snapshot, dir, ['--mode', 'copy']);
     for (const p of BIG) assert.ok(fs.readFileSync(path.join(dir, p)).equals(r.read(p)), p);
@@ -217,9 +220,7 @@ test('diff compares by content: a file that became chunked with the same bytes i
 
 test('export of a chunked snapshot commits whole blobs', () =>
   withSandbox(async (sb) => {
-    const r = fixture(sb);
-    const whole = capture(sb, r.dir);
-    const { snapshot, files } = await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true });
+    const { r, snapshot, files } = await chunkedSource(sb);
     const res = xet(sb, r.dir, ['export', snapshot, '--branch', 'work', '--json']);
     expectExit(res, 0);
     const out = parseJson(res);
@@ -244,9 +245,7 @@ test('export of a chunked snapshot commits whole blobs', () =>
 
 test('archive (--format tgz) streams chunked files; extracted, it is the restore file by file', () =>
   withSandbox(async (sb) => {
-    const r = fixture(sb);
-    const whole = capture(sb, r.dir);
-    const { snapshot } = await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true });
+    const { r, snapshot } = await chunkedSource(sb);
     const copy = sb.path('copy');
     restore(sb, r.dir, snapshot, copy);
     for (const [format, flags] of [
@@ -275,9 +274,7 @@ test('archive (--format tgz) streams chunked files; extracted, it is the restore
 
 test('push and fetch carry chunked snapshots: a bare Git repository and a xet store, restore --from byte-exact', () =>
   withSandbox(async (sb) => {
-    const r = fixture(sb);
-    const whole = capture(sb, r.dir);
-    const { snapshot } = await chunkSnapshot(sb, r.dir, whole, BIG, { dropWhole: true });
+    const { r, snapshot } = await chunkedSource(sb);
     const bare = sb.path('bare.git');
     git(sb, sb.root, ['init', '-q', '--bare', bare]);
     const store = sb.path('store');
