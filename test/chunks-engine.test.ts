@@ -1,8 +1,8 @@
 // The fast chunking engine against the definition: the unrolled gear loop and the parallel chunker
 // (worker regions joined at seams, chunk-file.ts) must give exactly the cuts of a byte-at-a-time
 // chunker written here from docs/FORMAT.md's words, on data that makes seams hard (random, zeros
-// with no content-defined cut at all, periodic, long cut-free runs spanning many regions, bytes
-// chosen to cut as early as possible) and with region boundaries at every kind of offset. Also the
+// with no content-defined cut at all, periodic, long cut-free runs spanning many regions, sparse
+// bytes in zeros) and with region boundaries at every kind of offset. Also the
 // pack writer's chunk ranges (a chunk that no longer hashes to its id is WORKTREE_CHANGED) and the
 // reader's whole-file reads through a real pack.
 import assert from 'node:assert/strict';
