@@ -8,7 +8,14 @@
 import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
+import { isXetError } from '../src/errors';
+import { writePack, type PackItem } from '../src/git/pack-writer';
+import { sampleEntropy } from '../src/git/pack-worker';
+import { parseChunkCompression } from '../src/chunks/compression';
+import { buildChunkList } from '../src/chunks/list-tree';
+import { ChunkList, readRange } from '../src/chunks/reader';
 import { chunkFile } from '../src/chunks/chunk-file';
 import { chunkSizes, GEAR } from '../src/chunks/gear';
 import { chunkParamsFor, type ChunkParams } from '../src/chunks/params';
@@ -161,4 +168,76 @@ test('an empty file and a file smaller than a region chunk the same in parallel'
   } finally {
     sb.cleanup();
   }
+});
+
+test('chunks packed as file ranges read back byte for byte, at every compression level', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo').dir;
+    const file = sb.path('big.bin');
+    // Half compressible text, half random: both sides of the stored-if-random rule.
+    const text = Buffer.from('INSERT INTO t VALUES (1, "hello world");\n'.repeat(40_000));
+    const data = Buffer.concat([text, bytes(9 << 20, 'rand')]);
+    fs.writeFileSync(file, data);
+    assert.ok(sampleEntropy(text) < 7.5 && sampleEntropy(bytes(8192, 'x')) > 7.5);
+    const cf = await chunkFile(file, { format: 'sha1' });
+    const { list, segments } = buildChunkList(cf.chunks, 'sha1');
+    const pointer = { size: cf.size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
+    const ctx = { git: { cwd: r }, format: 'sha1' as const };
+    const sizes: number[] = [];
+    for (const level of [0, 1]) {
+      fs.rmSync(`${r}/.git/objects/pack`, { recursive: true, force: true });
+      const items: PackItem[] = cf.chunks.map((c) => ({
+        oid: c.oid,
+        type: 'blob',
+        file,
+        range: { offset: c.offset, size: c.size },
+      }));
+      for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
+      const res = await writePack(`${r}/.git/objects`, 'sha1', items, 1, undefined, { chunkLevel: level });
+      sizes.push(res.bytes);
+      git(sb, r, ['verify-pack', `${r}/.git/objects/pack/${res.pack}.idx`]);
+      const out = new PassThrough();
+      const parts: Buffer[] = [];
+      out.on('data', (b: Buffer) => parts.push(b));
+      const cl = await ChunkList.fromPointer(pointer, 'big.bin', ctx);
+      assert.equal(await readRange(cl, 0, data.length, out, ctx), data.length);
+      assert.ok(Buffer.concat(parts).equals(data), `level ${level}`);
+      const mid = new PassThrough();
+      const got: Buffer[] = [];
+      mid.on('data', (b: Buffer) => got.push(b));
+      await readRange(cl, 1_000_001, 3_500_000, mid, ctx);
+      assert.ok(Buffer.concat(got).equals(data.subarray(1_000_001, 3_500_000)));
+    }
+    // Level 1 deflates the text and stores the random half; level 0 stores everything.
+    assert.ok(sizes[1] < sizes[0] - text.length / 2, `packs of ${sizes.join(' and ')} bytes`);
+    assert.ok(sizes[1] > 9 << 20);
+    // A chunk that no longer hashes to its id: WORKTREE_CHANGED, and no pack is published.
+    fs.rmSync(`${r}/.git/objects/pack`, { recursive: true, force: true });
+    const edited = Buffer.from(data);
+    edited[cf.chunks[3].offset + 5] ^= 1;
+    fs.writeFileSync(file, edited);
+    await assert.rejects(
+      writePack(
+        `${r}/.git/objects`,
+        'sha1',
+        cf.chunks.map((c) => ({ oid: c.oid, type: 'blob', file, range: { offset: c.offset, size: c.size } })),
+      ),
+      (e: unknown) => isXetError(e) && e.code === 'WORKTREE_CHANGED',
+    );
+    assert.deepEqual(fs.readdirSync(`${r}/.git/objects/pack`), []);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('xet.chunk.compression: levels, names, and a typed refusal', () => {
+  assert.equal(parseChunkCompression(undefined), 0);
+  assert.equal(parseChunkCompression('fast'), 1);
+  assert.equal(parseChunkCompression(' 6 '), 6);
+  assert.equal(parseChunkCompression('stored'), 0);
+  assert.throws(
+    () => parseChunkCompression('11'),
+    (e: unknown) => isXetError(e) && e.code === 'CONFIG_INVALID',
+  );
 });
