@@ -63,8 +63,7 @@ export async function chunkFile(file: string, o: ChunkFileOptions): Promise<Chun
     }
     const size = Number(st.size);
     const params = chunkParamsFor(size);
-    const workers =
-      o.workers ?? (size >= PARALLEL_MIN_BYTES ? Math.min(os.availableParallelism(), MAX_POOL) : 0);
+    const workers = o.workers ?? (size >= PARALLEL_MIN_BYTES ? Math.min(os.availableParallelism(), MAX_POOL) : 0);
     if (workers < 1 || size === 0) {
       const whole = createHash(o.format).update(`blob ${size}\0`);
       const chunks: ChunkRef[] = [];
