@@ -17,7 +17,7 @@ import { parseChunkCompression } from '../src/chunks/compression';
 import { buildChunkList } from '../src/chunks/list-tree';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { chunkFile } from '../src/chunks/chunk-file';
-import { chunkSizes, GEAR } from '../src/chunks/gear';
+import { chunkSizes } from '../src/chunks/gear';
 import { chunkParamsFor, type ChunkParams } from '../src/chunks/params';
 import { git, initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';

@@ -23,7 +23,7 @@ import { XetError } from '../errors';
 import { GearChunker } from './gear';
 import { chunkParamsFor, type ChunkParams } from './params';
 import type { ChunkRef } from './list-tree';
-import { blobId, type RegionDone, type RegionJob } from './chunk-worker';
+import type { RegionDone, RegionJob } from './chunk-worker';
 import { createHash } from 'node:crypto';
 
 const READ_BLOCK = 4 * 1024 * 1024;
@@ -309,7 +309,10 @@ class RegionPool {
       p?.resolve(r);
       this.pump();
     });
+    let dead = false;
     const gone = (e: unknown) => {
+      if (dead) return; // 'error' is followed by 'exit'
+      dead = true;
       const p = this.busy.get(w);
       this.busy.delete(w);
       const at = this.idle.indexOf(w);
