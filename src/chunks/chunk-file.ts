@@ -100,7 +100,40 @@ export async function chunkFile(file: string, o: ChunkFileOptions): Promise<Chun
   }
 }
 
-/** Hash the whole file, one sequential read with the next block read ahead. */
+/**
+ * Read the file from `from` in blocks, the next one read ahead while `onBlock` works on this one,
+ * until `onBlock` returns true or the file ends. Returns the offset read to.
+ */
+async function readBlocks(
+  fd: fs.promises.FileHandle,
+  file: string,
+  from: number,
+  size: number,
+  signal: AbortSignal | undefined,
+  onBlock: (buf: Buffer) => boolean,
+): Promise<number> {
+  const blocks = [Buffer.allocUnsafe(READ_BLOCK), Buffer.allocUnsafe(READ_BLOCK)];
+  let which = 0;
+  let pos = from;
+  let next = fd.read(blocks[which], 0, READ_BLOCK, pos);
+  try {
+    for (;;) {
+      signal?.throwIfAborted();
+      const { bytesRead } = await next;
+      if (bytesRead === 0) return pos;
+      const buf = blocks[which].subarray(0, bytesRead);
+      pos += bytesRead;
+      if (pos > size) throw changed(file, 'it grew');
+      which ^= 1;
+      next = fd.read(blocks[which], 0, READ_BLOCK, pos);
+      if (onBlock(buf)) return pos;
+    }
+  } finally {
+    await next.catch(() => undefined);
+  }
+}
+
+/** Hash the whole file, one sequential read. */
 async function hashAll(
   fd: fs.promises.FileHandle,
   file: string,
@@ -108,25 +141,10 @@ async function hashAll(
   whole: ReturnType<typeof createHash>,
   signal?: AbortSignal,
 ): Promise<void> {
-  const blocks = [Buffer.allocUnsafe(READ_BLOCK), Buffer.allocUnsafe(READ_BLOCK)];
-  let which = 0;
-  let pos = 0;
-  let next = fd.read(blocks[which], 0, READ_BLOCK, pos);
-  try {
-    for (;;) {
-      signal?.throwIfAborted();
-      const { bytesRead } = await next;
-      if (bytesRead === 0) break;
-      const buf = blocks[which].subarray(0, bytesRead);
-      pos += bytesRead;
-      if (pos > size) throw changed(file, 'it grew');
-      which ^= 1;
-      next = fd.read(blocks[which], 0, READ_BLOCK, pos);
-      whole.update(buf);
-    }
-  } finally {
-    await next.catch(() => undefined);
-  }
+  const pos = await readBlocks(fd, file, 0, size, signal, (buf) => {
+    whole.update(buf);
+    return false;
+  });
   if (pos !== size) throw changed(file, 'it shrank');
 }
 
@@ -134,7 +152,7 @@ async function hashAll(
  * Cut from `from` (a true cut: a chunk starts there) towards the end of the file, naming each
  * chunk, until `stop` says so or the file ends (its last chunk then ends there). Bounded memory: one
  * read block and one chunk carried across blocks. `whole`, when given, hashes every byte read.
- * Returns the offset reached: the end of the last chunk given to `onChunk`.
+ * Returns the offset reached: the end of the last chunk given to `stop`.
  */
 async function cutSequentially(
   fd: fs.promises.FileHandle,
@@ -150,46 +168,33 @@ async function cutSequentially(
   const carry = Buffer.allocUnsafe(params.max);
   let carried = 0;
   let offset = from; // file offset of the current chunk
-  const blocks = [Buffer.allocUnsafe(READ_BLOCK), Buffer.allocUnsafe(READ_BLOCK)];
-  let which = 0;
-  let pos = from;
+  let stopped = false;
   const cuts: number[] = [];
   const name = (a: Uint8Array, b: Uint8Array | null, len: number): string => {
     const h = createHash(o.format).update(`blob ${len}\0`).update(a);
     if (b) h.update(b);
     return h.digest('hex');
   };
-  let next = fd.read(blocks[which], 0, READ_BLOCK, pos);
-  try {
-    for (;;) {
-      o.signal?.throwIfAborted();
-      const { bytesRead } = await next;
-      if (bytesRead === 0) break;
-      const buf = blocks[which].subarray(0, bytesRead);
-      pos += bytesRead;
-      if (pos > size) throw changed(file, 'it grew');
-      which ^= 1;
-      next = fd.read(blocks[which], 0, READ_BLOCK, pos); // read ahead while this block is hashed
-      whole?.update(buf);
-      cuts.length = 0;
-      chunker.push(buf, cuts);
-      let start = 0;
-      for (const end of cuts) {
-        const part = buf.subarray(start, end);
-        const len = carried + part.length;
-        const oid = carried ? name(carry.subarray(0, carried), part, len) : name(part, null, len);
-        const c = { offset, size: len, oid };
-        offset += len;
-        carried = 0;
-        start = end;
-        if (stop(c)) return offset;
-      }
-      buf.copy(carry, carried, start);
-      carried += buf.length - start;
+  const pos = await readBlocks(fd, file, from, size, o.signal, (buf) => {
+    whole?.update(buf);
+    cuts.length = 0;
+    chunker.push(buf, cuts);
+    let start = 0;
+    for (const end of cuts) {
+      const part = buf.subarray(start, end);
+      const len = carried + part.length;
+      const oid = carried ? name(carry.subarray(0, carried), part, len) : name(part, null, len);
+      const c = { offset, size: len, oid };
+      offset += len;
+      carried = 0;
+      start = end;
+      if (stop(c)) return (stopped = true);
     }
-  } finally {
-    await next.catch(() => undefined);
-  }
+    buf.copy(carry, carried, start);
+    carried += buf.length - start;
+    return false;
+  });
+  if (stopped) return offset;
   if (pos !== size) return pos;
   if (carried) {
     stop({ offset, size: carried, oid: name(carry.subarray(0, carried), null, carried) });
