@@ -170,7 +170,7 @@ test('an empty file and a file smaller than a region chunk the same in parallel'
   }
 });
 
-test('chunks packed as file ranges read back byte for byte, at every compression level', async () => {
+test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a changed chunk, a missing one', async () => {
   const sb = createSandbox();
   try {
     const r = initRepo(sb, 'repo').dir;
@@ -226,6 +226,20 @@ test('chunks packed as file ranges read back byte for byte, at every compression
       (e: unknown) => isXetError(e) && e.code === 'WORKTREE_CHANGED',
     );
     assert.deepEqual(fs.readdirSync(`${r}/.git/objects/pack`), []);
+    // The list without one of its chunks: a read that needs it is CHUNK_MISSING, one that does not
+    // still reads.
+    fs.writeFileSync(file, data);
+    const lacking: PackItem[] = cf.chunks
+      .filter((_, i) => i !== 7)
+      .map((c) => ({ oid: c.oid, type: 'blob', file, range: { offset: c.offset, size: c.size } }));
+    for (const t of [list, ...segments]) lacking.push({ oid: t.oid, type: 'tree', data: t.data });
+    await writePack(`${r}/.git/objects`, 'sha1', lacking);
+    const cl = await ChunkList.fromPointer(pointer, 'big.bin', ctx);
+    await assert.rejects(
+      readRange(cl, 0, data.length, new PassThrough().resume(), ctx),
+      (e: unknown) => isXetError(e) && e.code === 'CHUNK_MISSING',
+    );
+    assert.equal(await readRange(cl, 0, cf.chunks[7].offset, new PassThrough().resume(), ctx), cf.chunks[7].offset);
   } finally {
     sb.cleanup();
   }
