@@ -128,7 +128,8 @@ async function chunkedSnapshot(
   };
   const manifest = g(['hash-object', '-w', '--stdin'], serializeManifest(m));
   const rest = top(g(['rev-parse', `${orig}^{tree}`])).filter(
-    (e) => !['files', 'manifest.json', 'chunks'].includes(e.name),
+    // filemeta lists the capture's files; without it the added files get restore's defaults.
+    (e) => !['files', 'manifest.json', 'chunks', 'filemeta'].includes(e.name),
   );
   const tree = mktree([
     ...rest.map((e) => e.rec),
