@@ -24,6 +24,7 @@ import { parseManifest, serializeManifest, SNAPSHOT_SCHEMA_V3 } from '../src/sna
 import { cat, INLINE_MAX } from '../src/snapshot/cat';
 import { git, initRepo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
+import { callError, callOk, withMcp } from './support/mcp';
 import { expectError, parseJson, xet, XET_BIN } from './support/xet';
 
 /** Deterministic pseudo-random bytes (tests must not depend on luck). */
@@ -514,4 +515,18 @@ test('lazy restore from a bare Git server: a 4 KiB read fetches at most 2 chunks
       .update(fs.readFileSync(sb.path('big.bin')))
       .digest('hex'),
   );
+});
+
+test('MCP: the read-only cat tool answers with the bytes inline, refuses a file and a range over 1 MiB', async () => {
+  await withMcp(sb, ['--repo', fx.repo, '--read-only'], async (s) => {
+    const r = await callOk(s, 'cat', { target: `${fx.snapshot}:data/mid.bin`, range: '100+64' });
+    assert.equal(r.encoding, 'base64');
+    assert.ok(Buffer.from(r.content, 'base64').equals(mid.subarray(100, 164)));
+    assert.equal(r.chunked, true);
+    assert.equal((await callOk(s, 'cat', { target: `${fx.snapshot}:a.txt` })).content, 'hello\n');
+    await callError(s, 'cat', { target: `${fx.snapshot}:a.txt`, output: path.join(fx.repo, 'mcp.out') }, 'USAGE');
+    assert.ok(!fs.existsSync(path.join(fx.repo, 'mcp.out')));
+    await callError(s, 'cat', { target: `${fx.snapshot}:big.bin` }, 'USAGE');
+    await callError(s, 'cat', { target: `${fx.snapshot}:a.txt`, range: '6-' }, 'RANGE_NOT_SATISFIABLE');
+  });
 });
