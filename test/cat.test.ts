@@ -410,6 +410,11 @@ test('cancellation: an AbortSignal mid-read, and SIGTERM of the CLI mid-stream, 
     assert.match(res.stderr, /CANCELLED/);
     assert.deepEqual(fs.readdirSync(dir), [], `${file}: nothing left behind`);
   }
+  // A reader that closes the pipe early ends cat quietly (exit 0), as `cat | head` would wish.
+  const piped = runCli(['cat', `${fx.snapshot}:big.bin`], fx.repo, () => piped.child.stdout.destroy());
+  const pres = await piped.done;
+  assert.equal(pres.code, 0, pres.stderr);
+  assert.equal(pres.stderr, '');
 });
 
 test('bounded memory: a child reading a 100 MiB range stays within 64 MiB of its baseline RSS', async (t) => {
