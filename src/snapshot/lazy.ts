@@ -134,7 +134,12 @@ async function nonChunkBlobs(oid: string, opts: GitOptions): Promise<string[]> {
 
 /** The chunked files are not part of a lazy copy's worktree: remove what the lay wrote at their
  * paths, and their files-index entries (so capture's stat cache does not vouch for them). */
-export async function deferChunked(snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions): Promise<string[]> {
+export async function deferChunked(
+  snap: Snapshot,
+  worktree: string,
+  filesIndex: string,
+  opts: GitOptions,
+): Promise<string[]> {
   const chunked = [...(await chunkedFiles(snap, opts)).keys()];
   for (const p of chunked) fs.rmSync(path.join(worktree, p), { force: true });
   if (chunked.length && fs.existsSync(filesIndex)) {
