@@ -51,6 +51,7 @@ const factories = new Map<ChunkSourceKind, ChunkSourceFactory>();
 /** Loaders for the built-in kinds, imported on first use (keeps `cat` of a local file light). */
 const loaders: Partial<Record<ChunkSourceKind, () => Promise<unknown>>> = {
   git: () => import('../snapshot/lazy'),
+  xet: () => import('../remote/lazy-store'),
 };
 
 /** A module providing a kind calls this when it loads. */

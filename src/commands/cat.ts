@@ -82,6 +82,13 @@ export const catCommand = defineCommand({
     const stop = (): void => ac.abort();
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
+    // A reader that closes the pipe early (`| head -c 100`) ends the read quietly, as a choice.
+    let closed = false;
+    const onPipeError = (e: NodeJS.ErrnoException): void => {
+      if (e.code === 'EPIPE') closed = true;
+      ac.abort();
+    };
+    if (toStdout && !out.json) process.stdout.on('error', onPipeError);
     try {
       if (toStdout && out.json) {
         const r = await runCat(input, ctx.cwd, 'inline', ac.signal);
@@ -92,6 +99,7 @@ export const catCommand = defineCommand({
       if (!toStdout) emit(out, r, () => describeCat(r));
       return EXIT.OK;
     } catch (e) {
+      if (closed) return EXIT.OK;
       if (ac.signal.aborted && !(e instanceof XetError && e.code === 'CANCELLED')) {
         throw new XetError('CANCELLED', 'cat was stopped by a signal');
       }
@@ -99,6 +107,7 @@ export const catCommand = defineCommand({
     } finally {
       process.removeListener('SIGTERM', stop);
       process.removeListener('SIGINT', stop);
+      process.stdout.removeListener('error', onPipeError);
     }
   },
 });

@@ -70,6 +70,9 @@ async function fetchOids(remote: string, oids: string[], opts: GitOptions, signa
 export interface LazyRestore {
   /** Added to restore's `git fetch` of the snapshot: commits and trees only. */
   fetchArgs: string[];
+  /** Instead of restore's `git fetch` (a xet store: src/remote/lazy-store.ts copies the snapshot
+   * without its chunks; through git-remote-xet a fetch would copy every pack). */
+  fetch?(oid: string, opts: GitOptions): Promise<void>;
   /** After that fetch: every non-chunk blob of the snapshot, in one batch. */
   afterFetch(oid: string, opts: GitOptions): Promise<void>;
   /** After the files are laid: the chunked files taken out of the copy. */
@@ -79,15 +82,12 @@ export interface LazyRestore {
   result(): { source: string; deferred: string[] };
 }
 
-export async function lazyRestore(fromUrl: string | null): Promise<LazyRestore> {
-  if (!fromUrl) throw new XetError('USAGE', 'restore --lazy needs --from <url>: a Git server to fetch chunks from');
-  const url = fromUrl;
-  if (sourceKind(url) !== 'git') {
-    // store-chunks: the xet store's own lazy restore goes here.
-    throw new XetError('USAGE', `restore --lazy from ${withoutPassword(url)}: only Git servers are supported yet`, {
-      from: withoutPassword(url),
-    });
+export async function lazyRestore(fromUrl: string | null, cwd: string): Promise<LazyRestore> {
+  if (!fromUrl) {
+    throw new XetError('USAGE', 'restore --lazy needs --from <url>: a Git server or xet store to fetch chunks from');
   }
+  const url = fromUrl;
+  if (sourceKind(url) === 'xet') return (await import('../remote/lazy-store')).xetLazyRestore(url, cwd, deferChunked);
   let oid = '';
   let deferred: string[] = [];
   return {
@@ -134,7 +134,12 @@ async function nonChunkBlobs(oid: string, opts: GitOptions): Promise<string[]> {
 
 /** The chunked files are not part of a lazy copy's worktree: remove what the lay wrote at their
  * paths, and their files-index entries (so capture's stat cache does not vouch for them). */
-async function deferChunked(snap: Snapshot, worktree: string, filesIndex: string, opts: GitOptions): Promise<string[]> {
+export async function deferChunked(
+  snap: Snapshot,
+  worktree: string,
+  filesIndex: string,
+  opts: GitOptions,
+): Promise<string[]> {
   const chunked = [...(await chunkedFiles(snap, opts)).keys()];
   for (const p of chunked) fs.rmSync(path.join(worktree, p), { force: true });
   if (chunked.length && fs.existsSync(filesIndex)) {

@@ -118,7 +118,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   }
   if (local) refuseInsideGitDir(target, local, 'restore');
   const fromUrl = options.from ? await resolveFrom(options.cwd, options.from, local) : null;
-  const lazy = options.lazy ? await (await import('./lazy')).lazyRestore(fromUrl) : null;
+  const lazy = options.lazy ? await (await import('./lazy')).lazyRestore(fromUrl, options.cwd) : null;
 
   // Resolve and validate the snapshot before creating anything, when we can see it locally.
   let oid: string | null = null;
@@ -166,22 +166,8 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       fs.mkdirSync(tmp);
       // The snapshot id's length tells the object format (the remote must match it).
       await git(['init', '--quiet', `--object-format=${oid.length === 64 ? 'sha256' : 'sha1'}`, tmp]);
-      const f = await git(
-        [
-          'fetch',
-          '--quiet',
-          '--no-tags',
-          ...(lazy?.fetchArgs ?? []),
-          '--',
-          fromUrl as string,
-          `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
-        ],
-        {
-          cwd: tmp,
-          okCodes: [1, 128],
-        },
-      );
-      if (f.code !== 0) throw remoteError(fromUrl as string, 'restore --from', f.stderr);
+      if (lazy?.fetch) await lazy.fetch(oid, { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git') } });
+      else await fetchSnapshot(tmp, fromUrl as string, oid, lazy?.fetchArgs ?? []);
       await lazy?.afterFetch(oid, { cwd: tmp });
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
@@ -213,6 +199,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       indexFile: path.join(gitDir, 'index'),
       scratchParent: gitDir,
       repoGitDir: gitDir,
+      deferChunked: lazy !== null,
     };
     await layFiles(lay);
     await lazy?.afterLay(snap, tmp, lay.filesIndex, opts);
@@ -265,6 +252,23 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
 }
 
 /** Remove the parents a failed restore made (`top` the first of them), while they are empty. */
+/** `git fetch` of one snapshot ref from a path, URL or remote into the new repository at `dir`. */
+async function fetchSnapshot(dir: string, url: string, oid: string, extra: string[]): Promise<void> {
+  const f = await git(
+    [
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      ...extra,
+      '--',
+      url,
+      `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
+    ],
+    { cwd: dir, okCodes: [1, 128] },
+  );
+  if (f.code !== 0) throw remoteError(url, 'restore --from', f.stderr);
+}
+
 function removeMadeParents(parent: string, top: string): void {
   for (let d = parent; d.length >= top.length; d = path.dirname(d)) {
     try {
