@@ -173,6 +173,11 @@ export class MetaCollector {
     return this.followers.size ? paths.filter((p) => !this.followers.has(p)) : paths;
   }
 
+  /** Hard links that git does not hash (follower path -> the first path of its inode). */
+  linkedPaths(): ReadonlyMap<string, string> {
+    return this.followers;
+  }
+
   /** After update-index (before write-tree): followers enter the index with their inode's blob and
    * stat data, suspicious entries are hashed again, and the metadata is read off the index. */
   async finish(opts: GitOptions): Promise<FileMeta> {
