@@ -30,6 +30,7 @@ function capture(sb: Sandbox, r: Repo, extra: string[] = []): any {
   return parseJson(res);
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function manifest(r: Repo, snap: string): Record<string, any> {
   return JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
 }

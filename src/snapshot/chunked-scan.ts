@@ -272,10 +272,23 @@ export async function chunkLarge(
     }
     writeIndexBuffer(indexFile, parsed);
   }
-  const tree = chunked.size ? chunksTree([...chunked.values()].map((c) => c.pointer.list), format) : null;
+  const tree = chunked.size
+    ? chunksTree(
+        [...chunked.values()].map((c) => c.pointer.list),
+        format,
+      )
+    : null;
   if (tree) items.push({ oid: tree.oid, type: 'tree', data: tree.data });
   const tmp = `${indexFile}${CHUNKS_RECORD_SUFFIX}.${process.pid}`;
   fs.writeFileSync(tmp, JSON.stringify(next));
   fs.renameSync(tmp, `${indexFile}${CHUNKS_RECORD_SUFFIX}`);
-  return { chunked, items, chunksTree: tree, chunkCount: allChunks.size, cacheHits, newChunks: packed.size, newChunkBytes };
+  return {
+    chunked,
+    items,
+    chunksTree: tree,
+    chunkCount: allChunks.size,
+    cacheHits,
+    newChunks: packed.size,
+    newChunkBytes,
+  };
 }

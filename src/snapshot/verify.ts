@@ -134,7 +134,10 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
 /** Every chunked file of the snapshot reassembles to its pointer's `blob` id: each chunk read and
  * hashed (a full read of every chunked file's chunks from the object store). A broken one is a
  * difference `chunk-integrity` (its error code as `actual`), not an exception: verify reports. */
-async function checkChunkedFiles(snap: Snapshot, opts: { cwd: string; env: Record<string, string> }): Promise<Difference[]> {
+async function checkChunkedFiles(
+  snap: Snapshot,
+  opts: { cwd: string; env: Record<string, string> },
+): Promise<Difference[]> {
   if (!snap.manifest.chunked?.length) return [];
   const ctx = { git: opts, format: snap.manifest.git.objectFormat };
   const out: Difference[] = [];
