@@ -239,3 +239,32 @@ test('a file that changes while its chunks are packed: WORKTREE_CHANGED, no snap
     sb.cleanup();
   }
 });
+
+test('verify reports a chunked file of the snapshot that does not reassemble: chunk-integrity CHUNK_MISSING', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 19);
+    const snap = capture(sb, r).snapshot as string;
+    const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
+    const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[3].split(/\s+/)[2];
+    // Repack everything but that one chunk, and drop the old packs.
+    const dir = `${r.gitPath('objects')}/pack`;
+    const old = fs.readdirSync(dir);
+    const all = r
+      .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
+      .trim()
+      .split('\n')
+      .filter((o) => o !== victim);
+    r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
+    for (const n of old) fs.rmSync(`${dir}/${n}`);
+    assert.notEqual(r.gitTry('cat-file', '-e', victim).status, 0);
+    const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+    assert.equal(v.status, 1, describeRun(v));
+    assert.deepEqual(parseJson(v).differences, [
+      { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'CHUNK_MISSING' },
+    ]);
+  } finally {
+    sb.cleanup();
+  }
+});
