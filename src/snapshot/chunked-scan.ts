@@ -61,6 +61,8 @@ export interface ChunkingResult {
   chunkCount: number;
   /** Paths whose pointer came from the stat cache without reading the file. */
   cacheHits: number;
+  /** The stat data each entered entry was checked against (for the filemeta collector). */
+  stats: Map<string, StatFields>;
   /** Chunks to be packed, and their bytes. */
   newChunks: number;
   newChunkBytes: number;
@@ -284,6 +286,7 @@ export async function chunkLarge(
   fs.renameSync(tmp, `${indexFile}${CHUNKS_RECORD_SUFFIX}`);
   return {
     chunked,
+    stats,
     items,
     chunksTree: tree,
     chunkCount: allChunks.size,

@@ -125,6 +125,7 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       chunking && (large.size || wasChunked.length)
         ? await chunkLarge(spec.worktree, spec.indexFile, large, chunking, spec.objectFormat, opts, opts)
         : null;
+    if (chunks) collector?.trust(chunks.stats);
     const meta = collector ? await collector.finish(opts) : null;
     const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();
     // A hard link of a chunked file is the same pointer (MetaCollector gave it its first path's entry).
