@@ -50,6 +50,7 @@ import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 import { parseChunkThreshold } from '../chunks/params';
+import { parseChunkCompression } from '../chunks/compression';
 import type { ChunkingSpec } from './chunked-scan';
 import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
 
@@ -209,6 +210,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const policy = resolvePolicy(config, options);
     // Read once per capture (an invalid value is refused before anything is written).
     const chunking = chunkingSpec(parseChunkThreshold(config.get('xet.chunk.threshold')), entries, statDirty);
+    if (chunking) chunking.level = parseChunkCompression(config.get('xet.chunk.compression'));
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');

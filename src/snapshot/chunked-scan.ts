@@ -42,6 +42,8 @@ export interface ChunkingSpec {
   cleanTracked: Map<string, string>;
   /** Stage-0 blob of every tracked path (a touched file may still hold it). */
   staged: Map<string, string>;
+  /** Deflate level of chunks in the pack (xet.chunk.compression; src/chunks/compression.ts). */
+  level?: number;
 }
 
 export interface ChunkedPath {

@@ -247,7 +247,9 @@ async function storeTree(
   const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
   await spec.admission?.admit(unique.length, () => unique.map(itemSize), spec.scratchDir);
   if (items.length) spec.progress?.(`storing ${items.length} new objects`);
-  await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish);
+  await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish, {
+    chunkLevel: spec.chunking?.level,
+  });
   return { tree, changes };
 }
 
