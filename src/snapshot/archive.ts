@@ -16,7 +16,7 @@ import type { Header, Pack as TarPack } from 'tar-stream';
 import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { XetError } from '../errors';
-import { git, gitStream, gitText, type GitOptions } from '../git/exec';
+import { git, gitStream, gitText, type GitOptions, type GitStream } from '../git/exec';
 import { findRepo, repoOpts } from '../git/repo';
 import { checkPathSyntax, checkTreePaths } from './paths';
 import { readSnapshot, resolveSnapshotOid } from './store';
@@ -276,13 +276,22 @@ async function writeArchive(
       await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
     else await new Promise<void>((resolve, reject) => out.write(Buffer.alloc(0), (e) => (e ? reject(e) : resolve())));
   })();
-  // Chunked files are read through their own chunk reader, not this batch.
-  const blobs = items.filter((it) => it.kind !== 'dir' && !it.chunked);
-  const cat = gitStream(['cat-file', '--batch'], { ...opts, input: blobs.map((b) => `${b.oid}\n`).join('') });
-  const reader = new ByteReader(cat.stdout as Readable);
+  // Whole blobs come from one `cat-file --batch` per run of them between chunked files (which are
+  // read through their own chunk reader): a batch left unread while a large chunked file streams
+  // can end, and its stream with it, before its output is read.
+  const cats: GitStream[] = [];
+  let reader: ByteReader | null = null;
+  const startRun = (from: number): ByteReader => {
+    const run: Item[] = [];
+    for (let j = from; j < items.length && !items[j].chunked; j++) if (items[j].kind !== 'dir') run.push(items[j]);
+    const cat = gitStream(['cat-file', '--batch'], { ...opts, input: run.map((b) => `${b.oid}\n`).join('') });
+    cats.push(cat);
+    return new ByteReader(cat.stdout as Readable);
+  };
   try {
     const producing = (async () => {
-      for (const it of items) {
+      for (let index = 0; index < items.length; index++) {
+        const it = items[index];
         const header = { name: it.kind === 'dir' ? `${it.path}/` : it.path, mode: it.mode, mtime, uid: 0, gid: 0 };
         if (it.kind === 'dir') {
           await entry(pack, { ...header, type: 'directory' });
@@ -290,6 +299,7 @@ async function writeArchive(
           continue;
         }
         if (it.chunked) {
+          reader = null;
           await chunkedEntry(pack, { ...header, type: 'file', size: it.size }, it.chunked, ctx);
           result.files++;
           result.bytes += it.size;
@@ -298,6 +308,7 @@ async function writeArchive(
         if (it.kind === 'symlink' && it.size > MAX_LINK_TARGET) {
           throw new XetError('SNAPSHOT_INVALID', `symlink ${JSON.stringify(it.path)} has a ${it.size}-byte target`);
         }
+        reader ??= startRun(index);
         const line = await reader.line(MAX_HEADER_LINE);
         const [hOid, hType, hSize] = line.split(' ');
         if (hOid !== it.oid || hType !== 'blob' || Number(hSize) !== it.size) {
@@ -347,9 +358,10 @@ async function writeArchive(
       pack.finalize();
     })();
     const outFailed = new Promise<never>((_, reject) => out.once('error', reject));
-    await Promise.race([Promise.all([producing, consumed, flushed, cat.done]), outFailed]);
+    await Promise.race([Promise.all([producing, consumed, flushed]), outFailed]);
+    await Promise.all(cats.map((c) => c.done));
   } catch (e) {
-    cat.kill();
+    for (const c of cats) c.kill();
     pack.destroy();
     if (e instanceof XetError) throw e;
     // The reader went away (EPIPE) or the disk refused: the archive is incomplete.
