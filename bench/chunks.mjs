@@ -1146,6 +1146,19 @@ function summarize(results) {
       `per read ${EN.lazy.reads.map((r) => r.objectsFetched).join(',')}; ${EN.range4k ? `${RANGE_READS} reads touch ${EN.range4k.chunksMean.toFixed(2)} chunks on average, max ${EN.range4k.chunksMax}` : ''}`,
     );
   }
+  if (EN.range4k) {
+    const h = EN.range4k.histogram;
+    row(
+      'engine',
+      `4 KiB reads at ${EN.range4k.reads} random offsets: chunks touched (max)`,
+      EN.range4k.chunksMax,
+      `≤ ${G.rangeChunks}`,
+      EN.range4k.chunksMax <= G.rangeChunks,
+      `${Object.entries(h)
+        .map(([k, v]) => `${v} × ${k}`)
+        .join(', ')}; mean ${EN.range4k.chunksMean.toFixed(2)}`,
+    );
+  }
   if (C.lazy) {
     const m = Math.max(...C.lazy.reads.map((r) => r.objectsFetched));
     row(
