@@ -167,18 +167,18 @@ test('a files limit counts every file of the store: the pack and the state a pus
     setStoreAllowance(store, null, 1, '0%');
     const now = used(store);
     r.commit('two', { 'b.txt': 'b\n' });
-    // A push is admitted with what it has on disk at its peak: its pack, its state, and its intent
-    // (removed when it is done).
-    for (const files of [now.files + 1, now.files + 2]) {
+    // A push is admitted with what it has on disk at its peak: its pack, the pack's index, its
+    // state, and its intent (removed when it is done).
+    for (const files of [now.files + 1, now.files + 2, now.files + 3]) {
       setStoreAllowance(store, null, files, '0%');
       const before = walkTree(store);
       const plain = gitTry(sb, r.dir, ['push', 'st', 'main']);
       assert.match(plain.stderr.toString(), /would add \d files .*\[ALLOWANCE_EXCEEDED\]/);
       assertSame(before, walkTree(store), 'the store');
     }
-    setStoreAllowance(store, null, now.files + 3, '0%');
-    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0, 'pack, state and intent fit');
-    assert.equal(used(store).files, now.files + 2, 'the pack and the state stay');
+    setStoreAllowance(store, null, now.files + 4, '0%');
+    assert.equal(gitTry(sb, r.dir, ['push', '-q', 'st', 'main']).status, 0, 'pack, index, state and intent fit');
+    assert.equal(used(store).files, now.files + 3, 'the pack, its index and the state stay');
   }));
 
 test('ALLOWANCE is read as hostile: too big, not JSON, a newer schema, negative or fractional numbers, a bad headroom, a FIFO', () =>
@@ -329,7 +329,7 @@ test('store gc is settling work: admitted into the headroom when a push is not, 
     assert.equal(gc.status, 0, describeTool(gc));
     assert.ok(gc.json.published !== null, 'the gc published its compacted state');
     // Everything is reachable: the gc merged three packs into one and deleted them (grace 0).
-    assert.equal(fs.readdirSync(path.join(store, 'packs')).length, 1);
+    assert.equal(fs.readdirSync(path.join(store, 'packs')).filter((f) => f.endsWith('.pack')).length, 1);
     assert.ok(used(store).files < now.files, `fewer files: ${used(store).files} < ${now.files}`);
     assert.ok(used(store).bytes <= limit, 'within the limit');
     assertStoreWhole(sb, r.dir, store);
@@ -358,7 +358,11 @@ test('pushes racing for the last of the allowance: no more are accepted than fit
     assert.ok(after.bytes <= limit + n * 2048, `${after.bytes} <= ${limit} + ${n} x 2 KiB`);
     assert.deepEqual(fs.readdirSync(path.join(store, 'tmp')), [], 'no temporary left');
     assert.deepEqual(fs.readdirSync(path.join(store, 'pushing')), [], 'no intent left');
-    assert.equal(fs.readdirSync(path.join(store, 'packs')).length, 1 + accepted, 'no pack of a refused push');
+    assert.equal(
+      fs.readdirSync(path.join(store, 'packs')).filter((f) => f.endsWith('.pack')).length,
+      1 + accepted,
+      'no pack of a refused push',
+    );
   }));
 
 test("a snapshot push sends only what changed beside a tracked big file: what git's estimate counted, so a push that fits is not refused", () =>
@@ -372,7 +376,7 @@ test("a snapshot push sends only what changed beside a tracked big file: what gi
     setStoreAllowance(store, 1, null, '0');
     const limit = used(store).bytes + 64 * 1024;
     setStoreAllowance(store, limit, null, '0');
-    const packs = () => fs.readdirSync(path.join(store, 'packs'));
+    const packs = () => fs.readdirSync(path.join(store, 'packs')).filter((f) => f.endsWith('.pack'));
     const before = new Set(packs());
     const res = xet(sb, r.dir, ['push', 'st', snap, '--json']);
     assert.equal(res.status, 0, `the push fits in 64 KiB: ${res.stdout}`);

@@ -14,6 +14,9 @@ import { catFileBatch } from '../git/plumbing';
 import { parseListTree, parseSegment, SEGMENT_CHUNKS, type ChunkRef } from './list-tree';
 import { MAX_POINTER_BYTES, parsePointer, type ChunkPointer } from './pointer';
 
+/** Bytes gathered into one write to the output (readRange). */
+const OUT_BATCH = 1024 * 1024;
+
 export interface ReadContext {
   /** Where git finds the objects (cwd and env of the repository or a shadow). */
   git: GitOptions;
@@ -124,14 +127,33 @@ export async function readRange(
   const chunks = await list.chunksFor(start, end);
   const whole = start === 0 && end === list.size ? createHash(ctx.format).update(`blob ${list.size}\0`) : null;
   let written = 0;
+  // Chunks are ~8 KiB: gathered into writes of up to OUT_BATCH bytes (one write per chunk costs a
+  // stream write, and for a file a syscall, each). The gathered bytes are a copy: a caller may keep
+  // what it was given.
+  let batch = Buffer.allocUnsafe(OUT_BATCH);
+  let used = 0;
+  const flush = async (): Promise<void> => {
+    if (!used) return;
+    const full = batch.subarray(0, used);
+    batch = Buffer.allocUnsafe(OUT_BATCH);
+    used = 0;
+    if (!out.write(full)) await once(out, 'drain', { signal: ctx.signal });
+  };
   for await (const { chunk, data } of readChunks(chunks, ctx, list.where)) {
     const from = Math.max(start - chunk.offset, 0);
     const to = Math.min(end - chunk.offset, chunk.size);
     const part = from === 0 && to === chunk.size ? data : data.subarray(from, to);
     whole?.update(part);
     written += part.length;
-    if (!out.write(part)) await once(out, 'drain', { signal: ctx.signal });
+    if (used + part.length > OUT_BATCH) await flush();
+    if (part.length >= OUT_BATCH) {
+      if (!out.write(Buffer.from(part))) await once(out, 'drain', { signal: ctx.signal });
+    } else {
+      part.copy(batch, used);
+      used += part.length;
+    }
   }
+  await flush();
   if (whole && whole.digest('hex') !== list.pointer.blob) {
     throw new XetError(
       'INTEGRITY_MISMATCH',
@@ -191,14 +213,23 @@ export async function* readChunks(
             );
           }
           buf = buf.subarray(nl + 1);
-          body = Buffer.allocUnsafe(c.size);
-          filled = 0;
+          if (buf.length >= c.size) {
+            // The whole body arrived in this piece: used in place, no copy.
+            body = buf.subarray(0, c.size);
+            filled = c.size;
+            buf = buf.subarray(c.size);
+          } else {
+            body = Buffer.allocUnsafe(c.size);
+            filled = 0;
+          }
         }
-        const take = Math.min(c.size - filled, buf.length);
-        buf.copy(body, filled, 0, take);
-        filled += take;
-        buf = buf.subarray(take);
-        if (filled < c.size) break;
+        if (filled < c.size) {
+          const take = Math.min(c.size - filled, buf.length);
+          buf.copy(body, filled, 0, take);
+          filled += take;
+          buf = buf.subarray(take);
+          if (filled < c.size) break;
+        }
         if (buf.length < 1) break; // the newline after the body has not arrived yet
         buf = buf.subarray(1);
         const oid = createHash(ctx.format).update(`blob ${c.size}\0`).update(body).digest('hex');

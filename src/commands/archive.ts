@@ -6,7 +6,7 @@ import type { Writable } from 'node:stream';
 import type { ArchiveResult } from '../snapshot/archive';
 import { defineCommand } from './spec';
 
-/** `--format`, else from the -o name, else tar. */
+/** `--format` (`tgz` is `tar.gz`), else from the -o name, else tar. */
 const formatOf = (input: { format?: string; output?: string }) =>
   (input.format ?? (/\.(tar\.gz|tgz)$/.test(input.output ?? '') ? 'tar.gz' : 'tar')) as 'tar';
 
@@ -37,7 +37,10 @@ export const archiveCommand = defineCommand({
   description: "write a snapshot's files (the worktree as captured, without .git) as a tar archive",
   input: {
     snapshot: z.string().describe('snapshot id'),
-    format: z.string().optional().describe('tar or tar.gz (default: from the -o name, else tar)'),
+    format: z
+      .string()
+      .optional()
+      .describe('tar, tar.gz or tgz (the same as tar.gz); default: from the -o name, else tar'),
     prefix: z.string().optional().describe('put every entry under this directory'),
     output: z.string().optional().describe('write to this file instead of stdout ("-" is stdout)'),
   },

@@ -17,6 +17,8 @@ import { reclaimCommand } from './reclaim';
 import { exportCommand } from './export';
 import { fsckCommand } from './fsck';
 import { archiveCommand } from './archive';
+import { catCommand } from './cat';
+import { hydrateCommand } from './hydrate';
 import { statusCommand } from './status';
 import { versionCommand } from './version';
 import { dropCommand, undropCommand } from './drop';
@@ -75,6 +77,8 @@ export const COMMANDS: AnyCommandSpec[] = [
   fsckCommand,
   gcCommand,
   archiveCommand,
+  catCommand,
+  hydrateCommand,
   statusCommand,
   versionCommand,
   pinCommand,

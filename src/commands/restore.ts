@@ -17,6 +17,12 @@ export const restoreCommand = defineCommand({
       .boolean()
       .optional()
       .describe("keep a rebase todo's exec lines (git rebase --continue in the copy runs them)"),
+    lazy: z
+      .boolean()
+      .optional()
+      .describe(
+        'with --from a Git server: leave chunked files unwritten, their chunks fetched on demand (hydrate, cat)',
+      ),
   },
   args: ['snapshot', 'dir'],
   flags: { from: { value: '<source>' } },
@@ -34,6 +40,7 @@ export const restoreCommand = defineCommand({
       from: input.from,
       progress: ctx.progress,
       allowExec: input.allowExec === true,
+      lazy: input.lazy === true,
     });
   },
   human: (r) => `restored ${r.snapshot.slice(0, 12)} into ${r.dir} (${r.files} files, HEAD ${r.head})`,

@@ -3,7 +3,8 @@
 // the newest state names is present, ends with the checksum that names it and indexes cleanly (git
 // re-hashes each object), and every ref of the newest state is reachable with all its objects. A
 // store gc's state may name fewer packs than the one before; a pack may be in trash/ (readers look
-// there too); intents in pushing/ are pushes in flight.
+// there too); intents in pushing/ are pushes in flight. A pack's index (packs/pack-<h>.idx), when
+// there, must be the very index git makes of the pack; one without its pack is reported.
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -13,7 +14,8 @@ import { readStoreAllowance } from '../allowance/store-root';
 import { git } from '../git/exec';
 import { DirectoryStore, packTrailer, type LoadedState } from './store';
 import { locatePack, readIntents, trashDir } from './store-intents';
-import { copyStoreFile } from './storefile';
+import { copyStoreFile, sameBytes, storeFileExists } from './storefile';
+import { orphanIndexes } from './store-idx';
 import { storePathFromUrl } from './url';
 
 export interface StoreCheck {
@@ -29,6 +31,8 @@ export interface StoreCheck {
   trashedPacks: string[];
   /** Live intents in pushing/: pushes (or store gcs) in flight. */
   intents: number;
+  /** Packs of the newest state that have an index (packs/pack-<h>.idx), checked against the pack. */
+  indexed: number;
 }
 
 export async function fsckStore(cwd: string, where: string): Promise<StoreCheck> {
@@ -67,6 +71,7 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
   const latest = seqs.length ? safeLatest(store, problems) : null;
   const packs = latest?.state.packs ?? [];
   const refs = latest ? Object.values(latest.state.refs) : [];
+  const indexes: string[] = [];
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-fsck-'));
   try {
     await git(['init', '--quiet', '--bare', `--object-format=${store.objectFormat}`, scratch]);
@@ -91,6 +96,22 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
       }
       const r = await git(['index-pack', dst], { env: { GIT_DIR: scratch }, okCodes: [128] });
       if (r.code !== 0) problems.push(`pack ${name} is corrupt: ${r.stderr.trim().split('\n').pop()}`);
+      else {
+        // Its index, if it has one, must be the one git makes of it (v2 indexes are deterministic):
+        // readers hash every object they read through it anyway, but a wrong one is damage.
+        try {
+          const idx = store.idxPath(name);
+          if (storeFileExists(idx) && !sameBytes(dst.replace(/\.pack$/, '.idx'), idx)) {
+            indexes.push(name);
+            problems.push(`index ${name}.idx is not the index of its pack`);
+          } else if (storeFileExists(idx)) indexes.push(name);
+        } catch (e) {
+          problems.push(`index ${name}.idx: ${(e as Error).message}`);
+        }
+      }
+    }
+    for (const name of orphanIndexes(store, trashDir(store))) {
+      problems.push(`index ${name}.idx has no pack (git xet gc --store removes it)`);
     }
     if (refs.length) {
       const r = await git(['rev-list', '--objects', '--quiet', '--stdin'], {
@@ -124,6 +145,7 @@ export async function fsckStore(cwd: string, where: string): Promise<StoreCheck>
     unreferencedPacks: onDisk.filter((n) => !seen.has(n)),
     trashedPacks: trashed,
     intents: readIntents(store, new Date()).filter((i) => i.live).length,
+    indexed: indexes.length,
   };
 }
 

@@ -556,7 +556,7 @@ export async function checkPushAllowance(
   const besides = stateBesides(store, latest, storeRefs, changed, [], pushId, await localHead(repo), pack > 0);
   admission.check(
     pack > 0
-      ? { bytes: pack + besides.bytes + INTENT_BOUND.bytes, files: 1 + besides.files + INTENT_BOUND.files }
+      ? { bytes: pack + besides.bytes + INTENT_BOUND.bytes, files: 2 + besides.files + INTENT_BOUND.files }
       : besides,
   );
 }

@@ -36,6 +36,7 @@ import type { Amount } from '../allowance/model';
 import { INTENT_BOUND, storeAdmission } from '../allowance/store-root';
 import { declareIntent, locatePack, readIntents, relinkPack, trashDir, withdrawIntent } from './store-intents';
 import { copyStoreFile } from './storefile';
+import { indexStorePack, orphanIndexes, tidyTrashIndexes } from './store-idx';
 import { storePathFromUrl } from './url';
 
 export const STORE_GC_DEFAULT_GRACE_SECONDS = 28 * 86400;
@@ -444,7 +445,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
         .reduce((n, p) => n + p.bytes, 0);
       const withIntent = (a: Amount): Amount =>
         intent ? a : { bytes: a.bytes + INTENT_BOUND.bytes, files: a.files + INTENT_BOUND.files };
-      admission.check(withIntent(tips.length ? { bytes: merged + besides.bytes, files: 1 + besides.files } : besides));
+      admission.check(withIntent(tips.length ? { bytes: merged + besides.bytes, files: 2 + besides.files } : besides));
       // Before our pack exists: another gc keeps it (unnamed, newer than a live intent).
       intent ??= declareIntent(store, id);
       let compacted: string | null = null;
@@ -455,10 +456,16 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
             ...scratch.env,
             input: `${tips.join('\n')}\n`,
           });
-          admission.check(besides);
-          const { name, copy } = store.publishPackKeeping(tmp);
-          copies.push(copy);
-          compacted = name;
+          const idx = await indexStorePack(store, tmp).catch(() => null);
+          try {
+            admission.check(besides);
+            const { name, copy } = store.publishPackKeeping(tmp);
+            copies.push(copy);
+            compacted = name;
+            if (idx) store.publishIdx(idx, name);
+          } finally {
+            if (idx) fs.rmSync(idx, { force: true });
+          }
         } finally {
           fs.rmSync(tmp, { force: true });
         }
@@ -575,6 +582,8 @@ async function sweep(
     result.intents.removed++;
   }
   if (!doomed.length) {
+    tidyTrashIndexes(store, trashDir(store));
+    for (const name of orphanIndexes(store, trashDir(store))) fs.rmSync(store.idxPath(name), { force: true });
     result.tmpRemoved = sweepTmp(store, now, cutoff, oldestLive);
     return;
   }
@@ -582,10 +591,13 @@ async function sweep(
   try {
     fs.mkdirSync(trash, { recursive: true });
     for (const f of doomed.filter((d) => !d.inTrash)) {
-      try {
-        fs.renameSync(f.file, path.join(trash, `${f.name}.pack`));
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      // The index goes with its pack (first: an index in packs/ without its pack is an orphan).
+      for (const ext of ['.idx', '.pack']) {
+        try {
+          fs.renameSync(path.join(store.root, 'packs', `${f.name}${ext}`), path.join(trash, `${f.name}${ext}`));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+        }
       }
     }
     fsyncDir(path.join(store.root, 'packs'));
@@ -607,8 +619,12 @@ async function sweep(
       continue;
     }
     fs.rmSync(inTrash, { force: true });
+    fs.rmSync(path.join(trash, `${f.name}.idx`), { force: true });
     deleted.add(f.name);
   }
+  // Indexes whose pack is gone (a gc died between deleting a pack and its index).
+  tidyTrashIndexes(store, trash);
+  for (const name of orphanIndexes(store, trash)) fs.rmSync(store.idxPath(name), { force: true });
   fsyncDir(trash);
   result.packs.deleted = result.packs.deleted.filter((p) => deleted.has(p.name));
   result.tmpRemoved = sweepTmp(store, now, cutoff, oldestLive);

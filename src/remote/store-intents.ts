@@ -132,11 +132,19 @@ export function locatePack(store: DirectoryStore, name: string): string | null {
 /** Put a pack back under packs/ from `from` (a trash entry or a pusher's own copy); true when it is
  * there afterwards. */
 export function relinkPack(store: DirectoryStore, name: string, from: string): boolean {
-  try {
-    fs.linkSync(from, store.packPath(name));
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code !== 'EEXIST' && code !== 'ENOENT') throw storeError(store.root, e);
+  // From trash/, the pack's index comes back too (it went there with the pack), index first.
+  const idx = path.join(trashDir(store), `${name}.idx`);
+  for (const [src, dst] of [
+    ...(path.dirname(from) === trashDir(store) ? [[idx, store.idxPath(name)]] : []),
+    [from, store.packPath(name)],
+  ]) {
+    try {
+      fs.linkSync(src, dst);
+      if (src === idx) fs.rmSync(idx, { force: true });
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST' && code !== 'ENOENT') throw storeError(store.root, e);
+    }
   }
   fsyncDir(path.join(store.root, 'packs'));
   return storeFileExists(store.packPath(name));

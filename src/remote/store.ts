@@ -2,6 +2,8 @@
 //
 //   <root>/XET-STORE            "xet.store/v1" and the object format, written once
 //   <root>/packs/pack-<h>.pack  immutable git packs, named by their own trailer checksum
+//   <root>/packs/pack-<h>.idx   the pack's index (git's v2), written after the pack; optional and
+//                               untrusted (pack-reader.ts hashes every object read through it)
 //   <root>/state/<seq>.json     an immutable, numbered log: each state names every ref, HEAD, every
 //                               pack, the publication id that made it, the previous state's hash,
 //                               and its own checksum
@@ -118,6 +120,38 @@ export class DirectoryStore {
 
   hasPack(name: string): boolean {
     return storeFileExists(this.packPath(name));
+  }
+
+  idxPath(name: string): string {
+    return path.join(this.root, 'packs', `${name}.idx`);
+  }
+
+  /**
+   * Publish a pack's index (in tmp/) beside its published pack, create-if-absent: an index already
+   * there stays (readers never trust one anyway). Only an index that names the pack's checksum is
+   * published; false when it was not (or one was there).
+   */
+  publishIdx(tmpFile: string, name: string): boolean {
+    try {
+      const len = this.objectFormat === 'sha256' ? 32 : 20;
+      const size = fs.statSync(tmpFile).size;
+      const fd = fs.openSync(tmpFile, 'r');
+      const tail = Buffer.alloc(len);
+      try {
+        fs.readSync(fd, tail, 0, len, size - 2 * len);
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      if (size < 8 + 1024 + 2 * len || `pack-${tail.toString('hex')}` !== name) return false;
+      const made = linkOnce(tmpFile, this.idxPath(name), true);
+      fsyncDir(path.join(this.root, 'packs'));
+      return made;
+    } catch (e) {
+      throw storeError(this.root, e);
+    } finally {
+      fs.rmSync(tmpFile, { force: true });
+    }
   }
 
   /** A temporary file path inside the store (same filesystem as the final names). */

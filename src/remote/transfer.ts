@@ -1,5 +1,6 @@
 // Moving objects between a local repository and a directory store. Push writes one pack of exactly
-// the objects the store lacks (reachable from the new tips, not from any tip the store already has);
+// the objects the store lacks (reachable from the new tips, not from any tip the store already has)
+// and its index (store-idx.ts);
 // fetch copies the store's packs the repository does not have and has git index them, which
 // re-hashes every object: a corrupt or forged pack is refused, never half imported.
 
@@ -15,6 +16,7 @@ import type { Amount } from '../allowance/model';
 import { sidecarDir } from '../sidecar/db';
 import { packTrailer, storeError, type DirectoryStore } from './store';
 import { locatePack } from './store-intents';
+import { indexStorePack } from './store-idx';
 import { copyStoreFile, openStoreFile } from './storefile';
 import { admitRepository, unlimited } from '../allowance/admit';
 import { dieAt } from '../testing/fault-points';
@@ -49,9 +51,10 @@ export async function pushPack(
   const exclude = await pushExcludes(o, storeRefs);
   if (allow && !unlimited(allow.admission.limits)) {
     const pack = allow.admission.limits.bytes === null ? 0 : await packEstimate(o, tips, exclude);
+    // The pack and its index (whose bytes are counted from disk before anything is published).
     allow.admission.check({
       bytes: pack + allow.besides.bytes + allow.transient.bytes,
-      files: 1 + allow.besides.files + allow.transient.files,
+      files: 2 + allow.besides.files + allow.transient.files,
     });
   }
   allow?.admitted();
@@ -93,12 +96,25 @@ async function writePack(
     fs.readSync(fd, header, 0, 12, 0);
     fs.closeSync(fd);
     if (header.readUInt32BE(8) === 0) return null; // nothing new
-    // The complete temporary pack and the intent are counted from disk now; what is left is the state.
-    allow?.admission.check(allow.besides);
-    if (!keep) return store.publishPack(tmp);
-    const { name, copy } = store.publishPackKeeping(tmp);
-    keep(name, copy);
-    return name;
+    // Its index (packs/pack-<h>.idx), made now and published right after the pack: readers find
+    // single objects through it (lazy-store.ts). Best effort: a pack without one reads as before.
+    const idx = await indexStorePack(store, tmp).catch(() => null);
+    try {
+      // The complete temporary pack, its index and the intent are counted from disk now; what is
+      // left is the state.
+      allow?.admission.check(allow.besides);
+      let name: string;
+      if (!keep) name = store.publishPack(tmp);
+      else {
+        const kept = store.publishPackKeeping(tmp);
+        name = kept.name;
+        keep(name, kept.copy);
+      }
+      if (idx) store.publishIdx(idx, name);
+      return name;
+    } finally {
+      if (idx) fs.rmSync(idx, { force: true });
+    }
   }
 }
 

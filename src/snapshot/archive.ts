@@ -13,6 +13,8 @@ import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { Readable, Writable } from 'node:stream';
 import type { Header, Pack as TarPack } from 'tar-stream';
+import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
+import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { XetError } from '../errors';
 import { git, gitStream, gitText, type GitOptions } from '../git/exec';
 import { findRepo, repoOpts } from '../git/repo';
@@ -21,11 +23,13 @@ import { readSnapshot, resolveSnapshotOid } from './store';
 
 export const ARCHIVE_FORMATS = ['tar', 'tar.gz'] as const;
 export type ArchiveFormat = (typeof ARCHIVE_FORMATS)[number];
+/** Other names accepted for a format (the issue spells gzip'd tar `tgz`). */
+const FORMAT_ALIASES: Record<string, ArchiveFormat> = { tgz: 'tar.gz' };
 
 export interface ArchiveOptions {
   cwd: string;
   snapshot: string;
-  format?: ArchiveFormat;
+  format?: ArchiveFormat | 'tgz';
   /** Directory every entry is placed under ("DIR" or "DIR/"). */
   prefix?: string;
   /** A file path (written beside it under a temporary name, renamed when complete) or a stream. */
@@ -53,6 +57,8 @@ interface Item {
   mode: number;
   oid?: string;
   size: number;
+  /** A chunked file (its `oid` is the pointer's): reassembled from its chunks. */
+  chunked?: ChunkedEntry;
 }
 
 // A symlink target longer than PATH_MAX cannot be created anywhere: refused before reading it.
@@ -77,11 +83,12 @@ export function normalizePrefix(prefix: string | undefined): string {
 }
 
 export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
-  const format = opts.format ?? 'tar';
+  const asked: string = opts.format ?? 'tar';
+  const format = FORMAT_ALIASES[asked] ?? (asked as ArchiveFormat);
   if (!ARCHIVE_FORMATS.includes(format)) {
     throw new XetError(
       'USAGE',
-      `unknown archive format ${JSON.stringify(format)} (use ${ARCHIVE_FORMATS.join(' or ')})`,
+      `unknown archive format ${JSON.stringify(asked)} (use ${[...ARCHIVE_FORMATS, ...Object.keys(FORMAT_ALIASES)].join(', ')})`,
     );
   }
   const prefix = normalizePrefix(opts.prefix);
@@ -94,7 +101,14 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
   const snap = await readSnapshot(oid, gopts);
   const seconds = Number(await gitText(['log', '-1', '--format=%ct', oid, '--'], gopts));
   const mtime = new Date((Number.isFinite(seconds) ? seconds : 0) * 1000);
-  const items = await listItems(snap.filesTree, snap.manifest.emptyDirs, prefix, gopts);
+  const items = await listItems(
+    snap.filesTree,
+    snap.manifest.emptyDirs,
+    prefix,
+    gopts,
+    await chunkedFiles(snap, gopts),
+  );
+  const ctx: ReadContext = { git: gopts, format: snap.manifest.git.objectFormat };
 
   const result: ArchiveResult = {
     snapshot: oid,
@@ -108,7 +122,7 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
     mtime: mtime.toISOString(),
   };
   if (!outFile) {
-    await writeArchive(items, format, mtime, opts.output as Writable, false, result, gopts);
+    await writeArchive(items, format, mtime, opts.output as Writable, false, result, ctx);
     return result;
   }
   const tmp = path.join(
@@ -124,7 +138,7 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
   // Room for several batches: the next one is built while the last is still being written.
   const stream = fs.createWriteStream('', { fd, highWaterMark: 4 * WRITE_BATCH });
   try {
-    await writeArchive(items, format, mtime, stream, true, result, gopts);
+    await writeArchive(items, format, mtime, stream, true, result, ctx);
     fs.renameSync(tmp, outFile);
   } catch (e) {
     stream.destroy();
@@ -151,7 +165,13 @@ function checkOutputFile(file: string): void {
 
 /** Every entry of the files tree, the empty directories and the prefix's own directories, in an
  * order where each directory comes before what it holds. */
-async function listItems(tree: string, emptyDirs: string[], prefix: string, opts: GitOptions): Promise<Item[]> {
+async function listItems(
+  tree: string,
+  emptyDirs: string[],
+  prefix: string,
+  opts: GitOptions,
+  chunked: Map<string, ChunkedEntry>,
+): Promise<Item[]> {
   const raw = (await git(['ls-tree', '-r', '-t', '-l', '-z', '--full-tree', tree], opts)).stdout;
   const items: Item[] = [];
   let i = 0;
@@ -171,9 +191,12 @@ async function listItems(tree: string, emptyDirs: string[], prefix: string, opts
     const [mode, , oid, size] = rec.subarray(0, tab).toString('latin1').split(/ +/);
     if (mode === '040000' || mode === '160000') items.push({ path: p, kind: 'dir', mode: 0o755, size: 0 });
     else if (mode === '120000') items.push({ path: p, kind: 'symlink', mode: 0o777, oid, size: Number(size) });
-    else if (mode === '100644' || mode === '100755')
-      items.push({ path: p, kind: 'file', mode: mode === '100755' ? 0o755 : 0o644, oid, size: Number(size) });
-    else throw new XetError('SNAPSHOT_INVALID', `unknown mode ${mode} for ${JSON.stringify(p)} in the files tree`);
+    else if (mode === '100644' || mode === '100755') {
+      const c = chunked.get(p);
+      const it: Item = { path: p, kind: 'file', mode: mode === '100755' ? 0o755 : 0o644, oid, size: Number(size) };
+      if (c) Object.assign(it, { size: c.pointer.size, chunked: c });
+      items.push(it);
+    } else throw new XetError('SNAPSHOT_INVALID', `unknown mode ${mode} for ${JSON.stringify(p)} in the files tree`);
   }
   checkTreePaths(
     items.map((it) => ({ path: it.path, type: it.kind === 'dir' ? 'tree' : 'blob' })),
@@ -219,8 +242,9 @@ async function writeArchive(
   out: Writable,
   ownsOutput: boolean,
   result: ArchiveResult,
-  opts: GitOptions,
+  ctx: ReadContext,
 ): Promise<void> {
+  const opts = ctx.git;
   // tar-stream is loaded only here: no other command pays for it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const tar = require('tar-stream') as typeof import('tar-stream');
@@ -252,7 +276,8 @@ async function writeArchive(
       await new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve())));
     else await new Promise<void>((resolve, reject) => out.write(Buffer.alloc(0), (e) => (e ? reject(e) : resolve())));
   })();
-  const blobs = items.filter((it) => it.kind !== 'dir');
+  // Chunked files are read through their own chunk reader, not this batch.
+  const blobs = items.filter((it) => it.kind !== 'dir' && !it.chunked);
   const cat = gitStream(['cat-file', '--batch'], { ...opts, input: blobs.map((b) => `${b.oid}\n`).join('') });
   const reader = new ByteReader(cat.stdout as Readable);
   try {
@@ -262,6 +287,12 @@ async function writeArchive(
         if (it.kind === 'dir') {
           await entry(pack, { ...header, type: 'directory' });
           result.dirs++;
+          continue;
+        }
+        if (it.chunked) {
+          await chunkedEntry(pack, { ...header, type: 'file', size: it.size }, it.chunked, ctx);
+          result.files++;
+          result.bytes += it.size;
           continue;
         }
         if (it.kind === 'symlink' && it.size > MAX_LINK_TARGET) {
@@ -326,6 +357,25 @@ async function writeArchive(
       errno: (e as NodeJS.ErrnoException).code,
     });
   }
+}
+
+/** A chunked file's entry: its chunks streamed in (each checked, the whole checked against the
+ * pointer's blob id before the entry is complete), at the pace the archive is written. */
+async function chunkedEntry(
+  pack: TarPack,
+  header: Partial<Header> & { name: string; size: number },
+  c: ChunkedEntry,
+  ctx: ReadContext,
+): Promise<void> {
+  let w!: ReturnType<TarPack['entry']>;
+  const written = new Promise<void>((resolve, reject) => {
+    w = pack.entry(header, (e) => (e ? reject(e) : resolve()));
+  });
+  written.catch(() => undefined);
+  const list = await ChunkList.fromPointer(c.pointer, c.path, ctx);
+  await readRange(list, 0, c.pointer.size, w as unknown as Writable, ctx);
+  w.end(undefined);
+  await written;
 }
 
 function entry(pack: TarPack, header: Partial<Header> & { name: string }): Promise<void> {

@@ -49,6 +49,8 @@ import { readRefView } from './refview';
 import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
+import { parseChunkThreshold } from '../chunks/params';
+import type { ChunkingSpec } from './chunked-scan';
 import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
@@ -103,6 +105,9 @@ export interface CaptureResult {
   warnings: string[];
   /** Nothing changed since this worktree's last snapshot, which is returned (no new ref, no pack). */
   unchanged: boolean;
+  /** Files stored as chunks: how many pointers came from the chunk stat cache (files not read) and
+   * the bytes of chunks this capture packed. */
+  chunking: { files: number; cacheHits: number; newChunks: number; newChunkBytes: number };
 }
 
 const LFS_POINTER = Buffer.from('version https://git-lfs.github.com/spec/v1\n');
@@ -202,6 +207,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       userOpts,
     );
     const policy = resolvePolicy(config, options);
+    // Read once per capture (an invalid value is refused before anything is written).
+    const chunking = chunkingSpec(parseChunkThreshold(config.get('xet.chunk.threshold')), entries, statDirty);
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');
@@ -264,6 +271,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       meta: true,
       admission: allowance,
       extraItems: indexTreeP.then((t) => t.items),
+      chunking,
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     // Settled together: a refusal must not leave a sibling still writing scratch files.
@@ -276,11 +284,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await faultPoint('capture:after-pack');
     progress('writing the snapshot');
     const filesTree = scan.tree;
-    let totals = await treeTotals(previous, scan, userOpts);
+    let totals = await treeTotals(scan.touchedChunked ? null : previous, scan, userOpts);
     // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
     // since the walk) with a mere warning, and a count that includes it would be a lie. Totals carried
     // over from an earlier capture are recounted before concluding anything.
-    if (totals.files !== walk.paths.length && previous) totals = await treeTotals(null, scan, userOpts);
+    if (totals.files !== walk.paths.length && previous && !scan.touchedChunked) {
+      totals = await treeTotals(null, scan, userOpts);
+    }
     const { files: fileCount, bytes, symlinks } = totals;
     if (fileCount !== walk.paths.length) {
       throw new XetError(
@@ -365,6 +375,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
       skipped,
       ...(innerRepos.repositories.length ? { repositories: innerRepos.repositories } : {}),
+      ...(scan.chunked.size ? { chunked: [...scan.chunked.keys()] } : {}),
       counts: {
         files: fileCount,
         bytes,
@@ -380,11 +391,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
               externalLinks: scan.meta.externalLinks,
             }
           : {}),
+        ...(scan.chunked.size ? { chunkedFiles: scan.chunked.size, chunks: scan.chunkStats.chunks } : {}),
       },
       ...opState.manifest,
     };
     manifest.schema = schemaFor(manifest);
     // The filemeta blob went into the scan's pack (or was there already, for an unchanged tree).
+    if (scan.chunksTree) extraTop.push({ mode: '040000', type: 'tree', oid: scan.chunksTree, name: 'chunks' });
     if (scan.metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: scan.metaBlob, name: FILEMETA_ENTRY });
     const topEntries: TreeEntryInput[] = [
       { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
@@ -403,6 +416,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       ignoredNotCaptured: walk.ignoredNotCaptured,
       incremental,
       repositories: innerRepos.summaries,
+      chunking: {
+        files: scan.chunked.size,
+        cacheHits: scan.chunkStats.cacheHits,
+        newChunks: scan.chunkStats.newChunks,
+        newChunkBytes: scan.chunkStats.newChunkBytes,
+      },
       ...how,
     });
     if (!options.always) {
@@ -486,6 +505,22 @@ async function consolidatePacks(repo: Repo, config: GitConfig, allowance: Captur
   await git(['repack', '-d', '-q', '--geometric=2', '--no-write-bitmap-index'], repoOpts(repo));
   allowance.repacked(packDir, before, packNames());
   return true;
+}
+
+/** Which files a capture chunks (null: none). A stage-0 entry the user's index calls stat-clean
+ * (`diff-files` does not list it; not assume-unchanged or skip-worktree, whose stat git does not
+ * check) holds its staged blob on disk: such a file is left to git's hashing and names that blob. */
+function chunkingSpec(threshold: number | null, entries: IndexEntry[], statDirty: string[]): ChunkingSpec | null {
+  if (threshold === null) return null;
+  const dirty = new Set(statDirty);
+  const cleanTracked = new Map<string, string>();
+  const staged = new Map<string, string>();
+  for (const e of entries) {
+    if (e.stage !== 0 || e.flags & CE_INTENT_TO_ADD || !/^100(644|755)$/.test(e.mode)) continue;
+    staged.set(e.path, e.oid);
+    if (!dirty.has(e.path) && !(e.flags & (CE_VALID | CE_SKIP_WORKTREE))) cleanTracked.set(e.path, e.oid);
+  }
+  return { threshold, cleanTracked, staged };
 }
 
 /** Index entries whose recorded size is not the file's size: git reports those as modified without
@@ -632,7 +667,8 @@ async function treeTotals(
   const listing = await lsTree(scan.tree, { ...opts, long: true });
   const t: Totals = { files: listing.length, bytes: 0, symlinks: 0 };
   for (const e of listing) {
-    t.bytes += e.size;
+    // A chunked file counts at its real size, not its pointer's.
+    t.bytes += scan.chunked.get(e.path)?.pointer.size ?? e.size;
     if (e.mode === '120000') t.symlinks++;
   }
   return t;

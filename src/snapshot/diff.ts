@@ -5,7 +5,16 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { type HeadState, indexFileTree, listRefs, readHead, readIndexEntries, sameHead } from '../git/plumbing';
+import { chunkedFiles, contentId, type ChunkedEntry } from '../chunks/snapshot-files';
+import {
+  diffTrees,
+  type HeadState,
+  indexFileTree,
+  listRefs,
+  readHead,
+  readIndexEntries,
+  sameHead,
+} from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
 import { gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
@@ -40,6 +49,28 @@ function stateChanges(a: State, b: State): Difference[] {
   return out;
 }
 
+/** The files trees' differences, files compared by content: a chunked file (its pointer) and a whole
+ * blob of the same bytes, or two pointers of the same bytes, are the same file (src/chunks/). */
+async function fileDifferences(
+  a: { tree: string; chunked: Map<string, ChunkedEntry> },
+  b: { tree: string; chunked: Map<string, ChunkedEntry> },
+  cwd: string,
+  env: Record<string, string>,
+): Promise<Difference[]> {
+  if (a.tree === b.tree) return [];
+  if (!a.chunked.size && !b.chunked.size) return treeDifferences(a.tree, b.tree, cwd, env, 'file-');
+  const names: Record<string, string> = { A: 'extra', D: 'missing', M: 'modified', T: 'type-changed' };
+  const out: Difference[] = [];
+  for (const c of await diffTrees(a.tree, b.tree, { cwd, env })) {
+    const same =
+      c.status === 'M' &&
+      c.oldMode === c.newMode &&
+      contentId(c.path, c.oldOid, a.chunked) === contentId(c.path, c.newOid, b.chunked);
+    if (!same) out.push({ kind: `file-${names[c.status] ?? c.status}`, path: c.path });
+  }
+  return out;
+}
+
 const rename = (d: Difference[]): Difference[] =>
   d.map((x) => ({ ...x, kind: x.kind.replace(/-extra$/, '-added').replace(/-missing$/, '-deleted') }));
 
@@ -53,8 +84,14 @@ export async function diffSnapshots(cwd: string, a: string, b?: string, depth = 
   const sa = await readSnapshot(await resolveSnapshotOid(a, opts), opts);
   if (b !== undefined) {
     const sb = await readSnapshot(await resolveSnapshotOid(b, opts), opts);
+    const files = await fileDifferences(
+      { tree: sa.filesTree, chunked: await chunkedFiles(sa, opts) },
+      { tree: sb.filesTree, chunked: await chunkedFiles(sb, opts) },
+      repo.worktree,
+      {},
+    );
     const changes = [
-      ...rename(await treeDifferences(sa.filesTree, sb.filesTree, repo.worktree, {}, 'file-')),
+      ...rename(files),
       ...rename(await treeDifferences(sa.indexTree, sb.indexTree, repo.worktree, {}, 'index-')),
       ...stateChanges(sa.manifest, sb.manifest),
       ...(await repositoryChanges(sa.manifest.repositories ?? [], sb.manifest.repositories ?? [], async (x, y) =>
@@ -95,8 +132,15 @@ export async function diffSnapshots(cwd: string, a: string, b?: string, depth = 
     const indexTree = await indexFileTree(path.join(repo.gitDir, 'index'), scratch, { ...opts, env }, true, unmerged);
     const head = await readHead(opts);
     const refs = (await listRefs(CAPTURED_REF_PATTERNS, opts)).filter((r) => !XET_NAMESPACE_RE.test(r.name));
+    // The working tree's files are hashed whole: its side has no chunked files.
+    const files = await fileDifferences(
+      { tree: sa.filesTree, chunked: await chunkedFiles(sa, opts) },
+      { tree: filesTree, chunked: new Map() },
+      repo.worktree,
+      env,
+    );
     const changes = [
-      ...rename(await treeDifferences(sa.filesTree, filesTree, repo.worktree, env, 'file-')),
+      ...rename(files),
       ...rename(await treeDifferences(sa.indexTree, indexTree, repo.worktree, env, 'index-')),
       ...stateChanges(m, { head, refs: refs.map((r) => ({ name: r.name, oid: r.oid, type: r.type })) }),
       ...(await repositoryChanges(

@@ -120,6 +120,9 @@ export class MetaCollector {
   /** follower path -> the path git hashes for its inode */
   private readonly followers = new Map<string, string>();
   private runStart = 0;
+  /** Paths whose entries we made ourselves with stat data checked around their read (chunked
+   * files): their stat is trusted even when git smudged a racy entry's size, never hashed again. */
+  private readonly trusted = new Set<string>();
 
   constructor(
     private readonly worktree: string,
@@ -173,6 +176,19 @@ export class MetaCollector {
     return this.followers.size ? paths.filter((p) => !this.followers.has(p)) : paths;
   }
 
+  /** Entries entered with stat data the caller checked (chunked-scan.ts), with that stat. */
+  trust(stats: ReadonlyMap<string, Stat>): void {
+    for (const [p, st] of stats) {
+      this.stats.set(p, st);
+      this.trusted.add(p);
+    }
+  }
+
+  /** Hard links that git does not hash (follower path -> the first path of its inode). */
+  linkedPaths(): ReadonlyMap<string, string> {
+    return this.followers;
+  }
+
   /** After update-index (before write-tree): followers enter the index with their inode's blob and
    * stat data, suspicious entries are hashed again, and the metadata is read off the index. */
   async finish(opts: GitOptions): Promise<FileMeta> {
@@ -220,7 +236,16 @@ export class MetaCollector {
 
   /** The lstat-ed paths (and followers) by position in the index: looked up by binary search, so
    * the index's other paths are never decoded. */
-  private locate(parsed: ParsedIndex): { at: Map<number, Stat>; repOf: Map<number, number> } {
+  private locate(parsed: ParsedIndex): {
+    at: Map<number, Stat>;
+    repOf: Map<number, number>;
+    trustedAt: Set<number>;
+  } {
+    const trustedAt = new Set<number>();
+    for (const p of this.trusted) {
+      const i = findEntry(parsed, p);
+      if (i >= 0) trustedAt.add(i);
+    }
     const at = new Map<number, Stat>();
     for (const [p, s] of this.stats) {
       const i = findEntry(parsed, p);
@@ -232,18 +257,18 @@ export class MetaCollector {
       const r = findEntry(parsed, rep);
       if (i >= 0 && r >= 0) repOf.set(i, r);
     }
-    return { at, repOf };
+    return { at, repOf, trustedAt };
   }
 
   /** Entries whose stat may be stale (see the top of this module), lstat-ed now. */
   private suspects(parsed: ParsedIndex): string[] {
     const { buf } = parsed;
     const since = this.record?.since;
-    const { at, repOf } = this.locate(parsed);
+    const { at, repOf, trustedAt } = this.locate(parsed);
     const out: string[] = [];
     const entries = parsed.entries;
     for (let i = 0; i < entries.length; i++) {
-      if (repOf.has(i)) continue;
+      if (repOf.has(i) || trustedAt.has(i)) continue;
       const e = entries[i];
       let s = at.get(i);
       if (!s) {
@@ -265,7 +290,7 @@ export class MetaCollector {
 
   private collect(parsed: ParsedIndex): FileMeta {
     const { buf } = parsed;
-    const { at, repOf } = this.locate(parsed);
+    const { at, repOf, trustedAt } = this.locate(parsed);
     const entries: MetaEntry[] = [];
     const nlinks: number[] = [];
     const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
@@ -281,12 +306,12 @@ export class MetaCollector {
       if (rep !== undefined && s) {
         // A follower's entry came from --index-info without stat data; its inode's is the
         // representative's, provided git recorded the representative as it is now.
-        if (statMatchesCoarse(buf, all[rep].offset, s)) {
+        if (trustedAt.has(rep) || statMatchesCoarse(buf, all[rep].offset, s)) {
           writeStat(buf, e.offset, s);
           dirty = true;
         } else s = undefined;
       }
-      const exact = s && statMatchesCoarse(buf, e.offset, s) ? s : null;
+      const exact = s && (trustedAt.has(i) || statMatchesCoarse(buf, e.offset, s)) ? s : null;
       const entry = new MetaEntry(
         e,
         exact ? exact.mtimeSec : buf.readUInt32BE(e.offset + 8),

@@ -12,12 +12,14 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitText, joinZ } from '../git/exec';
+import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
+import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { setRecordedSizes } from '../git/index-file';
 import { diffTrees, lsTree } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
 import { planFileMeta } from './filemeta';
+import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
  * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
@@ -47,6 +49,10 @@ export interface LaySpec {
   /** A git dir whose config and info/attributes apply to this worktree (conversions are judged with
    * the target's own settings, as `git status` will judge them). */
   repoGitDir: string;
+  /** A lazy restore (lazy.ts): chunked files are not reassembled (their chunks are elsewhere); an
+   * empty placeholder with their mode stands at their paths so links and times apply, for the
+   * lazy hook to remove with their files-index entries. */
+  deferChunked?: boolean;
 }
 
 /** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
@@ -58,10 +64,28 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     await git(['read-tree', snap.filesTree], o);
     const format = snap.manifest.git.objectFormat;
     const meta = await planFileMeta(snap.filemetaBlob, spec.filesIndex, worktree, format, o);
-    if (meta?.checkout) {
-      await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(meta.checkout) });
+    // Chunked files are pointers in files/: git checks out everything else, they are reassembled.
+    const chunked = await chunkedFiles(snap, o);
+    let checkout = meta?.checkout ?? null;
+    if (chunked.size) checkout = (checkout ?? (await gitZ(['ls-files', '-z'], o))).filter((p) => !chunked.has(p));
+    if (checkout) {
+      if (checkout.length) {
+        await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(checkout) });
+      }
     } else {
       await git(['checkout-index', '--all', '--force', '-u'], o);
+    }
+    if (chunked.size) {
+      // Hard links of a chunked file are made from its first path below, as for any file (filemeta).
+      const firsts = meta?.checkout ? new Set(meta.checkout) : null;
+      const leaders: ChunkedEntry[] = [...chunked.values()].filter((e) => !firsts || firsts.has(e.path));
+      if (spec.deferChunked) {
+        for (const e of leaders) writePlaceholder(worktree, e);
+      } else {
+        await writeChunkedFiles(worktree, leaders, { git: o, format });
+      }
+      // Without filemeta nothing else records their stat data in the files index.
+      if (!meta) recordStat(spec.filesIndex, worktree, chunked.keys(), format);
     }
     const mkdirSafe = (abs: string) => {
       assertNoSymlinkBetween(worktree, abs);
@@ -90,7 +114,9 @@ export async function layIndex(spec: LaySpec): Promise<void> {
       GIT_INDEX_FILE: spec.indexFile,
       GIT_OBJECT_DIRECTORY: spec.objectsDir,
     };
-    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, o);
+    const chunked = await chunkedFiles(snap, o);
+    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, o, chunked);
+    await refreshChunked(spec, chunked, o);
     await setIndexFlags(spec, repoEnv);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
@@ -135,13 +161,21 @@ type Opts = { cwd: string; env: Record<string, string | undefined> };
  * the target's own attributes and config) and, where the result is the staged blob, let
  * update-index record their stat data. Genuine edits are left alone.
  */
-async function refreshConverted(snap: Snapshot, repo: Opts, shadow: Opts): Promise<void> {
+async function refreshConverted(
+  snap: Snapshot,
+  repo: Opts,
+  shadow: Opts,
+  chunked: Map<string, ChunkedEntry>,
+): Promise<void> {
   const ix = snap.manifest.index;
   const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
   const candidates: string[] = [];
   for (const c of await diffTrees(snap.indexTree, snap.filesTree, shadow)) {
-    // Same mode, other bytes: possibly only a conversion of the staged content.
-    if (c.status === 'M' && c.oldMode === c.newMode && !flagged.has(c.path)) candidates.push(c.path);
+    // Same mode, other bytes: possibly only a conversion of the staged content. (Chunked files are
+    // large, binary in practice, and not read again here: refreshChunked judges them by their id.)
+    if (c.status === 'M' && c.oldMode === c.newMode && !flagged.has(c.path) && !chunked.has(c.path)) {
+      candidates.push(c.path);
+    }
   }
   const regular = candidates.filter((p) => {
     try {
@@ -168,6 +202,26 @@ async function refreshConverted(snap: Snapshot, repo: Opts, shadow: Opts): Promi
     if (oid === staged.get(p)) same.push(p);
   }
   if (same.length) await git(['update-index', '-z', '--stdin'], { ...repo, input: joinZ(same) });
+}
+
+/**
+ * A chunked file's entry in the files index names its pointer, in the index its staged blob, so
+ * read-tree kept no stat data for it. Where the staged blob is the file's bytes (the pointer's
+ * `blob`: a tracked file chunked as it was committed) the entry is clean and gets the file's stat
+ * data, as git would record it, without reading the file; any other is modified, as in the source.
+ */
+async function refreshChunked(spec: LaySpec, chunked: Map<string, ChunkedEntry>, shadow: Opts): Promise<void> {
+  if (!chunked.size) return;
+  const ix = spec.snap.manifest.index;
+  const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
+  const clean: string[] = [];
+  for (const c of await diffTrees(spec.snap.indexTree, spec.snap.filesTree, shadow)) {
+    const e = chunked.get(c.path);
+    if (e && c.status === 'M' && c.oldMode === c.newMode && c.oldOid === e.pointer.blob && !flagged.has(c.path)) {
+      clean.push(c.path);
+    }
+  }
+  if (clean.length) recordStat(spec.indexFile, spec.worktree, clean, spec.snap.manifest.git.objectFormat);
 }
 
 async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Promise<void> {

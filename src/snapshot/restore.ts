@@ -40,6 +40,8 @@ export interface RestoreOptions {
   progress?: (what: string) => void;
   /** Keep `exec` lines of a rebase todo (they run on `git rebase --continue` in the copy). */
   allowExec?: boolean;
+  /** With `from` (a Git server): leave chunked files and their chunks on the server (lazy.ts). */
+  lazy?: boolean;
 }
 
 export interface RestoreResult {
@@ -51,6 +53,8 @@ export interface RestoreResult {
   head: string;
   /** With --from: the remote the copy records it came from (`xet-origin`), else null. */
   origin: { name: string; url: string } | null;
+  /** With --lazy: the source and the chunked files left unwritten (git xet hydrate writes them). */
+  lazy?: { source: string; deferred: string[] };
 }
 
 /** A target must not exist, or be an empty directory. */
@@ -114,6 +118,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   }
   if (local) refuseInsideGitDir(target, local, 'restore');
   const fromUrl = options.from ? await resolveFrom(options.cwd, options.from, local) : null;
+  const lazy = options.lazy ? await (await import('./lazy')).lazyRestore(fromUrl, options.cwd) : null;
 
   // Resolve and validate the snapshot before creating anything, when we can see it locally.
   let oid: string | null = null;
@@ -161,21 +166,9 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       fs.mkdirSync(tmp);
       // The snapshot id's length tells the object format (the remote must match it).
       await git(['init', '--quiet', `--object-format=${oid.length === 64 ? 'sha256' : 'sha1'}`, tmp]);
-      const f = await git(
-        [
-          'fetch',
-          '--quiet',
-          '--no-tags',
-          '--',
-          fromUrl as string,
-          `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
-        ],
-        {
-          cwd: tmp,
-          okCodes: [1, 128],
-        },
-      );
-      if (f.code !== 0) throw remoteError(fromUrl as string, 'restore --from', f.stderr);
+      if (lazy?.fetch) await lazy.fetch(oid, { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git') } });
+      else await fetchSnapshot(tmp, fromUrl as string, oid, lazy?.fetchArgs ?? []);
+      await lazy?.afterFetch(oid, { cwd: tmp });
     }
     const opts: GitOptions = { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git'), GIT_WORK_TREE: tmp } };
     let gitDir = path.join(tmp, '.git');
@@ -206,8 +199,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       indexFile: path.join(gitDir, 'index'),
       scratchParent: gitDir,
       repoGitDir: gitDir,
+      deferChunked: lazy !== null,
     };
     await layFiles(lay);
+    await lazy?.afterLay(snap, tmp, lay.filesIndex, opts);
     await faultPoint('restore:after-files');
     if (snap.manifest.repositories?.length) {
       progress(`restoring ${snap.manifest.repositories.length} inner repositories`);
@@ -223,6 +218,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // The index is built last: conversions are judged with the copy's own config and attributes.
     await restoreConfig(snap, opts);
     const origin = fromUrl ? await recordOrigin(fromUrl, opts) : null;
+    await lazy?.afterOrigin(gitDir, opts);
     restoreInfoFiles(snap, gitDir);
     progress('writing the index');
     await layIndex(lay);
@@ -245,6 +241,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       files: snap.manifest.counts.files,
       head: snap.manifest.head.kind === 'branch' ? snap.manifest.head.ref : (snap.manifest.head.oid as string),
       origin,
+      ...(lazy ? { lazy: lazy.result() } : {}),
     };
   } finally {
     if (!published) {
@@ -255,6 +252,23 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
 }
 
 /** Remove the parents a failed restore made (`top` the first of them), while they are empty. */
+/** `git fetch` of one snapshot ref from a path, URL or remote into the new repository at `dir`. */
+async function fetchSnapshot(dir: string, url: string, oid: string, extra: string[]): Promise<void> {
+  const f = await git(
+    [
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      ...extra,
+      '--',
+      url,
+      `+${SNAPSHOT_REF_PREFIX}${oid}:${SNAPSHOT_REF_PREFIX}${oid}`,
+    ],
+    { cwd: dir, okCodes: [1, 128] },
+  );
+  if (f.code !== 0) throw remoteError(url, 'restore --from', f.stderr);
+}
+
 function removeMadeParents(parent: string, top: string): void {
   for (let d = parent; d.length >= top.length; d = path.dirname(d)) {
     try {

@@ -11,6 +11,14 @@ import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing
 import { createShadow } from '../git/shadow';
 import { blobOid, MetaCollector, serializeFileMeta, type FileMeta } from './filemeta';
 import type { PackAdmission } from './capture-allowance';
+import {
+  chunkLarge,
+  CHUNKS_RECORD_SUFFIX,
+  previouslyChunked,
+  selectLarge,
+  type ChunkedPath,
+  type ChunkingSpec,
+} from './chunked-scan';
 
 export interface ScanSpec {
   worktree: string;
@@ -41,6 +49,8 @@ export interface ScanSpec {
   admission?: PackAdmission;
   /** More objects for the same pack (the staged tree's new trees), known before it is admitted. */
   extraItems?: Promise<PackItem[]>;
+  /** With `write`: store files at or above a size as chunks (src/snapshot/chunked-scan.ts). */
+  chunking?: ChunkingSpec | null;
 }
 
 /** Without a previous tree, a first capture would look up every blob; past this many unknown ones
@@ -56,6 +66,14 @@ export interface ScanResult {
   meta: FileMeta | null;
   /** With `meta` and `write`: the stored filemeta blob (in the same pack as the files). */
   metaBlob?: string;
+  /** Paths stored as chunks (pointer entries of the tree), with their pointers. */
+  chunked: Map<string, ChunkedPath>;
+  /** The `chunks/` tree (stored in the same pack), when any file is chunked. */
+  chunksTree: string | null;
+  /** Distinct chunks of the chunked files; pointers reused from the chunk stat cache (no read). */
+  chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
+  /** Some path of this tree or of the stat cache's last one is or was chunked (totals need care). */
+  touchedChunked: boolean;
 }
 
 export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
@@ -87,20 +105,54 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(gone) });
     }
     const collector = spec.meta ? new MetaCollector(spec.worktree, spec.indexFile, spec.objectFormat) : null;
-    const hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
+    let hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
+    // Large files are chunked by us, never hashed by git (chunked-scan.ts); a path chunked last
+    // time that is not now loses its pointer entry first, so git hashes it afresh.
+    const chunking = spec.write ? (spec.chunking ?? null) : null;
+    const wasChunked = previouslyChunked(spec.indexFile);
+    const large = chunking ? selectLarge(spec.worktree, hashPaths, chunking) : new Map<string, fs.BigIntStats>();
+    const unchunk = wasChunked.filter((p) => current.has(p) && !large.has(p));
+    if (unchunk.length) {
+      await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(unchunk) });
+    }
+    if (large.size) hashPaths = hashPaths.filter((p) => !large.has(p));
     // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
     await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
       ...opts,
       input: joinZ(hashPaths),
     });
+    const chunks =
+      chunking && (large.size || wasChunked.length)
+        ? await chunkLarge(spec.worktree, spec.indexFile, large, chunking, spec.objectFormat, opts, opts)
+        : null;
+    if (chunks) collector?.trust(chunks.stats);
     const meta = collector ? await collector.finish(opts) : null;
+    const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();
+    // A hard link of a chunked file is the same pointer (MetaCollector gave it its first path's entry).
+    for (const [f, rep] of collector?.linkedPaths() ?? []) {
+      const c = chunked.get(rep);
+      if (c) chunked.set(f, c);
+    }
     const extra = meta && spec.write ? metaItem(meta, spec.objectFormat) : null;
     const result = spec.write
-      ? await storeTree(spec, opts, extra)
+      ? await storeTree(spec, opts, extra, chunked, chunks?.items ?? [])
       : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
     collector?.saveRecord();
     if (staged) publishIndex(staged, given.indexFile);
-    return { ...result, meta, ...(extra ? { metaBlob: extra.oid } : {}) };
+    return {
+      ...result,
+      meta,
+      ...(extra ? { metaBlob: extra.oid } : {}),
+      chunked: new Map([...chunked].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))),
+      chunksTree: chunks?.chunksTree?.oid ?? null,
+      chunkStats: {
+        chunks: chunks?.chunkCount ?? 0,
+        cacheHits: chunks?.cacheHits ?? 0,
+        newChunks: chunks?.newChunks ?? 0,
+        newChunkBytes: chunks?.newChunkBytes ?? 0,
+      },
+      touchedChunked: chunked.size > 0 || wasChunked.length > 0,
+    };
   } finally {
     shadow.dispose();
   }
@@ -117,6 +169,7 @@ function stageIndex(indexFile: string, scratch: string): string {
   for (const [from, to] of [
     [indexFile, work],
     [`${indexFile}${RECORD_SUFFIX}`, `${work}${RECORD_SUFFIX}`],
+    [`${indexFile}${CHUNKS_RECORD_SUFFIX}`, `${work}${CHUNKS_RECORD_SUFFIX}`],
   ]) {
     try {
       fs.linkSync(from, to);
@@ -134,8 +187,9 @@ function stageIndex(indexFile: string, scratch: string): string {
  * between costs a full lstat next time, never a wrong answer). */
 function publishIndex(work: string, indexFile: string): void {
   if (fs.existsSync(work)) fs.renameSync(work, indexFile);
-  if (fs.existsSync(`${work}${RECORD_SUFFIX}`))
-    fs.renameSync(`${work}${RECORD_SUFFIX}`, `${indexFile}${RECORD_SUFFIX}`);
+  for (const suffix of [RECORD_SUFFIX, CHUNKS_RECORD_SUFFIX]) {
+    if (fs.existsSync(`${work}${suffix}`)) fs.renameSync(`${work}${suffix}`, `${indexFile}${suffix}`);
+  }
 }
 
 export function scratchDir(base: string, what: string): string {
@@ -155,7 +209,9 @@ async function storeTree(
   spec: ScanSpec,
   opts: { cwd: string; env: Record<string, string | undefined> },
   extra: PackItem | null,
-): Promise<Omit<ScanResult, 'meta'>> {
+  chunked: Map<string, ChunkedPath>,
+  chunkItems: PackItem[],
+): Promise<{ tree: string; changes: TreeChange[] | null }> {
   const scratchObjects = path.join(spec.scratchDir, 'objects');
   fs.mkdirSync(scratchObjects, { recursive: true });
   const env = {
@@ -165,7 +221,10 @@ async function storeTree(
   };
   const o = { cwd: opts.cwd, env };
   const tree = await gitText(['write-tree', '--missing-ok'], o);
-  const { blobs, changes } = await candidateBlobs(tree, spec.previousTree ?? null, o);
+  const found = await candidateBlobs(tree, spec.previousTree ?? null, o);
+  const { changes } = found;
+  // Pointers (and their chunks and lists) come as items of their own, never read from the file.
+  const blobs = chunked.size ? found.blobs.filter((b) => !chunked.has(b.path)) : found.blobs;
   let unknown = blobs.map((b) => b.oid);
   if (changes === null && spec.knownObjects) unknown = unknown.filter((oid) => !spec.knownObjects?.has(oid));
   // The filemeta blob is looked up with the files' (it is the same as last time when no time changed).
@@ -175,6 +234,7 @@ async function storeTree(
   const items: PackItem[] = [];
   if (extra && missing.delete(extra.oid)) items.push(extra);
   if (spec.extraItems) items.push(...(await spec.extraItems));
+  items.push(...chunkItems);
   for (const b of blobs) {
     if (!missing.has(b.oid)) continue;
     missing.delete(b.oid);
@@ -194,6 +254,7 @@ async function storeTree(
 /** An object's inflated size before it is read: a link's is its target's length, as lstat says. */
 function itemSize(i: PackItem): number {
   if (i.data) return i.data.length;
+  if (i.range) return i.range.size;
   return i.file ? (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0) : 0;
 }
 

@@ -36,6 +36,9 @@ import { swappedVerifyArguments } from './verify-hints';
 import { isOriginKey } from './origin';
 import { fileMetaDifferences } from './filemeta';
 import { compareRepositories } from './inner-repos';
+import { Writable } from 'node:stream';
+import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
+import { ChunkList, readRange } from '../chunks/reader';
 
 export interface Difference {
   kind: string;
@@ -120,11 +123,40 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     excludedByPolicy = files.excludedByPolicy;
     const differences = [
       ...files.differences,
+      ...(await checkChunkedFiles(snap, { cwd: lookIn.worktree, env: objEnv(target, objects, alternates) })),
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
     return result(oid, differences);
   });
+}
+
+/** Every chunked file of the snapshot reassembles to its pointer's `blob` id: each chunk read and
+ * hashed (a full read of every chunked file's chunks from the object store). A broken one is a
+ * difference `chunk-integrity` (its error code as `actual`), not an exception: verify reports. */
+async function checkChunkedFiles(
+  snap: Snapshot,
+  opts: { cwd: string; env: Record<string, string> },
+): Promise<Difference[]> {
+  if (!snap.manifest.chunked?.length) return [];
+  const ctx = { git: opts, format: snap.manifest.git.objectFormat };
+  const out: Difference[] = [];
+  const sink = (): Writable =>
+    new Writable({
+      write(_c, _e, cb) {
+        cb();
+      },
+    });
+  for (const [p, e] of await chunkedFiles(snap, opts)) {
+    try {
+      const list = await ChunkList.fromPointer(e.pointer, p, ctx);
+      await readRange(list, 0, e.pointer.size, sink(), ctx);
+    } catch (err) {
+      if (!(err instanceof XetError)) throw err;
+      out.push({ kind: 'chunk-integrity', path: p, expected: e.pointer.blob, actual: err.code });
+    }
+  }
+  return out;
 }
 
 /** Run `fn` with a scratch dir holding an empty object directory, for trees that are compared and
@@ -158,11 +190,15 @@ export async function treeDifferences(
   cwd: string,
   env: Record<string, string>,
   prefix: string,
+  chunked?: Map<string, ChunkedEntry>,
 ): Promise<Difference[]> {
   if (a === b) return [];
   const names: Record<string, string> = { A: 'extra', D: 'missing', M: 'modified', T: 'type-changed' };
   const out: Difference[] = [];
   for (const c of await diffTrees(a, b, { cwd, env })) {
+    // A chunked file of `a` is the same file as a whole blob of its bytes in `b` (by content).
+    const ch = chunked?.get(c.path);
+    if (ch && c.status === 'M' && c.oldMode === c.newMode && c.newOid === ch.pointer.blob) continue;
     out.push({ kind: `${prefix}${names[c.status] ?? c.status}`, path: c.path });
   }
   return out;
@@ -203,13 +239,9 @@ export async function compareFiles(
     statCache,
     true,
   );
-  const diffs = await treeDifferences(
-    snap.filesTree,
-    tree,
-    target.worktree,
-    objEnv(target, objects, alternates),
-    'file-',
-  );
+  const env = objEnv(target, objects, alternates);
+  const chunked = await chunkedFiles(snap, { cwd: target.worktree, env });
+  const diffs = await treeDifferences(snap.filesTree, tree, target.worktree, env, 'file-', chunked);
   // Times and hard links are their own kinds, never reported for a path that differs otherwise.
   const metaOpts = { cwd: target.worktree, env: objEnv(target, objects, alternates) };
   const reported = new Set(diffs.map((d) => d.path as string));

@@ -8,6 +8,7 @@
 // which entries came from elsewhere (a renamed directory), and the base says what was there.
 // Clone and copy forks are scanned with their stat cache, the way `git status` looks at a tree.
 
+import { chunkedFiles, contentId } from '../chunks/snapshot-files';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readHead, sameHead } from '../git/plumbing';
@@ -76,7 +77,10 @@ export async function changedFiles(repo: Repo, row: ForkRow, snap: Snapshot): Pr
     );
     const out: FileChanges = { added: [], modified: [], deleted: [], addedEmptyDirs: [], removedEmptyDirs: [] };
     const env = objEnv(fork, objects, alternates);
+    // A chunked file is named by its pointer in the snapshot, by its whole blob when hashed again.
+    const chunked = await chunkedFiles(snap, { cwd: fork.worktree, env });
     for (const c of await diffTrees(snap.filesTree, tree, { cwd: fork.worktree, env })) {
+      if (c.status === 'M' && c.oldMode === c.newMode && contentId(c.path, c.oldOid, chunked) === c.newOid) continue;
       (c.status === 'A' ? out.added : c.status === 'D' ? out.deleted : out.modified).push(c.path);
     }
     const was = new Set(snap.manifest.emptyDirs);

@@ -11,7 +11,8 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { readConfig } from '../git/config';
-import { commitTree, diffTrees, identityEnv, lsTree, objectSizes } from '../git/plumbing';
+import { chunkedFiles, contentId, type ChunkedEntry } from '../chunks/snapshot-files';
+import { commitTree, diffTrees, identityEnv, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
 import { admitRepository } from '../allowance/admit';
 import { scratchDir } from '../snapshot/scan';
 import { faultPoint } from '../testing/fault-points';
@@ -20,6 +21,7 @@ import { createShadow } from '../git/shadow';
 import { sidecarDir } from '../sidecar/db';
 import { capture } from '../snapshot/capture';
 import { NEUTRAL_INDEX_CONFIG } from '../snapshot/lay';
+import { writeChunkedFiles } from '../snapshot/lay-chunked';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { ensureUsable, resolveFork } from './fork';
 import { assertForkWritable, refuseStale } from '../tasks/enforce';
@@ -220,9 +222,13 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
   // upper bound from the blobs it will lay (their sizes from git's object store, not from the tree's
   // word) and three indexes of the snapshot's index's entries.
   const ro = repoOpts(repo);
+  // Chunked files are laid by reassembly, and one whose bytes are its staged blob is unchanged.
+  const chunked = await chunkedFiles(snap, ro);
+  const unchanged = (c: TreeChange): boolean =>
+    c.status === 'M' && c.oldMode === c.newMode && contentId(c.path, c.newOid, chunked) === c.oldOid;
   const hiddenFirst = new Set([...snap.manifest.index.skipWorktree, ...snap.manifest.index.assumeUnchanged]);
   const planned = (await diffTrees(snap.indexTree, snap.filesTree, ro)).filter(
-    (c) => !hiddenFirst.has(c.path) && c.status !== 'D',
+    (c) => !hiddenFirst.has(c.path) && c.status !== 'D' && !unchanged(c),
   );
   const plannedSet = new Set(planned.map((c) => c.path));
   const ignoreFiles = (await lsTree(snap.filesTree, ro)).filter(
@@ -233,6 +239,8 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
   const entries = (await lsTree(snap.indexTree, ro)).length + ignoreFiles.length;
   let laid = 0;
   for (const oid of blobs) laid += sizes.get(oid) ?? 0;
+  // A chunked file is laid whole, and `git add` writes it as a new object of up to its size.
+  for (const c of planned) laid += 2 * (chunked.get(c.path)?.pointer.size ?? 0);
   const admission = await admitRepository(
     repo,
     {
@@ -256,21 +264,35 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
     const so = { cwd: wt, env: shadow.env };
     // Paths the user hid from git (skip-worktree, assume-unchanged) stay as staged, as in the source.
     const hidden = new Set([...snap.manifest.index.skipWorktree, ...snap.manifest.index.assumeUnchanged]);
-    const changes = (await diffTrees(snap.indexTree, snap.filesTree, so)).filter((c) => !hidden.has(c.path));
+    const changes = (await diffTrees(snap.indexTree, snap.filesTree, so)).filter(
+      (c) => !hidden.has(c.path) && !unchanged(c),
+    );
     const touched = new Set(changes.map((c) => c.path));
-    const write = changes.filter((c) => c.status !== 'D').map((c) => c.path);
+    const write = changes.filter((c) => c.status !== 'D' && !chunked.has(c.path)).map((c) => c.path);
     const gitignores = (await lsTree(snap.filesTree, so)).filter(
       (e) => e.path === '.gitignore' || e.path.endsWith('/.gitignore'),
     );
     for (const g of gitignores) if (!touched.has(g.path)) write.push(g.path);
     await git(['read-tree', snap.filesTree], so);
     if (write.length) await git(['checkout-index', '--force', '-z', '--stdin'], { ...so, input: joinZ(write) });
-    await faultPoint('export:after-checkout');
     const index = path.join(scratch, 'index');
     const o = {
       cwd: wt,
       env: { ...NEUTRAL_INDEX_CONFIG, GIT_DIR: repo.commonDir, GIT_WORK_TREE: wt, GIT_INDEX_FILE: index },
     };
+    const big = changes.filter((c) => c.status !== 'D' && chunked.has(c.path));
+    if (big.length) {
+      // Untracked ones that add -A would ignore are not worth reassembling (the .gitignores are laid).
+      const fresh = big.filter((c) => c.status === 'A').map((c) => c.path);
+      const ignored = fresh.length
+        ? new Set(
+            await gitZ(['check-ignore', '--no-index', '-z', '--stdin'], { ...o, input: joinZ(fresh), okCodes: [1] }),
+          )
+        : new Set<string>();
+      const lay = big.filter((c) => !ignored.has(c.path)).map((c) => chunked.get(c.path) as ChunkedEntry);
+      await writeChunkedFiles(wt, lay, { git: so, format: snap.manifest.git.objectFormat });
+    }
+    await faultPoint('export:after-checkout');
     await git(['read-tree', snap.indexTree], o);
     const untouched = (await gitZ(['ls-files', '-z'], o)).filter((p) => !touched.has(p));
     if (untouched.length)

@@ -541,6 +541,22 @@ test(
         'restore',
       );
       assert.deepEqual(fromPath.origin, { name: 'xet-origin', url: r.dir });
+      // cat to a file and inline; a lazy restore from a bare server (nothing chunked: nothing deferred)
+      // and hydrate there.
+      json(r.dir, ['cat', `${snap}:b.txt`, '-o', sb.path('cat.out')], 'cat');
+      assert.equal(json(r.dir, ['cat', `${snap}:b.txt`, '--range', '0+1'], 'cat').content, 'b');
+      const server = sb.path('server.git');
+      git(sb, sb.root, ['init', '-q', '--bare', server]);
+      git(sb, server, ['config', 'uploadpack.allowFilter', 'true']);
+      git(sb, server, ['config', 'uploadpack.allowAnySHA1InWant', 'true']);
+      git(sb, r.dir, ['push', '-q', server, `refs/xet/snapshots/${snap}`]);
+      const lazyCopy = json(
+        r.dir,
+        ['restore', snap, sb.path('lazy'), '--from', `file://${server}`, '--lazy'],
+        'restore',
+      );
+      assert.deepEqual(lazyCopy.lazy, { source: `file://${server}`, deferred: [] });
+      json(sb.path('lazy'), ['hydrate'], 'hydrate');
       json(r.dir, ['verify', snap, sb.path('restored')], 'verify');
       json(r.dir, ['diff', snap, cap.snapshot], 'diff');
       const f = sb.path('fork');

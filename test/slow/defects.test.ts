@@ -186,7 +186,7 @@ test('a store file that is a FIFO or a directory is refused with a typed error, 
     const store = sb.path('store');
     const snap = capture(sb, src.dir);
     src.git('push', '-q', `xet::${store}`, 'main', `refs/xet/snapshots/${snap}`);
-    const [pack] = fs.readdirSync(path.join(store, 'packs'));
+    const [pack] = fs.readdirSync(path.join(store, 'packs')).filter((n) => n.endsWith('.pack'));
     const variants: { name: string; file: string; kind: 'fifo' | 'dir' }[] = [
       { name: 'pack-fifo', file: `packs/${pack}`, kind: 'fifo' },
       { name: 'pack-dir', file: `packs/${pack}`, kind: 'dir' },

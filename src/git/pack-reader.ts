@@ -1,0 +1,413 @@
+// Reading single objects out of a git pack by id, through its pack index (v2), without git and
+// without reading the pack whole: the index's fan-out narrows the search to one first byte, a
+// binary search over the sorted names (positional reads of one id each) finds the entry, its offset
+// (31-bit, or an index into the 64-bit table) names where the entry starts, and the entry is
+// inflated from a window just big enough for it. Deltas (ofs-delta and ref-delta, the base found
+// in the same pack) are resolved from the base up, one delta in memory at a time, to a depth bound.
+//
+// Both files may be forged (a store's packs and indexes are anyone's with write access): every size
+// is checked before anything is allocated or inflated (the object's, a delta's source and result),
+// offsets must fall inside the pack and an ofs-delta's base must lie before it, and the object a read
+// returns is hashed and must have the id it was asked for. A wrong index therefore costs a refusal,
+// never a wrong object. Memory per read: the object, its base and one delta.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as zlib from 'node:zlib';
+import { XetError } from '../errors';
+
+export type ObjectType = 'commit' | 'tree' | 'blob' | 'tag';
+export interface PackObject {
+  type: ObjectType;
+  data: Buffer;
+}
+
+const IDX_MAGIC = 0xff744f63;
+const TYPES: Record<number, ObjectType> = { 1: 'commit', 2: 'tree', 3: 'blob', 4: 'tag' };
+const OFS_DELTA = 6;
+const REF_DELTA = 7;
+/** git never writes deeper chains (pack-objects clamps --depth to 4095). */
+export const MAX_DELTA_DEPTH = 4095;
+/** Default ceiling of one object (and of any base or delta on its way). */
+export const DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024;
+
+function hashLen(format: 'sha1' | 'sha256'): number {
+  return format === 'sha256' ? 32 : 20;
+}
+
+/** zlib's compressBound plus a header's worth: no deflate stream of `n` bytes is longer. */
+function deflateBound(n: number): number {
+  return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + 13 + 64;
+}
+
+/** An open file read by position, counting what it reads (the store's transfer, when it is one). */
+class RandomFile {
+  bytesRead = 0;
+  constructor(
+    readonly file: string,
+    readonly fd: number,
+    readonly size: number,
+  ) {}
+
+  read(pos: number, len: number): Buffer {
+    const buf = Buffer.allocUnsafe(Math.max(0, Math.min(len, this.size - pos)));
+    let n = 0;
+    while (n < buf.length) {
+      const got = fs.readSync(this.fd, buf, n, buf.length - n, pos + n);
+      if (got === 0) break;
+      n += got;
+    }
+    this.bytesRead += n;
+    return buf.subarray(0, n);
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
+/** How a file is opened: `openStoreFile` for store files (regular files only, never followed). */
+export type Opener = (file: string) => { fd: number; size: number } | null;
+
+const plainOpen: Opener = (file) => {
+  const fd = fs.openSync(file, 'r');
+  return { fd, size: fs.fstatSync(fd).size };
+};
+
+function forged(file: string, why: string, details: Record<string, unknown> = {}): XetError {
+  return new XetError('INTEGRITY_MISMATCH', `${file}: ${why}`, { file, ...details });
+}
+
+/** A pack index (v2), read by position: only the fan-out is held in memory. */
+export class PackIndex {
+  private constructor(
+    private readonly f: RandomFile,
+    private readonly fanout: Uint32Array,
+    readonly count: number,
+    private readonly large: number,
+    private readonly oidLen: number,
+    /** The pack checksum the index says it indexes. */
+    readonly packChecksum: string,
+  ) {}
+
+  static open(file: string, format: 'sha1' | 'sha256', open: Opener = plainOpen): PackIndex {
+    const got = open(file);
+    if (!got) throw Object.assign(new Error(`ENOENT: ${file}`), { code: 'ENOENT' });
+    const f = new RandomFile(file, got.fd, got.size);
+    try {
+      const oidLen = hashLen(format);
+      const head = f.read(0, 8 + 256 * 4);
+      if (head.length < 8 + 1024 || head.readUInt32BE(0) !== IDX_MAGIC || head.readUInt32BE(4) !== 2) {
+        throw forged(file, 'is not a version 2 pack index');
+      }
+      const fanout = new Uint32Array(256);
+      for (let i = 0; i < 256; i++) {
+        fanout[i] = head.readUInt32BE(8 + i * 4);
+        if (i > 0 && fanout[i] < fanout[i - 1]) throw forged(file, 'has a fan-out table that is not ascending');
+      }
+      const n = fanout[255];
+      const fixed = 8 + 1024 + n * (oidLen + 8) + 2 * oidLen;
+      if (f.size < fixed || (f.size - fixed) % 8 !== 0) {
+        throw forged(file, `is ${f.size} bytes, which no index of ${n} objects is`);
+      }
+      const packChecksum = f.read(f.size - 2 * oidLen, oidLen).toString('hex');
+      return new PackIndex(f, fanout, n, (f.size - fixed) / 8, oidLen, packChecksum);
+    } catch (e) {
+      f.close();
+      throw e;
+    }
+  }
+
+  get bytesRead(): number {
+    return this.f.bytesRead;
+  }
+
+  /** The entry's offset in the pack, or null when the index does not list `oid`. */
+  find(oid: string): number | null {
+    const want = Buffer.from(oid, 'hex');
+    if (want.length !== this.oidLen) return null;
+    let lo = want[0] === 0 ? 0 : this.fanout[want[0] - 1];
+    let hi = this.fanout[want[0]]; // exclusive
+    const names = 8 + 1024;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = this.f.read(names + mid * this.oidLen, this.oidLen).compare(want);
+      if (c === 0) return this.offsetAt(mid);
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return null;
+  }
+
+  private offsetAt(i: number): number {
+    const n = this.count;
+    const small = this.f.read(8 + 1024 + n * (this.oidLen + 4) + i * 4, 4).readUInt32BE(0);
+    if (!(small & 0x80000000)) return small;
+    const li = small & 0x7fffffff;
+    if (li >= this.large) throw forged(this.f.file, `names 64-bit offset ${li} of a table of ${this.large}`);
+    const big = this.f.read(8 + 1024 + n * (this.oidLen + 8) + li * 8, 8).readBigUInt64BE(0);
+    if (big > BigInt(Number.MAX_SAFE_INTEGER)) throw forged(this.f.file, 'names an offset past 2^53');
+    return Number(big);
+  }
+
+  close(): void {
+    this.f.close();
+  }
+}
+
+export interface PackReaderOptions {
+  /** How files are opened (default: plain open). */
+  open?: Opener;
+  /** Largest object, base or delta a read may inflate (default 64 MiB). */
+  maxObjectBytes?: number;
+  maxDepth?: number;
+}
+
+interface EntryHead {
+  kind: number;
+  size: number;
+  /** Where the zlib stream starts. */
+  dataAt: number;
+  /** ofs-delta: the base's offset; ref-delta: the base's id. */
+  baseOffset?: number;
+  baseOid?: string;
+}
+
+/** A pack and its index: objects by id, hash-checked. */
+export class PackReader {
+  private constructor(
+    readonly name: string,
+    private readonly pack: RandomFile,
+    readonly index: PackIndex,
+    private readonly format: 'sha1' | 'sha256',
+    private readonly maxBytes: number,
+    private readonly maxDepth: number,
+  ) {}
+
+  /** Open `pack` with `idx`; the index must name the pack's own trailer checksum. */
+  static open(packFile: string, idxFile: string, format: 'sha1' | 'sha256', o: PackReaderOptions = {}): PackReader {
+    const open = o.open ?? plainOpen;
+    const index = PackIndex.open(idxFile, format, open);
+    let pack: RandomFile | null = null;
+    try {
+      const got = open(packFile);
+      if (!got) throw Object.assign(new Error(`ENOENT: ${packFile}`), { code: 'ENOENT' });
+      pack = new RandomFile(packFile, got.fd, got.size);
+      const len = hashLen(format);
+      const head = pack.read(0, 12);
+      if (pack.size < 12 + len || head.toString('latin1', 0, 4) !== 'PACK' || head.readUInt32BE(4) !== 2) {
+        throw forged(packFile, 'is not a version 2 git pack');
+      }
+      if (head.readUInt32BE(8) !== index.count) {
+        throw forged(idxFile, `indexes ${index.count} objects; its pack holds ${head.readUInt32BE(8)}`);
+      }
+      if (pack.read(pack.size - len, len).toString('hex') !== index.packChecksum) {
+        throw forged(idxFile, `is the index of another pack than ${packFile}`);
+      }
+      const name = `pack-${index.packChecksum}`;
+      return new PackReader(
+        name,
+        pack,
+        index,
+        format,
+        o.maxObjectBytes ?? DEFAULT_MAX_OBJECT_BYTES,
+        o.maxDepth ?? MAX_DELTA_DEPTH,
+      );
+    } catch (e) {
+      pack?.close();
+      index.close();
+      throw e;
+    }
+  }
+
+  /** Bytes read from the pack and the index so far. */
+  get bytesRead(): number {
+    return this.pack.bytesRead + this.index.bytesRead;
+  }
+
+  has(oid: string): boolean {
+    return this.index.find(oid) !== null;
+  }
+
+  /** The object `oid`, or null when the index does not list it. Hash-checked. */
+  read(oid: string, maxBytes = this.maxBytes): PackObject | null {
+    const at = this.index.find(oid);
+    if (at === null) return null;
+    const obj = this.resolve(at, Math.min(maxBytes, this.maxBytes), oid);
+    const got = crypto
+      .createHash(this.format)
+      .update(`${obj.type} ${obj.data.length}\0`)
+      .update(obj.data)
+      .digest('hex');
+    if (got !== oid) {
+      throw forged(this.pack.file, `the object its index names ${oid} hashes to ${got}`, { oid, actual: got });
+    }
+    return obj;
+  }
+
+  private resolve(offset: number, limit: number, oid: string): PackObject {
+    // Walk down to the base, remembering each delta's entry; then apply them base-up.
+    const chain: EntryHead[] = [];
+    let head = this.head(offset, oid);
+    const seen = new Set<number>([offset]);
+    while (head.kind === OFS_DELTA || head.kind === REF_DELTA) {
+      if (chain.length >= this.maxDepth) {
+        throw forged(this.pack.file, `${oid} is a delta chain deeper than ${this.maxDepth}`, { oid });
+      }
+      chain.push(head);
+      let base: number;
+      if (head.kind === OFS_DELTA) base = head.baseOffset as number;
+      else {
+        const found = this.index.find(head.baseOid as string);
+        if (found === null) {
+          throw forged(this.pack.file, `${oid} is a delta against ${head.baseOid}, which the pack lacks`, { oid });
+        }
+        base = found;
+      }
+      if (seen.has(base)) throw forged(this.pack.file, `${oid} is a delta chain that loops`, { oid });
+      seen.add(base);
+      head = this.head(base, oid);
+    }
+    const type = TYPES[head.kind];
+    if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${head.kind}`, { oid });
+    if (head.size > limit) throw tooBig(this.pack.file, oid, head.size, limit);
+    let data = this.inflate(head, oid);
+    for (let i = chain.length - 1; i >= 0; i--) {
+      // A delta is at most a little more than its result (inserts carry a length byte per 127).
+      if (chain[i].size > limit + Math.ceil(limit / 127) + 32) throw tooBig(this.pack.file, oid, chain[i].size, limit);
+      data = applyDelta(data, this.inflate(chain[i], oid), limit, this.pack.file, oid);
+    }
+    return { type, data };
+  }
+
+  /** The entry header at `offset`: type, size and (for deltas) where the base is. */
+  private head(offset: number, oid: string): EntryHead {
+    const len = hashLen(this.format);
+    const end = this.pack.size - len;
+    if (!Number.isSafeInteger(offset) || offset < 12 || offset >= end) {
+      throw forged(this.pack.file, `${oid}: offset ${offset} is outside the pack`, { oid });
+    }
+    const b = this.pack.read(offset, Math.min(32 + len, end - offset));
+    let i = 0;
+    const byte = (): number => {
+      if (i >= b.length) throw forged(this.pack.file, `${oid}: a truncated entry header at ${offset}`, { oid });
+      return b[i++];
+    };
+    let c = byte();
+    const kind = (c >> 4) & 7;
+    let size = c & 0x0f;
+    let mul = 16;
+    while (c & 0x80) {
+      c = byte();
+      size += (c & 0x7f) * mul;
+      mul *= 128;
+      if (mul > 2 ** 56) throw forged(this.pack.file, `${oid}: an entry size past 2^53 at ${offset}`, { oid });
+    }
+    const out: EntryHead = { kind, size, dataAt: 0 };
+    if (kind === OFS_DELTA) {
+      c = byte();
+      let rel = c & 0x7f;
+      while (c & 0x80) {
+        c = byte();
+        rel = (rel + 1) * 128 + (c & 0x7f);
+        if (rel > offset) break;
+      }
+      if (rel <= 0 || rel > offset - 12) {
+        throw forged(this.pack.file, `${oid}: an ofs-delta at ${offset} whose base is not before it`, { oid });
+      }
+      out.baseOffset = offset - rel;
+    } else if (kind === REF_DELTA) {
+      if (i + len > b.length) throw forged(this.pack.file, `${oid}: a truncated ref-delta at ${offset}`, { oid });
+      out.baseOid = b.toString('hex', i, i + len);
+      i += len;
+    }
+    out.dataAt = offset + i;
+    return out;
+  }
+
+  /** The entry's zlib stream inflated to exactly its size (sizes were checked by the caller). */
+  private inflate(h: EntryHead, oid: string): Buffer {
+    const end = this.pack.size - hashLen(this.format);
+    const window = this.pack.read(h.dataAt, Math.min(deflateBound(h.size), end - h.dataAt));
+    let out: Buffer;
+    try {
+      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size) });
+    } catch (e) {
+      throw forged(this.pack.file, `${oid}: the entry at ${h.dataAt} does not inflate (${(e as Error).message})`, {
+        oid,
+      });
+    }
+    if (out.length !== h.size) {
+      throw forged(this.pack.file, `${oid}: an entry of ${h.size} bytes inflates to ${out.length}`, { oid });
+    }
+    return out;
+  }
+
+  close(): void {
+    this.pack.close();
+    this.index.close();
+  }
+}
+
+function tooBig(file: string, oid: string, size: number, limit: number): XetError {
+  return new XetError('INTEGRITY_MISMATCH', `${file}: ${oid} needs ${size} bytes, more than the ${limit} allowed`, {
+    file,
+    oid,
+    size,
+    limit,
+  });
+}
+
+/** git's delta format: source size, result size (varints), then copy and insert instructions. */
+export function applyDelta(base: Buffer, delta: Buffer, limit: number, file: string, oid: string): Buffer {
+  let i = 0;
+  const bad = (why: string): XetError => forged(file, `${oid}: a delta ${why}`, { oid });
+  const varint = (): number => {
+    let v = 0;
+    let mul = 1;
+    for (;;) {
+      if (i >= delta.length) throw bad('is truncated');
+      const c = delta[i++];
+      v += (c & 0x7f) * mul;
+      mul *= 128;
+      if (!(c & 0x80)) return v;
+      if (mul > 2 ** 56) throw bad('gives a size past 2^53');
+    }
+  };
+  const src = varint();
+  const dst = varint();
+  if (src !== base.length) throw bad(`names a base of ${src} bytes; the base is ${base.length}`);
+  if (dst > limit) throw tooBig(file, oid, dst, limit);
+  const out = Buffer.allocUnsafe(dst);
+  let o = 0;
+  while (i < delta.length) {
+    const op = delta[i++];
+    if (op & 0x80) {
+      let off = 0;
+      let size = 0;
+      for (let k = 0; k < 4; k++) {
+        if (op & (1 << k)) {
+          if (i >= delta.length) throw bad('is truncated');
+          off += delta[i++] * 2 ** (8 * k);
+        }
+      }
+      for (let k = 0; k < 3; k++) {
+        if (op & (0x10 << k)) {
+          if (i >= delta.length) throw bad('is truncated');
+          size += delta[i++] << (8 * k);
+        }
+      }
+      if (size === 0) size = 0x10000;
+      if (off + size > base.length || o + size > dst) throw bad('copies past its base or its result');
+      base.copy(out, o, off, off + size);
+      o += size;
+    } else if (op) {
+      if (i + op > delta.length || o + op > dst) throw bad('inserts past its end or its result');
+      delta.copy(out, o, i, i + op);
+      i += op;
+      o += op;
+    } else throw bad('has the reserved instruction 0');
+  }
+  if (o !== dst) throw bad(`makes ${o} bytes, not the ${dst} it names`);
+  return out;
+}

@@ -1,0 +1,270 @@
+// Capture of large files as content-defined chunks (docs/FORMAT.md "Chunked files"), checked with
+// plain git: the pointer, the manifest's `chunked` and counts, the `chunks/` tree; the threshold
+// setting; a tracked file as committed keeps its blob; hard links; the chunk stat cache (an
+// unchanged re-capture reads no chunked file: its stat cache hit count); an in-place edit
+// packs only a few chunks; a file changed while being packed fails with WORKTREE_CHANGED and
+// publishes nothing; verify compares by content and checks the reassembled hash.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { test } from 'node:test';
+import { parsePointer } from '../src/chunks/pointer';
+import { initRepo, type Repo } from './support/git';
+import { pausedAt } from './support/faults';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { describeRun, parseJson, xet } from './support/xet';
+import { writeLargeFile } from './support/fixtures';
+
+const MiB = 1024 * 1024;
+
+function setup(sb: Sandbox, threshold = '1m'): Repo {
+  const r = initRepo(sb, 'repo');
+  r.git('config', 'xet.chunk.threshold', threshold);
+  r.commit('init', { 'small.txt': 'hello\n' });
+  return r;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function capture(sb: Sandbox, r: Repo, extra: string[] = []): any {
+  const res = xet(sb, r.dir, ['capture', '--json', ...extra]);
+  assert.equal(res.status, 0, describeRun(res));
+  return parseJson(res);
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function manifest(r: Repo, snap: string): Record<string, any> {
+  return JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
+}
+
+function packObjectCounts(r: Repo): Map<string, number> {
+  const dir = `${r.gitPath('objects')}/pack`;
+  const out = new Map<string, number>();
+  for (const n of fs.readdirSync(dir).filter((n) => n.endsWith('.idx'))) {
+    const lines = r.git('verify-pack', '-v', `${dir}/${n}`).split('\n');
+    out.set(n, lines.filter((l) => /^[0-9a-f]{40} (blob|tree|commit|tag) /.test(l)).length);
+  }
+  return out;
+}
+
+test('a large untracked file is stored as a pointer, its chunks under chunks/, manifest v3', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('data/big.bin'), 3 * MiB + 17, 3);
+    r.write('small2.txt', 'x\n');
+    const cap = capture(sb, r);
+    const snap = cap.snapshot as string;
+    const m = manifest(r, snap);
+    assert.equal(m.schema, 'xet.snapshot/v3');
+    assert.deepEqual(m.chunked, ['data/big.bin']);
+    assert.equal(m.counts.chunkedFiles, 1);
+    assert.ok(m.counts.chunks > 100, `chunks ${m.counts.chunks}`);
+    assert.equal(m.counts.bytes, 3 * MiB + 17 + 6 + 2);
+    assert.equal(cap.chunking.files, 1);
+    const entry = r.git('ls-tree', `${snap}:files/data`).trim();
+    assert.match(entry, /^100644 blob [0-9a-f]{40}\tbig\.bin$/);
+    const data = Buffer.from(r.git('cat-file', 'blob', `${snap}:files/data/big.bin`));
+    const p = parsePointer(data, 'sha1', 'data/big.bin');
+    assert.equal(p.size, 3 * MiB + 17);
+    assert.equal(p.blob, r.git('hash-object', 'data/big.bin').trim());
+    assert.equal(r.git('ls-tree', `${snap}:chunks`).trim(), `040000 tree ${p.list}\t${p.list}`);
+    const chunks = r.git('ls-tree', '-r', p.list).trim().split('\n');
+    assert.equal(chunks.length, p.chunks);
+    // The chunks' sizes add up to the file's.
+    const sizes = r.git('ls-tree', '-r', '-l', p.list).trim().split('\n');
+    assert.equal(
+      sizes.reduce((n, l) => n + Number(l.split(/\s+/)[3]), 0),
+      p.size,
+    );
+    // The small files are ordinary blobs.
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/small2.txt`), 'x\n');
+    // verify: the worktree matches (by content), and the snapshot reassembles.
+    const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+    assert.equal(v.status, 0, describeRun(v));
+    assert.equal(parseJson(v).ok, true);
+    // A change of the file is a difference.
+    const fd = fs.openSync(r.p('data/big.bin'), 'r+');
+    fs.writeSync(fd, Buffer.from('changed'), 0, 7, 2 * MiB);
+    fs.closeSync(fd);
+    const v2 = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+    assert.equal(v2.status, 1, describeRun(v2));
+    assert.deepEqual(
+      parseJson(v2).differences.map((d: { kind: string; path: string }) => `${d.kind} ${d.path}`),
+      ['file-modified data/big.bin'],
+    );
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('xet.chunk.threshold: off stores whole blobs (v1), an invalid value is CONFIG_INVALID', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb, 'off');
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 5);
+    const cap = capture(sb, r);
+    const m = manifest(r, cap.snapshot);
+    assert.equal(m.schema, 'xet.snapshot/v1');
+    assert.equal(m.chunked, undefined);
+    assert.equal(r.git('rev-parse', `${cap.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
+    r.git('config', 'xet.chunk.threshold', '3 parsecs');
+    const bad = xet(sb, r.dir, ['capture', '--json']);
+    assert.equal(bad.status !== 0, true);
+    assert.equal(JSON.parse(bad.stdout || bad.stderr).error?.code ?? JSON.parse(bad.stdout).code, 'CONFIG_INVALID');
+    // Default (8 MiB): a 2 MiB file is whole; lowering it later chunks the same file.
+    r.git('config', '--unset', 'xet.chunk.threshold');
+    assert.equal(manifest(r, capture(sb, r).snapshot).chunked, undefined);
+    r.git('config', 'xet.chunk.threshold', '1m');
+    const m2 = manifest(r, capture(sb, r).snapshot);
+    assert.deepEqual(m2.chunked, ['big.bin']);
+    // And raising it again: whole again.
+    r.git('config', 'xet.chunk.threshold', '4m');
+    const m3cap = capture(sb, r);
+    assert.equal(manifest(r, m3cap.snapshot).chunked, undefined);
+    assert.equal(r.git('rev-parse', `${m3cap.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a tracked large file as committed keeps its blob; an edited one is chunked', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 9);
+    r.git('add', 'big.bin');
+    r.git('commit', '-qm', 'big');
+    const staged = r.git('rev-parse', ':big.bin').trim();
+    const cap = capture(sb, r);
+    assert.equal(manifest(r, cap.snapshot).chunked, undefined);
+    assert.equal(r.git('rev-parse', `${cap.snapshot}:files/big.bin`).trim(), staged);
+    // Touched, same bytes: still the staged blob.
+    const later = new Date(Date.now() + 5000);
+    fs.utimesSync(r.p('big.bin'), later, later);
+    const cap2 = capture(sb, r, ['--always']);
+    assert.equal(manifest(r, cap2.snapshot).chunked, undefined);
+    assert.equal(r.git('rev-parse', `${cap2.snapshot}:files/big.bin`).trim(), staged);
+    // Edited: chunked.
+    fs.appendFileSync(r.p('big.bin'), 'more');
+    const cap3 = capture(sb, r);
+    assert.deepEqual(manifest(r, cap3.snapshot).chunked, ['big.bin']);
+    // The index tree still names the staged blob.
+    assert.equal(r.git('rev-parse', `${cap3.snapshot}:index/big.bin`).trim(), staged);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('unchanged re-capture reads no chunked file; an edit packs only a few new chunks', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 8 * MiB, 11);
+    // A file written in the second before a capture is re-read by the next one (racy-safe cache).
+    const past = new Date(Date.now() - 10_000);
+    fs.utimesSync(r.p('big.bin'), past, past);
+    const first = capture(sb, r);
+    assert.equal(first.chunking.cacheHits, 0);
+    assert.ok(first.chunking.newChunks > 500);
+    // The hit count is the evidence: a hit means neither we nor git opened the file (it is not
+    // given to update-index). (Making it unreadable would change its ctime: a miss, rightly.)
+    const again = capture(sb, r);
+    assert.equal(again.unchanged, true, JSON.stringify(again));
+    assert.equal(again.snapshot, first.snapshot);
+    assert.equal(again.chunking.cacheHits, 1);
+    assert.equal(again.chunking.newChunks, 0);
+    // In-place edit of 100 bytes in the middle: one or two new chunks, plus list, segment and pointer.
+    const before = packObjectCounts(r);
+    const fd = fs.openSync(r.p('big.bin'), 'r+');
+    fs.writeSync(fd, Buffer.alloc(100, 0x41), 0, 100, 4 * MiB);
+    fs.closeSync(fd);
+    const edited = capture(sb, r);
+    assert.equal(edited.unchanged, false);
+    assert.equal(edited.chunking.cacheHits, 0);
+    assert.ok(edited.chunking.newChunks >= 1 && edited.chunking.newChunks <= 3, JSON.stringify(edited.chunking));
+    const after = packObjectCounts(r);
+    const newPacks = [...after].filter(([n]) => !before.has(n));
+    assert.equal(newPacks.length, 1);
+    // chunks + pointer + list + segments (8 MiB ≈ 1000 chunks: 1 segment) + chunks/ + files trees + filemeta
+    assert.ok(newPacks[0][1] < 12, `new pack holds ${newPacks[0][1]} objects`);
+    const m = manifest(r, edited.snapshot);
+    const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${edited.snapshot}:files/big.bin`)), 'sha1', 'x');
+    assert.equal(p.blob, r.git('hash-object', 'big.bin').trim());
+    assert.equal(m.counts.bytes, 8 * MiB + 6);
+    const v = xet(sb, r.dir, ['verify', '--json', edited.snapshot, '.']);
+    assert.equal(v.status, 0, describeRun(v));
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('hard links of a chunked file are one pointer and a filemeta link', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('a/big.bin'), 2 * MiB, 13);
+    fs.mkdirSync(r.p('b'));
+    fs.linkSync(r.p('a/big.bin'), r.p('b/link.bin'));
+    const cap = capture(sb, r);
+    const m = manifest(r, cap.snapshot);
+    assert.deepEqual(m.chunked, ['a/big.bin', 'b/link.bin']);
+    assert.equal(m.counts.hardLinks, 1);
+    assert.equal(m.counts.bytes, 4 * MiB + 6);
+    assert.equal(m.counts.diskBytes, 2 * MiB + 6);
+    const a = r.git('rev-parse', `${cap.snapshot}:files/a/big.bin`).trim();
+    assert.equal(r.git('rev-parse', `${cap.snapshot}:files/b/link.bin`).trim(), a);
+    const meta = r.git('cat-file', 'blob', `${cap.snapshot}:filemeta`).split('\n');
+    assert.match(meta[3], / =0$/);
+    const v = xet(sb, r.dir, ['verify', '--json', cap.snapshot, '.']);
+    assert.equal(v.status, 0, describeRun(v));
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a file that changes while its chunks are packed: WORKTREE_CHANGED, no snapshot ref', async () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 17);
+    const run = await pausedAt(sb, r.dir, ['capture', '--json'], 'pack:mid-write');
+    const fd = fs.openSync(r.p('big.bin'), 'r+');
+    fs.writeSync(fd, Buffer.alloc(4096, 0x42), 0, 4096, MiB);
+    fs.closeSync(fd);
+    run.go();
+    const done = await run.done;
+    assert.notEqual(done.code, 0);
+    assert.match(done.stdout, /WORKTREE_CHANGED/);
+    assert.equal(r.git('for-each-ref', 'refs/xet/snapshots/').trim(), '');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('verify reports a chunked file of the snapshot that does not reassemble: chunk-integrity CHUNK_MISSING', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 19);
+    const snap = capture(sb, r).snapshot as string;
+    const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
+    const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[3].split(/\s+/)[2];
+    // Repack everything but that one chunk, and drop the old packs.
+    const dir = `${r.gitPath('objects')}/pack`;
+    const old = fs.readdirSync(dir);
+    const all = r
+      .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
+      .trim()
+      .split('\n')
+      .filter((o) => o !== victim);
+    r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
+    for (const n of old) fs.rmSync(`${dir}/${n}`);
+    assert.notEqual(r.gitTry('cat-file', '-e', victim).status, 0);
+    const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+    assert.equal(v.status, 1, describeRun(v));
+    assert.deepEqual(parseJson(v).differences, [
+      { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'CHUNK_MISSING' },
+    ]);
+  } finally {
+    sb.cleanup();
+  }
+});
