@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Large files as content-defined chunks (issue 13, "Measured"): every goal in one run.
 //
-//   node bench/chunks.mjs            (after npm run build; about 15 minutes on this machine)
+//   node bench/chunks.mjs            (after npm run build; ~18 minutes here under load, the first run
+//                                    also builds the workloads and git add of 1 GiB twice: +5 min)
 //   node bench/chunks.mjs --help     (options)
 //
 // Workloads (bench/lib/large-files.mjs, built once under bench/work/large-*/, ~45 s): a 1 GiB
