@@ -535,3 +535,28 @@ test('MCP: the read-only cat tool answers with the bytes inline, refuses a file 
     await callError(s, 'cat', { target: `${fx.snapshot}:a.txt`, range: '6-' }, 'RANGE_NOT_SATISFIABLE');
   });
 });
+
+test('a real capture, lazily restored and hydrated, has the captured mtime and verifies clean', () => {
+  const src = initRepo(sb, 'mtime-src').dir;
+  git(sb, src, ['config', 'xet.chunk.threshold', '1m']);
+  const data = crypto.randomBytes(3 * 1024 * 1024);
+  fs.writeFileSync(path.join(src, 'data.db'), data);
+  fs.writeFileSync(path.join(src, 'note.txt'), 'n\n');
+  const when = new Date('2021-03-04T05:06:07.123Z');
+  fs.utimesSync(path.join(src, 'data.db'), when, when);
+  const snap = parseJson(xet(sb, src, ['capture', '--json'])).snapshot as string;
+  const bare = sb.path('mtime-server.git');
+  git(sb, sb.root, ['init', '--quiet', '--bare', bare]);
+  git(sb, bare, ['config', 'uploadpack.allowFilter', 'true']);
+  git(sb, bare, ['config', 'uploadpack.allowAnySHA1InWant', 'true']);
+  git(sb, src, ['push', '--quiet', bare, `refs/xet/snapshots/${snap}`]);
+  const dst = sb.path('mtime-lazy');
+  const res = parseJson(xet(sb, sb.root, ['restore', snap, dst, '--from', `file://${bare}`, '--lazy', '--json']));
+  assert.deepEqual(res.lazy.deferred, ['data.db']);
+  const h = parseJson(xet(sb, dst, ['hydrate', '--json']));
+  assert.deepEqual(h.hydrated, [{ path: 'data.db', size: data.length }]);
+  assert.ok(fs.readFileSync(path.join(dst, 'data.db')).equals(data));
+  assert.equal(fs.statSync(path.join(dst, 'data.db')).mtime.getTime(), when.getTime(), 'the captured mtime');
+  const v = parseJson(xet(sb, dst, ['verify', snap, '.', '--json']));
+  assert.equal(v.ok, true, JSON.stringify(v.differences));
+});

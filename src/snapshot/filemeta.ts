@@ -18,7 +18,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { setTimes, type TimeEntry } from './set-times';
-import { git, joinZ, type GitOptions } from '../git/exec';
+import { git, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
 import {
   findEntry,
@@ -586,6 +586,34 @@ export async function fileMetaDifferences(
     const wantRep = want.linkTo[i] >= 0 ? listing[want.linkTo[i]].path : null;
     const haveRep = a.linkTo >= 0 ? actual.entries[a.linkTo].path : null;
     if (wantRep !== haveRep) out.push({ kind: 'hardlink', path: p, expected: wantRep, actual: haveRep });
+  }
+  return out;
+}
+
+/** The captured modification times of some paths of a snapshot's files tree (a link's is its
+ * group's), read from its filemeta; empty when the snapshot has none. For writing files later
+ * than the restore that laid the rest (hydrate). */
+export async function capturedTimes(
+  filesTree: string,
+  filemetaBlob: string | null,
+  paths: string[],
+  opts: GitOptions,
+): Promise<Map<string, { sec: number; nsec: number }>> {
+  const out = new Map<string, { sec: number; nsec: number }>();
+  if (!filemetaBlob || !paths.length) return out;
+  const blobs: { path: string; mode: number; oid: string }[] = [];
+  for (const rec of await gitZ(['ls-tree', '-r', '-z', '--full-tree', filesTree], opts)) {
+    const tab = rec.indexOf('\t');
+    const [mode, type, oid] = rec.slice(0, tab).split(' ');
+    if (type === 'blob') blobs.push({ path: rec.slice(tab + 1), mode: parseInt(mode, 8), oid });
+  }
+  const meta = await readFileMeta(filemetaBlob, blobs, opts);
+  const at = new Map(blobs.map((b, i) => [b.path, i]));
+  for (const p of paths) {
+    let i = at.get(p);
+    if (i === undefined) continue;
+    if (meta.linkTo[i] >= 0) i = meta.linkTo[i];
+    out.set(p, { sec: meta.mtimeSec[i], nsec: meta.mtimeNsec[i] });
   }
   return out;
 }

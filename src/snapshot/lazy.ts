@@ -23,6 +23,8 @@ import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { findRepo, repoOpts } from '../git/repo';
 import { assertNoSymlinkBetween } from './lay';
 import { readSnapshot } from './store';
+import { capturedTimes } from './filemeta';
+import { setTimes } from './set-times';
 import {
   LAZY_SCHEMA,
   openChunkSource,
@@ -234,6 +236,8 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
   const snap = await readSnapshot(rec.snapshot, gopts);
   const format = snap.manifest.git.objectFormat;
   const chunked = await chunkedFiles(snap, gopts);
+  // Written files get their captured times, as restore gives every other file.
+  const times = await capturedTimes(snap.filesTree, snap.filemetaBlob, wanted, gopts);
   const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
   const result: HydrateResult = { hydrated: [], remaining: [], chunksFetched: 0, bytes: 0 };
   try {
@@ -269,6 +273,8 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
         // Never over something written meanwhile: link(2) fails where a file now is.
         fs.linkSync(tmp, abs);
         fs.rmSync(tmp);
+        const t = times.get(p);
+        if (t) setTimes([{ abs, sec: t.sec, nsec: t.nsec }]);
       } catch (e) {
         stream.destroy();
         fs.rmSync(tmp, { force: true });

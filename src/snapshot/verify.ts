@@ -93,6 +93,9 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   if (!lookIn) throw new XetError('NOT_A_REPOSITORY', `neither ${options.cwd} nor ${dir} is a git repository`, { dir });
   let oid: string;
   let snap: Snapshot;
+  // Where the snapshot was found: its chunks are checked there alone (a good copy elsewhere must
+  // not hide a broken one in the repository being asked about).
+  let snapRepo = lookIn;
   try {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(lookIn));
     snap = await readSnapshot(oid, repoOpts(lookIn));
@@ -100,6 +103,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     if (!(e instanceof XetError && e.code === 'SNAPSHOT_NOT_FOUND' && target && here && target !== here)) throw e;
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(target));
     snap = await readSnapshot(oid, repoOpts(target));
+    snapRepo = target;
   }
   if (!target || path.resolve(target.worktree) !== fs.realpathSync(dir)) {
     return result(oid, [{ kind: 'not-a-repository', path: dir }]);
@@ -123,7 +127,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     excludedByPolicy = files.excludedByPolicy;
     const differences = [
       ...files.differences,
-      ...(await checkChunkedFiles(snap, { cwd: lookIn.worktree, env: objEnv(target, objects, alternates) })),
+      ...(await checkChunkedFiles(snap, repoOpts(snapRepo))),
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
