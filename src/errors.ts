@@ -77,6 +77,7 @@ export const ERROR_CODES = {
   // Large files: chunks and range reads (issue 13)
   CHUNK_MISSING: 'a chunk of a chunked file is not in the repository and no remote supplied it',
   RANGE_NOT_SATISFIABLE: 'the byte range starts past the end of the file',
+  LAZY_DEFERRED: 'the worktree is a lazy restore whose chunked files are not written yet; git xet hydrate them first',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

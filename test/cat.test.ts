@@ -553,10 +553,16 @@ test('a real capture, lazily restored and hydrated, has the captured mtime and v
   const dst = sb.path('mtime-lazy');
   const res = parseJson(xet(sb, sb.root, ['restore', snap, dst, '--from', `file://${bare}`, '--lazy', '--json']));
   assert.deepEqual(res.lazy.deferred, ['data.db']);
+  // Not written is not deleted: a capture before hydrate would lose the file.
+  expectError(xet(sb, dst, ['capture', '--json']), 'LAZY_DEFERRED');
   const h = parseJson(xet(sb, dst, ['hydrate', '--json']));
   assert.deepEqual(h.hydrated, [{ path: 'data.db', size: data.length }]);
   assert.ok(fs.readFileSync(path.join(dst, 'data.db')).equals(data));
   assert.equal(fs.statSync(path.join(dst, 'data.db')).mtime.getTime(), when.getTime(), 'the captured mtime');
   const v = parseJson(xet(sb, dst, ['verify', snap, '.', '--json']));
   assert.equal(v.ok, true, JSON.stringify(v.differences));
+  // Hydrated: captures again, and the snapshot holds the file (chunked with the source's threshold).
+  git(sb, dst, ['config', 'xet.chunk.threshold', '1m']);
+  const again = parseJson(xet(sb, dst, ['capture', '--json']));
+  assert.equal(again.chunkedFiles, 1);
 });

@@ -463,6 +463,8 @@ const NOT_CONFINED: Record<string, string> = {
   'handoff list.from': 'an agent name to filter by',
   'handoff create.artifact': 'a path inside the snapshot, stored as text in the descriptor',
   'archive.prefix': 'a directory name inside the archive, not on disk',
+  'cat.target': '<snapshot>:<path>: a snapshot id (resolved as a name) and a path inside its files tree, never on disk',
+  'cat.range': 'a byte range of the file (digits and - or +), parsed strictly',
   'capture.include': 'gitignore patterns matched inside the worktree',
   'capture.exclude': 'gitignore patterns matched inside the worktree',
   'task run.command': 'the argv the task runs: arbitrary execution by design (see the MCP section)',

@@ -51,6 +51,7 @@ import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 import { parseChunkThreshold } from '../chunks/params';
 import { parseChunkCompression } from '../chunks/compression';
+import { readLazy } from '../chunks/source';
 import type { ChunkingSpec } from './chunked-scan';
 import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree } from './operation-state';
 
@@ -179,6 +180,16 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // Temporary files of killed captures (their owners are dead) go before we make our own.
     const cleaned = removeLeftovers(repoLeftovers(repo));
     // --- read and check; nothing is written in this section ---
+    // A lazy restore's deferred files are absent from the worktree, not deleted: a snapshot of it
+    // would record them as gone.
+    const lazy = repo.gitDir === repo.commonDir ? readLazy(repo.commonDir) : null;
+    if (lazy?.deferred.length) {
+      throw new XetError(
+        'LAZY_DEFERRED',
+        `${repo.worktree} is a lazy restore: ${lazy.deferred.length} chunked file(s) are not written yet (${lazy.deferred.slice(0, 3).join(', ')}${lazy.deferred.length > 3 ? ', …' : ''}); run git xet hydrate, then capture`,
+        { dir: repo.worktree, deferred: lazy.deferred.slice(0, 100) },
+      );
+    }
     if (fs.existsSync(path.join(repo.gitDir, RESTORE_MARKER))) {
       throw new XetError('RESTORE_INCOMPLETE', `${repo.worktree} is a restore that did not finish; restore it again`, {
         dir: repo.worktree,
