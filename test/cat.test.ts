@@ -8,7 +8,7 @@
 // commit-tree): a capture, then its files tree given a pointer entry, a chunks/ tree and a v3
 // manifest — the format of docs/FORMAT.md, independent of capture's own chunking.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -555,6 +555,14 @@ test('a real capture, lazily restored and hydrated, has the captured mtime and v
   assert.deepEqual(res.lazy.deferred, ['data.db']);
   // Not written is not deleted: a capture before hydrate would lose the file.
   expectError(xet(sb, dst, ['capture', '--json']), 'LAZY_DEFERRED');
+  // Readers of the lazy copy fetch the chunks they lack in one batch (git would fetch one at a time).
+  const tarFile = sb.path('mtime-lazy.tar');
+  parseJson(xet(sb, dst, ['archive', snap, '-o', tarFile, '--json']));
+  const out = sb.path('mtime-untar');
+  fs.mkdirSync(out);
+  const tarRun = spawnSync('tar', ['-xf', tarFile, '-C', out]);
+  assert.equal(tarRun.status, 0, String(tarRun.stderr));
+  assert.ok(fs.readFileSync(path.join(out, 'data.db')).equals(data));
   const h = parseJson(xet(sb, dst, ['hydrate', '--json']));
   assert.deepEqual(h.hydrated, [{ path: 'data.db', size: data.length }]);
   assert.ok(fs.readFileSync(path.join(dst, 'data.db')).equals(data));

@@ -101,13 +101,10 @@ export async function archive(opts: ArchiveOptions): Promise<ArchiveResult> {
   const snap = await readSnapshot(oid, gopts);
   const seconds = Number(await gitText(['log', '-1', '--format=%ct', oid, '--'], gopts));
   const mtime = new Date((Number.isFinite(seconds) ? seconds : 0) * 1000);
-  const items = await listItems(
-    snap.filesTree,
-    snap.manifest.emptyDirs,
-    prefix,
-    gopts,
-    await chunkedFiles(snap, gopts),
-  );
+  const chunked = await chunkedFiles(snap, gopts);
+  const items = await listItems(snap.filesTree, snap.manifest.emptyDirs, prefix, gopts, chunked);
+  // A lazy copy fetches the chunks it lacks in one batch first (lazy.ts says why).
+  if (chunked.size) await (await import('./lazy')).fetchMissingChunks(repo, snap, chunked.values(), gopts);
   const ctx: ReadContext = { git: gopts, format: snap.manifest.git.objectFormat };
 
   const result: ArchiveResult = {

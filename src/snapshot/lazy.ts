@@ -293,3 +293,39 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
   result.remaining = [...deferred].sort();
   return result;
 }
+
+/**
+ * In a lazy copy (a `.git/xet/lazy.json`): make every chunk of these files present, fetching the
+ * missing ones from the recorded source in one batch, before a reader (archive, export, verify)
+ * reads them — git's promisor machinery would otherwise fetch them one object at a time, and a xet
+ * store source is not git's to ask. Elsewhere nothing happens. Returns the chunks fetched.
+ */
+export async function fetchMissingChunks(
+  repo: { commonDir: string; gitDir: string; objectsDir: string; worktree: string },
+  snap: Snapshot,
+  entries: Iterable<{ path: string; pointer: ChunkedEntryPointer }>,
+  gopts: GitOptions,
+  signal?: AbortSignal,
+): Promise<number> {
+  const rec = readLazy(repo.commonDir);
+  if (!rec) return 0;
+  const format = snap.manifest.git.objectFormat;
+  const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
+  try {
+    const ctx: ReadContext = { git: offline.git, format, signal };
+    const all: ChunkRef[] = [];
+    for (const e of entries) {
+      const list = await ChunkList.fromPointer(e.pointer, e.path, ctx);
+      all.push(...(await list.chunksFor(0, e.pointer.size)));
+    }
+    const missing = [...new Set((await missingChunks(all, offline.git)).map((c) => c.oid))];
+    if (!missing.length) return 0;
+    const source = await openChunkSource(rec, { gitDir: repo.commonDir, git: gopts, format });
+    await source.fetch(missing, signal);
+    return missing.length;
+  } finally {
+    offline.dispose();
+  }
+}
+
+type ChunkedEntryPointer = import('../chunks/pointer').ChunkPointer;

@@ -127,7 +127,7 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
     excludedByPolicy = files.excludedByPolicy;
     const differences = [
       ...files.differences,
-      ...(await checkChunkedFiles(snap, repoOpts(snapRepo))),
+      ...(await checkChunkedFiles(snap, snapRepo)),
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
@@ -138,11 +138,16 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
 /** Every chunked file of the snapshot reassembles to its pointer's `blob` id: each chunk read and
  * hashed (a full read of every chunked file's chunks from the object store). A broken one is a
  * difference `chunk-integrity` (its error code as `actual`), not an exception: verify reports. */
-async function checkChunkedFiles(
-  snap: Snapshot,
-  opts: { cwd: string; env: Record<string, string> },
-): Promise<Difference[]> {
+async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference[]> {
   if (!snap.manifest.chunked?.length) return [];
+  const opts = repoOpts(repo);
+  const chunked = await chunkedFiles(snap, opts);
+  // A lazy copy fetches the chunks it lacks in one batch first (lazy.ts says why).
+  try {
+    await (await import('./lazy')).fetchMissingChunks(repo, snap, chunked.values(), opts);
+  } catch (err) {
+    if (!(err instanceof XetError)) throw err; // each file then reports what it lacks
+  }
   const ctx = { git: opts, format: snap.manifest.git.objectFormat };
   const out: Difference[] = [];
   const sink = (): Writable =>
@@ -151,7 +156,7 @@ async function checkChunkedFiles(
         cb();
       },
     });
-  for (const [p, e] of await chunkedFiles(snap, opts)) {
+  for (const [p, e] of chunked) {
     try {
       const list = await ChunkList.fromPointer(e.pointer, p, ctx);
       await readRange(list, 0, e.pointer.size, sink(), ctx);

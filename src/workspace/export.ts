@@ -290,6 +290,8 @@ async function treeOfSnapshot(repo: Repo, snap: Snapshot): Promise<string> {
           )
         : new Set<string>();
       const lay = big.filter((c) => !ignored.has(c.path)).map((c) => chunked.get(c.path) as ChunkedEntry);
+      // A lazy copy fetches the chunks it lacks in one batch first (snapshot/lazy.ts says why).
+      await (await import('../snapshot/lazy')).fetchMissingChunks(repo, snap, lay, repoOpts(repo));
       await writeChunkedFiles(wt, lay, { git: so, format: snap.manifest.git.objectFormat });
     }
     await faultPoint('export:after-checkout');
