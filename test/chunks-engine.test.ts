@@ -78,7 +78,7 @@ function inputs(n: number): [string, Buffer][] {
   // Random data with zero runs of every length around min, avg and max.
   const mixed = Buffer.from(random);
   let at = 0;
-  for (const run of [2047, 2048, 2049, 8191, 8192, 8193, 65535, 65536, 65537, 131072]) {
+  for (const run of [2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537, 131072]) {
     at += 37_000;
     if (at + run < n) mixed.fill(0, at, at + run);
     at += run;
@@ -132,7 +132,7 @@ test('parallel chunking equals sequential chunking, whatever the data and wherev
         assert.equal(c.oid, expect, `${name}: chunk at ${c.offset}`);
       }
       // Region sizes below min, near min/avg/max, odd primes and one region per file.
-      const sizes = [1999, 2048, 8191, 65536, 65537, 100_003, 400_000, 1_200_000];
+      const sizes = [1999, 2048, 4096, 8191, 65536, 65537, 100_003, 400_000, 1_200_000];
       sizes.push(5000 + (seeds.readUInt32LE(sizes.length % 60) % 300_000));
       for (const regionBytes of sizes) {
         const par = await chunkFile(file, { format: 'sha1', workers: 2, regionBytes });
@@ -154,7 +154,7 @@ test('parallel chunking equals sequential chunking, whatever the data and wherev
 test('an empty file and a file smaller than a region chunk the same in parallel', async () => {
   const sb = createSandbox();
   try {
-    for (const n of [0, 1, 2047, 2048, 2049, 70_000]) {
+    for (const n of [0, 1, 2047, 2048, 2049, 4095, 4096, 4097, 70_000]) {
       const file = sb.path(`f${n}`);
       fs.writeFileSync(file, bytes(n, `small${n}`));
       const seq = await chunkFile(file, { format: 'sha1', workers: 0 });
