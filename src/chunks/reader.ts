@@ -14,6 +14,20 @@ import { catFileBatch } from '../git/plumbing';
 import { parseListTree, parseSegment, SEGMENT_CHUNKS, type ChunkRef } from './list-tree';
 import { MAX_POINTER_BYTES, parsePointer, type ChunkPointer } from './pointer';
 
+/**
+ * `git -c` flags for a cat-file that reads big data out of packs. Git mmaps packs in windows of
+ * core.packedGitWindowSize (1 GiB on 64-bit) and keeps up to core.packedGitLimit (8 GiB) mapped, so
+ * every page of a long read stays resident: the file-backed pages count in the process's RSS
+ * (a 100 MiB range read left git at +106 MiB RssFile). Small windows under a small limit make git
+ * unmap what it has read: memory stays flat whatever the range, at the cost of an mmap per 4 MiB.
+ */
+export const PACK_READ_FLAGS: readonly string[] = [
+  '-c',
+  'core.packedGitWindowSize=4m',
+  '-c',
+  'core.packedGitLimit=16m',
+];
+
 /** Bytes gathered into one write to the output (readRange). */
 const OUT_BATCH = 1024 * 1024;
 
@@ -174,7 +188,10 @@ export async function* readChunks(
   where: string,
 ): AsyncGenerator<{ chunk: ChunkRef; data: Buffer }> {
   if (!chunks.length) return;
-  const cat = gitStream(['cat-file', '--batch'], { ...ctx.git, input: chunks.map((c) => `${c.oid}\n`).join('') });
+  const cat = gitStream([...PACK_READ_FLAGS, 'cat-file', '--batch'], {
+    ...ctx.git,
+    input: chunks.map((c) => `${c.oid}\n`).join(''),
+  });
   const abort = (): void => cat.kill();
   ctx.signal?.addEventListener('abort', abort, { once: true });
   try {
