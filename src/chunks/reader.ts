@@ -19,9 +19,9 @@ import { MAX_POINTER_BYTES, parsePointer, type ChunkPointer } from './pointer';
  * core.packedGitWindowSize (1 GiB on 64-bit) and keeps up to core.packedGitLimit (8 GiB) mapped, so
  * every page of a long read stays resident: the file-backed pages count in the process's RSS
  * (a 100 MiB range read left git at +106 MiB RssFile). Small windows under a small limit make git
- * unmap what it has read: memory stays flat whatever the range, at the cost of an mmap per 2 MiB.
+ * unmap what it has read: memory stays flat whatever the range, at the cost of an mmap per 1 MiB.
  */
-export const PACK_READ_FLAGS: readonly string[] = ['-c', 'core.packedGitWindowSize=2m', '-c', 'core.packedGitLimit=8m'];
+export const PACK_READ_FLAGS: readonly string[] = ['-c', 'core.packedGitWindowSize=1m', '-c', 'core.packedGitLimit=4m'];
 
 /** Bytes gathered into one write to the output (readRange). */
 const OUT_BATCH = 1024 * 1024;
@@ -148,7 +148,7 @@ export async function readRange(
     used = 0;
     if (!out.write(full)) await once(out, 'drain', { signal: ctx.signal });
   };
-  for await (const { chunk, data } of readChunks(chunks, ctx, list.where)) {
+  for await (const { chunk, data } of readChunks(chunks, ctx, list.where, { parallel: whole !== null })) {
     const from = Math.max(start - chunk.offset, 0);
     const to = Math.min(end - chunk.offset, chunk.size);
     const part = from === 0 && to === chunk.size ? data : data.subarray(from, to);
@@ -294,17 +294,22 @@ class Prefetch {
   }
 }
 
-/** The chunks' contents in order, each checked (type, size, hash) before it is yielded. */
+/**
+ * The chunks' contents in order, each checked (type, size, hash) before it is yielded. `parallel`
+ * (whole-file reads: restore, archive, hydrate) reads alternate runs through two cat-files, for
+ * throughput; otherwise one, for memory (a 100 MiB range: +50 MiB with one, +63 with two).
+ */
 export async function* readChunks(
   chunks: ChunkRef[],
   ctx: ReadContext,
   where: string,
+  opts: { parallel?: boolean } = {},
 ): AsyncGenerator<{ chunk: ChunkRef; data: Buffer }> {
   if (!chunks.length) return;
   // Runs of RUN_CHUNKS chunks, alternating between two processes when there is more than one run.
   const runs: ChunkRef[][] = [];
   for (let i = 0; i < chunks.length; i += RUN_CHUNKS) runs.push(chunks.slice(i, i + RUN_CHUNKS));
-  const procs = Math.min(2, runs.length);
+  const procs = opts.parallel ? Math.min(2, runs.length) : 1;
   const cats: GitStream[] = [];
   const feeds: Prefetch[] = [];
   for (let p = 0; p < procs; p++) {
