@@ -266,31 +266,31 @@ class Prefetch {
   private take(n: number): Buffer {
     const first = this.pieces[0];
     if (n === 0) return Buffer.alloc(0);
+    let out: Buffer;
     if (first && first.length - this.head >= n) {
-      const out = first.subarray(this.head, this.head + n);
-      this.head += n;
-      if (this.head === first.length) {
-        this.pieces.shift();
-        this.head = 0;
-      }
-      this.consumed(n);
-      return out;
-    }
-    const out = Buffer.allocUnsafe(n);
-    let filled = 0;
-    while (filled < n) {
-      const piece = this.pieces[0];
-      const k = Math.min(n - filled, piece.length - this.head);
-      piece.copy(out, filled, this.head, this.head + k);
-      filled += k;
-      this.head += k;
-      if (this.head === piece.length) {
-        this.pieces.shift();
-        this.head = 0;
+      out = first.subarray(this.head, this.head + n);
+      this.advance(n);
+    } else {
+      out = Buffer.allocUnsafe(n);
+      for (let filled = 0; filled < n;) {
+        const piece = this.pieces[0];
+        const k = Math.min(n - filled, piece.length - this.head);
+        piece.copy(out, filled, this.head, this.head + k);
+        filled += k;
+        this.advance(k);
       }
     }
     this.consumed(n);
     return out;
+  }
+
+  /** Past k bytes of the first piece (never more than it has). */
+  private advance(k: number): void {
+    this.head += k;
+    if (this.head === this.pieces[0].length) {
+      this.pieces.shift();
+      this.head = 0;
+    }
   }
 }
 
