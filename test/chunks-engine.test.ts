@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { isXetError } from '../src/errors';
 import { writePack, type PackItem } from '../src/git/pack-writer';
 import { sampleEntropy } from '../src/git/pack-worker';
-import { parseChunkCompression } from '../src/chunks/compression';
+import { AUTO_DEFLATE_MAX_BYTES, chunkLevelFor, parseChunkCompression } from '../src/chunks/compression';
 import { buildChunkList } from '../src/chunks/list-tree';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { chunkFile } from '../src/chunks/chunk-file';
@@ -78,7 +78,7 @@ function inputs(n: number): [string, Buffer][] {
   // Random data with zero runs of every length around min, avg and max.
   const mixed = Buffer.from(random);
   let at = 0;
-  for (const run of [2047, 2048, 2049, 8191, 8192, 8193, 65535, 65536, 65537, 131072]) {
+  for (const run of [2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537, 131072]) {
     at += 37_000;
     if (at + run < n) mixed.fill(0, at, at + run);
     at += run;
@@ -132,7 +132,7 @@ test('parallel chunking equals sequential chunking, whatever the data and wherev
         assert.equal(c.oid, expect, `${name}: chunk at ${c.offset}`);
       }
       // Region sizes below min, near min/avg/max, odd primes and one region per file.
-      const sizes = [1999, 2048, 8191, 65536, 65537, 100_003, 400_000, 1_200_000];
+      const sizes = [1999, 2048, 4096, 8191, 65536, 65537, 100_003, 400_000, 1_200_000];
       sizes.push(5000 + (seeds.readUInt32LE(sizes.length % 60) % 300_000));
       for (const regionBytes of sizes) {
         const par = await chunkFile(file, { format: 'sha1', workers: 2, regionBytes });
@@ -154,7 +154,7 @@ test('parallel chunking equals sequential chunking, whatever the data and wherev
 test('an empty file and a file smaller than a region chunk the same in parallel', async () => {
   const sb = createSandbox();
   try {
-    for (const n of [0, 1, 2047, 2048, 2049, 70_000]) {
+    for (const n of [0, 1, 2047, 2048, 2049, 4095, 4096, 4097, 70_000]) {
       const file = sb.path(`f${n}`);
       fs.writeFileSync(file, bytes(n, `small${n}`));
       const seq = await chunkFile(file, { format: 'sha1', workers: 0 });
@@ -185,7 +185,8 @@ test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a 
     const pointer = { size: cf.size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
     const ctx = { git: { cwd: r }, format: 'sha1' as const };
     const sizes: number[] = [];
-    for (const level of [0, 1]) {
+    // Level 0, level 1, and the default (`auto`: a pack of a few MiB of chunks is deflated at 1).
+    for (const level of [0, 1, undefined]) {
       fs.rmSync(`${r}/.git/objects/pack`, { recursive: true, force: true });
       const items: PackItem[] = cf.chunks.map((c) => ({
         oid: c.oid,
@@ -194,7 +195,8 @@ test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a 
         range: { offset: c.offset, size: c.size },
       }));
       for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
-      const res = await writePack(`${r}/.git/objects`, 'sha1', items, 1, undefined, { chunkLevel: level });
+      const opts = level === undefined ? {} : { chunkLevel: level };
+      const res = await writePack(`${r}/.git/objects`, 'sha1', items, 1, undefined, opts);
       sizes.push(res.bytes);
       git(sb, r, ['verify-pack', `${r}/.git/objects/pack/${res.pack}.idx`]);
       const out = new PassThrough();
@@ -212,6 +214,7 @@ test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a 
     // Level 1 deflates the text and stores the random half; level 0 stores everything.
     assert.ok(sizes[1] < sizes[0] - text.length / 2, `packs of ${sizes.join(' and ')} bytes`);
     assert.ok(sizes[1] > 9 << 20);
+    assert.equal(sizes[2], sizes[1], 'the default deflates a small capture at level 1');
     // A chunk that no longer hashes to its id: WORKTREE_CHANGED, and no pack is published.
     fs.rmSync(`${r}/.git/objects/pack`, { recursive: true, force: true });
     const edited = Buffer.from(data);
@@ -245,11 +248,21 @@ test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a 
   }
 });
 
-test('xet.chunk.compression: levels, names, and a typed refusal', () => {
-  assert.equal(parseChunkCompression(undefined), 0);
+test('xet.chunk.compression: auto, levels, names, and a typed refusal', () => {
+  assert.equal(parseChunkCompression(undefined), 'auto');
+  assert.equal(parseChunkCompression(' Auto'), 'auto');
+  assert.equal(parseChunkCompression('default'), 'auto');
+  assert.equal(parseChunkCompression('0'), 0);
   assert.equal(parseChunkCompression('fast'), 1);
   assert.equal(parseChunkCompression(' 6 '), 6);
   assert.equal(parseChunkCompression('stored'), 0);
+  // auto: level 1 up to AUTO_DEFLATE_MAX_BYTES of chunks in the pack, stored beyond; levels as given.
+  assert.equal(chunkLevelFor('auto', 54 << 20), 1);
+  assert.equal(chunkLevelFor('auto', AUTO_DEFLATE_MAX_BYTES), 1);
+  assert.equal(chunkLevelFor('auto', AUTO_DEFLATE_MAX_BYTES + 1), 0);
+  assert.equal(chunkLevelFor('auto', 1 << 30), 0);
+  assert.equal(chunkLevelFor(0, 1), 0);
+  assert.equal(chunkLevelFor(6, 1 << 30), 6);
   assert.throws(
     () => parseChunkCompression('11'),
     (e: unknown) => isXetError(e) && e.code === 'CONFIG_INVALID',

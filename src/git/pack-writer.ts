@@ -24,7 +24,7 @@ import {
   type WorkResult,
 } from './pack-worker';
 import { faultPoint } from '../testing/fault-points';
-import { DEFAULT_CHUNK_LEVEL } from '../chunks/compression';
+import { chunkLevelFor, DEFAULT_CHUNK_COMPRESSION, type ChunkCompression } from '../chunks/compression';
 
 export type ObjectFormat = 'sha1' | 'sha256';
 
@@ -60,8 +60,9 @@ export type BeforePublish = (p: PackToPublish) => void | Promise<void>;
 
 export interface WritePackOptions {
   /** Deflate level of chunks (range items), from xet.chunk.compression (src/chunks/compression.ts
-   * says why the default is what it is). Chunks whose sample looks random are stored whatever it is. */
-  chunkLevel?: number;
+   * says why the default is what it is): `auto` (the default) picks it from the chunk bytes this
+   * pack holds. Chunks whose sample looks random are stored whatever it is. */
+  chunkLevel?: ChunkCompression;
 }
 
 const TYPE_CODE = { commit: 1, tree: 2, blob: 3, tag: 4 } as const;
@@ -315,8 +316,9 @@ export async function writePack(
   beforePublish?: BeforePublish,
   options: WritePackOptions = {},
 ): Promise<PackResult> {
-  const chunkLevel = options.chunkLevel ?? DEFAULT_CHUNK_LEVEL;
   const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
+  const chunkBytes = unique.reduce((n, i) => n + (i.range ? i.range.size : 0), 0);
+  const chunkLevel = chunkLevelFor(options.chunkLevel ?? DEFAULT_CHUNK_COMPRESSION, chunkBytes);
   if (unique.length === 0) return { pack: null, objects: 0, bytes: 0 };
   const packDir = path.join(objectsDir, 'pack');
   fs.mkdirSync(packDir, { recursive: true });

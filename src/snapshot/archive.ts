@@ -13,7 +13,7 @@ import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { Readable, Writable } from 'node:stream';
 import type { Header, Pack as TarPack } from 'tar-stream';
-import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
+import { ChunkList, PACK_READ_FLAGS, readRange, type ReadContext } from '../chunks/reader';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { XetError } from '../errors';
 import { git, gitStream, gitText, type GitOptions, type GitStream } from '../git/exec';
@@ -281,7 +281,10 @@ async function writeArchive(
   const startRun = (from: number): ByteReader => {
     const run: Item[] = [];
     for (let j = from; j < items.length && !items[j].chunked; j++) if (items[j].kind !== 'dir') run.push(items[j]);
-    const cat = gitStream(['cat-file', '--batch'], { ...opts, input: run.map((b) => `${b.oid}\n`).join('') });
+    const cat = gitStream([...PACK_READ_FLAGS, 'cat-file', '--batch'], {
+      ...opts,
+      input: run.map((b) => `${b.oid}\n`).join(''),
+    });
     cats.push(cat);
     return new ByteReader(cat.stdout as Readable);
   };

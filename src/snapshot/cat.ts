@@ -20,7 +20,7 @@ import { XetError } from '../errors';
 import { gitStream, gitZ, type GitOptions } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
-import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
+import { ChunkList, PACK_READ_FLAGS, readRange, type ReadContext } from '../chunks/reader';
 import { parseRange, resolveRange } from '../chunks/range';
 import { chunkedFiles } from '../chunks/snapshot-files';
 import { openChunkSource, readLazy } from '../chunks/source';
@@ -225,7 +225,7 @@ async function streamBlob(
   ctx: ReadContext,
 ): Promise<number> {
   if (end <= start) return 0;
-  const cat = gitStream(['cat-file', 'blob', oid], ctx.git);
+  const cat = gitStream([...PACK_READ_FLAGS, 'cat-file', 'blob', oid], ctx.git);
   const abort = (): void => cat.kill();
   ctx.signal?.addEventListener('abort', abort, { once: true });
   const whole = start === 0 && end === size ? createHash(ctx.format).update(`blob ${size}\0`) : null;

@@ -32,6 +32,7 @@ import { chunkFile } from '../chunks/chunk-file';
 import { buildChunkList, chunksTree, type TreeObject } from '../chunks/list-tree';
 import { parsePointer, serializePointer, type ChunkPointer } from '../chunks/pointer';
 import { blobOid } from './filemeta';
+import type { ChunkCompression } from '../chunks/compression';
 
 export const CHUNKS_RECORD_SUFFIX = '.chunks.json';
 
@@ -42,8 +43,9 @@ export interface ChunkingSpec {
   cleanTracked: Map<string, string>;
   /** Stage-0 blob of every tracked path (a touched file may still hold it). */
   staged: Map<string, string>;
-  /** Deflate level of chunks in the pack (xet.chunk.compression; src/chunks/compression.ts). */
-  level?: number;
+  /** Deflate level of chunks in the pack, or `auto` (xet.chunk.compression; src/chunks/compression.ts):
+   * the pack writer resolves `auto` from the chunk bytes the capture packs (the sum of its range items). */
+  level?: ChunkCompression;
 }
 
 export interface ChunkedPath {
