@@ -4,6 +4,7 @@
 // from docs/CLI.md at run time, so the test fails when the docs and the output drift apart.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -386,6 +387,23 @@ test('every verify difference kind docs/CLI.md lists comes from a real change, w
     const hidden = fs.readdirSync(sb.root).find((n) => n.startsWith('.killed.xet-restore-'));
     assert.ok(hidden, 'the killed restore left its hidden sibling');
     check(sb.path(hidden), [`incomplete ${sb.path(hidden)}`], 'incomplete');
+    // A chunk of a chunked file that the snapshot's repository lacks (unpacked, then one removed):
+    // the restored copy is right, the repository is not.
+    const chunky = initRepo(sb, 'chunky');
+    chunky.git('config', 'xet.chunk.threshold', '64k');
+    fs.writeFileSync(chunky.p('big.bin'), crypto.randomBytes(300_000));
+    const chunkySnap = capture(sb, chunky.dir);
+    const chunkyCopy = freshCopy(sb, chunky, chunkySnap);
+    const packDir = path.join(chunky.dir, '.git', 'objects', 'pack');
+    for (const f of fs.readdirSync(packDir).filter((n) => n.endsWith('.pack'))) {
+      const data = fs.readFileSync(path.join(packDir, f));
+      for (const n of fs.readdirSync(packDir))
+        if (n.startsWith(f.slice(0, -'.pack'.length))) fs.rmSync(path.join(packDir, n));
+      chunky.gitInput(data, 'unpack-objects', '-q');
+    }
+    const chunk = chunky.git('ls-tree', '-r', `${chunkySnap}:chunks`).split('\n')[0].split(/\s+/)[2];
+    fs.rmSync(path.join(chunky.dir, '.git', 'objects', chunk.slice(0, 2), chunk.slice(2)));
+    check(chunkyCopy, ['chunk-integrity big.bin'], 'chunk-integrity', { r: chunky, snap: chunkySnap });
 
     assert.deepEqual([...seen.keys()].sort(), [...verifyKinds()].sort(), 'the kinds produced are the documented ones');
     // What a difference carries: expected/actual where there are two sides to show.
