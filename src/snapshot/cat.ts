@@ -23,7 +23,7 @@ import { findRepo, repoOpts } from '../git/repo';
 import { ChunkList, PACK_READ_FLAGS, readRange, type ReadContext } from '../chunks/reader';
 import { parseRange, resolveRange } from '../chunks/range';
 import { chunkedFiles } from '../chunks/snapshot-files';
-import { openChunkSource, readLazy } from '../chunks/source';
+import { readLazy } from '../chunks/source';
 import { checkPathSyntax } from './paths';
 import { readSnapshot, resolveSnapshotOid } from './store';
 
@@ -131,18 +131,10 @@ export async function cat(opts: CatOptions): Promise<CatResult> {
     const chunks = await list.chunksFor(start, end);
     result.chunksRead = chunks.length;
     if (lazy && chunks.length) {
-      const { missingChunks, offlineGit } = await import('./lazy');
+      const { fetchLacking, offlineGit } = await import('./lazy');
       const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
       try {
-        const missing = await missingChunks(chunks, offline.git);
-        if (missing.length) {
-          const source = await openChunkSource(lazy, { gitDir: repo.commonDir, git: gopts, format });
-          await source.fetch(
-            missing.map((c) => c.oid),
-            opts.signal,
-          );
-          result.chunksFetched = missing.length;
-        }
+        result.chunksFetched = await fetchLacking(repo, chunks, offline.git, gopts, format, opts.signal);
         // Read without git's own promisor fetches: what is still missing is CHUNK_MISSING.
         const offCtx = { ...ctx, git: offline.git };
         result.bytes = await readRange(

@@ -15,10 +15,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitZ, type GitOptions } from '../git/exec';
+import { objectSizes } from '../git/plumbing';
 import { remoteError } from '../remote/reach';
 import { withoutPassword } from '../remote/url';
 import { once } from 'node:events';
 import type { ChunkRef } from '../chunks/list-tree';
+import type { ChunkPointer } from '../chunks/pointer';
 import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { findRepo, repoOpts } from '../git/repo';
 import { assertNoSymlinkBetween } from './lay';
@@ -187,17 +189,34 @@ export function offlineGit(
 /** Which of these chunks the repository at `offline` (offlineGit) lacks. */
 export async function missingChunks(chunks: ChunkRef[], offline: GitOptions): Promise<ChunkRef[]> {
   if (!chunks.length) return [];
-  const want = [...new Set(chunks.map((c) => c.oid))];
-  const r = await git(['cat-file', '--batch-check=%(objectname)', '--buffer'], {
-    ...offline,
-    input: want.map((o) => `${o}\n`).join(''),
-  });
-  const missing = new Set<string>();
-  for (const line of r.stdout.toString('latin1').split('\n')) {
-    const m = /^([0-9a-f]+) missing$/.exec(line);
-    if (m) missing.add(m[1]);
-  }
-  return chunks.filter((c) => missing.has(c.oid));
+  const present = await objectSizes(
+    chunks.map((c) => c.oid),
+    offline,
+  );
+  return chunks.filter((c) => !present.has(c.oid));
+}
+
+/**
+ * In a lazy copy (a `.git/xet/lazy.json`): fetch those of `chunks` the repository lacks from the
+ * recorded source, in one batch. `offline` reads the repository without git's promisor fetches
+ * (offlineGit), which would fetch each missing object on its own. Elsewhere, or with nothing
+ * missing, nothing happens. Returns the chunks fetched.
+ */
+export async function fetchLacking(
+  repo: { commonDir: string },
+  chunks: ChunkRef[],
+  offline: GitOptions,
+  gopts: GitOptions,
+  format: 'sha1' | 'sha256',
+  signal?: AbortSignal,
+): Promise<number> {
+  const rec = readLazy(repo.commonDir);
+  if (!rec) return 0;
+  const missing = [...new Set((await missingChunks(chunks, offline)).map((c) => c.oid))];
+  if (!missing.length) return 0;
+  const source = await openChunkSource(rec, { gitDir: repo.commonDir, git: gopts, format });
+  await source.fetch(missing, signal);
+  return missing.length;
 }
 
 export interface HydrateResult {
@@ -251,12 +270,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
       lists.set(p, list);
       all.push(...(await list.chunksFor(0, list.size)));
     }
-    const missing = await missingChunks(all, offline.git);
-    if (missing.length) {
-      const source = await openChunkSource(rec, { gitDir: repo.commonDir, git: gopts, format });
-      await source.fetch([...new Set(missing.map((c) => c.oid))], opts.signal);
-      result.chunksFetched = new Set(missing.map((c) => c.oid)).size;
-    }
+    result.chunksFetched = await fetchLacking(repo, all, offline.git, gopts, format, opts.signal);
     for (const p of wanted) {
       const list = lists.get(p) as ChunkList;
       const abs = path.join(repo.worktree, p);
@@ -303,7 +317,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
 export async function fetchMissingChunks(
   repo: { commonDir: string; gitDir: string; objectsDir: string; worktree: string },
   snap: Snapshot,
-  entries: Iterable<{ path: string; pointer: ChunkedEntryPointer }>,
+  entries: Iterable<{ path: string; pointer: ChunkPointer }>,
   gopts: GitOptions,
   signal?: AbortSignal,
 ): Promise<number> {
@@ -318,14 +332,8 @@ export async function fetchMissingChunks(
       const list = await ChunkList.fromPointer(e.pointer, e.path, ctx);
       all.push(...(await list.chunksFor(0, e.pointer.size)));
     }
-    const missing = [...new Set((await missingChunks(all, offline.git)).map((c) => c.oid))];
-    if (!missing.length) return 0;
-    const source = await openChunkSource(rec, { gitDir: repo.commonDir, git: gopts, format });
-    await source.fetch(missing, signal);
-    return missing.length;
+    return await fetchLacking(repo, all, offline.git, gopts, format, signal);
   } finally {
     offline.dispose();
   }
 }
-
-type ChunkedEntryPointer = import('../chunks/pointer').ChunkPointer;
