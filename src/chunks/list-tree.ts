@@ -16,6 +16,7 @@
 
 import { createHash } from 'node:crypto';
 import { XetError } from '../errors';
+import { parseTreeObject, type TreeEntry } from '../git/tree-object';
 import type { ChunkPointer } from './pointer';
 
 export const SEGMENT_CHUNKS = 4096;
@@ -88,31 +89,13 @@ export function chunksTree(lists: Iterable<string>, format: 'sha1' | 'sha256'): 
   );
 }
 
-export interface TreeEntry {
-  mode: string;
-  name: string;
-  oid: string;
-}
+export type { TreeEntry };
 
-/** Parse a raw tree object (from `cat-file --batch`), without git. */
+/** Parse a raw tree object of a chunk list (from `cat-file --batch`); malformed is SNAPSHOT_INVALID. */
 export function parseTree(data: Buffer, format: 'sha1' | 'sha256', where: string): TreeEntry[] {
-  const raw = format === 'sha1' ? 20 : 32;
-  const out: TreeEntry[] = [];
-  let at = 0;
-  while (at < data.length) {
-    const sp = data.indexOf(0x20, at);
-    const nul = sp < 0 ? -1 : data.indexOf(0, sp);
-    if (sp < 0 || nul < 0 || nul + 1 + raw > data.length) {
-      throw new XetError('SNAPSHOT_INVALID', `${where}: a chunk list tree is malformed`, { path: where });
-    }
-    out.push({
-      mode: data.toString('latin1', at, sp),
-      name: data.toString('utf8', sp + 1, nul),
-      oid: data.toString('hex', nul + 1, nul + 1 + raw),
-    });
-    at = nul + 1 + raw;
-  }
-  return out;
+  const { entries, complete } = parseTreeObject(data, format === 'sha1' ? 20 : 32);
+  if (!complete) throw new XetError('SNAPSHOT_INVALID', `${where}: a chunk list tree is malformed`, { path: where });
+  return entries;
 }
 
 const OFFSET_RE = /^[0-9a-f]{16}$/;

@@ -9,6 +9,7 @@ import { git, gitText, type GitOptions } from '../git/exec';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import { objectId } from '../git/object-id';
+import { parseTreeObject } from '../git/tree-object';
 import { HANDOFF_SCHEMA, LIMITS, type Descriptor } from './descriptor';
 
 export const HANDOFF_REF_PREFIX = 'refs/xet/handoffs/';
@@ -188,7 +189,7 @@ export async function readRawHandoffs(refs: HandoffRef[], opts: GitOptions): Pro
     const isCommit = commit?.type === 'commit';
     const parents = isCommit ? commitParents(commit.data) : [];
     const tree = isCommit ? objs.get(`${r.commit}^{tree}`) : null;
-    const entries = tree?.type === 'tree' ? parseTree(tree.data, r.commit.length / 2) : [];
+    const entries = tree?.type === 'tree' ? parseTreeObject(tree.data, r.commit.length / 2).entries : [];
     const big = objs.oversized.get(r.commit) ?? objs.oversized.get(`${r.commit}^{tree}`);
     return { r, isCommit, parents, entries, big, desc: entries.find((e) => e.name === DESCRIPTOR_FILE) };
   });
@@ -237,22 +238,4 @@ export function commitParents(data: Buffer): string[] {
     .split('\n')
     .filter((l) => l.startsWith('parent '))
     .map((l) => l.slice('parent '.length));
-}
-
-/** Entries of a raw tree object: `<mode> <name>\0<binary oid>`… */
-export function parseTree(data: Buffer, oidBytes: number): { mode: string; name: string; oid: string }[] {
-  const out: { mode: string; name: string; oid: string }[] = [];
-  let i = 0;
-  while (i < data.length) {
-    const sp = data.indexOf(0x20, i);
-    const nul = data.indexOf(0, sp);
-    if (sp < 0 || nul < 0) break;
-    out.push({
-      mode: data.toString('latin1', i, sp),
-      name: data.toString('utf8', sp + 1, nul),
-      oid: data.toString('hex', nul + 1, nul + 1 + oidBytes),
-    });
-    i = nul + 1 + oidBytes;
-  }
-  return out;
 }

@@ -11,7 +11,8 @@ import { git, gitText, type GitOptions } from '../git/exec';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import { objectId } from '../git/object-id';
 import { repoOpts, type Repo } from '../git/repo';
-import { batchCheck, commitParents, parseTree } from '../handoff/objects';
+import { batchCheck, commitParents } from '../handoff/objects';
+import { parseTreeObject } from '../git/tree-object';
 import { canonicalJson } from '../snapshot/canonical-json';
 import { verifyStoredManifest } from './manifest';
 import { isTerminal, RESULT_CHUNK_MAX, RESULT_MAX, RESULT_PREVIEW_BYTES } from './model';
@@ -289,7 +290,7 @@ export async function loadTaskRecord(ref: string, oid: string, opts: GitOptions)
   if (commit?.type !== 'commit') throw bad(ref, 'it does not point to a commit');
   const tree = head.get(`${oid}^{tree}`);
   if (tree?.type !== 'tree') throw bad(ref, 'its commit has no tree');
-  const entries = parseTree(tree.data, oid.length / 2);
+  const entries = parseTreeObject(tree.data, oid.length / 2).entries;
   const names = entries.map((e) => e.name).join(',');
   if (names !== 'manifest.json,result,task.json' && names !== 'manifest.json,task.json') {
     throw bad(ref, `its tree holds ${names || 'nothing'}, not manifest.json, task.json and (maybe) result`);

@@ -1,0 +1,28 @@
+// Raw git tree objects (`<mode> <name>\0<raw id>`…, as `cat-file --batch` gives them), read
+// without git: the one parser for every tree we read ourselves (handoff and task-record commits,
+// chunk lists, the lazy copy's walk of a store).
+
+export interface TreeEntry {
+  mode: string;
+  name: string;
+  oid: string;
+}
+
+/** The entries of a raw tree object, and whether it parsed to its end: a malformed entry (no
+ * space, no NUL, an id cut short) ends the list there. */
+export function parseTreeObject(data: Buffer, oidBytes: number): { entries: TreeEntry[]; complete: boolean } {
+  const entries: TreeEntry[] = [];
+  let at = 0;
+  while (at < data.length) {
+    const sp = data.indexOf(0x20, at);
+    const nul = sp < 0 ? -1 : data.indexOf(0, sp);
+    if (sp < 0 || nul < 0 || nul + 1 + oidBytes > data.length) return { entries, complete: false };
+    entries.push({
+      mode: data.toString('latin1', at, sp),
+      name: data.toString('utf8', sp + 1, nul),
+      oid: data.toString('hex', nul + 1, nul + 1 + oidBytes),
+    });
+    at = nul + 1 + oidBytes;
+  }
+  return { entries, complete: true };
+}
