@@ -18,7 +18,7 @@ import { isXetError } from '../src/errors';
 import { writePack, type PackItem } from '../src/git/pack-writer';
 import { chunkFile } from '../src/chunks/chunk-file';
 import { buildChunkList, type ChunkRef } from '../src/chunks/list-tree';
-import { serializePointer } from '../src/chunks/pointer';
+import { pointerOf, serializePointer } from '../src/chunks/pointer';
 import { parseRange, resolveRange } from '../src/chunks/range';
 import { parseManifest, serializeManifest, SNAPSHOT_SCHEMA_V3 } from '../src/snapshot/manifest';
 import { cat, INLINE_MAX } from '../src/snapshot/cat';
@@ -93,13 +93,7 @@ async function chunkedSnapshot(
     fs.closeSync(fd);
     for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
     await writePack(path.join(repo, '.git', 'objects'), 'sha1', items);
-    const pointer = serializePointer({
-      size: cf.size,
-      blob: cf.blob,
-      list: list.oid,
-      chunks: cf.chunks.length,
-      params: cf.params,
-    });
+    const pointer = serializePointer(pointerOf(cf, list.oid));
     add.set(p, `100644 blob ${g(['hash-object', '-w', '--stdin'], pointer)}\t${p}`);
     lists.push(list.oid);
     fx.chunks.set(p, cf.chunks);

@@ -15,6 +15,7 @@ import { writePack, type PackItem } from '../src/git/pack-writer';
 import { sampleEntropy } from '../src/git/pack-worker';
 import { AUTO_DEFLATE_MAX_BYTES, chunkLevelFor, parseChunkCompression } from '../src/chunks/compression';
 import { buildChunkList } from '../src/chunks/list-tree';
+import { pointerOf } from '../src/chunks/pointer';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { chunkFile } from '../src/chunks/chunk-file';
 import { chunkSizes } from '../src/chunks/gear';
@@ -182,7 +183,7 @@ test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a 
     assert.ok(sampleEntropy(text) < 7.5 && sampleEntropy(bytes(8192, 'x')) > 7.5);
     const cf = await chunkFile(file, { format: 'sha1' });
     const { list, segments } = buildChunkList(cf.chunks, 'sha1');
-    const pointer = { size: cf.size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
+    const pointer = pointerOf(cf, list.oid);
     const ctx = { git: { cwd: r }, format: 'sha1' as const };
     const sizes: number[] = [];
     // Level 0, level 1, and the default (`auto`: a pack of a few MiB of chunks is deflated at 1).

@@ -13,7 +13,7 @@ import { chunkFile } from '../src/chunks/chunk-file';
 import { chunkSizes, GearChunker } from '../src/chunks/gear';
 import { buildChunkList, offsetName } from '../src/chunks/list-tree';
 import { chunkParamsFor, parseChunkThreshold } from '../src/chunks/params';
-import { parsePointer, serializePointer } from '../src/chunks/pointer';
+import { parsePointer, pointerOf, serializePointer } from '../src/chunks/pointer';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { git, initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
@@ -116,7 +116,7 @@ test('a chunked file round-trips through a pack git verifies, and every range re
     const names = git(sb, r, ['ls-tree', '-r', '--name-only', list.oid]).trim().split('\n');
     assert.equal(names.length, cf.chunks.length);
     assert.equal(names[0], `${offsetName(0)}/${offsetName(0)}`);
-    const pointer = { size: cf.size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
+    const pointer = pointerOf(cf, list.oid);
     assert.deepEqual(parsePointer(serializePointer(pointer), 'sha1', 'big.bin'), pointer);
     const ctx = { git: { cwd: r }, format: 'sha1' as const };
     const cl = await ChunkList.fromPointer(pointer, 'big.bin', ctx);

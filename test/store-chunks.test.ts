@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { isXetError } from '../src/errors';
 import { chunkFile } from '../src/chunks/chunk-file';
 import { buildChunkList, chunksTree } from '../src/chunks/list-tree';
-import { serializePointer } from '../src/chunks/pointer';
+import { pointerOf, serializePointer } from '../src/chunks/pointer';
 import { ChunkList, readRange } from '../src/chunks/reader';
 import { PackIndex, PackReader } from '../src/git/pack-reader';
 import { writePack, type PackItem } from '../src/git/pack-writer';
@@ -208,13 +208,7 @@ async function chunkedSnapshot(
   fs.writeFileSync(file, data);
   const cf = await chunkFile(file, { format: 'sha1' });
   const { list, segments } = buildChunkList(cf.chunks, 'sha1');
-  const pointer = serializePointer({
-    size: cf.size,
-    blob: cf.blob,
-    list: list.oid,
-    chunks: cf.chunks.length,
-    params: cf.params,
-  });
+  const pointer = serializePointer(pointerOf(cf, list.oid));
   const pointerOid = crypto.createHash('sha1').update(`blob ${pointer.length}\0`).update(pointer).digest('hex');
   const manifest0 = JSON.parse(r.git('cat-file', 'blob', `${s0}:manifest.json`)) as Record<string, unknown>;
   const counts = { ...(manifest0.counts as Record<string, number>) };

@@ -26,6 +26,14 @@ export interface ChunkPointer {
   params: ChunkParams;
 }
 
+/** The pointer of a chunked file whose chunk list tree is `list`. */
+export function pointerOf(
+  file: { size: number; blob: string; params: ChunkParams; chunks: readonly unknown[] },
+  list: string,
+): ChunkPointer {
+  return { size: file.size, blob: file.blob, list, chunks: file.chunks.length, params: file.params };
+}
+
 export function serializePointer(p: ChunkPointer): Buffer {
   return Buffer.from(
     `${POINTER_HEADER}\nsize ${p.size}\nblob ${p.blob}\nlist ${p.list}\nchunks ${p.chunks}\n` +

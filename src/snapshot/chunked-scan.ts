@@ -30,7 +30,7 @@ import type { PackItem } from '../git/pack-writer';
 import { objectSizes } from '../git/plumbing';
 import { chunkFile } from '../chunks/chunk-file';
 import { buildChunkList, chunksTree, type TreeObject } from '../chunks/list-tree';
-import { parsePointer, serializePointer, type ChunkPointer } from '../chunks/pointer';
+import { parsePointer, pointerOf, serializePointer, type ChunkPointer } from '../chunks/pointer';
 import { blobOid } from './filemeta';
 import type { ChunkCompression } from '../chunks/compression';
 
@@ -217,13 +217,7 @@ export async function chunkLarge(
       continue;
     }
     const { list, segments } = buildChunkList(cf.chunks, format);
-    const pointer: ChunkPointer = {
-      size: cf.size,
-      blob: cf.blob,
-      list: list.oid,
-      chunks: cf.chunks.length,
-      params: cf.params,
-    };
+    const pointer = pointerOf(cf, list.oid);
     const data = serializePointer(pointer);
     const pointerOid = blobOid(data, format);
     const mode = modeOf(st);

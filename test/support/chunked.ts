@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { chunkFile } from '../../src/chunks/chunk-file';
 import { buildChunkList } from '../../src/chunks/list-tree';
-import { serializePointer } from '../../src/chunks/pointer';
+import { pointerOf, serializePointer } from '../../src/chunks/pointer';
 import { writePack, type PackItem } from '../../src/git/pack-writer';
 import { canonicalJson } from '../../src/snapshot/canonical-json';
 import { git, gitTry } from './git';
@@ -61,13 +61,7 @@ export async function chunkSnapshot(
         lists.add(list.oid);
         for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
       }
-      const pointer = serializePointer({
-        size: cf.size,
-        blob: cf.blob,
-        list: list.oid,
-        chunks: cf.chunks.length,
-        params: cf.params,
-      });
+      const pointer = serializePointer(pointerOf(cf, list.oid));
       const pointerOid = g(['hash-object', '-w', '--stdin'], pointer).trim();
       files.set(p, { pointer: pointerOid, blob: cf.blob, chunks: cf.chunks.length });
       infoLines.push(`${mode} ${pointerOid}\t${p}`);
