@@ -35,6 +35,12 @@ export const captureCommand = defineCommand({
     unchanged: z.boolean(),
   }),
   async run(input, ctx) {
+    if (ctx.via === 'cli') {
+      // A running daemon (src/daemon/) makes the same capture without a start-up; else the normal path.
+      const { viaDaemon } = await import('../daemon/client');
+      const r = (await viaDaemon('capture', ctx.cwd, input)) as Awaited<ReturnType<typeof capture>> | undefined;
+      if (r) return r;
+    }
     const { capture } = await import('../snapshot/capture');
     return capture({ cwd: ctx.cwd, ...input, progress: ctx.progress });
   },

@@ -32,6 +32,7 @@ import {
 import { allowanceCommand } from './allowance';
 // mcp
 import { mcpCommand } from './mcp';
+import { daemonCommand } from './daemon';
 // specs-b
 import { pushCommand } from './push';
 import { fetchCommand } from './fetch';
@@ -99,6 +100,7 @@ export const COMMANDS: AnyCommandSpec[] = [
   hooksStatusCommand,
   allowanceCommand,
   mcpCommand,
+  daemonCommand,
 ];
 
 /** Descriptions of the group commands whose subcommands are definitions (`handoff create`). */

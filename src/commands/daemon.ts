@@ -1,0 +1,61 @@
+// git xet daemon start|stop|status: the resident process of a worktree (src/daemon/). `capture`
+// asks it first and runs the normal path when it is absent, stale or refuses; `run` is the daemon.
+import { z } from 'zod';
+import { XetError } from '../errors';
+import { defineCommand } from './spec';
+
+export const daemonCommand = defineCommand({
+  path: ['daemon'],
+  tool: null,
+  description: "start, stop or query this worktree's resident process, which runs captures without a start-up",
+  input: {
+    action: z
+      .enum(['start', 'stop', 'status', 'run'])
+      .describe('start | stop | status (run: the daemon itself, in the foreground)'),
+  },
+  args: ['action'],
+  annotations: { readOnly: false, destructive: false, idempotent: true },
+  output: z.looseObject({ running: z.boolean(), pid: z.number().nullable() }),
+  async run(input, ctx) {
+    const { locateDaemon } = await import('../daemon/locate');
+    const p = locateDaemon(ctx.cwd);
+    if (!p) throw new XetError('NOT_A_REPOSITORY', `${ctx.cwd} is not inside a worktree`);
+    const { runningPid, serveDaemon } = await import('../daemon/server');
+    const { sendToDaemon } = await import('../daemon/client');
+    const ask = async (): Promise<number | null> => {
+      const r = await sendToDaemon(p, { op: 'status', cwd: ctx.cwd }, 2000);
+      return r?.ok ? (r.result as { pid: number }).pid : null;
+    };
+    if (input.action === 'run') {
+      await serveDaemon(p);
+      return { running: false, pid: null };
+    }
+    if (input.action === 'status') {
+      const pid = await ask();
+      return { running: pid !== null, pid, socket: p.socket };
+    }
+    if (input.action === 'stop') {
+      const pid = (await ask()) ?? runningPid(p) ?? null;
+      if (pid !== null) {
+        await sendToDaemon(p, { op: 'stop', cwd: ctx.cwd }, 2000);
+        for (let i = 0; i < 100 && runningPid(p) === pid; i++) await new Promise((r) => setTimeout(r, 20));
+      }
+      return { running: false, pid };
+    }
+    const have = await ask();
+    if (have !== null) return { running: true, pid: have, socket: p.socket };
+    const { spawn } = await import('node:child_process');
+    const path = await import('node:path');
+    const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
+    const child = spawn(process.execPath, [bin, 'daemon', 'run'], { cwd: p.worktree, detached: true, stdio: 'ignore' });
+    child.unref();
+    for (let i = 0; i < 250; i++) {
+      const pid = await ask();
+      if (pid !== null) return { running: true, pid, socket: p.socket };
+      if (child.exitCode !== null) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new XetError('BUSY', 'the daemon did not start (another one starting, or the socket cannot be made)');
+  },
+  human: (r) => (r.running ? `daemon running (pid ${r.pid})` : r.pid ? `daemon stopped (pid ${r.pid})` : 'no daemon'),
+});

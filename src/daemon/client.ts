@@ -1,0 +1,73 @@
+// The client half: ask the repository's daemon to run a command. Undefined whenever it cannot (no
+// daemon, a stale socket, a foreign owner, another version or environment, a dropped connection):
+// the caller then runs the normal path, so nothing ever depends on the daemon.
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import { XetError, type ErrorCode } from '../errors';
+import { TOOL_VERSION } from '../version';
+import { gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
+
+export interface DaemonRequest {
+  op: 'capture' | 'status' | 'stop';
+  cwd: string;
+  input?: Record<string, unknown>;
+}
+
+export interface DaemonReply {
+  ok: boolean;
+  refused?: string;
+  result?: unknown;
+  error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
+}
+
+function ownSocket(p: DaemonPlace): boolean {
+  try {
+    const st = fs.lstatSync(p.socket);
+    return st.isSocket() && (typeof process.getuid !== 'function' || st.uid === process.getuid());
+  } catch {
+    return false;
+  }
+}
+
+export function sendToDaemon(p: DaemonPlace, req: DaemonRequest, timeoutMs = 0): Promise<DaemonReply | undefined> {
+  if (!ownSocket(p)) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    let buf = '';
+    let done = false;
+    const finish = (r: DaemonReply | undefined): void => {
+      if (done) return;
+      done = true;
+      sock.destroy();
+      resolve(r);
+    };
+    const sock = net.createConnection(p.socket);
+    if (timeoutMs > 0) sock.setTimeout(timeoutMs, () => finish(undefined));
+    sock.on('connect', () => sock.write(JSON.stringify({ ...req, version: TOOL_VERSION, env: gitEnvPrint() }) + '\n'));
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl < 0) return;
+      try {
+        finish(JSON.parse(buf.slice(0, nl)) as DaemonReply);
+      } catch {
+        finish(undefined);
+      }
+    });
+    sock.on('error', () => finish(undefined));
+    sock.on('close', () => finish(undefined));
+  });
+}
+
+/** Runs `op` through the daemon of cwd's repository: its result, its XetError thrown, or undefined
+ * when the daemon did not run it (then the caller runs it itself). GIT_XET_NO_DAEMON=1 skips it. */
+export async function viaDaemon(op: 'capture', cwd: string, input: Record<string, unknown>): Promise<unknown> {
+  if (process.env.GIT_XET_NO_DAEMON === '1') return undefined;
+  const p = locateDaemon(cwd);
+  if (!p) return undefined;
+  const r = await sendToDaemon(p, { op, cwd, input });
+  if (!r || r.refused) return undefined;
+  if (r.ok) return r.result;
+  if (r.error) throw new XetError(r.error.code, r.error.message, r.error.details);
+  return undefined;
+}

@@ -1,0 +1,49 @@
+// Where a repository's daemon lives: .git/xet/daemon/ of the worktree's git directory, found without
+// running git (the client must cost less than the work it saves). Undefined when not in a worktree.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export interface DaemonPlace {
+  worktree: string;
+  gitDir: string;
+  dir: string;
+  socket: string;
+  pidFile: string;
+}
+
+export function locateDaemon(cwd: string): DaemonPlace | undefined {
+  let d = path.resolve(cwd);
+  for (;;) {
+    const dot = path.join(d, '.git');
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.lstatSync(dot);
+    } catch {
+      st = undefined;
+    }
+    if (st?.isDirectory()) return place(d, dot);
+    if (st?.isFile()) {
+      const m = /^gitdir: (.+)$/m.exec(fs.readFileSync(dot, 'utf8'));
+      return m ? place(d, path.resolve(d, m[1].trim())) : undefined;
+    }
+    const up = path.dirname(d);
+    if (up === d) return undefined;
+    d = up;
+  }
+}
+
+function place(worktree: string, gitDir: string): DaemonPlace {
+  const dir = path.join(gitDir, 'xet', 'daemon');
+  return { worktree, gitDir, dir, socket: path.join(dir, 'sock'), pidFile: path.join(dir, 'pid') };
+}
+
+/** The GIT_* environment a capture depends on: client and daemon must agree on it, else the client
+ * runs the normal path. */
+export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env): string {
+  return JSON.stringify(
+    Object.keys(env)
+      .filter((k) => k.startsWith('GIT_') && k !== 'GIT_XET_PROGRESS' && !k.startsWith('GIT_TRACE'))
+      .sort()
+      .map((k) => [k, env[k]]),
+  );
+}

@@ -1,0 +1,146 @@
+// The resident process: one per worktree, serving on .git/xet/daemon/sock. It runs captures in a
+// warm process (no node start-up, no module loading per call), one at a time, with exactly the code
+// the CLI runs (src/snapshot/capture.ts), so a capture through it is the capture the CLI would make.
+// pid file created O_EXCL is the lock; a pid file of a dead process is stale and replaced. Exits after
+// an idle period (GIT_XET_DAEMON_IDLE_MS, default 10 min), when its git directory goes away, on stop.
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import { XetError, isXetError } from '../errors';
+import { TOOL_VERSION } from '../version';
+import type { DaemonReply, DaemonRequest } from './client';
+import { gitEnvPrint, type DaemonPlace } from './locate';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The pid of the running daemon, or undefined (a stale pid file counts as none). */
+export function runningPid(p: DaemonPlace): number | undefined {
+  try {
+    const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
+    return pid > 0 && alive(pid) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function takeLock(p: DaemonPlace): void {
+  fs.mkdirSync(p.dir, { recursive: true, mode: 0o700 });
+  const st = fs.lstatSync(p.dir);
+  if (!st.isDirectory() || (typeof process.getuid === 'function' && st.uid !== process.getuid()))
+    throw new XetError('BUSY', `${p.dir} belongs to another user; the daemon will not use it`);
+  for (let i = 0; i < 2; i++) {
+    try {
+      fs.writeFileSync(p.pidFile, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+      fs.rmSync(p.socket, { force: true });
+      return;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = runningPid(p);
+      if (pid !== undefined)
+        throw new XetError('BUSY', `a daemon already runs for this worktree (pid ${pid})`, { pid });
+      fs.rmSync(p.pidFile, { force: true });
+    }
+  }
+  throw new XetError('BUSY', 'the daemon lock could not be taken');
+}
+
+export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}): Promise<void> {
+  takeLock(p);
+  const idleMs = opts.idleMs ?? (Number(process.env.GIT_XET_DAEMON_IDLE_MS) || 600_000);
+  const env = gitEnvPrint();
+  const { capture } = await import('../snapshot/capture');
+  let queue: Promise<unknown> = Promise.resolve();
+  let idle: NodeJS.Timeout | undefined;
+  let stopping = false;
+  const server = net.createServer();
+  const cleanup = (): void => {
+    try {
+      if (fs.readFileSync(p.pidFile, 'utf8').trim() === String(process.pid)) {
+        fs.rmSync(p.socket, { force: true });
+        fs.rmSync(p.pidFile, { force: true });
+      }
+    } catch {
+      // the git directory is gone, or another daemon took over
+    }
+  };
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    cleanup();
+    server.close();
+    clearInterval(gone);
+    if (idle) clearTimeout(idle);
+  };
+  const armIdle = (): void => {
+    if (idle) clearTimeout(idle);
+    idle = setTimeout(stop, idleMs);
+    idle.unref();
+  };
+  const gone = setInterval(() => {
+    if (!fs.existsSync(p.pidFile)) stop();
+  }, 2000);
+  gone.unref();
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+
+  const handle = async (req: DaemonRequest & { version?: string; env?: string }): Promise<DaemonReply> => {
+    if (req.op === 'status')
+      return { ok: true, result: { pid: process.pid, worktree: p.worktree, version: TOOL_VERSION } };
+    if (req.op === 'stop') {
+      setImmediate(stop);
+      return { ok: true, result: { stopped: process.pid } };
+    }
+    if (req.version !== TOOL_VERSION) return { ok: false, refused: 'version' };
+    if (req.env !== env) return { ok: false, refused: 'environment' };
+    if (req.op !== 'capture') return { ok: false, refused: 'op' };
+    try {
+      const result = await capture({ ...(req.input ?? {}), cwd: req.cwd });
+      return { ok: true, result };
+    } catch (e) {
+      if (isXetError(e)) return { ok: false, error: e.toJSON() };
+      return { ok: false, refused: String((e as Error).message) };
+    }
+  };
+
+  server.on('connection', (sock) => {
+    armIdle();
+    let buf = '';
+    sock.setEncoding('utf8');
+    sock.on('error', () => sock.destroy());
+    sock.on('data', (d: string) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl < 0) return;
+      let req: DaemonRequest;
+      try {
+        req = JSON.parse(buf.slice(0, nl)) as DaemonRequest;
+      } catch {
+        sock.destroy();
+        return;
+      }
+      const run = queue.then(() => handle(req));
+      queue = run.catch(() => undefined);
+      void run.then(
+        (reply) => {
+          if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
+          armIdle();
+        },
+        () => sock.destroy(),
+      );
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(p.socket, () => resolve());
+  });
+  fs.chmodSync(p.socket, 0o600);
+  armIdle();
+  await new Promise<void>((resolve) => server.once('close', () => resolve()));
+  cleanup();
+}
