@@ -1,0 +1,142 @@
+// The resident process (src/daemon/): a real daemon process on a real socket. Captures through it
+// are the captures the normal path makes; the CLI never depends on it (killed, stale, absent).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
+const ENV = { ...process.env, GIT_XET_DAEMON_IDLE_MS: '60000' };
+delete ENV.GIT_XET_NO_DAEMON;
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: ENV });
+}
+function xet(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}): Record<string, unknown> {
+  const out = execFileSync(process.execPath, [BIN, '--json', ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...ENV, ...env },
+  });
+  return JSON.parse(out) as Record<string, unknown>;
+}
+function repo(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-'));
+  git(d, 'init', '-q');
+  for (let i = 0; i < 30; i++) fs.writeFileSync(path.join(d, `f${i}.txt`), `file ${i}\n`);
+  fs.mkdirSync(path.join(d, 'sub'));
+  fs.writeFileSync(path.join(d, 'sub', 'a'), 'a\n');
+  fs.writeFileSync(path.join(d, '.gitignore'), 'build/\n');
+  git(d, 'add', '.');
+  git(d, '-c', 'user.email=a@b', '-c', 'user.name=a', 'commit', '-qm', 'init');
+  return d;
+}
+/** The snapshot's trees and filemeta, without the manifest (it holds times). */
+function parts(cwd: string, snap: string): string {
+  return git(cwd, 'ls-tree', snap)
+    .split('\n')
+    .filter((l) => l && !l.endsWith('\tmanifest.json'))
+    .join('\n');
+}
+function edit(d: string, step: number): void {
+  fs.appendFileSync(path.join(d, `f${step}.txt`), `edit ${step}\n`);
+  fs.writeFileSync(path.join(d, `new${step}.txt`), `new ${step}\n`);
+  fs.mkdirSync(path.join(d, 'build'), { recursive: true });
+  fs.writeFileSync(path.join(d, 'build', `o${step}`), `obj ${step}\n`);
+  if (step % 2) fs.rmSync(path.join(d, `f${step + 10}.txt`));
+  if (step === 2) fs.renameSync(path.join(d, 'sub'), path.join(d, 'sub2'));
+  if (step === 3) git(d, 'add', 'new1.txt');
+}
+
+test('daemon start|status|stop, and a second start finds the running one', () => {
+  const d = repo();
+  try {
+    const a = xet(d, ['daemon', 'start']);
+    assert.equal(a.running, true);
+    assert.equal(typeof a.pid, 'number');
+    assert.ok(fs.lstatSync(path.join(d, '.git', 'xet', 'daemon', 'sock')).isSocket());
+    assert.equal(xet(d, ['daemon', 'start']).pid, a.pid);
+    assert.equal(xet(d, ['daemon', 'status']).pid, a.pid);
+    assert.equal(xet(d, ['daemon', 'stop']).pid, a.pid);
+    assert.equal(xet(d, ['daemon', 'status']).running, false);
+    assert.ok(!fs.existsSync(path.join(d, '.git', 'xet', 'daemon', 'pid')));
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('the same edits captured through the daemon and without it give the same snapshot', () => {
+  const d = repo();
+  try {
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    for (let step = 0; step < 5; step++) {
+      edit(d, step);
+      const via = xet(d, ['capture']);
+      const direct = xet(d, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' });
+      assert.notEqual(via.snapshot, direct.snapshot);
+      assert.equal(parts(d, via.snapshot as string), parts(d, direct.snapshot as string), `step ${step}`);
+      for (const k of ['files', 'bytes', 'tracked', 'untracked', 'ignored'])
+        assert.equal(via[k], direct[k], `${k} at step ${step}`);
+    }
+    // The daemon made them: it is the same process, still running.
+    assert.equal(xet(d, ['daemon', 'status']).pid, pid);
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a daemon killed with SIGKILL, a stale socket or a foreign file: capture still works', () => {
+  const d = repo();
+  try {
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    process.kill(pid, 'SIGKILL');
+    for (let i = 0; i < 100; i++) {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        break;
+      }
+      execFileSync('sleep', ['0.02']);
+    }
+    edit(d, 0);
+    const r = xet(d, ['capture']);
+    assert.equal(typeof r.snapshot, 'string');
+    assert.equal(xet(d, ['daemon', 'status']).running, false);
+    // A new daemon replaces the stale pid file and socket.
+    const again = xet(d, ['daemon', 'start']);
+    assert.notEqual(again.pid, pid);
+    xet(d, ['daemon', 'stop']);
+    // A plain file where the socket belongs is ignored.
+    fs.mkdirSync(path.join(d, '.git', 'xet', 'daemon'), { recursive: true });
+    fs.writeFileSync(path.join(d, '.git', 'xet', 'daemon', 'sock'), 'not a socket');
+    edit(d, 1);
+    assert.equal(typeof xet(d, ['capture']).snapshot, 'string');
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a daemon killed mid-capture: the client falls back and captures', async () => {
+  const d = repo();
+  try {
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    edit(d, 0);
+    const { spawn } = await import('node:child_process');
+    const child = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: ENV });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    // Kill as soon as the request can have reached the daemon.
+    setTimeout(() => process.kill(pid, 'SIGKILL'), 150);
+    const code = await new Promise<number | null>((r) => child.on('close', r));
+    assert.equal(code, 0, out);
+    assert.equal(typeof (JSON.parse(out) as { snapshot: string }).snapshot, 'string');
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
