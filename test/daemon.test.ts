@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
-const ENV = { ...process.env, GIT_XET_DAEMON_IDLE_MS: '60000' };
+const ENV: NodeJS.ProcessEnv = { ...process.env, GIT_XET_DAEMON_IDLE_MS: '60000' };
 delete ENV.GIT_XET_NO_DAEMON;
 
 function git(cwd: string, ...args: string[]): string {
