@@ -9,21 +9,13 @@ import { XetError, isXetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import type { DaemonReply, DaemonRequest } from './client';
 import { gitEnvPrint, type DaemonPlace } from './locate';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+import { ownerAlive } from '../snapshot/leftovers';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none). */
 export function runningPid(p: DaemonPlace): number | undefined {
   try {
     const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
-    return pid > 0 && alive(pid) ? pid : undefined;
+    return pid > 0 && ownerAlive(pid) ? pid : undefined;
   } catch {
     return undefined;
   }
