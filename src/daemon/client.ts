@@ -4,8 +4,7 @@
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import { XetError, type ErrorCode } from '../errors';
-import { TOOL_VERSION } from '../version';
-import { gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
+import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 
 export interface DaemonRequest {
   op: 'capture' | 'status' | 'stop';
@@ -42,7 +41,7 @@ export function sendToDaemon(p: DaemonPlace, req: DaemonRequest, timeoutMs = 0):
     };
     const sock = net.createConnection(p.socket);
     if (timeoutMs > 0) sock.setTimeout(timeoutMs, () => finish(undefined));
-    sock.on('connect', () => sock.write(JSON.stringify({ ...req, version: TOOL_VERSION, env: gitEnvPrint() }) + '\n'));
+    sock.on('connect', () => sock.write(JSON.stringify({ ...req, version: buildId(), env: gitEnvPrint() }) + '\n'));
     sock.setEncoding('utf8');
     sock.on('data', (d: string) => {
       buf += d;

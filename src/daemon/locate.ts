@@ -2,6 +2,7 @@
 // running git (the client must cost less than the work it saves). Undefined when not in a worktree.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { TOOL_VERSION } from '../version';
 
 export interface DaemonPlace {
   worktree: string;
@@ -46,4 +47,17 @@ export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env): string {
       .sort()
       .map((k) => [k, env[k]]),
   );
+}
+
+/** The code a process runs: the version, where its build lives and when its capture module was
+ * built. A daemon started before a rebuild or from another install refuses, and the CLI captures
+ * itself with the code it has. */
+export function buildId(): string {
+  let built = 0;
+  try {
+    built = fs.statSync(path.join(__dirname, '..', 'snapshot', 'capture.js')).mtimeMs;
+  } catch {
+    // not a built tree: the version and location still tell builds apart
+  }
+  return `${TOOL_VERSION} ${__dirname} ${built}`;
 }

@@ -8,7 +8,7 @@ import * as net from 'node:net';
 import { XetError, isXetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import type { DaemonReply, DaemonRequest } from './client';
-import { gitEnvPrint, type DaemonPlace } from './locate';
+import { buildId, gitEnvPrint, type DaemonPlace } from './locate';
 import { ownerAlive } from '../snapshot/leftovers';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none). */
@@ -46,6 +46,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   takeLock(p);
   const idleMs = opts.idleMs ?? (Number(process.env.GIT_XET_DAEMON_IDLE_MS) || 600_000);
   const env = gitEnvPrint();
+  const build = buildId();
   const { capture } = await import('../snapshot/capture');
   let queue: Promise<unknown> = Promise.resolve();
   let idle: NodeJS.Timeout | undefined;
@@ -88,7 +89,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       setImmediate(stop);
       return { ok: true, result: { stopped: process.pid } };
     }
-    if (req.version !== TOOL_VERSION) return { ok: false, refused: 'version' };
+    if (req.version !== build) return { ok: false, refused: 'version' };
     if (req.env !== env) return { ok: false, refused: 'environment' };
     if (req.op !== 'capture') return { ok: false, refused: 'op' };
     try {
