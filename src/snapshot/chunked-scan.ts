@@ -86,8 +86,10 @@ interface CachedFile {
 
 interface ChunkRecord {
   schema: 'xet.statcache-chunks/1';
-  /** ms since the epoch when the run that wrote it started. */
+  /** ms since the epoch when the run that wrote it started chunking. */
   startedAt: number;
+  /** The threshold it chunked at: a cache made at another one says nothing of which files are large. */
+  threshold?: number;
   files: { [path: string]: CachedFile };
 }
 
@@ -114,12 +116,102 @@ function changed(p: string, why: string): XetError {
   });
 }
 
-/** Paths (of those git would hash) that are chunk candidates: regular files ≥ threshold, not clean
- * tracked files. One lstat per path. */
-export function selectLarge(worktree: string, paths: string[], spec: ChunkingSpec): Map<string, fs.BigIntStats> {
-  const out = new Map<string, fs.BigIntStats>();
+/** Chunk candidates found before git hashes anything, and the paths whose size is left to git. */
+export interface LargeSelection {
+  large: Map<string, fs.BigIntStats>;
+  /** Paths the stat cache records as small files, not lstat-ed here (see `grownLarge`), and where
+   * their entry (stat data and object id) is in `before`. */
+  deferred: Map<string, number>;
+  /** The stat cache as it was before git's update-index. */
+  before: Buffer | null;
+  hashLen: number;
+}
+
+/**
+ * Paths (of those git would hash) that are chunk candidates: regular files ≥ threshold, not clean
+ * tracked files. A path the stat cache records as a small file, in a cache whose last run chunked at
+ * the same threshold, is not lstat-ed: git's `update-index` lstat-s every path anyway and rewrites
+ * the entry of any file whose stat data changed, and `grownLarge` looks at those. Skipping the second
+ * lstat of every path is most of the cost of a re-capture that finds nothing large changed.
+ */
+export function selectLarge(
+  worktree: string,
+  indexFile: string,
+  paths: string[],
+  spec: ChunkingSpec,
+  format: 'sha1' | 'sha256',
+): LargeSelection {
+  const large = new Map<string, fs.BigIntStats>();
+  const deferred = new Map<string, number>();
+  const record = readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`);
+  const cache =
+    record && record.threshold === spec.threshold ? recordedSmall(indexFile, spec.threshold, format, record) : null;
   for (const p of paths) {
     if (spec.cleanTracked.has(p)) continue;
+    const at = cache?.small.get(p);
+    if (at !== undefined) {
+      deferred.set(p, at);
+      continue;
+    }
+    const st = lstatBig(path.join(worktree, p));
+    if (st && st.isFile() && st.size >= BigInt(spec.threshold)) large.set(p, st);
+  }
+  return { large, deferred, before: cache?.buf ?? null, hashLen: format === 'sha256' ? 32 : 20 };
+}
+
+/** Stage-0 regular-file entries of the stat cache smaller than the threshold and not chunked. */
+function recordedSmall(
+  indexFile: string,
+  threshold: number,
+  format: 'sha1' | 'sha256',
+  record: ChunkRecord,
+): { buf: Buffer; small: Map<string, number> } | null {
+  let parsed;
+  try {
+    parsed = parseIndex(indexFile, format);
+  } catch {
+    return null;
+  }
+  const small = new Map<string, number>();
+  for (const e of parsed.entries) {
+    if (e.stage !== 0 || (e.mode & 0o170000) !== 0o100000) continue;
+    if (parsed.buf.readUInt32BE(e.offset + STAT_SIZE_AT) >= threshold) continue;
+    const p = e.path;
+    if (!(p in record.files)) small.set(p, e.offset);
+  }
+  return { buf: parsed.buf, small };
+}
+
+/** Where an index entry's 32-bit size is, from the start of its stat data (gitformat-index(5)). */
+const STAT_SIZE_AT = 36;
+const STAT_BYTES = 40;
+
+/**
+ * After `update-index`: the deferred paths that are now large. An entry whose stat data and object
+ * id are as they were is a file git's own stat check found unchanged, so it is still the small file
+ * a real lstat once found (every path was lstat-ed when it entered the cache, or when it last
+ * changed). Git rewrote the entry of every file that changed: those few are lstat-ed. No clock is
+ * compared, so a copied tree (every ctime new) or a server's clock cannot mislead it, and a file of
+ * 4 GiB or more, whose 32-bit recorded size may look small, is caught by its changed stat data.
+ */
+export function grownLarge(
+  worktree: string,
+  indexFile: string,
+  sel: LargeSelection,
+  spec: ChunkingSpec,
+  format: 'sha1' | 'sha256',
+): Map<string, fs.BigIntStats> {
+  const out = new Map<string, fs.BigIntStats>();
+  if (!sel.deferred.size || !sel.before) return out;
+  const before = sel.before;
+  const width = STAT_BYTES + sel.hashLen;
+  const parsed = parseIndex(indexFile, format);
+  for (const [p, was] of sel.deferred) {
+    const i = findEntry(parsed, p);
+    if (i >= 0) {
+      const at = parsed.entries[i].offset;
+      if (parsed.buf.compare(before, was, was + width, at, at + width) === 0) continue;
+    }
     const st = lstatBig(path.join(worktree, p));
     if (st && st.isFile() && st.size >= BigInt(spec.threshold)) out.set(p, st);
   }
@@ -147,7 +239,12 @@ export async function chunkLarge(
 ): Promise<ChunkingResult> {
   const startedAt = Date.now();
   const record = readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`);
-  const next: ChunkRecord = { schema: 'xet.statcache-chunks/1', startedAt, files: {} };
+  const next: ChunkRecord = {
+    schema: 'xet.statcache-chunks/1',
+    startedAt,
+    threshold: spec.threshold,
+    files: {},
+  };
   const chunked = new Map<string, ChunkedPath>();
   const items: PackItem[] = [];
   const lines: string[] = [];

@@ -14,6 +14,7 @@ import type { PackAdmission } from './capture-allowance';
 import {
   chunkLarge,
   CHUNKS_RECORD_SUFFIX,
+  grownLarge,
   previouslyChunked,
   selectLarge,
   type ChunkedPath,
@@ -110,7 +111,10 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
     // time that is not now loses its pointer entry first, so git hashes it afresh.
     const chunking = spec.write ? (spec.chunking ?? null) : null;
     const wasChunked = previouslyChunked(spec.indexFile);
-    const large = chunking ? selectLarge(spec.worktree, hashPaths, chunking) : new Map<string, fs.BigIntStats>();
+    const selection = chunking
+      ? selectLarge(spec.worktree, spec.indexFile, hashPaths, chunking, spec.objectFormat)
+      : null;
+    const large = selection?.large ?? new Map<string, fs.BigIntStats>();
     const unchunk = wasChunked.filter((p) => current.has(p) && !large.has(p));
     if (unchunk.length) {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(unchunk) });
@@ -121,10 +125,16 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       ...opts,
       input: joinZ(hashPaths),
     });
-    const chunks =
-      chunking && (large.size || wasChunked.length)
-        ? await chunkLarge(spec.worktree, spec.indexFile, large, chunking, spec.objectFormat, opts, opts)
-        : null;
+    // A deferred path that grew large was just hashed by git; its entry becomes a pointer below.
+    if (chunking && selection) {
+      for (const [p, st] of grownLarge(spec.worktree, spec.indexFile, selection, chunking, spec.objectFormat)) {
+        large.set(p, st);
+      }
+    }
+    // Run on every chunking capture, large files or not: its record says which threshold it used.
+    const chunks = chunking
+      ? await chunkLarge(spec.worktree, spec.indexFile, large, chunking, spec.objectFormat, opts, opts)
+      : null;
     if (chunks) collector?.trust(chunks.stats);
     const meta = collector ? await collector.finish(opts) : null;
     const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();

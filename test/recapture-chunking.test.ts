@@ -1,0 +1,101 @@
+// A re-capture does not lstat the files the stat cache records as small (chunked-scan.ts
+// `selectLarge`/`grownLarge`): these tests make sure that skipping never misses a file that has
+// become large since — grown in place, replaced by a new inode with an old mtime, a tracked file
+// edited to be large, a lowered threshold — and that every such file is chunked and restores
+// byte for byte, while a re-capture that changed nothing large keeps its pointers from the cache.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { initRepo, type Repo } from './support/git';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { describeRun, parseJson, xet } from './support/xet';
+import { writeLargeFile } from './support/fixtures';
+
+const MiB = 1024 * 1024;
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function capture(sb: Sandbox, r: Repo): any {
+  const res = xet(sb, r.dir, ['capture', '--json'], { env: { GIT_XET_NO_DAEMON: '1' } });
+  assert.equal(res.status, 0, describeRun(res));
+  return parseJson(res);
+}
+
+function chunkedOf(r: Repo, snap: string): string[] {
+  return (JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`)).chunked ?? []) as string[];
+}
+
+function restoreAndCompare(sb: Sandbox, r: Repo, snap: string, files: string[]): void {
+  const dest = path.join(sb.root, `restored-${snap.slice(0, 8)}`);
+  const res = xet(sb, r.dir, ['restore', snap, dest, '--json']);
+  assert.equal(res.status, 0, describeRun(res));
+  for (const f of files) {
+    assert.ok(fs.readFileSync(path.join(dest, f)).equals(fs.readFileSync(r.p(f))), `${f} restored byte for byte`);
+  }
+}
+
+test('files that became large since the last capture are chunked, however they got there', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.git('config', 'xet.chunk.threshold', '1m');
+    const small: Record<string, string> = { 'tracked.txt': 'committed\n' };
+    for (let i = 0; i < 40; i++) small[`src/f${i}.txt`] = `file ${i}\n`;
+    r.commit('init', small);
+    r.write('grow.bin', 'tiny\n');
+    r.write('replace.bin', 'tiny\n');
+    r.write('stay.txt', 'small\n');
+    const first = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, first.snapshot), []);
+
+    // Grown in place (same inode, new size); replaced by a large file whose mtime is set far back
+    // (a new inode, but git sees it through its ctime); a tracked file edited to be large.
+    writeLargeFile(r.p('grow.bin'), 2 * MiB + 3, 11);
+    const tmp = r.p('replace.tmp');
+    writeLargeFile(tmp, 3 * MiB + 5, 12);
+    const old = new Date('2001-02-03T04:05:06Z');
+    fs.utimesSync(tmp, old, old);
+    fs.renameSync(tmp, r.p('replace.bin'));
+    writeLargeFile(r.p('tracked.txt'), MiB + 1, 13);
+    // Old mtimes everywhere: only the ctimes say these changed (and the third capture's chunk stat
+    // cache may trust them: they are not racy).
+    fs.utimesSync(r.p('grow.bin'), old, old);
+    fs.utimesSync(r.p('tracked.txt'), old, old);
+    const second = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, second.snapshot).sort(), ['grow.bin', 'replace.bin', 'tracked.txt']);
+    assert.equal(second.chunking.files, 3);
+    restoreAndCompare(sb, r, second.snapshot, ['grow.bin', 'replace.bin', 'tracked.txt', 'stay.txt']);
+
+    // Nothing large changed: every pointer comes from the chunk stat cache.
+    r.write('src/f1.txt', 'edited\n');
+    const third = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, third.snapshot).sort(), ['grow.bin', 'replace.bin', 'tracked.txt']);
+    assert.equal(third.chunking.cacheHits, 3, JSON.stringify(third.chunking));
+
+    // Shrunk below the threshold: a whole blob again.
+    fs.writeFileSync(r.p('grow.bin'), 'small again\n');
+    const fourth = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, fourth.snapshot).sort(), ['replace.bin', 'tracked.txt']);
+    assert.equal(r.git('cat-file', 'blob', `${fourth.snapshot}:files/grow.bin`), 'small again\n');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a lowered xet.chunk.threshold chunks files the cache had recorded as small', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.git('config', 'xet.chunk.threshold', '4m');
+    r.commit('init', { 'a.txt': 'a\n' });
+    writeLargeFile(r.p('mid.bin'), 2 * MiB + 9, 21);
+    const first = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, first.snapshot), []);
+    r.git('config', 'xet.chunk.threshold', '1m');
+    const second = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, second.snapshot), ['mid.bin']);
+    restoreAndCompare(sb, r, second.snapshot, ['mid.bin']);
+  } finally {
+    sb.cleanup();
+  }
+});
