@@ -296,6 +296,17 @@ class RegionPool {
     this.limit = Math.max(this.limit, limit);
   }
 
+  /** Nothing running or waiting. */
+  quiet(): boolean {
+    return this.busy.size === 0 && this.queue.length === 0;
+  }
+
+  async stop(): Promise<void> {
+    const all = this.idle.splice(0);
+    this.limit = 0;
+    await Promise.all(all.map((w) => w.terminate()));
+  }
+
   run(job: RegionJob, signal?: AbortSignal): Promise<RegionDone> {
     return new Promise((resolve, reject) => {
       this.queue.push({ job, resolve, reject, signal });
@@ -351,6 +362,19 @@ class RegionPool {
 }
 
 let pool: RegionPool | null = null;
+
+/**
+ * Stop the pool's workers once the files of a capture are chunked: each holds a region-sized read
+ * buffer and its own V8 heap (~30 MiB together), which the pack writer's workers would otherwise
+ * share the machine's memory with at the peak of a cold capture.
+ */
+export async function releaseChunkWorkers(): Promise<void> {
+  const p = pool;
+  if (!p?.quiet()) return;
+  pool = null;
+  await p.stop();
+}
+
 function ensurePool(n: number): RegionPool {
   if (!pool) pool = new RegionPool(n);
   else pool.grow(n);

@@ -28,7 +28,7 @@ import { git, joinZ, type GitOptions } from '../git/exec';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat, type StatFields } from '../git/index-file';
 import type { PackItem } from '../git/pack-writer';
 import { objectSizes } from '../git/plumbing';
-import { chunkFile } from '../chunks/chunk-file';
+import { chunkFile, releaseChunkWorkers } from '../chunks/chunk-file';
 import { buildChunkList, chunksTree, type TreeObject } from '../chunks/list-tree';
 import { parsePointer, pointerOf, serializePointer, type ChunkPointer } from '../chunks/pointer';
 import { blobOid } from './filemeta';
@@ -343,6 +343,7 @@ export async function chunkLarge(
       oids: cf.chunks.map((c) => c.oid).join(''),
     };
   }
+  await releaseChunkWorkers();
   const present = candidates.size ? await objectSizes(candidates, objectOpts) : new Map<string, number>();
   const packed = new Set<string>();
   for (const f of fresh) {
