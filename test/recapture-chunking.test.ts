@@ -25,6 +25,32 @@ function chunkedOf(r: Repo, snap: string): string[] {
   return (JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`)).chunked ?? []) as string[];
 }
 
+/** Files and bytes of the worktree as a capture counts them (regular files and symlinks, not .git). */
+function worktreeTotals(dir: string): { files: number; bytes: number } {
+  let files = 0;
+  let bytes = 0;
+  const walk = (d: string): void => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const abs = path.join(d, e.name);
+      if (e.isDirectory()) {
+        if (!(d === dir && e.name === '.git')) walk(abs);
+      } else {
+        files++;
+        bytes += fs.lstatSync(abs).size;
+      }
+    }
+  };
+  walk(dir);
+  return { files, bytes };
+}
+
+/** The manifest's counts are the worktree's, whichever way the capture computed them. */
+function assertTotals(r: Repo, snap: string): void {
+  const counts = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`)).counts;
+  const want = worktreeTotals(r.dir);
+  assert.deepEqual({ files: counts.files, bytes: counts.bytes }, want, `counts of ${snap}`);
+}
+
 function restoreAndCompare(sb: Sandbox, r: Repo, snap: string, files: string[]): void {
   const dest = path.join(sb.root, `restored-${snap.slice(0, 8)}`);
   const res = xet(sb, r.dir, ['restore', snap, dest, '--json']);
@@ -64,6 +90,7 @@ test('files that became large since the last capture are chunked, however they g
     const second = capture(sb, r);
     assert.deepEqual(chunkedOf(r, second.snapshot).sort(), ['grow.bin', 'replace.bin', 'tracked.txt']);
     assert.equal(second.chunking.files, 3);
+    assertTotals(r, second.snapshot);
     restoreAndCompare(sb, r, second.snapshot, ['grow.bin', 'replace.bin', 'tracked.txt', 'stay.txt']);
 
     // Nothing large changed: every pointer comes from the chunk stat cache.
@@ -71,12 +98,27 @@ test('files that became large since the last capture are chunked, however they g
     const third = capture(sb, r);
     assert.deepEqual(chunkedOf(r, third.snapshot).sort(), ['grow.bin', 'replace.bin', 'tracked.txt']);
     assert.equal(third.chunking.cacheHits, 3, JSON.stringify(third.chunking));
+    assertTotals(r, third.snapshot);
 
     // Shrunk below the threshold: a whole blob again.
     fs.writeFileSync(r.p('grow.bin'), 'small again\n');
     const fourth = capture(sb, r);
     assert.deepEqual(chunkedOf(r, fourth.snapshot).sort(), ['replace.bin', 'tracked.txt']);
     assert.equal(r.git('cat-file', 'blob', `${fourth.snapshot}:files/grow.bin`), 'small again\n');
+    assertTotals(r, fourth.snapshot);
+
+    // A chunked file edited in place, another removed, a small file that holds a pointer's text
+    // changed, a new small file: the counts stay true (the incremental path or the full listing).
+    writeLargeFile(r.p('tracked.txt'), MiB + 77, 14);
+    fs.rmSync(r.p('replace.bin'));
+    r.write('looks-like-pointer.txt', r.git('cat-file', 'blob', `${fourth.snapshot}:files/tracked.txt`));
+    const fifth = capture(sb, r);
+    assertTotals(r, fifth.snapshot);
+    r.write('looks-like-pointer.txt', 'plain now\n');
+    r.write('src/new.txt', 'new\n');
+    const sixth = capture(sb, r);
+    assertTotals(r, sixth.snapshot);
+    assert.deepEqual(chunkedOf(r, sixth.snapshot), ['tracked.txt']);
   } finally {
     sb.cleanup();
   }

@@ -50,6 +50,7 @@ import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 import { parseChunkThreshold } from '../chunks/params';
+import { MAX_POINTER_BYTES, POINTER_HEADER } from '../chunks/pointer';
 import { parseChunkCompression } from '../chunks/compression';
 import { readLazy } from '../chunks/source';
 import type { ChunkingSpec } from './chunked-scan';
@@ -297,11 +298,11 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await faultPoint('capture:after-pack');
     progress('writing the snapshot');
     const filesTree = scan.tree;
-    let totals = await treeTotals(scan.touchedChunked ? null : previous, scan, userOpts);
+    let totals = await treeTotals(previous, scan, userOpts);
     // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
     // since the walk) with a mere warning, and a count that includes it would be a lie. Totals carried
     // over from an earlier capture are recounted before concluding anything.
-    if (totals.files !== walk.paths.length && previous && !scan.touchedChunked) {
+    if (totals.files !== walk.paths.length && previous) {
       totals = await treeTotals(null, scan, userOpts);
     }
     const { files: fileCount, bytes, symlinks } = totals;
@@ -651,7 +652,10 @@ interface Totals {
 }
 
 /** File count, bytes and symlink count of a files tree. From the previous capture's totals plus the
- * tree diff when there is one (O(changes)); otherwise from a full listing. */
+ * tree diff when there is one (O(changes)); otherwise from a full listing. A chunked file counts at
+ * its real size: on the new side the scan knows its pointer; on the old side a changed entry whose
+ * blob could be a pointer (small, with the pointer's header) sends it to the full listing, since the
+ * diff alone cannot tell a chunked file from a file that holds a pointer's text. */
 async function treeTotals(
   prev: ({ tree: string } & Totals) | null,
   scan: ScanResult,
@@ -663,19 +667,29 @@ async function treeTotals(
       scan.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((oid) => !/^0+$/.test(oid)),
       opts,
     );
-    for (const c of scan.changes) {
-      if (c.oldMode !== '000000') {
-        t.files--;
-        t.bytes -= sizes.get(c.oldOid) ?? 0;
-        if (c.oldMode === '120000') t.symlinks--;
+    const small = scan.changes
+      .filter((c) => c.oldMode !== '000000' && c.oldMode !== '120000' && c.oldMode !== '160000')
+      .map((c) => c.oldOid)
+      .filter((oid) => (sizes.get(oid) ?? Infinity) <= MAX_POINTER_BYTES);
+    const olds = small.length ? await catFileBatch([...new Set(small)], opts, MAX_POINTER_BYTES) : null;
+    const pointerLike = [...(olds?.values() ?? [])].some(
+      (o) => !o || o.data.subarray(0, POINTER_HEADER.length).toString('latin1') === POINTER_HEADER,
+    );
+    if (!pointerLike) {
+      for (const c of scan.changes) {
+        if (c.oldMode !== '000000') {
+          t.files--;
+          t.bytes -= sizes.get(c.oldOid) ?? 0;
+          if (c.oldMode === '120000') t.symlinks--;
+        }
+        if (c.newMode !== '000000') {
+          t.files++;
+          t.bytes += scan.chunked.get(c.path)?.pointer.size ?? sizes.get(c.newOid) ?? 0;
+          if (c.newMode === '120000') t.symlinks++;
+        }
       }
-      if (c.newMode !== '000000') {
-        t.files++;
-        t.bytes += sizes.get(c.newOid) ?? 0;
-        if (c.newMode === '120000') t.symlinks++;
-      }
+      return t;
     }
-    return t;
   }
   const listing = await lsTree(scan.tree, { ...opts, long: true });
   const t: Totals = { files: listing.length, bytes: 0, symlinks: 0 };

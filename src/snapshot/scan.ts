@@ -73,8 +73,6 @@ export interface ScanResult {
   chunksTree: string | null;
   /** Distinct chunks of the chunked files; pointers reused from the chunk stat cache (no read). */
   chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
-  /** Some path of this tree or of the stat cache's last one is or was chunked (totals need care). */
-  touchedChunked: boolean;
 }
 
 export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
@@ -161,7 +159,6 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
         newChunks: chunks?.newChunks ?? 0,
         newChunkBytes: chunks?.newChunkBytes ?? 0,
       },
-      touchedChunked: chunked.size > 0 || wasChunked.length > 0,
     };
   } finally {
     shadow.dispose();
