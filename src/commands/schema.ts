@@ -259,15 +259,9 @@ export class NullSchema extends Schema<null> {
   }
 }
 
-export class UnknownSchema extends Schema<unknown, true> {
+export class UnknownSchema extends Schema<unknown> {
   readonly kind = 'unknown';
-  // zod 4 treats an unknown field as optional (its key may be absent).
-  override get optIn(): 'optional' {
-    return 'optional';
-  }
-  override get optOut(): 'optional' {
-    return 'optional';
-  }
+  // Any value, but (as zod 4.6 has it) its key must be present in an object.
   run(): void {}
 }
 
