@@ -1,32 +1,36 @@
 // The command line's front end over command definitions (src/commands/spec.ts): builds a commander
-// command from a spec (arguments, flags, help from the zod schema's descriptions), then validates
-// what commander parsed with the same zod schema the MCP server uses, and prints the result.
+// command from a spec (arguments, flags, help from the schema's descriptions), then validates what
+// commander parsed with the same schema the MCP server uses (as zod there), and prints the result.
+// zod is not loaded here: definitions are written with src/commands/schema.ts's builder, whose
+// nodes read like zod's (`_zod.def`) and validate like it.
 
 import { Command, Option } from 'commander';
-import { z } from 'zod';
+import type * as Zod from 'zod';
 import { EXIT, XetError } from '../errors';
 import { kebab, type AnyCommandSpec, type CommandContext } from '../commands/spec';
+import { isSchema, s, toZod, type Field, type Issue, type Shape } from '../commands/schema';
 import { chatty, emit, progressLine, type Out } from './output';
 import { run } from './run';
 
-/** A field's zod type with optional/default/nullable peeled off, and what was peeled. */
-export function unwrapField(schema: z.ZodType): { base: z.ZodType; optional: boolean; defaultValue?: unknown } {
-  let s = schema as z.ZodType;
+/** A field's type with optional/default/nullable peeled off, and what was peeled. Reads `_zod.def`,
+ * which the builder's nodes present as zod's own schemas have it (a test's definition may be zod). */
+export function unwrapField<F extends Field>(schema: F): { base: F; optional: boolean; defaultValue?: unknown } {
+  let s: F = schema;
   let optional = false;
   let defaultValue: unknown;
   for (;;) {
-    const def = (s as unknown as { _zod: { def: { type: string; innerType?: z.ZodType; defaultValue?: unknown } } })
-      ._zod.def;
+    const def = (s as unknown as { _zod: { def: { type: string; innerType?: Field; defaultValue?: unknown } } })._zod
+      .def;
     if (def.type === 'optional' || def.type === 'nullable') {
       optional = true;
-      s = def.innerType as z.ZodType;
+      s = def.innerType as F;
     } else if (def.type === 'default' || def.type === 'prefault') {
       optional = true;
       defaultValue = typeof def.defaultValue === 'function' ? (def.defaultValue as () => unknown)() : def.defaultValue;
-      s = def.innerType as z.ZodType;
+      s = def.innerType as F;
     } else if (def.type === 'pipe' || def.type === 'transform') {
       // A refinement or transform keeps its input's shape for the command line.
-      const inner = (def as unknown as { in?: z.ZodType }).in;
+      const inner = (def as unknown as { in?: F }).in;
       if (!inner) break;
       s = inner;
     } else break;
@@ -34,10 +38,10 @@ export function unwrapField(schema: z.ZodType): { base: z.ZodType; optional: boo
   return { base: s, optional, defaultValue };
 }
 
-const typeOf = (s: z.ZodType): string => (s as unknown as { _zod: { def: { type: string } } })._zod.def.type;
+export const typeOf = (s: Field): string => (s as unknown as { _zod: { def: { type: string } } })._zod.def.type;
 
 /** The flag text of an input: `-m, --message <msg>`, `--no-capture`, `--to <value>`. */
-function flagText(spec: AnyCommandSpec, key: string, base: z.ZodType): string {
+function flagText(spec: AnyCommandSpec, key: string, base: Field): string {
   const f = spec.flags?.[key] ?? {};
   const name = f.flag ?? kebab(key);
   const short = f.short ? `-${f.short}, ` : '';
@@ -49,7 +53,7 @@ const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?
 
 /** Adds `spec` under `parent` (the program, or its group command for `handoff create`). */
 export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
-  const shape = spec.input as Record<string, z.ZodType>;
+  const shape = spec.input as Record<string, Field>;
   const args = spec.args ?? [];
   const cmd = parent.command(spec.path[spec.path.length - 1]).description(spec.description);
   for (const key of args) {
@@ -65,7 +69,7 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
     const t = typeOf(base);
     if (t === 'array') opt.argParser(collect);
     else if (t === 'enum') opt.choices((base as unknown as { options: string[] }).options);
-    // Defaults are zod's (one place); commander's `--no-x` would otherwise set x=true itself. A
+    // Defaults are the schema's (one place); commander's `--no-x` would otherwise set x=true itself. A
     // valued flag's default is also given to commander, which shows it in help (`default: "auto"`).
     if (defaultValue !== undefined && t !== 'boolean') opt.default(defaultValue);
     // Commander names the attribute after the flag; map it back to the input's key (before
@@ -100,10 +104,32 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
   return cmd;
 }
 
+/** A definition's input as one object schema that refuses unknown keys (`z.object(input).strict()`),
+ * made once per definition. */
+const inputSchemas = new WeakMap<object, { safeParse(raw: unknown): InputResult }>();
+type InputResult = { success: true; data: Record<string, unknown> } | { success: false; error: { issues: Issue[] } };
+
+function inputSchema(input: Record<string, Field>): { safeParse(raw: unknown): InputResult } {
+  let made = inputSchemas.get(input);
+  if (!made) {
+    if (Object.values(input).every(isSchema)) {
+      made = s.strictObject(input as Shape) as { safeParse(raw: unknown): InputResult };
+    } else {
+      // A definition written in zod (a test's own): only then is zod loaded.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { z } = require('zod') as typeof Zod;
+      const shape = Object.fromEntries(Object.entries(input).map(([k, v]) => [k, toZod(v)]));
+      made = z.object(shape).strict() as unknown as { safeParse(raw: unknown): InputResult };
+    }
+    inputSchemas.set(input, made);
+  }
+  return made;
+}
+
 /** Validates raw input (from commander or an MCP client) with the spec's schema: USAGE naming the
  * argument on failure, before any effect. */
 export function parseInput(spec: AnyCommandSpec, raw: unknown): Record<string, unknown> {
-  const r = z.object(spec.input).strict().safeParse(raw);
+  const r = inputSchema(spec.input as Record<string, Field>).safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0];
     const where = issue.path.length ? `${issue.path.map(String).join('.')}: ` : '';

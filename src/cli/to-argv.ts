@@ -3,11 +3,9 @@
 // argv from the spec, next to the parser built from the same spec, keeps the two directions one
 // definition (test/mcp.test.ts round-trips every spec through both).
 
-import { z } from 'zod';
 import { kebab, type AnyCommandSpec } from '../commands/spec';
-import { unwrapField } from './from-spec';
-
-const typeOf = (s: z.ZodType): string => (s as unknown as { _zod: { def: { type: string } } })._zod.def.type;
+import type { Field } from '../commands/schema';
+import { typeOf, unwrapField } from './from-spec';
 
 /** The arguments after `git xet` for `input` (already validated by parseInput): the command's words,
  * every option as `--name=value` (a value starting with '-' stays a value), then `--` and the
@@ -15,7 +13,7 @@ const typeOf = (s: z.ZodType): string => (s as unknown as { _zod: { def: { type:
  * option without `negate` is spelled only when true: false and absent parse alike (commander has no
  * `--x=false`). `extra` (such as `--json`) goes before the `--`. */
 export function toArgv(spec: AnyCommandSpec, input: Record<string, unknown>, extra: string[] = []): string[] {
-  const shape = spec.input as Record<string, z.ZodType>;
+  const shape = spec.input as Record<string, Field>;
   const args = spec.args ?? [];
   const options: string[] = [];
   for (const key of Object.keys(shape)) {

@@ -2,7 +2,7 @@
 // repository, each live fork, stores) its limits, usage, headroom, what is counted and what is not
 // covered; --recount walks every root again and removes dead writers' temporary files; with
 // --store <path> --set, a store's own allowance.
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT, XetError } from '../errors';
 import type { AllowanceReport, Dimensions, RootReport } from '../allowance/report';
 import { formatBytes } from '../cli/output';
@@ -11,7 +11,7 @@ import { defineCommand, repeatable } from './spec';
 /** Loaded by run (lazily, as every command's core is) for exitCode, which is synchronous. */
 let report: typeof import('../allowance/report') | undefined;
 
-const dimensions = z.looseObject({ bytes: z.number().nullable(), files: z.number().nullable() });
+const dimensions = s.looseObject({ bytes: s.number().nullable(), files: s.number().nullable() });
 
 export const allowanceCommand = defineCommand({
   path: ['allowance'],
@@ -19,15 +19,15 @@ export const allowanceCommand = defineCommand({
   description:
     'the storage allowance of every root (repository, forks, stores): limits, usage, headroom, what is counted and what is not covered',
   input: {
-    recount: z
+    recount: s
       .boolean()
       .optional()
       .describe('count every root from disk again and remove the temporary files of dead git xet processes'),
     store: repeatable(
       "report this xet store too (repeatable; the stores of this repository's xet:: remotes are listed anyway)",
     ),
-    set: z.string().optional().describe("with one --store: record the store's own allowance (none removes it)"),
-    headroom: z
+    set: s.string().optional().describe("with one --store: record the store's own allowance (none removes it)"),
+    headroom: s
       .string()
       .optional()
       .describe('with --set: the part held back for settling work (default 5%, at least 16 MiB)'),
@@ -43,25 +43,25 @@ export const allowanceCommand = defineCommand({
   annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
   // --recount walks every root's files again: seconds on real trees.
   long: true,
-  output: z.looseObject({
-    contract: z.string(),
-    supported: z.array(z.string()),
-    recounted: z.boolean(),
-    leftoversRemoved: z.number(),
-    roots: z.array(
-      z.looseObject({
-        root: z.string(),
-        kind: z.string(),
-        path: z.string(),
+  output: s.looseObject({
+    contract: s.string(),
+    supported: s.array(s.string()),
+    recounted: s.boolean(),
+    leftoversRemoved: s.number(),
+    roots: s.array(
+      s.looseObject({
+        root: s.string(),
+        kind: s.string(),
+        path: s.string(),
         limits: dimensions,
         headroom: dimensions,
-        used: z.looseObject({ bytes: z.number(), files: z.number() }),
+        used: s.looseObject({ bytes: s.number(), files: s.number() }),
         available: dimensions,
-        counted: z.array(z.string()),
-        notCovered: z.array(z.string()),
-        countedAt: z.string().nullable(),
-        route: z.looseObject({}).nullable(),
-        error: z.looseObject({ code: z.string(), message: z.string() }).optional(),
+        counted: s.array(s.string()),
+        notCovered: s.array(s.string()),
+        countedAt: s.string().nullable(),
+        route: s.looseObject({}).nullable(),
+        error: s.looseObject({ code: s.string(), message: s.string() }).optional(),
       }),
     ),
   }),

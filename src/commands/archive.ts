@@ -1,5 +1,5 @@
 // git xet archive: a snapshot's files as a tar stream (stdout or a file).
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT, XetError } from '../errors';
 import { emit } from '../cli/output';
 import type { Writable } from 'node:stream';
@@ -36,13 +36,13 @@ export const archiveCommand = defineCommand({
   tool: 'archive',
   description: "write a snapshot's files (the worktree as captured, without .git) as a tar archive",
   input: {
-    snapshot: z.string().describe('snapshot id'),
-    format: z
+    snapshot: s.string().describe('snapshot id'),
+    format: s
       .string()
       .optional()
       .describe('tar, tar.gz or tgz (the same as tar.gz); default: from the -o name, else tar'),
-    prefix: z.string().optional().describe('put every entry under this directory'),
-    output: z.string().optional().describe('write to this file instead of stdout ("-" is stdout)'),
+    prefix: s.string().optional().describe('put every entry under this directory'),
+    output: s.string().optional().describe('write to this file instead of stdout ("-" is stdout)'),
   },
   args: ['snapshot'],
   flags: { format: { value: '<format>' }, prefix: { value: '<dir/>' }, output: { short: 'o', value: '<file>' } },
@@ -51,16 +51,16 @@ export const archiveCommand = defineCommand({
   // Replaces an existing file at `output`.
   annotations: { readOnly: false, destructive: true, idempotent: true },
   long: true,
-  output: z.looseObject({
-    snapshot: z.string(),
-    format: z.enum(['tar', 'tar.gz']),
-    prefix: z.string(),
-    output: z.string().nullable(),
-    files: z.number(),
-    symlinks: z.number(),
-    dirs: z.number(),
-    bytes: z.number(),
-    mtime: z.string(),
+  output: s.looseObject({
+    snapshot: s.string(),
+    format: s.enum(['tar', 'tar.gz']),
+    prefix: s.string(),
+    output: s.string().nullable(),
+    files: s.number(),
+    symlinks: s.number(),
+    dirs: s.number(),
+    bytes: s.number(),
+    mtime: s.string(),
   }),
   // An MCP tool (and --json) writes only to a file: the archive has no place in a JSON answer.
   async run(input, ctx) {

@@ -1,5 +1,5 @@
 // git xet capture: snapshot the whole working tree.
-import { z } from 'zod';
+import { s } from './schema';
 import { formatBytes } from '../cli/output';
 import { defineCommand, repeatable } from './spec';
 
@@ -8,14 +8,14 @@ export const captureCommand = defineCommand({
   tool: 'capture',
   description: 'capture HEAD, refs, index, unstaged edits, untracked and ignored files as a snapshot',
   input: {
-    message: z.string().optional().describe('a message stored with the snapshot'),
-    ignored: z
+    message: s.string().optional().describe('a message stored with the snapshot'),
+    ignored: s
       .enum(['all', 'none'])
       .optional()
       .describe('ignored files: all | none (default: xet.capture.ignored, else all)'),
     include: repeatable('also capture matching ignored or secret files (gitignore syntax; repeatable)'),
     exclude: repeatable('leave out matching untracked or ignored files (repeatable)'),
-    always: z
+    always: s
       .boolean()
       .optional()
       .describe("make a new snapshot even when nothing changed since this worktree's last one"),
@@ -28,11 +28,11 @@ export const captureCommand = defineCommand({
   },
   annotations: { readOnly: false, destructive: false, idempotent: false },
   long: true,
-  output: z.looseObject({
-    snapshot: z.string(),
-    files: z.number(),
-    bytes: z.number(),
-    unchanged: z.boolean(),
+  output: s.looseObject({
+    snapshot: s.string(),
+    files: s.number(),
+    bytes: s.number(),
+    unchanged: s.boolean(),
   }),
   async run(input, ctx) {
     if (ctx.via === 'cli') {

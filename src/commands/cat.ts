@@ -1,7 +1,7 @@
 // git xet cat: one file of a snapshot, or a byte range of it, to stdout, a file, or (MCP, --json)
 // inline in the answer.
 import type { Writable } from 'node:stream';
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT, XetError } from '../errors';
 import { emit } from '../cli/output';
 import type { CatResult } from '../snapshot/cat';
@@ -27,14 +27,14 @@ export const catCommand = defineCommand({
   tool: 'cat',
   description: 'write a file of a snapshot, or a byte range of it, reading only the chunks the range needs',
   input: {
-    target: z.string().describe('<snapshot>:<path> (the path as in the worktree, from its top)'),
-    range: z
+    target: s.string().describe('<snapshot>:<path> (the path as in the worktree, from its top)'),
+    range: s
       .string()
       .optional()
       .describe(
         'START-END (END inclusive, as HTTP Range), START- (to the end) or START+LENGTH; default the whole file',
       ),
-    output: z
+    output: s
       .string()
       .optional()
       .describe('write to this file (atomically) instead of stdout; through MCP the bytes come back inline'),
@@ -44,19 +44,19 @@ export const catCommand = defineCommand({
   paths: { output: 'target' },
   // Reads only; in a lazy copy it may fetch the chunks it needs (objects the copy already promises).
   annotations: { readOnly: true, destructive: false, idempotent: true, openWorld: true },
-  output: z.looseObject({
-    snapshot: z.string(),
-    path: z.string(),
-    size: z.number(),
-    start: z.number(),
-    end: z.number(),
-    bytes: z.number(),
-    chunked: z.boolean(),
-    chunksRead: z.number(),
-    chunksFetched: z.number(),
-    output: z.string().nullable(),
-    content: z.string().optional(),
-    encoding: z.enum(['utf8', 'base64']).optional(),
+  output: s.looseObject({
+    snapshot: s.string(),
+    path: s.string(),
+    size: s.number(),
+    start: s.number(),
+    end: s.number(),
+    bytes: s.number(),
+    chunked: s.boolean(),
+    chunksRead: s.number(),
+    chunksFetched: s.number(),
+    output: s.string().nullable(),
+    content: s.string().optional(),
+    encoding: s.enum(['utf8', 'base64']).optional(),
   }),
   // MCP (and --json without -o): the bytes inline, at most 1 MiB. A tool annotated read-only writes
   // no files: through MCP `output` is refused.

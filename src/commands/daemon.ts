@@ -1,6 +1,6 @@
 // git xet daemon start|stop|status: the resident process of a worktree (src/daemon/). `capture`
 // asks it first and runs the normal path when it is absent, stale or refuses; `run` is the daemon.
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
 
@@ -9,13 +9,13 @@ export const daemonCommand = defineCommand({
   tool: null,
   description: "start, stop or query this worktree's resident process, which runs captures without a start-up",
   input: {
-    action: z
+    action: s
       .enum(['start', 'stop', 'status', 'run'])
       .describe('start | stop | status (run: the daemon itself, in the foreground)'),
   },
   args: ['action'],
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: z.looseObject({ running: z.boolean(), pid: z.number().nullable() }),
+  output: s.looseObject({ running: s.boolean(), pid: s.number().nullable() }),
   async run(input, ctx) {
     const { locateDaemon } = await import('../daemon/locate');
     const p = locateDaemon(ctx.cwd);

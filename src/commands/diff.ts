@@ -1,5 +1,5 @@
 // git xet diff: changes between two snapshots, or from a snapshot to the working tree.
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT } from '../errors';
 import type { Difference } from '../snapshot/verify';
 import { defineCommand } from './spec';
@@ -14,25 +14,25 @@ export function describeDifference(d: Difference): string {
 }
 
 /** A verify/diff/status difference as --json prints it. */
-export const differenceSchema = z.looseObject({ kind: z.string(), path: z.string().optional() });
+export const differenceSchema = s.looseObject({ kind: s.string(), path: s.string().optional() });
 
 export const diffCommand = defineCommand({
   path: ['diff'],
   tool: 'diff',
   description: 'what changed between two snapshots, or from a snapshot to the current working tree',
   input: {
-    snapshot: z.string().describe('the older snapshot'),
-    other: z.string().optional().describe('the newer snapshot (default: the working tree)'),
-    exitCode: z.boolean().optional().describe('exit 1 when there are differences'),
+    snapshot: s.string().describe('the older snapshot'),
+    other: s.string().optional().describe('the newer snapshot (default: the working tree)'),
+    exitCode: s.boolean().optional().describe('exit 1 when there are differences'),
   },
   args: ['snapshot', 'other'],
   names: ['snapshot', 'other'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    from: z.string(),
-    to: z.string(),
-    identical: z.boolean(),
-    changes: z.array(differenceSchema),
+  output: s.looseObject({
+    from: s.string(),
+    to: s.string(),
+    identical: s.boolean(),
+    changes: s.array(differenceSchema),
   }),
   async run(input, ctx) {
     const { diffSnapshots } = await import('../snapshot/diff');

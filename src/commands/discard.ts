@@ -1,5 +1,5 @@
 // git xet discard: capture a fork's work (if any), then unmount and remove the fork.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const discardCommand = defineCommand({
@@ -7,8 +7,8 @@ export const discardCommand = defineCommand({
   tool: 'discard',
   description: 'remove a fork; if it has changes they are captured first and the snapshot printed',
   input: {
-    forkDir: z.string().describe('the fork'),
-    capture: z.boolean().default(true).describe("drop the fork's changes instead of capturing them"),
+    forkDir: s.string().describe('the fork'),
+    capture: s.boolean().default(true).describe("drop the fork's changes instead of capturing them"),
   },
   args: ['forkDir'],
   flags: { capture: { negate: true } },
@@ -16,12 +16,12 @@ export const discardCommand = defineCommand({
   // Removes the fork; with capture false its work is lost.
   annotations: { readOnly: false, destructive: true, idempotent: false },
   long: true,
-  output: z.looseObject({
-    id: z.string(),
-    dir: z.string(),
-    snapshot: z.string().nullable(),
-    dirty: z.boolean().nullable(),
-    left: z.string().nullable(),
+  output: s.looseObject({
+    id: s.string(),
+    dir: s.string(),
+    snapshot: s.string().nullable(),
+    dirty: s.boolean().nullable(),
+    left: s.string().nullable(),
   }),
   async run(input, ctx) {
     const { discardFork } = await import('../workspace/discard');

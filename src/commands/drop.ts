@@ -1,10 +1,10 @@
 // git xet drop, undrop: stop retaining snapshots, and bring them back before gc reclaims them.
-import { z } from 'zod';
+import { s } from './schema';
 import type { DropResult } from '../gc/drop';
 import type { RemoteDropResult } from '../remote/drop-remote';
 import { defineCommand } from './spec';
 
-const snapshotIds = z.array(z.string()).describe('snapshot ids (full or at least 4 hex digits)');
+const snapshotIds = s.array(s.string()).describe('snapshot ids (full or at least 4 hex digits)');
 
 /** Loaded by run (lazily, as every command's core is) for human, which is synchronous. */
 let remoteDrop: typeof import('../remote/drop-remote') | undefined;
@@ -15,7 +15,7 @@ export const dropCommand = defineCommand({
   description: 'stop retaining snapshots (refused for a root: pinned, a live fork, an unexpired handoff)',
   input: {
     snapshots: snapshotIds,
-    remote: z.string().optional().describe('delete the snapshots on this remote (a xet store) instead of here'),
+    remote: s.string().optional().describe('delete the snapshots on this remote (a xet store) instead of here'),
   },
   args: ['snapshots'],
   flags: { remote: { value: '<name>' } },
@@ -26,12 +26,12 @@ export const dropCommand = defineCommand({
   // --remote talks to a server (as push and fetch do): it may take long, and be cancelled.
   long: true,
   // Here: `dropped` entries with ref, commit, droppedAt, created; --remote: remote, url, kind, absent.
-  output: z.looseObject({
-    dropped: z.array(z.looseObject({ snapshot: z.string(), ref: z.string() })),
-    remote: z.string().optional(),
-    url: z.string().optional(),
-    kind: z.enum(['xet', 'git']).optional(),
-    absent: z.array(z.string()).optional(),
+  output: s.looseObject({
+    dropped: s.array(s.looseObject({ snapshot: s.string(), ref: s.string() })),
+    remote: s.string().optional(),
+    url: s.string().optional(),
+    kind: s.enum(['xet', 'git']).optional(),
+    absent: s.array(s.string()).optional(),
   }),
   async run(input, ctx): Promise<DropResult | RemoteDropResult> {
     if (input.remote !== undefined) {
@@ -62,13 +62,13 @@ export const undropCommand = defineCommand({
   args: ['snapshots'],
   names: ['snapshots'],
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: z.looseObject({
-    undropped: z.array(
-      z.looseObject({
-        snapshot: z.string(),
-        ref: z.string(),
-        from: z.enum(['dropped', 'collected', 'retained']),
-        created: z.boolean(),
+  output: s.looseObject({
+    undropped: s.array(
+      s.looseObject({
+        snapshot: s.string(),
+        ref: s.string(),
+        from: s.enum(['dropped', 'collected', 'retained']),
+        created: s.boolean(),
       }),
     ),
   }),

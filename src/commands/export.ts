@@ -1,5 +1,5 @@
 // git xet export: a fork's or snapshot's work as one commit on a branch, or as a patch.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const exportCommand = defineCommand({
@@ -7,12 +7,12 @@ export const exportCommand = defineCommand({
   tool: 'export',
   description: "turn a fork's (or snapshot's) changes into one commit on top of its base commit",
   input: {
-    source: z.string().describe('a fork directory or a snapshot id'),
-    branch: z.string().optional().describe('create (or with --force move) this branch to the commit'),
-    patch: z.string().optional().describe("write the commit as a patch (git am format); '-' for stdout"),
-    message: z.string().optional().describe('commit message (trailers naming the snapshot are added)'),
-    force: z.boolean().optional().describe('move an existing branch'),
-    task: z
+    source: s.string().describe('a fork directory or a snapshot id'),
+    branch: s.string().optional().describe('create (or with --force move) this branch to the commit'),
+    patch: s.string().optional().describe("write the commit as a patch (git am format); '-' for stdout"),
+    message: s.string().optional().describe('commit message (trailers naming the snapshot are added)'),
+    force: s.boolean().optional().describe('move an existing branch'),
+    task: s
       .string()
       .optional()
       .describe("the task the work came from (an Xet-Task trailer); found from a task's fork or result snapshot"),
@@ -31,16 +31,16 @@ export const exportCommand = defineCommand({
   // --force moves a branch it did not make; --patch FILE replaces the file.
   annotations: { readOnly: false, destructive: true, idempotent: false },
   long: true,
-  output: z.looseObject({
-    commit: z.string().nullable(),
-    parent: z.string().nullable(),
-    snapshot: z.string(),
-    fork: z.string().nullable(),
-    task: z.string().nullable(),
-    branch: z.string().nullable(),
-    patch: z.string().nullable(),
-    patchText: z.string().optional(),
-    changed: z.number(),
+  output: s.looseObject({
+    commit: s.string().nullable(),
+    parent: s.string().nullable(),
+    snapshot: s.string(),
+    fork: s.string().nullable(),
+    task: s.string().nullable(),
+    branch: s.string().nullable(),
+    patch: s.string().nullable(),
+    patchText: s.string().optional(),
+    changed: s.number(),
   }),
   async run(input, ctx) {
     const { exportChanges } = await import('../workspace/export');

@@ -1,5 +1,5 @@
 // git xet fetch: bring refs/xet/* (snapshots, handoffs) from a remote, and set up its refspec.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const fetchCommand = defineCommand({
@@ -7,7 +7,7 @@ export const fetchCommand = defineCommand({
   tool: 'fetch',
   description: 'fetch snapshots and handoffs (refs/xet/*) from a remote; never overwrites a local one',
   input: {
-    remote: z.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
+    remote: s.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
   },
   args: ['remote'],
   paths: { remote: 'source' },
@@ -15,11 +15,11 @@ export const fetchCommand = defineCommand({
   // Adds refs (and the remote's refspec once); never overwrites a local one.
   annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
   long: true,
-  output: z.looseObject({
-    remote: z.string(),
-    url: z.string(),
-    fetched: z.array(z.looseObject({ ref: z.string(), oid: z.string() })),
-    refspecAdded: z.boolean(),
+  output: s.looseObject({
+    remote: s.string(),
+    url: s.string(),
+    fetched: s.array(s.looseObject({ ref: s.string(), oid: s.string() })),
+    refspecAdded: s.boolean(),
   }),
   async run(input, ctx) {
     const { fetchXetRefs } = await import('../remote/publish');

@@ -1,5 +1,5 @@
 // git xet fork: a writable fork of a snapshot (overlay, reflink clone or copy), or --remount one.
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
 
@@ -8,14 +8,14 @@ export const forkCommand = defineCommand({
   tool: 'fork',
   description: 'make a writable fork of a snapshot: a linked worktree in exactly the snapshot state',
   input: {
-    snapshot: z.string().describe('snapshot id (with --remount: the fork directory)'),
-    dir: z.string().optional().describe('directory for the fork; must not exist or be empty'),
-    mode: z.enum(['auto', 'overlay', 'clone', 'copy']).default('auto').describe('how files are laid out'),
-    remount: z
+    snapshot: s.string().describe('snapshot id (with --remount: the fork directory)'),
+    dir: s.string().optional().describe('directory for the fork; must not exist or be empty'),
+    mode: s.enum(['auto', 'overlay', 'clone', 'copy']).default('auto').describe('how files are laid out'),
+    remount: s
       .boolean()
       .optional()
       .describe('mount an existing overlay fork again (after a reboot) instead of making one'),
-    allowance: z
+    allowance: s
       .string()
       .optional()
       .describe(
@@ -31,19 +31,19 @@ export const forkCommand = defineCommand({
   annotations: { readOnly: false, destructive: false, idempotent: false },
   long: true,
   // A new fork's fields, or (--remount) id, dir, mounted and unfenced.
-  output: z.looseObject({
-    id: z.string(),
-    dir: z.string(),
-    mode: z.enum(['overlay', 'clone', 'copy']).optional(),
-    snapshot: z.string().optional(),
-    head: z.string().nullable().optional(),
-    branch: z.string().nullable().optional(),
-    notAvailable: z.record(z.string(), z.string()).optional(),
-    baseBuilt: z.boolean().optional(),
-    allowance: z.looseObject({ bytes: z.number(), files: z.number().nullable() }).nullable().optional(),
-    route: z.string().nullable().optional(),
-    mounted: z.boolean().optional(),
-    unfenced: z.boolean().optional(),
+  output: s.looseObject({
+    id: s.string(),
+    dir: s.string(),
+    mode: s.enum(['overlay', 'clone', 'copy']).optional(),
+    snapshot: s.string().optional(),
+    head: s.string().nullable().optional(),
+    branch: s.string().nullable().optional(),
+    notAvailable: s.record(s.string(), s.string()).optional(),
+    baseBuilt: s.boolean().optional(),
+    allowance: s.looseObject({ bytes: s.number(), files: s.number().nullable() }).nullable().optional(),
+    route: s.string().nullable().optional(),
+    mounted: s.boolean().optional(),
+    unfenced: s.boolean().optional(),
   }),
   refine(input) {
     if (input.remount) {

@@ -1,5 +1,5 @@
 // git xet forks: the forks of this repository, their state and the disk each uses.
-import { z } from 'zod';
+import { s } from './schema';
 import { formatBytes } from '../cli/output';
 import { defineCommand } from './spec';
 
@@ -7,22 +7,22 @@ export const forksCommand = defineCommand({
   path: ['forks'],
   tool: 'forks',
   description: 'list forks: id, directory, mode, base snapshot, state, bytes of their own',
-  input: { all: z.boolean().optional().describe('include discarded forks') },
+  input: { all: s.boolean().optional().describe('include discarded forks') },
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    forks: z.array(
-      z.looseObject({
-        id: z.string(),
-        dir: z.string(),
-        mode: z.string(),
-        snapshot: z.string(),
-        head: z.string().nullable(),
-        branch: z.string().nullable(),
-        state: z.string(),
-        createdAt: z.string(),
-        bytes: z.number().nullable(),
-        keptSnapshot: z.string().nullable(),
-        reclaimedAt: z.string().nullable(),
+  output: s.looseObject({
+    forks: s.array(
+      s.looseObject({
+        id: s.string(),
+        dir: s.string(),
+        mode: s.string(),
+        snapshot: s.string(),
+        head: s.string().nullable(),
+        branch: s.string().nullable(),
+        state: s.string(),
+        createdAt: s.string(),
+        bytes: s.number().nullable(),
+        keptSnapshot: s.string().nullable(),
+        reclaimedAt: s.string().nullable(),
       }),
     ),
   }),

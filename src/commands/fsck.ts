@@ -1,6 +1,6 @@
 // git xet fsck: check the repository's sidecar against its refs, worktrees and objects (--rebuild
 // reconstructs the sidecar's roots), or with --store a xet directory store.
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT, XetError } from '../errors';
 import type { RepoFsckResult } from '../gc/fsck';
 import type { StoreCheck } from '../remote/fsck';
@@ -12,8 +12,8 @@ export const fsckCommand = defineCommand({
   description:
     "check the repository's sidecar against refs, worktrees and objects (or a xet store with --store): exit 0 when whole, 1 with the problems found",
   input: {
-    store: z.string().optional().describe('check a store instead: a path, file:// URL or xet:: URL'),
-    rebuild: z
+    store: s.string().optional().describe('check a store instead: a path, file:// URL or xet:: URL'),
+    rebuild: s
       .boolean()
       .optional()
       .describe("rebuild the sidecar's roots (pins, forks) from refs, worktrees and mounts first"),
@@ -23,14 +23,14 @@ export const fsckCommand = defineCommand({
   // --rebuild rewrites the sidecar's roots (a corrupt database is moved aside, not deleted).
   annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
   // A repository's result, or a store's (--store): `ok` and `problems` in both.
-  output: z.looseObject({
-    ok: z.boolean(),
-    problems: z.array(
-      z.union([z.string(), z.looseObject({ kind: z.string(), subject: z.string(), message: z.string() })]),
+  output: s.looseObject({
+    ok: s.boolean(),
+    problems: s.array(
+      s.union([s.string(), s.looseObject({ kind: s.string(), subject: s.string(), message: s.string() })]),
     ),
-    checked: z.looseObject({}).optional(),
-    rebuilt: z.looseObject({}).nullable().optional(),
-    store: z.string().optional(),
+    checked: s.looseObject({}).optional(),
+    rebuilt: s.looseObject({}).nullable().optional(),
+    store: s.string().optional(),
   }),
   refine(input) {
     if (input.store && input.rebuild)

@@ -1,12 +1,12 @@
 // git xet gc: collect the repository's garbage (refs/xet/*, .git/xet/, objects past the grace), or
 // with --store a xet directory store's.
-import { z } from 'zod';
+import { s } from './schema';
 import { formatBytes } from '../cli/output';
 import type { GcResult } from '../gc/collect';
 import type { StoreGcResult } from '../remote/store-gc';
 import { defineCommand } from './spec';
 
-const strings = z.array(z.string());
+const strings = s.array(s.string());
 
 export const gcCommand = defineCommand({
   path: ['gc'],
@@ -14,17 +14,17 @@ export const gcCommand = defineCommand({
   description:
     'drop snapshots no root or rule keeps, remove unused bases, caches and spools, then let git reclaim the objects after the grace',
   input: {
-    dryRun: z
+    dryRun: s
       .boolean()
       .optional()
       .describe('list what would go and, for every kept snapshot, what keeps it; change nothing'),
-    grace: z
+    grace: s
       .string()
       .optional()
       .describe(
         'how old a drop or an unreachable object must be to go (default: xet.gc.grace, else gc.pruneExpire, else 2w)',
       ),
-    store: z.string().optional().describe('collect a xet directory store instead (a path, file:// or xet:: URL)'),
+    store: s.string().optional().describe('collect a xet directory store instead (a path, file:// or xet:: URL)'),
   },
   flags: { grace: { value: '<duration>' }, store: { value: '<url>' } },
   paths: { store: 'source' },
@@ -34,31 +34,31 @@ export const gcCommand = defineCommand({
   long: true,
   mcpDefaults: { dryRun: true },
   // The repository's result, or with --store the store's: the fields both have, and each one's own.
-  output: z.looseObject({
-    dryRun: z.boolean(),
-    graceSeconds: z.number().nullable(),
-    cutoff: z.string().nullable(),
-    refs: z.looseObject({}),
-    objects: z.looseObject({}),
+  output: s.looseObject({
+    dryRun: s.boolean(),
+    graceSeconds: s.number().nullable(),
+    cutoff: s.string().nullable(),
+    refs: s.looseObject({}),
+    objects: s.looseObject({}),
     problems: strings,
-    runId: z.string().nullable().optional(),
-    grace: z.string().optional(),
-    graceFrom: z.string().optional(),
+    runId: s.string().nullable().optional(),
+    grace: s.string().optional(),
+    graceFrom: s.string().optional(),
     interrupted: strings.optional(),
     bases: strings.optional(),
     caches: strings.optional(),
     spools: strings.optional(),
     tasks: strings.optional(),
-    kept: z.array(z.looseObject({ snapshot: z.string() })).optional(),
-    store: z.string().optional(),
-    id: z.string().optional(),
-    basedOn: z.number().nullable().optional(),
-    published: z.number().nullable().optional(),
-    retries: z.number().optional(),
-    packs: z.looseObject({}).optional(),
-    bytes: z.looseObject({}).optional(),
-    intents: z.looseObject({}).optional(),
-    tmpRemoved: z.number().optional(),
+    kept: s.array(s.looseObject({ snapshot: s.string() })).optional(),
+    store: s.string().optional(),
+    id: s.string().optional(),
+    basedOn: s.number().nullable().optional(),
+    published: s.number().nullable().optional(),
+    retries: s.number().optional(),
+    packs: s.looseObject({}).optional(),
+    bytes: s.looseObject({}).optional(),
+    intents: s.looseObject({}).optional(),
+    tmpRemoved: s.number().optional(),
   }),
   async run(input, ctx): Promise<GcResult | StoreGcResult> {
     const { parseDuration } = await import('../gc/duration');

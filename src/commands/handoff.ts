@@ -1,36 +1,36 @@
 // git xet handoff: create, list, show, verify, accept and sign handoff descriptors (xet.handoff/v1)
 // and their signatures (xet.handoff-signature/v1).
 import * as fs from 'node:fs';
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand, repeatable } from './spec';
 import type { SignatureReport } from '../handoff/signatures';
 import { displaySafe } from '../handoff/descriptor';
 
-const signatureShape = z.looseObject({
-  id: z.string(),
-  ref: z.string(),
-  commit: z.string(),
-  valid: z.boolean(),
-  format: z.enum(['ssh', 'openpgp']).nullable(),
-  signedAt: z.string().nullable(),
-  fingerprint: z.string().nullable(),
-  principals: z.array(z.string()),
-  patterns: z.array(z.string()),
-  validAfter: z.string().nullable(),
-  validBefore: z.string().nullable(),
-  trust: z.string().nullable(),
-  problem: z.string().nullable(),
+const signatureShape = s.looseObject({
+  id: s.string(),
+  ref: s.string(),
+  commit: s.string(),
+  valid: s.boolean(),
+  format: s.enum(['ssh', 'openpgp']).nullable(),
+  signedAt: s.string().nullable(),
+  fingerprint: s.string().nullable(),
+  principals: s.array(s.string()),
+  patterns: s.array(s.string()),
+  validAfter: s.string().nullable(),
+  validBefore: s.string().nullable(),
+  trust: s.string().nullable(),
+  problem: s.string().nullable(),
 });
 
-const storedSignatureShape = z.looseObject({
-  handoff: z.string(),
-  id: z.string(),
-  ref: z.string(),
-  commit: z.string(),
-  format: z.enum(['ssh', 'openpgp']),
-  signedAt: z.string(),
-  created: z.boolean(),
+const storedSignatureShape = s.looseObject({
+  handoff: s.string(),
+  id: s.string(),
+  ref: s.string(),
+  commit: s.string(),
+  format: s.enum(['ssh', 'openpgp']),
+  signedAt: s.string(),
+  created: s.boolean(),
 });
 
 /** One line per signature for a person; problems are quoted text from elsewhere, printed escaped. */
@@ -49,27 +49,27 @@ export const handoffCreateCommand = defineCommand({
   tool: 'handoff_create',
   description: 'create a handoff of a snapshot (refs/xet/handoffs/<id>); prints its id',
   input: {
-    snapshot: z.string().optional().describe('snapshot id (full or abbreviated)'),
+    snapshot: s.string().optional().describe('snapshot id (full or abbreviated)'),
     to: repeatable('recipient agent(s), comma-separated; repeatable'),
-    from: z.string().optional().describe('the sending agent (default: git config xet.agent)'),
-    title: z.string().optional().describe('one line saying what this is'),
-    summary: z.string().optional().describe('the state of the work'),
+    from: s.string().optional().describe('the sending agent (default: git config xet.agent)'),
+    title: s.string().optional().describe('one line saying what this is'),
+    summary: s.string().optional().describe('the state of the work'),
     finding: repeatable('something learned; repeatable'),
     negative: repeatable('something tried that did not work; repeatable'),
     artifact: repeatable('a file in the snapshot worth looking at; repeatable'),
-    correlationId: z.string().optional().describe('an opaque id to tie this handoff to a task or run'),
-    task: z
+    correlationId: s.string().optional().describe('an opaque id to tie this handoff to a task or run'),
+    task: s
       .string()
       .optional()
       .describe('the task this hands over: its result snapshot (by default), its id and correlation id'),
-    expires: z.string().optional().describe('expiry after creation: 90m, 12h, 7d, 2w'),
-    supersedes: z.string().optional().describe('the handoff this one replaces'),
-    descriptor: z.string().optional().describe('take a complete canonical descriptor from a file ("-": stdin)'),
-    requestId: z
+    expires: s.string().optional().describe('expiry after creation: 90m, 12h, 7d, 2w'),
+    supersedes: s.string().optional().describe('the handoff this one replaces'),
+    descriptor: s.string().optional().describe('take a complete canonical descriptor from a file ("-": stdin)'),
+    requestId: s
       .string()
       .optional()
       .describe('a client-chosen id: a retry with the same id and inputs returns the same handoff'),
-    sign: z
+    sign: s
       .boolean()
       .optional()
       .describe(
@@ -96,14 +96,14 @@ export const handoffCreateCommand = defineCommand({
   names: ['snapshot', 'task', 'supersedes'],
   // The creation time is part of the id: only a retry with --request-id (or --descriptor) is idempotent.
   annotations: { readOnly: false, destructive: false, idempotent: false },
-  output: z.looseObject({
-    id: z.string(),
-    ref: z.string(),
-    commit: z.string(),
-    snapshot: z.string(),
-    created: z.boolean(),
-    createdAt: z.string(),
-    expiresAt: z.string().nullable(),
+  output: s.looseObject({
+    id: s.string(),
+    ref: s.string(),
+    commit: s.string(),
+    snapshot: s.string(),
+    created: s.boolean(),
+    createdAt: s.string(),
+    expiresAt: s.string().nullable(),
     signature: storedSignatureShape.optional(),
   }),
   async run(input, ctx) {
@@ -149,13 +149,13 @@ export const handoffListCommand = defineCommand({
   tool: 'handoff_list',
   description: 'list handoffs, newest first; forged or broken ones are marked invalid',
   input: {
-    to: z.string().optional().describe('only handoffs to this agent'),
-    from: z.string().optional().describe('only handoffs from this agent'),
+    to: s.string().optional().describe('only handoffs to this agent'),
+    from: s.string().optional().describe('only handoffs from this agent'),
   },
   flags: { to: { value: '<agent>' }, from: { value: '<agent>' } },
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    handoffs: z.array(z.looseObject({ id: z.string(), valid: z.boolean(), signed: z.number() })),
+  output: s.looseObject({
+    handoffs: s.array(s.looseObject({ id: s.string(), valid: s.boolean(), signed: s.number() })),
   }),
   async run(input, ctx) {
     const { listHandoffs } = await import('../handoff/list');
@@ -180,19 +180,19 @@ export const handoffShowCommand = defineCommand({
   path: ['handoff', 'show'],
   tool: 'handoff_show',
   description: "print a handoff's descriptor and where it was accepted",
-  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  input: { id: s.string().describe('handoff id (full or abbreviated)') },
   args: ['id'],
   names: ['id'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    id: z.string(),
-    ref: z.string(),
-    commit: z.string(),
-    expired: z.boolean(),
-    descriptor: z.looseObject({}),
-    acceptances: z.array(z.looseObject({})),
-    signed: z.number(),
-    signatures: z.array(signatureShape),
+  output: s.looseObject({
+    id: s.string(),
+    ref: s.string(),
+    commit: s.string(),
+    expired: s.boolean(),
+    descriptor: s.looseObject({}),
+    acceptances: s.array(s.looseObject({})),
+    signed: s.number(),
+    signatures: s.array(signatureShape),
   }),
   async run(input, ctx) {
     const { showHandoff } = await import('../handoff/list');
@@ -227,20 +227,20 @@ export const handoffVerifyCommand = defineCommand({
   path: ['handoff', 'verify'],
   tool: 'handoff_verify',
   description: 'check a handoff: id, schema, canonical bytes, parent snapshot, manifest hash, artifacts',
-  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  input: { id: s.string().describe('handoff id (full or abbreviated)') },
   args: ['id'],
   names: ['id'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    ok: z.boolean(),
-    id: z.string(),
-    ref: z.string(),
-    commit: z.string(),
-    snapshot: z.string(),
-    expired: z.boolean(),
-    checks: z.array(z.looseObject({ check: z.string(), ok: z.boolean().nullable() })),
-    descriptor: z.looseObject({}),
-    signatures: z.array(signatureShape),
+  output: s.looseObject({
+    ok: s.boolean(),
+    id: s.string(),
+    ref: s.string(),
+    commit: s.string(),
+    snapshot: s.string(),
+    expired: s.boolean(),
+    checks: s.array(s.looseObject({ check: s.string(), ok: s.boolean().nullable() })),
+    descriptor: s.looseObject({}),
+    signatures: s.array(signatureShape),
   }),
   async run(input, ctx) {
     const { verifyHandoff } = await import('../handoff/verify');
@@ -264,18 +264,18 @@ export const handoffAcceptCommand = defineCommand({
   tool: 'handoff_accept',
   description: 'verify a handoff, then restore (or --fork) its snapshot into <dir>',
   input: {
-    id: z.string().describe('handoff id (full or abbreviated)'),
-    dir: z.string().describe('directory to lay the snapshot in; must not exist or be empty'),
-    fork: z.boolean().optional().describe('make a fork (linked worktree) instead of a new repository'),
-    mode: z.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
-    allowExpired: z.boolean().optional().describe('accept a handoff past its expiry'),
-    requireSigned: z
+    id: s.string().describe('handoff id (full or abbreviated)'),
+    dir: s.string().describe('directory to lay the snapshot in; must not exist or be empty'),
+    fork: s.boolean().optional().describe('make a fork (linked worktree) instead of a new repository'),
+    mode: s.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
+    allowExpired: s.boolean().optional().describe('accept a handoff past its expiry'),
+    requireSigned: s
       .boolean()
       .optional()
       .describe(
         'refuse a handoff without a valid signature from an allowed signer (default: xet.handoff.requireSigned)',
       ),
-    signer: z
+    signer: s
       .string()
       .optional()
       .describe('refuse a handoff without a valid signature from this principal (implies --require-signed)'),
@@ -286,20 +286,20 @@ export const handoffAcceptCommand = defineCommand({
   names: ['id'],
   annotations: { readOnly: false, destructive: false, idempotent: false },
   long: true,
-  output: z.looseObject({
-    handoff: z.string(),
-    title: z.string(),
-    from: z.string(),
-    snapshot: z.string(),
-    dir: z.string(),
-    action: z.enum(['restore', 'fork']),
-    mode: z.string(),
-    expired: z.boolean(),
-    fork: z.string().nullable(),
-    files: z.number().nullable(),
-    acceptedAt: z.string(),
-    warnings: z.array(z.string()),
-    signedBy: z.array(z.string()),
+  output: s.looseObject({
+    handoff: s.string(),
+    title: s.string(),
+    from: s.string(),
+    snapshot: s.string(),
+    dir: s.string(),
+    action: s.enum(['restore', 'fork']),
+    mode: s.string(),
+    expired: s.boolean(),
+    fork: s.string().nullable(),
+    files: s.number().nullable(),
+    acceptedAt: s.string(),
+    warnings: s.array(s.string()),
+    signedBy: s.array(s.string()),
   }),
   async run(input, ctx) {
     const { acceptHandoff } = await import('../handoff/accept');
@@ -329,7 +329,7 @@ export const handoffSignCommand = defineCommand({
   tool: 'handoff_sign',
   description:
     "sign a handoff's descriptor with git's signing setup (gpg.format, user.signingKey); a countersignature when others signed",
-  input: { id: z.string().describe('handoff id (full or abbreviated)') },
+  input: { id: s.string().describe('handoff id (full or abbreviated)') },
   args: ['id'],
   names: ['id'],
   annotations: { readOnly: false, destructive: false, idempotent: false },

@@ -1,6 +1,6 @@
 // git xet hooks install|uninstall|status: the guard hooks in the hooks directory Git uses
 // (src/hooks/install.ts, hooks/README.md).
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import type { HooksResult } from '../hooks/install';
 import { defineCommand } from './spec';
@@ -58,7 +58,7 @@ export const hooksUninstallCommand = defineCommand({
   description: 'remove the guard hooks and put back, byte for byte, the hooks they chained',
   annotations: { readOnly: false, destructive: true, idempotent: true },
   input: {
-    force: z
+    force: s
       .boolean()
       .optional()
       .describe('also from a hooks directory outside this repository (a global core.hooksPath)'),
@@ -74,7 +74,7 @@ export const hooksBlockCommand = defineCommand({
   ...notATool,
   path: ['hooks', 'block'],
   description: 'print the guard block for <hook>, to paste into a hook the repository tracks',
-  input: { hook: z.string().describe('pre-commit, pre-merge-commit, pre-rebase or reference-transaction') },
+  input: { hook: s.string().describe('pre-commit, pre-merge-commit, pre-rebase or reference-transaction') },
   args: ['hook'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
   async run(input) {

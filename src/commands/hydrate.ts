@@ -1,5 +1,5 @@
 // git xet hydrate: write the chunked files a lazy restore left out, fetching their chunks.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const hydrateCommand = defineCommand({
@@ -7,16 +7,16 @@ export const hydrateCommand = defineCommand({
   tool: 'hydrate',
   description: 'write the chunked files a lazy restore (restore --from URL --lazy) left out, fetching their chunks',
   input: {
-    paths: z.array(z.string()).default([]).describe('deferred files to write (default: all of them)'),
+    paths: s.array(s.string()).default([]).describe('deferred files to write (default: all of them)'),
   },
   args: ['paths'],
   annotations: { readOnly: false, destructive: false, idempotent: true, openWorld: true },
   long: true,
-  output: z.looseObject({
-    hydrated: z.array(z.looseObject({ path: z.string(), size: z.number() })),
-    remaining: z.array(z.string()),
-    chunksFetched: z.number(),
-    bytes: z.number(),
+  output: s.looseObject({
+    hydrated: s.array(s.looseObject({ path: s.string(), size: s.number() })),
+    remaining: s.array(s.string()),
+    chunksFetched: s.number(),
+    bytes: s.number(),
   }),
   async run(input, ctx) {
     const { hydrate } = await import('../snapshot/lazy');

@@ -1,6 +1,6 @@
 // git xet init: create (or upgrade) the sidecar database and install the guard hooks. Idempotent.
 import * as path from 'node:path';
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 import { describeHooks } from './hooks';
 
@@ -12,7 +12,7 @@ export const initCommand = defineCommand({
   description:
     'create the sidecar database in the common git dir (every command does this on first use) and install the guard hooks',
   input: {
-    hooks: z.boolean().default(true).describe('do not install the guard hooks (git xet hooks install does it later)'),
+    hooks: s.boolean().default(true).describe('do not install the guard hooks (git xet hooks install does it later)'),
   },
   flags: { hooks: { negate: true } },
   annotations: { readOnly: false, destructive: false, idempotent: true },

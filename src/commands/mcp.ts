@@ -1,6 +1,6 @@
 // git xet mcp: the Model Context Protocol server on stdio (src/mcp/server.ts). A definition like any
 // command's, but not a tool itself; it runs until its client closes stdin.
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand, repeatable } from './spec';
 
@@ -9,10 +9,10 @@ export const mcpCommand = defineCommand({
   tool: null,
   description: "serve git xet's commands as MCP tools on stdio, confined to one repository (until stdin closes)",
   input: {
-    repo: z.string().optional().describe('the repository the tools work on (default: the current directory)'),
+    repo: s.string().optional().describe('the repository the tools work on (default: the current directory)'),
     root: repeatable('another directory path arguments may name (fork and restore targets; repeatable)'),
-    tools: z.string().optional().describe('offer only these tools (comma-separated names, e.g. capture,verify)'),
-    readOnly: z.boolean().optional().describe('offer only the read-only tools'),
+    tools: s.string().optional().describe('offer only these tools (comma-separated names, e.g. capture,verify)'),
+    readOnly: s.boolean().optional().describe('offer only the read-only tools'),
   },
   flags: { repo: { value: '<dir>' }, root: { value: '<dir>' }, tools: { value: '<list>' } },
   annotations: { readOnly: false, destructive: false, idempotent: false },

@@ -1,5 +1,5 @@
 // git xet pin, unpin, pins: durable roots on snapshots (refs/xet/pins/*, src/gc/pins.ts).
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 async function repoAt(cwd: string) {
@@ -7,10 +7,10 @@ async function repoAt(cwd: string) {
   return findRepo(cwd, true);
 }
 
-const snapshotArg = z.string().describe('snapshot id (full or at least 4 hex digits)');
+const snapshotArg = s.string().describe('snapshot id (full or at least 4 hex digits)');
 const warnings = (w: string[]) => w.map((x) => `warning: ${x}`);
 /** What pin and unpin both return: the snapshot, its pin ref and the pin commit it points to. */
-const pinRef = { snapshot: z.string(), ref: z.string(), commit: z.string() };
+const pinRef = { snapshot: s.string(), ref: s.string(), commit: s.string() };
 
 export const pinCommand = defineCommand({
   path: ['pin'],
@@ -18,22 +18,22 @@ export const pinCommand = defineCommand({
   description: 'keep a snapshot whatever the retention policy says (a dropped one is brought back)',
   input: {
     snapshot: snapshotArg,
-    reason: z.string().optional().describe('why it is kept (shown by git xet pins and gc --dry-run)'),
-    until: z.string().optional().describe('the pin expires then: 2w, 30d, 2027-01-31, never (default: never)'),
+    reason: s.string().optional().describe('why it is kept (shown by git xet pins and gc --dry-run)'),
+    until: s.string().optional().describe('the pin expires then: 2w, 30d, 2027-01-31, never (default: never)'),
   },
   args: ['snapshot'],
   flags: { reason: { value: '<text>' }, until: { value: '<duration|date>' } },
   names: ['snapshot'],
   // The same pin again changes nothing (created: false); another --until or --reason replaces it.
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: z.looseObject({
+  output: s.looseObject({
     ...pinRef,
-    reason: z.string(),
-    until: z.string().nullable(),
-    createdAt: z.string(),
-    created: z.boolean(),
-    undropped: z.boolean(),
-    warnings: z.array(z.string()),
+    reason: s.string(),
+    until: s.string().nullable(),
+    createdAt: s.string(),
+    created: s.boolean(),
+    undropped: s.boolean(),
+    warnings: s.array(s.string()),
   }),
   async run(input, ctx) {
     const { resolveSnapshotIds } = await import('../gc/drop');
@@ -65,11 +65,11 @@ export const unpinCommand = defineCommand({
   names: ['snapshot'],
   // Removes only what pin made; a second unpin is NOT_PINNED, not a further change.
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: z.looseObject({
+  output: s.looseObject({
     ...pinRef,
-    reason: z.string().nullable(),
-    until: z.string().nullable(),
-    warnings: z.array(z.string()),
+    reason: s.string().nullable(),
+    until: s.string().nullable(),
+    warnings: s.array(s.string()),
   }),
   async run(input, ctx) {
     const { resolveSnapshotIds } = await import('../gc/drop');
@@ -87,21 +87,21 @@ export const pinsCommand = defineCommand({
   description: 'list pins (refs/xet/pins/*): reason, expiry, and whether the sidecar agrees',
   input: {},
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    pins: z.array(
-      z.looseObject({
-        snapshot: z.string(),
-        ref: z.string(),
-        commit: z.string(),
-        reason: z.string().nullable(),
-        until: z.string().nullable(),
-        createdAt: z.string().nullable(),
-        expired: z.boolean(),
-        problem: z.string().nullable(),
-        sidecar: z.enum(['same', 'missing', 'differs']),
+  output: s.looseObject({
+    pins: s.array(
+      s.looseObject({
+        snapshot: s.string(),
+        ref: s.string(),
+        commit: s.string(),
+        reason: s.string().nullable(),
+        until: s.string().nullable(),
+        createdAt: s.string().nullable(),
+        expired: s.boolean(),
+        problem: s.string().nullable(),
+        sidecar: s.enum(['same', 'missing', 'differs']),
       }),
     ),
-    sidecarOnly: z.array(z.looseObject({ snapshot: z.string(), commit: z.string() })),
+    sidecarOnly: s.array(s.looseObject({ snapshot: s.string(), commit: s.string() })),
   }),
   async run(_input, ctx) {
     const { listPins } = await import('../gc/pins');

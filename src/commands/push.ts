@@ -1,5 +1,5 @@
 // git xet push: publish refs/xet/* (snapshots, handoffs), all or the ones named, to a xet store or any Git remote.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const pushCommand = defineCommand({
@@ -7,9 +7,9 @@ export const pushCommand = defineCommand({
   tool: 'push',
   description: 'publish snapshots and handoffs (refs/xet/*) to a remote; create-once, with a publication id',
   input: {
-    remote: z.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
-    ids: z
-      .array(z.string())
+    remote: s.string().optional().describe('remote name or URL (default: the branch upstream remote, else origin)'),
+    ids: s
+      .array(s.string())
       .default([])
       .describe('publish only these snapshots and handoffs (a handoff brings its snapshot)'),
   },
@@ -19,13 +19,13 @@ export const pushCommand = defineCommand({
   // Refs are create-once (a second push adds no ref), but each push is a publication of its own.
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: true,
-  output: z.looseObject({
-    publication: z.string(),
-    remote: z.string(),
-    url: z.string(),
-    kind: z.enum(['xet', 'git']),
-    refs: z.array(z.looseObject({ ref: z.string(), status: z.string() })),
-    resolved: z.array(z.looseObject({ id: z.string(), state: z.string() })),
+  output: s.looseObject({
+    publication: s.string(),
+    remote: s.string(),
+    url: s.string(),
+    kind: s.enum(['xet', 'git']),
+    refs: s.array(s.looseObject({ ref: s.string(), status: s.string() })),
+    resolved: s.array(s.looseObject({ id: s.string(), state: s.string() })),
   }),
   async run(input, ctx) {
     const { pushXetRefs } = await import('../remote/publish');

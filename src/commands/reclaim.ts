@@ -1,8 +1,8 @@
 // git xet reclaim: capture, verify and pin a fork, then remove it (one fork, or every idle one).
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
-const forkRef = { dir: z.string(), id: z.string(), mode: z.enum(['overlay', 'clone', 'copy']) };
+const forkRef = { dir: s.string(), id: s.string(), mode: s.enum(['overlay', 'clone', 'copy']) };
 
 export const reclaimCommand = defineCommand({
   path: ['reclaim'],
@@ -10,9 +10,9 @@ export const reclaimCommand = defineCommand({
   description:
     'capture a fork, verify and pin the snapshot, then remove the fork (git xet fork <snapshot> brings it back)',
   input: {
-    forkDir: z.string().optional().describe('the fork'),
-    idle: z.string().optional().describe('every live fork with no activity for this long (30m, 12h, 7d, 2w)'),
-    force: z
+    forkDir: s.string().optional().describe('the fork'),
+    idle: s.string().optional().describe('every live fork with no activity for this long (30m, 12h, 7d, 2w)'),
+    force: s
       .boolean()
       .optional()
       .describe('also clone and copy forks, after a scan for processes using them (not a guarantee)'),
@@ -23,24 +23,24 @@ export const reclaimCommand = defineCommand({
   // Removes forks (their state is kept as a pinned snapshot, but a writer the scan missed loses work).
   annotations: { readOnly: false, destructive: true, idempotent: false },
   long: true,
-  output: z.looseObject({
-    idleSeconds: z.number().nullable(),
-    reclaimed: z.array(
-      z.looseObject({
+  output: s.looseObject({
+    idleSeconds: s.number().nullable(),
+    reclaimed: s.array(
+      s.looseObject({
         ...forkRef,
-        snapshot: z.string(),
-        pinned: z.boolean(),
-        pinRef: z.string(),
-        exclusion: z.enum(['unmounted', 'scan']),
-        lastActivity: z.string().nullable(),
-        resumed: z.boolean(),
-        left: z.string().nullable(),
+        snapshot: s.string(),
+        pinned: s.boolean(),
+        pinRef: s.string(),
+        exclusion: s.enum(['unmounted', 'scan']),
+        lastActivity: s.string().nullable(),
+        resumed: s.boolean(),
+        left: s.string().nullable(),
       }),
     ),
-    refused: z.array(
-      z.looseObject({ ...forkRef, code: z.string(), message: z.string(), lastActivity: z.string().nullable() }),
+    refused: s.array(
+      s.looseObject({ ...forkRef, code: s.string(), message: s.string(), lastActivity: s.string().nullable() }),
     ),
-    active: z.array(z.looseObject({ ...forkRef, lastActivity: z.string() })),
+    active: s.array(s.looseObject({ ...forkRef, lastActivity: s.string() })),
   }),
   async run(input, ctx) {
     const { reclaim } = await import('../workspace/reclaim');

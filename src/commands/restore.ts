@@ -1,5 +1,5 @@
 // git xet restore: a snapshot -> a new repository in exactly the captured state.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 
 export const restoreCommand = defineCommand({
@@ -7,17 +7,17 @@ export const restoreCommand = defineCommand({
   tool: 'restore',
   description: 'restore a snapshot into a new (or empty) directory as a self-contained repository',
   input: {
-    snapshot: z.string().describe('snapshot id'),
-    dir: z.string().describe('target directory; must not exist or be empty'),
-    from: z
+    snapshot: s.string().describe('snapshot id'),
+    dir: s.string().describe('target directory; must not exist or be empty'),
+    from: s
       .string()
       .optional()
       .describe('fetch the snapshot from this path, URL or remote instead of the current repository'),
-    allowExec: z
+    allowExec: s
       .boolean()
       .optional()
       .describe("keep a rebase todo's exec lines (git rebase --continue in the copy runs them)"),
-    lazy: z
+    lazy: s
       .boolean()
       .optional()
       .describe(
@@ -30,7 +30,7 @@ export const restoreCommand = defineCommand({
   names: ['snapshot'],
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: true,
-  output: z.looseObject({ snapshot: z.string(), dir: z.string(), files: z.number(), head: z.string() }),
+  output: s.looseObject({ snapshot: s.string(), dir: s.string(), files: s.number(), head: s.string() }),
   async run(input, ctx) {
     const { restore } = await import('../snapshot/restore');
     return restore({

@@ -1,5 +1,5 @@
 // git xet show: a snapshot's manifest.
-import { z } from 'zod';
+import { s } from './schema';
 import { formatBytes } from '../cli/output';
 import { defineCommand } from './spec';
 
@@ -7,20 +7,20 @@ export const showCommand = defineCommand({
   path: ['show'],
   tool: 'show',
   description: "print a snapshot's manifest: what was captured, left out and skipped",
-  input: { snapshot: z.string().describe('snapshot id (full or abbreviated)') },
+  input: { snapshot: s.string().describe('snapshot id (full or abbreviated)') },
   args: ['snapshot'],
   names: ['snapshot'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
   // The snapshot's id, then its manifest's fields (docs/FORMAT.md).
-  output: z.looseObject({
-    snapshot: z.string(),
-    schema: z.string(),
-    createdAt: z.string(),
-    head: z.looseObject({ kind: z.enum(['branch', 'detached']), oid: z.string().nullable() }),
-    refs: z.array(z.looseObject({ name: z.string(), oid: z.string() })),
-    counts: z.looseObject({ files: z.number(), bytes: z.number() }),
-    policy: z.looseObject({ ignored: z.string(), excludedSecrets: z.array(z.string()) }),
-    skipped: z.array(z.looseObject({ path: z.string(), reason: z.string() })),
+  output: s.looseObject({
+    snapshot: s.string(),
+    schema: s.string(),
+    createdAt: s.string(),
+    head: s.looseObject({ kind: s.enum(['branch', 'detached']), oid: s.string().nullable() }),
+    refs: s.array(s.looseObject({ name: s.string(), oid: s.string() })),
+    counts: s.looseObject({ files: s.number(), bytes: s.number() }),
+    policy: s.looseObject({ ignored: s.string(), excludedSecrets: s.array(s.string()) }),
+    skipped: s.array(s.looseObject({ path: s.string(), reason: s.string() })),
   }),
   async run(input, ctx) {
     const { readSnapshot, resolveSnapshotOid } = await import('../snapshot/store');

@@ -1,5 +1,5 @@
 // git xet snapshots: list the snapshots in this repository, newest first.
-import { z } from 'zod';
+import { s } from './schema';
 import { formatBytes } from '../cli/output';
 import { defineCommand } from './spec';
 
@@ -9,16 +9,16 @@ export const snapshotsCommand = defineCommand({
   description: 'list snapshots (refs/xet/snapshots/*), newest first',
   input: {},
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    snapshots: z.array(
-      z.looseObject({
-        snapshot: z.string(),
-        createdAt: z.string(),
-        message: z.string(),
-        head: z.string(),
-        files: z.number(),
-        bytes: z.number(),
-        pinned: z.boolean(),
+  output: s.looseObject({
+    snapshots: s.array(
+      s.looseObject({
+        snapshot: s.string(),
+        createdAt: s.string(),
+        message: s.string(),
+        head: s.string(),
+        files: s.number(),
+        bytes: s.number(),
+        pinned: s.boolean(),
       }),
     ),
   }),

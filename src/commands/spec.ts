@@ -1,10 +1,11 @@
 // One definition per command, read by both front ends: the command line (src/cli/from-spec.ts builds
-// its commander command, flags and help from it, and validates with its zod schema) and the MCP
-// server (src/mcp/, which offers it as a tool with the same schema, the same argument names and the
+// its commander command, flags and help from it, and validates with its schema) and the MCP server
+// (src/mcp/, which offers it as a tool with the same schema as zod, the same argument names and the
 // same result as --json). A command's file in this folder exports its definitions; registry.ts
-// lists them all.
+// lists them all. Schemas are written with ./schema's builder, not zod: loading zod is most of a
+// start-up, and only the MCP server needs it (toZod).
 
-import { z } from 'zod';
+import { s, type Field, type InferShape, type Shape } from './schema';
 
 /** What a command does to the world, as MCP's tool annotations say it. */
 export interface Annotations {
@@ -26,7 +27,7 @@ export interface Annotations {
  *   or URL's path is confined as `existing`; a remote's name must be a configured remote. */
 export type PathKind = 'existing' | 'target' | 'source';
 
-/** How one input is spelled on the command line, beyond what its zod type says. */
+/** How one input is spelled on the command line, beyond what its schema type says. */
 export interface FlagSpec {
   /** A one-letter alias: `-m`. */
   short?: string;
@@ -54,13 +55,13 @@ export interface CommandContext {
   via: 'cli' | 'mcp';
 }
 
-export interface CommandSpec<S extends z.ZodRawShape = z.ZodRawShape, R = unknown> {
+export interface CommandSpec<S extends Shape = Shape, R = unknown> {
   /** The command's words: ['capture'], ['handoff', 'create']. */
   path: string[];
   /** The MCP tool's name (`handoff_create`); null for commands that are not tools (hooks, init). */
   tool: string | null;
   description: string;
-  /** The input, one zod field per argument and flag, each with .describe(): the one schema both
+  /** The input, one schema field per argument and flag, each with .describe(): the one schema both
    * front ends validate with. Names are the CLI's own (camelCase of the flag): restore takes
    * `snapshot` and `dir`. */
   input: S;
@@ -78,33 +79,33 @@ export interface CommandSpec<S extends z.ZodRawShape = z.ZodRawShape, R = unknow
    * in its own process. */
   long?: boolean;
   /** The result's shape (MCP's outputSchema); loose objects: every field --json prints is allowed. */
-  output?: z.ZodType;
+  output?: Field;
   /** MCP only: values for inputs the client left out, where an agent's safe default differs from
    * the command line's (gc is a dry run unless asked: `{ dryRun: true }`). */
   mcpDefaults?: { [K in keyof S]?: unknown };
   /** Cross-field checks the schema cannot say (fork --remount takes only a directory): throw USAGE. */
-  refine?: (input: z.infer<z.ZodObject<S>>) => void;
+  refine?: (input: InferShape<S>) => void;
   /** Does the work and returns what --json prints (and MCP's structuredContent). */
-  run: (input: z.infer<z.ZodObject<S>>, ctx: CommandContext) => Promise<R>;
+  run: (input: InferShape<S>, ctx: CommandContext) => Promise<R>;
   /** The text a person sees on stdout for the result ('' for none); the input too, for a text that
    * names what was asked (export's "nothing to export: <source>"). */
-  human?: (result: R, ctx: CommandContext, input: z.infer<z.ZodObject<S>>) => string;
+  human?: (result: R, ctx: CommandContext, input: InferShape<S>) => string;
   /** The exit code for a result (verify's 1 for differences); default 0. The input too, for a code
    * a flag asks for (diff --exit-code). */
-  exitCode?: (result: R, input: z.infer<z.ZodObject<S>>) => number;
+  exitCode?: (result: R, input: InferShape<S>) => number;
   /** MCP only: whether a result is an error result (isError) though it is not a thrown error. */
   mcpIsError?: (result: R) => boolean;
   /** CLI only: replaces run+human+exitCode for a command whose command-line form streams (archive
    * to stdout, task run attached, events --follow). Input is already validated. */
   cliAction?: (
-    input: z.infer<z.ZodObject<S>>,
+    input: InferShape<S>,
     ctx: CommandContext,
     out: { json: boolean; quiet: boolean },
   ) => Promise<number | void>;
 }
 
 /** Identity with inference: `export const capture = defineCommand({...})`. */
-export function defineCommand<S extends z.ZodRawShape, R>(spec: CommandSpec<S, R>): CommandSpec<S, R> {
+export function defineCommand<S extends Shape, R>(spec: CommandSpec<S, R>): CommandSpec<S, R> {
   return spec;
 }
 
@@ -123,4 +124,4 @@ export function kebab(name: string): string {
 }
 
 /** Repeatable string flags (`--include a --include b`). */
-export const repeatable = (description: string) => z.array(z.string()).default([]).describe(description);
+export const repeatable = (description: string) => s.array(s.string()).default([]).describe(description);

@@ -1,5 +1,5 @@
 // git xet status: this worktree's last snapshot, whether anything changed since, and its forks.
-import { z } from 'zod';
+import { s } from './schema';
 import { defineCommand } from './spec';
 import { describeDifference, differenceSchema } from './diff';
 
@@ -9,20 +9,20 @@ export const statusCommand = defineCommand({
   description: "this worktree's last snapshot, whether anything changed since, and the repository's forks",
   input: {},
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    worktree: z.string(),
-    workspace: z.string(),
-    lastSnapshot: z.looseObject({ snapshot: z.string(), createdAt: z.string(), message: z.string() }).nullable(),
-    fork: z.looseObject({ id: z.string(), snapshot: z.string(), mode: z.string() }).nullable(),
-    base: z.looseObject({ snapshot: z.string(), kind: z.enum(['last-snapshot', 'fork', 'restored']) }).nullable(),
-    changed: z.boolean().nullable(),
-    changes: z.array(differenceSchema),
-    excludedByPolicy: z.looseObject({}).nullable(),
-    forks: z.array(z.looseObject({ id: z.string(), dir: z.string(), mode: z.string(), state: z.string() })),
-    leftovers: z.number(),
-    pins: z.array(z.looseObject({ snapshot: z.string() })),
-    guards: z.null(),
-    allowance: z.looseObject({}),
+  output: s.looseObject({
+    worktree: s.string(),
+    workspace: s.string(),
+    lastSnapshot: s.looseObject({ snapshot: s.string(), createdAt: s.string(), message: s.string() }).nullable(),
+    fork: s.looseObject({ id: s.string(), snapshot: s.string(), mode: s.string() }).nullable(),
+    base: s.looseObject({ snapshot: s.string(), kind: s.enum(['last-snapshot', 'fork', 'restored']) }).nullable(),
+    changed: s.boolean().nullable(),
+    changes: s.array(differenceSchema),
+    excludedByPolicy: s.looseObject({}).nullable(),
+    forks: s.array(s.looseObject({ id: s.string(), dir: s.string(), mode: s.string(), state: s.string() })),
+    leftovers: s.number(),
+    pins: s.array(s.looseObject({ snapshot: s.string() })),
+    guards: s.null(),
+    allowance: s.looseObject({}),
   }),
   async run(_input, ctx) {
     const { status } = await import('../snapshot/status');

@@ -1,7 +1,7 @@
 // git xet task show, list, events (owner: task-store helper). Reads only: every one starts with the
 // recovery pass and the retention pass that all task commands run, then reads the sidecar (and never
 // creates one).
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import type { Repo } from '../git/repo';
 import type { Db } from '../sidecar/db';
@@ -90,7 +90,7 @@ function eventLine(e: TaskEvent, canonical: (v: unknown) => string): string {
 }
 
 /** A count: a number from an MCP client, the flag's text from the command line. */
-export const countInput = (description: string) => z.union([z.number(), z.string()]).optional().describe(description);
+export const countInput = (description: string) => s.union([s.number(), s.string()]).optional().describe(description);
 
 export function parseCount(value: string | number, what: string, min: number): number {
   const text = String(value);
@@ -125,7 +125,7 @@ async function parseStatuses(text: string | undefined): Promise<TaskStatus[] | u
   return [...out];
 }
 
-const taskArg = z.string().describe('task id (full or at least 4 hex digits)');
+const taskArg = s.string().describe('task id (full or at least 4 hex digits)');
 
 export const taskShowCommand = defineCommand({
   path: ['task', 'show'],
@@ -135,19 +135,19 @@ export const taskShowCommand = defineCommand({
   args: ['task'],
   names: ['task'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    task: z.looseObject({ id: z.string(), status: z.string() }),
-    manifest: z.looseObject({ schema: z.string() }),
-    manifestSha256: z.string(),
-    provenance: z.looseObject({
-      baseSnapshot: z.string().nullable(),
-      task: z.string(),
-      resultSnapshot: z.string().nullable(),
-      exports: z.array(z.looseObject({ commit: z.string(), branch: z.string().nullable() })),
+  output: s.looseObject({
+    task: s.looseObject({ id: s.string(), status: s.string() }),
+    manifest: s.looseObject({ schema: s.string() }),
+    manifestSha256: s.string(),
+    provenance: s.looseObject({
+      baseSnapshot: s.string().nullable(),
+      task: s.string(),
+      resultSnapshot: s.string().nullable(),
+      exports: s.array(s.looseObject({ commit: s.string(), branch: s.string().nullable() })),
     }),
-    result: z.looseObject({}).nullable(),
-    resultError: z.looseObject({ code: z.string(), message: z.string() }).optional(),
-    origin: z.enum(['local', 'record']),
+    result: s.looseObject({}).nullable(),
+    resultError: s.looseObject({ code: s.string(), message: s.string() }).optional(),
+    origin: s.enum(['local', 'record']),
   }),
   async run(input, ctx) {
     const spec = input.task;
@@ -257,7 +257,7 @@ export const taskListCommand = defineCommand({
   tool: 'task_list',
   description: 'tasks, newest first: id, status, command, when, workspace',
   input: {
-    status: z
+    status: s
       .string()
       .optional()
       .describe(
@@ -267,7 +267,7 @@ export const taskListCommand = defineCommand({
   },
   flags: { status: { value: '<statuses>' }, limit: { value: '<n>' } },
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({ tasks: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
+  output: s.looseObject({ tasks: s.array(s.looseObject({ id: s.string(), status: s.string() })) }),
   async run(input, ctx) {
     const status = await parseStatuses(input.status);
     const limit = input.limit === undefined ? 50 : parseCount(input.limit, '--limit', 1);
@@ -309,7 +309,7 @@ export const taskEventsCommand = defineCommand({
   input: {
     task: taskArg,
     after: countInput('only events after this sequence number'),
-    follow: z
+    follow: s
       .boolean()
       .optional()
       .describe('keep printing events as they come until the task has ended (with --json: one JSON envelope a line)'),
@@ -318,8 +318,8 @@ export const taskEventsCommand = defineCommand({
   flags: { after: { value: '<seq>' } },
   names: ['task'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    events: z.array(z.looseObject({ seq: z.number(), eventType: z.string(), createdAt: z.string() })),
+  output: s.looseObject({
+    events: s.array(s.looseObject({ seq: s.number(), eventType: s.string(), createdAt: s.string() })),
   }),
   // Without follow: the events after `after`. Through MCP with follow: the same, once there is at
   // least one or the task has ended, waiting at most MCP_FOLLOW_WAIT_MS.

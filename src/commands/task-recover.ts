@@ -1,5 +1,5 @@
 // git xet task recover (owner: recovery helper): reconcile tasks whose runner died.
-import { z } from 'zod';
+import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
 
@@ -9,8 +9,8 @@ export const taskRecoverCommand = defineCommand({
   description:
     'reconcile tasks whose runner died: REATTACHED, SESSION_RESUMABLE, NOT_RECOVERABLE or UNKNOWN (nothing re-runs)',
   input: {
-    task: z.string().optional().describe('a task id (or a unique prefix of 4+ hex digits)'),
-    all: z
+    task: s.string().optional().describe('a task id (or a unique prefix of 4+ hex digits)'),
+    all: s
       .boolean()
       .optional()
       .describe('every task whose runner is gone, and every stale guard in this repository’s worktrees'),
@@ -24,18 +24,18 @@ export const taskRecoverCommand = defineCommand({
   // second run finds nothing more to do.
   annotations: { readOnly: false, destructive: false, idempotent: true },
   long: true,
-  output: z.looseObject({
-    tasks: z.array(
-      z.looseObject({
-        task: z.string(),
-        classification: z.enum(['REATTACHED', 'SESSION_RESUMABLE', 'NOT_RECOVERABLE', 'UNKNOWN']),
-        guardCleared: z.boolean(),
-        snapshot: z.string().nullable(),
-        reason: z.string(),
+  output: s.looseObject({
+    tasks: s.array(
+      s.looseObject({
+        task: s.string(),
+        classification: s.enum(['REATTACHED', 'SESSION_RESUMABLE', 'NOT_RECOVERABLE', 'UNKNOWN']),
+        guardCleared: s.boolean(),
+        snapshot: s.string().nullable(),
+        reason: s.string(),
       }),
     ),
-    skipped: z
-      .array(z.looseObject({ task: z.string(), state: z.enum(['live', 'ended']), reason: z.string() }))
+    skipped: s
+      .array(s.looseObject({ task: s.string(), state: s.enum(['live', 'ended']), reason: s.string() }))
       .optional(),
   }),
   async run(input, ctx) {

@@ -1,6 +1,6 @@
 // git xet task result (owner: result helper): the exact bytes of a task's result, in chunks that end
 // on UTF-8 boundaries (src/tasks/result.ts).
-import { z } from 'zod';
+import { s, type InferShape } from './schema';
 import { XetError } from '../errors';
 import { RESULT_CHUNK_MAX } from '../tasks/model';
 import type { ResultChunk } from '../tasks/result';
@@ -23,12 +23,12 @@ function writeOut(bytes: Buffer): Promise<void> {
 }
 
 const taskResultInput = {
-  task: z.string().describe('task id (full or a unique prefix of at least 4 hex digits)'),
+  task: s.string().describe('task id (full or a unique prefix of at least 4 hex digits)'),
   offset: countInput('start here (a character boundary: 0 or an earlier nextOffsetBytes)'),
   maxBytes: countInput(`at most this many bytes (1 to ${RESULT_CHUNK_MAX}; default ${RESULT_CHUNK_MAX})`),
-  wait: z.boolean().optional().describe('wait until the task has ended, then read its result'),
+  wait: s.boolean().optional().describe('wait until the task has ended, then read its result'),
 };
-type TaskResultInput = z.infer<z.ZodObject<typeof taskResultInput>>;
+type TaskResultInput = InferShape<typeof taskResultInput>;
 
 /** One chunk, or (`oneChunk` false) every chunk of the result, read under one sidecar connection
  * before the first byte goes out (a failure prints nothing half). */
@@ -112,14 +112,14 @@ export const taskResultCommand = defineCommand({
   annotations: { readOnly: true, destructive: false, idempotent: true },
   // --wait may last as long as the task.
   long: true,
-  output: z.looseObject({
-    text: z.string(),
-    offsetBytes: z.number(),
-    nextOffsetBytes: z.number(),
-    eof: z.boolean(),
-    sizeBytes: z.number(),
-    sha256: z.string(),
-    origin: z.enum(['local', 'record']),
+  output: s.looseObject({
+    text: s.string(),
+    offsetBytes: s.number(),
+    nextOffsetBytes: s.number(),
+    eof: s.boolean(),
+    sizeBytes: s.number(),
+    sha256: s.string(),
+    origin: s.enum(['local', 'record']),
   }),
   // One chunk, as --json prints it (an MCP client pages with offset and nextOffsetBytes).
   async run(input, ctx) {

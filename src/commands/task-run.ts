@@ -2,25 +2,25 @@
 // On the command line a task runs attached (its output streams, its exit code is ours) unless
 // --detach; through MCP it always detaches: the task outlives the call, read back with task_show,
 // task_events and task_result.
-import { z } from 'zod';
+import { s, type InferShape } from './schema';
 import { chatty, emit, emitError, type Out } from '../cli/output';
 import type { PreparedTask } from '../tasks/runner';
 import { defineCommand, type CommandContext } from './spec';
 
 const taskRunInput = {
-  command: z.array(z.string()).min(1).describe('the command and its arguments (after --)'),
-  in: z.string().optional().describe('run in another worktree of this repository'),
-  fork: z.string().optional().describe('run in a new fork of the snapshot'),
-  mode: z.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
-  dir: z.string().optional().describe('directory of the fork (with --fork; default <main worktree>.tasks/<id>)'),
-  timeout: z.string().optional().describe('deadline from now, frozen at creation (default 24h)'),
-  correlationId: z.string().optional().describe('an opaque id copied into the manifest, events and handoffs'),
-  sessionId: z.string().optional().describe("the agent's session id: a task whose runner is lost may be continued"),
-  continueTask: z.string().optional().describe('continue the session of an interrupted task, in its workspace'),
-  detach: z.boolean().optional().describe('print the task id at once; a runner of its own does the rest'),
-  capture: z.boolean().default(true).describe('do not capture the workspace at the end'),
+  command: s.array(s.string()).min(1).describe('the command and its arguments (after --)'),
+  in: s.string().optional().describe('run in another worktree of this repository'),
+  fork: s.string().optional().describe('run in a new fork of the snapshot'),
+  mode: s.enum(['auto', 'overlay', 'clone', 'copy']).optional().describe('fork mode (with --fork)'),
+  dir: s.string().optional().describe('directory of the fork (with --fork; default <main worktree>.tasks/<id>)'),
+  timeout: s.string().optional().describe('deadline from now, frozen at creation (default 24h)'),
+  correlationId: s.string().optional().describe('an opaque id copied into the manifest, events and handoffs'),
+  sessionId: s.string().optional().describe("the agent's session id: a task whose runner is lost may be continued"),
+  continueTask: s.string().optional().describe('continue the session of an interrupted task, in its workspace'),
+  detach: s.boolean().optional().describe('print the task id at once; a runner of its own does the rest'),
+  capture: s.boolean().default(true).describe('do not capture the workspace at the end'),
 };
-type TaskRunInput = z.infer<z.ZodObject<typeof taskRunInput>>;
+type TaskRunInput = InferShape<typeof taskRunInput>;
 
 /** Creates the task (manifest, slot, lease), before its command starts: here or in a detached runner. */
 async function prepare(input: TaskRunInput, ctx: CommandContext, detach: boolean) {
@@ -74,20 +74,20 @@ export const taskRunCommand = defineCommand({
   names: ['fork', 'continueTask'],
   annotations: { readOnly: false, destructive: false, idempotent: false },
   // --json of a detached run (MCP's only kind), and the attached run's fields beside it.
-  output: z.looseObject({
-    task: z.string(),
-    status: z.string(),
-    hooksWarning: z.string().nullable(),
-    detached: z.boolean().optional(),
-    errorCode: z.string().nullable().optional(),
-    exitCode: z.number().nullable().optional(),
-    exitSignal: z.string().nullable().optional(),
-    correlationId: z.string().nullable().optional(),
-    resultSnapshot: z.string().nullable().optional(),
-    result: z.looseObject({}).nullable().optional(),
-    resultRefusal: z.looseObject({}).nullable().optional(),
-    captureError: z.looseObject({}).nullable().optional(),
-    survivors: z.number().optional(),
+  output: s.looseObject({
+    task: s.string(),
+    status: s.string(),
+    hooksWarning: s.string().nullable(),
+    detached: s.boolean().optional(),
+    errorCode: s.string().nullable().optional(),
+    exitCode: s.number().nullable().optional(),
+    exitSignal: s.string().nullable().optional(),
+    correlationId: s.string().nullable().optional(),
+    resultSnapshot: s.string().nullable().optional(),
+    result: s.looseObject({}).nullable().optional(),
+    resultRefusal: s.looseObject({}).nullable().optional(),
+    captureError: s.looseObject({}).nullable().optional(),
+    survivors: s.number().optional(),
   }),
   async run(input, ctx) {
     const { runner, prep } = await prepare(input, ctx, true);
@@ -121,16 +121,16 @@ export const taskCancelCommand = defineCommand({
   path: ['task', 'cancel'],
   tool: 'task_cancel',
   description: 'ask a task to stop: its processes are ended, its workspace captured',
-  input: { task: z.string().describe('task id (or a unique prefix of 4+ hex digits)') },
+  input: { task: s.string().describe('task id (or a unique prefix of 4+ hex digits)') },
   args: ['task'],
   names: ['task'],
   // Ends the task's processes (its workspace is captured first); asking again changes nothing more.
   annotations: { readOnly: false, destructive: true, idempotent: true },
-  output: z.looseObject({
-    task: z.string(),
-    status: z.string(),
-    cancelRequested: z.boolean(),
-    signalled: z.boolean(),
+  output: s.looseObject({
+    task: s.string(),
+    status: s.string(),
+    cancelRequested: s.boolean(),
+    signalled: s.boolean(),
   }),
   async run(input, ctx) {
     const { cancelTask } = await import('../tasks/runner');

@@ -1,5 +1,5 @@
 // git xet verify: is a directory exactly in a snapshot's state? Exit 0 if so, 1 with differences.
-import { z } from 'zod';
+import { s } from './schema';
 import { EXIT } from '../errors';
 import { defineCommand } from './spec';
 import { describeDifference } from './diff';
@@ -9,19 +9,19 @@ export const verifyCommand = defineCommand({
   tool: 'verify',
   description: 'compare a directory with a snapshot; exit 0 when identical, 1 with the differences',
   input: {
-    snapshot: z.string().describe('snapshot id'),
-    dir: z.string().describe('directory to check'),
+    snapshot: s.string().describe('snapshot id'),
+    dir: s.string().describe('directory to check'),
   },
   args: ['snapshot', 'dir'],
   paths: { dir: 'existing' },
   names: ['snapshot'],
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({
-    ok: z.boolean(),
-    scope: z.enum(['repository', 'fork']),
-    snapshot: z.string(),
-    dir: z.string(),
-    differences: z.array(z.looseObject({})),
+  output: s.looseObject({
+    ok: s.boolean(),
+    scope: s.enum(['repository', 'fork']),
+    snapshot: s.string(),
+    dir: s.string(),
+    differences: s.array(s.looseObject({})),
   }),
   async run(input, ctx) {
     const { verify } = await import('../snapshot/verify');

@@ -1,5 +1,5 @@
 // git xet version: this git xet's version, and the git and Node.js it runs with.
-import { z } from 'zod';
+import { s } from './schema';
 import { TOOL_VERSION } from '../version';
 import { defineCommand } from './spec';
 
@@ -10,7 +10,7 @@ export const versionCommand = defineCommand({
   description: 'print the version of git xet (with --json: also of git and Node.js)',
   input: {},
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: z.looseObject({ version: z.string(), git: z.string(), node: z.string() }),
+  output: s.looseObject({ version: s.string(), git: s.string(), node: s.string() }),
   async run() {
     const { gitVersion } = await import('../git/exec');
     return { version: TOOL_VERSION, git: gitVersion().join('.'), node: process.versions.node };

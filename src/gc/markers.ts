@@ -7,12 +7,13 @@
 //   refs/xet/dropped/<snapshot>  -> commit { drop.json : xet.drop/v1 }, parent <snapshot>
 //
 // Readers trust nothing a ref points to: readMarkers checks sizes before reading, the tree's one
-// entry, the parent against the ref name and the schema (docs/FORMAT.md).
+// entry, the parent against the ref name and the schema (docs/FORMAT.md; the zod schemas are in
+// marker-schema.ts, loaded only when a record is read).
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { z } from 'zod';
+import type { ZodType } from 'zod';
 import { XetError } from '../errors';
 import { catFileBatch, listRefs } from '../git/plumbing';
 import { gitText, type GitOptions } from '../git/exec';
@@ -27,27 +28,27 @@ export const DROP_SCHEMA = 'xet.drop/v1';
 const IDENTITY = 'git xet <git-xet@localhost>';
 const MARKER_MAX_BYTES = 64 * 1024;
 
-const isoSecond = z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
-const oidRe = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+export const OID_RE = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
-export const PinRecord = z.object({
-  schema: z.literal(PIN_SCHEMA),
-  snapshot: z.string().regex(oidRe),
-  reason: z.string().max(4096),
-  /** When the pin stops being a root; null: until unpinned. */
-  until: isoSecond.nullable(),
-  createdAt: isoSecond,
-});
-export type PinRecord = z.infer<typeof PinRecord>;
+/** xet.pin/v1 (checked on reading by marker-schema.ts's PinRecordSchema). */
+export interface PinRecord {
+  schema: typeof PIN_SCHEMA;
+  snapshot: string;
+  /** At most 4096 characters. */
+  reason: string;
+  /** When the pin stops being a root; null: until unpinned. Seconds-precision UTC. */
+  until: string | null;
+  createdAt: string;
+}
 
-export const DropRecord = z.object({
-  schema: z.literal(DROP_SCHEMA),
-  snapshot: z.string().regex(oidRe),
-  droppedAt: isoSecond,
+/** xet.drop/v1 (checked on reading by marker-schema.ts's DropRecordSchema). */
+export interface DropRecord {
+  schema: typeof DROP_SCHEMA;
+  snapshot: string;
+  droppedAt: string;
   /** `explicit` (git xet drop) or the retention run that let it go (`retention`). */
-  reason: z.enum(['explicit', 'retention']),
-});
-export type DropRecord = z.infer<typeof DropRecord>;
+  reason: 'explicit' | 'retention';
+}
 
 export type MarkerKind = 'pin' | 'drop';
 const FILE: Record<MarkerKind, string> = { pin: 'pin.json', drop: 'drop.json' };
@@ -181,7 +182,6 @@ export async function readMarkers(kind: MarkerKind, opts: GitOptions): Promise<M
     opts,
     MARKER_MAX_BYTES,
   );
-  const schema = kind === 'pin' ? PinRecord : DropRecord;
   const out: MarkerEntry<PinRecord | DropRecord>[] = [];
   const blobs: string[] = [];
   const pending: { entry: MarkerEntry<PinRecord | DropRecord>; blob: string }[] = [];
@@ -189,7 +189,7 @@ export async function readMarkers(kind: MarkerKind, opts: GitOptions): Promise<M
     const snapshot = r.name.slice(PREFIX[kind].length);
     const entry: MarkerEntry<PinRecord | DropRecord> = { ref: r.name, commit: r.oid, snapshot, record: null };
     out.push(entry);
-    if (!oidRe.test(snapshot)) {
+    if (!OID_RE.test(snapshot)) {
       entry.problem = 'the ref name is not a snapshot id';
       continue;
     }
@@ -215,6 +215,11 @@ export async function readMarkers(kind: MarkerKind, opts: GitOptions): Promise<M
     pending.push({ entry, blob });
   }
   const data = await catFileBatch(blobs, opts, MARKER_MAX_BYTES);
+  if (!pending.length) return out;
+  // zod only now, with a record to check (see marker-schema.ts).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { PinRecordSchema, DropRecordSchema } = require('./marker-schema') as typeof import('./marker-schema');
+  const schema = (kind === 'pin' ? PinRecordSchema : DropRecordSchema) as ZodType<PinRecord | DropRecord>;
   for (const { entry, blob } of pending) {
     const b = data.get(blob);
     if (!b || b.type !== 'blob') {

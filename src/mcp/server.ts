@@ -1,6 +1,7 @@
 // The MCP server (`git xet mcp`): one tool per command definition with a tool name
-// (src/commands/registry.ts), with the definition's own zod schema as input schema (the CLI's
-// argument names, validated by the CLI's parseInput: one definition, not two), its output schema,
+// (src/commands/registry.ts), with the definition's own schema as input schema (made zod by toZod:
+// this is the one front end that loads zod; the CLI's argument names, validated by the CLI's
+// parseInput: one definition, not two), its output schema,
 // its --json value as structuredContent, its typed errors as error results carrying the stable code,
 // and its annotations as MCP's hints. Every call is confined to the server's repository
 // (src/mcp/confine.ts); long tools run as child CLIs (src/mcp/child.ts) for progress and
@@ -28,6 +29,7 @@ import { TOOL_VERSION } from '../version';
 import { parseInput } from '../cli/from-spec';
 import { COMMANDS } from '../commands/registry';
 import type { AnyCommandSpec } from '../commands/spec';
+import { toZod, type Field } from '../commands/schema';
 import { confineInput, readReach } from './confine';
 import { runChild, stopChildren } from './child';
 
@@ -83,9 +85,15 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return s;
 }
 
+/** A definition's input as zod: its fields, no other key (what parseInput checks). */
+function inputZod(spec: AnyCommandSpec): z.ZodType {
+  const shape = Object.fromEntries(Object.entries(spec.input as Record<string, Field>).map(([k, v]) => [k, toZod(v)]));
+  return z.object(shape).strict();
+}
+
 /** A tool's description for tools/list. */
 export function toolDefinition(spec: AnyCommandSpec): Tool {
-  const input = jsonSchema(z.object(spec.input).strict(), 'input');
+  const input = jsonSchema(inputZod(spec), 'input');
   // MCP's own defaults (gc is a dry run unless asked) are what an agent gets: the schema says so.
   const props = (input.properties ?? {}) as Record<string, Record<string, unknown>>;
   for (const [k, v] of Object.entries(spec.mcpDefaults ?? {})) if (props[k]) props[k].default = v;
@@ -105,7 +113,7 @@ export function toolDefinition(spec: AnyCommandSpec): Tool {
     // An error result carries structuredContent too, and clients check it against this schema.
     tool.outputSchema = {
       type: 'object',
-      anyOf: [jsonSchema(spec.output, 'output'), jsonSchema(ErrorOutput, 'output')],
+      anyOf: [jsonSchema(toZod(spec.output), 'output'), jsonSchema(ErrorOutput, 'output')],
     } as Tool['outputSchema'];
   }
   return tool;
@@ -128,7 +136,7 @@ export function errorResult(e: unknown): CallToolResult {
 
 function valueResult(spec: AnyCommandSpec, value: unknown): CallToolResult {
   if (spec.output) {
-    const r = spec.output.safeParse(value);
+    const r = toZod(spec.output).safeParse(value);
     if (!r.success) {
       // A definition whose output schema disagrees with its --json: a bug of ours, said as one.
       return errorResult(
