@@ -19,8 +19,10 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { XetError } from '../errors';
 import { gitStream, type GitOptions, type GitStream } from '../git/exec';
+import type { PackReader } from '../git/pack-reader';
 import { catFileBatch } from '../git/plumbing';
 import { parseListTree, parseSegment, SEGMENT_CHUNKS, type ChunkRef } from './list-tree';
+import type { LocalPacks } from './local-packs';
 import { MAX_POINTER_BYTES, parsePointer, type ChunkPointer } from './pointer';
 
 /**
@@ -40,6 +42,9 @@ export interface ReadContext {
   git: GitOptions;
   format: 'sha1' | 'sha256';
   signal?: AbortSignal;
+  /** The repository's packs, opened by the caller (who closes them): withheld reads take the chunks
+   * these hold straight from them (local-packs.ts). */
+  packs?: LocalPacks;
 }
 
 /** A chunked file's list, its segments read on demand and kept. */
@@ -334,6 +339,37 @@ export async function* readChunks(
   opts: { parallel?: boolean; hash?: boolean } = {},
 ): AsyncGenerator<{ chunk: ChunkRef; data: Buffer }> {
   if (!chunks.length) return;
+  if (opts.hash === false && ctx.packs) {
+    // Straight from the packs when they hold every chunk (else all through git, which knows
+    // loose objects, alternates and promisors, and says which chunk is missing).
+    const from: PackReader[] = [];
+    for (const c of chunks) {
+      const r = ctx.packs.find(c.oid);
+      if (!r) break;
+      from.push(r);
+    }
+    if (from.length === chunks.length) {
+      for (let i = 0; i < chunks.length; i++) {
+        ctx.signal?.throwIfAborted();
+        const c = chunks[i];
+        // Bounded at 1 MiB (over any chunk's size), so that a wrong size is told as such.
+        const got = from[i].readUnhashed(c.oid, Math.max(c.size, 1 << 20));
+        if (!got || got.type !== 'blob' || got.data.length !== c.size) {
+          const what = got ? `${got.type} ${got.data.length}` : 'missing';
+          throw new XetError(
+            'SNAPSHOT_INVALID',
+            `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${what})`,
+            {
+              path: where,
+              chunk: c.oid,
+            },
+          );
+        }
+        yield { chunk: c, data: got.data };
+      }
+      return;
+    }
+  }
   // Runs of RUN_CHUNKS chunks, alternating between two processes when there is more than one run.
   const runs: ChunkRef[][] = [];
   for (let i = 0; i < chunks.length; i += RUN_CHUNKS) runs.push(chunks.slice(i, i + RUN_CHUNKS));

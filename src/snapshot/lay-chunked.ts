@@ -8,6 +8,7 @@ import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { LocalPacks } from '../chunks/local-packs';
 import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
@@ -20,6 +21,10 @@ const PARALLEL = 4;
  * failure no file is started, and the failure is reported once the files under way have stopped
  * (each removes its temporary file), so nothing writes into a tree its caller is removing. */
 export async function writeChunkedFiles(worktree: string, entries: ChunkedEntry[], ctx: ReadContext): Promise<void> {
+  if (!entries.length) return;
+  // Chunks straight from the repository's packs (chunks/local-packs.ts), shared by the files.
+  const packs = ctx.packs ? null : await LocalPacks.open(ctx.git, ctx.format);
+  if (packs) ctx = { ...ctx, packs };
   let next = 0;
   let failed = false;
   const worker = async (): Promise<void> => {
@@ -33,8 +38,12 @@ export async function writeChunkedFiles(worktree: string, entries: ChunkedEntry[
       }
     }
   };
-  const results = await Promise.allSettled(Array.from({ length: Math.min(PARALLEL, entries.length) }, worker));
-  for (const r of results) if (r.status === 'rejected') throw r.reason;
+  try {
+    const results = await Promise.allSettled(Array.from({ length: Math.min(PARALLEL, entries.length) }, worker));
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+  } finally {
+    packs?.close();
+  }
 }
 
 /** One chunked file: temporary file in its directory, the chunks streamed in, then the rename. */

@@ -39,6 +39,7 @@ import { compareRepositories } from './inner-repos';
 import { Writable } from 'node:stream';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { ChunkList, readRange } from '../chunks/reader';
+import { LocalPacks } from '../chunks/local-packs';
 
 export interface Difference {
   kind: string;
@@ -167,7 +168,8 @@ async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference
   } catch (err) {
     if (!(err instanceof XetError)) throw err; // each file then reports what it lacks
   }
-  const ctx = { git: opts, format: snap.manifest.git.objectFormat };
+  const format = snap.manifest.git.objectFormat;
+  const ctx = { git: opts, format, packs: await LocalPacks.open(opts, format) };
   const out: Difference[] = [];
   const sink = (): Writable =>
     new Writable({
@@ -175,14 +177,18 @@ async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference
         cb();
       },
     });
-  for (const [p, e] of chunked) {
-    try {
-      const list = await ChunkList.fromPointer(e.pointer, p, ctx);
-      await readRange(list, 0, e.pointer.size, sink(), ctx, { withheld: true });
-    } catch (err) {
-      if (!(err instanceof XetError)) throw err;
-      out.push({ kind: 'chunk-integrity', path: p, expected: e.pointer.blob, actual: err.code });
+  try {
+    for (const [p, e] of chunked) {
+      try {
+        const list = await ChunkList.fromPointer(e.pointer, p, ctx);
+        await readRange(list, 0, e.pointer.size, sink(), ctx, { withheld: true });
+      } catch (err) {
+        if (!(err instanceof XetError)) throw err;
+        out.push({ kind: 'chunk-integrity', path: p, expected: e.pointer.blob, actual: err.code });
+      }
     }
+  } finally {
+    ctx.packs.close();
   }
   return out;
 }
