@@ -6,6 +6,8 @@
 // publishes nothing; verify compares by content and checks the reassembled hash.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as zlib from 'node:zlib';
+import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { parsePointer } from '../src/chunks/pointer';
 import { initRepo, type Repo } from './support/git';
@@ -266,5 +268,103 @@ test('verify reports a chunked file of the snapshot that does not reassemble: ch
     ]);
   } finally {
     sb.cleanup();
+  }
+});
+
+/** Replace chunk `victim` with a loose object of the same name and size but other bytes (git does
+ * not re-hash what it reads, so every reader gets the wrong bytes under the right name). */
+function corruptChunk(r: Repo, victim: string): void {
+  const dir = `${r.gitPath('objects')}/pack`;
+  const old = fs.readdirSync(dir);
+  const all = r
+    .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
+    .trim()
+    .split('\n')
+    .filter((o) => o !== victim);
+  const bytes = execFileSync('git', ['cat-file', 'blob', victim], { cwd: r.dir });
+  r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
+  for (const n of old) fs.rmSync(`${dir}/${n}`);
+  const wrong = Buffer.from(bytes);
+  wrong[wrong.length >> 1] ^= 0xff;
+  const loose = `${r.gitPath('objects')}/${victim.slice(0, 2)}`;
+  fs.mkdirSync(loose, { recursive: true });
+  fs.writeFileSync(
+    `${loose}/${victim.slice(2)}`,
+    zlib.deflateSync(Buffer.concat([Buffer.from(`blob ${wrong.length}\0`), wrong])),
+  );
+  assert.equal(r.git('cat-file', '-s', victim).trim(), String(bytes.length));
+}
+
+test('a chunk with wrong bytes under its name: restore fails INTEGRITY_MISMATCH and leaves nothing, verify reports chunk-integrity', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB + 3, 23);
+    const snap = capture(sb, r).snapshot as string;
+    const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
+    const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[5].split(/\s+/)[2];
+    corruptChunk(r, victim);
+    const res = xet(sb, r.dir, ['restore', snap, sb.path('copy'), '--json']);
+    assert.equal(res.status, 3, describeRun(res));
+    assert.equal(parseJson(res).error.code, 'INTEGRITY_MISMATCH');
+    assert.equal(parseJson(res).error.details.path, 'big.bin');
+    assert.equal(fs.existsSync(sb.path('copy')), false);
+    assert.deepEqual(
+      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+      [],
+    );
+    const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+    assert.equal(v.status, 1, describeRun(v));
+    assert.deepEqual(parseJson(v).differences, [
+      { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'INTEGRITY_MISMATCH' },
+    ]);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a chunk damaged inside its pack (stored and deflated): restore fails INTEGRITY_MISMATCH and leaves nothing, verify reports chunk-integrity', () => {
+  for (const level of ['0', '1']) {
+    const sb = createSandbox();
+    try {
+      const r = setup(sb);
+      r.git('config', 'xet.chunk.compression', level);
+      writeLargeFile(r.p('big.bin'), 2 * MiB + 3, 29);
+      const snap = capture(sb, r).snapshot as string;
+      const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
+      const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[7].split(/\s+/)[2];
+      // Where the victim's entry is in its pack (verify-pack: id type size size-in-pack offset).
+      const dir = `${r.gitPath('objects')}/pack`;
+      let hit: { pack: string; at: number; len: number } | null = null;
+      for (const n of fs.readdirSync(dir).filter((n) => n.endsWith('.idx'))) {
+        for (const line of r.git('verify-pack', '-v', `${dir}/${n}`).split('\n')) {
+          const f = line.split(/\s+/);
+          if (f[0] === victim) hit = { pack: `${dir}/${n.replace(/\.idx$/, '.pack')}`, at: +f[4], len: +f[3] };
+        }
+      }
+      assert.ok(hit, 'the victim is in a pack');
+      const fd = fs.openSync(hit.pack, 'r+');
+      const b = Buffer.alloc(1);
+      const at = hit.at + (hit.len >> 1);
+      fs.readSync(fd, b, 0, 1, at);
+      b[0] ^= 0x55;
+      fs.writeSync(fd, b, 0, 1, at);
+      fs.closeSync(fd);
+      const res = xet(sb, r.dir, ['restore', snap, sb.path('copy'), '--json']);
+      assert.equal(res.status, 3, describeRun(res));
+      assert.equal(parseJson(res).error.code, 'INTEGRITY_MISMATCH', describeRun(res));
+      assert.equal(fs.existsSync(sb.path('copy')), false);
+      assert.deepEqual(
+        fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+        [],
+      );
+      const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+      assert.equal(v.status, 1, describeRun(v));
+      assert.deepEqual(parseJson(v).differences, [
+        { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'INTEGRITY_MISMATCH' },
+      ]);
+    } finally {
+      sb.cleanup();
+    }
   }
 });

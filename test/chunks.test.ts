@@ -15,6 +15,7 @@ import { buildChunkList, offsetName } from '../src/chunks/list-tree';
 import { chunkParamsFor, parseChunkThreshold } from '../src/chunks/params';
 import { parsePointer, pointerOf, serializePointer } from '../src/chunks/pointer';
 import { ChunkList, readRange } from '../src/chunks/reader';
+import { writeChunkedFiles } from '../src/snapshot/lay-chunked';
 import { git, initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 
@@ -144,6 +145,31 @@ test('a chunked file round-trips through a pack git verifies, and every range re
       readRange(forged, 0, data.length, new PassThrough().resume(), ctx),
       (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
     );
+    // Withheld (chunks not hashed one by one; the whole-file hash proves them): the same bytes, and
+    // the same refusal of a wrong blob id; never for a part of the file.
+    const withheld = new PassThrough();
+    const got: Buffer[] = [];
+    withheld.on('data', (b: Buffer) => got.push(b));
+    await readRange(cl, 0, data.length, withheld, ctx, { withheld: true });
+    assert.ok(Buffer.concat(got).equals(data));
+    await assert.rejects(
+      readRange(forged, 0, data.length, new PassThrough().resume(), ctx, { withheld: true }),
+      (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
+    );
+    await assert.rejects(readRange(cl, 1, data.length, new PassThrough().resume(), ctx, { withheld: true }));
+    // Restore's writer under a wrong blob id: INTEGRITY_MISMATCH, and nothing under the real name
+    // nor a temporary file left beside it.
+    const wt = sb.path('wt');
+    fs.mkdirSync(wt);
+    const entry = { path: 'd/big.bin', mode: '100644', pointerOid: '1'.repeat(40) };
+    await assert.rejects(
+      writeChunkedFiles(wt, [{ ...entry, pointer: { ...pointer, blob: '0'.repeat(40) } }], ctx),
+      (e: unknown) => isXetError(e) && e.code === 'INTEGRITY_MISMATCH',
+    );
+    assert.deepEqual(fs.readdirSync(`${wt}/d`), []);
+    await writeChunkedFiles(wt, [{ ...entry, pointer }], ctx);
+    assert.deepEqual(fs.readdirSync(`${wt}/d`), ['big.bin']);
+    assert.ok(fs.readFileSync(`${wt}/d/big.bin`).equals(data));
     assert.throws(
       () => parsePointer(Buffer.from('xet.chunked/v9\n'), 'sha1', 'big.bin'),
       (e: unknown) => isXetError(e) && e.code === 'SCHEMA_UNSUPPORTED',

@@ -43,13 +43,31 @@ function deflateBound(n: number): number {
 /** An open file read by position, counting what it reads (the store's transfer, when it is one). */
 class RandomFile {
   bytesRead = 0;
+  /** With `window`, reads are served from the last window read (a fresh buffer each time, so what
+   * was returned stays valid): a reader walking a pack in order reads it in big pieces. */
+  private win: Buffer | null = null;
+  private winAt = 0;
   constructor(
     readonly file: string,
     readonly fd: number,
     readonly size: number,
+    private readonly window = 0,
   ) {}
 
   read(pos: number, len: number): Buffer {
+    if (this.window && len <= this.window) {
+      const w = this.win;
+      if (!w || pos < this.winAt || pos + len > this.winAt + w.length) {
+        this.win = this.readDirect(pos, this.window);
+        this.winAt = pos;
+      }
+      const at = pos - this.winAt;
+      return (this.win as Buffer).subarray(at, Math.min(at + len, (this.win as Buffer).length));
+    }
+    return this.readDirect(pos, len);
+  }
+
+  private readDirect(pos: number, len: number): Buffer {
     const buf = Buffer.allocUnsafe(Math.max(0, Math.min(len, this.size - pos)));
     let n = 0;
     while (n < buf.length) {
@@ -122,6 +140,22 @@ export class PackIndex {
     return this.f.bytesRead;
   }
 
+  /** Names and 31-bit offsets read into memory (~(id + 4) bytes per object), for a reader that looks
+   * up many objects: a lookup then reads nothing instead of a dozen positional reads. */
+  private names: Buffer | null = null;
+  private offsets: Buffer | null = null;
+
+  /** Hold the name and offset tables in memory from now on. */
+  preload(): void {
+    if (this.names) return;
+    const n = this.count;
+    const names = this.f.read(8 + 1024, n * this.oidLen);
+    const offsets = this.f.read(8 + 1024 + n * (this.oidLen + 4), n * 4);
+    if (names.length !== n * this.oidLen || offsets.length !== n * 4) throw forged(this.f.file, 'is truncated');
+    this.names = names;
+    this.offsets = offsets;
+  }
+
   /** The entry's offset in the pack, or null when the index does not list `oid`. */
   find(oid: string): number | null {
     const want = Buffer.from(oid, 'hex');
@@ -129,9 +163,12 @@ export class PackIndex {
     let lo = want[0] === 0 ? 0 : this.fanout[want[0] - 1];
     let hi = this.fanout[want[0]]; // exclusive
     const names = 8 + 1024;
+    const len = this.oidLen;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      const c = this.f.read(names + mid * this.oidLen, this.oidLen).compare(want);
+      const c = this.names
+        ? this.names.compare(want, 0, len, mid * len, mid * len + len)
+        : this.f.read(names + mid * len, len).compare(want);
       if (c === 0) return this.offsetAt(mid);
       if (c < 0) lo = mid + 1;
       else hi = mid;
@@ -141,7 +178,9 @@ export class PackIndex {
 
   private offsetAt(i: number): number {
     const n = this.count;
-    const small = this.f.read(8 + 1024 + n * (this.oidLen + 4) + i * 4, 4).readUInt32BE(0);
+    const small = this.offsets
+      ? this.offsets.readUInt32BE(i * 4)
+      : this.f.read(8 + 1024 + n * (this.oidLen + 4) + i * 4, 4).readUInt32BE(0);
     if (!(small & 0x80000000)) return small;
     const li = small & 0x7fffffff;
     if (li >= this.large) throw forged(this.f.file, `names 64-bit offset ${li} of a table of ${this.large}`);
@@ -161,6 +200,8 @@ export interface PackReaderOptions {
   /** Largest object, base or delta a read may inflate (default 64 MiB). */
   maxObjectBytes?: number;
   maxDepth?: number;
+  /** Read the pack in windows of this many bytes (for readers of many neighbouring objects). */
+  window?: number;
 }
 
 interface EntryHead {
@@ -192,7 +233,7 @@ export class PackReader {
     try {
       const got = open(packFile);
       if (!got) throw Object.assign(new Error(`ENOENT: ${packFile}`), { code: 'ENOENT' });
-      pack = new RandomFile(packFile, got.fd, got.size);
+      pack = new RandomFile(packFile, got.fd, got.size, o.window ?? 0);
       const len = hashLen(format);
       const head = pack.read(0, 12);
       if (pack.size < 12 + len || head.toString('latin1', 0, 4) !== 'PACK' || head.readUInt32BE(4) !== 2) {
@@ -245,7 +286,18 @@ export class PackReader {
     return obj;
   }
 
-  private resolve(offset: number, limit: number, oid: string): PackObject {
+  /**
+   * The object `oid` NOT hashed, or null when the index does not list it: only for a caller that
+   * proves the bytes another way (chunks/reader.ts's withheld reads hash the whole file they make
+   * up). Everything else is checked as for read (sizes before any allocation, offsets, deltas).
+   */
+  readUnhashed(oid: string, maxBytes = this.maxBytes): PackObject | null {
+    const at = this.index.find(oid);
+    if (at === null) return null;
+    return this.resolve(at, Math.min(maxBytes, this.maxBytes), oid, true);
+  }
+
+  private resolve(offset: number, limit: number, oid: string, unhashed = false): PackObject {
     // Walk down to the base, remembering each delta's entry; then apply them base-up.
     const chain: EntryHead[] = [];
     let head = this.head(offset, oid);
@@ -271,7 +323,7 @@ export class PackReader {
     const type = TYPES[head.kind];
     if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${head.kind}`, { oid });
     if (head.size > limit) throw tooBig(this.pack.file, oid, head.size, limit);
-    let data = this.inflate(head, oid);
+    let data = this.inflate(head, oid, unhashed);
     for (let i = chain.length - 1; i >= 0; i--) {
       // A delta is at most a little more than its result (inserts carry a length byte per 127).
       if (chain[i].size > limit + Math.ceil(limit / 127) + 32) throw tooBig(this.pack.file, oid, chain[i].size, limit);
@@ -325,10 +377,16 @@ export class PackReader {
     return out;
   }
 
-  /** The entry's zlib stream inflated to exactly its size (sizes were checked by the caller). */
-  private inflate(h: EntryHead, oid: string): Buffer {
+  /** The entry's zlib stream inflated to exactly its size (sizes were checked by the caller). With
+   * `unhashed`, a stream of stored blocks (how capture packs most chunks) is taken as it is, its
+   * adler32 unchecked: the caller proves the bytes (readUnhashed). */
+  private inflate(h: EntryHead, oid: string, unhashed = false): Buffer {
     const end = this.pack.size - hashLen(this.format);
     const window = this.pack.read(h.dataAt, Math.min(deflateBound(h.size), end - h.dataAt));
+    if (unhashed) {
+      const stored = storedBlocks(window, h.size);
+      if (stored) return stored;
+    }
     let out: Buffer;
     try {
       out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size) });
@@ -347,6 +405,35 @@ export class PackReader {
     this.pack.close();
     this.index.close();
   }
+}
+
+/**
+ * The bytes of a zlib stream made only of stored blocks, when it is one holding exactly `size`
+ * bytes (a view into `z`, no copy); null for anything else (compressed blocks, a preset dictionary,
+ * a stream that is short or holds another size), which zlib then inflates. The adler32 is not
+ * checked: for callers that prove the bytes otherwise.
+ */
+function storedBlocks(z: Buffer, size: number): Buffer | null {
+  if (z.length < 2 || (z[0] & 0x0f) !== 8 || ((z[0] << 8) | z[1]) % 31 !== 0 || z[1] & 0x20) return null;
+  let i = 2;
+  const parts: Buffer[] = [];
+  let got = 0;
+  for (;;) {
+    if (i + 5 > z.length) return null;
+    const head = z[i];
+    if ((head & 0x06) !== 0) return null; // not BTYPE 00
+    const len = z[i + 1] | (z[i + 2] << 8);
+    const nlen = z[i + 3] | (z[i + 4] << 8);
+    if ((len ^ 0xffff) !== nlen) return null;
+    i += 5;
+    if (i + len > z.length || got + len > size) return null;
+    parts.push(z.subarray(i, i + len));
+    got += len;
+    i += len;
+    if (head & 0x01) break; // BFINAL
+  }
+  if (got !== size) return null;
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts, size);
 }
 
 function tooBig(file: string, oid: string, size: number, limit: number): XetError {

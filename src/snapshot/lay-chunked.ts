@@ -8,6 +8,7 @@ import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { LocalPacks } from '../chunks/local-packs';
 import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
@@ -16,16 +17,33 @@ import { assertNoSymlinkBetween } from './lay';
 /** Files reassembled at once: each has its own `cat-file`, and disks like a few writers. */
 const PARALLEL = 4;
 
-/** Reassemble `entries` into `worktree` (their parent directories are made as needed). */
+/** Reassemble `entries` into `worktree` (their parent directories are made as needed). After a
+ * failure no file is started, and the failure is reported once the files under way have stopped
+ * (each removes its temporary file), so nothing writes into a tree its caller is removing. */
 export async function writeChunkedFiles(worktree: string, entries: ChunkedEntry[], ctx: ReadContext): Promise<void> {
+  if (!entries.length) return;
+  // Chunks straight from the repository's packs (chunks/local-packs.ts), shared by the files.
+  const packs = ctx.packs ? null : await LocalPacks.open(ctx.git, ctx.format);
+  if (packs) ctx = { ...ctx, packs };
   let next = 0;
+  let failed = false;
   const worker = async (): Promise<void> => {
-    while (next < entries.length) {
+    while (next < entries.length && !failed) {
       const e = entries[next++];
-      await writeChunkedFile(worktree, e, ctx);
+      try {
+        await writeChunkedFile(worktree, e, ctx);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL, entries.length) }, worker));
+  try {
+    const results = await Promise.allSettled(Array.from({ length: Math.min(PARALLEL, entries.length) }, worker));
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+  } finally {
+    packs?.close();
+  }
 }
 
 /** One chunked file: temporary file in its directory, the chunks streamed in, then the rename. */
@@ -51,7 +69,8 @@ export async function writeChunkedFile(worktree: string, e: ChunkedEntry, ctx: R
   let renamed = false;
   try {
     const list = await ChunkList.fromPointer(e.pointer, e.path, ctx);
-    await Promise.race([readRange(list, 0, e.pointer.size, out, ctx), failed]);
+    // Withheld: the temporary file is renamed only once the whole file hashed to the pointer's blob.
+    await Promise.race([readRange(list, 0, e.pointer.size, out, ctx, { withheld: true }), failed]);
     const closed = once(out, 'close');
     out.end();
     await Promise.race([closed, failed]);

@@ -68,25 +68,38 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     const chunked = await chunkedFiles(snap, o);
     let checkout = meta?.checkout ?? null;
     if (chunked.size) checkout = (checkout ?? (await gitZ(['ls-files', '-z'], o))).filter((p) => !chunked.has(p));
-    if (checkout) {
-      if (checkout.length) {
-        await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(checkout) });
+    const checkOut = async (): Promise<void> => {
+      if (checkout) {
+        if (checkout.length) {
+          await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(checkout) });
+        }
+      } else {
+        await git(['checkout-index', '--all', '--force', '-u'], o);
       }
+    };
+    // Hard links of a chunked file are made from its first path below, as for any file (filemeta).
+    const firsts = meta?.checkout ? new Set(meta.checkout) : null;
+    const leaders: ChunkedEntry[] = [...chunked.values()].filter((e) => !firsts || firsts.has(e.path));
+    if (leaders.length && !spec.deferChunked && holdsOnlyGitDir(worktree)) {
+      // Into a worktree that held nothing but its git dir, the chunked files are reassembled while git
+      // checks out the rest (git's checkout leaves a core idle part of the time; reassembly is mostly
+      // this process and its cat-files). Nothing is in the way of either: every path was validated
+      // (no two entries for a path, none through a file or symlink of the snapshot: paths.ts), so
+      // git only makes directories on the chunked files' way, never a symlink or a file, and writes
+      // no path of theirs. Both run to their end before a failure is reported, so nothing writes
+      // into a tree its caller is already removing.
+      const results = await Promise.allSettled([checkOut(), writeChunkedFiles(worktree, leaders, { git: o, format })]);
+      for (const r of results) if (r.status === 'rejected') throw r.reason;
     } else {
-      await git(['checkout-index', '--all', '--force', '-u'], o);
-    }
-    if (chunked.size) {
-      // Hard links of a chunked file are made from its first path below, as for any file (filemeta).
-      const firsts = meta?.checkout ? new Set(meta.checkout) : null;
-      const leaders: ChunkedEntry[] = [...chunked.values()].filter((e) => !firsts || firsts.has(e.path));
+      await checkOut();
       if (spec.deferChunked) {
         for (const e of leaders) writePlaceholder(worktree, e);
-      } else {
+      } else if (leaders.length) {
         await writeChunkedFiles(worktree, leaders, { git: o, format });
       }
-      // Without filemeta nothing else records their stat data in the files index.
-      if (!meta) recordStat(spec.filesIndex, worktree, chunked.keys(), format);
     }
+    // Without filemeta nothing else records their stat data in the files index.
+    if (chunked.size && !meta) recordStat(spec.filesIndex, worktree, chunked.keys(), format);
     const mkdirSafe = (abs: string) => {
       assertNoSymlinkBetween(worktree, abs);
       fs.mkdirSync(abs, { recursive: true });
@@ -121,6 +134,11 @@ export async function layIndex(spec: LaySpec): Promise<void> {
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** True when `dir` has no entry but `.git` (a tree being built from nothing: restore, a fork, a base). */
+function holdsOnlyGitDir(dir: string): boolean {
+  return fs.readdirSync(dir).every((name) => name === '.git');
 }
 
 /** A scratch dir holding a shadow git dir that reads and writes `indexFile` for the worktree. */

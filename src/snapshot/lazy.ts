@@ -280,7 +280,8 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
       const mode = chunked.get(p)?.mode === '100755' ? 0o755 : 0o644;
       const stream = fs.createWriteStream(tmp, { flags: 'wx', mode, highWaterMark: 1 << 20 });
       try {
-        result.bytes += await readRange(list, 0, list.size, stream, ctx);
+        // Withheld: the temporary file is linked into place only once the whole file hashed right.
+        result.bytes += await readRange(list, 0, list.size, stream, ctx, { withheld: true });
         stream.end();
         await once(stream, 'close');
         fs.chmodSync(tmp, mode);

@@ -39,6 +39,7 @@ import { compareRepositories } from './inner-repos';
 import { Writable } from 'node:stream';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { ChunkList, readRange } from '../chunks/reader';
+import { LocalPacks } from '../chunks/local-packs';
 
 export interface Difference {
   kind: string;
@@ -123,11 +124,19 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   }
   return withScratchObjects('verify', async (scratch, objects) => {
     const alternates = [target.objectsDir, ...(here ? [here.objectsDir] : [])];
-    const files = await compareFiles(snap, target, scratch, objects, alternates, undefined, options.cwd);
+    // The snapshot's chunks are read while git hashes the directory's files (one git process, one
+    // core): neither uses what the other does, and both finish before either's failure is reported.
+    const [filesDone, chunksDone] = await Promise.allSettled([
+      compareFiles(snap, target, scratch, objects, alternates, undefined, options.cwd),
+      checkChunkedFiles(snap, snapRepo),
+    ]);
+    if (filesDone.status === 'rejected') throw filesDone.reason;
+    if (chunksDone.status === 'rejected') throw chunksDone.reason;
+    const files = filesDone.value;
     excludedByPolicy = files.excludedByPolicy;
     const differences = [
       ...files.differences,
-      ...(await checkChunkedFiles(snap, snapRepo)),
+      ...chunksDone.value,
       ...(await compareIndex(snap, target, scratch, objects, alternates)),
       ...(fork && scope === 'fork' ? await compareForkHead(target, fork) : await compareRefs(snap, target)),
     ];
@@ -135,9 +144,20 @@ export async function verify(options: VerifyOptions): Promise<VerifyResult> {
   });
 }
 
-/** Every chunked file of the snapshot reassembles to its pointer's `blob` id: each chunk read and
- * hashed (a full read of every chunked file's chunks from the object store). A broken one is a
- * difference `chunk-integrity` (its error code as `actual`), not an exception: verify reports. */
+/** Every chunked file of the snapshot reassembles to its pointer's `blob` id: each chunk read (a full
+ * read of every chunked file's chunks from the object store) and the whole hashed. A broken one is a
+ * difference `chunk-integrity` (its error code as `actual`), not an exception: verify reports.
+ *
+ * What is and is not checked here, and why. The directory's own copy of the file is compared by
+ * compareFiles (git hashes it; its id must be the pointer's `blob`), but that says nothing of the
+ * snapshot: a directory can be right while the repository's chunks are missing or damaged (the
+ * copy that would be restored or pushed from is broken), so every chunk is still read, from the
+ * repository the snapshot was found in, with its type and size checked against the list. What is
+ * left out is each chunk's own hash (a withheld read, chunks/reader.ts): the bytes read are hashed
+ * as one file and must be `blob`, which proves every byte of every chunk at its place in the file;
+ * a chunk that does not reassemble still fails (CHUNK_MISSING, SNAPSHOT_INVALID for a wrong type
+ * or size, INTEGRITY_MISMATCH for wrong bytes). Nor is a chunk read twice: a file read here is not
+ * read by anything else of this run, and no file is skipped because the directory's copy matched. */
 async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference[]> {
   if (!snap.manifest.chunked?.length) return [];
   const opts = repoOpts(repo);
@@ -148,7 +168,8 @@ async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference
   } catch (err) {
     if (!(err instanceof XetError)) throw err; // each file then reports what it lacks
   }
-  const ctx = { git: opts, format: snap.manifest.git.objectFormat };
+  const format = snap.manifest.git.objectFormat;
+  const ctx = { git: opts, format, packs: await LocalPacks.open(opts, format) };
   const out: Difference[] = [];
   const sink = (): Writable =>
     new Writable({
@@ -156,14 +177,18 @@ async function checkChunkedFiles(snap: Snapshot, repo: Repo): Promise<Difference
         cb();
       },
     });
-  for (const [p, e] of chunked) {
-    try {
-      const list = await ChunkList.fromPointer(e.pointer, p, ctx);
-      await readRange(list, 0, e.pointer.size, sink(), ctx);
-    } catch (err) {
-      if (!(err instanceof XetError)) throw err;
-      out.push({ kind: 'chunk-integrity', path: p, expected: e.pointer.blob, actual: err.code });
+  try {
+    for (const [p, e] of chunked) {
+      try {
+        const list = await ChunkList.fromPointer(e.pointer, p, ctx);
+        await readRange(list, 0, e.pointer.size, sink(), ctx, { withheld: true });
+      } catch (err) {
+        if (!(err instanceof XetError)) throw err;
+        out.push({ kind: 'chunk-integrity', path: p, expected: e.pointer.blob, actual: err.code });
+      }
     }
+  } finally {
+    ctx.packs.close();
   }
   return out;
 }

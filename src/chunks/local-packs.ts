@@ -1,0 +1,59 @@
+// The packs of a repository's own object directory, opened for reading chunks straight out of them
+// (src/git/pack-reader.ts) instead of through `git cat-file`: a whole-file read of a 143 MB file is
+// ~14,500 chunks, and through cat-file each one is copied by git into a pipe, read back from it by
+// this process and copied again (plus two git processes per file); read here, each is one or two
+// positional reads and an inflate. Only withheld whole-file reads (chunks/reader.ts) use this,
+// since the objects are not hashed one by one (the whole file's hash proves them); anything these
+// packs do not hold (loose objects, alternates, a lazy copy's source) is read through git instead.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { gitText, type GitOptions } from '../git/exec';
+import { PackReader } from '../git/pack-reader';
+
+/** Indexes larger than this are searched on disk rather than held in memory. */
+const PRELOAD_MAX_OBJECTS = 4_000_000;
+
+export class LocalPacks {
+  private constructor(private readonly readers: PackReader[]) {}
+
+  /** The packs of the object directory `git` reads (GIT_OBJECT_DIRECTORY honoured). A pack that
+   * does not open (mid-repack, damaged, not a v2 index) is left to git. */
+  static async open(git: GitOptions, format: 'sha1' | 'sha256'): Promise<LocalPacks> {
+    const objects = path.resolve(
+      git.cwd ?? process.cwd(),
+      (await gitText(['rev-parse', '--git-path', 'objects'], git)).trim(),
+    );
+    const dir = path.join(objects, 'pack');
+    const readers: PackReader[] = [];
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      return new LocalPacks([]);
+    }
+    for (const n of names.filter((n) => /^pack-[0-9a-f]+\.idx$/.test(n)).sort()) {
+      try {
+        const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
+          window: 1 << 20,
+        });
+        if (r.index.count <= PRELOAD_MAX_OBJECTS) r.index.preload();
+        readers.push(r);
+      } catch {
+        // git reads it, or says why it cannot
+      }
+    }
+    return new LocalPacks(readers);
+  }
+
+  /** The pack holding `oid`, or null. */
+  find(oid: string): PackReader | null {
+    for (const r of this.readers) if (r.has(oid)) return r;
+    return null;
+  }
+
+  close(): void {
+    for (const r of this.readers) r.close();
+    this.readers.length = 0;
+  }
+}
