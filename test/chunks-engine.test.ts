@@ -10,9 +10,10 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
+import * as zlib from 'node:zlib';
 import { isXetError } from '../src/errors';
 import { writePack, type PackItem } from '../src/git/pack-writer';
-import { sampleEntropy } from '../src/git/pack-worker';
+import { sampleEntropy, storedZlib } from '../src/git/pack-worker';
 import { AUTO_DEFLATE_MAX_BYTES, chunkLevelFor, parseChunkCompression } from '../src/chunks/compression';
 import { buildChunkList } from '../src/chunks/list-tree';
 import { pointerOf } from '../src/chunks/pointer';
@@ -268,4 +269,14 @@ test('xet.chunk.compression: auto, levels, names, and a typed refusal', () => {
     () => parseChunkCompression('11'),
     (e: unknown) => isXetError(e) && e.code === 'CONFIG_INVALID',
   );
+});
+
+test('stored zlib streams of the pack worker inflate with zlib (its adler32 checks), at every block edge', () => {
+  for (const n of [0, 1, 15, 16, 17, 5551, 5552, 5553, 65535, 65536, 65537, 200_000, 1 << 20]) {
+    // All 0xff is the adler32 sums' worst case (the largest `b` before a reduction).
+    for (const data of [crypto.randomBytes(n), Buffer.alloc(n, 0xff)]) {
+      const out = zlib.inflateSync(Buffer.from(storedZlib(data)));
+      assert.ok(out.equals(data), `${n} bytes`);
+    }
+  }
 });
