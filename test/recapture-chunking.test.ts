@@ -11,6 +11,7 @@ import { initRepo, type Repo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { describeRun, parseJson, xet } from './support/xet';
 import { writeLargeFile } from './support/fixtures';
+import { CHUNKS_RECORD_SUFFIX, selectLarge } from '../src/snapshot/chunked-scan';
 
 const MiB = 1024 * 1024;
 
@@ -137,6 +138,36 @@ test('a lowered xet.chunk.threshold chunks files the cache had recorded as small
     const second = capture(sb, r);
     assert.deepEqual(chunkedOf(r, second.snapshot), ['mid.bin']);
     restoreAndCompare(sb, r, second.snapshot, ['mid.bin']);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('the small files are deferred only on the word of a chunk record sealed to the index in place', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.git('config', 'xet.chunk.threshold', '1m');
+    r.commit('init', { 'a.txt': 'a\n' });
+    for (let i = 0; i < 5; i++) r.write(`u${i}.txt`, `${i}\n`);
+    writeLargeFile(r.p('big.bin'), MiB + 5, 31);
+    capture(sb, r);
+    const cacheDir = path.join(r.gitPath('xet'), 'cache');
+    const index = path.join(cacheDir, fs.readdirSync(cacheDir).find((n) => n.endsWith('.index')) as string);
+    const recordFile = `${index}${CHUNKS_RECORD_SUFFIX}`;
+    const spec = { threshold: MiB, cleanTracked: new Map<string, string>(), staged: new Map<string, string>() };
+    const paths = ['big.bin', ...Array.from({ length: 5 }, (_, i) => `u${i}.txt`)];
+    // Sealed by the capture: the five small files are left to git; the chunked one is lstat-ed.
+    const sealed = selectLarge(r.dir, index, paths, spec, 'sha1');
+    assert.deepEqual([...sealed.deferred.keys()].sort(), paths.slice(1));
+    assert.deepEqual([...sealed.large.keys()], ['big.bin']);
+    // The same record beside another index (a crash between the two renames): every path lstat-ed.
+    const rec = JSON.parse(fs.readFileSync(recordFile, 'utf8'));
+    fs.writeFileSync(recordFile, JSON.stringify({ ...rec, index: '0'.repeat(40) }));
+    assert.equal(selectLarge(r.dir, index, paths, spec, 'sha1').deferred.size, 0);
+    delete rec.index;
+    fs.writeFileSync(recordFile, JSON.stringify(rec));
+    assert.equal(selectLarge(r.dir, index, paths, spec, 'sha1').deferred.size, 0);
   } finally {
     sb.cleanup();
   }

@@ -31,7 +31,7 @@ import { objectSizes } from '../git/plumbing';
 import { chunkFile, releaseChunkWorkers } from '../chunks/chunk-file';
 import { buildChunkList, chunksTree, type TreeObject } from '../chunks/list-tree';
 import { parsePointer, pointerOf, serializePointer, type ChunkPointer } from '../chunks/pointer';
-import { blobOid } from './filemeta';
+import { blobOid, trailerHex } from './filemeta';
 import type { ChunkCompression } from '../chunks/compression';
 
 export const CHUNKS_RECORD_SUFFIX = '.chunks.json';
@@ -90,6 +90,9 @@ interface ChunkRecord {
   startedAt: number;
   /** The threshold it chunked at: a cache made at another one says nothing of which files are large. */
   threshold?: number;
+  /** The trailer of the index it was published with (`sealChunkRecord`): only a record that belongs
+   * to the index in place may vouch that an entry is not a chunked file's pointer. */
+  index?: string;
   files: { [path: string]: CachedFile };
 }
 
@@ -144,8 +147,14 @@ export function selectLarge(
   const large = new Map<string, fs.BigIntStats>();
   const deferred = new Map<string, number>();
   const record = readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`);
+  // A record that is not the index's own (a crash between publishing the two, an older copy) may
+  // miss a chunked path; its pointer entry's 32-bit size could then pass for small (a file of 4 GiB
+  // or more): nothing is deferred.
+  const own = record?.index !== undefined && record.index === trailerHex(indexFile, format === 'sha256' ? 32 : 20);
   const cache =
-    record && record.threshold === spec.threshold ? recordedSmall(indexFile, spec.threshold, format, record) : null;
+    record && own && record.threshold === spec.threshold
+      ? recordedSmall(indexFile, spec.threshold, format, record)
+      : null;
   for (const p of paths) {
     if (spec.cleanTracked.has(p)) continue;
     const at = cache?.small.get(p);
@@ -216,6 +225,18 @@ export function grownLarge(
     if (st && st.isFile() && st.size >= BigInt(spec.threshold)) out.set(p, st);
   }
   return out;
+}
+
+/** Tie the chunk record to the index as it is about to be published (after every write to it:
+ * the filemeta collector's, write-tree's cache-tree). */
+export function sealChunkRecord(indexFile: string, format: 'sha1' | 'sha256'): void {
+  const file = `${indexFile}${CHUNKS_RECORD_SUFFIX}`;
+  const record = readRecord(file);
+  const index = trailerHex(indexFile, format === 'sha256' ? 32 : 20);
+  if (!record || !index) return;
+  const tmp = `${file}.${process.pid}`;
+  fs.writeFileSync(tmp, JSON.stringify({ ...record, index }));
+  fs.renameSync(tmp, file);
 }
 
 /** The paths chunked last time (so that one no longer chunked is hashed by git afresh). */

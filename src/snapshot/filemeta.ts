@@ -96,7 +96,7 @@ function lstatBig(abs: string): Stat | null {
   }
 }
 
-function trailerHex(indexFile: string, hashLen: number): string | null {
+export function trailerHex(indexFile: string, hashLen: number): string | null {
   try {
     const fd = fs.openSync(indexFile, 'r');
     try {

@@ -15,6 +15,7 @@ import {
   chunkLarge,
   CHUNKS_RECORD_SUFFIX,
   grownLarge,
+  sealChunkRecord,
   previouslyChunked,
   selectLarge,
   type ChunkedPath,
@@ -146,6 +147,7 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       ? await storeTree(spec, opts, extra, chunked, chunks?.items ?? [])
       : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
     collector?.saveRecord();
+    if (chunks) sealChunkRecord(spec.indexFile, spec.objectFormat);
     if (staged) publishIndex(staged, given.indexFile);
     return {
       ...result,
