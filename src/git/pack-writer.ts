@@ -422,6 +422,12 @@ export async function writePack(
   } catch (e) {
     pack.abort();
     fs.rmSync(tmpIdx, { force: true });
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EDQUOT') {
+      throw new XetError('DISK_FULL', `no space left in ${packDir} while writing a pack; nothing was kept`, {
+        dir: packDir,
+      });
+    }
     throw e;
   }
 }
