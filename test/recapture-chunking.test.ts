@@ -172,3 +172,29 @@ test('the small files are deferred only on the word of a chunk record sealed to 
     sb.cleanup();
   }
 });
+
+test('chunking turned off: the chunked file is a whole blob and the chunk record goes with it', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.git('config', 'xet.chunk.threshold', '1m');
+    r.commit('init', { 'a.txt': 'a\n' });
+    writeLargeFile(r.p('big.bin'), MiB + 3, 41);
+    assert.deepEqual(chunkedOf(r, capture(sb, r).snapshot), ['big.bin']);
+    const cacheDir = path.join(r.gitPath('xet'), 'cache');
+    const records = () => fs.readdirSync(cacheDir).filter((n) => n.endsWith(CHUNKS_RECORD_SUFFIX));
+    assert.equal(records().length, 1);
+    r.git('config', 'xet.chunk.threshold', 'off');
+    const off = capture(sb, r);
+    assert.deepEqual(chunkedOf(r, off.snapshot), []);
+    assert.equal(r.git('rev-parse', `${off.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
+    // Without it, every later capture would remove and re-hash the file that was chunked once.
+    assert.deepEqual(records(), []);
+    r.write('a.txt', 'b\n');
+    const again = capture(sb, r);
+    assert.equal(r.git('rev-parse', `${again.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
+    assertTotals(r, again.snapshot);
+  } finally {
+    sb.cleanup();
+  }
+});

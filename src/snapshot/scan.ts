@@ -118,6 +118,10 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
     if (unchunk.length) {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(unchunk) });
     }
+    // Chunking turned off: those paths are whole blobs from now on, and a record left in place would
+    // send them through the removal above on every capture (publishIndex removes the published one).
+    if (spec.write && !chunking && wasChunked.length)
+      fs.rmSync(`${spec.indexFile}${CHUNKS_RECORD_SUFFIX}`, { force: true });
     if (large.size) hashPaths = hashPaths.filter((p) => !large.has(p));
     // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
     await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
@@ -198,6 +202,8 @@ function publishIndex(work: string, indexFile: string): void {
   if (fs.existsSync(work)) fs.renameSync(work, indexFile);
   for (const suffix of [RECORD_SUFFIX, CHUNKS_RECORD_SUFFIX]) {
     if (fs.existsSync(`${work}${suffix}`)) fs.renameSync(`${work}${suffix}`, `${indexFile}${suffix}`);
+    // A chunk record the scan removed (chunking off) goes; one that never existed costs nothing.
+    else if (suffix === CHUNKS_RECORD_SUFFIX) fs.rmSync(`${indexFile}${suffix}`, { force: true });
   }
 }
 
