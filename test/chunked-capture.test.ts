@@ -47,6 +47,25 @@ function packObjectCounts(r: Repo): Map<string, number> {
   return out;
 }
 
+/** big.bin of `snap` does not reassemble: restore fails INTEGRITY_MISMATCH leaving no copy and no
+ * temporary, and verify reports chunk-integrity. */
+function refusedAndReported(sb: Sandbox, r: Repo, snap: string, blob: string): void {
+  const res = xet(sb, r.dir, ['restore', snap, sb.path('copy'), '--json']);
+  assert.equal(res.status, 3, describeRun(res));
+  assert.equal(parseJson(res).error.code, 'INTEGRITY_MISMATCH', describeRun(res));
+  assert.equal(parseJson(res).error.details.path, 'big.bin');
+  assert.equal(fs.existsSync(sb.path('copy')), false);
+  assert.deepEqual(
+    fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+    [],
+  );
+  const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
+  assert.equal(v.status, 1, describeRun(v));
+  assert.deepEqual(parseJson(v).differences, [
+    { kind: 'chunk-integrity', path: 'big.bin', expected: blob, actual: 'INTEGRITY_MISMATCH' },
+  ]);
+}
+
 test('a large untracked file is stored as a pointer, its chunks under chunks/, manifest v3', () => {
   const sb = createSandbox();
   try {
@@ -304,20 +323,7 @@ test('a chunk with wrong bytes under its name: restore fails INTEGRITY_MISMATCH 
     const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
     const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[5].split(/\s+/)[2];
     corruptChunk(r, victim);
-    const res = xet(sb, r.dir, ['restore', snap, sb.path('copy'), '--json']);
-    assert.equal(res.status, 3, describeRun(res));
-    assert.equal(parseJson(res).error.code, 'INTEGRITY_MISMATCH');
-    assert.equal(parseJson(res).error.details.path, 'big.bin');
-    assert.equal(fs.existsSync(sb.path('copy')), false);
-    assert.deepEqual(
-      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
-      [],
-    );
-    const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
-    assert.equal(v.status, 1, describeRun(v));
-    assert.deepEqual(parseJson(v).differences, [
-      { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'INTEGRITY_MISMATCH' },
-    ]);
+    refusedAndReported(sb, r, snap, p.blob);
   } finally {
     sb.cleanup();
   }
@@ -350,19 +356,7 @@ test('a chunk damaged inside its pack (stored and deflated): restore fails INTEG
       b[0] ^= 0x55;
       fs.writeSync(fd, b, 0, 1, at);
       fs.closeSync(fd);
-      const res = xet(sb, r.dir, ['restore', snap, sb.path('copy'), '--json']);
-      assert.equal(res.status, 3, describeRun(res));
-      assert.equal(parseJson(res).error.code, 'INTEGRITY_MISMATCH', describeRun(res));
-      assert.equal(fs.existsSync(sb.path('copy')), false);
-      assert.deepEqual(
-        fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
-        [],
-      );
-      const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
-      assert.equal(v.status, 1, describeRun(v));
-      assert.deepEqual(parseJson(v).differences, [
-        { kind: 'chunk-integrity', path: 'big.bin', expected: p.blob, actual: 'INTEGRITY_MISMATCH' },
-      ]);
+      refusedAndReported(sb, r, snap, p.blob);
     } finally {
       sb.cleanup();
     }
