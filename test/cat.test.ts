@@ -568,3 +568,26 @@ test('a real capture, lazily restored and hydrated, has the captured mtime and v
   const again = parseJson(xet(sb, dst, ['capture', '--json']));
   assert.equal(again.chunkedFiles, 1);
 });
+
+test('hydrate lays hard links of a chunked file as links, as restore does, and the copy verifies clean', () => {
+  const src = initRepo(sb, 'links-src').dir;
+  git(sb, src, ['config', 'xet.chunk.threshold', '1m']);
+  const data = crypto.randomBytes(2 * 1024 * 1024 + 11);
+  fs.writeFileSync(path.join(src, 'a.bin'), data);
+  fs.linkSync(path.join(src, 'a.bin'), path.join(src, 'b.bin'));
+  fs.mkdirSync(path.join(src, 'sub'));
+  fs.linkSync(path.join(src, 'a.bin'), path.join(src, 'sub', 'c.bin'));
+  const snap = parseJson(xet(sb, src, ['capture', '--json'])).snapshot as string;
+  const dst = sb.path('links-lazy');
+  const res = parseJson(xet(sb, sb.root, ['restore', snap, dst, '--from', `file://${src}`, '--lazy', '--json']));
+  assert.deepEqual([...res.lazy.deferred].sort(), ['a.bin', 'b.bin', 'sub/c.bin']);
+  const h = parseJson(xet(sb, dst, ['hydrate', '--json']));
+  assert.deepEqual(h.hydrated.map((x: { path: string }) => x.path).sort(), ['a.bin', 'b.bin', 'sub/c.bin']);
+  const ino = (p: string) => fs.statSync(path.join(dst, p)).ino;
+  assert.equal(ino('b.bin'), ino('a.bin'));
+  assert.equal(ino('sub/c.bin'), ino('a.bin'));
+  assert.equal(fs.statSync(path.join(dst, 'a.bin')).nlink, 3);
+  assert.ok(fs.readFileSync(path.join(dst, 'b.bin')).equals(data));
+  const v = parseJson(xet(sb, dst, ['verify', snap, '.', '--json']));
+  assert.equal(v.ok, true, JSON.stringify(v.differences));
+});

@@ -599,8 +599,20 @@ export async function capturedTimes(
   paths: string[],
   opts: GitOptions,
 ): Promise<Map<string, { sec: number; nsec: number }>> {
+  return (await capturedTimesAndLinks(filesTree, filemetaBlob, paths, opts)).times;
+}
+
+/** As capturedTimes, and for each of `paths` that is a hard link of an earlier path of the tree,
+ * that path (the first of its inode, as filemeta records it). */
+export async function capturedTimesAndLinks(
+  filesTree: string,
+  filemetaBlob: string | null,
+  paths: string[],
+  opts: GitOptions,
+): Promise<{ times: Map<string, { sec: number; nsec: number }>; linkOf: Map<string, string> }> {
   const out = new Map<string, { sec: number; nsec: number }>();
-  if (!filemetaBlob || !paths.length) return out;
+  const linkOf = new Map<string, string>();
+  if (!filemetaBlob || !paths.length) return { times: out, linkOf };
   const blobs: { path: string; mode: number; oid: string }[] = [];
   for (const rec of await gitZ(['ls-tree', '-r', '-z', '--full-tree', filesTree], opts)) {
     const tab = rec.indexOf('\t');
@@ -612,8 +624,11 @@ export async function capturedTimes(
   for (const p of paths) {
     let i = at.get(p);
     if (i === undefined) continue;
-    if (meta.linkTo[i] >= 0) i = meta.linkTo[i];
+    if (meta.linkTo[i] >= 0) {
+      i = meta.linkTo[i];
+      linkOf.set(p, blobs[i].path);
+    }
     out.set(p, { sec: meta.mtimeSec[i], nsec: meta.mtimeNsec[i] });
   }
-  return out;
+  return { times: out, linkOf };
 }

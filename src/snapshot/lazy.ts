@@ -25,7 +25,7 @@ import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { findRepo, repoOpts } from '../git/repo';
 import { assertNoSymlinkBetween } from './lay';
 import { readSnapshot } from './store';
-import { capturedTimes } from './filemeta';
+import { capturedTimesAndLinks } from './filemeta';
 import { setTimes } from './set-times';
 import {
   LAZY_SCHEMA,
@@ -256,7 +256,11 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
   const format = snap.manifest.git.objectFormat;
   const chunked = await chunkedFiles(snap, gopts);
   // Written files get their captured times, as restore gives every other file.
-  const times = await capturedTimes(snap.filesTree, snap.filemetaBlob, wanted, gopts);
+  const { times, linkOf } = await capturedTimesAndLinks(snap.filesTree, snap.filemetaBlob, wanted, gopts);
+  // A hard link of a file this run writes is linked to it, as restore lays links, not written again;
+  // those come after the files they link to.
+  const written = new Set<string>();
+  const order = [...wanted.filter((p) => !linkOf.has(p)), ...wanted.filter((p) => linkOf.has(p))];
   const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
   const result: HydrateResult = { hydrated: [], remaining: [], chunksFetched: 0, bytes: 0 };
   try {
@@ -271,11 +275,27 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
       all.push(...(await list.chunksFor(0, list.size)));
     }
     result.chunksFetched = await fetchLacking(repo, all, offline.git, gopts, format, opts.signal);
-    for (const p of wanted) {
+    for (const p of order) {
       const list = lists.get(p) as ChunkList;
       const abs = path.join(repo.worktree, p);
       assertNoSymlinkBetween(repo.worktree, path.dirname(abs));
       fs.mkdirSync(path.dirname(abs), { recursive: true });
+      const leader = linkOf.get(p);
+      if (leader !== undefined && written.has(leader)) {
+        try {
+          // Never over something written meanwhile: link(2) fails where a file now is.
+          fs.linkSync(path.join(repo.worktree, leader), abs);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === 'EEXIST') {
+            throw new XetError('TARGET_NOT_EMPTY', `${p} was written by someone else during hydrate`, { path: p });
+          }
+          throw e;
+        }
+        deferred.delete(p);
+        writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
+        result.hydrated.push({ path: p, size: list.size });
+        continue;
+      }
       const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.xet-hydrate-${process.pid}`);
       const mode = chunked.get(p)?.mode === '100755' ? 0o755 : 0o644;
       const stream = fs.createWriteStream(tmp, { flags: 'wx', mode, highWaterMark: 1 << 20 });
@@ -298,6 +318,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
         }
         throw e;
       }
+      written.add(p);
       deferred.delete(p);
       writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
       result.hydrated.push({ path: p, size: list.size });
@@ -306,6 +327,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
     offline.dispose();
   }
   result.remaining = [...deferred].sort();
+  result.hydrated.sort((a, b) => wanted.indexOf(a.path) - wanted.indexOf(b.path));
   return result;
 }
 
