@@ -70,6 +70,8 @@ export interface ChunkingResult {
   /** Chunks to be packed, and their bytes. */
   newChunks: number;
   newChunkBytes: number;
+  /** The chunk stat cache for the next run: written by `writeChunkRecord` once the index is final. */
+  record: ChunkRecord;
 }
 
 interface CachedFile {
@@ -84,13 +86,13 @@ interface CachedFile {
   oids: string;
 }
 
-interface ChunkRecord {
+export interface ChunkRecord {
   schema: 'xet.statcache-chunks/1';
   /** ms since the epoch when the run that wrote it started chunking. */
   startedAt: number;
   /** The threshold it chunked at: a cache made at another one says nothing of which files are large. */
   threshold?: number;
-  /** The trailer of the index it was published with (`sealChunkRecord`): only a record that belongs
+  /** The trailer of the index it was published with (`writeChunkRecord`): only a record that belongs
    * to the index in place may vouch that an entry is not a chunked file's pointer. */
   index?: string;
   files: { [path: string]: CachedFile };
@@ -127,8 +129,9 @@ export interface LargeSelection {
   deferred: Map<string, number>;
   /** The stat cache as it was before git's update-index. */
   before: Buffer | null;
-  hashLen: number;
 }
+
+const hashLenOf = (format: 'sha1' | 'sha256'): number => (format === 'sha256' ? 32 : 20);
 
 /**
  * Paths (of those git would hash) that are chunk candidates: regular files ≥ threshold, not clean
@@ -150,7 +153,7 @@ export function selectLarge(
   // A record that is not the index's own (a crash between publishing the two, an older copy) may
   // miss a chunked path; its pointer entry's 32-bit size could then pass for small (a file of 4 GiB
   // or more): nothing is deferred.
-  const own = record?.index !== undefined && record.index === trailerHex(indexFile, format === 'sha256' ? 32 : 20);
+  const own = record?.index !== undefined && record.index === trailerHex(indexFile, hashLenOf(format));
   const cache =
     record && own && record.threshold === spec.threshold
       ? recordedSmall(indexFile, spec.threshold, format, record)
@@ -165,7 +168,7 @@ export function selectLarge(
     const st = lstatBig(path.join(worktree, p));
     if (st && st.isFile() && st.size >= BigInt(spec.threshold)) large.set(p, st);
   }
-  return { large, deferred, before: cache?.buf ?? null, hashLen: format === 'sha256' ? 32 : 20 };
+  return { large, deferred, before: cache?.buf ?? null };
 }
 
 /** Stage-0 regular-file entries of the stat cache smaller than the threshold and not chunked. */
@@ -213,7 +216,7 @@ export function grownLarge(
   const out = new Map<string, fs.BigIntStats>();
   if (!sel.deferred.size || !sel.before) return out;
   const before = sel.before;
-  const width = STAT_BYTES + sel.hashLen;
+  const width = STAT_BYTES + hashLenOf(format);
   const parsed = parseIndex(indexFile, format);
   for (const [p, was] of sel.deferred) {
     const i = findEntry(parsed, p);
@@ -227,15 +230,13 @@ export function grownLarge(
   return out;
 }
 
-/** Tie the chunk record to the index as it is about to be published (after every write to it:
- * the filemeta collector's, write-tree's cache-tree). */
-export function sealChunkRecord(indexFile: string, format: 'sha1' | 'sha256'): void {
+/** Write the chunk record of this run (chunkLarge's), tied to the index as it is about to be
+ * published: after every write to it (the filemeta collector's, write-tree's cache-tree). */
+export function writeChunkRecord(indexFile: string, format: 'sha1' | 'sha256', record: ChunkRecord): void {
+  const index = trailerHex(indexFile, hashLenOf(format));
   const file = `${indexFile}${CHUNKS_RECORD_SUFFIX}`;
-  const record = readRecord(file);
-  const index = trailerHex(indexFile, format === 'sha256' ? 32 : 20);
-  if (!record || !index) return;
   const tmp = `${file}.${process.pid}`;
-  fs.writeFileSync(tmp, JSON.stringify({ ...record, index }));
+  fs.writeFileSync(tmp, JSON.stringify(index ? { ...record, index } : record));
   fs.renameSync(tmp, file);
 }
 
@@ -398,9 +399,6 @@ export async function chunkLarge(
       )
     : null;
   if (tree) items.push({ oid: tree.oid, type: 'tree', data: tree.data });
-  const tmp = `${indexFile}${CHUNKS_RECORD_SUFFIX}.${process.pid}`;
-  fs.writeFileSync(tmp, JSON.stringify(next));
-  fs.renameSync(tmp, `${indexFile}${CHUNKS_RECORD_SUFFIX}`);
   return {
     chunked,
     stats,
@@ -410,5 +408,6 @@ export async function chunkLarge(
     cacheHits,
     newChunks: packed.size,
     newChunkBytes,
+    record: next,
   };
 }

@@ -15,7 +15,7 @@ import {
   chunkLarge,
   CHUNKS_RECORD_SUFFIX,
   grownLarge,
-  sealChunkRecord,
+  writeChunkRecord,
   previouslyChunked,
   selectLarge,
   type ChunkedPath,
@@ -151,7 +151,7 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       ? await storeTree(spec, opts, extra, chunked, chunks?.items ?? [])
       : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
     collector?.saveRecord();
-    if (chunks) sealChunkRecord(spec.indexFile, spec.objectFormat);
+    if (chunks) writeChunkRecord(spec.indexFile, spec.objectFormat, chunks.record);
     if (staged) publishIndex(staged, given.indexFile);
     return {
       ...result,
