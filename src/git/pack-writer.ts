@@ -122,7 +122,8 @@ class PackFile {
 
   /**
    * Other threads write the next bytes. `hashed` takes each finished range (any order) and feeds the
-   * trailer hash from the file as soon as the bytes before it are in; `close` returns the end.
+   * trailer hash from the file as soon as the bytes before it are in; `close` takes the end the
+   * workers reached, checks every range up to it was hashed, and resumes sequential writes there.
    */
   shared(): { start: number; hashed: (offset: number, length: number) => void; close: (end: number) => void } {
     this.flush();
