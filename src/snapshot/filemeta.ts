@@ -591,20 +591,10 @@ export async function fileMetaDifferences(
 }
 
 /** The captured modification times of some paths of a snapshot's files tree (a link's is its
- * group's), read from its filemeta; empty when the snapshot has none. For writing files later
- * than the restore that laid the rest (hydrate). */
+ * group's), read from its filemeta, and for each path that is a hard link of an earlier path of
+ * the tree, that path (the first of its inode); both empty when the snapshot has no filemeta. For
+ * writing files later than the restore that laid the rest (hydrate). */
 export async function capturedTimes(
-  filesTree: string,
-  filemetaBlob: string | null,
-  paths: string[],
-  opts: GitOptions,
-): Promise<Map<string, { sec: number; nsec: number }>> {
-  return (await capturedTimesAndLinks(filesTree, filemetaBlob, paths, opts)).times;
-}
-
-/** As capturedTimes, and for each of `paths` that is a hard link of an earlier path of the tree,
- * that path (the first of its inode, as filemeta records it). */
-export async function capturedTimesAndLinks(
   filesTree: string,
   filemetaBlob: string | null,
   paths: string[],

@@ -25,7 +25,7 @@ import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { findRepo, repoOpts } from '../git/repo';
 import { assertNoSymlinkBetween } from './lay';
 import { readSnapshot } from './store';
-import { capturedTimesAndLinks } from './filemeta';
+import { capturedTimes } from './filemeta';
 import { setTimes } from './set-times';
 import {
   LAZY_SCHEMA,
@@ -256,13 +256,19 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
   const format = snap.manifest.git.objectFormat;
   const chunked = await chunkedFiles(snap, gopts);
   // Written files get their captured times, as restore gives every other file.
-  const { times, linkOf } = await capturedTimesAndLinks(snap.filesTree, snap.filemetaBlob, wanted, gopts);
+  const { times, linkOf } = await capturedTimes(snap.filesTree, snap.filemetaBlob, wanted, gopts);
   // A hard link of a file this run writes is linked to it, as restore lays links, not written again;
   // those come after the files they link to.
   const written = new Set<string>();
   const order = [...wanted.filter((p) => !linkOf.has(p)), ...wanted.filter((p) => linkOf.has(p))];
   const offline = offlineGit(repo.objectsDir, format, repo.gitDir);
   const result: HydrateResult = { hydrated: [], remaining: [], chunksFetched: 0, bytes: 0 };
+  // Recorded as each file is in place, so a hydrate stopped half way keeps what it wrote.
+  const hydrated = (p: string, size: number): void => {
+    deferred.delete(p);
+    writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
+    result.hydrated.push({ path: p, size });
+  };
   try {
     const ctx: ReadContext = { git: offline.git, format, signal: opts.signal };
     const lists = new Map<string, ChunkList>();
@@ -291,9 +297,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
           }
           throw e;
         }
-        deferred.delete(p);
-        writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
-        result.hydrated.push({ path: p, size: list.size });
+        hydrated(p, list.size);
         continue;
       }
       const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.xet-hydrate-${process.pid}`);
@@ -319,15 +323,14 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
         throw e;
       }
       written.add(p);
-      deferred.delete(p);
-      writeLazy(repo.commonDir, { ...rec, deferred: [...deferred] });
-      result.hydrated.push({ path: p, size: list.size });
+      hydrated(p, list.size);
     }
   } finally {
     offline.dispose();
   }
   result.remaining = [...deferred].sort();
-  result.hydrated.sort((a, b) => wanted.indexOf(a.path) - wanted.indexOf(b.path));
+  const rank = new Map(wanted.map((p, i) => [p, i]));
+  result.hydrated.sort((a, b) => (rank.get(a.path) ?? 0) - (rank.get(b.path) ?? 0));
   return result;
 }
 
