@@ -261,6 +261,19 @@ test('a file that changes while its chunks are packed: WORKTREE_CHANGED, no snap
   }
 });
 
+/** Repack every object but `victim` into one pack and drop the old packs: the repository lacks it. */
+function repackWithout(r: Repo, victim: string): void {
+  const dir = `${r.gitPath('objects')}/pack`;
+  const old = fs.readdirSync(dir);
+  const all = r
+    .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
+    .trim()
+    .split('\n')
+    .filter((o) => o !== victim);
+  r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
+  for (const n of old) fs.rmSync(`${dir}/${n}`);
+}
+
 test('verify reports a chunked file of the snapshot that does not reassemble: chunk-integrity CHUNK_MISSING', () => {
   const sb = createSandbox();
   try {
@@ -269,16 +282,7 @@ test('verify reports a chunked file of the snapshot that does not reassemble: ch
     const snap = capture(sb, r).snapshot as string;
     const p = parsePointer(Buffer.from(r.git('cat-file', 'blob', `${snap}:files/big.bin`)), 'sha1', 'big.bin');
     const victim = r.git('ls-tree', '-r', p.list).trim().split('\n')[3].split(/\s+/)[2];
-    // Repack everything but that one chunk, and drop the old packs.
-    const dir = `${r.gitPath('objects')}/pack`;
-    const old = fs.readdirSync(dir);
-    const all = r
-      .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
-      .trim()
-      .split('\n')
-      .filter((o) => o !== victim);
-    r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
-    for (const n of old) fs.rmSync(`${dir}/${n}`);
+    repackWithout(r, victim);
     assert.notEqual(r.gitTry('cat-file', '-e', victim).status, 0);
     const v = xet(sb, r.dir, ['verify', '--json', snap, '.']);
     assert.equal(v.status, 1, describeRun(v));
@@ -293,16 +297,8 @@ test('verify reports a chunked file of the snapshot that does not reassemble: ch
 /** Replace chunk `victim` with a loose object of the same name and size but other bytes (git does
  * not re-hash what it reads, so every reader gets the wrong bytes under the right name). */
 function corruptChunk(r: Repo, victim: string): void {
-  const dir = `${r.gitPath('objects')}/pack`;
-  const old = fs.readdirSync(dir);
-  const all = r
-    .git('cat-file', '--batch-all-objects', '--batch-check=%(objectname)')
-    .trim()
-    .split('\n')
-    .filter((o) => o !== victim);
   const bytes = execFileSync('git', ['cat-file', 'blob', victim], { cwd: r.dir });
-  r.gitInput(`${all.join('\n')}\n`, 'pack-objects', '-q', `${dir}/pack`);
-  for (const n of old) fs.rmSync(`${dir}/${n}`);
+  repackWithout(r, victim);
   const wrong = Buffer.from(bytes);
   wrong[wrong.length >> 1] ^= 0xff;
   const loose = `${r.gitPath('objects')}/${victim.slice(0, 2)}`;
