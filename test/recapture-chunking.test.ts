@@ -1,8 +1,8 @@
-// A re-capture does not lstat the files the stat cache records as small (chunked-scan.ts
-// `selectLarge`/`grownLarge`): these tests make sure that skipping never misses a file that has
-// become large since — grown in place, replaced by a new inode with an old mtime, a tracked file
-// edited to be large, a lowered threshold — and that every such file is chunked and restores
-// byte for byte, while a re-capture that changed nothing large keeps its pointers from the cache.
+// A re-capture trusts the stat cache (src/snapshot/capture-files.ts) for every file whose stat data
+// is unchanged: these tests make sure that never misses a file that has become large since — grown
+// in place, replaced by a new inode with an old mtime, a tracked file edited to be large, a lowered
+// threshold — and that every such file is chunked and restores byte for byte, while a re-capture
+// that changed nothing large keeps its pointers from the cache's chunk record.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -11,7 +11,7 @@ import { initRepo, type Repo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { describeRun, parseJson, xet } from './support/xet';
 import { writeLargeFile } from './support/fixtures';
-import { CHUNKS_RECORD_SUFFIX, selectLarge } from '../src/snapshot/chunked-scan';
+import { loadStatCache, STAT_CACHE_RECORD_SUFFIX } from '../src/snapshot/stat-cache';
 
 const MiB = 1024 * 1024;
 
@@ -143,7 +143,7 @@ test('a lowered xet.chunk.threshold chunks files the cache had recorded as small
   }
 });
 
-test('the small files are deferred only on the word of a chunk record sealed to the index in place', () => {
+test('the chunk record counts only when it is sealed to the index in place', () => {
   const sb = createSandbox();
   try {
     const r = initRepo(sb, 'repo');
@@ -151,23 +151,30 @@ test('the small files are deferred only on the word of a chunk record sealed to 
     r.commit('init', { 'a.txt': 'a\n' });
     for (let i = 0; i < 5; i++) r.write(`u${i}.txt`, `${i}\n`);
     writeLargeFile(r.p('big.bin'), MiB + 5, 31);
-    capture(sb, r);
+    // Written long ago: a file modified in the second before a capture is read again by the next.
+    fs.utimesSync(r.p('big.bin'), new Date(1_600_000_000_000), new Date(1_600_000_000_000));
+    const first = capture(sb, r);
     const cacheDir = path.join(r.gitPath('xet'), 'cache');
     const index = path.join(cacheDir, fs.readdirSync(cacheDir).find((n) => n.endsWith('.index')) as string);
-    const recordFile = `${index}${CHUNKS_RECORD_SUFFIX}`;
-    const spec = { threshold: MiB, cleanTracked: new Map<string, string>(), staged: new Map<string, string>() };
-    const paths = ['big.bin', ...Array.from({ length: 5 }, (_, i) => `u${i}.txt`)];
-    // Sealed by the capture: the five small files are left to git; the chunked one is lstat-ed.
-    const sealed = selectLarge(r.dir, index, paths, spec, 'sha1');
-    assert.deepEqual([...sealed.deferred.keys()].sort(), paths.slice(1));
-    assert.deepEqual([...sealed.large.keys()], ['big.bin']);
-    // The same record beside another index (a crash between the two renames): every path lstat-ed.
+    const recordFile = `${index}${STAT_CACHE_RECORD_SUFFIX}`;
+    // Sealed by the capture: it names the chunked file, and the next capture reuses its pointer.
+    assert.deepEqual(Object.keys(loadStatCache(index, 'sha1')?.record?.chunks?.files ?? {}), ['big.bin']);
+    r.write('a.txt', 'b\n');
+    const second = capture(sb, r);
+    assert.equal(second.chunking.cacheHits, 1);
+    // The same record beside another index (a crash between the two renames): no record at all, so
+    // the large file is chunked again, to the same pointer.
     const rec = JSON.parse(fs.readFileSync(recordFile, 'utf8'));
     fs.writeFileSync(recordFile, JSON.stringify({ ...rec, index: '0'.repeat(40) }));
-    assert.equal(selectLarge(r.dir, index, paths, spec, 'sha1').deferred.size, 0);
-    delete rec.index;
-    fs.writeFileSync(recordFile, JSON.stringify(rec));
-    assert.equal(selectLarge(r.dir, index, paths, spec, 'sha1').deferred.size, 0);
+    assert.equal(loadStatCache(index, 'sha1')?.record, null);
+    r.write('a.txt', 'c\n');
+    const third = capture(sb, r);
+    assert.equal(third.chunking.cacheHits, 0);
+    assert.equal(
+      r.git('rev-parse', `${third.snapshot}:files/big.bin`).trim(),
+      r.git('rev-parse', `${first.snapshot}:files/big.bin`).trim(),
+    );
+    restoreAndCompare(sb, r, third.snapshot, ['big.bin']);
   } finally {
     sb.cleanup();
   }
@@ -182,14 +189,15 @@ test('chunking turned off: the chunked file is a whole blob and the chunk record
     writeLargeFile(r.p('big.bin'), MiB + 3, 41);
     assert.deepEqual(chunkedOf(r, capture(sb, r).snapshot), ['big.bin']);
     const cacheDir = path.join(r.gitPath('xet'), 'cache');
-    const records = () => fs.readdirSync(cacheDir).filter((n) => n.endsWith(CHUNKS_RECORD_SUFFIX));
-    assert.equal(records().length, 1);
+    const index = path.join(cacheDir, fs.readdirSync(cacheDir).find((n) => n.endsWith('.index')) as string);
+    const chunkRecord = () => loadStatCache(index, 'sha1')?.record?.chunks;
+    assert.deepEqual(Object.keys(chunkRecord()?.files ?? {}), ['big.bin']);
     r.git('config', 'xet.chunk.threshold', 'off');
     const off = capture(sb, r);
     assert.deepEqual(chunkedOf(r, off.snapshot), []);
     assert.equal(r.git('rev-parse', `${off.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
-    // Without it, every later capture would remove and re-hash the file that was chunked once.
-    assert.deepEqual(records(), []);
+    // The record no longer names it: the cache's entry is the whole blob now.
+    assert.equal(chunkRecord(), undefined);
     r.write('a.txt', 'b\n');
     const again = capture(sb, r);
     assert.equal(r.git('rev-parse', `${again.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());

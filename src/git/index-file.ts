@@ -115,6 +115,8 @@ export interface ParsedIndex {
   version: number;
   hashLen: number;
   entries: RawIndexEntry[];
+  /** Where the entries end (and the extensions, if any, begin). */
+  entriesEnd: number;
 }
 
 export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): ParsedIndex {
@@ -180,7 +182,7 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
     entries.push(new RawIndexEntry(buf, arena, start, stop, mode, (flags >> 12) & 3, statAt, hashLen, ita));
   }
   // Entries made before the arena last grew point into the old buffer, which stays valid.
-  return { buf, version, hashLen, entries };
+  return { buf, version, hashLen, entries, entriesEnd: off };
 }
 
 /** Stat data as lstat gives it (from a bigint lstat, so nanoseconds and 64-bit inodes survive),

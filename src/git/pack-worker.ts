@@ -9,6 +9,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
+import { scanBatch, type ScanJob } from './file-scan';
 
 export interface WorkItem {
   oid: string;
@@ -341,5 +342,12 @@ export function processItem(item: WorkItem, format: 'sha1' | 'sha256', level: nu
 
 if (parentPort) {
   const port = parentPort;
-  port.on('message', (msg: WorkBatch) => port.postMessage(writeBatch(msg) satisfies WorkDone));
+  // Two kinds of work: lists of known objects (writeBatch), and worktree files to hash and pack in
+  // one pass (file-scan.ts).
+  port.on('message', (msg: WorkBatch | ScanJob) => {
+    if ('kind' in msg && msg.kind === 'scan') {
+      const done = scanBatch(msg);
+      port.postMessage(done, [done.state.buffer, done.stat.buffer, done.oid.buffer] as ArrayBuffer[]);
+    } else port.postMessage(writeBatch(msg as WorkBatch) satisfies WorkDone);
+  });
 }

@@ -410,14 +410,14 @@ export async function writePack(
       entries.push({ oid: item.oid, offset, crc: await deflateIntoPack(pack, item, format, level) });
     }
     const checksum = pack.finish();
-    writeIndex(tmpIdx, format, entries, checksum);
+    writePackIndex(tmpIdx, format, entries, checksum);
     const name = `pack-${checksum.toString('hex')}`;
     const finalPack = path.join(packDir, `${name}.pack`);
     const finalIdx = path.join(packDir, `${name}.idx`);
     const packBytes = pack.offset + checksum.length;
     await beforePublish?.({ name, objects: entries.length, packBytes, idxBytes: fs.statSync(tmpIdx).size });
-    publish(tmpPack, finalPack);
-    publish(tmpIdx, finalIdx);
+    publishFile(tmpPack, finalPack);
+    publishFile(tmpIdx, finalIdx);
     fsyncDir(packDir);
     return { pack: name, objects: entries.length, bytes: packBytes };
   } catch (e) {
@@ -433,7 +433,7 @@ export async function writePack(
   }
 }
 
-function publish(tmp: string, final: string): void {
+export function publishFile(tmp: string, final: string): void {
   if (fs.existsSync(final)) {
     // The same objects in the same order were packed before: identical bytes, keep the old file.
     fs.rmSync(tmp, { force: true });
@@ -442,7 +442,7 @@ function publish(tmp: string, final: string): void {
   fs.renameSync(tmp, final);
 }
 
-function fsyncDir(dir: string): void {
+export function fsyncDir(dir: string): void {
   const fd = fs.openSync(dir, 'r');
   try {
     fs.fsyncSync(fd);
@@ -452,7 +452,7 @@ function fsyncDir(dir: string): void {
 }
 
 /** Pack index version 2: fan-out, sorted names, CRC32s, 31-bit offsets (+ 64-bit table), checksums. */
-function writeIndex(
+export function writePackIndex(
   file: string,
   format: ObjectFormat,
   entries: { oid: string; offset: number; crc: number }[],

@@ -26,6 +26,8 @@ export interface PackAdmission {
    * lstat per new file). Throws ALLOWANCE_EXCEEDED, nothing written. */
   admit(objects: number, sizes: () => number[], scratch?: string): Promise<void>;
   beforePublish: BeforePublish;
+  /** Whether a limit is set: the pack's objects must then be admitted before any is written. */
+  readonly limited?: boolean;
 }
 
 const oidBytes = (repo: Repo): 20 | 32 => (repo.objectFormat === 'sha256' ? 32 : 20);
@@ -60,6 +62,10 @@ export class CaptureAllowance implements PackAdmission {
    * index (about 100 B per file of the worktree, once, while the old one still exists); it is
    * counted again by every other writer's check, and by this root once the capture ends.
    */
+  get limited(): boolean {
+    return !unlimited(repositoryLimits(this.config));
+  }
+
   async admit(objects: number, sizes: () => number[], scratch?: string): Promise<void> {
     if (!objects) return;
     // Without a limit the figure is never compared: the objects' sizes are not read for it.

@@ -17,9 +17,7 @@ import {
   identityEnv,
   type IndexEntry,
   indexFileTree,
-  lsTree,
   mktree,
-  objectSizes,
   readIndexEntries,
   readLocalConfig,
   readStash,
@@ -43,6 +41,7 @@ import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
+import { tracePhase } from '../testing/trace';
 import { holdObjectsShared } from '../gc/objects-lock';
 import { readOptional } from './fsutil';
 import { readRefView } from './refview';
@@ -50,7 +49,6 @@ import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
 import { lastWorkspaceSnapshot, sameSnapshotContent } from './unchanged';
 import { parseChunkThreshold } from '../chunks/params';
-import { MAX_POINTER_BYTES, POINTER_HEADER } from '../chunks/pointer';
 import { parseChunkCompression } from '../chunks/compression';
 import { readLazy } from '../chunks/source';
 import type { ChunkingSpec } from './chunked-scan';
@@ -160,6 +158,7 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 }
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
+  tracePhase('capture: start');
   const repo = await findRepo(options.cwd, !options.inner);
   const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
@@ -197,6 +196,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       });
     }
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
+    tracePhase('capture: reads');
     const [entries, config, ignoredList, refView, stash, localConfig, statDirty] = await Promise.all([
       readIndexEntries(userOpts),
       readConfig(userOpts),
@@ -226,6 +226,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');
+    tracePhase('capture: walk');
     const walk = walkWorktree({
       root: repo.worktree,
       tracked,
@@ -233,6 +234,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       policy,
       gitDirs: [repo.gitDir, repo.commonDir],
     });
+    tracePhase('capture: lfs check');
     progress(`checking ${walk.paths.length} files for Git LFS pointers`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);
     // Inner repositories first: each is a capture of its own (with its own refusals), and the
@@ -296,15 +298,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     ) as [ScanResult, { tree: string }, TagObjects];
 
     await faultPoint('capture:after-pack');
+    tracePhase('capture: manifest, commit, ref');
     progress('writing the snapshot');
     const filesTree = scan.tree;
-    let totals = await treeTotals(previous, scan, userOpts);
-    // Every path handed to git must be in the tree: git drops a path it refuses (or one that vanished
-    // since the walk) with a mere warning, and a count that includes it would be a lie. Totals carried
-    // over from an earlier capture are recounted before concluding anything.
-    if (totals.files !== walk.paths.length && previous) {
-      totals = await treeTotals(null, scan, userOpts);
-    }
+    // The scan counts what it put in the tree; a path that vanished since the walk is not in it,
+    // and a count that includes it would be a lie.
+    const totals = scan.totals as Totals;
     const { files: fileCount, bytes, symlinks } = totals;
     if (fileCount !== walk.paths.length) {
       throw new XetError(
@@ -487,6 +486,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     } catch (e) {
       warnings.push(`the sidecar was not updated (the next capture will store more): ${(e as Error).message}`);
     }
+    tracePhase('capture: consolidate');
     progress('consolidating packs');
     const repacked = await consolidatePacks(repo, config, allowance).catch((e: Error) => {
       warnings.push(`could not consolidate packs: ${e.message}`);
@@ -649,56 +649,6 @@ interface Totals {
   files: number;
   bytes: number;
   symlinks: number;
-}
-
-/** File count, bytes and symlink count of a files tree. From the previous capture's totals plus the
- * tree diff when there is one (O(changes)); otherwise from a full listing. A chunked file counts at
- * its real size: on the new side the scan knows its pointer; on the old side a changed entry whose
- * blob could be a pointer (small, with the pointer's header) sends it to the full listing, since the
- * diff alone cannot tell a chunked file from a file that holds a pointer's text. */
-async function treeTotals(
-  prev: ({ tree: string } & Totals) | null,
-  scan: ScanResult,
-  opts: { cwd: string },
-): Promise<Totals> {
-  if (prev && scan.changes) {
-    const t: Totals = { files: prev.files, bytes: prev.bytes, symlinks: prev.symlinks };
-    const sizes = await objectSizes(
-      scan.changes.flatMap((c) => [c.oldOid, c.newOid]).filter((oid) => !/^0+$/.test(oid)),
-      opts,
-    );
-    const small = scan.changes
-      .filter((c) => c.oldMode !== '000000' && c.oldMode !== '120000' && c.oldMode !== '160000')
-      .map((c) => c.oldOid)
-      .filter((oid) => (sizes.get(oid) ?? Infinity) <= MAX_POINTER_BYTES);
-    const olds = small.length ? await catFileBatch([...new Set(small)], opts, MAX_POINTER_BYTES) : null;
-    const pointerLike = [...(olds?.values() ?? [])].some(
-      (o) => !o || o.data.subarray(0, POINTER_HEADER.length).toString('latin1') === POINTER_HEADER,
-    );
-    if (!pointerLike) {
-      for (const c of scan.changes) {
-        if (c.oldMode !== '000000') {
-          t.files--;
-          t.bytes -= sizes.get(c.oldOid) ?? 0;
-          if (c.oldMode === '120000') t.symlinks--;
-        }
-        if (c.newMode !== '000000') {
-          t.files++;
-          t.bytes += scan.chunked.get(c.path)?.pointer.size ?? sizes.get(c.newOid) ?? 0;
-          if (c.newMode === '120000') t.symlinks++;
-        }
-      }
-      return t;
-    }
-  }
-  const listing = await lsTree(scan.tree, { ...opts, long: true });
-  const t: Totals = { files: listing.length, bytes: 0, symlinks: 0 };
-  for (const e of listing) {
-    // A chunked file counts at its real size, not its pointer's.
-    t.bytes += scan.chunked.get(e.path)?.pointer.size ?? e.size;
-    if (e.mode === '120000') t.symlinks++;
-  }
-  return t;
 }
 
 /** The files tree and totals of the newest snapshot in the repository, if any. */

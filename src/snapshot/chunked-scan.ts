@@ -1,19 +1,18 @@
 // Capture's side of chunked files (docs/FORMAT.md "Chunked files"): which of a scan's paths are
-// stored as chunks, their pointers (entered into the shadow index with `update-index --index-info`,
-// with true stat data, before write-tree), and the pack items they need (new chunks as range items,
-// list and segment trees, pointer blobs).
+// stored as chunks, their pointers (stat-cache entries with the file's true stat data), and the
+// pack items they need (new chunks as range items, list and segment trees, pointer blobs).
 //
 // Which files: a regular file whose lstat size is at least xet.chunk.threshold, except
-//   - a hard link that is not the first path of its inode (MetaCollector's followers get the first
-//     path's entry, a pointer included);
+//   - a hard link that is not the first path of its inode (followers get the first path's entry, a
+//     pointer included);
 //   - a tracked file whose bytes are its staged blob: the user's index says it is stat-clean (git's
-//     `diff-files` does not list it; the file is then hashed by git as any file is, and the stat
-//     cache keeps that to one read), or chunking it found its whole-file id equal to the staged one
-//     (a touched but unchanged file; the chunks are dropped). files/ then names the staged blob: no
-//     second copy of committed data.
+//     `diff-files` does not list it; the file is then hashed as any file is, and the stat cache keeps
+//     that to one read), or chunking it found its whole-file id equal to the staged one (a touched
+//     but unchanged file; the chunks are dropped). files/ then names the staged blob: no second copy
+//     of committed data.
 //
-// The chunk stat cache (`<stat-cache index>.chunks.json`, published with the index): per chunked
-// path the lstat data (size, mtime and ctime in ns, inode, device), the pointer and its chunk ids.
+// The chunk record (kept in the stat cache's XETC extension, so it is published with the entries
+// it describes, by one rename): per chunked path the lstat data (size, mtime and ctime in ns, inode, device), the pointer and its chunk ids.
 // A path whose lstat is unchanged and whose mtime is more than a second older than the run that
 // recorded it (racy-safe: a write in the same clock tick as that read cannot hide) reuses the pointer
 // without reading the file; its pointer and list are checked to be present (a pruned object is a
@@ -24,17 +23,16 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, joinZ, type GitOptions } from '../git/exec';
-import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat, type StatFields } from '../git/index-file';
+import type { GitOptions } from '../git/exec';
+import { canonicalMode } from '../git/index-writer';
+import { statFields, type StatFields } from '../git/index-file';
 import type { PackItem } from '../git/pack-writer';
 import { objectSizes } from '../git/plumbing';
 import { chunkFile, releaseChunkWorkers } from '../chunks/chunk-file';
 import { buildChunkList, chunksTree, type TreeObject } from '../chunks/list-tree';
 import { parsePointer, pointerOf, serializePointer, type ChunkPointer } from '../chunks/pointer';
-import { blobOid, trailerHex } from './filemeta';
+import { blobOid } from './filemeta';
 import type { ChunkCompression } from '../chunks/compression';
-
-export const CHUNKS_RECORD_SUFFIX = '.chunks.json';
 
 export interface ChunkingSpec {
   /** Files of this many bytes or more are chunked. */
@@ -65,12 +63,14 @@ export interface ChunkingResult {
   chunkCount: number;
   /** Paths whose pointer came from the stat cache without reading the file. */
   cacheHits: number;
-  /** The stat data each entered entry was checked against (for the filemeta collector). */
+  /** The stat data each entry was checked against. */
   stats: Map<string, StatFields>;
+  /** Each large path's stat-cache entry: its pointer, or its staged blob when that is its content. */
+  entries: Map<string, { mode: string; oid: string }>;
   /** Chunks to be packed, and their bytes. */
   newChunks: number;
   newChunkBytes: number;
-  /** The chunk stat cache for the next run: written by `writeChunkRecord` once the index is final. */
+  /** The chunk record for the next run (kept in the stat cache: stat-cache.ts). */
   record: ChunkRecord;
 }
 
@@ -92,19 +92,7 @@ export interface ChunkRecord {
   startedAt: number;
   /** The threshold it chunked at: a cache made at another one says nothing of which files are large. */
   threshold?: number;
-  /** The trailer of the index it was published with (`writeChunkRecord`): only a record that belongs
-   * to the index in place may vouch that an entry is not a chunked file's pointer. */
-  index?: string;
   files: { [path: string]: CachedFile };
-}
-
-function readRecord(file: string): ChunkRecord | null {
-  try {
-    const r = JSON.parse(fs.readFileSync(file, 'utf8')) as ChunkRecord;
-    return r.schema === 'xet.statcache-chunks/1' && typeof r.files === 'object' ? r : null;
-  } catch {
-    return null;
-  }
 }
 
 function lstatBig(abs: string): fs.BigIntStats | null {
@@ -121,146 +109,27 @@ function changed(p: string, why: string): XetError {
   });
 }
 
-/** Chunk candidates found before git hashes anything, and the paths whose size is left to git. */
-export interface LargeSelection {
-  large: Map<string, fs.BigIntStats>;
-  /** Paths the stat cache records as small files, not lstat-ed here (see `grownLarge`), and where
-   * their entry (stat data and object id) is in `before`. */
-  deferred: Map<string, number>;
-  /** The stat cache as it was before git's update-index. */
-  before: Buffer | null;
-}
-
-const hashLenOf = (format: 'sha1' | 'sha256'): number => (format === 'sha256' ? 32 : 20);
-
-/**
- * Paths (of those git would hash) that are chunk candidates: regular files ≥ threshold, not clean
- * tracked files. A path the stat cache records as a small file, in a cache whose last run chunked at
- * the same threshold, is not lstat-ed: git's `update-index` lstat-s every path anyway and rewrites
- * the entry of any file whose stat data changed, and `grownLarge` looks at those. Skipping the second
- * lstat of every path is most of the cost of a re-capture that finds nothing large changed.
- */
-export function selectLarge(
-  worktree: string,
-  indexFile: string,
-  paths: string[],
-  spec: ChunkingSpec,
-  format: 'sha1' | 'sha256',
-): LargeSelection {
-  const large = new Map<string, fs.BigIntStats>();
-  const deferred = new Map<string, number>();
-  const record = readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`);
-  // A record that is not the index's own (a crash between publishing the two, an older copy) may
-  // miss a chunked path; its pointer entry's 32-bit size could then pass for small (a file of 4 GiB
-  // or more): nothing is deferred.
-  const own = record?.index !== undefined && record.index === trailerHex(indexFile, hashLenOf(format));
-  const cache =
-    record && own && record.threshold === spec.threshold
-      ? recordedSmall(indexFile, spec.threshold, format, record)
-      : null;
-  for (const p of paths) {
-    if (spec.cleanTracked.has(p)) continue;
-    const at = cache?.small.get(p);
-    if (at !== undefined) {
-      deferred.set(p, at);
-      continue;
-    }
-    const st = lstatBig(path.join(worktree, p));
-    if (st && st.isFile() && st.size >= BigInt(spec.threshold)) large.set(p, st);
-  }
-  return { large, deferred, before: cache?.buf ?? null };
-}
-
-/** Stage-0 regular-file entries of the stat cache smaller than the threshold and not chunked. */
-function recordedSmall(
-  indexFile: string,
-  threshold: number,
-  format: 'sha1' | 'sha256',
-  record: ChunkRecord,
-): { buf: Buffer; small: Map<string, number> } | null {
-  let parsed;
-  try {
-    parsed = parseIndex(indexFile, format);
-  } catch {
-    return null;
-  }
-  const small = new Map<string, number>();
-  for (const e of parsed.entries) {
-    if (e.stage !== 0 || (e.mode & 0o170000) !== 0o100000) continue;
-    if (parsed.buf.readUInt32BE(e.offset + STAT_SIZE_AT) >= threshold) continue;
-    const p = e.path;
-    if (!(p in record.files)) small.set(p, e.offset);
-  }
-  return { buf: parsed.buf, small };
-}
-
-/** Where an index entry's 32-bit size is, from the start of its stat data (gitformat-index(5)). */
-const STAT_SIZE_AT = 36;
-const STAT_BYTES = 40;
-
-/**
- * After `update-index`: the deferred paths that are now large. An entry whose stat data and object
- * id are as they were is a file git's own stat check found unchanged, so it is still the small file
- * a real lstat once found (every path was lstat-ed when it entered the cache, or when it last
- * changed). Git rewrote the entry of every file that changed: those few are lstat-ed. No clock is
- * compared, so a copied tree (every ctime new) or a server's clock cannot mislead it, and a file of
- * 4 GiB or more, whose 32-bit recorded size may look small, is caught by its changed stat data.
- */
-export function grownLarge(
-  worktree: string,
-  indexFile: string,
-  sel: LargeSelection,
-  spec: ChunkingSpec,
-  format: 'sha1' | 'sha256',
-): Map<string, fs.BigIntStats> {
-  const out = new Map<string, fs.BigIntStats>();
-  if (!sel.deferred.size || !sel.before) return out;
-  const before = sel.before;
-  const width = STAT_BYTES + hashLenOf(format);
-  const parsed = parseIndex(indexFile, format);
-  for (const [p, was] of sel.deferred) {
-    const i = findEntry(parsed, p);
-    if (i >= 0) {
-      const at = parsed.entries[i].offset;
-      if (parsed.buf.compare(before, was, was + width, at, at + width) === 0) continue;
-    }
-    const st = lstatBig(path.join(worktree, p));
-    if (st && st.isFile() && st.size >= BigInt(spec.threshold)) out.set(p, st);
-  }
-  return out;
-}
-
-/** Write the chunk record of this run (chunkLarge's), tied to the index as it is about to be
- * published: after every write to it (the filemeta collector's, write-tree's cache-tree). */
-export function writeChunkRecord(indexFile: string, format: 'sha1' | 'sha256', record: ChunkRecord): void {
-  const index = trailerHex(indexFile, hashLenOf(format));
-  const file = `${indexFile}${CHUNKS_RECORD_SUFFIX}`;
-  const tmp = `${file}.${process.pid}`;
-  fs.writeFileSync(tmp, JSON.stringify(index ? { ...record, index } : record));
-  fs.renameSync(tmp, file);
-}
-
-/** The paths chunked last time (so that one no longer chunked is hashed by git afresh). */
-export function previouslyChunked(indexFile: string): string[] {
-  return Object.keys(readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`)?.files ?? {});
+/** The chunk record of a stat cache, if it was made at this threshold (another one says nothing of
+ * which files are large). */
+export function usableChunkRecord(record: ChunkRecord | undefined, threshold: number): ChunkRecord | null {
+  if (!record || record.schema !== 'xet.statcache-chunks/1' || typeof record.files !== 'object') return null;
+  return record.threshold === threshold ? record : null;
 }
 
 /**
- * Chunk the large paths (or reuse their cached pointers), enter their pointer entries into the
- * shadow index with stat data, and return what must be packed. Paths whose content turns out to be
- * their staged blob are entered with that blob instead (and returned in `asStaged`).
+ * Chunk the large paths (or reuse their cached pointers from the stat cache's chunk record) and
+ * return their stat-cache entries (the pointer, with the file's stat data) and what must be packed.
+ * A path whose content turns out to be its staged blob gets that blob as its entry instead.
  */
-export async function chunkLarge(
+export async function chunkFiles(
   worktree: string,
-  indexFile: string,
   large: Map<string, fs.BigIntStats>,
   spec: ChunkingSpec,
   format: 'sha1' | 'sha256',
-  opts: GitOptions,
+  record: ChunkRecord | null,
   objectOpts: GitOptions,
 ): Promise<ChunkingResult> {
   const startedAt = Date.now();
-  const record = readRecord(`${indexFile}${CHUNKS_RECORD_SUFFIX}`);
   const next: ChunkRecord = {
     schema: 'xet.statcache-chunks/1',
     startedAt,
@@ -269,12 +138,14 @@ export async function chunkLarge(
   };
   const chunked = new Map<string, ChunkedPath>();
   const items: PackItem[] = [];
-  const lines: string[] = [];
+  const entries = new Map<string, { mode: string; oid: string }>();
   const stats = new Map<string, StatFields>();
   const allChunks = new Set<string>();
   let cacheHits = 0;
   let newChunkBytes = 0;
-  const modeOf = (st: fs.BigIntStats): string => ((Number(st.mode) & 0o111) !== 0 ? '100755' : '100644');
+  // As git records a file's mode (the owner's execute bit), so a chunked file's mode is the one it
+  // would have as a blob.
+  const modeOf = (st: fs.BigIntStats): string => (canonicalMode(Number(st.mode)) === 0o100755 ? '100755' : '100644');
   // Cached pointers first: one batched presence check of their pointers and lists.
   const hits = new Map<string, CachedFile>();
   const limit = record ? BigInt(record.startedAt - 1000) * 1_000_000n : 0n;
@@ -311,7 +182,7 @@ export async function chunkLarge(
       }
       const st = large.get(p) as fs.BigIntStats;
       chunked.set(p, { mode: c.mode, pointerOid, pointer: ptr });
-      lines.push(`${c.mode} ${pointerOid}\t${p}`);
+      entries.set(p, { mode: c.mode, oid: pointerOid });
       stats.set(p, statFields(st));
       for (let i = 0; i < c.oids.length; i += pointerOid.length) allChunks.add(c.oids.slice(i, i + pointerOid.length));
       next.files[p] = c;
@@ -331,7 +202,7 @@ export async function chunkLarge(
     }
     if (spec.staged.get(p) === cf.blob) {
       // A touched tracked file with its committed bytes: the staged blob, as git would hash it.
-      lines.push(`${modeOf(st)} ${cf.blob}\t${p}`);
+      entries.set(p, { mode: modeOf(st), oid: cf.blob });
       stats.set(p, statFields(st));
       continue;
     }
@@ -341,7 +212,7 @@ export async function chunkLarge(
     const pointerOid = blobOid(data, format);
     const mode = modeOf(st);
     chunked.set(p, { mode, pointerOid, pointer });
-    lines.push(`${mode} ${pointerOid}\t${p}`);
+    entries.set(p, { mode, oid: pointerOid });
     stats.set(p, statFields(st));
     items.push({ oid: pointerOid, type: 'blob', data });
     for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
@@ -381,17 +252,6 @@ export async function chunkLarge(
       });
     }
   }
-  // Pointer entries into the shadow index, then their stat data (so restore-time tools and the
-  // filemeta collector see true times; git itself never re-hashes them: they are not given to it).
-  if (lines.length) {
-    await git(['update-index', '-z', '--index-info'], { ...opts, input: joinZ(lines) });
-    const parsed = parseIndex(indexFile, format);
-    for (const [p, s] of stats) {
-      const i = findEntry(parsed, p);
-      if (i >= 0) writeStat(parsed.buf, parsed.entries[i].offset, s);
-    }
-    writeIndexBuffer(indexFile, parsed);
-  }
   const tree = chunked.size
     ? chunksTree(
         [...chunked.values()].map((c) => c.pointer.list),
@@ -402,6 +262,7 @@ export async function chunkLarge(
   return {
     chunked,
     stats,
+    entries,
     items,
     chunksTree: tree,
     chunkCount: allChunks.size,

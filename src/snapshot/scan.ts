@@ -1,26 +1,18 @@
-// Turning a list of worktree paths into a tree object, byte for byte, through git's own C paths:
-// `update-index` (lstat, stat-cache hits, hashing) against an index file that persists between runs,
-// then `write-tree` (whose cache-tree extension makes unchanged directories free). With a persistent
-// index this is O(changes) after the first run; with `write: false` no blob is stored (verify, diff).
+// Turning a list of worktree paths into a tree object, byte for byte. Capture (`write`) does it in
+// one pass of its own (capture-files.ts: each new file read, hashed and packed once, the stat cache
+// written from that read). Verify and diff (no `write`) hash through git's own C paths instead:
+// `update-index` against a scratch copy of the stat cache, then `write-tree`; nothing is stored.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
-import { readLooseObject, writePack, type PackItem } from '../git/pack-writer';
-import { diffTrees, lsTree, objectSizes, type TreeChange } from '../git/plumbing';
+import { git, gitText, gitZ, joinZ } from '../git/exec';
+import { readLooseObject, type PackItem } from '../git/pack-writer';
+import type { TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
-import { blobOid, MetaCollector, serializeFileMeta, type FileMeta } from './filemeta';
+import { MetaCollector, type FileMeta } from './filemeta';
 import type { PackAdmission } from './capture-allowance';
-import {
-  chunkLarge,
-  CHUNKS_RECORD_SUFFIX,
-  grownLarge,
-  writeChunkRecord,
-  previouslyChunked,
-  selectLarge,
-  type ChunkedPath,
-  type ChunkingSpec,
-} from './chunked-scan';
+import type { ChunkedPath, ChunkingSpec } from './chunked-scan';
+import { captureFiles } from './capture-files';
 
 export interface ScanSpec {
   worktree: string;
@@ -55,11 +47,6 @@ export interface ScanSpec {
   chunking?: ChunkingSpec | null;
 }
 
-/** Without a previous tree, a first capture would look up every blob; past this many unknown ones
- * they are simply packed (a duplicate of an object stored elsewhere costs space, never correctness,
- * and the next repack drops it). */
-const LOOKUP_LIMIT = 2000;
-
 export interface ScanResult {
   tree: string;
   /** What changed since the previous tree, when one was used (write mode). */
@@ -74,11 +61,11 @@ export interface ScanResult {
   chunksTree: string | null;
   /** Distinct chunks of the chunked files; pointers reused from the chunk stat cache (no read). */
   chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
+  /** With `write`: files, bytes (a chunked file at its real size) and symlinks of the tree. */
+  totals?: { files: number; bytes: number; symlinks: number };
 }
 
-export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
-  const staged = given.admission ? stageIndex(given.indexFile, given.scratchDir) : null;
-  const spec = staged ? { ...given, indexFile: staged } : given;
+export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
   const shadow = createShadow({
     dir: spec.scratchDir,
     objectFormat: spec.objectFormat,
@@ -89,6 +76,35 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
   });
   try {
     const opts = { cwd: spec.worktree, env: shadow.env };
+    if (spec.write) {
+      // Capture: one pass of our own (capture-files.ts); git reads no file.
+      const r = await captureFiles({
+        worktree: spec.worktree,
+        objectFormat: spec.objectFormat,
+        objectsDir: spec.objectsDir,
+        indexFile: spec.indexFile,
+        paths: spec.paths,
+        previousTree: spec.previousTree,
+        knownObjects: spec.knownObjects,
+        progress: spec.progress,
+        admission: spec.admission,
+        extraItems: spec.extraItems,
+        chunking: spec.chunking,
+        gitOptions: opts,
+        scratchDir: spec.scratchDir,
+      });
+      return {
+        tree: r.tree,
+        changes: null,
+        meta: r.meta,
+        metaBlob: r.metaBlob,
+        chunked: r.chunked,
+        chunksTree: r.chunksTree,
+        chunkStats: r.chunkStats,
+        totals: r.totals,
+      };
+    }
+    // Verify and diff: git hashes the files into a scratch copy of the stat cache; nothing is stored.
     // A lock left by a killed run: we hold the workspace lock, so nobody else is using this index.
     fs.rmSync(`${spec.indexFile}.lock`, { force: true });
     let previous: string[] = [];
@@ -105,105 +121,24 @@ export async function scanToTree(given: ScanSpec): Promise<ScanResult> {
       await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(gone) });
     }
     const collector = spec.meta ? new MetaCollector(spec.worktree, spec.indexFile, spec.objectFormat) : null;
-    let hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
-    // Large files are chunked by us, never hashed by git (chunked-scan.ts); a path chunked last
-    // time that is not now loses its pointer entry first, so git hashes it afresh.
-    const chunking = spec.write ? (spec.chunking ?? null) : null;
-    const wasChunked = previouslyChunked(spec.indexFile);
-    const selection = chunking
-      ? selectLarge(spec.worktree, spec.indexFile, hashPaths, chunking, spec.objectFormat)
-      : null;
-    const large = selection?.large ?? new Map<string, fs.BigIntStats>();
-    const unchunk = wasChunked.filter((p) => current.has(p) && !large.has(p));
-    if (unchunk.length) {
-      await git(['update-index', '--force-remove', '-z', '--stdin'], { ...opts, input: joinZ(unchunk) });
-    }
-    // Chunking turned off: those paths are whole blobs from now on, and a record left in place would
-    // send them through the removal above on every capture (publishIndex removes the published one).
-    if (spec.write && !chunking && wasChunked.length)
-      fs.rmSync(`${spec.indexFile}${CHUNKS_RECORD_SUFFIX}`, { force: true });
-    if (large.size) hashPaths = hashPaths.filter((p) => !large.has(p));
-    // Git hashes (and stat-caches) every file; nothing is stored yet. Storing is ours: see below.
+    const hashPaths = collector ? collector.prepare(spec.paths, previous) : spec.paths;
     await git(['update-index', '--add', '--remove', '--replace', '--info-only', '-z', '--stdin'], {
       ...opts,
       input: joinZ(hashPaths),
     });
-    // A deferred path that grew large was just hashed by git; its entry becomes a pointer below.
-    if (chunking && selection) {
-      for (const [p, st] of grownLarge(spec.worktree, spec.indexFile, selection, chunking, spec.objectFormat)) {
-        large.set(p, st);
-      }
-    }
-    // Run on every chunking capture, large files or not: its record says which threshold it used.
-    const chunks = chunking
-      ? await chunkLarge(spec.worktree, spec.indexFile, large, chunking, spec.objectFormat, opts, opts)
-      : null;
-    if (chunks) collector?.trust(chunks.stats);
     const meta = collector ? await collector.finish(opts) : null;
-    const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();
-    // A hard link of a chunked file is the same pointer (MetaCollector gave it its first path's entry).
-    for (const [f, rep] of collector?.linkedPaths() ?? []) {
-      const c = chunked.get(rep);
-      if (c) chunked.set(f, c);
-    }
-    const extra = meta && spec.write ? metaItem(meta, spec.objectFormat) : null;
-    const result = spec.write
-      ? await storeTree(spec, opts, extra, chunked, chunks?.items ?? [])
-      : { tree: await gitText(['write-tree', '--missing-ok'], opts), changes: null };
+    const tree = await gitText(['write-tree', '--missing-ok'], opts);
     collector?.saveRecord();
-    if (chunks) writeChunkRecord(spec.indexFile, spec.objectFormat, chunks.record);
-    if (staged) publishIndex(staged, given.indexFile);
     return {
-      ...result,
+      tree,
+      changes: null,
       meta,
-      ...(extra ? { metaBlob: extra.oid } : {}),
-      chunked: new Map([...chunked].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))),
-      chunksTree: chunks?.chunksTree?.oid ?? null,
-      chunkStats: {
-        chunks: chunks?.chunkCount ?? 0,
-        cacheHits: chunks?.cacheHits ?? 0,
-        newChunks: chunks?.newChunks ?? 0,
-        newChunkBytes: chunks?.newChunkBytes ?? 0,
-      },
+      chunked: new Map<string, ChunkedPath>(),
+      chunksTree: null,
+      chunkStats: { chunks: 0, cacheHits: 0, newChunks: 0, newChunkBytes: 0 },
     };
   } finally {
     shadow.dispose();
-  }
-}
-
-const RECORD_SUFFIX = '.meta.json';
-
-/** A working copy of the stat cache (and its filemeta record) in the scratch dir: a hard link, which
- * git never writes through (it writes a new index and renames it), else a copy with the same times
- * (git's racy-entry check compares entries' mtimes with the index's). */
-function stageIndex(indexFile: string, scratch: string): string {
-  fs.mkdirSync(scratch, { recursive: true });
-  const work = path.join(scratch, 'xet-stat-cache.index');
-  for (const [from, to] of [
-    [indexFile, work],
-    [`${indexFile}${RECORD_SUFFIX}`, `${work}${RECORD_SUFFIX}`],
-    [`${indexFile}${CHUNKS_RECORD_SUFFIX}`, `${work}${CHUNKS_RECORD_SUFFIX}`],
-  ]) {
-    try {
-      fs.linkSync(from, to);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      fs.copyFileSync(from, to);
-      const st = fs.statSync(from);
-      fs.utimesSync(to, st.atime, st.mtime);
-    }
-  }
-  return work;
-}
-
-/** The stat cache, then its record (a record that does not match its index is ignored: a crash in
- * between costs a full lstat next time, never a wrong answer). */
-function publishIndex(work: string, indexFile: string): void {
-  if (fs.existsSync(work)) fs.renameSync(work, indexFile);
-  for (const suffix of [RECORD_SUFFIX, CHUNKS_RECORD_SUFFIX]) {
-    if (fs.existsSync(`${work}${suffix}`)) fs.renameSync(`${work}${suffix}`, `${indexFile}${suffix}`);
-    // A chunk record the scan removed (chunking off) goes; one that never existed costs nothing.
-    else if (suffix === CHUNKS_RECORD_SUFFIX) fs.rmSync(`${indexFile}${suffix}`, { force: true });
   }
 }
 
@@ -211,97 +146,6 @@ export function scratchDir(base: string, what: string): string {
   fs.mkdirSync(base, { recursive: true });
   // The pid says whose it is: a killed capture's leftovers are removed by a later one (leftovers.ts).
   return fs.mkdtempSync(path.join(base, `${what}-${process.pid}-`));
-}
-
-/** Trees go to a scratch object dir, then every object the repository lacks (new blobs read from
- * the worktree, new trees) is written as one pack: one file, written with all cores. */
-function metaItem(meta: FileMeta, format: 'sha1' | 'sha256'): PackItem {
-  const data = serializeFileMeta(meta);
-  return { oid: blobOid(data, format), type: 'blob', data };
-}
-
-async function storeTree(
-  spec: ScanSpec,
-  opts: { cwd: string; env: Record<string, string | undefined> },
-  extra: PackItem | null,
-  chunked: Map<string, ChunkedPath>,
-  chunkItems: PackItem[],
-): Promise<{ tree: string; changes: TreeChange[] | null }> {
-  const scratchObjects = path.join(spec.scratchDir, 'objects');
-  fs.mkdirSync(scratchObjects, { recursive: true });
-  const env = {
-    ...opts.env,
-    GIT_OBJECT_DIRECTORY: scratchObjects,
-    GIT_ALTERNATE_OBJECT_DIRECTORIES: [spec.objectsDir, ...(spec.alternates ?? [])].join(':'),
-  };
-  const o = { cwd: opts.cwd, env };
-  const tree = await gitText(['write-tree', '--missing-ok'], o);
-  const found = await candidateBlobs(tree, spec.previousTree ?? null, o);
-  const { changes } = found;
-  // Pointers (and their chunks and lists) come as items of their own, never read from the file.
-  const blobs = chunked.size ? found.blobs.filter((b) => !chunked.has(b.path)) : found.blobs;
-  let unknown = blobs.map((b) => b.oid);
-  if (changes === null && spec.knownObjects) unknown = unknown.filter((oid) => !spec.knownObjects?.has(oid));
-  // The filemeta blob is looked up with the files' (it is the same as last time when no time changed).
-  if (extra) unknown.push(extra.oid);
-  const missing =
-    changes === null && unknown.length > LOOKUP_LIMIT ? new Set(unknown) : await missingObjects(unknown, o);
-  const items: PackItem[] = [];
-  if (extra && missing.delete(extra.oid)) items.push(extra);
-  if (spec.extraItems) items.push(...(await spec.extraItems));
-  items.push(...chunkItems);
-  for (const b of blobs) {
-    if (!missing.has(b.oid)) continue;
-    missing.delete(b.oid);
-    items.push({ oid: b.oid, type: 'blob', file: path.join(spec.worktree, b.path), symlink: b.mode === '120000' });
-  }
-  for (const t of looseObjects(scratchObjects)) items.push(t);
-  // The trees are in memory now (items' data) and go into the pack: their loose copies would hold
-  // them twice on disk (and a file per directory) while the pack is written.
-  fs.rmSync(scratchObjects, { recursive: true, force: true });
-  const unique = [...new Map(items.map((i) => [i.oid, i])).values()];
-  await spec.admission?.admit(unique.length, () => unique.map(itemSize), spec.scratchDir);
-  if (items.length) spec.progress?.(`storing ${items.length} new objects`);
-  await writePack(spec.objectsDir, spec.objectFormat, unique, 1, spec.admission?.beforePublish, {
-    chunkLevel: spec.chunking?.level,
-  });
-  return { tree, changes };
-}
-
-/** An object's inflated size before it is read: a link's is its target's length, as lstat says. */
-function itemSize(i: PackItem): number {
-  if (i.data) return i.data.length;
-  if (i.range) return i.range.size;
-  return i.file ? (fs.lstatSync(i.file, { throwIfNoEntry: false })?.size ?? 0) : 0;
-}
-
-interface BlobRef {
-  mode: string;
-  oid: string;
-  path: string;
-}
-
-/** Blobs that may be new: those changed since `previous` (O(changes)), else all of them. */
-async function candidateBlobs(
-  tree: string,
-  previous: string | null,
-  o: GitOptions,
-): Promise<{ blobs: BlobRef[]; changes: TreeChange[] | null }> {
-  const out: BlobRef[] = [];
-  if (previous && (await git(['cat-file', '-e', `${previous}^{tree}`], { ...o, okCodes: [1, 128] })).code === 0) {
-    const changes = await diffTrees(previous, tree, o);
-    for (const c of changes) {
-      if (c.newMode !== '000000' && c.newMode !== '160000') out.push({ mode: c.newMode, oid: c.newOid, path: c.path });
-    }
-    return { blobs: out, changes };
-  }
-  for (const e of await lsTree(tree, o)) if (e.type === 'blob') out.push({ mode: e.mode, oid: e.oid, path: e.path });
-  return { blobs: out, changes: null };
-}
-
-async function missingObjects(oids: string[], o: GitOptions): Promise<Set<string>> {
-  const present = await objectSizes(oids, o);
-  return new Set(oids.filter((oid) => !present.has(oid)));
 }
 
 /** Every loose object in a scratch object dir (the trees write-tree just made). */

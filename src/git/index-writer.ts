@@ -1,0 +1,206 @@
+// Writing a whole git index file (gitformat-index(5), versions 2 and 4) from entries we already
+// hold, so that capture's stat cache is filled from the one read that hashed and stored each file,
+// without git reading and hashing every file a second time (`update-index`). The bytes are what git
+// writes for the same entries: stat data as `fill_stat_data` records it (every field cast to 32
+// bits), the canonical mode, name-length flags, v4 prefix compression, and a cache-tree (TREE)
+// extension git itself can use. test/index-writer.test.ts holds it to git's own output.
+//
+// Extensions whose signature starts with an upper-case letter are optional: git skips those it does
+// not know, and drops them when it rewrites the file. Capture keeps its own record in one (XETC), so
+// the record and the entries it vouches for are one file, published by one rename.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export const STAT_BYTES = 40;
+
+/** Offsets inside an entry's 40 bytes of stat data. */
+export const STAT = {
+  ctime: 0,
+  ctimeNs: 4,
+  mtime: 8,
+  mtimeNs: 12,
+  dev: 16,
+  ino: 20,
+  mode: 24,
+  uid: 28,
+  gid: 32,
+  size: 36,
+};
+
+export interface IndexEntryOut {
+  /** The path's UTF-8 bytes ('/'-separated). */
+  path: Buffer;
+  /** 40 bytes of stat data, as git stores them (mode included, at STAT.mode). */
+  stat: Buffer;
+  /** The raw object id. */
+  oid: Buffer;
+}
+
+/** One directory of the cache-tree: its tree id (null: invalid) and how many entries it covers. */
+export interface CacheTreeNode {
+  /** The directory's own name (empty at the root). */
+  name: Buffer;
+  entryCount: number;
+  oid: Buffer | null;
+  children: CacheTreeNode[];
+}
+
+export interface IndexExtension {
+  signature: string;
+  data: Buffer;
+}
+
+const NS = 1_000_000_000n;
+const u32 = (v: bigint): number => Number(BigInt.asUintN(32, v));
+const floorDiv = (ns: bigint): bigint => (ns >= 0n || ns % NS === 0n ? ns / NS : ns / NS - 1n);
+
+/** The mode git records for what lstat saw (create_ce_mode with core.filemode and core.symlinks on):
+ * a regular file is 100755 when its owner may execute it, else 100644. 0 for anything else. */
+export function canonicalMode(stMode: number): number {
+  const type = stMode & 0o170000;
+  if (type === 0o100000) return stMode & 0o100 ? 0o100755 : 0o100644;
+  if (type === 0o120000) return 0o120000;
+  return 0;
+}
+
+/** The 40 bytes git records for this lstat (fill_stat_data), written at `at` of `out`. */
+export function statBlockInto(st: fs.BigIntStats, out: Buffer, at: number): void {
+  const ctime = floorDiv(st.ctimeNs);
+  const mtime = floorDiv(st.mtimeNs);
+  out.writeUInt32BE(u32(ctime), at);
+  out.writeUInt32BE(Number(st.ctimeNs - ctime * NS), at + 4);
+  out.writeUInt32BE(u32(mtime), at + 8);
+  out.writeUInt32BE(Number(st.mtimeNs - mtime * NS), at + 12);
+  out.writeUInt32BE(u32(st.dev), at + 16);
+  out.writeUInt32BE(u32(st.ino), at + 20);
+  out.writeUInt32BE(canonicalMode(Number(st.mode)), at + 24);
+  out.writeUInt32BE(Number(st.uid) >>> 0, at + 28);
+  out.writeUInt32BE(Number(st.gid) >>> 0, at + 32);
+  out.writeUInt32BE(u32(st.size), at + 36);
+}
+
+export function statBlock(st: fs.BigIntStats): Buffer {
+  const b = Buffer.allocUnsafe(STAT_BYTES);
+  statBlockInto(st, b, 0);
+  return b;
+}
+
+/** Whether two stat blocks say the same file for a stat cache: every field but the device (git
+ * leaves st_dev out too: an overlay or NFS mount may renumber it), nanoseconds included. */
+export function sameStat(a: Buffer, aAt: number, b: Buffer, bAt: number): boolean {
+  return (
+    a.compare(b, bAt, bAt + STAT.dev, aAt, aAt + STAT.dev) === 0 &&
+    a.compare(b, bAt + 20, bAt + 40, aAt + 20, aAt + 40) === 0
+  );
+}
+
+/** Git's varint (the offset encoding of pack and index v4): 7 bits a byte, most significant first,
+ * each continued byte storing one less. */
+function varint(value: number): Buffer {
+  const tmp = Buffer.allocUnsafe(16);
+  let pos = 15;
+  tmp[pos] = value & 127;
+  while ((value = Math.floor(value / 128)) > 0) tmp[--pos] = 128 | (--value & 127);
+  return tmp.subarray(pos);
+}
+
+/** The cache-tree extension's body: nodes in pre-order, subtrees in git's order (by name length,
+ * then bytes: cache-tree.c's subtree_name_cmp), so git reads back exactly the tree it would build. */
+export function serializeCacheTree(root: CacheTreeNode): Buffer {
+  const parts: Buffer[] = [];
+  const walk = (n: CacheTreeNode): void => {
+    parts.push(n.name, Buffer.from(`\0${n.entryCount} ${n.children.length}\n`, 'latin1'));
+    if (n.entryCount >= 0 && n.oid) parts.push(n.oid);
+    const kids = [...n.children].sort((x, y) => x.name.length - y.name.length || Buffer.compare(x.name, y.name));
+    for (const c of kids) walk(c);
+  };
+  walk(root);
+  return Buffer.concat(parts);
+}
+
+/**
+ * An index file's bytes. Entries must be sorted by path bytes, stage 0, with no duplicates (git
+ * refuses an index that is not). Version 4 compresses each path against the one before it.
+ */
+export function serializeIndex(
+  entries: readonly IndexEntryOut[],
+  options: { version: 2 | 4; format: 'sha1' | 'sha256'; extensions?: IndexExtension[] },
+): Buffer {
+  const hashLen = options.format === 'sha256' ? 32 : 20;
+  const v4 = options.version === 4;
+  let size = 12;
+  for (const e of entries)
+    size += v4 ? STAT_BYTES + hashLen + 2 + 4 + e.path.length + 1 : (STAT_BYTES + hashLen + 2 + e.path.length + 8) & ~7;
+  for (const x of options.extensions ?? []) size += 8 + x.data.length;
+  const buf = Buffer.alloc(size + hashLen);
+  buf.write('DIRC', 0, 'latin1');
+  buf.writeUInt32BE(options.version, 4);
+  buf.writeUInt32BE(entries.length, 8);
+  let at = 12;
+  let prev: Buffer | null = null;
+  for (const e of entries) {
+    const start = at;
+    e.stat.copy(buf, at, 0, STAT_BYTES);
+    at += STAT_BYTES;
+    e.oid.copy(buf, at, 0, hashLen);
+    at += hashLen;
+    buf.writeUInt16BE(Math.min(e.path.length, 0xfff), at);
+    at += 2;
+    if (v4) {
+      let common = 0;
+      if (prev) {
+        const max = Math.min(prev.length, e.path.length);
+        while (common < max && prev[common] === e.path[common]) common++;
+      }
+      const v = varint(prev ? prev.length - common : 0);
+      v.copy(buf, at);
+      at += v.length;
+      at += e.path.copy(buf, at, common);
+      buf[at++] = 0;
+      prev = e.path;
+    } else {
+      at += e.path.copy(buf, at);
+      at = start + ((at - start + 8) & ~7); // 1 to 8 NULs (the buffer is zeroed)
+    }
+  }
+  for (const x of options.extensions ?? []) {
+    buf.write(x.signature, at, 'latin1');
+    buf.writeUInt32BE(x.data.length, at + 4);
+    x.data.copy(buf, at + 8);
+    at += 8 + x.data.length;
+  }
+  crypto.createHash(options.format).update(buf.subarray(0, at)).digest().copy(buf, at);
+  return buf.subarray(0, at + hashLen);
+}
+
+/** Publish an index file: written beside it under a temporary name, then renamed over it (git's
+ * readers never see half a file). Its mtime is the moment it is written, as git's is: entries
+ * whose files changed in that second are "racily clean" to git, which then reads them. */
+export function writeIndexFile(file: string, data: Buffer): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.xet-${process.pid}`);
+  const fd = fs.openSync(tmp, 'w', 0o644);
+  try {
+    let done = 0;
+    while (done < data.length) done += fs.writeSync(fd, data, done, data.length - done);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, file);
+}
+
+/** The optional extensions of an index file, by signature (a damaged or foreign file gives none). */
+export function readExtensions(buf: Buffer, hashLen: number, entriesEnd: number): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  let at = entriesEnd;
+  const limit = buf.length - hashLen;
+  while (at + 8 <= limit) {
+    const sig = buf.toString('latin1', at, at + 4);
+    const len = buf.readUInt32BE(at + 4);
+    if (at + 8 + len > limit) return new Map();
+    out.set(sig, buf.subarray(at + 8, at + 8 + len));
+    at += 8 + len;
+  }
+  return at === limit ? out : new Map();
+}

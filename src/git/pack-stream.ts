@@ -1,0 +1,364 @@
+// A pack whose objects are not known when it is started: capture's one pass over the worktree
+// decides what to store only as it hashes each file (pack-writer.ts writes packs of objects known in
+// advance). Worker threads append entries at ranges they reserve with an atomic add on a shared
+// end-of-pack counter (file-scan.ts, pack-worker.ts); the object count in the header is written
+// last, and the trailer is the SHA-1 of the finished file, read back from the page cache. Publishing
+// is pack-writer.ts's: fsync, the .idx written, both renamed into place with the .idx last.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import * as zlib from 'node:zlib';
+import { XetError } from '../errors';
+import { faultPoint } from '../testing/fault-points';
+import { entryHeader, processItem, type WorkBatch, type WorkDone } from './pack-worker';
+import {
+  fsyncDir,
+  publishFile,
+  writePackIndex,
+  type BeforePublish,
+  type PackItem,
+  type PackResult,
+} from './pack-writer';
+
+const MAX_WORKERS = Number(process.env.XET_PACK_WORKERS ?? 4);
+const WORKER_YOUNG_MB = Number(process.env.XET_WORKER_YOUNG_MB ?? 16);
+
+/** Worker threads running pack-worker.ts, each given at most two messages at a time. */
+export class WorkerPool {
+  private readonly workers: Worker[];
+  private readonly queue: { msg: unknown; resolve: (v: unknown) => void; reject: (e: Error) => void }[] = [];
+  private readonly busy = new Map<Worker, { resolve: (v: unknown) => void; reject: (e: Error) => void }[]>();
+  private failed: Error | null = null;
+
+  constructor(n = WorkerPool.size()) {
+    this.workers = Array.from(
+      { length: n },
+      // Young generations of 16 MiB: small enough to keep each worker near its working set, large
+      // enough that 2 MiB batches do not scavenge all the time.
+      () =>
+        new Worker(path.join(__dirname, 'pack-worker.js'), {
+          resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
+        }),
+    );
+    for (const w of this.workers) {
+      this.busy.set(w, []);
+      w.on('message', (m: unknown) => {
+        const waiting = this.busy.get(w) as { resolve: (v: unknown) => void }[];
+        waiting.shift()?.resolve(m);
+        this.pump();
+      });
+      w.on('error', (e: Error) => this.fail(e));
+      w.on('exit', (code) => {
+        if (code !== 0) this.fail(new Error(`a pack worker exited with code ${code}`));
+      });
+    }
+  }
+
+  static size(): number {
+    return Math.max(1, Math.min(os.availableParallelism(), MAX_WORKERS));
+  }
+
+  get threads(): number {
+    return this.workers.length;
+  }
+
+  run<T>(msg: unknown): Promise<T> {
+    if (this.failed) return Promise.reject(this.failed);
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ msg, resolve: resolve as (v: unknown) => void, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    for (const w of this.workers) {
+      const waiting = this.busy.get(w) as { resolve: (v: unknown) => void; reject: (e: Error) => void }[];
+      while (waiting.length < 2 && this.queue.length) {
+        const job = this.queue.shift() as (typeof this.queue)[number];
+        waiting.push(job);
+        w.postMessage(job.msg);
+      }
+    }
+  }
+
+  private fail(e: Error): void {
+    if (this.failed) return;
+    this.failed = e;
+    for (const waiting of this.busy.values()) for (const j of waiting.splice(0)) j.reject(e);
+    for (const j of this.queue.splice(0)) j.reject(e);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+}
+
+export interface PackEntry {
+  oid: string;
+  offset: number;
+  crc: number;
+}
+
+export class PackStream {
+  readonly fd: number;
+  /** The end of the pack so far (a BigInt64Array over it): every writer reserves its range here. */
+  readonly end = new SharedArrayBuffer(8);
+  readonly entries: PackEntry[] = [];
+  private readonly oids = new Set<string>();
+  private closed = false;
+
+  private constructor(
+    readonly packDir: string,
+    readonly file: string,
+    readonly idxFile: string,
+    readonly format: 'sha1' | 'sha256',
+  ) {
+    this.fd = fs.openSync(file, 'wx+', 0o444);
+    const header = Buffer.alloc(12);
+    header.write('PACK', 0, 'latin1');
+    header.writeUInt32BE(2, 4);
+    fs.writeSync(this.fd, header, 0, 12, 0);
+    new BigInt64Array(this.end)[0] = 12n;
+  }
+
+  static async open(objectsDir: string, format: 'sha1' | 'sha256'): Promise<PackStream> {
+    const packDir = path.join(objectsDir, 'pack');
+    fs.mkdirSync(packDir, { recursive: true });
+    // The pid says whose it is: a killed capture's leftovers are removed by a later one (leftovers.ts).
+    const rand = `${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
+    const pack = new PackStream(
+      packDir,
+      path.join(packDir, `tmp_pack_xet_${rand}`),
+      path.join(packDir, `tmp_idx_xet_${rand}`),
+      format,
+    );
+    await faultPoint('pack:mid-write');
+    return pack;
+  }
+
+  get size(): number {
+    return Number(new BigInt64Array(this.end)[0]);
+  }
+
+  /** Whether an entry for this object is already in the pack. */
+  has(oid: string): boolean {
+    return this.oids.has(oid);
+  }
+
+  add(entry: PackEntry): void {
+    if (this.oids.has(entry.oid)) throw new XetError('GIT_FAILED', `object ${entry.oid} was packed twice`);
+    this.oids.add(entry.oid);
+    this.entries.push(entry);
+  }
+
+  private reserve(length: number): number {
+    return Number(Atomics.add(new BigInt64Array(this.end), 0, BigInt(length)));
+  }
+
+  private writeAt(buf: Buffer, offset: number): void {
+    let done = 0;
+    while (done < buf.length) done += fs.writeSync(this.fd, buf, done, buf.length - done, offset + done);
+  }
+
+  /** Objects whose bytes are at hand or in files, written by the workers (or here, when few). */
+  async appendItems(items: PackItem[], level: number, chunkLevel: number, pool: WorkerPool | null): Promise<void> {
+    const todo = [...new Map(items.filter((i) => !this.oids.has(i.oid)).map((i) => [i.oid, i])).values()];
+    if (!todo.length) return;
+    if (!pool) {
+      for (const item of todo) {
+        const r = processItem(
+          {
+            oid: item.oid,
+            type: item.type,
+            file: item.file,
+            symlink: item.symlink,
+            data: item.data,
+            range: item.range,
+          },
+          this.format,
+          level,
+          chunkLevel,
+        );
+        if ('error' in r) throw itemError(r);
+        const h = entryHeader(item.type, r.size);
+        const body = Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
+        const offset = this.reserve(h.length + body.length);
+        this.writeAt(Buffer.concat([h, body]), offset);
+        this.add({ oid: item.oid, offset, crc: zlib.crc32(body, zlib.crc32(h)) });
+      }
+      return;
+    }
+    const batches: PackItem[][] = [];
+    let cur: PackItem[] = [];
+    let bytes = 0;
+    for (const item of todo) {
+      cur.push(item);
+      bytes += item.data?.length ?? item.range?.size ?? 4096;
+      if (cur.length >= 256 || bytes >= 2 << 20) {
+        batches.push(cur);
+        cur = [];
+        bytes = 0;
+      }
+    }
+    if (cur.length) batches.push(cur);
+    const results = await Promise.all(
+      batches.map((b, n) =>
+        pool.run<WorkDone>({
+          batch: n,
+          format: this.format,
+          level,
+          chunkLevel,
+          items: b.map((i) => ({
+            oid: i.oid,
+            type: i.type,
+            file: i.file,
+            symlink: i.symlink,
+            data: i.data,
+            range: i.range,
+            size: i.data?.length ?? i.range?.size,
+          })),
+          fd: this.fd,
+          end: this.end,
+        } satisfies WorkBatch),
+      ),
+    );
+    for (const r of results) {
+      if (r.error) throw itemError(r.error);
+      for (const e of r.entries) this.add(e);
+    }
+  }
+
+  /** A file too big to hold, deflated into the pack a MiB at a time (no other writer may be
+   * running: its compressed length is not known in advance). Its bytes must hash to `oid`. */
+  async appendBigFile(oid: string, file: string, level: number): Promise<void> {
+    if (this.oids.has(oid)) return;
+    const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    try {
+      const st = fs.fstatSync(fd);
+      if (!st.isFile()) throw changed(file, 'not a regular file any more');
+      const size = st.size;
+      const start = this.size;
+      let pos = start;
+      const header = entryHeader('blob', size);
+      this.writeAt(header, pos);
+      pos += header.length;
+      let crc = zlib.crc32(header);
+      const hash = crypto.createHash(this.format).update(`blob ${size}\0`);
+      const deflater = zlib.createDeflate({ level, chunkSize: 1 << 20 });
+      let failure: Error | null = null;
+      deflater.on('data', (chunk: Buffer) => {
+        try {
+          this.writeAt(chunk, pos);
+          pos += chunk.length;
+          crc = zlib.crc32(chunk, crc);
+        } catch (e) {
+          failure = e as Error;
+          deflater.destroy(e as Error);
+        }
+      });
+      const ended = new Promise<void>((resolve, reject) => {
+        deflater.on('end', resolve);
+        deflater.on('error', reject);
+      });
+      const buf = Buffer.allocUnsafe(1 << 20);
+      let seen = 0;
+      for (;;) {
+        const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size + 1 - seen), null);
+        if (n === 0) break;
+        seen += n;
+        if (seen > size) break;
+        const chunk = Buffer.from(buf.subarray(0, n));
+        hash.update(chunk);
+        if (!deflater.write(chunk)) await Promise.race([new Promise((r) => deflater.once('drain', r)), ended]);
+      }
+      deflater.end();
+      await ended;
+      if (failure) throw failure;
+      const actual = hash.digest('hex');
+      if (seen !== size || actual !== oid) throw changed(file, 'its content is not what was hashed before');
+      new BigInt64Array(this.end)[0] = BigInt(pos);
+      this.add({ oid, offset: start, crc });
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** Count, trailer, index; then `beforePublish` (the allowance's recheck) and the renames. A pack
+   * with no entries is removed, and null returned. */
+  async finish(beforePublish?: BeforePublish): Promise<PackResult> {
+    if (!this.entries.length) {
+      this.abort();
+      return { pack: null, objects: 0, bytes: 0 };
+    }
+    const end = this.size;
+    const count = Buffer.alloc(4);
+    count.writeUInt32BE(this.entries.length, 0);
+    this.writeAt(count, 8);
+    const hash = crypto.createHash(this.format);
+    const buf = Buffer.allocUnsafe(4 << 20);
+    for (let at = 0; at < end;) {
+      const n = fs.readSync(this.fd, buf, 0, Math.min(buf.length, end - at), at);
+      if (n === 0) throw new XetError('GIT_FAILED', `${this.file} is shorter than what was written to it`);
+      hash.update(buf.subarray(0, n));
+      at += n;
+    }
+    const checksum = hash.digest();
+    this.writeAt(checksum, end);
+    fs.fsyncSync(this.fd);
+    fs.closeSync(this.fd);
+    this.closed = true;
+    writePackIndex(this.idxFile, this.format, this.entries, checksum);
+    const name = `pack-${checksum.toString('hex')}`;
+    const packBytes = end + checksum.length;
+    await beforePublish?.({
+      name,
+      objects: this.entries.length,
+      packBytes,
+      idxBytes: fs.statSync(this.idxFile).size,
+    });
+    publishFile(this.file, path.join(this.packDir, `${name}.pack`));
+    publishFile(this.idxFile, path.join(this.packDir, `${name}.idx`));
+    fsyncDir(this.packDir);
+    return { pack: name, objects: this.entries.length, bytes: packBytes };
+  }
+
+  abort(): void {
+    if (!this.closed) {
+      try {
+        fs.closeSync(this.fd);
+      } catch {
+        /* already closed */
+      }
+      this.closed = true;
+    }
+    fs.rmSync(this.file, { force: true });
+    fs.rmSync(this.idxFile, { force: true });
+  }
+}
+
+function changed(file: string, why: string): XetError {
+  return new XetError('WORKTREE_CHANGED', `${file} changed while it was being captured (${why}); capture again`, {
+    path: file,
+  });
+}
+
+/** A worker's failure as the main thread's: a changed or unreadable file, or a failed write (its
+ * errno code kept, so a full disk is told as one). */
+function itemError(e: { oid: string; error: string; file?: string; actual?: string; code?: string }): Error {
+  if (e.error === 'write') return Object.assign(new Error(e.actual ?? 'write failed'), { code: e.code });
+  if (e.error === 'changed') {
+    return new XetError('WORKTREE_CHANGED', `${e.file} changed while it was being captured; capture again`, {
+      path: e.file,
+      expected: e.oid,
+      actual: e.actual,
+    });
+  }
+  return new XetError('WORKTREE_CHANGED', `${e.file} changed while it was being captured; capture again`, {
+    path: e.file,
+    expected: e.oid,
+    actual: `unreadable: ${e.actual}`,
+  });
+}

@@ -1,0 +1,615 @@
+// Capture's files tree in one pass (issue 14): every file that the stat cache cannot vouch for is
+// opened, read, hashed and, when it is new, deflated into the capture's pack, once, by worker
+// threads on every core (src/git/file-scan.ts); the trees are built in memory (tree-builder.ts)
+// and go into the same pack; the stat cache for the next capture is written from the stat data
+// taken while each file was read (index-writer.ts), with no second read by git.
+//
+// Which objects are stored: a shared set (oid-set.ts) starts with what the repository is known to
+// hold (the previous capture's entries when a ref still holds its tree, else the base tree's; the
+// user's index), and the first thread to add an id packs it. An object held somewhere else in the
+// repository may be stored again; that costs space, never correctness, and the next repack drops it.
+//
+// Under a storage allowance with a limit the pack must be admitted before any of it is written, so
+// there the pass only hashes; the new objects are then admitted and read again to be packed (each
+// must still hash to what it did, else WORKTREE_CHANGED).
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
+import { type GitOptions } from '../git/exec';
+import { BIG_FILE_BYTES, FileState, scanBatch, type ScanDone, type ScanJob } from '../git/file-scan';
+import {
+  canonicalMode,
+  sameStat,
+  serializeCacheTree,
+  serializeIndex,
+  STAT,
+  STAT_BYTES,
+  statBlockInto,
+  type IndexEntryOut,
+} from '../git/index-writer';
+import { SharedOidSet } from '../git/oid-set';
+import { PackStream, WorkerPool } from '../git/pack-stream';
+import type { PackItem } from '../git/pack-writer';
+import { lsTree, objectSizes } from '../git/plumbing';
+import { buildTrees, type TreeInput } from '../git/tree-builder';
+import { chunkLevelFor, DEFAULT_CHUNK_COMPRESSION } from '../chunks/compression';
+import {
+  chunkFiles,
+  usableChunkRecord,
+  type ChunkedPath,
+  type ChunkingResult,
+  type ChunkingSpec,
+} from './chunked-scan';
+import { blobOid, serializeFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
+import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
+import type { PackAdmission } from './capture-allowance';
+import { tracePhase } from '../testing/trace';
+
+export interface CaptureFilesSpec {
+  worktree: string;
+  objectFormat: 'sha1' | 'sha256';
+  objectsDir: string;
+  /** The stat cache: read, and replaced once the pack is published. */
+  indexFile: string;
+  /** Files and symlinks, relative to the worktree, '/'-separated. */
+  paths: string[];
+  /** A files tree all of whose objects are stored (the worktree's last capture, else the newest
+   * snapshot's), held by a ref. */
+  previousTree?: string | null;
+  /** Blob ids known to be stored (the user's index). */
+  knownObjects?: Set<string>;
+  progress?: (what: string) => void;
+  admission?: PackAdmission;
+  /** More objects for the same pack (the staged tree's new trees). */
+  extraItems?: Promise<PackItem[]>;
+  chunking?: ChunkingSpec | null;
+  /** Git options for the object lookups (cat-file, ls-tree) against `objectsDir`. */
+  gitOptions: GitOptions;
+  /** The capture's scratch directory: not charged to the allowance (it goes when the capture ends). */
+  scratchDir?: string;
+}
+
+export interface CaptureFilesResult {
+  tree: string;
+  meta: FileMeta;
+  metaBlob: string;
+  chunked: Map<string, ChunkedPath>;
+  chunksTree: string | null;
+  chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
+  totals: { files: number; bytes: number; symlinks: number };
+  /** Objects this capture packed (0: nothing new). */
+  packed: number;
+}
+
+/** Below this a file can never have been stored as chunks (xet.chunk.threshold's minimum): its
+ * cached entry is a plain blob whatever the cache's record says. */
+const MIN_CHUNK_THRESHOLD = 64 * 1024;
+/** Work that does not pay for starting worker threads is done in this thread. */
+const PARALLEL_MIN_FILES = 64;
+const PARALLEL_MIN_BYTES = 4 * 1024 * 1024;
+const BATCH_FILES = 192;
+const BATCH_BYTES = 2 * 1024 * 1024;
+
+const enum Slot {
+  /** To be read. */
+  Read = 0,
+  /** The stat cache's entry stands (not read). */
+  Reused = 1,
+  Vanished = 2,
+  /** Chunked (or a clean tracked file too large to hold: hashed in pieces). */
+  Large = 3,
+  /** A hard link whose content is its inode's first path's. */
+  Follower = 4,
+  Done = 5,
+}
+
+function byBytes(paths: string[]): string[] {
+  const sorted = [...new Set(paths)].sort();
+  // UTF-16 order is byte order except where a surrogate pair meets U+E000..U+FFFF.
+  if (sorted.some((p) => /[\ud800-\udfff]/.test(p))) {
+    const bufs = sorted.map((p) => Buffer.from(p, 'utf8'));
+    const idx = bufs.map((_, i) => i).sort((a, b) => Buffer.compare(bufs[a], bufs[b]));
+    return idx.map((i) => sorted[i]);
+  }
+  return sorted;
+}
+
+export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFilesResult> {
+  const format = spec.objectFormat;
+  const hashLen = format === 'sha256' ? 32 : 20;
+  const runStart = Date.now();
+  tracePhase('files: load stat cache');
+  const cache = loadStatCache(spec.indexFile, format);
+  tracePhase('files: classify');
+  const paths = byBytes(spec.paths);
+  const n = paths.length;
+  const stat = Buffer.alloc(n * STAT_BYTES);
+  const oid = Buffer.alloc(n * hashLen);
+  const slot = new Uint8Array(n);
+  const nlink = new Float64Array(n);
+  const size = new Float64Array(n);
+  const mtimeSec = new Float64Array(n);
+  const inode = new Array<string | null>(n).fill(null);
+  const chunking = spec.chunking ?? null;
+  const large = new Map<string, fs.BigIntStats>();
+  const bigOwned = new Map<number, string>(); // position -> oid, to be deflated in pieces
+  const toRead: number[] = [];
+
+  // --- what the stat cache vouches for ---
+  if (cache) classify();
+  else for (let i = 0; i < n; i++) toRead.push(i);
+
+  function classify(): void {
+    const c = cache as StatCache;
+    const recordChunked = c.record?.chunks?.files ?? null;
+    const { buf, entries } = c.parsed;
+    for (let i = 0; i < n; i++) {
+      const p = paths[i];
+      let st: fs.BigIntStats;
+      try {
+        st = fs.lstatSync(path.join(spec.worktree, p), { bigint: true });
+      } catch {
+        slot[i] = Slot.Vanished;
+        continue;
+      }
+      if (canonicalMode(Number(st.mode)) === 0) {
+        slot[i] = Slot.Vanished; // a directory or a fifo now: not a file to capture
+        continue;
+      }
+      noteStat(i, st);
+      if (chunking && st.isFile() && st.size >= BigInt(chunking.threshold) && !chunking.cleanTracked.has(p)) {
+        large.set(p, st);
+        slot[i] = Slot.Large;
+        continue;
+      }
+      const k = c.byPath.get(p);
+      if (
+        k !== undefined &&
+        sameStat(buf, entries[k].offset, stat, i * STAT_BYTES) &&
+        mtimeSec[i] < c.racyFrom &&
+        (size[i] < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !(p in recordChunked)))
+      ) {
+        buf.copy(oid, i * hashLen, entries[k].offset + STAT_BYTES, entries[k].offset + STAT_BYTES + hashLen);
+        slot[i] = Slot.Reused;
+        continue;
+      }
+      toRead.push(i);
+    }
+  }
+
+  function noteStat(i: number, st: fs.BigIntStats): void {
+    statBlockInto(st, stat, i * STAT_BYTES);
+    nlink[i] = Number(st.nlink);
+    size[i] = Number(st.size);
+    const NS = 1_000_000_000n;
+    mtimeSec[i] = Number(st.mtimeNs >= 0n || st.mtimeNs % NS === 0n ? st.mtimeNs / NS : st.mtimeNs / NS - 1n);
+    inode[i] = st.nlink > 1n ? `${st.dev}:${st.ino}` : null;
+  }
+
+  // --- which objects the repository is known to hold ---
+  tracePhase('files: known objects');
+  const backed =
+    !!cache &&
+    !!spec.previousTree &&
+    (cache.record?.root === spec.previousTree || cacheRoot(cache, format) === spec.previousTree);
+  const reused: number[] = [];
+  for (let i = 0; i < n; i++) if (slot[i] === Slot.Reused) reused.push(i);
+  const baseOids =
+    !backed && spec.previousTree ? (await lsTree(spec.previousTree, spec.gitOptions)).map((e) => e.oid) : [];
+  const known = SharedOidSet.create(
+    n + (cache?.parsed.entries.length ?? 0) + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096,
+    hashLen,
+  );
+  for (const o of spec.knownObjects ?? []) known.addHex(o);
+  for (const o of baseOids) known.addHex(o);
+  if (backed && cache) {
+    const { buf, entries } = cache.parsed;
+    for (const e of entries) known.add(buf, e.offset + STAT_BYTES);
+  } else if (reused.length) {
+    // Entries of a cache no held tree vouches for (its snapshot dropped and collected, say): their
+    // objects may be gone. The ones the repository lacks are read again.
+    const unknown = new Set<string>();
+    for (const i of reused)
+      if (!known.has(oid, i * hashLen)) unknown.add(oid.toString('hex', i * hashLen, (i + 1) * hashLen));
+    const present = await objectSizes(unknown, spec.gitOptions);
+    for (const i of reused) {
+      const hex = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
+      if (unknown.has(hex) && !present.has(hex)) {
+        slot[i] = Slot.Read;
+        toRead.push(i);
+      } else known.add(oid, i * hashLen);
+    }
+    toRead.sort((a, b) => a - b);
+  }
+
+  const limited = spec.admission?.limited ?? false;
+  const mode: 'hash' | 'pack' = limited ? 'hash' : 'pack';
+  let pack: PackStream | null = null;
+  let pool: WorkerPool | null = null;
+  const deflateLevel = 1;
+  /** The pack, opened (and, without a limit, admitted) when something may go into it. */
+  const ensurePack = async (): Promise<PackStream> => {
+    if (!pack) {
+      await spec.admission?.admit(1, () => [], spec.scratchDir);
+      pack = await PackStream.open(spec.objectsDir, format);
+    }
+    return pack;
+  };
+  const packedBlobs: { index: number; offset: number; crc: number }[] = [];
+  const absorb = (r: ScanDone, at: number[]): void => {
+    if (r.error) throw scanError(r.error, spec.worktree);
+    const statIn = Buffer.from(r.stat.buffer, r.stat.byteOffset, r.stat.byteLength);
+    const oidIn = Buffer.from(r.oid.buffer, r.oid.byteOffset, r.oid.byteLength);
+    for (let k = 0; k < at.length; k++) {
+      const i = at[k];
+      const s = r.state[k] as FileState;
+      if (s === FileState.Vanished) {
+        slot[i] = Slot.Vanished;
+        continue;
+      }
+      statIn.copy(stat, i * STAT_BYTES, k * STAT_BYTES, (k + 1) * STAT_BYTES);
+      nlink[i] = r.nlink[k];
+      size[i] = r.size[k];
+      mtimeSec[i] = r.mtimeSec[k];
+      inode[i] = r.inode[k];
+      if (s === FileState.Linked) {
+        slot[i] = Slot.Follower; // for now: the first path of each inode is read next
+        continue;
+      }
+      if (s === FileState.Large) {
+        slot[i] = Slot.Large;
+        continue;
+      }
+      oidIn.copy(oid, i * hashLen, k * hashLen, (k + 1) * hashLen);
+      slot[i] = Slot.Done;
+      if (s === FileState.Big && r.owned[k]) bigOwned.set(i, oidIn.toString('hex', k * hashLen, (k + 1) * hashLen));
+    }
+    for (const p of r.packed) packedBlobs.push({ index: at[p.index], offset: p.offset, crc: p.crc });
+  };
+  /** Read `positions` in batches, on the workers when there are any. */
+  const run = async (
+    positions: number[],
+    o: { deferLinks: boolean; mode: 'hash' | 'pack'; largeAt: number; set: SharedOidSet; expect?: string[] },
+  ): Promise<void> => {
+    const jobs: ScanJob[] = [];
+    const batchPositions: number[][] = [];
+    let cur: number[] = [];
+    let bytes = 0;
+    const flush = () => {
+      if (!cur.length) return;
+      const at = cur;
+      const p = pack as PackStream | null;
+      jobs.push({
+        kind: 'scan',
+        batch: jobs.length,
+        format,
+        level: deflateLevel,
+        root: spec.worktree,
+        paths: at.map((i) => paths[i]),
+        largeAt: o.largeAt,
+        deferLinks: o.deferLinks,
+        mode: o.mode,
+        ...(o.expect ? { expect: at.map((i) => (o.expect as string[])[i] ?? '') } : {}),
+        fd: p ? p.fd : -1,
+        end: p ? p.end : new SharedArrayBuffer(8),
+        set: o.set.buffers,
+      });
+      batchPositions.push(at);
+      cur = [];
+      bytes = 0;
+    };
+    for (const i of positions) {
+      cur.push(i);
+      bytes += cache ? size[i] : 16384;
+      if (cur.length >= BATCH_FILES || bytes >= BATCH_BYTES) flush();
+    }
+    flush();
+    const w = pool as WorkerPool | null;
+    const results = w ? await Promise.all(jobs.map((j) => w.run<ScanDone>(j))) : jobs.map((j) => scanBatch(j));
+    results.forEach((r, b) => absorb(r, batchPositions[b]));
+  };
+  const largeAt = chunking ? chunking.threshold : 0;
+  try {
+    if (!limited && (toRead.length > 0 || large.size > 0)) await ensurePack();
+    const estimate = toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
+    if (toRead.length >= PARALLEL_MIN_FILES && estimate >= PARALLEL_MIN_BYTES && WorkerPool.size() > 1) {
+      pool = new WorkerPool();
+    }
+    if (toRead.length) spec.progress?.(`reading ${toRead.length} files`);
+    tracePhase(`files: read ${toRead.length}`);
+    await run(toRead, { deferLinks: true, mode, largeAt, set: known });
+    tracePhase('files: links and large');
+    // Hard links: the first path of each inode is read; the others are that file.
+    const groups = new Map<string, number[]>();
+    for (let i = 0; i < n; i++) {
+      if (slot[i] !== Slot.Follower) continue;
+      const key = inode[i] as string;
+      const g = groups.get(key);
+      if (g) g.push(i);
+      else groups.set(key, [i]);
+    }
+    const firsts = [...groups.values()].map((g) => g[0]);
+    if (firsts.length) await run(firsts, { deferLinks: false, mode, largeAt, set: known });
+    const orphans: number[] = [];
+    for (const g of groups.values()) if (slot[g[0]] === Slot.Vanished) orphans.push(...g.slice(1));
+    if (orphans.length) await run(orphans, { deferLinks: false, mode, largeAt, set: known });
+    // Large files a worker saw (stat-ed, not read): chunk candidates, stat-ed again for the chunker.
+    for (let i = 0; i < n; i++) {
+      if (slot[i] !== Slot.Large || large.has(paths[i])) continue;
+      const st = lstatBig(path.join(spec.worktree, paths[i]));
+      if (!st || !st.isFile()) {
+        slot[i] = Slot.Vanished;
+        continue;
+      }
+      noteStat(i, st);
+      large.set(paths[i], st);
+    }
+    // A clean tracked file is not chunked: its staged blob is in history already (chunked-scan.ts).
+    const wholeLarge = [...large.keys()].filter((p) => chunking?.cleanTracked.has(p)).map((p) => paths.indexOf(p));
+    for (const i of wholeLarge) large.delete(paths[i]);
+    if (wholeLarge.length) await run(wholeLarge, { deferLinks: false, mode, largeAt: 0, set: known });
+
+    // --- chunked files ---
+    tracePhase(`files: chunk ${large.size}`);
+    let chunks: ChunkingResult | null = null;
+    if (chunking) {
+      const record = usableChunkRecord(cache?.record?.chunks, chunking.threshold);
+      chunks = await chunkFiles(spec.worktree, large, chunking, format, record, spec.gitOptions);
+      for (const [p, e] of chunks.entries) {
+        const i = paths.indexOf(p);
+        if (i < 0) continue;
+        noteStat(i, large.get(p) as fs.BigIntStats);
+        stat.writeUInt32BE(Number.parseInt(e.mode, 8), i * STAT_BYTES + STAT.mode);
+        Buffer.from(e.oid, 'hex').copy(oid, i * hashLen);
+        slot[i] = Slot.Done;
+      }
+    }
+    const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();
+    // Followers take their first path's entry (a chunked file's pointer included).
+    for (const g of groups.values()) {
+      const first = g[0];
+      if (slot[first] === Slot.Vanished) continue;
+      for (const f of g.slice(1)) {
+        if (slot[f] !== Slot.Follower) continue;
+        oid.copy(oid, f * hashLen, first * hashLen, (first + 1) * hashLen);
+        stat.writeUInt32BE(stat.readUInt32BE(first * STAT_BYTES + STAT.mode), f * STAT_BYTES + STAT.mode);
+        slot[f] = Slot.Done;
+        const c = chunked.get(paths[first]);
+        if (c) chunked.set(paths[f], c);
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      if (slot[i] !== Slot.Done && slot[i] !== Slot.Reused && slot[i] !== Slot.Vanished) {
+        throw new XetError('GIT_FAILED', `capture lost track of ${paths[i]}`);
+      }
+    }
+
+    // --- trees, times and links ---
+    tracePhase('files: trees and filemeta');
+    const final: number[] = [];
+    for (let i = 0; i < n; i++) if (slot[i] !== Slot.Vanished) final.push(i);
+    const pathBytes = final.map((i) => Buffer.from(paths[i], 'utf8'));
+    const treeInput: TreeInput[] = final.map((i, k) => ({
+      path: pathBytes[k],
+      mode: stat.readUInt32BE(i * STAT_BYTES + STAT.mode),
+      oid: oid.subarray(i * hashLen, (i + 1) * hashLen),
+    }));
+    const built = buildTrees(treeInput, format);
+    const meta = fileMeta(final);
+    const metaData = serializeFileMeta(meta);
+    const metaOid = blobOid(metaData, format);
+
+    // --- the rest of the pack ---
+    const items: PackItem[] = [];
+    const oldTrees = backed && cache ? cache.trees : new Set<string>();
+    for (const t of built.trees) if (!oldTrees.has(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
+    const oldMeta = backed ? cache?.record?.meta : undefined;
+    if (metaOid !== oldMeta) items.push({ oid: metaOid, type: 'blob', data: metaData });
+    if (spec.extraItems) items.push(...(await spec.extraItems));
+    const chunkItems = chunks?.items ?? [];
+    const chunkBytes = chunkItems.reduce((a, it) => a + (it.range ? it.range.size : 0), 0);
+    const chunkLevel = chunkLevelFor(chunking?.level ?? DEFAULT_CHUNK_COMPRESSION, chunkBytes);
+
+    if (limited) {
+      // Admit everything new, then write it: the blobs read again (each must hash as before).
+      const firstOf = new Map<string, number>();
+      for (let i = 0; i < n; i++) {
+        if (slot[i] !== Slot.Done || chunked.has(paths[i]) || known.has(oid, i * hashLen)) continue;
+        const hex = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
+        if (!firstOf.has(hex)) firstOf.set(hex, i);
+      }
+      const whole: number[] = [];
+      for (const [hex, i] of firstOf) {
+        if (size[i] > BIG_FILE_BYTES) bigOwned.set(i, hex);
+        else whole.push(i);
+      }
+      const all = [...items, ...chunkItems];
+      const objects = firstOf.size + all.length;
+      if (objects) {
+        await spec.admission?.admit(
+          objects,
+          () =>
+            [...firstOf.values()].map((i) => size[i]).concat(all.map((it) => it.data?.length ?? it.range?.size ?? 0)),
+          spec.scratchDir,
+        );
+        pack = await PackStream.open(spec.objectsDir, format);
+        whole.sort((a, b) => a - b);
+        if (!pool && whole.length >= PARALLEL_MIN_FILES && WorkerPool.size() > 1) pool = new WorkerPool();
+        const expect: string[] = [];
+        for (const i of whole) expect[i] = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
+        // A set of its own: only what this pass claims is written.
+        const claims = SharedOidSet.create(whole.length + 16, hashLen);
+        await run(whole, { deferLinks: false, mode: 'pack', largeAt: 0, set: claims, expect });
+      }
+    }
+    const restItems = [...chunkItems, ...items];
+    if (!pack && restItems.length) await ensurePack();
+    tracePhase('files: rest of the pack');
+    const pk = pack as PackStream | null;
+    if (pk) {
+      for (const b of packedBlobs) {
+        pk.add({ oid: oid.toString('hex', b.index * hashLen, (b.index + 1) * hashLen), offset: b.offset, crc: b.crc });
+      }
+      // Files too big to hold, then chunks, trees and the rest (no worker writes meanwhile).
+      for (const [i, hex] of bigOwned) {
+        if (!pk.has(hex)) await pk.appendBigFile(hex, path.join(spec.worktree, paths[i]), deflateLevel);
+      }
+      const rest = restItems.filter((it) => !pk.has(it.oid));
+      if (rest.length) {
+        if (!pool && chunkBytes >= PARALLEL_MIN_BYTES && WorkerPool.size() > 1) pool = new WorkerPool();
+        await pk.appendItems(rest, deflateLevel, chunkLevel, pool);
+      }
+      if (pk.entries.length) spec.progress?.(`storing ${pk.entries.length} new objects`);
+    }
+    const openPool = pool as WorkerPool | null;
+    pool = null;
+    await openPool?.close();
+    tracePhase('files: finish pack');
+    const written = pk ? await pk.finish(spec.admission?.beforePublish) : { objects: 0 };
+    tracePhase('files: stat cache');
+    pack = null;
+
+    // --- the stat cache for the next capture, published after the pack it names ---
+    const record: Omit<StatCacheRecord, 'index'> = {
+      schema: STAT_CACHE_SCHEMA,
+      since: Math.floor(runStart / 1000) - 1,
+      root: built.root,
+      meta: metaOid,
+      ...(chunks ? { chunks: chunks.record } : {}),
+    };
+    const entries: IndexEntryOut[] = final.map((i, k) => ({
+      path: pathBytes[k],
+      stat: stat.subarray(i * STAT_BYTES, (i + 1) * STAT_BYTES),
+      oid: oid.subarray(i * hashLen, (i + 1) * hashLen),
+    }));
+    fs.mkdirSync(path.dirname(spec.indexFile), { recursive: true });
+    const index = serializeIndex(entries, {
+      version: 4,
+      format,
+      extensions: [{ signature: 'TREE', data: serializeCacheTree(built.cacheTree) }],
+    });
+    writeStatCache(spec.indexFile, index, record, hashLen);
+    // Records of the git-written caches of earlier versions (now kept inside the index).
+    for (const old of ['.meta.json', '.chunks.json']) fs.rmSync(`${spec.indexFile}${old}`, { force: true });
+
+    tracePhase('files: done');
+    let bytes = 0;
+    let symlinks = 0;
+    for (const i of final) {
+      bytes += size[i];
+      if (stat.readUInt32BE(i * STAT_BYTES + STAT.mode) === 0o120000) symlinks++;
+    }
+    return {
+      tree: built.root,
+      meta,
+      metaBlob: metaOid,
+      chunked: new Map([...chunked].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))),
+      chunksTree: chunks?.chunksTree?.oid ?? null,
+      chunkStats: {
+        chunks: chunks?.chunkCount ?? 0,
+        cacheHits: chunks?.cacheHits ?? 0,
+        newChunks: chunks?.newChunks ?? 0,
+        newChunkBytes: chunks?.newChunkBytes ?? 0,
+      },
+      totals: { files: final.length, bytes, symlinks },
+      packed: written.objects,
+    };
+  } catch (e) {
+    (pack as PackStream | null)?.abort();
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOSPC' || code === 'EDQUOT') {
+      throw new XetError('DISK_FULL', `no space left in ${spec.objectsDir} while writing a pack; nothing was kept`, {
+        dir: path.join(spec.objectsDir, 'pack'),
+      });
+    }
+    throw e;
+  } finally {
+    await (pool as WorkerPool | null)?.close();
+  }
+
+  /** Times and hard links of the captured files, in tree order (filemeta.ts). */
+  function fileMeta(final: number[]): FileMeta {
+    const entries: FileMetaEntry[] = [];
+    const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
+    const nl: number[] = [];
+    let hardLinks = 0;
+    let linkedBytes = 0;
+    for (const i of final) {
+      const e: FileMetaEntry = {
+        path: paths[i],
+        mtimeSec: mtimeSec[i],
+        mtimeNsec: stat.readUInt32BE(i * STAT_BYTES + STAT.mtimeNs),
+        linkTo: -1,
+        externalNlink: 0,
+      };
+      const key = inode[i];
+      if (key && nlink[i] > 1) {
+        const mode = stat.readUInt32BE(i * STAT_BYTES + STAT.mode);
+        const o = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
+        const g = groups.get(key);
+        // One inode is one blob; a member that hashed otherwise changed during the capture.
+        if (g && g.mode === mode && g.oid === o) {
+          e.linkTo = g.n;
+          g.size++;
+          hardLinks++;
+          linkedBytes += size[i];
+        } else if (!g) groups.set(key, { n: entries.length, mode, oid: o, size: 1 });
+      }
+      entries.push(e);
+      nl.push(nlink[i]);
+    }
+    const groupSize = new Map<number, number>();
+    for (const g of groups.values()) groupSize.set(g.n, g.size);
+    let externalLinks = 0;
+    for (let k = 0; k < entries.length; k++) {
+      if (nl[k] > 1 && entries[k].linkTo < 0 && nl[k] > (groupSize.get(k) ?? 1)) {
+        entries[k].externalNlink = nl[k];
+        externalLinks++;
+      }
+    }
+    return { entries, hardLinks, externalLinks, linkedBytes };
+  }
+}
+
+function lstatBig(abs: string): fs.BigIntStats | null {
+  try {
+    return fs.lstatSync(abs, { bigint: true });
+  } catch {
+    return null;
+  }
+}
+
+/** The files tree a stat cache's entries make (what git's write-tree of it would give). */
+function cacheRoot(cache: StatCache, format: 'sha1' | 'sha256'): string | null {
+  const { buf, entries, hashLen } = cache.parsed;
+  const input: TreeInput[] = [];
+  for (const e of entries) {
+    if (e.stage !== 0 || e.intentToAdd) return null;
+    const mode = buf.readUInt32BE(e.offset + STAT.mode);
+    if (mode !== 0o100644 && mode !== 0o100755 && mode !== 0o120000) return null;
+    input.push({
+      path: e.names.subarray(e.nameStart, e.nameEnd),
+      mode,
+      oid: buf.subarray(e.offset + STAT_BYTES, e.offset + STAT_BYTES + hashLen),
+    });
+  }
+  return buildTrees(input, format).root;
+}
+
+function scanError(e: NonNullable<ScanDone['error']>, worktree: string): Error {
+  if (e.error === 'write') return Object.assign(new Error(e.detail), { code: e.code });
+  if (e.error === 'changed') {
+    return new XetError(
+      'WORKTREE_CHANGED',
+      `${e.path} changed while it was being captured (${e.detail}); capture again`,
+      {
+        path: e.path,
+      },
+    );
+  }
+  return new XetError('WORKTREE_CHANGED', `${e.path} could not be read (${e.detail}); capture again`, {
+    path: e.path,
+    dir: worktree,
+  });
+}

@@ -1,0 +1,120 @@
+// Capture's stat cache: the git index (v2-v4) a previous capture wrote for this worktree (or that
+// restore laid with the files), and the record capture keeps beside it (`<index>.xet.json`, sealed
+// with the index's checksum: a record that is not the index's own is ignored, so a crash between
+// the two renames costs reads, never a wrong answer; docs/FORMAT.md "Stat cache"). The record is not
+// an index extension: git prints "ignoring … extension" for every one it does not know. An entry's object id is reused without reading its file
+// only when the file's stat data is the entry's, nanoseconds included, and the entry is not racy:
+// its file was not modified in the second before the run that recorded it began (a write in the
+// same clock tick as that read would leave the stat data as it was). A damaged or foreign file is
+// no cache at all: the capture then reads every file, as the first one does.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import { parseIndex, type ParsedIndex } from '../git/index-file';
+import { readExtensions, writeIndexFile } from '../git/index-writer';
+import type { ChunkRecord } from './chunked-scan';
+
+export const STAT_CACHE_RECORD_SUFFIX = '.xet.json';
+export const STAT_CACHE_SCHEMA = 'xet.statcache/2';
+
+/** What capture records beside the entries. */
+export interface StatCacheRecord {
+  schema: typeof STAT_CACHE_SCHEMA;
+  /** The checksum (hex) of the index this record belongs to. */
+  index: string;
+  /** Entries whose file was modified at or after this second (a run's start, less one) are read
+   * again: their stat data cannot vouch for their content. */
+  since: number;
+  /** The files tree these entries make (every one of its objects was stored with it). */
+  root: string;
+  /** The filemeta blob stored with that tree. */
+  meta?: string;
+  /** Chunked paths: their pointers and chunks (chunked-scan.ts), at the threshold they were cut at. */
+  chunks?: ChunkRecord;
+}
+
+export interface StatCache {
+  parsed: ParsedIndex;
+  /** Position of each stage-0 entry, by path. */
+  byPath: Map<string, number>;
+  /** Entries modified at or after this second (full seconds since the epoch) are racy. */
+  racyFrom: number;
+  record: StatCacheRecord | null;
+  /** Tree ids of the cache-tree extension (the trees of `record.root`), when it is whole. */
+  trees: Set<string>;
+}
+
+/** The stat cache at `file`, or null when there is none or it cannot be trusted. */
+export function loadStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | null {
+  let parsed: ParsedIndex;
+  let mtimeSec: number;
+  try {
+    parsed = parseIndex(file, format);
+    mtimeSec = Math.floor(fs.statSync(file).mtimeMs / 1000);
+  } catch {
+    return null;
+  }
+  const { buf, hashLen } = parsed;
+  const trailer = buf.subarray(buf.length - hashLen);
+  // A checksum of zeros is git's index.skipHash; anything else must match, or the file is damaged.
+  if (trailer.some((b) => b !== 0)) {
+    const sum = crypto
+      .createHash(format)
+      .update(buf.subarray(0, buf.length - hashLen))
+      .digest();
+    if (!sum.equals(trailer)) return null;
+  }
+  const byPath = new Map<string, number>();
+  const entries = parsed.entries;
+  for (let i = 0; i < entries.length; i++) if (entries[i].stage === 0) byPath.set(entries[i].path, i);
+  const ext = readExtensions(buf, hashLen, parsed.entriesEnd);
+  let record: StatCacheRecord | null = null;
+  try {
+    const r = JSON.parse(fs.readFileSync(`${file}${STAT_CACHE_RECORD_SUFFIX}`, 'utf8')) as StatCacheRecord;
+    if (
+      r.schema === STAT_CACHE_SCHEMA &&
+      r.index === trailer.toString('hex') &&
+      Number.isSafeInteger(r.since) &&
+      typeof r.root === 'string'
+    ) {
+      record = r;
+    }
+  } catch {
+    record = null;
+  }
+  const trees = record ? cacheTreeIds(ext.get('TREE'), hashLen) : new Set<string>();
+  // Without our record, git's own rule: an entry not older than the index file is racy.
+  return { parsed, byPath, racyFrom: record ? record.since : mtimeSec, record, trees };
+}
+
+/** Every valid tree id in a cache-tree extension (an invalid node, entry count -1, has none). */
+function cacheTreeIds(data: Buffer | undefined, hashLen: number): Set<string> {
+  const out = new Set<string>();
+  if (!data) return out;
+  let at = 0;
+  while (at < data.length) {
+    const nul = data.indexOf(0, at);
+    const nl = nul < 0 ? -1 : data.indexOf(0x0a, nul);
+    if (nl < 0) return new Set();
+    const [count] = data.toString('latin1', nul + 1, nl).split(' ');
+    at = nl + 1;
+    if (Number(count) >= 0) {
+      if (at + hashLen > data.length) return new Set();
+      out.add(data.toString('hex', at, at + hashLen));
+      at += hashLen;
+    }
+  }
+  return out;
+}
+
+/** Publish a stat cache: its record (sealed with the index's checksum), then the index. */
+export function writeStatCache(
+  file: string,
+  index: Buffer,
+  record: Omit<StatCacheRecord, 'index'>,
+  hashLen: number,
+): void {
+  const sealed: StatCacheRecord = { ...record, index: index.toString('hex', index.length - hashLen) };
+  writeIndexFile(`${file}${STAT_CACHE_RECORD_SUFFIX}`, Buffer.from(JSON.stringify(sealed), 'utf8'));
+  writeIndexFile(file, index);
+}
