@@ -87,15 +87,6 @@ export function statBlock(st: fs.BigIntStats): Buffer {
   return b;
 }
 
-/** Whether two stat blocks say the same file for a stat cache: every field but the device (git
- * leaves st_dev out too: an overlay or NFS mount may renumber it), nanoseconds included. */
-export function sameStat(a: Buffer, aAt: number, b: Buffer, bAt: number): boolean {
-  return (
-    a.compare(b, bAt, bAt + STAT.dev, aAt, aAt + STAT.dev) === 0 &&
-    a.compare(b, bAt + 20, bAt + 40, aAt + 20, aAt + 40) === 0
-  );
-}
-
 /** Git's varint (the offset encoding of pack and index v4): 7 bits a byte, most significant first,
  * each continued byte storing one less. */
 function varint(value: number): Buffer {

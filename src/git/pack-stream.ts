@@ -12,7 +12,6 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
 import { XetError } from '../errors';
-import { faultPoint } from '../testing/fault-points';
 import { entryHeader, processItem, type WorkBatch, type WorkDone } from './pack-worker';
 import {
   fsyncDir,
@@ -124,7 +123,7 @@ export class PackStream {
     new BigInt64Array(this.end)[0] = 12n;
   }
 
-  static async open(objectsDir: string, format: 'sha1' | 'sha256'): Promise<PackStream> {
+  static open(objectsDir: string, format: 'sha1' | 'sha256'): PackStream {
     const packDir = path.join(objectsDir, 'pack');
     fs.mkdirSync(packDir, { recursive: true });
     // The pid says whose it is: a killed capture's leftovers are removed by a later one (leftovers.ts).
@@ -135,7 +134,6 @@ export class PackStream {
       path.join(packDir, `tmp_idx_xet_${rand}`),
       format,
     );
-    await faultPoint('pack:mid-write');
     return pack;
   }
 

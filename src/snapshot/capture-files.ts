@@ -20,7 +20,6 @@ import { type GitOptions } from '../git/exec';
 import { BIG_FILE_BYTES, FileState, scanBatch, type ScanDone, type ScanJob } from '../git/file-scan';
 import {
   canonicalMode,
-  sameStat,
   serializeCacheTree,
   serializeIndex,
   STAT,
@@ -45,6 +44,7 @@ import { blobOid, serializeFileMeta, type FileMeta, type FileMetaEntry } from '.
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { tracePhase } from '../testing/trace';
+import { faultPoint } from '../testing/fault-points';
 
 export interface CaptureFilesSpec {
   worktree: string;
@@ -144,35 +144,50 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const c = cache as StatCache;
     const recordChunked = c.record?.chunks?.files ?? null;
     const { buf, entries } = c.parsed;
+    const prefix = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
     for (let i = 0; i < n; i++) {
       const p = paths[i];
-      let st: fs.BigIntStats;
-      try {
-        st = fs.lstatSync(path.join(spec.worktree, p), { bigint: true });
-      } catch {
+      // A plain lstat, not a bigint one: its times are doubles made from the same seconds and
+      // nanoseconds, so an entry's own times give exactly the same doubles when they are equal
+      // (and a bigint lstat of every path makes the collector do more work than the lstat itself).
+      const st = fs.lstatSync(prefix + p, { throwIfNoEntry: false });
+      if (!st) {
         slot[i] = Slot.Vanished;
         continue;
       }
-      if (canonicalMode(Number(st.mode)) === 0) {
+      const mode = canonicalMode(st.mode);
+      if (mode === 0) {
         slot[i] = Slot.Vanished; // a directory or a fifo now: not a file to capture
         continue;
       }
-      noteStat(i, st);
-      if (chunking && st.isFile() && st.size >= BigInt(chunking.threshold) && !chunking.cleanTracked.has(p)) {
-        large.set(p, st);
+      nlink[i] = st.nlink;
+      size[i] = st.size;
+      if (chunking && mode !== 0o120000 && st.size >= chunking.threshold && !chunking.cleanTracked.has(p)) {
+        const big = lstatBig(prefix + p);
+        if (!big || !big.isFile()) {
+          slot[i] = Slot.Vanished;
+          continue;
+        }
+        noteStat(i, big);
+        large.set(p, big);
         slot[i] = Slot.Large;
         continue;
       }
       const k = c.byPath.get(p);
-      if (
-        k !== undefined &&
-        sameStat(buf, entries[k].offset, stat, i * STAT_BYTES) &&
-        mtimeSec[i] < c.racyFrom &&
-        (size[i] < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !(p in recordChunked)))
-      ) {
-        buf.copy(oid, i * hashLen, entries[k].offset + STAT_BYTES, entries[k].offset + STAT_BYTES + hashLen);
-        slot[i] = Slot.Reused;
-        continue;
+      if (k !== undefined) {
+        const o = entries[k].offset;
+        if (
+          sameAsEntry(buf, o, st, mode) &&
+          buf.readUInt32BE(o + STAT.mtime) < c.racyFrom &&
+          (st.size < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !(p in recordChunked)))
+        ) {
+          buf.copy(stat, i * STAT_BYTES, o, o + STAT_BYTES);
+          buf.copy(oid, i * hashLen, o + STAT_BYTES, o + STAT_BYTES + hashLen);
+          mtimeSec[i] = buf.readUInt32BE(o + STAT.mtime);
+          inode[i] = st.nlink > 1 ? `${st.dev}:${st.ino}` : null;
+          slot[i] = Slot.Reused;
+          continue;
+        }
       }
       toRead.push(i);
     }
@@ -232,7 +247,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   const ensurePack = async (): Promise<PackStream> => {
     if (!pack) {
       await spec.admission?.admit(1, () => [], spec.scratchDir);
-      pack = await PackStream.open(spec.objectsDir, format);
+      pack = PackStream.open(spec.objectsDir, format);
     }
     return pack;
   };
@@ -433,7 +448,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
             [...firstOf.values()].map((i) => size[i]).concat(all.map((it) => it.data?.length ?? it.range?.size ?? 0)),
           spec.scratchDir,
         );
-        pack = await PackStream.open(spec.objectsDir, format);
+        pack = PackStream.open(spec.objectsDir, format);
         whole.sort((a, b) => a - b);
         if (!pool && whole.length >= PARALLEL_MIN_FILES && WorkerPool.size() > 1) pool = new WorkerPool();
         const expect: string[] = [];
@@ -451,6 +466,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       for (const b of packedBlobs) {
         pk.add({ oid: oid.toString('hex', b.index * hashLen, (b.index + 1) * hashLen), offset: b.offset, crc: b.crc });
       }
+      // Half way: the files read so far are in; what follows is read again (chunks) or built here.
+      await faultPoint('pack:mid-write');
       // Files too big to hold, then chunks, trees and the rest (no worker writes meanwhile).
       for (const [i, hex] of bigOwned) {
         if (!pk.has(hex)) await pk.appendBigFile(hex, path.join(spec.worktree, paths[i]), deflateLevel);
@@ -570,6 +587,24 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     }
     return { entries, hardLinks, externalLinks, linkedBytes };
   }
+}
+
+/** Whether an lstat is the file a stat-cache entry recorded: every field git records but the device
+ * (an overlay or NFS mount may renumber it; git leaves it out too), times to the nanosecond. A value
+ * the entry's 32 bits cannot hold (a time past 2106 or before 1970, an inode past 2^53) never
+ * matches: the file is read again. */
+function sameAsEntry(buf: Buffer, o: number, st: fs.Stats, mode: number): boolean {
+  const U32 = 4294967296;
+  return (
+    buf.readUInt32BE(o + STAT.mode) === mode &&
+    buf.readUInt32BE(o + STAT.size) === st.size % U32 &&
+    st.ino <= Number.MAX_SAFE_INTEGER &&
+    buf.readUInt32BE(o + STAT.ino) === st.ino % U32 &&
+    buf.readUInt32BE(o + STAT.uid) === st.uid >>> 0 &&
+    buf.readUInt32BE(o + STAT.gid) === st.gid >>> 0 &&
+    buf.readUInt32BE(o + STAT.mtime) * 1000 + buf.readUInt32BE(o + STAT.mtimeNs) / 1e6 === st.mtimeMs &&
+    buf.readUInt32BE(o + STAT.ctime) * 1000 + buf.readUInt32BE(o + STAT.ctimeNs) / 1e6 === st.ctimeMs
+  );
 }
 
 function lstatBig(abs: string): fs.BigIntStats | null {
