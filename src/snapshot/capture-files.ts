@@ -365,6 +365,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const i of wholeLarge) large.delete(paths[i]);
     if (wholeLarge.length) await run(wholeLarge, { deferLinks: false, mode, largeAt: 0, set: known });
 
+    // The readers go before the chunker starts its own threads (both at once would add up).
+    const readers = pool as WorkerPool | null;
+    pool = null;
+    await readers?.close();
+
     // --- chunked files ---
     tracePhase(`files: chunk ${large.size}`);
     let chunks: ChunkingResult | null = null;

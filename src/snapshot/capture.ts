@@ -437,7 +437,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
       ...how,
     });
-    if (!options.always) {
+    // A files tree other than the one this worktree's last capture recorded cannot be that
+    // snapshot's: no need to read it back to know something changed.
+    if (!options.always && (!recorded || recorded.tree === filesTree)) {
       progress('comparing with the last snapshot');
       const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
       if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
