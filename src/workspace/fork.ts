@@ -20,7 +20,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
-import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { refreshIndexStat } from '../snapshot/filemeta';
@@ -276,8 +276,9 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
     progress('adding the worktree');
     // The worktree's .git file belongs to the fork, not the base: an overlay fork's is in its upper layer.
     const link = path.join(mode === 'overlay' && row.upper ? row.upper : dir, '.git');
+    // Recorded in the row with 'active' below; a creator killed before that is cleaned up by
+    // `discard`, which finds the admin dir by the path it points at.
     gitDir = await addWorktree(repo, config, { dir, link, id, snap });
-    withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
     writeForkMarker(gitDir, { id, snapshot: oid, mode, createdAt: row.createdAt });
     await faultPoint('fork:after-worktree');
     const filesIndex = path.join(gitDir, 'xet-files.index');
@@ -326,9 +327,15 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
         recordPart(db, forkRoot(id), FORK_FILES_PART, add(snapshotAmount(snap), gitFile)),
       );
     }
-    await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
+    const adopt = adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
-    withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
+    const admin = gitDir;
+    withSidecar(repo.commonDir, (db) =>
+      db.transaction(() => {
+        adopt(db);
+        updateFork(db, id, { gitDir: admin, state: 'active' });
+      })(),
+    );
   } catch (e) {
     // Judged before the undo frees the space again.
     const full = diskFull(e, [dir, repo.commonDir]);
@@ -494,15 +501,10 @@ function writeForkMarker(gitDir: string, m: { id: string; snapshot: string; mode
   fs.renameSync(tmp, file);
 }
 
-/** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
- * as its stat cache: a capture in the fork hashes and stores only what the fork changed. */
-async function adoptWorkspace(
-  repo: Repo,
-  dir: string,
-  gitDir: string,
-  snap: Snapshot,
-  filesIndex: string,
-): Promise<void> {
+/** Make the fork a workspace whose last capture is the snapshot's files, with the files index as its
+ * stat cache (a capture in the fork hashes and stores only what the fork changed): the index moves
+ * into place now, the returned step records the workspace in the sidecar. */
+function adoptWorkspace(repo: Repo, dir: string, gitDir: string, snap: Snapshot, filesIndex: string): (db: Db) => void {
   // As findRepo(dir) would report it (both are real paths), without one more git process.
   const fork = { worktree: dir, gitDir };
   const wsId = workspaceId(fork.gitDir);
@@ -510,15 +512,14 @@ async function adoptWorkspace(
   fs.mkdirSync(path.dirname(cache), { recursive: true });
   fs.renameSync(filesIndex, cache);
   const c = snap.manifest.counts;
-  withSidecar(repo.commonDir, (db) =>
+  return (db) =>
     recordFilesTree(
       db,
       { id: wsId, worktree: fork.worktree, gitDir: fork.gitDir },
       snap.filesTree,
       { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
       null,
-    ),
-  );
+    );
 }
 
 /** Undo a fork creation that failed: unmount, drop the worktree, empty the target, forget the row. */
