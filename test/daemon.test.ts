@@ -166,6 +166,11 @@ test('a fork through the daemon is the fork the CLI makes', () => {
     assert.deepEqual(state(path.join(forks, 'via')), state(path.join(forks, 'direct')));
     const listed = xet(d, ['forks']).forks as { id: string; state: string }[];
     assert.deepEqual(listed.map((f) => f.state).sort(), ['active', 'active']);
+    // The daemon's config memo sees a change made after the first fork.
+    git(d, 'config', 'xet.fork.allowance', '100000000');
+    const later = xet(d, ['fork', snap, path.join(forks, 'later'), '--mode', 'copy'], { PATH: '/nonexistent' });
+    assert.deepEqual(later.allowance, { bytes: 100000000, files: null });
+    git(d, 'config', '--unset', 'xet.fork.allowance');
     // Errors come back typed, as the CLI's own would.
     const again = spawnSync(process.execPath, [BIN, '--json', 'fork', snap, path.join(forks, 'via')], {
       cwd: d,
@@ -176,7 +181,7 @@ test('a fork through the daemon is the fork the CLI makes', () => {
     assert.equal((JSON.parse(again.stdout) as { error: { code: string } }).error.code, 'TARGET_NOT_EMPTY');
   } finally {
     xet(d, ['daemon', 'stop']);
-    for (const f of ['via', 'direct']) {
+    for (const f of ['via', 'direct', 'later']) {
       try {
         xet(d, ['discard', path.join(forks, f), '--no-capture'], { GIT_XET_NO_DAEMON: '1' });
       } catch {

@@ -11,6 +11,8 @@ import { TOOL_VERSION } from '../version';
 import type { DaemonReply, DaemonRequest } from './client';
 import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 import type { Repo } from '../git/repo';
+import type { GitConfig } from '../git/config';
+import { configMemo } from './config-memo';
 import { ownerAlive } from '../snapshot/leftovers';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none). */
@@ -65,6 +67,13 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     });
     return repo;
   };
+  // This worktree's requests get the repository and a memo of its config (config-memo.ts).
+  let config: (() => Promise<GitConfig>) | undefined;
+  const forkIn = (own: Repo | undefined, options: Parameters<typeof createFork>[0]) => {
+    if (!own) return createFork(options);
+    config ??= configMemo(own);
+    return createFork({ ...options, repo: own, readConfig: config });
+  };
   let queue: Promise<unknown> = Promise.resolve();
   let idle: NodeJS.Timeout | undefined;
   let stopping = false;
@@ -114,10 +123,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       const result =
         req.op === 'capture'
           ? await capture(input)
-          : await createFork({
-              ...(input as unknown as Parameters<typeof createFork>[0]),
-              repo: await ownRepo(req.cwd),
-            });
+          : await forkIn(await ownRepo(req.cwd), input as unknown as Parameters<typeof createFork>[0]);
       return { ok: true, result };
     } catch (e) {
       if (isXetError(e)) return { ok: false, error: e.toJSON() };

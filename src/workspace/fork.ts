@@ -29,6 +29,7 @@ import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snaps
 import { refuseForkOfOperation } from '../snapshot/operation-state';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { refuseTooLong } from '../snapshot/paths';
+import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import type { GitOptions } from '../git/exec';
 import { baseFor, basesDir, ensureBase, readBaseRecord, writeBaseRecord, type BaseRecord } from './base';
 import { addForkWorktree } from './worktree';
@@ -58,6 +59,8 @@ export interface ForkOptions {
   progress?: (what: string) => void;
   /** The repository `cwd` is in, when the caller knows it already (the daemon asks git once). */
   repo?: Repo;
+  /** How to read its config, when the caller has a better way than asking git (the daemon's memo). */
+  readConfig?: () => Promise<GitConfig>;
 }
 
 export interface ForkResult {
@@ -120,11 +123,12 @@ export async function createFork(options: ForkOptions): Promise<ForkResult> {
 
 async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkResult> {
   const o = repoOpts(repo);
-  const oid = await resolveSnapshotOid(options.snapshot, o);
   // A snapshot validated once (schema, every path) has that recorded with its base: its id names
   // the same bytes, so forks of it skip that O(tree) work. Without a record that checks out, the
   // snapshot is validated in full and the record (re)written once the base exists.
-  const recorded = readBaseRecord(repo, oid);
+  const named = recordedSnapshot(repo, options.snapshot);
+  const oid = named?.snap.oid ?? (await resolveSnapshotOid(options.snapshot, o));
+  const recorded = named ?? readBaseRecord(repo, oid);
   const snap = recorded?.snap ?? (await readSnapshot(oid, o));
   const longest = recorded?.longest ?? (await validateSnapshotPaths(snap, o));
   const validated: BaseRecord | null = recorded ? null : { snap, longest };
@@ -140,7 +144,7 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     );
   }
   // The allowance is read and the fork's files checked against it before anything is made.
-  const config = await readConfig(o);
+  const config = await (options.readConfig ?? (() => readConfig(o)))();
   const allowance = forkAllowance(config, options.allowance);
   const id = crypto.randomBytes(6).toString('hex');
   const idx = indexBound(snap, longest);
@@ -467,6 +471,20 @@ async function addWorktree(
   // `git worktree add --no-checkout` leaves no index; ours comes later.
   fs.rmSync(path.join(gitDir, 'index'), { force: true });
   return gitDir;
+}
+
+/** A full snapshot id resolved without git: its snapshot ref (a loose ref file) names it, so the
+ * commit is in the repository (git keeps what refs reach), and its base records that it was
+ * validated as a snapshot (so the ref, which a fetch could have brought, is not taken on its word).
+ * Anything else (an abbreviation, a packed ref, no record) is resolveSnapshotOid's. */
+function recordedSnapshot(repo: Repo, spec: string): BaseRecord | null {
+  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(spec)) return null;
+  try {
+    if (fs.readFileSync(path.join(repo.commonDir, SNAPSHOT_REF_PREFIX, spec), 'utf8') !== `${spec}\n`) return null;
+  } catch {
+    return null;
+  }
+  return readBaseRecord(repo, spec);
 }
 
 /** A snapshot's HEAD commit must be in the repository for a fork to detach at it (git worktree add

@@ -813,6 +813,8 @@ test(
       assert.equal(JSON.parse(fs.readFileSync(recordOf(snapA), 'utf8')).snapshot, snapA);
       assertLedgerMatches(snapA, 'built with its record');
       assert.equal(forkValidating(snapA), false, 'the next one uses the record');
+      // With its snapshot ref and record, the id is resolved and the snapshot read without git.
+      assert.doesNotMatch(fs.readFileSync(sb.path(`trace-${n}`), 'utf8'), /rev-parse -q --verify|cat-file|ls-tree/);
       assert.equal(forkValidating(snapB), true);
       // Another snapshot's record: validated again, and the right record written.
       fs.copyFileSync(recordOf(snapB), recordOf(snapA));
