@@ -18,7 +18,6 @@ import type { Repo } from '../git/repo';
 import { sidecarDir, withSidecar } from '../sidecar/db';
 import { partsOf, recordPart, REPOSITORY_ROOT } from '../allowance/ledger';
 import { acquireLock } from '../sidecar/lock';
-import { layFiles, layIndex } from '../snapshot/lay';
 import { canonicalJson } from '../snapshot/canonical-json';
 import { parseManifest } from '../snapshot/manifest';
 import type { Snapshot } from '../snapshot/store';
@@ -107,6 +106,8 @@ async function buildBase(
       scratchParent: tmp,
       repoGitDir: repo.commonDir,
     };
+    // Required here: forks of a base that exists never load the laying code.
+    const { layFiles, layIndex } = await import('../snapshot/lay');
     await layFiles(spec);
     await faultPoint('fork:mid-base');
     await layIndex(spec);

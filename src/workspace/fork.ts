@@ -23,9 +23,7 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { refreshIndexStat } from '../snapshot/filemeta';
-import { layFiles, layIndex } from '../snapshot/lay';
-import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
+import { checkTarget, refuseInsideGitDir } from '../snapshot/target';
 import { refuseForkOfOperation } from '../snapshot/operation-state';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { refuseTooLong } from '../snapshot/paths';
@@ -130,7 +128,8 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   const oid = named?.snap.oid ?? (await resolveSnapshotOid(options.snapshot, o));
   const recorded = named ?? readBaseRecord(repo, oid);
   const snap = recorded?.snap ?? (await readSnapshot(oid, o));
-  const longest = recorded?.longest ?? (await validateSnapshotPaths(snap, o));
+  // Required here, not at the top: restore's modules (capture's among them) are for this path only.
+  const longest = recorded?.longest ?? (await (await import('../snapshot/restore')).validateSnapshotPaths(snap, o));
   const validated: BaseRecord | null = recorded ? null : { snap, longest };
   if (validated) await requireHeadCommit(snap, o);
   refuseForkOfOperation(snap);
@@ -312,6 +311,9 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       mounted = true;
     } else if (mode === 'clone' && base) {
       progress(`cloning ${snap.manifest.counts.files} files`);
+      // Clone and copy forks' modules are required here: an overlay fork never needs them.
+      const { layIndex } = await import('../snapshot/lay');
+      const { refreshIndexStat } = await import('../snapshot/filemeta');
       await cloneTree(base.tree, dir);
       fs.copyFileSync(base.filesIndex, filesIndex);
       // Copies are new inodes with the base's bytes, times and links (cp -a): their stat data is
@@ -320,6 +322,7 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       await layIndex(spec);
     } else {
       progress(`writing ${snap.manifest.counts.files} files`);
+      const { layFiles, layIndex } = await import('../snapshot/lay');
       await layFiles(spec);
       await layIndex(spec);
     }
