@@ -279,9 +279,10 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
     progress('adding the worktree');
     // The worktree's .git file belongs to the fork, not the base: an overlay fork's is in its upper layer.
     const link = path.join(mode === 'overlay' && row.upper ? row.upper : dir, '.git');
-    // Recorded in the row with 'active' below; a creator killed before that is cleaned up by
-    // `discard`, which finds the admin dir by the path it points at.
     gitDir = await addWorktree(repo, config, { dir, link, id, snap });
+    // Recorded at once: verify knows a fork by its admin dir, and must see a creation killed from
+    // here on as incomplete (a copy fork killed after its files are laid would match its snapshot).
+    withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
     writeForkMarker(gitDir, { id, snapshot: oid, mode, createdAt: row.createdAt });
     await faultPoint('fork:after-worktree');
     const filesIndex = path.join(gitDir, 'xet-files.index');
@@ -336,11 +337,10 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
     }
     const adopt = adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
-    const admin = gitDir;
     withSidecar(repo.commonDir, (db) =>
       db.transaction(() => {
         adopt(db);
-        updateFork(db, id, { gitDir: admin, state: 'active' });
+        updateFork(db, id, { state: 'active' });
       })(),
     );
   } catch (e) {
