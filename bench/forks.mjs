@@ -14,8 +14,10 @@
 // up by the next one. Runs as root (mount, overlayfs). Results: tables on stdout and
 // bench/forks-results.json.
 
-import { existsSync, mkdirSync, readdirSync, appendFileSync, statfsSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, appendFileSync, statfsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import {
   BenchError,
   ROOT,
@@ -62,8 +64,10 @@ const MODES = ['overlay', 'clone', 'copy'];
 const CHANGES_EDITS = 10;
 
 const GOALS = {
-  // steady-state overlay fork creation (base exists) vs one `cp -a` of the worktree
+  // steady-state overlay fork creation (base exists) vs one `cp -a` of the worktree, through the CLI
   overlayCreateVsCp: 0.05,
+  // the same through the resident process (`git xet daemon`): the request on its socket
+  overlayDaemonVsCp: 0.01,
   // df of 16 overlay forks, base included, vs df of one full copy
   overlayDisk16VsCopy: 1.1,
   // df of 4 clone forks, base included, vs df of one full copy
@@ -153,6 +157,16 @@ const ARGS = {
  */
 function teardown(runDir) {
   const mnt = join(runDir, 'mnt');
+  // The repo's daemon has its cwd on the XFS: it goes first, or the XFS stays busy.
+  try {
+    const pid = Number(readFileSync(join(mnt, 'repo', '.git', 'xet', 'daemon', 'pid'), 'utf8').trim());
+    if (pid > 0) {
+      process.kill(pid, 'SIGKILL');
+      for (let i = 0; i < 50 && existsSync(`/proc/${pid}`); i++) spawnSync('sleep', ['0.02']);
+    }
+  } catch {
+    // no daemon
+  }
   if (unmountUnder(mnt).length) {
     // Never rm -rf through a mount: drop the image file only (freed when the loop detaches).
     log(`WARNING: still mounted under ${mnt}: ${mountsUnder(mnt).join(', ')}; removing only the image`);
@@ -275,6 +289,47 @@ async function main() {
     }
     if (j.head !== headCommit) problem(`fork ${dir}: head ${j.head}, expected ${headCommit}`);
     return { seconds: r.seconds, json: j };
+  };
+
+  /** One timed fork through the repo's daemon: `via` 'cli' is `git xet fork` answered by the daemon
+   * (run with no git on PATH, so a CLI that had to make the fork itself would fail), 'socket' is
+   * the request on the daemon's socket from this process (what a resident client pays). */
+  let daemonClient = null;
+  const forkViaDaemon = async (via, dir) => {
+    await settle();
+    let seconds;
+    let j;
+    if (via === 'cli') {
+      const r = await runXet(cli, repo, ['fork', snapshot, dir, '--mode', 'overlay', '--json'], {
+        timeoutSec: opts.timeoutSec,
+        requireJson: true,
+        env: { ...process.env, PATH: '/nonexistent' },
+        note: 'through the daemon, with no git on PATH',
+      });
+      seconds = r.seconds;
+      j = r.json;
+    } else {
+      if (!daemonClient) {
+        const req = createRequire(cli);
+        const dist = join(dirname(cli), '..', 'dist', 'src', 'daemon');
+        daemonClient = { ...req(join(dist, 'client.js')), ...req(join(dist, 'locate.js')) };
+      }
+      const place = daemonClient.locateDaemon(repo);
+      const t0 = performance.now();
+      const reply = await daemonClient.sendToDaemon(place, {
+        op: 'fork',
+        cwd: repo,
+        input: { snapshot, dir, mode: 'overlay' },
+      });
+      seconds = (performance.now() - t0) / 1000;
+      if (!reply?.ok) throw new BenchError(`fork through the daemon's socket: ${JSON.stringify(reply ?? null)}`);
+      j = reply.result;
+    }
+    if (j.mode !== 'overlay' || j.baseBuilt !== false || typeof j.id !== 'string') {
+      throw new BenchError(`fork through the daemon (${via}): unexpected result ${JSON.stringify(j).slice(0, 1000)}`);
+    }
+    if (j.head !== headCommit) problem(`fork ${dir} (daemon, ${via}): head ${j.head}, expected ${headCommit}`);
+    return { seconds, json: j };
   };
 
   /** The test command in dir, right after whatever made dir (no sync in between). */
@@ -542,6 +597,44 @@ async function main() {
             }
           }
         }
+        // Through the resident process: the same rounds, the daemon answering.
+        if (mode === 'overlay') {
+          M.daemon = {};
+          await xet(['daemon', 'start', '--json']);
+          try {
+            for (const via of ['cli', 'socket']) {
+              for (const n of opts.counts) {
+                const R = ((M.daemon[via] ??= {})[n] = { forkSeconds: [], totalSeconds: [] });
+                const repeats = n === 1 ? opts.reps : 1;
+                for (let k = 0; k < repeats; k++) {
+                  const dirs = [];
+                  try {
+                    for (let i = 0; i < n; i++) {
+                      const dir = forkDir(`overlay-daemon-${via}-x${n}`);
+                      const f = await forkViaDaemon(via, dir);
+                      dirs.push(dir);
+                      R.forkSeconds.push(f.seconds);
+                    }
+                    R.totalSeconds.push(sum(R.forkSeconds.slice(-n)));
+                    if (k === 0) await checkFork(dirs[0], mode);
+                    log(`overlay via daemon (${via}) x${n}: per fork ${fmtMs(med(R.forkSeconds.slice(-n)))}`);
+                  } finally {
+                    for (const dir of dirs) {
+                      try {
+                        M.discardSeconds.push(await discard(dir));
+                      } catch (e) {
+                        fail(`discard ${dir}`, e);
+                      }
+                    }
+                    await trim();
+                  }
+                }
+              }
+            }
+          } finally {
+            await xet(['daemon', 'stop', '--json']);
+          }
+        }
         if (mode === 'overlay' && mountsUnder(forksRoot()).length) {
           problem(`overlay mounts left after discarding every fork: ${mountsUnder(forksRoot()).join(', ')}`);
         }
@@ -668,6 +761,22 @@ function summarize(results) {
       if (mode === 'clone' && n === '4') d.goal = GOALS.cloneDisk4VsCopy;
       if (d.goal != null) d.status = verdict(ratio(d.bytes, copyBytes), d.goal);
       disk.push(d);
+    }
+    for (const [via, rounds] of Object.entries(M.daemon ?? {})) {
+      for (const [n, R] of Object.entries(rounds)) {
+        const row = {
+          label: `${mode} via daemon (${via === 'cli' ? 'git xet fork' : 'its socket'}): ${n} fork${n === '1' ? '' : 's'}`,
+          mode,
+          n: Number(n),
+          perFork: med(R.forkSeconds),
+          total: med(R.totalSeconds),
+        };
+        if (n === '1') {
+          row.goal = via === 'cli' ? GOALS.overlayCreateVsCp : GOALS.overlayDaemonVsCp;
+          row.status = verdict(ratio(row.perFork, full), row.goal);
+        }
+        creation.push(row);
+      }
     }
     if (M.testReady.forkSeconds.length) {
       testReady.push({

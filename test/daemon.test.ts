@@ -2,7 +2,7 @@
 // are the captures the normal path makes; the CLI never depends on it (killed, stale, absent).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -138,5 +138,57 @@ test('a daemon killed mid-capture: the client falls back and captures', async ()
   } finally {
     xet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a fork through the daemon is the fork the CLI makes', () => {
+  const d = repo();
+  const forks = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-forks-'));
+  try {
+    fs.writeFileSync(path.join(d, 'f0.txt'), 'work in progress\n');
+    fs.writeFileSync(path.join(d, 'untracked.txt'), 'new\n');
+    const snap = xet(d, ['capture']).snapshot as string;
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    // No git on PATH: the CLI cannot make a fork itself (it would have to run git), the daemon can.
+    const via = xet(d, ['fork', snap, path.join(forks, 'via'), '--mode', 'copy'], { PATH: '/nonexistent' });
+    const direct = xet(d, ['fork', snap, path.join(forks, 'direct'), '--mode', 'copy'], { GIT_XET_NO_DAEMON: '1' });
+    assert.equal(xet(d, ['daemon', 'status']).pid, pid);
+    for (const k of ['mode', 'snapshot', 'head', 'branch', 'baseBuilt', 'allowance', 'route'])
+      assert.deepEqual(via[k], direct[k], k);
+    assert.notEqual(via.id, direct.id);
+    const state = (dir: string) => ({
+      status: git(dir, 'status', '--porcelain=v2', '-uall'),
+      index: git(dir, 'ls-files', '-s'),
+      head: git(dir, 'rev-parse', 'HEAD'),
+      files: fs.readdirSync(dir).sort(),
+      list: git(d, 'worktree', 'list', '--porcelain').includes(`worktree ${dir}\n`),
+    });
+    assert.deepEqual(state(path.join(forks, 'via')), state(path.join(forks, 'direct')));
+    const listed = xet(d, ['forks']).forks as { id: string; state: string }[];
+    assert.deepEqual(listed.map((f) => f.state).sort(), ['active', 'active']);
+    // The daemon's config memo sees a change made after the first fork.
+    git(d, 'config', 'xet.fork.allowance', '100000000');
+    const later = xet(d, ['fork', snap, path.join(forks, 'later'), '--mode', 'copy'], { PATH: '/nonexistent' });
+    assert.deepEqual(later.allowance, { bytes: 100000000, files: null });
+    git(d, 'config', '--unset', 'xet.fork.allowance');
+    // Errors come back typed, as the CLI's own would.
+    const again = spawnSync(process.execPath, [BIN, '--json', 'fork', snap, path.join(forks, 'via')], {
+      cwd: d,
+      encoding: 'utf8',
+      env: { ...ENV, PATH: '/nonexistent' },
+    });
+    assert.equal(again.status, 3, again.stderr);
+    assert.equal((JSON.parse(again.stdout) as { error: { code: string } }).error.code, 'TARGET_NOT_EMPTY');
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    for (const f of ['via', 'direct', 'later']) {
+      try {
+        xet(d, ['discard', path.join(forks, f), '--no-capture'], { GIT_XET_NO_DAEMON: '1' });
+      } catch {
+        // the test failed before making it
+      }
+    }
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(forks, { recursive: true, force: true });
   }
 });

@@ -2,6 +2,7 @@
 import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
+import type { ForkResult } from '../workspace/fork';
 
 export const forkCommand = defineCommand({
   path: ['fork'],
@@ -54,6 +55,12 @@ export const forkCommand = defineCommand({
     } else if (input.dir === undefined) throw new XetError('USAGE', 'fork needs <snapshot> and <dir>');
   },
   async run(input, ctx) {
+    if (ctx.via === 'cli' && !input.remount) {
+      // A running daemon (src/daemon/) makes the same fork without a start-up; else the normal path.
+      const { viaDaemon } = await import('../daemon/client');
+      const r = (await viaDaemon('fork', ctx.cwd, input)) as ForkResult | undefined;
+      if (r) return r;
+    }
     const workspace = await import('../workspace/fork');
     if (input.remount) return workspace.remountFork(ctx.cwd, input.snapshot);
     return workspace.createFork({

@@ -6,8 +6,11 @@ import * as net from 'node:net';
 import { XetError, type ErrorCode } from '../errors';
 import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 
+/** The commands a daemon runs for the CLI. */
+export type DaemonOp = 'capture' | 'fork';
+
 export interface DaemonRequest {
-  op: 'capture' | 'status' | 'stop';
+  op: DaemonOp | 'status' | 'stop';
   cwd: string;
   input?: Record<string, unknown>;
 }
@@ -60,7 +63,7 @@ export function sendToDaemon(p: DaemonPlace, req: DaemonRequest, timeoutMs = 0):
 
 /** Runs `op` through the daemon of cwd's repository: its result, its XetError thrown, or undefined
  * when the daemon did not run it (then the caller runs it itself). GIT_XET_NO_DAEMON=1 skips it. */
-export async function viaDaemon(op: 'capture', cwd: string, input: Record<string, unknown>): Promise<unknown> {
+export async function viaDaemon(op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> {
   if (process.env.GIT_XET_NO_DAEMON === '1') return undefined;
   const p = locateDaemon(cwd);
   if (!p) return undefined;

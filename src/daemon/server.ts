@@ -1,6 +1,7 @@
-// The resident process: one per worktree, serving on .git/xet/daemon/sock. It runs captures in a
-// warm process (no node start-up, no module loading per call), one at a time, with exactly the code
-// the CLI runs (src/snapshot/capture.ts), so a capture through it is the capture the CLI would make.
+// The resident process: one per worktree, serving on .git/xet/daemon/sock. It runs captures and
+// forks in a warm process (no node start-up, no module loading per call), one at a time, with
+// exactly the code the CLI runs (src/snapshot/capture.ts, src/workspace/fork.ts), so a capture or
+// fork through it is the one the CLI would make.
 // pid file created O_EXCL is the lock; a pid file of a dead process is stale and replaced. Exits after
 // an idle period (GIT_XET_DAEMON_IDLE_MS, default 10 min), when its git directory goes away, on stop.
 import * as fs from 'node:fs';
@@ -8,7 +9,10 @@ import * as net from 'node:net';
 import { XetError, isXetError } from '../errors';
 import { TOOL_VERSION } from '../version';
 import type { DaemonReply, DaemonRequest } from './client';
-import { buildId, gitEnvPrint, type DaemonPlace } from './locate';
+import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
+import type { Repo } from '../git/repo';
+import type { GitConfig } from '../git/config';
+import { configMemo } from './config-memo';
 import { ownerAlive } from '../snapshot/leftovers';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none). */
@@ -48,6 +52,28 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const env = gitEnvPrint();
   const build = buildId();
   const { capture } = await import('../snapshot/capture');
+  const { createFork } = await import('../workspace/fork');
+  const { findRepo } = await import('../git/repo');
+  // The repository as the CLI finds it from any directory of this worktree (rev-parse), asked once:
+  // a request from a directory whose nearest .git is this worktree's gets it. With GIT_DIR or
+  // GIT_WORK_TREE set, git decides differently, so every request asks again.
+  let repo: Promise<Repo> | undefined;
+  const ownRepo = (cwd: string): Promise<Repo> | undefined => {
+    if (process.env.GIT_DIR !== undefined || process.env.GIT_WORK_TREE !== undefined) return undefined;
+    if (locateDaemon(cwd)?.gitDir !== p.gitDir) return undefined;
+    repo ??= findRepo(p.worktree, true).catch((e: unknown) => {
+      repo = undefined;
+      throw e;
+    });
+    return repo;
+  };
+  // This worktree's requests get the repository and a memo of its config (config-memo.ts).
+  let config: (() => Promise<GitConfig>) | undefined;
+  const forkIn = (own: Repo | undefined, options: Parameters<typeof createFork>[0]) => {
+    if (!own) return createFork(options);
+    config ??= configMemo(own);
+    return createFork({ ...options, repo: own, readConfig: config });
+  };
   let queue: Promise<unknown> = Promise.resolve();
   let idle: NodeJS.Timeout | undefined;
   let stopping = false;
@@ -91,9 +117,13 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     }
     if (req.version !== build) return { ok: false, refused: 'version' };
     if (req.env !== env) return { ok: false, refused: 'environment' };
-    if (req.op !== 'capture') return { ok: false, refused: 'op' };
+    if (req.op !== 'capture' && req.op !== 'fork') return { ok: false, refused: 'op' };
     try {
-      const result = await capture({ ...(req.input ?? {}), cwd: req.cwd });
+      const input = { ...(req.input ?? {}), cwd: req.cwd };
+      const result =
+        req.op === 'capture'
+          ? await capture(input)
+          : await forkIn(await ownRepo(req.cwd), input as unknown as Parameters<typeof createFork>[0]);
       return { ok: true, result };
     } catch (e) {
       if (isXetError(e)) return { ok: false, error: e.toJSON() };

@@ -21,6 +21,9 @@ import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
 import { faultPoint } from '../testing/fault-points';
+import { checkTarget, refuseInsideGitDir } from './target';
+
+export { checkTarget, refuseInsideGitDir };
 import { recordOrigin } from './origin';
 import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
@@ -55,40 +58,6 @@ export interface RestoreResult {
   origin: { name: string; url: string } | null;
   /** With --lazy: the source and the chunked files left unwritten (git xet hydrate writes them). */
   lazy?: { source: string; deferred: string[] };
-}
-
-/** A target must not exist, or be an empty directory. */
-export function checkTarget(dir: string, what = 'restore'): void {
-  let st: fs.Stats;
-  try {
-    st = fs.lstatSync(dir);
-  } catch {
-    return; // does not exist: fine
-  }
-  if (!st.isDirectory()) throw new XetError('TARGET_NOT_EMPTY', `${dir} exists and is not a directory`, { dir });
-  if (fs.readdirSync(dir).length > 0) {
-    throw new XetError('TARGET_NOT_EMPTY', `${dir} exists and is not empty; ${what} needs a new or empty directory`, {
-      dir,
-    });
-  }
-}
-
-/** A new tree inside a repository's own git dir would put a repository among its refs and objects. */
-export function refuseInsideGitDir(target: string, repo: Repo, what: string): void {
-  const real = (p: string): string => {
-    try {
-      return fs.realpathSync(p);
-    } catch {
-      const parent = path.dirname(p);
-      return parent === p ? p : path.join(real(parent), path.basename(p));
-    }
-  };
-  const t = real(target);
-  for (const d of [real(repo.commonDir), real(repo.gitDir)]) {
-    if (t === d || t.startsWith(`${d}${path.sep}`)) {
-      throw new XetError('TARGET_UNUSABLE', `cannot ${what} inside the git directory ${d}`, { dir: target });
-    }
-  }
 }
 
 /** Resolve where objects come from: a URL or path for `git fetch`, or the local repository. */

@@ -20,18 +20,17 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git } from '../git/exec';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
-import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
+import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
 import { deleteFork, insertFork, liveForkAt, updateFork, type ForkMode, type ForkRow } from '../sidecar/forks';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { refreshIndexStat } from '../snapshot/filemeta';
-import { layFiles, layIndex } from '../snapshot/lay';
-import { checkTarget, refuseInsideGitDir, validateSnapshotPaths } from '../snapshot/restore';
+import { checkTarget, refuseInsideGitDir } from '../snapshot/target';
 import { refuseForkOfOperation } from '../snapshot/operation-state';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from '../snapshot/store';
 import { refuseTooLong } from '../snapshot/paths';
-import { lsTree } from '../git/plumbing';
+import { SNAPSHOT_REF_PREFIX } from '../snapshot/refs';
 import type { GitOptions } from '../git/exec';
-import { baseFor, basesDir, ensureBase } from './base';
+import { baseFor, basesDir, ensureBase, readBaseRecord, writeBaseRecord, type BaseRecord } from './base';
+import { addForkWorktree } from './worktree';
 import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
 import { isNoSpace } from './tools';
@@ -41,7 +40,7 @@ import { forkAllowance } from '../allowance/config';
 import { FORK_FILES_PART, forkLimits, forkOwnDir } from '../allowance/fork-root';
 import { forkRoot, recordPart } from '../allowance/ledger';
 import type { Amount } from '../allowance/model';
-import { readConfig } from '../git/config';
+import { readConfig, type GitConfig } from '../git/config';
 import { chooseRoute, layerPaths, layerSetting, makeLayer, mountLayer, removeLayer, type LayerRoute } from './layer';
 import { dropReclaimView } from './reclaim-view';
 import { assertForkWritable, fenceIfStale, forkSlot, hasStaleGuard, unfenceFork } from '../tasks/enforce';
@@ -56,6 +55,10 @@ export interface ForkOptions {
   /** `--allowance BYTES[,FILES]`; default `xet.fork.allowance`. */
   allowance?: string;
   progress?: (what: string) => void;
+  /** The repository `cwd` is in, when the caller knows it already (the daemon asks git once). */
+  repo?: Repo;
+  /** How to read its config, when the caller has a better way than asking git (the daemon's memo). */
+  readConfig?: () => Promise<GitConfig>;
 }
 
 export interface ForkResult {
@@ -85,8 +88,13 @@ async function chooseMode(
   requested: RequestedMode,
   repo: Repo,
   target: string,
+  baseExists: boolean,
 ): Promise<{ mode: ForkMode; notAvailable: ForkResult['notAvailable'] }> {
   const notAvailable: ForkResult['notAvailable'] = {};
+  // Asked for overlay with its base in place, the fork's own mount answers whether mounting is
+  // allowed before anything costly is made (a refused mount undoes a worktree, a few files); a base
+  // to build first is worth a probe.
+  if (requested === 'overlay' && baseExists) return { mode: 'overlay', notAvailable };
   if (requested === 'overlay' || requested === 'auto') {
     const failure = await probeOverlay(path.join(sidecarDir(repo.commonDir), 'tmp'));
     if (!failure) return { mode: 'overlay', notAvailable };
@@ -107,18 +115,23 @@ async function chooseMode(
 
 // Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createFork(options: ForkOptions): Promise<ForkResult> {
-  const repo = await findRepo(options.cwd, true);
+  const repo = options.repo ?? (await findRepo(options.cwd, true));
   return withObjectsShared(repo.commonDir, () => createForkShared(options, repo));
 }
 
 async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkResult> {
   const o = repoOpts(repo);
-  const oid = await resolveSnapshotOid(options.snapshot, o);
-  // A snapshot with a base was validated (schema, every path) when the base was built; its id names
-  // the same bytes, so forks of it skip that O(tree) work.
-  const validated = fs.existsSync(baseFor(repo, oid).index);
-  const snap = await readSnapshot(oid, o, validated);
-  const longest = validated ? await longestPath(snap, o) : await validateSnapshotPaths(snap, o);
+  // A snapshot validated once (schema, every path) has that recorded with its base: its id names
+  // the same bytes, so forks of it skip that O(tree) work. Without a record that checks out, the
+  // snapshot is validated in full and the record (re)written once the base exists.
+  const named = recordedSnapshot(repo, options.snapshot);
+  const oid = named?.snap.oid ?? (await resolveSnapshotOid(options.snapshot, o));
+  const recorded = named ?? readBaseRecord(repo, oid);
+  const snap = recorded?.snap ?? (await readSnapshot(oid, o));
+  // Required here, not at the top: restore's modules (capture's among them) are for this path only.
+  const longest = recorded?.longest ?? (await (await import('../snapshot/restore')).validateSnapshotPaths(snap, o));
+  const validated: BaseRecord | null = recorded ? null : { snap, longest };
+  if (validated) await requireHeadCommit(snap, o);
   refuseForkOfOperation(snap);
   if (snap.manifest.repositories?.length) {
     // A fork shares one git dir with the repository; submodule git dirs would have to be per fork.
@@ -130,7 +143,7 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
     );
   }
   // The allowance is read and the fork's files checked against it before anything is made.
-  const config = await readConfig(o);
+  const config = await (options.readConfig ?? (() => readConfig(o)))();
   const allowance = forkAllowance(config, options.allowance);
   const id = crypto.randomBytes(6).toString('hex');
   const idx = indexBound(snap, longest);
@@ -154,14 +167,15 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
   // The target directory is made only once the registry row is ours (a creator killed before leaves
   // nothing; after, a row `discard` removes); the reflink probe looks at the filesystem it will be on.
   const dir = known;
-  const chosen = await chooseMode(options.mode, repo, nearestExisting(dir));
+  const baseExists = fs.existsSync(baseFor(repo, oid).index);
+  const chosen = await chooseMode(options.mode, repo, nearestExisting(dir), baseExists);
   const { mode } = chosen;
   const own = path.join(forksDir(repo), id);
   let route: LayerRoute | null = null;
   if (mode !== 'overlay') admitForkFiles(snap, allowance, ownFiles, id);
   else if (allowance) route = (await chooseRoute(layerSetting(config), forksDir(repo))).route;
   // The repository root gains the base (unless it exists) and the fork's capture cache index.
-  const newBase = mode !== 'copy' && !fs.existsSync(baseFor(repo, oid).index);
+  const newBase = mode !== 'copy' && !baseExists;
   const admission = await admitRepository(
     repo,
     newBase ? add(add(snapshotAmount(snap), add(idx, idx)), idx) : idx,
@@ -179,6 +193,8 @@ async function createForkShared(options: ForkOptions, repo: Repo): Promise<ForkR
       allowance,
       admission,
       idx,
+      config,
+      validated,
     });
   } finally {
     admission.end();
@@ -195,10 +211,13 @@ interface Admitted {
   admission: Admission;
   /** A bound of one index of the snapshot (the capture cache index a fork adds to the repository). */
   idx: Amount;
+  config: GitConfig;
+  /** This run's full validation of the snapshot, to record with its base; null: it was recorded. */
+  validated: BaseRecord | null;
 }
 
 async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptions, a: Admitted): Promise<ForkResult> {
-  const { dir, chosen, id, own, route, allowance, admission, idx } = a;
+  const { dir, chosen, id, own, route, allowance, admission, idx, config, validated } = a;
   const { mode } = chosen;
   const oid = snap.oid;
   const progress = options.progress ?? (() => undefined);
@@ -242,9 +261,10 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
     let base = null;
     if (mode !== 'copy') {
       progress(`materialising the base of ${oid.slice(0, 12)}`);
-      const b = await ensureBase(repo, snap, { admission, more: idx });
+      const b = await ensureBase(repo, snap, { admission, more: idx }, validated ?? undefined);
       base = b.base;
       baseBuilt = b.built;
+      if (validated && !b.built) writeBaseRecord(repo, validated);
       await faultPoint('fork:after-base');
     }
     if (layer && route && allowance) {
@@ -252,8 +272,16 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       await makeLayer(layer, route, allowance, id);
       await faultPoint('fork:after-layer');
     }
+    if (mode === 'overlay' && row.upper && row.work) {
+      fs.mkdirSync(row.upper, { recursive: true });
+      fs.mkdirSync(row.work, { recursive: true });
+    }
     progress('adding the worktree');
-    gitDir = await addWorktree(repo, dir, id, snap);
+    // The worktree's .git file belongs to the fork, not the base: an overlay fork's is in its upper layer.
+    const link = path.join(mode === 'overlay' && row.upper ? row.upper : dir, '.git');
+    gitDir = await addWorktree(repo, config, { dir, link, id, snap });
+    // Recorded at once: verify knows a fork by its admin dir, and must see a creation killed from
+    // here on as incomplete (a copy fork killed after its files are laid would match its snapshot).
     withSidecar(repo.commonDir, (db) => updateFork(db, id, { gitDir }));
     writeForkMarker(gitDir, { id, snapshot: oid, mode, createdAt: row.createdAt });
     await faultPoint('fork:after-worktree');
@@ -268,11 +296,6 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       repoGitDir: gitDir,
     };
     if (mode === 'overlay' && base && row.upper && row.work) {
-      fs.mkdirSync(row.upper, { recursive: true });
-      fs.mkdirSync(row.work, { recursive: true });
-      // The worktree's .git file belongs to the fork, not the base: it moves into the upper layer.
-      fs.copyFileSync(path.join(dir, '.git'), path.join(row.upper, '.git'));
-      fs.rmSync(path.join(dir, '.git'));
       // The base's index holds the stat data of the base's files, which the overlay shows unchanged.
       fs.copyFileSync(base.index, spec.indexFile);
       fs.copyFileSync(base.filesIndex, filesIndex);
@@ -289,6 +312,9 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       mounted = true;
     } else if (mode === 'clone' && base) {
       progress(`cloning ${snap.manifest.counts.files} files`);
+      // Clone and copy forks' modules are required here: an overlay fork never needs them.
+      const { layIndex } = await import('../snapshot/lay');
+      const { refreshIndexStat } = await import('../snapshot/filemeta');
       await cloneTree(base.tree, dir);
       fs.copyFileSync(base.filesIndex, filesIndex);
       // Copies are new inodes with the base's bytes, times and links (cp -a): their stat data is
@@ -297,6 +323,7 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
       await layIndex(spec);
     } else {
       progress(`writing ${snap.manifest.counts.files} files`);
+      const { layFiles, layIndex } = await import('../snapshot/lay');
       await layFiles(spec);
       await layIndex(spec);
     }
@@ -308,9 +335,14 @@ async function createForkAdmitted(repo: Repo, snap: Snapshot, options: ForkOptio
         recordPart(db, forkRoot(id), FORK_FILES_PART, add(snapshotAmount(snap), gitFile)),
       );
     }
-    await adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
+    const adopt = adoptWorkspace(repo, dir, gitDir, snap, filesIndex);
     await faultPoint('fork:before-active');
-    withSidecar(repo.commonDir, (db) => updateFork(db, id, { state: 'active' }));
+    withSidecar(repo.commonDir, (db) =>
+      db.transaction(() => {
+        adopt(db);
+        updateFork(db, id, { state: 'active' });
+      })(),
+    );
   } catch (e) {
     // Judged before the undo frees the space again.
     const full = diskFull(e, [dir, repo.commonDir]);
@@ -379,16 +411,6 @@ function admitForkFiles(
   );
 }
 
-/** The byte length of a validated snapshot's longest path (one ls-tree, no checks repeated). */
-async function longestPath(snap: Snapshot, o: GitOptions): Promise<number> {
-  let longest = 0;
-  for (const e of await lsTree(snap.filesTree, { ...o, trees: true })) {
-    longest = Math.max(longest, Buffer.byteLength(e.path));
-  }
-  for (const d of snap.manifest.emptyDirs) longest = Math.max(longest, Buffer.byteLength(d));
-  return longest;
-}
-
 /** Create the target directory; true if this call created it (EEXIST: it was there, empty). */
 function makeTargetDir(target: string): boolean {
   try {
@@ -432,23 +454,61 @@ function diskFull(e: unknown, dirs: string[]): string | null {
   return said ? dirs[0] : null;
 }
 
-/** `git worktree add` the fork (empty, detached), locked so `git worktree prune` never drops it while
- * it is unmounted; returns its admin dir. */
-async function addWorktree(repo: Repo, dir: string, id: string, snap: Snapshot): Promise<string> {
-  const o = repoOpts(repo);
-  const head = snap.manifest.head;
+/** The fork's linked worktree (empty, detached at the snapshot's HEAD commit), locked so `git
+ * worktree prune` never drops it while it is unmounted; returns its admin dir. */
+async function addWorktree(
+  repo: Repo,
+  config: GitConfig,
+  w: { dir: string; link: string; id: string; snap: Snapshot },
+): Promise<string> {
+  const head = w.snap.manifest.head;
   // An unborn HEAD has no commit to detach at: start at the snapshot commit, then point HEAD at the
   // unborn branch as the snapshot had it.
-  await git(['worktree', 'add', '--no-checkout', '--detach', dir, head.oid ?? snap.oid], o);
-  const gitFile = fs.readFileSync(path.join(dir, '.git'), 'utf8');
-  const m = /^gitdir: (.*)$/m.exec(gitFile);
-  if (!m) throw new XetError('GIT_FAILED', `git worktree add wrote an unexpected ${dir}/.git`, { dir });
-  const gitDir = fs.realpathSync(path.resolve(dir, m[1]));
+  const gitDir = await addForkWorktree(repo, config, {
+    dir: w.dir,
+    link: w.link,
+    commit: head.oid ?? w.snap.oid,
+    reason: `git xet fork ${w.id}`,
+  });
   if (head.kind === 'branch' && head.oid === null) fs.writeFileSync(path.join(gitDir, 'HEAD'), `ref: ${head.ref}\n`);
-  await git(['worktree', 'lock', '--reason', `git xet fork ${id}`, dir], o);
   // `git worktree add --no-checkout` leaves no index; ours comes later.
   fs.rmSync(path.join(gitDir, 'index'), { force: true });
   return gitDir;
+}
+
+/** A full snapshot id resolved without git: its snapshot ref (a loose ref file) names it, so the
+ * commit is in the repository (git keeps what refs reach), and its base records that it was
+ * validated as a snapshot (so the ref, which a fetch could have brought, is not taken on its word).
+ * Anything else (an abbreviation, a packed ref, no record) is resolveSnapshotOid's. */
+function recordedSnapshot(repo: Repo, spec: string): BaseRecord | null {
+  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(spec)) return null;
+  try {
+    if (fs.readFileSync(path.join(repo.commonDir, SNAPSHOT_REF_PREFIX, spec), 'utf8') !== `${spec}\n`) return null;
+  } catch {
+    return null;
+  }
+  return readBaseRecord(repo, spec);
+}
+
+/** A snapshot's HEAD commit must be in the repository for a fork to detach at it (git worktree add
+ * checked this; a fork whose worktree is written directly must too). Checked with the validation. */
+async function requireHeadCommit(snap: Snapshot, o: GitOptions): Promise<void> {
+  const commit = snap.manifest.head.oid;
+  if (!commit) return;
+  const r = await git(['rev-parse', '-q', '--verify', '--end-of-options', `${commit}^{commit}`], {
+    ...o,
+    okCodes: [1, 128],
+  });
+  if (r.code !== 0 || r.stdout.toString('utf8').trim() !== commit) {
+    throw new XetError(
+      'SNAPSHOT_INVALID',
+      `snapshot ${snap.oid.slice(0, 12)}'s HEAD commit ${commit} is not in this repository`,
+      {
+        snapshot: snap.oid,
+        head: commit,
+      },
+    );
+  }
 }
 
 export const FORK_MARKER_SCHEMA = 'xet.fork-marker/v1';
@@ -462,15 +522,10 @@ function writeForkMarker(gitDir: string, m: { id: string; snapshot: string; mode
   fs.renameSync(tmp, file);
 }
 
-/** Register the fork as a workspace whose last capture is the snapshot's files, with the files index
- * as its stat cache: a capture in the fork hashes and stores only what the fork changed. */
-async function adoptWorkspace(
-  repo: Repo,
-  dir: string,
-  gitDir: string,
-  snap: Snapshot,
-  filesIndex: string,
-): Promise<void> {
+/** Make the fork a workspace whose last capture is the snapshot's files, with the files index as its
+ * stat cache (a capture in the fork hashes and stores only what the fork changed): the index moves
+ * into place now, the returned step records the workspace in the sidecar. */
+function adoptWorkspace(repo: Repo, dir: string, gitDir: string, snap: Snapshot, filesIndex: string): (db: Db) => void {
   // As findRepo(dir) would report it (both are real paths), without one more git process.
   const fork = { worktree: dir, gitDir };
   const wsId = workspaceId(fork.gitDir);
@@ -478,15 +533,14 @@ async function adoptWorkspace(
   fs.mkdirSync(path.dirname(cache), { recursive: true });
   fs.renameSync(filesIndex, cache);
   const c = snap.manifest.counts;
-  withSidecar(repo.commonDir, (db) =>
+  return (db) =>
     recordFilesTree(
       db,
       { id: wsId, worktree: fork.worktree, gitDir: fork.gitDir },
       snap.filesTree,
       { files: c.files, bytes: c.bytes, symlinks: c.symlinks },
       null,
-    ),
-  );
+    );
 }
 
 /** Undo a fork creation that failed: unmount, drop the worktree, empty the target, forget the row. */

@@ -767,3 +767,75 @@ test(
     });
   },
 );
+
+test(
+  'a base records its snapshot’s validation: later forks skip it; a record that does not check out is validated again',
+  { skip: rootOnly },
+  async () => {
+    await withMountSandbox((sb) => {
+      const src = richSource(sb);
+      const snapA = capture(sb, src.dir);
+      src.write('more.txt', 'more\n');
+      const snapB = capture(sb, src.dir);
+      const bases = path.join(src.dir, '.git', 'xet', 'bases');
+      const recordOf = (snap: string) => path.join(bases, snap, 'record.json');
+      let n = 0;
+      /** An overlay fork of snap; whether it validated the snapshot (listed its whole trees). */
+      const forkValidating = (snap: string): boolean => {
+        const trace = sb.path(`trace-${++n}`);
+        const dir = sb.path(`f${n}`);
+        const r = xet(sb, src.dir, ['fork', snap, dir, '--mode', 'overlay', '--json'], { env: { GIT_TRACE: trace } });
+        expectExit(r, 0);
+        assertVerifiesAsFork(sb, src.dir, snap, dir);
+        return /ls-tree -r -z --full-tree -t/.test(fs.readFileSync(trace, 'utf8'));
+      };
+      /** The base's part in the allowance ledger equals what a recount of the base finds. */
+      const assertLedgerMatches = (snap: string, when: string) => {
+        const conn = new Database(path.join(src.dir, '.git', 'xet', 'xet.db'), { readonly: true });
+        const part = conn
+          .prepare("SELECT bytes, files FROM allowance_parts WHERE root = 'repository' AND part = ?")
+          .get(`base:${snap}`) as { bytes: number; files: number } | undefined;
+        conn.close();
+        const walked = { bytes: 0, files: 0 };
+        const walk = (d: string): void => {
+          for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+            if (e.isDirectory()) walk(path.join(d, e.name));
+            else {
+              walked.bytes += fs.lstatSync(path.join(d, e.name)).size;
+              walked.files++;
+            }
+          }
+        };
+        walk(path.join(bases, snap));
+        assert.deepEqual(part && { bytes: Number(part.bytes), files: Number(part.files) }, walked, when);
+      };
+      assert.equal(forkValidating(snapA), true, 'the first fork validates and builds the base');
+      assert.equal(JSON.parse(fs.readFileSync(recordOf(snapA), 'utf8')).snapshot, snapA);
+      assertLedgerMatches(snapA, 'built with its record');
+      assert.equal(forkValidating(snapA), false, 'the next one uses the record');
+      // With its snapshot ref and record, the id is resolved and the snapshot read without git.
+      assert.doesNotMatch(fs.readFileSync(sb.path(`trace-${n}`), 'utf8'), /rev-parse -q --verify|cat-file|ls-tree/);
+      assert.equal(forkValidating(snapB), true);
+      // Another snapshot's record: validated again, and the right record written.
+      fs.copyFileSync(recordOf(snapB), recordOf(snapA));
+      assert.equal(forkValidating(snapA), true);
+      assert.equal(JSON.parse(fs.readFileSync(recordOf(snapA), 'utf8')).snapshot, snapA);
+      assert.equal(forkValidating(snapA), false);
+      // An altered record (its digest no longer matches): validated again, the true figure restored.
+      const rec = JSON.parse(fs.readFileSync(recordOf(snapA), 'utf8')) as { longest: number };
+      fs.writeFileSync(recordOf(snapA), JSON.stringify({ ...rec, longest: 1 }));
+      assert.equal(forkValidating(snapA), true);
+      assert.equal(JSON.parse(fs.readFileSync(recordOf(snapA), 'utf8')).longest, rec.longest);
+      // A base made before records (none, and the ledger counting it without): validated once, then
+      // recorded, the ledger kept exact.
+      fs.rmSync(recordOf(snapA));
+      expectExit(xet(sb, src.dir, ['allowance', '--recount', '--json']), 0);
+      assertLedgerMatches(snapA, 'recounted without a record');
+      assert.equal(forkValidating(snapA), true);
+      assert.equal(forkValidating(snapA), false);
+      assertLedgerMatches(snapA, 'recorded later');
+      // The bases themselves never changed for any of this.
+      assert.deepEqual(fs.readdirSync(path.join(bases, snapA)).sort(), ['files.index', 'index', 'record.json', 'tree']);
+    });
+  },
+);

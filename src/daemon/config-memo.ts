@@ -1,0 +1,66 @@
+// The daemon's memo of the repository's git config (one `git config --list` per change, not per
+// request). Git reads config from a fixed set of files (system, global, the repository's, the
+// worktree's) plus the command line (GIT_CONFIG_PARAMETERS/COUNT, the same for every request: the
+// client's GIT_* environment must equal the daemon's). The answer is reused while each of those
+// files is as it was (inode, size, mtime, ctime; or still absent). Not memoised: config with
+// includes (their files and conditions are git's to follow), or read from a file not in the set
+// (a system config elsewhere than /etc/gitconfig).
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { git } from '../git/exec';
+import { GitConfig } from '../git/config';
+import { repoOpts, type Repo } from '../git/repo';
+
+function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[] {
+  const files: string[] = [];
+  const noSystem = env.GIT_CONFIG_NOSYSTEM;
+  if (!noSystem || ['0', 'false', 'no', 'off'].includes(noSystem.toLowerCase())) {
+    files.push(env.GIT_CONFIG_SYSTEM ?? '/etc/gitconfig');
+  }
+  const home = env.HOME ?? os.homedir();
+  if (env.GIT_CONFIG_GLOBAL !== undefined) files.push(env.GIT_CONFIG_GLOBAL);
+  else {
+    files.push(path.join(env.XDG_CONFIG_HOME || path.join(home, '.config'), 'git', 'config'));
+    files.push(path.join(home, '.gitconfig'));
+  }
+  files.push(path.join(repo.commonDir, 'config'), path.join(repo.gitDir, 'config.worktree'));
+  return files.map((f) => path.resolve(f));
+}
+
+function stamp(files: string[]): string {
+  return files
+    .map((f) => {
+      const st = fs.statSync(f, { bigint: true, throwIfNoEntry: false });
+      return st ? `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '-';
+    })
+    .join('|');
+}
+
+/** A reader of the repository's config that asks git again only when a config file changed. */
+export function configMemo(repo: Repo): () => Promise<GitConfig> {
+  const files = configFiles(repo);
+  let memo: { stamp: string; config: GitConfig } | undefined;
+  return async () => {
+    const before = stamp(files);
+    if (memo?.stamp === before) return memo.config;
+    const r = await git(['config', '-z', '--list', '--show-origin'], { ...repoOpts(repo), okCodes: [1] });
+    const recs = r.stdout.toString('utf8').split('\0');
+    const entries: { key: string; value: string }[] = [];
+    let memoable = true;
+    for (let i = 0; i + 1 < recs.length; i += 2) {
+      const origin = recs[i];
+      const rec = recs[i + 1];
+      const nl = rec.indexOf('\n');
+      const key = nl < 0 ? rec : rec.slice(0, nl);
+      entries.push({ key, value: nl < 0 ? '' : rec.slice(nl + 1) });
+      if (key.startsWith('include.') || key.startsWith('includeif.')) memoable = false;
+      if (origin.startsWith('file:') && !files.includes(path.resolve(repo.worktree, origin.slice(5)))) memoable = false;
+    }
+    const config = new GitConfig(entries);
+    // A file that changed while git read it is read again next time.
+    memo = memoable && stamp(files) === before ? { stamp: before, config } : undefined;
+    return config;
+  };
+}
