@@ -389,7 +389,9 @@ export class PackReader {
     }
     let out: Buffer;
     try {
-      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size) });
+      // One output buffer of the object's size (plus the byte that lets zlib see the end): with
+      // the default 16 KiB chunks every larger object was inflated into pieces and copied again.
+      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size), chunkSize: Math.max(64, h.size + 1) });
     } catch (e) {
       throw forged(this.pack.file, `${oid}: the entry at ${h.dataAt} does not inflate (${(e as Error).message})`, {
         oid,
