@@ -1,0 +1,203 @@
+// Laying a snapshot's files from the repository's packs ourselves, instead of through `git
+// checkout-index`: the path restore, forks and bases take into a tree that holds nothing but its
+// git dir, when the snapshot records file times (filemeta). Worker threads (lay-worker.ts) read,
+// hash-check, inflate and write the files on every core; chunked files are reassembled alongside
+// (lay-chunked.ts); each file is handed to one python3 process as soon as it is complete, which
+// sets its times to the nanosecond and lstat-s it (set-times.ts Stamper); the stat data it returns
+// goes straight into the files index, so no second pass over the tree is made. Anything the packs
+// do not hold, or that is too large to hold in memory, and entries that are not files or symlinks,
+// are checked out by git as before, and stamped the same way.
+//
+// Why: on the benchmark tree (33,800 files) checkout-index took 1.3-3.5 s and the lstat pass after
+// the times another ~0.5 s (docs/DESIGN-NOTES.md "Laying files from the packs (issue 14)").
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { XetError, type ErrorCode } from '../errors';
+import { git, joinZ, type GitOptions } from '../git/exec';
+import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
+import type { ChunkedEntry } from '../chunks/snapshot-files';
+import { indexBlobs, type ParsedFileMeta } from './filemeta';
+import { writePlaceholder } from './lay-chunked';
+import type { LayDone, LayFailure, LayJob } from './lay-worker';
+import { Stamper, type StampedStat } from './set-times';
+
+/** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
+const BATCH = 128;
+/** Blobs larger than this go through git (which streams them); workers hold one object whole. */
+const MAX_OBJECT = 32 * 1024 * 1024;
+
+export interface PackLaySpec {
+  worktree: string;
+  objectsDir: string;
+  filesIndex: string;
+  /** The files index as git's read-tree wrote it (every entry without stat data). */
+  parsed: ParsedIndex;
+  format: 'sha1' | 'sha256';
+  meta: ParsedFileMeta;
+  chunked: Map<string, ChunkedEntry>;
+  /** Chunked files get an empty placeholder (a lazy restore), not their content. */
+  deferChunked: boolean;
+  /** Options for git against the files index through the shadow git dir. */
+  shadow: GitOptions;
+  /** Makes a directory (and its parents) after checking no component is a symlink. */
+  mkdirSafe: (abs: string) => void;
+  emptyDirs: string[];
+  stamper: Stamper;
+}
+
+/** Lay every file, symlink, hard link and empty directory of the files index's tree into the
+ * worktree (which holds only its git dir), times set, and record their stat data in the files index. */
+export async function layFromPacks(spec: PackLaySpec): Promise<void> {
+  const { worktree, meta, stamper } = spec;
+  const { parsed } = spec;
+  const blobs = indexBlobs(parsed);
+  const blobSet = new Set(blobs);
+  // Entries git must check out: not a file or symlink (no such entry in a snapshot today).
+  const odd = parsed.entries.filter((e) => !blobSet.has(e)).map((e) => e.path);
+  const leaders = new Set<number>();
+  for (let i = 0; i < blobs.length; i++) if (meta.linkTo[i] >= 0) leaders.add(meta.linkTo[i]);
+
+  // Which stamp (in the stamper's order) holds each blob entry's stat.
+  const stampOf = new Int32Array(blobs.length).fill(-1);
+  const stamp = (i: number): void => {
+    stampOf[i] = stamper.add({
+      abs: path.join(worktree, blobs[i].path),
+      sec: meta.mtimeSec[i],
+      nsec: meta.mtimeNsec[i],
+    });
+  };
+  const complete = (i: number): void => {
+    if (!leaders.has(i)) stamp(i); // a link group's file is stamped once its links exist (ctime)
+  };
+
+  const job: number[] = [];
+  const chunkedLeaders: ChunkedEntry[] = [];
+  const chunkedAt = new Map<string, number>();
+  for (let i = 0; i < blobs.length; i++) {
+    if (meta.linkTo[i] >= 0) continue;
+    const c = spec.chunked.get(blobs[i].path);
+    if (c) {
+      chunkedLeaders.push(c);
+      chunkedAt.set(c.path, i);
+    } else job.push(i);
+  }
+
+  // Largest first: the worker that takes the big one is busy with it while the others lay files.
+  chunkedLeaders.sort((a, b) => b.pointer.size - a.pointer.size || (a.path < b.path ? -1 : 1));
+  if (spec.deferChunked) {
+    for (const c of chunkedLeaders) {
+      writePlaceholder(worktree, c);
+      complete(chunkedAt.get(c.path) as number);
+    }
+  }
+  const left: number[] = [];
+  await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
+    for (const k of m.done) complete(job[k]);
+    for (const k of m.left) left.push(job[k]);
+    for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
+  });
+
+  // What the packs could not give: git checks it out (and finds it wherever git finds objects).
+  const byGit = [...left.map((i) => blobs[i].path), ...odd];
+  if (byGit.length) {
+    await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
+    for (const i of left) complete(i);
+  }
+  for (const d of spec.emptyDirs) spec.mkdirSafe(path.join(worktree, d));
+  // Hard links, then their group's time: a link changes the inode's ctime.
+  for (let i = 0; i < blobs.length; i++) {
+    const k = meta.linkTo[i];
+    if (k < 0) continue;
+    const abs = path.join(worktree, blobs[i].path);
+    spec.mkdirSafe(path.dirname(abs));
+    fs.linkSync(path.join(worktree, blobs[k].path), abs);
+  }
+  for (const k of leaders) stamp(k);
+
+  const { stats } = await stamper.finish();
+  // The stat data git records for each entry, from the lstat after its time was set (git's own
+  // checkout wrote the index again for the entries it laid: read it as it is now).
+  const now = byGit.length ? parseIndex(spec.filesIndex, spec.format) : parsed;
+  const nowBlobs = byGit.length ? indexBlobs(now) : blobs;
+  if (nowBlobs.length !== blobs.length) {
+    throw new XetError('GIT_FAILED', `the files index changed while the files were laid`, { file: spec.filesIndex });
+  }
+  for (let i = 0; i < blobs.length; i++) {
+    const at = stampOf[meta.linkTo[i] >= 0 ? meta.linkTo[i] : i];
+    if (at < 0) throw new XetError('GIT_FAILED', `${blobs[i].path} was not laid`, { path: blobs[i].path });
+    writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
+  }
+  writeIndexBuffer(spec.filesIndex, now);
+}
+
+function asBigIntStats(s: StampedStat): fs.BigIntStats {
+  return s as unknown as fs.BigIntStats;
+}
+
+/** Run the workers over `job` (positions in `blobs`); `onBatch` gets positions in `job`. Resolves
+ * once every worker has stopped; a failure in one stops the others before it is reported. */
+async function runWorkers(
+  spec: PackLaySpec,
+  blobs: { path: string; mode: number; oid: string }[],
+  job: number[],
+  chunked: ChunkedEntry[],
+  onBatch: (m: LayDone) => void,
+): Promise<void> {
+  if (!job.length && !chunked.length) return;
+  const shared = new SharedArrayBuffer(12);
+  const layJob: LayJob = {
+    worktree: spec.worktree,
+    objectsDir: spec.objectsDir,
+    format: spec.format,
+    paths: job.map((i) => blobs[i].path),
+    oids: job.map((i) => blobs[i].oid),
+    modes: job.map((i) => blobs[i].mode),
+    chunked,
+    git: { cwd: spec.shadow.cwd ?? spec.worktree, env: { ...spec.shadow.env } },
+    shared,
+    batch: BATCH,
+    // Tests lower it to send files through git's checkout on a small tree.
+    maxObject: Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT,
+  };
+  const count = Math.max(1, Math.min(os.availableParallelism(), Math.ceil(job.length / BATCH) + chunked.length));
+  let failure: Error | null = null;
+  const one = (): Promise<void> =>
+    new Promise((resolve) => {
+      const w = new Worker(path.join(__dirname, 'lay-worker.js'), { workerData: { layJob } });
+      let ended = false;
+      w.on('message', (m: LayDone | LayFailure | { end: true }) => {
+        if ('end' in m) ended = true;
+        else if ('error' in m) {
+          ended = true;
+          Atomics.store(new Int32Array(shared), 1, 1);
+          failure ??= asError(m.error);
+        } else if ('done' in m) {
+          try {
+            onBatch(m);
+          } catch (e) {
+            Atomics.store(new Int32Array(shared), 1, 1);
+            failure ??= e as Error;
+          }
+        }
+      });
+      w.on('error', (e) => {
+        Atomics.store(new Int32Array(shared), 1, 1);
+        failure ??= e;
+      });
+      w.on('exit', (code) => {
+        if (!ended) failure ??= new Error(`a file-laying worker stopped (exit code ${code})`);
+        resolve();
+      });
+    });
+  await Promise.all(Array.from({ length: count }, one));
+  if (failure) throw failure;
+}
+
+function asError(e: LayFailure['error']): Error {
+  if (e.xet) return new XetError(e.code as ErrorCode, e.message, e.details);
+  // An errno (ENOSPC, EACCES…) keeps its code and message, as a failed write in this thread would.
+  return Object.assign(new Error(e.message), { code: e.code, path: e.details.path });
+}
