@@ -46,6 +46,8 @@ export interface PackLaySpec {
   mkdirSafe: (abs: string) => void;
   emptyDirs: string[];
   stamper: Stamper;
+  /** Workers booted by the caller (closed by the caller too). */
+  pool: LayPool;
 }
 
 /** Lay every file, symlink, hard link and empty directory of the files index's tree into the
@@ -137,8 +139,77 @@ function asBigIntStats(s: StampedStat): fs.BigIntStats {
   return s as unknown as fs.BigIntStats;
 }
 
-/** Run the workers over `job` (positions in `blobs`); `onBatch` gets positions in `job`. Resolves
- * once every worker has stopped; a failure in one stops the others before it is reported. */
+/**
+ * Worker threads booted before their work is known: a worker's start (a V8 isolate, node's
+ * bootstrap, this module graph) takes 50-150 ms of a core, which overlaps git's read-tree and the
+ * reading of the snapshot's metadata when the pool is made first. Workers that get no job (the
+ * caller failed or took another path) are terminated by close().
+ */
+export class LayPool {
+  private readonly workers: Worker[];
+  private used = false;
+
+  /** `files`: how many files the snapshot has (a small tree needs fewer workers). */
+  constructor(files: number) {
+    const count = Math.max(1, Math.min(os.availableParallelism(), Math.ceil(files / BATCH)));
+    this.workers = Array.from(
+      { length: count },
+      () => new Worker(path.join(__dirname, 'lay-worker.js'), { workerData: { layPool: true } }),
+    );
+    // An idle worker must not keep the process alive, nor crash it before it is used.
+    for (const w of this.workers) {
+      w.unref();
+      w.on('error', () => undefined);
+    }
+  }
+
+  /** Run `job` on every worker; resolves once all have stopped; a failure in one stops the
+   * others before it is reported. Once only. */
+  async run(job: LayJob, onBatch: (m: LayDone) => void): Promise<void> {
+    if (this.used) throw new Error('LayPool.run: once only');
+    this.used = true;
+    const flags = new Int32Array(job.shared);
+    let failure: Error | null = null;
+    const one = (w: Worker): Promise<void> =>
+      new Promise((resolve) => {
+        let ended = false;
+        w.ref();
+        w.on('message', (m: LayDone | LayFailure | { end: true }) => {
+          if ('end' in m) ended = true;
+          else if ('error' in m) {
+            ended = true;
+            Atomics.store(flags, 1, 1);
+            failure ??= asError(m.error);
+          } else if ('done' in m) {
+            try {
+              onBatch(m);
+            } catch (e) {
+              Atomics.store(flags, 1, 1);
+              failure ??= e as Error;
+            }
+          }
+        });
+        w.on('error', (e) => {
+          Atomics.store(flags, 1, 1);
+          failure ??= e;
+        });
+        w.on('exit', (code) => {
+          if (!ended) failure ??= new Error(`a file-laying worker stopped (exit code ${code})`);
+          resolve();
+        });
+        w.postMessage(job);
+      });
+    await Promise.all(this.workers.map(one));
+    if (failure) throw failure;
+  }
+
+  /** Stop workers that were given nothing to do. */
+  close(): void {
+    if (!this.used) for (const w of this.workers) void w.terminate();
+  }
+}
+
+/** Run the pool over `job` (positions in `blobs`); `onBatch` gets positions in `job`. */
 async function runWorkers(
   spec: PackLaySpec,
   blobs: { path: string; mode: number; oid: string }[],
@@ -146,8 +217,6 @@ async function runWorkers(
   chunked: ChunkedEntry[],
   onBatch: (m: LayDone) => void,
 ): Promise<void> {
-  if (!job.length && !chunked.length) return;
-  const shared = new SharedArrayBuffer(12);
   const layJob: LayJob = {
     worktree: spec.worktree,
     objectsDir: spec.objectsDir,
@@ -157,43 +226,12 @@ async function runWorkers(
     modes: job.map((i) => blobs[i].mode),
     chunked,
     git: { cwd: spec.shadow.cwd ?? spec.worktree, env: { ...spec.shadow.env } },
-    shared,
+    shared: new SharedArrayBuffer(12),
     batch: BATCH,
     // Tests lower it to send files through git's checkout on a small tree.
     maxObject: Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT,
   };
-  const count = Math.max(1, Math.min(os.availableParallelism(), Math.ceil(job.length / BATCH) + chunked.length));
-  let failure: Error | null = null;
-  const one = (): Promise<void> =>
-    new Promise((resolve) => {
-      const w = new Worker(path.join(__dirname, 'lay-worker.js'), { workerData: { layJob } });
-      let ended = false;
-      w.on('message', (m: LayDone | LayFailure | { end: true }) => {
-        if ('end' in m) ended = true;
-        else if ('error' in m) {
-          ended = true;
-          Atomics.store(new Int32Array(shared), 1, 1);
-          failure ??= asError(m.error);
-        } else if ('done' in m) {
-          try {
-            onBatch(m);
-          } catch (e) {
-            Atomics.store(new Int32Array(shared), 1, 1);
-            failure ??= e as Error;
-          }
-        }
-      });
-      w.on('error', (e) => {
-        Atomics.store(new Int32Array(shared), 1, 1);
-        failure ??= e;
-      });
-      w.on('exit', (code) => {
-        if (!ended) failure ??= new Error(`a file-laying worker stopped (exit code ${code})`);
-        resolve();
-      });
-    });
-  await Promise.all(Array.from({ length: count }, one));
-  if (failure) throw failure;
+  await spec.pool.run(layJob, onBatch);
 }
 
 function asError(e: LayFailure['error']): Error {

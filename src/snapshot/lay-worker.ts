@@ -253,21 +253,28 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
   }
 }
 
-if (parentPort && workerData?.layJob) {
+if (parentPort && workerData?.layPool) {
   const port = parentPort;
-  layEntries(workerData.layJob as LayJob, (m) => port.postMessage(m)).then(
-    () => port.postMessage({ end: true }),
-    (e: unknown) => {
-      const x = e as XetError & NodeJS.ErrnoException;
-      const failure: LayFailure = {
-        error: {
-          xet: e instanceof XetError,
-          code: e instanceof XetError ? x.code : (x.code ?? 'INTERNAL'),
-          message: x.message,
-          details: e instanceof XetError ? x.details : { errno: x.code, path: x.path },
-        },
-      };
-      port.postMessage(failure);
-    },
-  );
+  // Booted early (lay-pack.ts LayPool): the job comes as the first message.
+  port.once('message', (job: LayJob) => {
+    layEntries(job, (m) => port.postMessage(m)).then(
+      () => {
+        port.postMessage({ end: true });
+        port.close();
+      },
+      (e: unknown) => {
+        const x = e as XetError & NodeJS.ErrnoException;
+        const failure: LayFailure = {
+          error: {
+            xet: e instanceof XetError,
+            code: e instanceof XetError ? x.code : (x.code ?? 'INTERNAL'),
+            message: x.message,
+            details: e instanceof XetError ? x.details : { errno: x.code, path: x.path },
+          },
+        };
+        port.postMessage(failure);
+        port.close();
+      },
+    );
+  });
 }

@@ -15,12 +15,12 @@ import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { parseIndex, setRecordedSizes } from '../git/index-file';
-import { catFileBatch, diffTrees, lsTree, objectSizes } from '../git/plumbing';
+import { catFileBatch, diffTrees, objectSizes } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
 import { indexBlobs, maxFileMetaBytes, parseFileMeta, planFileMeta, type ParsedFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import { layFromPacks } from './lay-pack';
+import { layFromPacks, LayPool } from './lay-pack';
 import { Stamper } from './set-times';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
@@ -66,6 +66,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
   // the two). The stamper's python3 starts now, so its start-up overlaps the reading below.
   const fromPacks = snap.filemetaBlob !== null && process.env.GIT_XET_LAY !== 'git' && holdsOnlyGitDir(worktree);
   const stamper = fromPacks ? new Stamper() : null;
+  const pool = fromPacks ? new LayPool(snap.manifest.counts.files) : null;
   let stamped = false;
   try {
     const o = { cwd: worktree, env: shadow.env };
@@ -92,6 +93,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
         mkdirSafe,
         emptyDirs: snap.manifest.emptyDirs,
         stamper,
+        pool: pool as LayPool,
       });
       stamped = true;
       return;
@@ -138,6 +140,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     meta?.finish(mkdirSafe);
   } finally {
     if (stamper && !stamped) stamper.abort();
+    pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
 }
@@ -171,9 +174,10 @@ export async function layIndex(spec: LaySpec): Promise<void> {
       GIT_OBJECT_DIRECTORY: spec.objectsDir,
     };
     const chunked = await chunkedOf(snap, o);
-    // Both refreshes look at the same differences between the staged tree and the files tree.
-    const changes = await diffTrees(snap.indexTree, snap.filesTree, o);
-    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, o, chunked, changes);
+    // Both refreshes look at the same differences between the staged tree and the files tree, and
+    // only at paths in both (the untracked and ignored files, most of a tree, are not listed).
+    const changes = await diffTrees(snap.indexTree, snap.filesTree, o, 'M');
+    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, chunked, changes);
     await refreshChunked(spec, chunked, changes);
     await setIndexFlags(spec, repoEnv);
   } finally {
@@ -240,7 +244,6 @@ type Opts = { cwd: string; env: Record<string, string | undefined> };
 async function refreshConverted(
   snap: Snapshot,
   repo: Opts,
-  shadow: Opts,
   chunked: Map<string, ChunkedEntry>,
   changes: Awaited<ReturnType<typeof diffTrees>>,
 ): Promise<void> {
@@ -262,8 +265,8 @@ async function refreshConverted(
     }
   });
   if (!regular.length) return;
-  const staged = new Map<string, string>();
-  for (const e of await lsTree(snap.indexTree, shadow)) staged.set(e.path, e.oid);
+  // The staged blob of each candidate is the old side of its change.
+  const staged = new Map(changes.map((c) => [c.path, c.oldOid]));
   // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
   // one path per line, so the (rare) names with a newline are hashed one by one.
   const plain = regular.filter((p) => !p.includes('\n'));
