@@ -75,6 +75,7 @@ function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
       // served from the window of the one before.
       const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
         window: WINDOW,
+        reuseWindow: true,
       });
       r.index.preload();
       readers.push(r);
