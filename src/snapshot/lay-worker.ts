@@ -54,6 +54,9 @@ export interface LayFailure {
 }
 
 const WINDOW = 256 * 1024;
+/** Indexes larger than this are searched on disk, not held in memory (~24 bytes an object, per
+ * worker), as chunks/local-packs.ts does. */
+const PRELOAD_MAX_OBJECTS = 4_000_000;
 /** Slots of the shared counter. */
 const NEXT = 0;
 const FAILED = 1;
@@ -77,7 +80,7 @@ function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
         window: WINDOW,
         reuseWindow: true,
       });
-      r.index.preload();
+      if (r.index.count <= PRELOAD_MAX_OBJECTS) r.index.preload();
       readers.push(r);
     } catch {
       // a pack that does not open (mid-repack, damaged) is git's to read, or to say why not
