@@ -1,8 +1,9 @@
-// Restore lays files from the packs with its own workers (src/snapshot/lay-pack.ts) instead of git's
-// checkout-index. These tests hold the two to the same result, byte for byte and stat for stat,
+// Restore lays files by git's checkout with its own times and stat data (the default), or from
+// the packs with its own workers (GIT_XET_LAY=packs, src/snapshot/lay-pack.ts). These tests hold
+// both and the older path (GIT_XET_LAY=git) to the same result, byte for byte and stat for stat,
 // on a tree with every kind of entry and object (packed, deltified, loose, chunked, too large for
-// a worker), and show that a damaged pack or loose object fails the restore with a typed error and
-// leaves nothing behind.
+// a worker), and show that in the workers a damaged pack or loose object fails the restore with a
+// typed error and leaves nothing behind.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -212,14 +213,32 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
       .readFileSync(trace(name), 'utf8')
       .split('\n')
       .filter((l) => /built-in: git checkout-index/.test(l)).length;
-  restoreWith(sb, r, snap, ours, { ...common, GIT_TRACE: trace('ours') });
+  restoreWith(sb, r, snap, ours, { ...common, GIT_XET_LAY: 'packs', GIT_TRACE: trace('ours') });
   restoreWith(sb, r, snap, gits, { ...common, GIT_XET_LAY: 'git' });
   // The workers laid everything but the files over their limit, which git checked out once.
   assert.equal(checkouts('ours'), 1, 'one checkout-index, for the large files');
   const all = sb.path('all');
-  restoreWith(sb, r, snap, all, { ...env, GIT_TRACE: trace('all') });
+  restoreWith(sb, r, snap, all, { ...env, GIT_XET_LAY: 'packs', GIT_TRACE: trace('all') });
   assert.equal(checkouts('all'), 0, 'no checkout-index at the usual limit');
   assert.deepEqual(describeTree(all), describeTree(ours));
+  // The default: git's checkout writes the files, times and stat data as with the workers.
+  const dflt = sb.path('default');
+  restoreWith(sb, r, snap, dflt, env);
+  assert.deepEqual(describeTree(dflt), describeTree(ours));
+  assert.deepEqual(statMismatches(sb, dflt), [], 'default: index stat data');
+  assert.deepEqual(statMismatches(sb, dflt, cacheIndex(dflt)), [], 'default: files index stat data');
+  assert.equal(
+    gitOut(sb, dflt, ['status', '--porcelain=v1', '-uall', '--ignored']),
+    gitOut(sb, r.dir, ['status', '--porcelain=v1', '-uall', '--ignored']),
+  );
+  if (hasStrace) {
+    const opened = filesOpenedBy(sb, dflt, 'git', ['status', '--porcelain']);
+    assert.deepEqual(
+      opened.filter((p) => !edits.includes(p)),
+      [],
+      'default: git status reads no clean file',
+    );
+  }
 
   const a = describeTree(ours);
   const b = describeTree(gits);
@@ -331,7 +350,8 @@ function packEntry(r: Repo, oid: string): { pack: string; idx: string; at: numbe
 /** Restore fails with `code` and leaves neither the target nor a temporary sibling. */
 function refused(sb: Sandbox, r: Repo, snap: string, code: string): Record<string, unknown> {
   const target = sb.path('copy');
-  const res = xet(sb, r.dir, ['restore', snap, target, '--json']);
+  // The workers' reads (git's checkout does not hash what it writes: a misnamed object passes it).
+  const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env: { GIT_XET_LAY: 'packs' } });
   const err = expectError(res, code);
   assert.equal(fs.existsSync(target), false, describeRun(res));
   assert.deepEqual(

@@ -1,15 +1,14 @@
-// Laying a snapshot's files from the repository's packs ourselves, instead of through `git
-// checkout-index`: the path restore, forks and bases take into a tree that holds nothing but its
-// git dir, when the snapshot records file times (filemeta). Worker threads (lay-worker.ts) read,
-// hash-check, inflate and write the files on every core; chunked files are reassembled alongside
-// (lay-chunked.ts); each file is handed to one python3 process as soon as it is complete, which
-// sets its times to the nanosecond and lstat-s it (set-times.ts Stamper); the stat data it returns
-// goes straight into the files index, so no second pass over the tree is made. Anything the packs
-// do not hold, or that is too large to hold in memory, and entries that are not files or symlinks,
-// are checked out by git as before, and stamped the same way.
+// Laying a snapshot's files into a tree that holds nothing but its git dir, when the snapshot
+// records file times (filemeta): the path restore, forks and bases take. The files are written by
+// git's checkout (chunked files reassembled alongside on this thread, lay-chunked.ts) or, with
+// GIT_XET_LAY=packs, by worker threads (lay-worker.ts) that read, hash-check, inflate and write
+// them on every core. Each finished file is handed to one python3 process, which sets its time to
+// the nanosecond and lstat-s it (set-times.ts Stamper); the stat data it returns goes straight
+// into the files index, so no second pass over the tree is made. What the workers cannot take
+// (in no local pack and not loose, too large to hold, not a file or symlink) is checked out by
+// git and stamped the same way.
 //
-// Why: on the benchmark tree (33,800 files) checkout-index took 1.3-3.5 s and the lstat pass after
-// the times another ~0.5 s (docs/DESIGN-NOTES.md "Laying files from the packs (issue 14)").
+// Why: docs/DESIGN-NOTES.md "Laying files from the packs (issue 14)".
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -20,7 +19,7 @@ import { git, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
-import { writePlaceholder } from './lay-chunked';
+import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import type { LayDone, LayFailure, LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
 
@@ -46,8 +45,8 @@ export interface PackLaySpec {
   mkdirSafe: (abs: string) => void;
   emptyDirs: string[];
   stamper: Stamper;
-  /** Workers booted by the caller (closed by the caller too). */
-  pool: LayPool;
+  /** Workers booted by the caller (closed by the caller too); null: git checks the files out. */
+  pool: LayPool | null;
 }
 
 /** Lay every file, symlink, hard link and empty directory of the files index's tree into the
@@ -96,14 +95,34 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     }
   }
   const left: number[] = [];
-  await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
-    for (const k of m.done) complete(job[k]);
-    for (const k of m.left) left.push(job[k]);
-    for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
-  });
+  if (spec.pool) {
+    await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
+      for (const k of m.done) complete(job[k]);
+      for (const k of m.left) left.push(job[k]);
+      for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
+    });
+  } else {
+    // No workers (the default; GIT_XET_LAY=packs has them): git checks every file out, the
+    // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
+    left.push(...job);
+    if (!spec.deferChunked && chunkedLeaders.length) {
+      const byGitNow = job.map((i) => blobs[i].path);
+      const settled = await Promise.allSettled([
+        byGitNow.length
+          ? git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGitNow) })
+          : null,
+        writeChunkedFiles(worktree, chunkedLeaders, { git: spec.shadow, format: spec.format }),
+      ]);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+      for (const c of chunkedLeaders) complete(chunkedAt.get(c.path) as number);
+      for (const i of left) complete(i);
+      left.length = 0;
+    }
+  }
 
   // What the packs could not give: git checks it out (and finds it wherever git finds objects).
   const byGit = [...left.map((i) => blobs[i].path), ...odd];
+  const gitWrote = byGit.length > 0 || !spec.pool;
   if (byGit.length) {
     await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
     for (const i of left) complete(i);
@@ -122,8 +141,8 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   const { stats } = await stamper.finish();
   // The stat data git records for each entry, from the lstat after its time was set (git's own
   // checkout wrote the index again for the entries it laid: read it as it is now).
-  const now = byGit.length ? parseIndex(spec.filesIndex, spec.format) : parsed;
-  const nowBlobs = byGit.length ? indexBlobs(now) : blobs;
+  const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : parsed;
+  const nowBlobs = gitWrote ? indexBlobs(now) : blobs;
   if (nowBlobs.length !== blobs.length) {
     throw new XetError('GIT_FAILED', `the files index changed while the files were laid`, { file: spec.filesIndex });
   }
@@ -231,7 +250,7 @@ async function runWorkers(
     // Tests lower it to send files through git's checkout on a small tree.
     maxObject: Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT,
   };
-  await spec.pool.run(layJob, onBatch);
+  await (spec.pool as LayPool).run(layJob, onBatch);
 }
 
 function asError(e: LayFailure['error']): Error {

@@ -61,12 +61,17 @@ export interface LaySpec {
 export async function layFiles(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
   const { scratch, shadow } = shadowFor(spec, spec.filesIndex);
-  // Into a tree holding nothing but its git dir, a snapshot with recorded times is laid from the
-  // packs by our own workers (lay-pack.ts); GIT_XET_LAY=git keeps git's checkout (tests compare
-  // the two). The stamper's python3 starts now, so its start-up overlaps the reading below.
-  const fromPacks = snap.filemetaBlob !== null && process.env.GIT_XET_LAY !== 'git' && holdsOnlyGitDir(worktree);
+  // Into a tree holding nothing but its git dir, a snapshot with recorded times is laid by
+  // lay-pack.ts: git's checkout writes the files (GIT_XET_LAY=packs: our workers read them from
+  // the packs, hash-checked), one python3 sets times and reports stat data as they are finished.
+  // Measured on the shared 2 cores, git's checkout used less CPU than the workers and the whole
+  // restore took 20-25% less time (docs/BENCHMARKS.md "Restore laid from the packs").
+  // GIT_XET_LAY=git keeps the older path (checkout, then links, times and an lstat pass); tests
+  // compare the three. The stamper's python3 starts now, so its start-up overlaps the reading.
+  const how = process.env.GIT_XET_LAY;
+  const fromPacks = snap.filemetaBlob !== null && how !== 'git' && holdsOnlyGitDir(worktree);
   const stamper = fromPacks ? new Stamper() : null;
-  const pool = fromPacks ? new LayPool(snap.manifest.counts.files) : null;
+  const pool = fromPacks && how === 'packs' ? new LayPool(snap.manifest.counts.files) : null;
   let stamped = false;
   try {
     const o = { cwd: worktree, env: shadow.env };
@@ -93,7 +98,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
         mkdirSafe,
         emptyDirs: snap.manifest.emptyDirs,
         stamper,
-        pool: pool as LayPool,
+        pool,
       });
       stamped = true;
       return;
