@@ -24,6 +24,11 @@ export class LocalPacks {
       git.cwd ?? process.cwd(),
       (await gitText(['rev-parse', '--git-path', 'objects'], git)).trim(),
     );
+    return LocalPacks.openDir(objects, format);
+  }
+
+  /** The packs of the object directory `objects` (for a caller that knows it: no git asked). */
+  static openDir(objects: string, format: 'sha1' | 'sha256'): LocalPacks {
     const dir = path.join(objects, 'pack');
     const readers: PackReader[] = [];
     let names: string[];

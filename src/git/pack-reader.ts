@@ -52,19 +52,37 @@ class RandomFile {
     readonly fd: number,
     readonly size: number,
     private readonly window = 0,
+    /** Read every window into one buffer: only for callers that keep nothing returned past their
+     * next read (PackReader.read inflates out of it; readUnhashed may return views into it). */
+    private readonly reuse = false,
   ) {}
 
   read(pos: number, len: number): Buffer {
     if (this.window && len <= this.window) {
       const w = this.win;
       if (!w || pos < this.winAt || pos + len > this.winAt + w.length) {
-        this.win = this.readDirect(pos, this.window);
+        this.win = this.reuse ? this.readInto(pos, this.window) : this.readDirect(pos, this.window);
         this.winAt = pos;
       }
       const at = pos - this.winAt;
       return (this.win as Buffer).subarray(at, Math.min(at + len, (this.win as Buffer).length));
     }
     return this.readDirect(pos, len);
+  }
+
+  private spare: Buffer | null = null;
+
+  private readInto(pos: number, len: number): Buffer {
+    this.spare ??= Buffer.allocUnsafe(len);
+    const want = Math.max(0, Math.min(len, this.size - pos));
+    let n = 0;
+    while (n < want) {
+      const got = fs.readSync(this.fd, this.spare, n, want - n, pos + n);
+      if (got === 0) break;
+      n += got;
+    }
+    this.bytesRead += n;
+    return this.spare.subarray(0, n);
   }
 
   private readDirect(pos: number, len: number): Buffer {
@@ -77,6 +95,10 @@ class RandomFile {
     }
     this.bytesRead += n;
     return buf.subarray(0, n);
+  }
+
+  get reusesWindow(): boolean {
+    return this.reuse;
   }
 
   close(): void {
@@ -202,6 +224,10 @@ export interface PackReaderOptions {
   maxDepth?: number;
   /** Read the pack in windows of this many bytes (for readers of many neighbouring objects). */
   window?: number;
+  /** With `window`: one window buffer, read into again and again instead of a fresh one per
+   * window (for a reader of hundreds of thousands of objects). Such a reader only reads hashed
+   * objects (`read`): `readUnhashed` may return a view into the window, and refuses. */
+  reuseWindow?: boolean;
 }
 
 interface EntryHead {
@@ -233,7 +259,7 @@ export class PackReader {
     try {
       const got = open(packFile);
       if (!got) throw Object.assign(new Error(`ENOENT: ${packFile}`), { code: 'ENOENT' });
-      pack = new RandomFile(packFile, got.fd, got.size, o.window ?? 0);
+      pack = new RandomFile(packFile, got.fd, got.size, o.window ?? 0, o.reuseWindow === true);
       const len = hashLen(format);
       const head = pack.read(0, 12);
       if (pack.size < 12 + len || head.toString('latin1', 0, 4) !== 'PACK' || head.readUInt32BE(4) !== 2) {
@@ -259,6 +285,10 @@ export class PackReader {
       index.close();
       throw e;
     }
+  }
+
+  private get reusesWindow(): boolean {
+    return this.pack.reusesWindow;
   }
 
   /** Bytes read from the pack and the index so far. */
@@ -292,6 +322,7 @@ export class PackReader {
    * up). Everything else is checked as for read (sizes before any allocation, offsets, deltas).
    */
   readUnhashed(oid: string, maxBytes = this.maxBytes): PackObject | null {
+    if (this.reusesWindow) throw new Error('PackReader.readUnhashed: not on a reader that reuses its window');
     const at = this.index.find(oid);
     if (at === null) return null;
     return this.resolve(at, Math.min(maxBytes, this.maxBytes), oid, true);
@@ -389,7 +420,9 @@ export class PackReader {
     }
     let out: Buffer;
     try {
-      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size) });
+      // One output buffer of the object's size (plus the byte that lets zlib see the end): with
+      // the default 16 KiB chunks every larger object was inflated into pieces and copied again.
+      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size), chunkSize: Math.max(64, h.size + 1) });
     } catch (e) {
       throw forged(this.pack.file, `${oid}: the entry at ${h.dataAt} does not inflate (${(e as Error).message})`, {
         oid,

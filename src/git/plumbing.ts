@@ -324,8 +324,15 @@ export interface TreeChange {
 
 /** `diff-tree -r` between two trees, parsed from its raw -z output. Modes of 000000 and all-zero
  * oids mark the side where a path does not exist. */
-export async function diffTrees(a: string, b: string, opts: GitOptions): Promise<TreeChange[]> {
-  const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', a, b], opts);
+export async function diffTrees(
+  a: string,
+  b: string,
+  opts: GitOptions,
+  /** `--diff-filter` letters (e.g. 'M'): only those changes are listed. */
+  filter?: string,
+): Promise<TreeChange[]> {
+  const only = filter ? [`--diff-filter=${filter}`] : [];
+  const recs = await gitZ(['diff-tree', '-r', '-z', '--no-renames', ...only, a, b], opts);
   const out: TreeChange[] = [];
   for (let i = 0; i + 1 < recs.length; i += 2) {
     // ":<old mode> <new mode> <old oid> <new oid> <status>"

@@ -14,12 +14,14 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
-import { setRecordedSizes } from '../git/index-file';
-import { diffTrees, lsTree } from '../git/plumbing';
+import { parseIndex, setRecordedSizes } from '../git/index-file';
+import { catFileBatch, diffTrees, objectSizes } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
-import { planFileMeta } from './filemeta';
+import { indexBlobs, maxFileMetaBytes, parseFileMeta, planFileMeta, type ParsedFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
+import { layFromPacks, LayPool } from './lay-pack';
+import { Stamper } from './set-times';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
  * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
@@ -59,13 +61,51 @@ export interface LaySpec {
 export async function layFiles(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
   const { scratch, shadow } = shadowFor(spec, spec.filesIndex);
+  // Into a tree holding nothing but its git dir, a snapshot with recorded times is laid by
+  // lay-pack.ts: git's checkout writes the files (GIT_XET_LAY=packs: our workers read them from
+  // the packs, hash-checked), one python3 sets times and reports stat data as they are finished.
+  // Measured on the shared 2 cores, git's checkout used less CPU than the workers and the whole
+  // restore took 20-25% less time (docs/BENCHMARKS.md "Restore laid from the packs").
+  // GIT_XET_LAY=git keeps the older path (checkout, then links, times and an lstat pass); tests
+  // compare the three. The stamper's python3 starts now, so its start-up overlaps the reading.
+  const how = process.env.GIT_XET_LAY;
+  const fromPacks = snap.filemetaBlob !== null && how !== 'git' && holdsOnlyGitDir(worktree);
+  const stamper = fromPacks ? new Stamper() : null;
+  const pool = fromPacks && how === 'packs' ? new LayPool(snap.manifest.counts.files) : null;
+  let stamped = false;
   try {
     const o = { cwd: worktree, env: shadow.env };
     await git(['read-tree', snap.filesTree], o);
     const format = snap.manifest.git.objectFormat;
+    const mkdirSafe = (abs: string) => {
+      assertNoSymlinkBetween(worktree, abs);
+      fs.mkdirSync(abs, { recursive: true });
+    };
+    if (stamper && snap.filemetaBlob) {
+      const parsed = parseIndex(spec.filesIndex, format);
+      const blobs = indexBlobs(parsed);
+      const [meta, chunked] = await Promise.all([readFileMeta(snap.filemetaBlob, blobs, o), chunkedOf(snap, o)]);
+      await layFromPacks({
+        worktree,
+        objectsDir: spec.objectsDir,
+        filesIndex: spec.filesIndex,
+        parsed,
+        format,
+        meta,
+        chunked,
+        deferChunked: spec.deferChunked === true,
+        shadow: o,
+        mkdirSafe,
+        emptyDirs: snap.manifest.emptyDirs,
+        stamper,
+        pool,
+      });
+      stamped = true;
+      return;
+    }
     const meta = await planFileMeta(snap.filemetaBlob, spec.filesIndex, worktree, format, o);
     // Chunked files are pointers in files/: git checks out everything else, they are reassembled.
-    const chunked = await chunkedFiles(snap, o);
+    const chunked = await chunkedOf(snap, o);
     let checkout = meta?.checkout ?? null;
     if (chunked.size) checkout = (checkout ?? (await gitZ(['ls-files', '-z'], o))).filter((p) => !chunked.has(p));
     const checkOut = async (): Promise<void> => {
@@ -100,16 +140,27 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     }
     // Without filemeta nothing else records their stat data in the files index.
     if (chunked.size && !meta) recordStat(spec.filesIndex, worktree, chunked.keys(), format);
-    const mkdirSafe = (abs: string) => {
-      assertNoSymlinkBetween(worktree, abs);
-      fs.mkdirSync(abs, { recursive: true });
-    };
     for (const d of snap.manifest.emptyDirs) mkdirSafe(path.join(worktree, d));
     // Hard links, then times (which change ctime), then the stat data git will trust.
     meta?.finish(mkdirSafe);
   } finally {
+    if (stamper && !stamped) stamper.abort();
+    pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** Read and check a snapshot's filemeta blob for the files index's blob entries (its size first:
+ * anything from a ref is hostile). As filemeta.ts reads it for planFileMeta. */
+async function readFileMeta(blob: string, blobs: { mode: number; oid: string }[], opts: Opts): Promise<ParsedFileMeta> {
+  const size = (await objectSizes([blob], opts)).get(blob);
+  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
+  if (size > maxFileMetaBytes(blobs.length)) {
+    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
+  }
+  const data = (await catFileBatch([blob], opts)).get(blob);
+  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
+  return parseFileMeta(data.data, blobs);
 }
 
 /** Build the worktree's index from the files index: staged tree, stat data, conversions, flags. */
@@ -127,13 +178,29 @@ export async function layIndex(spec: LaySpec): Promise<void> {
       GIT_INDEX_FILE: spec.indexFile,
       GIT_OBJECT_DIRECTORY: spec.objectsDir,
     };
-    const chunked = await chunkedFiles(snap, o);
-    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, o, chunked);
-    await refreshChunked(spec, chunked, o);
+    const chunked = await chunkedOf(snap, o);
+    // Both refreshes look at the same differences between the staged tree and the files tree, and
+    // only at paths in both (the untracked and ignored files, most of a tree, are not listed).
+    const changes = await diffTrees(snap.indexTree, snap.filesTree, o, 'M');
+    await refreshConverted(snap, { cwd: worktree, env: repoEnv }, chunked, changes);
+    await refreshChunked(spec, chunked, changes);
     await setIndexFlags(spec, repoEnv);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** A snapshot's chunked files, read once for layFiles and layIndex of one lay (the same snapshot
+ * object): the answer depends on the snapshot's objects alone. Failures are not kept. */
+const chunkedMemo = new WeakMap<Snapshot, Promise<Map<string, ChunkedEntry>>>();
+function chunkedOf(snap: Snapshot, o: Opts): Promise<Map<string, ChunkedEntry>> {
+  let got = chunkedMemo.get(snap);
+  if (!got) {
+    got = chunkedFiles(snap, o);
+    chunkedMemo.set(snap, got);
+    got.catch(() => chunkedMemo.delete(snap));
+  }
+  return got;
 }
 
 /** True when `dir` has no entry but `.git` (a tree being built from nothing: restore, a fork, a base). */
@@ -182,13 +249,13 @@ type Opts = { cwd: string; env: Record<string, string | undefined> };
 async function refreshConverted(
   snap: Snapshot,
   repo: Opts,
-  shadow: Opts,
   chunked: Map<string, ChunkedEntry>,
+  changes: Awaited<ReturnType<typeof diffTrees>>,
 ): Promise<void> {
   const ix = snap.manifest.index;
   const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
   const candidates: string[] = [];
-  for (const c of await diffTrees(snap.indexTree, snap.filesTree, shadow)) {
+  for (const c of changes) {
     // Same mode, other bytes: possibly only a conversion of the staged content. (Chunked files are
     // large, binary in practice, and not read again here: refreshChunked judges them by their id.)
     if (c.status === 'M' && c.oldMode === c.newMode && !flagged.has(c.path) && !chunked.has(c.path)) {
@@ -203,8 +270,8 @@ async function refreshConverted(
     }
   });
   if (!regular.length) return;
-  const staged = new Map<string, string>();
-  for (const e of await lsTree(snap.indexTree, shadow)) staged.set(e.path, e.oid);
+  // The staged blob of each candidate is the old side of its change.
+  const staged = new Map(changes.map((c) => [c.path, c.oldOid]));
   // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
   // one path per line, so the (rare) names with a newline are hashed one by one.
   const plain = regular.filter((p) => !p.includes('\n'));
@@ -228,12 +295,16 @@ async function refreshConverted(
  * `blob`: a tracked file chunked as it was committed) the entry is clean and gets the file's stat
  * data, as git would record it, without reading the file; any other is modified, as in the source.
  */
-async function refreshChunked(spec: LaySpec, chunked: Map<string, ChunkedEntry>, shadow: Opts): Promise<void> {
+async function refreshChunked(
+  spec: LaySpec,
+  chunked: Map<string, ChunkedEntry>,
+  changes: Awaited<ReturnType<typeof diffTrees>>,
+): Promise<void> {
   if (!chunked.size) return;
   const ix = spec.snap.manifest.index;
   const flagged = new Set([...ix.skipWorktree, ...ix.assumeUnchanged, ...ix.intentToAdd]);
   const clean: string[] = [];
-  for (const c of await diffTrees(spec.snap.indexTree, spec.snap.filesTree, shadow)) {
+  for (const c of changes) {
     const e = chunked.get(c.path);
     if (e && c.status === 'M' && c.oldMode === c.newMode && c.oldOid === e.pointer.blob && !flagged.has(c.path)) {
       clean.push(c.path);

@@ -170,7 +170,17 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       repoGitDir: gitDir,
       deferChunked: lazy !== null,
     };
-    await layFiles(lay);
+    // Refs and config do not depend on the files (the files are laid through a shadow git dir
+    // with its own config), so their dozen short git processes run while the files are written.
+    // Not beside a lazy restore (its hooks rely on the remote config the fetch made) nor inner
+    // repositories (restored between the files and the outer refs).
+    const sideBySide = lazy === null && !snap.manifest.repositories?.length;
+    const s = snap;
+    const settled = await Promise.allSettled([
+      layFiles(lay),
+      sideBySide ? restoreRefs(s, opts).then(() => restoreConfig(s, opts)) : null,
+    ]);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
     await lazy?.afterLay(snap, tmp, lay.filesIndex, opts);
     await faultPoint('restore:after-files');
     if (snap.manifest.repositories?.length) {
@@ -183,9 +193,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       });
     }
     progress('restoring index, refs and config');
-    await restoreRefs(snap, opts);
+    if (!sideBySide) {
+      await restoreRefs(snap, opts);
+      await restoreConfig(snap, opts);
+    }
     // The index is built last: conversions are judged with the copy's own config and attributes.
-    await restoreConfig(snap, opts);
     const origin = fromUrl ? await recordOrigin(fromUrl, opts) : null;
     await lazy?.afterOrigin(gitDir, opts);
     restoreInfoFiles(snap, gitDir);

@@ -1,0 +1,260 @@
+// Laying a snapshot's files into a tree that holds nothing but its git dir, when the snapshot
+// records file times (filemeta): the path restore, forks and bases take. The files are written by
+// git's checkout (chunked files reassembled alongside on this thread, lay-chunked.ts) or, with
+// GIT_XET_LAY=packs, by worker threads (lay-worker.ts) that read, hash-check, inflate and write
+// them on every core. Each finished file is handed to one python3 process, which sets its time to
+// the nanosecond and lstat-s it (set-times.ts Stamper); the stat data it returns goes straight
+// into the files index, so no second pass over the tree is made. What the workers cannot take
+// (in no local pack and not loose, too large to hold, not a file or symlink) is checked out by
+// git and stamped the same way.
+//
+// Why: docs/DESIGN-NOTES.md "Laying files from the packs (issue 14)".
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { XetError, type ErrorCode } from '../errors';
+import { git, joinZ, type GitOptions } from '../git/exec';
+import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
+import type { ChunkedEntry } from '../chunks/snapshot-files';
+import { indexBlobs, type ParsedFileMeta } from './filemeta';
+import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
+import type { LayDone, LayFailure, LayJob } from './lay-worker';
+import { Stamper, type StampedStat } from './set-times';
+
+/** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
+const BATCH = 128;
+/** Blobs larger than this go through git (which streams them); workers hold one object whole. */
+const MAX_OBJECT = 32 * 1024 * 1024;
+
+export interface PackLaySpec {
+  worktree: string;
+  objectsDir: string;
+  filesIndex: string;
+  /** The files index as git's read-tree wrote it (every entry without stat data). */
+  parsed: ParsedIndex;
+  format: 'sha1' | 'sha256';
+  meta: ParsedFileMeta;
+  chunked: Map<string, ChunkedEntry>;
+  /** Chunked files get an empty placeholder (a lazy restore), not their content. */
+  deferChunked: boolean;
+  /** Options for git against the files index through the shadow git dir. */
+  shadow: GitOptions;
+  /** Makes a directory (and its parents) after checking no component is a symlink. */
+  mkdirSafe: (abs: string) => void;
+  emptyDirs: string[];
+  stamper: Stamper;
+  /** Workers booted by the caller (closed by the caller too); null: git checks the files out. */
+  pool: LayPool | null;
+}
+
+/** Lay every file, symlink, hard link and empty directory of the files index's tree into the
+ * worktree (which holds only its git dir), times set, and record their stat data in the files index. */
+export async function layFromPacks(spec: PackLaySpec): Promise<void> {
+  const { worktree, meta, stamper } = spec;
+  const { parsed } = spec;
+  const blobs = indexBlobs(parsed);
+  const blobSet = new Set(blobs);
+  // Entries git must check out: not a file or symlink (no such entry in a snapshot today).
+  const odd = parsed.entries.filter((e) => !blobSet.has(e)).map((e) => e.path);
+  const leaders = new Set<number>();
+  for (let i = 0; i < blobs.length; i++) if (meta.linkTo[i] >= 0) leaders.add(meta.linkTo[i]);
+
+  // Which stamp (in the stamper's order) holds each blob entry's stat.
+  const stampOf = new Int32Array(blobs.length).fill(-1);
+  const stamp = (i: number): void => {
+    stampOf[i] = stamper.add({
+      abs: path.join(worktree, blobs[i].path),
+      sec: meta.mtimeSec[i],
+      nsec: meta.mtimeNsec[i],
+    });
+  };
+  const complete = (i: number): void => {
+    if (!leaders.has(i)) stamp(i); // a link group's file is stamped once its links exist (ctime)
+  };
+
+  const job: number[] = [];
+  const chunkedLeaders: ChunkedEntry[] = [];
+  const chunkedAt = new Map<string, number>();
+  for (let i = 0; i < blobs.length; i++) {
+    if (meta.linkTo[i] >= 0) continue;
+    const c = spec.chunked.get(blobs[i].path);
+    if (c) {
+      chunkedLeaders.push(c);
+      chunkedAt.set(c.path, i);
+    } else job.push(i);
+  }
+
+  // Largest first: the worker that takes the big one is busy with it while the others lay files.
+  chunkedLeaders.sort((a, b) => b.pointer.size - a.pointer.size || (a.path < b.path ? -1 : 1));
+  if (spec.deferChunked) {
+    for (const c of chunkedLeaders) {
+      writePlaceholder(worktree, c);
+      complete(chunkedAt.get(c.path) as number);
+    }
+  }
+  const left: number[] = [];
+  if (spec.pool) {
+    await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
+      for (const k of m.done) complete(job[k]);
+      for (const k of m.left) left.push(job[k]);
+      for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
+    });
+  } else {
+    // No workers (the default; GIT_XET_LAY=packs has them): git checks every file out, the
+    // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
+    left.push(...job);
+    if (!spec.deferChunked && chunkedLeaders.length) {
+      const byGitNow = job.map((i) => blobs[i].path);
+      const settled = await Promise.allSettled([
+        byGitNow.length
+          ? git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGitNow) })
+          : null,
+        writeChunkedFiles(worktree, chunkedLeaders, { git: spec.shadow, format: spec.format }),
+      ]);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+      for (const c of chunkedLeaders) complete(chunkedAt.get(c.path) as number);
+      for (const i of left) complete(i);
+      left.length = 0;
+    }
+  }
+
+  // What the packs could not give: git checks it out (and finds it wherever git finds objects).
+  const byGit = [...left.map((i) => blobs[i].path), ...odd];
+  const gitWrote = byGit.length > 0 || !spec.pool;
+  if (byGit.length) {
+    await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
+    for (const i of left) complete(i);
+  }
+  for (const d of spec.emptyDirs) spec.mkdirSafe(path.join(worktree, d));
+  // Hard links, then their group's time: a link changes the inode's ctime.
+  for (let i = 0; i < blobs.length; i++) {
+    const k = meta.linkTo[i];
+    if (k < 0) continue;
+    const abs = path.join(worktree, blobs[i].path);
+    spec.mkdirSafe(path.dirname(abs));
+    fs.linkSync(path.join(worktree, blobs[k].path), abs);
+  }
+  for (const k of leaders) stamp(k);
+
+  const { stats } = await stamper.finish();
+  // The stat data git records for each entry, from the lstat after its time was set (git's own
+  // checkout wrote the index again for the entries it laid: read it as it is now).
+  const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : parsed;
+  const nowBlobs = gitWrote ? indexBlobs(now) : blobs;
+  if (nowBlobs.length !== blobs.length) {
+    throw new XetError('GIT_FAILED', `the files index changed while the files were laid`, { file: spec.filesIndex });
+  }
+  for (let i = 0; i < blobs.length; i++) {
+    const at = stampOf[meta.linkTo[i] >= 0 ? meta.linkTo[i] : i];
+    if (at < 0) throw new XetError('GIT_FAILED', `${blobs[i].path} was not laid`, { path: blobs[i].path });
+    writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
+  }
+  writeIndexBuffer(spec.filesIndex, now);
+}
+
+function asBigIntStats(s: StampedStat): fs.BigIntStats {
+  return s as unknown as fs.BigIntStats;
+}
+
+/**
+ * Worker threads booted before their work is known: a worker's start (a V8 isolate, node's
+ * bootstrap, this module graph) takes 50-150 ms of a core, which overlaps git's read-tree and the
+ * reading of the snapshot's metadata when the pool is made first. Workers that get no job (the
+ * caller failed or took another path) are terminated by close().
+ */
+export class LayPool {
+  private readonly workers: Worker[];
+  private used = false;
+
+  /** `files`: how many files the snapshot has (a small tree needs fewer workers). */
+  constructor(files: number) {
+    const count = Math.max(1, Math.min(os.availableParallelism(), Math.ceil(files / BATCH)));
+    this.workers = Array.from(
+      { length: count },
+      () => new Worker(path.join(__dirname, 'lay-worker.js'), { workerData: { layPool: true } }),
+    );
+    // An idle worker must not keep the process alive, nor crash it before it is used.
+    for (const w of this.workers) {
+      w.unref();
+      w.on('error', () => undefined);
+    }
+  }
+
+  /** Run `job` on every worker; resolves once all have stopped; a failure in one stops the
+   * others before it is reported. Once only. */
+  async run(job: LayJob, onBatch: (m: LayDone) => void): Promise<void> {
+    if (this.used) throw new Error('LayPool.run: once only');
+    this.used = true;
+    const flags = new Int32Array(job.shared);
+    let failure: Error | null = null;
+    const one = (w: Worker): Promise<void> =>
+      new Promise((resolve) => {
+        let ended = false;
+        w.ref();
+        w.on('message', (m: LayDone | LayFailure | { end: true }) => {
+          if ('end' in m) ended = true;
+          else if ('error' in m) {
+            ended = true;
+            Atomics.store(flags, 1, 1);
+            failure ??= asError(m.error);
+          } else if ('done' in m) {
+            try {
+              onBatch(m);
+            } catch (e) {
+              Atomics.store(flags, 1, 1);
+              failure ??= e as Error;
+            }
+          }
+        });
+        w.on('error', (e) => {
+          Atomics.store(flags, 1, 1);
+          failure ??= e;
+        });
+        w.on('exit', (code) => {
+          if (!ended) failure ??= new Error(`a file-laying worker stopped (exit code ${code})`);
+          resolve();
+        });
+        w.postMessage(job);
+      });
+    await Promise.all(this.workers.map(one));
+    if (failure) throw failure;
+  }
+
+  /** Stop workers that were given nothing to do. */
+  close(): void {
+    if (!this.used) for (const w of this.workers) void w.terminate();
+  }
+}
+
+/** Run the pool over `job` (positions in `blobs`); `onBatch` gets positions in `job`. */
+async function runWorkers(
+  spec: PackLaySpec,
+  blobs: { path: string; mode: number; oid: string }[],
+  job: number[],
+  chunked: ChunkedEntry[],
+  onBatch: (m: LayDone) => void,
+): Promise<void> {
+  const layJob: LayJob = {
+    worktree: spec.worktree,
+    objectsDir: spec.objectsDir,
+    format: spec.format,
+    paths: job.map((i) => blobs[i].path),
+    oids: job.map((i) => blobs[i].oid),
+    modes: job.map((i) => blobs[i].mode),
+    chunked,
+    git: { cwd: spec.shadow.cwd ?? spec.worktree, env: { ...spec.shadow.env } },
+    shared: new SharedArrayBuffer(12),
+    batch: BATCH,
+    // Tests lower it to send files through git's checkout on a small tree.
+    maxObject: Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT,
+  };
+  await (spec.pool as LayPool).run(layJob, onBatch);
+}
+
+function asError(e: LayFailure['error']): Error {
+  if (e.xet) return new XetError(e.code as ErrorCode, e.message, e.details);
+  // An errno (ENOSPC, EACCES…) keeps its code and message, as a failed write in this thread would.
+  return Object.assign(new Error(e.message), { code: e.code, path: e.details.path });
+}

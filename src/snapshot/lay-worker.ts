@@ -1,0 +1,284 @@
+// Worker thread of the pack layer (lay-pack.ts): writes files and symlinks of a snapshot into a
+// tree that held nothing but its git dir, reading each blob out of the repository's packs
+// (src/git/pack-reader.ts: sizes checked before anything is allocated or inflated, deltas resolved,
+// every object hashed and refused unless it is the blob its id names). Entries are claimed in
+// batches from a counter shared by all workers, so a worker that meets large files takes fewer.
+//
+// Nothing is written through a symlink: every directory is made by this thread one component at
+// a time (or found to be a real directory, never a link), files are created with O_EXCL and
+// O_NOFOLLOW, and the paths were validated before the first byte (paths.ts: none goes through a
+// file or symlink of the snapshot, none has a `.git` component). A blob a pack does not hold (a
+// loose object, an alternate) or one too large to hold in memory is reported back, for git.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as zlib from 'node:zlib';
+import { parentPort, workerData } from 'node:worker_threads';
+import { XetError } from '../errors';
+import { PackReader, type PackObject } from '../git/pack-reader';
+import { LocalPacks } from '../chunks/local-packs';
+import type { ChunkedEntry } from '../chunks/snapshot-files';
+import { writeChunkedFile } from './lay-chunked';
+
+export interface LayJob {
+  worktree: string;
+  /** The object directory: its pack/ and its loose objects are read. */
+  objectsDir: string;
+  format: 'sha1' | 'sha256';
+  /** Paths relative to the worktree, with their blob ids (hex) and git modes. */
+  paths: string[];
+  oids: string[];
+  modes: number[];
+  /** Chunked files, largest first: reassembled by lay-chunked.ts (the packs read directly). */
+  chunked: ChunkedEntry[];
+  /** Where git finds the objects, for what the packs lack (chunk lists, loose chunks). */
+  git: { cwd: string; env: Record<string, string | undefined> };
+  /** Int32 [next entry to claim, failed flag, next chunked file to claim]. */
+  shared: SharedArrayBuffer;
+  batch: number;
+  /** Blobs larger than this are left to git (one object is held in memory whole). */
+  maxObject: number;
+}
+
+/** Per batch: the entries written, those left to git, and the chunked files written. */
+export interface LayDone {
+  done: number[];
+  left: number[];
+  chunked: number[];
+}
+
+export interface LayFailure {
+  /** `xet`: a XetError (code is its code); else an errno failure (code is the errno's). */
+  error: { xet: boolean; code: string; message: string; details: Record<string, unknown> };
+}
+
+const WINDOW = 256 * 1024;
+/** Indexes larger than this are searched on disk, not held in memory (~24 bytes an object, per
+ * worker), as chunks/local-packs.ts does. */
+const PRELOAD_MAX_OBJECTS = 4_000_000;
+/** Slots of the shared counter. */
+const NEXT = 0;
+const FAILED = 1;
+const NEXT_CHUNKED = 2;
+const CREATE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+
+function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const readers: PackReader[] = [];
+  for (const n of names.filter((x) => /^pack-[0-9a-f]+\.idx$/.test(x)).sort()) {
+    try {
+      // Read through a window: a batch's blobs are read in pack order (packOrder), and a tree's
+      // blobs lie in the pack about in path order (capture writes them so), so most reads are
+      // served from the window of the one before.
+      const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
+        window: WINDOW,
+        reuseWindow: true,
+      });
+      if (r.index.count <= PRELOAD_MAX_OBJECTS) r.index.preload();
+      readers.push(r);
+    } catch {
+      // a pack that does not open (mid-repack, damaged) is git's to read, or to say why not
+    }
+  }
+  return readers;
+}
+
+const TOO_LARGE = Symbol('too large');
+
+/**
+ * A loose object (`objects/xx/yyyy…`: zlib of `<type> <size>\0<bytes>`), or null when there is
+ * none. Hostile as a pack is: its compressed size is bounded before it is read, its output before
+ * it is inflated, the header must state the size that follows, and the whole must hash to `oid`.
+ */
+function readLoose(
+  objectsDir: string,
+  oid: string,
+  format: 'sha1' | 'sha256',
+  maxObject: number,
+): PackObject | null | typeof TOO_LARGE {
+  const file = path.join(objectsDir, oid.slice(0, 2), oid.slice(2));
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  } catch {
+    return null;
+  }
+  let z: Buffer;
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return null;
+    // Beyond what deflate makes of the largest object held here: git's to stream.
+    if (st.size > maxObject + (maxObject >> 8) + 1024) return TOO_LARGE;
+    z = Buffer.allocUnsafe(st.size);
+    let at = 0;
+    while (at < z.length) {
+      const got = fs.readSync(fd, z, at, z.length - at, at);
+      if (got === 0) break;
+      at += got;
+    }
+    z = z.subarray(0, at);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const bad = (why: string) => new XetError('INTEGRITY_MISMATCH', `${file}: ${why}`, { file, oid });
+  let raw: Buffer;
+  try {
+    raw = zlib.inflateSync(z, { maxOutputLength: maxObject + 64 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return TOO_LARGE;
+    throw bad(`does not inflate (${(e as Error).message})`);
+  }
+  const nul = raw.indexOf(0);
+  const m =
+    nul > 0 && nul < 32 ? /^(blob|tree|commit|tag) (0|[1-9][0-9]*)$/.exec(raw.toString('latin1', 0, nul)) : null;
+  if (!m || Number(m[2]) !== raw.length - nul - 1) throw bad('is not a loose object of the size it states');
+  const got = crypto.createHash(format).update(raw).digest('hex');
+  if (got !== oid) throw bad(`hashes to ${got}`);
+  return { type: m[1] as PackObject['type'], data: raw.subarray(nul + 1) };
+}
+
+/** Positions [start, end) sorted by where their objects lie (pack, then offset; the others last),
+ * so the pack is read forward through its window, not back and forth (a blob shared by paths far
+ * apart, a loose object between packed ones). */
+function packOrder(readers: PackReader[], oids: string[], start: number, end: number): number[] {
+  const keys: { i: number; at: number }[] = [];
+  for (let i = start; i < end; i++) {
+    let at = Number.MAX_SAFE_INTEGER;
+    for (let r = 0; r < readers.length; r++) {
+      const off = readers[r].index.find(oids[i]);
+      if (off !== null) {
+        at = r * 2 ** 40 + off;
+        break;
+      }
+    }
+    keys.push({ i, at });
+  }
+  keys.sort((a, b) => a.at - b.at || a.i - b.i);
+  return keys.map((k) => k.i);
+}
+
+export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promise<void> {
+  const counter = new Int32Array(job.shared);
+  const readers = openPacks(path.join(job.objectsDir, 'pack'), job.format);
+  const made = new Set<string>([job.worktree]);
+  const ensureDir = (dir: string): void => {
+    if (made.has(dir)) return;
+    ensureDir(path.dirname(dir));
+    try {
+      fs.mkdirSync(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      // Another worker made it, or it is in the way: only a real directory is gone through.
+      if (!fs.lstatSync(dir).isDirectory()) {
+        throw new XetError('PATH_ESCAPE', `refusing to write through ${dir}, which is not a directory`, { path: dir });
+      }
+    }
+    made.add(dir);
+  };
+  const n = job.paths.length;
+  let chunkPacks: LocalPacks | null = null;
+  try {
+    for (;;) {
+      if (Atomics.load(counter, FAILED) !== 0) return;
+      // Chunked files first (largest first): one of them is as much work as thousands of files.
+      const c = Atomics.add(counter, NEXT_CHUNKED, 1);
+      if (c < job.chunked.length) {
+        chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format);
+        await writeChunkedFile(job.worktree, job.chunked[c], { git: job.git, format: job.format, packs: chunkPacks });
+        post({ done: [], left: [], chunked: [c] });
+        continue;
+      }
+      const start = Atomics.add(counter, NEXT, job.batch);
+      if (start >= n) return;
+      const done: number[] = [];
+      const left: number[] = [];
+      for (const i of packOrder(readers, job.oids, start, Math.min(n, start + job.batch))) {
+        const oid = job.oids[i];
+        let obj: PackObject | null = null;
+        let large = false;
+        for (const r of readers) {
+          try {
+            obj = r.read(oid, job.maxObject);
+          } catch (e) {
+            // Too large to hold here is not damage: git streams it. (A forged size lands there too.)
+            if (e instanceof XetError && e.details.limit === job.maxObject && e.details.oid === oid) {
+              large = true;
+              break;
+            }
+            throw e;
+          }
+          if (obj) break;
+        }
+        if (!obj && !large) {
+          const loose = readLoose(job.objectsDir, oid, job.format, job.maxObject);
+          if (loose !== null && loose !== TOO_LARGE) obj = loose;
+        }
+        if (!obj) {
+          left.push(i);
+          continue;
+        }
+        if (obj.type !== 'blob') {
+          throw new XetError('INTEGRITY_MISMATCH', `${job.paths[i]}: ${oid} is a ${obj.type}, not a blob`, {
+            path: job.paths[i],
+            oid,
+          });
+        }
+        const abs = path.join(job.worktree, job.paths[i]);
+        ensureDir(path.dirname(abs));
+        const mode = job.modes[i];
+        if (mode === 0o120000) {
+          fs.symlinkSync(obj.data, abs);
+        } else {
+          // As git creates files: 0777 or 0666, less the umask.
+          const fd = fs.openSync(abs, CREATE, mode === 0o100755 ? 0o777 : 0o666);
+          try {
+            let at = 0;
+            while (at < obj.data.length) at += fs.writeSync(fd, obj.data, at, obj.data.length - at);
+          } finally {
+            fs.closeSync(fd);
+          }
+        }
+        done.push(i);
+      }
+      post({ done, left, chunked: [] });
+    }
+  } catch (e) {
+    Atomics.store(counter, FAILED, 1);
+    throw e;
+  } finally {
+    for (const r of readers) r.close();
+    chunkPacks?.close();
+  }
+}
+
+if (parentPort && workerData?.layPool) {
+  const port = parentPort;
+  // Booted early (lay-pack.ts LayPool): the job comes as the first message.
+  port.once('message', (job: LayJob) => {
+    layEntries(job, (m) => port.postMessage(m)).then(
+      () => {
+        port.postMessage({ end: true });
+        port.close();
+      },
+      (e: unknown) => {
+        const x = e as XetError & NodeJS.ErrnoException;
+        const failure: LayFailure = {
+          error: {
+            xet: e instanceof XetError,
+            code: e instanceof XetError ? x.code : (x.code ?? 'INTERNAL'),
+            message: x.message,
+            details: e instanceof XetError ? x.details : { errno: x.code, path: x.path },
+          },
+        };
+        port.postMessage(failure);
+        port.close();
+      },
+    );
+  });
+}

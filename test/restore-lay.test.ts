@@ -1,0 +1,463 @@
+// Restore lays files by git's checkout with its own times and stat data (the default), or from
+// the packs with its own workers (GIT_XET_LAY=packs, src/snapshot/lay-pack.ts). These tests hold
+// both and the older path (GIT_XET_LAY=git) to the same result, byte for byte and stat for stat,
+// on a tree with every kind of entry and object (packed, deltified, loose, chunked, too large for
+// a worker), and show that in the workers a damaged pack or loose object fails the restore with a
+// typed error and leaves nothing behind.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as zlib from 'node:zlib';
+import { test } from 'node:test';
+import { initRepo, pseudoRandomBytes, run, type Repo } from './support/git';
+import { writeLargeFile } from './support/fixtures';
+import { createSandbox, type Sandbox } from './support/sandbox';
+import { capture, describeRun, expectError, expectExit, parseJson, verify, xet, XET_BIN } from './support/xet';
+
+const hasStrace = spawnSync('strace', ['-V']).status === 0;
+const hasPython = spawnSync('python3', ['-c', 'pass']).status === 0;
+
+/** A source with every kind of entry restore lays, and objects stored every way git stores them. */
+function buildSource(sb: Sandbox): { r: Repo; edits: string[] } {
+  const r = initRepo(sb, 'src');
+  r.git('config', 'xet.chunk.threshold', '1m');
+  // Versions of a text file: after the repack the older one is a delta of the newer.
+  const lines = (n: number) =>
+    Array.from({ length: n }, (_, i) => `line ${i} of a file that deltifies well\n`).join('');
+  r.write('doc/history.txt', lines(2000));
+  r.write('tool.sh', '#!/bin/sh\necho tool\n', 0o755);
+  r.write('a/b/c/deep.txt', 'deep\n');
+  r.write('empty.txt', '');
+  r.write('bin/data.bin', pseudoRandomBytes(300_000, 5));
+  r.symlink('a/b', 'link-to-dir');
+  r.symlink('nowhere/at/all', 'dangling');
+  r.write('.gitattributes', 'crlf.txt text eol=crlf\n');
+  r.write('crlf.txt', 'one\r\ntwo\r\n');
+  r.write('.gitignore', 'build/\n');
+  r.commit('first');
+  r.write('doc/history.txt', lines(2400));
+  r.commit('second');
+  r.git('repack', '-adq', '--depth=10', '--window=10');
+  // In the worktree: the older version again (a deltified blob), edits, staged and untracked files.
+  r.write('doc/history.txt', lines(2000));
+  r.write('tool.sh', '#!/bin/sh\necho edited\n');
+  r.write('staged.txt', 'staged\n');
+  r.git('add', 'staged.txt');
+  r.write('untracked/notes.md', '# notes\n');
+  r.write('build/out.o', pseudoRandomBytes(5000, 9));
+  r.write('build/app', pseudoRandomBytes(7000, 11), 0o755);
+  fs.linkSync(r.p('build/app'), r.p('build/app-link'));
+  fs.linkSync(r.p('build/app'), r.p('build/app-link2'));
+  writeLargeFile(r.p('build/big.bin'), 1_500_000, 41); // chunked
+  fs.linkSync(r.p('build/big.bin'), r.p('build/big-link.bin'));
+  // A file larger than the workers take (GIT_XET_TEST_LAY_MAX_OBJECT below): git checks it out.
+  r.write('build/large.bin', pseudoRandomBytes(200_000, 13));
+  r.write('loose-only.txt', 'a blob git wrote as a loose object\n');
+  r.git('add', 'loose-only.txt');
+  return { r, edits: ['doc/history.txt', 'tool.sh'] };
+}
+
+/** Whether `oid` is stored as a delta in one of the repository's packs. */
+function isDelta(r: Repo, oid: string): boolean {
+  const dir = path.join(r.commonDir(), 'objects', 'pack');
+  for (const n of fs.readdirSync(dir).filter((x) => x.endsWith('.idx'))) {
+    for (const line of r.git('verify-pack', '-v', path.join(dir, n)).split('\n')) {
+      const f = line.trim().split(/\s+/);
+      if (f[0] === oid) return f.length >= 7;
+    }
+  }
+  return false;
+}
+
+interface Entry {
+  kind: string;
+  mode: number;
+  content: string;
+  mtimeNs: bigint;
+  nlink: number;
+  /** Index of the first path sharing this inode. */
+  group: number;
+}
+
+/** Every entry of a worktree outside .git: type, permission bits, content or target, mtime, links. */
+function describeTree(dir: string): Map<string, Entry> {
+  const out = new Map<string, Entry>();
+  const inodes = new Map<bigint, number>();
+  const walk = (rel: string) => {
+    for (const name of fs.readdirSync(path.join(dir, rel)).sort()) {
+      const p = rel ? `${rel}/${name}` : name;
+      if (p === '.git') continue;
+      const abs = path.join(dir, p);
+      const st = fs.lstatSync(abs, { bigint: true });
+      const kind = st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : 'file';
+      const content =
+        kind === 'link'
+          ? fs.readlinkSync(abs)
+          : kind === 'file'
+            ? crypto.createHash('sha1').update(fs.readFileSync(abs)).digest('hex')
+            : '';
+      if (!inodes.has(st.ino)) inodes.set(st.ino, out.size);
+      out.set(p, {
+        kind,
+        mode: Number(st.mode & 0o7777n),
+        content,
+        mtimeNs: kind === 'dir' ? 0n : st.mtimeNs,
+        nlink: Number(st.nlink),
+        group: inodes.get(st.ino) as number,
+      });
+      if (kind === 'dir') walk(p);
+    }
+  };
+  walk('');
+  return out;
+}
+
+/** Entries of an index whose recorded stat data is not lstat's (git's 32-bit truncation). */
+function statMismatches(sb: Sandbox, dir: string, indexFile?: string): string[] {
+  const env = indexFile ? { GIT_INDEX_FILE: indexFile } : {};
+  const r = run(sb, dir, 'git', ['-c', 'core.quotePath=false', 'ls-files', '--debug'], { env });
+  assert.equal(r.status, 0, r.stderr.toString());
+  const lines = r.stdout.toString().split('\n');
+  const bad: string[] = [];
+  let n = 0;
+  for (let i = 0; i + 5 < lines.length; i += 6) {
+    const p = lines[i];
+    const rec = lines.slice(i + 1, i + 6).join(' ');
+    const m =
+      /ctime: (\d+):(\d+)\s+mtime: (\d+):(\d+)\s+dev: (\d+)\s+ino: (\d+)\s+uid: (\d+)\s+gid: (\d+)\s+size: (\d+)/.exec(
+        rec,
+      );
+    assert.ok(m, `unexpected ls-files --debug output: ${rec}`);
+    const abs = path.join(dir, p);
+    if (!fs.existsSync(abs) && !fs.lstatSync(abs, { throwIfNoEntry: false })) continue; // a deletion
+    const st = fs.lstatSync(abs, { bigint: true });
+    const u32 = (v: bigint) => String(BigInt.asUintN(32, v));
+    const want = [
+      u32(st.ctimeNs / 1_000_000_000n),
+      String(st.ctimeNs % 1_000_000_000n),
+      u32(st.mtimeNs / 1_000_000_000n),
+      String(st.mtimeNs % 1_000_000_000n),
+      u32(st.dev),
+      u32(st.ino),
+      String(st.uid),
+      String(st.gid),
+      u32(st.size),
+    ];
+    // Entries whose staged blob is not the file (real edits) record no stat data but the blob's
+    // size: git reads them.
+    if (m.slice(1, 9).every((v) => v === '0')) continue;
+    if (want.join(' ') !== m.slice(1).join(' '))
+      bad.push(`${p}: index ${m.slice(1).join(' ')} lstat ${want.join(' ')}`);
+    n++;
+  }
+  assert.ok(n > 0, 'the index has entries with stat data');
+  return bad;
+}
+
+/** Files of the worktree (not .git) that a command opens, by strace. */
+function filesOpenedBy(sb: Sandbox, dir: string, cmd: string, args: string[]): string[] {
+  const log = path.join(sb.root, `strace-${process.hrtime.bigint()}.log`);
+  const r = run(sb, dir, 'strace', ['-f', '-qq', '-e', 'trace=open,openat', '-o', log, cmd, ...args]);
+  assert.equal(r.status, 0, r.stderr.toString());
+  const opened = new Set<string>();
+  for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
+    const m = /open(?:at)?\((?:AT_FDCWD, )?"([^"]+)", ([^)]*)\) = \d+/.exec(line);
+    if (!m || m[2].includes('O_DIRECTORY')) continue;
+    const rel = path.relative(dir, path.resolve(dir, m[1]));
+    if (rel.startsWith('..') || rel === '.git' || rel.startsWith(`.git${path.sep}`)) continue;
+    if (path.basename(rel) === '.gitignore' || path.basename(rel) === '.gitattributes') continue;
+    opened.add(rel);
+  }
+  fs.rmSync(log, { force: true });
+  return [...opened].sort();
+}
+
+function cacheIndex(dir: string): string {
+  const cacheDir = path.join(dir, '.git', 'xet', 'cache');
+  return path.join(cacheDir, fs.readdirSync(cacheDir).find((n) => n.endsWith('.index')) as string);
+}
+
+function gitOut(sb: Sandbox, dir: string, args: string[], env: NodeJS.ProcessEnv = {}): string {
+  const r = run(sb, dir, 'git', args, { env });
+  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr.toString()}`);
+  return r.stdout.toString();
+}
+
+function restoreWith(sb: Sandbox, r: Repo, snap: string, dir: string, env: NodeJS.ProcessEnv): void {
+  const res = xet(sb, r.dir, ['restore', snap, dir, '--json'], { env });
+  expectExit(res, 0);
+  assert.equal(parseJson(res).dir, dir);
+}
+
+/** Lays the same snapshot both ways and holds the copies to each other and to the source. */
+function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean): void {
+  const { r, edits } = buildSource(sb);
+  const snap = capture(sb, r.dir);
+  const m = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
+  assert.deepEqual(m.chunked, ['build/big-link.bin', 'build/big.bin']);
+  const files = r.git('ls-tree', '-r', `${snap}:files`);
+  const oidOf = (p: string) => (files.split('\n').find((l) => l.endsWith(`\t${p}`)) ?? '').split(/\s+/)[2];
+  // The kinds of storage the workers must read are really there.
+  assert.ok(isDelta(r, oidOf('doc/history.txt')), 'doc/history.txt is a deltified blob');
+  const loose = oidOf('loose-only.txt');
+  assert.ok(fs.existsSync(path.join(r.commonDir(), 'objects', loose.slice(0, 2), loose.slice(2))), 'a loose blob');
+
+  const ours = sb.path('ours');
+  const gits = sb.path('gits');
+  const common = { ...env, GIT_XET_TEST_LAY_MAX_OBJECT: '100000' };
+  const trace = (name: string) => sb.path(`${name}.trace`);
+  const checkouts = (name: string) =>
+    fs
+      .readFileSync(trace(name), 'utf8')
+      .split('\n')
+      .filter((l) => /built-in: git checkout-index/.test(l)).length;
+  restoreWith(sb, r, snap, ours, { ...common, GIT_XET_LAY: 'packs', GIT_TRACE: trace('ours') });
+  restoreWith(sb, r, snap, gits, { ...common, GIT_XET_LAY: 'git' });
+  // The workers laid everything but the files over their limit, which git checked out once.
+  assert.equal(checkouts('ours'), 1, 'one checkout-index, for the large files');
+  const all = sb.path('all');
+  restoreWith(sb, r, snap, all, { ...env, GIT_XET_LAY: 'packs', GIT_TRACE: trace('all') });
+  assert.equal(checkouts('all'), 0, 'no checkout-index at the usual limit');
+  assert.deepEqual(describeTree(all), describeTree(ours));
+  // The default: git's checkout writes the files, times and stat data as with the workers.
+  const dflt = sb.path('default');
+  restoreWith(sb, r, snap, dflt, env);
+  assert.deepEqual(describeTree(dflt), describeTree(ours));
+  assert.deepEqual(statMismatches(sb, dflt), [], 'default: index stat data');
+  assert.deepEqual(statMismatches(sb, dflt, cacheIndex(dflt)), [], 'default: files index stat data');
+  assert.equal(
+    gitOut(sb, dflt, ['status', '--porcelain=v1', '-uall', '--ignored']),
+    gitOut(sb, r.dir, ['status', '--porcelain=v1', '-uall', '--ignored']),
+  );
+  if (hasStrace) {
+    const opened = filesOpenedBy(sb, dflt, 'git', ['status', '--porcelain']);
+    assert.deepEqual(
+      opened.filter((p) => !edits.includes(p)),
+      [],
+      'default: git status reads no clean file',
+    );
+  }
+
+  const a = describeTree(ours);
+  const b = describeTree(gits);
+  const src = describeTree(r.dir);
+  assert.deepEqual([...a.keys()], [...src.keys()], 'the same entries as the source');
+  for (const [p, e] of a) {
+    const g = b.get(p) as Entry;
+    const s = src.get(p) as Entry;
+    assert.deepEqual({ ...e, mtimeNs: 0n }, { ...g, mtimeNs: 0n }, `${p}: as git lays it`);
+    assert.equal(e.content, s.content, `${p}: the source's bytes`);
+    assert.equal(e.mode, s.mode, `${p}: the source's mode`);
+    assert.equal(e.kind, s.kind, `${p}: the source's kind`);
+    if (e.kind === 'dir') continue;
+    assert.equal(e.mtimeNs, g.mtimeNs, `${p}: the time git's path sets`);
+    const unit = exactTimes ? 1n : 1000n;
+    assert.equal(e.mtimeNs / unit, s.mtimeNs / unit, `${p}: the source's time`);
+  }
+  assert.equal(a.get('build/app-link')?.group, a.get('build/app')?.group, 'hard links stay links');
+  assert.equal(a.get('build/big-link.bin')?.group, a.get('build/big.bin')?.group, 'a chunked file keeps its link');
+  assert.equal(a.get('build/app')?.nlink, 3);
+  assert.equal(a.get('build/app-link2')?.group, a.get('build/app')?.group);
+
+  for (const dir of [ours, gits]) {
+    // Both indexes hold lstat's stat data for every clean entry, the capture cache too.
+    assert.deepEqual(statMismatches(sb, dir), [], `${dir}: index stat data`);
+    assert.deepEqual(statMismatches(sb, dir, cacheIndex(dir)), [], `${dir}: files index stat data`);
+  }
+  const fromBoth = (args: string[], envOf: (d: string) => NodeJS.ProcessEnv = () => ({})) =>
+    [ours, gits, r.dir].map((d) => gitOut(sb, d, args, envOf(d)));
+  const [sa, sg, ss] = fromBoth(['status', '--porcelain=v1', '-uall', '--ignored']);
+  assert.equal(sa, sg);
+  assert.equal(sa, ss);
+  const [ia, ig] = fromBoth(['ls-files', '-s', '--debug']).map((t) =>
+    t.replace(/^\s+(ctime|mtime|dev|uid|size).*\n/gm, ''),
+  );
+  assert.equal(ia, ig, 'the same index entries and flags');
+  const [ca, cg] = [ours, gits].map((d) => gitOut(sb, d, ['ls-files', '-s'], { GIT_INDEX_FILE: cacheIndex(d) }));
+  assert.equal(ca, cg, 'the same files index');
+  assert.equal(gitOut(sb, ours, ['diff-files', '--name-only']), `${edits.join('\n')}\n`, 'only the real edits');
+  if (hasStrace) {
+    // (The edits differ in size from their staged blobs: git need not read even those.)
+    const opened = filesOpenedBy(sb, ours, 'git', ['status', '--porcelain']);
+    assert.deepEqual(
+      opened.filter((p) => !edits.includes(p)),
+      [],
+      'git status reads no clean file',
+    );
+    assert.deepEqual(filesOpenedBy(sb, ours, 'git', ['diff-files', '--name-only']), []);
+    // The first capture in the copy reads no file: its stat cache is the files index.
+    assert.deepEqual(filesOpenedBy(sb, ours, process.execPath, [XET_BIN, 'capture', '--json']), []);
+  }
+  expectExit(verify(sb, r.dir, snap, ours), 0);
+}
+
+test('files laid from the packs equal those git checks out: bytes, modes, links, times, stat data, status', () => {
+  const sb = createSandbox();
+  try {
+    compareLayers(sb, {}, hasPython);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('without python3 the laid files get microsecond times and still-true stat data', () => {
+  const sb = createSandbox();
+  try {
+    compareLayers(sb, { GIT_XET_TEST_NO_PYTHON: '1' }, false);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+// --- hostile objects ---
+
+/** A small repository whose files tree holds `victim.txt` (packed by capture) and others. */
+function hostileSource(sb: Sandbox): { r: Repo; snap: string; victim: string; other: string } {
+  const r = initRepo(sb, 'src');
+  r.commit('init', { 'README.md': 'readme\n' });
+  const text = (seed: string) => Array.from({ length: 400 }, (_, i) => `${seed} ${i} compressible text\n`).join('');
+  r.write('victim.txt', text('victim'));
+  r.write('other.txt', text('other'));
+  for (let i = 0; i < 20; i++) r.write(`more/f${i}.txt`, `file ${i}\n`);
+  const snap = capture(sb, r.dir);
+  const files = r.git('ls-tree', '-r', `${snap}:files`);
+  const oid = (p: string) => (files.split('\n').find((l) => l.endsWith(`\t${p}`)) ?? '').split(/\s+/)[2];
+  return { r, snap, victim: oid('victim.txt'), other: oid('other.txt') };
+}
+
+/** The pack, offset and stored length of `oid` (verify-pack: id type size size-in-pack offset). */
+function packEntry(r: Repo, oid: string): { pack: string; idx: string; at: number; len: number; size: number } {
+  const dir = path.join(r.commonDir(), 'objects', 'pack');
+  for (const n of fs.readdirSync(dir).filter((x) => x.endsWith('.idx'))) {
+    for (const line of r.git('verify-pack', '-v', path.join(dir, n)).split('\n')) {
+      const f = line.trim().split(/\s+/);
+      if (f[0] === oid) {
+        return {
+          pack: path.join(dir, n.replace(/\.idx$/, '.pack')),
+          idx: path.join(dir, n),
+          at: Number(f[4]),
+          len: Number(f[3]),
+          size: Number(f[2]),
+        };
+      }
+    }
+  }
+  throw new Error(`${oid} is in no pack`);
+}
+
+/** Restore fails with `code` and leaves neither the target nor a temporary sibling. */
+function refused(sb: Sandbox, r: Repo, snap: string, code: string): Record<string, unknown> {
+  const target = sb.path('copy');
+  // The workers' reads (git's checkout does not hash what it writes: a misnamed object passes it).
+  const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env: { GIT_XET_LAY: 'packs' } });
+  const err = expectError(res, code);
+  assert.equal(fs.existsSync(target), false, describeRun(res));
+  assert.deepEqual(
+    fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+    [],
+    'no temporary sibling is left',
+  );
+  return err;
+}
+
+function patch(file: string, at: number, bytes: Buffer): void {
+  const fd = fs.openSync(file, 'r+');
+  try {
+    fs.writeSync(fd, bytes, 0, bytes.length, at);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+test('a damaged byte inside a packed blob: restore fails INTEGRITY_MISMATCH, nothing published', () => {
+  const sb = createSandbox();
+  try {
+    const { r, snap, victim } = hostileSource(sb);
+    const e = packEntry(r, victim);
+    const at = e.at + (e.len >> 1);
+    const b = Buffer.alloc(1);
+    const fd = fs.openSync(e.pack, 'r');
+    fs.readSync(fd, b, 0, 1, at);
+    fs.closeSync(fd);
+    b[0] ^= 0x55;
+    patch(e.pack, at, b);
+    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
+    assert.equal(err.details && (err.details as { oid?: string }).oid, victim);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a packed blob whose stream ends before its stated size: restore fails INTEGRITY_MISMATCH, nothing published', () => {
+  const sb = createSandbox();
+  try {
+    const { r, snap, victim } = hostileSource(sb);
+    const e = packEntry(r, victim);
+    // The entry's header (type and size, a few bytes) ends at the first byte without the high bit.
+    const raw = Buffer.alloc(16);
+    const fd = fs.openSync(e.pack, 'r');
+    fs.readSync(fd, raw, 0, raw.length, e.at);
+    fs.closeSync(fd);
+    let h = 0;
+    while (raw[h] & 0x80) h++;
+    h++;
+    // Same header, then a valid zlib stream of only half the content, padded to the old length.
+    const content = Buffer.from(r.git('cat-file', 'blob', victim));
+    const short = zlib.deflateSync(content.subarray(0, content.length >> 1), { level: 9 });
+    assert.ok(short.length <= e.len - h, 'the shorter stream fits where the old one was');
+    patch(e.pack, e.at + h, Buffer.concat([short, Buffer.alloc(e.len - h - short.length)]));
+    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
+    assert.match(String(err.message), /inflates to|does not inflate/);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a pack index naming another object under a blob id: restore fails INTEGRITY_MISMATCH, nothing published', () => {
+  const sb = createSandbox();
+  try {
+    const { r, snap, victim, other } = hostileSource(sb);
+    const e = packEntry(r, victim);
+    const o = packEntry(r, other);
+    assert.equal(e.idx, o.idx);
+    // Swap the two entries' offsets in the index (v2: names, CRCs, then 31-bit offsets).
+    const idx = fs.readFileSync(e.idx);
+    const n = idx.readUInt32BE(8 + 255 * 4);
+    const names = 8 + 1024;
+    const pos = (oid: string) => {
+      for (let i = 0; i < n; i++) if (idx.toString('hex', names + i * 20, names + i * 20 + 20) === oid) return i;
+      throw new Error('not found');
+    };
+    const offsets = names + n * 24;
+    const [pv, po] = [pos(victim), pos(other)];
+    const v = idx.readUInt32BE(offsets + pv * 4);
+    idx.writeUInt32BE(idx.readUInt32BE(offsets + po * 4), offsets + pv * 4);
+    idx.writeUInt32BE(v, offsets + po * 4);
+    fs.chmodSync(e.idx, 0o644);
+    fs.writeFileSync(e.idx, idx);
+    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
+    assert.match(String(err.message), /hashes to/);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a loose object with other bytes under its name: restore fails INTEGRITY_MISMATCH, nothing published', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'README.md': 'readme\n', 'committed.txt': 'committed, so loose\n' });
+    const snap = capture(sb, r.dir);
+    const oid = r.git('rev-parse', 'HEAD:committed.txt').trim();
+    const file = path.join(r.commonDir(), 'objects', oid.slice(0, 2), oid.slice(2));
+    assert.ok(fs.existsSync(file), 'the blob is loose');
+    const wrong = Buffer.from('other bytes\n');
+    fs.chmodSync(file, 0o644);
+    fs.writeFileSync(file, zlib.deflateSync(Buffer.concat([Buffer.from(`blob ${wrong.length}\0`), wrong])));
+    refused(sb, r, snap, 'INTEGRITY_MISMATCH');
+  } finally {
+    sb.cleanup();
+  }
+});
