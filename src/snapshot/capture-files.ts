@@ -204,10 +204,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
   // --- which objects the repository is known to hold ---
   tracePhase('files: known objects');
-  const backed =
-    !!cache &&
-    !!spec.previousTree &&
-    (cache.record?.root === spec.previousTree || cacheRoot(cache, format) === spec.previousTree);
+  const byRecord = !!cache && !!spec.previousTree && cache.record?.root === spec.previousTree;
+  const backed = byRecord || (!!cache && !!spec.previousTree && cacheRoot(cache, format) === spec.previousTree);
+  tracePhase(`files: cache ${cache ? (backed ? (byRecord ? 'held (record)' : 'held (its tree)') : 'not held') : 'none'}`);
   const reused: number[] = [];
   for (let i = 0; i < n; i++) if (slot[i] === Slot.Reused) reused.push(i);
   const baseOids =
