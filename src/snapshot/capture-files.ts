@@ -206,7 +206,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   tracePhase('files: known objects');
   const byRecord = !!cache && !!spec.previousTree && cache.record?.root === spec.previousTree;
   const backed = byRecord || (!!cache && !!spec.previousTree && cacheRoot(cache, format) === spec.previousTree);
-  tracePhase(`files: cache ${cache ? (backed ? (byRecord ? 'held (record)' : 'held (its tree)') : 'not held') : 'none'}`);
+  tracePhase(
+    `files: cache ${cache ? (backed ? (byRecord ? 'held (record)' : 'held (its tree)') : 'not held') : 'none'}`,
+  );
   const reused: number[] = [];
   for (let i = 0; i < n; i++) if (slot[i] === Slot.Reused) reused.push(i);
   const baseOids =
@@ -374,7 +376,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     let chunks: ChunkingResult | null = null;
     if (chunking) {
       const record = usableChunkRecord(cache?.record?.chunks, chunking.threshold);
-      chunks = await chunkFiles(spec.worktree, large, chunking, format, record, spec.gitOptions);
+      chunks = await chunkFiles(spec.worktree, large, chunking, format, record, spec.gitOptions, byRecord);
       for (const [p, e] of chunks.entries) {
         const i = paths.indexOf(p);
         if (i < 0) continue;

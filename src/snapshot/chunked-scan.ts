@@ -128,6 +128,8 @@ export async function chunkFiles(
   format: 'sha1' | 'sha256',
   record: ChunkRecord | null,
   objectOpts: GitOptions,
+  /** The record belongs to a files tree a ref holds: its pointers and lists are stored. */
+  recordHeld = false,
 ): Promise<ChunkingResult> {
   const startedAt = Date.now();
   const next: ChunkRecord = {
@@ -172,7 +174,7 @@ export async function chunkFiles(
       parsed.set(p, ptr);
       want.push(blobOid(Buffer.from(c.pointer, 'utf8'), format), ptr.list);
     }
-    const present = await objectSizes(want, objectOpts);
+    const present = recordHeld ? new Map(want.map((o) => [o, 0])) : await objectSizes(want, objectOpts);
     for (const [p, c] of hits) {
       const ptr = parsed.get(p) as ChunkPointer;
       const pointerOid = blobOid(Buffer.from(c.pointer, 'utf8'), format);
