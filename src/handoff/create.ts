@@ -65,6 +65,8 @@ export interface CreateHandoffOptions {
   /** Sign the descriptor with the user's Git signing setup (default: git config xet.handoff.sign).
    * The signature is made before anything is written: SIGNING_FAILED leaves nothing behind. */
   sign?: boolean;
+  /** The repository, when the caller has already found it. */
+  repo?: Repo;
 }
 
 export interface CreateHandoffResult {
@@ -116,11 +118,28 @@ function earlierRequest(commonDir: string, requestId: string, inputs: string): s
 
 // Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createHandoff(options: CreateHandoffOptions): Promise<CreateHandoffResult> {
-  const repo = await findRepo(options.cwd, true);
-  return withObjectsShared(repo.commonDir, () => createHandoffShared(options, repo));
+  return (await createHandoffTask(options)).result;
 }
 
-async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): Promise<CreateHandoffResult> {
+/** createHandoff, and the task its descriptor names (what `handoff create --push` sends along). */
+export async function createHandoffTask(
+  options: CreateHandoffOptions,
+): Promise<{ result: CreateHandoffResult; task: string | null }> {
+  const repo = options.repo ?? (await findRepo(options.cwd, true));
+  let task: string | null = null;
+  const result = await withObjectsShared(repo.commonDir, () =>
+    createHandoffShared(options, repo, (t) => {
+      task = t ?? null;
+    }),
+  );
+  return { result, task };
+}
+
+async function createHandoffShared(
+  options: CreateHandoffOptions,
+  repo: Repo,
+  named: (task: string | undefined) => void,
+): Promise<CreateHandoffResult> {
   const opts = repoOpts(repo);
   const { requestId } = options;
   if (requestId !== undefined && !REQUEST_ID_RE.test(requestId)) {
@@ -252,6 +271,7 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
     throw new XetError(code, failed.map((c) => c.detail).join('; '), { checks });
   }
 
+  named(d.task);
   const objs = handoffObjects(bytes, d, repo.objectFormat);
   const config = await readConfig(opts);
   let pending: PendingSignature | null = null;
