@@ -17,7 +17,7 @@ import { STATE_SCHEMA, stateFileBytes, type DirectoryStore, type LoadedState, ty
 import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
 import { pushEstimate, pushPack } from './transfer';
 // Fault injection for tests (SIGKILL or wait at a named point): src/testing/fault-points.ts.
-import { dieAt, pauseAt } from '../testing/fault-points';
+import { dieAt, faultPoint, pauseAt } from '../testing/fault-points';
 
 /** Refs that name content (snapshots, handoffs, handoff signatures): created once, never moved. */
 export function isCreateOnce(ref: string): boolean {
@@ -97,7 +97,7 @@ export async function publishToStore(
   const head = lazyHead(repo);
   try {
     for (let attempt = 0; attempt < 1000; attempt++) {
-      await pauseAt('before-decide');
+      await faultPoint('before-decide');
       const latest = store?.latest() ?? null;
       const refs = latest?.state.refs ?? {};
       if (covered.size && [...basis].some((p) => !latest?.state.packs.includes(p))) {
