@@ -132,11 +132,15 @@ export const handoffCreateCommand = defineCommand({
         throw new XetError('USAGE', `--descriptor ${input.descriptor}: ${(e as Error).message}`);
       }
     }
-    const { findRepo } = await import('../git/repo');
+    const { findRepo, repoOpts } = await import('../git/repo');
+    const { readConfig } = await import('../git/config');
     const repo = await findRepo(ctx.cwd, true);
+    // Read once for the descriptor (xet.agent, signing) and the push (the remote).
+    const config = await readConfig(repoOpts(repo));
     const { result, task } = await createHandoffTask({
       cwd: ctx.cwd,
       repo,
+      config,
       snapshot: input.snapshot,
       to: input.to,
       from: input.from,
@@ -157,10 +161,9 @@ export const handoffCreateCommand = defineCommand({
     ctx.progress?.('pushing');
     const { pushXetRefs } = await import('../remote/publish');
     const { handoffPushRefs } = await import('../remote/select');
-    const { repoOpts } = await import('../git/repo');
     try {
       const refs = await handoffPushRefs({ ...result, task }, repoOpts(repo));
-      return { ...result, push: await pushXetRefs({ cwd: ctx.cwd, repo, remote: input.push, refs }) };
+      return { ...result, push: await pushXetRefs({ cwd: ctx.cwd, repo, config, remote: input.push, refs }) };
     } catch (e) {
       // The handoff exists whatever became of its push: the error says which one, so a retry
       // (git xet push <remote> <id>) needs no guess.

@@ -5,7 +5,7 @@
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
-import { readConfig } from '../git/config';
+import { readConfig, type GitConfig } from '../git/config';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { completeRequest, reserveRequest } from '../sidecar/requests';
@@ -67,6 +67,8 @@ export interface CreateHandoffOptions {
   sign?: boolean;
   /** The repository, when the caller has already found it. */
   repo?: Repo;
+  /** Its git config, when the caller has already read it. */
+  config?: GitConfig;
 }
 
 export interface CreateHandoffResult {
@@ -152,6 +154,7 @@ async function createHandoffShared(
   let d: Descriptor;
   let bytes: Buffer;
   let id: string;
+  let read: { oid: string; manifestBytes: Buffer } | undefined;
   if (options.descriptor) {
     const given = FLAG_FIELDS.filter((k) => {
       const v = options[k];
@@ -203,12 +206,13 @@ async function createHandoffShared(
       throw new XetError('USAGE', 'handoff create needs <snapshot> (or --task, or --descriptor)');
     if (options.title === undefined) throw new XetError('USAGE', 'handoff create needs --title');
     if (!options.to?.length) throw new XetError('USAGE', 'handoff create needs --to AGENT[,AGENT…]');
-    const from = options.from ?? (await readConfig(opts)).get('xet.agent');
+    const from = options.from ?? (options.config ?? (await readConfig(opts))).get('xet.agent');
     if (from === undefined) {
       throw new XetError('USAGE', 'handoff create needs --from AGENT (or git config xet.agent)');
     }
     const expiresIn = options.expires !== undefined ? parseDuration(options.expires) : undefined;
     const snap = await readSnapshot(await resolveSnapshotOid(snapshot, opts), opts);
+    read = { oid: snap.oid, manifestBytes: snap.manifestBytes };
     const supersedes =
       options.supersedes === undefined
         ? undefined
@@ -264,7 +268,8 @@ async function createHandoffShared(
   }
 
   // The snapshot side: present, manifest hash as named, every artifact a file or symlink in it.
-  const checks = await checkSnapshot(d, opts);
+  // The manifest just read need not be read again (a descriptor given whole names its own hash).
+  const checks = await checkSnapshot(d, opts, options.descriptor ? undefined : read);
   const code = failureCode(checks);
   if (code) {
     const failed = checks.filter((c) => c.ok === false);
@@ -273,7 +278,7 @@ async function createHandoffShared(
 
   named(d.task);
   const objs = handoffObjects(bytes, d, repo.objectFormat);
-  const config = await readConfig(opts);
+  const config = options.config ?? (await readConfig(opts));
   let pending: PendingSignature | null = null;
   if (options.sign ?? config.getBool('xet.handoff.sign') ?? false) {
     pending = await makeSignature(id, bytes, config, options.now);

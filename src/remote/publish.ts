@@ -107,13 +107,15 @@ export interface PushOptions {
   refs?: { name: string; oid: string }[];
   /** The caller's repository, when it has already found it. */
   repo?: Repo;
+  /** Its git config, when the caller has already read it. */
+  config?: GitConfig;
 }
 
 export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
   const repo = options.repo ?? (await findRepo(options.cwd, true));
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
-  const config = await readConfig(o);
+  const config = options.config ?? (await readConfig(o));
   const url = await resolveRemote(repo, remote, config, options.remote === undefined);
   const selected = !options.refs && options.only?.length ? await selectXetRefs(options.only, o) : null;
   const kind = kindOf(url);
