@@ -18,6 +18,7 @@
 // same 10-file change on both sides and hands it over:
 //
 //   send      xet:  capture, handoff create, push store      git: add -A -f, commit, push alt
+//             xet, one command (a second sender, its own store): capture, handoff create --push store2
 //   receive   xet:  fetch store, handoff accept <id> <dir>    git: fetch alt, worktree add <dir> <commit>
 //
 // Results: tables on stdout and bench/handoff-results.json.
@@ -216,7 +217,7 @@ async function main() {
     );
     // Preflight: the sender's copy, the git side's repos, the store and the receivers' packs, the
     // checkouts of one repetition; the store and the receiver grow by up to a copy of the objects per rep.
-    const need = (6 + 0.7 * opts.reps) * wl.repoDuBytes;
+    const need = (8 + 0.7 * opts.reps) * wl.repoDuBytes;
     const fsBase = statfsSync(opts.tmpBase);
     const avail = fsBase.bavail * fsBase.bsize;
     if (avail < need) {
@@ -247,6 +248,8 @@ async function main() {
     const A = join(runDir, 'A'); // the sender (xet)
     const store = join(runDir, 'store'); // the xet store
     const B = join(runDir, 'B'); // the receiver (xet)
+    const A2 = join(runDir, 'A2'); // the second sender (xet, one command: capture, handoff create --push)
+    const store2 = join(runDir, 'store2'); // its store
     const P = join(runDir, 'P'); // the sender (git)
     const alt = join(runDir, 'alt.git'); // the bare repository
     const Q = join(runDir, 'Q'); // the receiver (git)
@@ -280,6 +283,28 @@ async function main() {
       `base: capture ${fmtS(S.captureSeconds)}s -> ${S.snapshot.slice(0, 12)}, handoff ${S.handoff.slice(0, 12)}, ` +
         `push ${fmtS(S.pushSeconds)}s, store ${fmtB(S.storeBytes)}`,
     );
+
+    // ---- setup, the second xet sender: the same, into its own store ---------------------------------
+    log(`setup: copying the workload to ${A2}, capture, handoff create --push xet::${store2}`);
+    await run('cp', ['-a', wl.repo, A2]);
+    await git(A2, ['remote', 'add', 'store2', `xet::${store2}`]);
+    const cap2 = await xet(A2, ['capture', '--json']);
+    const h2 = await xet(A2, [
+      'handoff',
+      'create',
+      cap2.json.snapshot,
+      '--to',
+      'B',
+      '--from',
+      'A2',
+      '--title',
+      'base',
+      '--push',
+      'store2',
+      '--json',
+    ]);
+    S.secondSender = { snapshot: cap2.json.snapshot, handoff: h2.json.id, seconds: cap2.seconds + h2.seconds };
+    log(`base (second sender): capture + handoff create --push ${fmtS(S.secondSender.seconds)}s`);
 
     // ---- setup, git side: a commit of the same worktree (every file) in a bare repo; P is a clone ------
     log(`setup: the same worktree committed with add -A -f and pushed to ${alt} (pack-objects takes ~15 s)`);
@@ -326,7 +351,7 @@ async function main() {
 
     // ---- repetitions ------------------------------------------------------------------------------
     for (let rep = 1; rep <= opts.reps; rep++) {
-      const R = { rep, send: { xet: {}, git: {} }, receive: { xet: {}, git: {} }, fork: null };
+      const R = { rep, send: { xet: {}, one: {}, git: {} }, receive: { xet: {}, git: {} }, fork: null };
       results.reps.push(R);
       try {
         // -- send, xet
@@ -383,6 +408,48 @@ async function main() {
           `rep ${rep}: xet send ${fmtS(X.total)}s (capture ${fmtS(X.capture)} + handoff create ${fmtS(X.create)} + ` +
             `push ${fmtS(X.push)}), store +${fmtB(X.store.bytes)} in ${X.store.newFiles} file(s) ` +
             `(the objects it lacked: ${fmtB(X.minimalPackBytes)} as one pack)`,
+        );
+
+        // -- send, xet, one command: capture, then handoff create --push (the second sender)
+        const O = R.send.one;
+        edit(A2, rep);
+        const store2Before = fileSizes(store2);
+        const cap1 = await timed(() => xet(A2, ['capture', '-m', `handoff bench ${rep}`, '--json']));
+        const snap1 = cap1.json.snapshot;
+        const hp = await timed(() =>
+          xet(A2, [
+            'handoff',
+            'create',
+            snap1,
+            '--to',
+            'B',
+            '--from',
+            'A2',
+            '--title',
+            `change ${rep}`,
+            '--push',
+            'store2',
+            '--json',
+          ]),
+        );
+        const pushed1 = (hp.json.push?.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
+        const want1 = [`refs/xet/handoffs/${hp.json.id}`, `refs/xet/snapshots/${snap1}`].sort();
+        if (JSON.stringify(pushed1.sort()) !== JSON.stringify(want1)) {
+          problem(
+            `handoff create --push ${rep}: new refs ${JSON.stringify(pushed1)}, expected ${JSON.stringify(want1)}`,
+          );
+        }
+        Object.assign(O, {
+          snapshot: snap1,
+          handoff: hp.json.id,
+          capture: cap1.seconds,
+          createPush: hp.seconds,
+          total: cap1.seconds + hp.seconds,
+          store: growth(store2Before, fileSizes(store2)),
+        });
+        log(
+          `rep ${rep}: xet send, one command ${fmtS(O.total)}s (capture ${fmtS(O.capture)} + handoff create --push ` +
+            `${fmtS(O.createPush)}), store2 +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
         );
 
         // -- send, git
@@ -557,6 +624,12 @@ function summarize(results) {
       GOALS.sendTime,
     ),
     row(
+      'send: capture + handoff create --push  vs  add -A -f + commit + push',
+      col((r) => r.send.one.total),
+      col((r) => r.send.git.total),
+      GOALS.sendTime,
+    ),
+    row(
       'send: bytes written to the store  vs  to the bare repo',
       col((r) => r.send.xet.store?.bytes),
       col((r) => r.send.git.alt?.bytes),
@@ -571,6 +644,25 @@ function summarize(results) {
     ),
   ];
   const info = [
+    row(
+      'send without capture: handoff create + push  vs  add -A -f + commit + push',
+      col((r) => (r.send.xet.total == null ? null : r.send.xet.create + r.send.xet.push)),
+      col((r) => r.send.git.total),
+      null,
+    ),
+    row(
+      'send without capture: handoff create --push  vs  add -A -f + commit + push',
+      col((r) => r.send.one.createPush),
+      col((r) => r.send.git.total),
+      null,
+    ),
+    row(
+      'send, one command: bytes written to its store  vs  to the bare repo',
+      col((r) => r.send.one.store?.bytes),
+      col((r) => r.send.git.alt?.bytes),
+      null,
+      'B',
+    ),
     row(
       'receive: fetch + handoff accept  vs  fetch + clone --local + checkout',
       col((r) => r.receive.xet.total),
@@ -609,6 +701,8 @@ function summarize(results) {
     ['xet send', 'capture', col((r) => r.send.xet.capture)],
     ['xet send', 'handoff create', col((r) => r.send.xet.create)],
     ['xet send', 'push store', col((r) => r.send.xet.push)],
+    ['xet send, one command', 'capture', col((r) => r.send.one.capture)],
+    ['xet send, one command', 'handoff create --push store2', col((r) => r.send.one.createPush)],
     ['git send', 'add -A -f', col((r) => r.send.git.add)],
     ['git send', 'commit', col((r) => r.send.git.commitSeconds)],
     ['git send', 'push alt', col((r) => r.send.git.push)],

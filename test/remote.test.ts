@@ -701,10 +701,14 @@ test('git xet push killed after the state / after the pack: the next push resolv
     assert.equal(lsRemote(sb, a.dir, xurl(store)).get(`refs/xet/snapshots/${s3}`), s3);
 
     // Only the helper dies (git xet push survives): it reports failure or resolves it, never twice.
+    // A helper runs only when git xet push goes through `git push` (it publishes to a directory
+    // store in its own process otherwise, and dies with it, as killed() above).
     for (const point of ['after-state', 'before-reply', 'after-pack']) {
       a.write(`${point}.txt`, `${point}\n`);
       const s = capture(sb, a.dir);
-      const res = xet(sb, a.dir, ['push', '--json'], { env: { GIT_XET_TEST_DIE_AT: point } });
+      const res = xet(sb, a.dir, ['push', '--json'], {
+        env: { GIT_XET_TEST_DIE_AT: point, GIT_XET_PUSH_THROUGH_GIT: '1' },
+      });
       const body = parseJson(res);
       const pub = res.status === 0 ? body.publication : body.error.details.publication;
       assert.ok(res.status === 0 || res.status === 3, describeRun(res));

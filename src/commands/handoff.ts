@@ -6,6 +6,9 @@ import { XetError } from '../errors';
 import { defineCommand, repeatable } from './spec';
 import type { SignatureReport } from '../handoff/signatures';
 import { displaySafe } from '../handoff/descriptor';
+import { pushLines, pushResultShape } from './push';
+import type { CreateHandoffResult } from '../handoff/create';
+import type { PushResult } from '../remote/publish';
 
 const signatureShape = s.looseObject({
   id: s.string(),
@@ -75,6 +78,12 @@ export const handoffCreateCommand = defineCommand({
       .describe(
         "sign the descriptor with git's signing setup (gpg.format, user.signingKey; default: xet.handoff.sign)",
       ),
+    push: s
+      .string()
+      .optional()
+      .describe(
+        'then publish the handoff, with its snapshot, to this remote (as git xet push <remote> <id>, in the same process)',
+      ),
   },
   args: ['snapshot'],
   flags: {
@@ -91,11 +100,14 @@ export const handoffCreateCommand = defineCommand({
     supersedes: { value: '<id>' },
     descriptor: { value: '<file>' },
     requestId: { value: '<id>' },
+    push: { value: '<remote>' },
   },
-  paths: { descriptor: 'existing' },
-  names: ['snapshot', 'task', 'supersedes'],
+  paths: { descriptor: 'existing', push: 'source' },
+  names: ['snapshot', 'task', 'supersedes', 'push'],
   // The creation time is part of the id: only a retry with --request-id (or --descriptor) is idempotent.
-  annotations: { readOnly: false, destructive: false, idempotent: false },
+  // With --push it talks to a remote, and runs as long as a push may.
+  annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
+  long: (input) => input.push !== undefined,
   output: s.looseObject({
     id: s.string(),
     ref: s.string(),
@@ -105,9 +117,10 @@ export const handoffCreateCommand = defineCommand({
     createdAt: s.string(),
     expiresAt: s.string().nullable(),
     signature: storedSignatureShape.optional(),
+    push: pushResultShape.optional(),
   }),
-  async run(input, ctx) {
-    const { createHandoff } = await import('../handoff/create');
+  async run(input, ctx): Promise<CreateHandoffResult & { push?: PushResult }> {
+    const { createHandoffTask } = await import('../handoff/create');
     const { refuseLossyArgument } = await import('../cli/argv-bytes');
     // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
     refuseLossyArgument('--correlation-id', input.correlationId);
@@ -119,8 +132,15 @@ export const handoffCreateCommand = defineCommand({
         throw new XetError('USAGE', `--descriptor ${input.descriptor}: ${(e as Error).message}`);
       }
     }
-    return createHandoff({
+    const { findRepo, repoOpts } = await import('../git/repo');
+    const { readConfig } = await import('../git/config');
+    const repo = await findRepo(ctx.cwd, true);
+    // Read once for the descriptor (xet.agent, signing) and the push (the remote).
+    const config = await readConfig(repoOpts(repo));
+    const { result, task } = await createHandoffTask({
       cwd: ctx.cwd,
+      repo,
+      config,
       snapshot: input.snapshot,
       to: input.to,
       from: input.from,
@@ -137,9 +157,27 @@ export const handoffCreateCommand = defineCommand({
       requestId: input.requestId,
       sign: input.sign,
     });
+    if (input.push === undefined) return result;
+    ctx.progress?.('pushing');
+    const { pushXetRefs } = await import('../remote/publish');
+    const { handoffPushRefs } = await import('../remote/select');
+    try {
+      const refs = await handoffPushRefs({ ...result, task }, repoOpts(repo));
+      return { ...result, push: await pushXetRefs({ cwd: ctx.cwd, repo, config, remote: input.push, refs }) };
+    } catch (e) {
+      // The handoff exists whatever became of its push: the error says which one, so a retry
+      // (git xet push <remote> <id>) needs no guess.
+      if (e instanceof XetError) {
+        e.details.handoff = { id: result.id, ref: result.ref, commit: result.commit, created: result.created };
+        e.message = `handoff ${result.id} was created, but its push failed: ${e.message}`;
+      }
+      throw e;
+    }
   },
   human(r, ctx) {
     if (r.signature) ctx.note(`signed (${r.signature.format}, signature ${r.signature.id.slice(0, 12)})`);
+    // The id alone on stdout, as without --push (scripts read it); the push is a note.
+    if (r.push) ctx.note(pushLines(r.push).join('\n'));
     return r.id;
   },
 });

@@ -2,6 +2,30 @@
 import { s } from './schema';
 import { defineCommand } from './spec';
 
+/** What a push returns (--json, MCP's structuredContent); also handoff create --push's `push`. */
+export const pushResultShape = s.looseObject({
+  publication: s.string(),
+  remote: s.string(),
+  url: s.string(),
+  kind: s.enum(['xet', 'git']),
+  refs: s.array(s.looseObject({ ref: s.string(), status: s.string() })),
+  resolved: s.array(s.looseObject({ id: s.string(), state: s.string() })),
+});
+
+/** The text a person sees for a push. */
+export function pushLines(r: {
+  url: string;
+  publication: string;
+  refs: { status: string }[];
+  resolved: { id: string; state: string }[];
+}): string[] {
+  const fresh = r.refs.filter((x) => x.status === 'new').length;
+  return [
+    ...r.resolved.map((p) => `earlier publication ${p.id}: ${p.state}`),
+    `${fresh} ref(s) published to ${r.url} (publication ${r.publication}), ${r.refs.length - fresh} already there`,
+  ];
+}
+
 export const pushCommand = defineCommand({
   path: ['push'],
   tool: 'push',
@@ -19,23 +43,10 @@ export const pushCommand = defineCommand({
   // Refs are create-once (a second push adds no ref), but each push is a publication of its own.
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: true,
-  output: s.looseObject({
-    publication: s.string(),
-    remote: s.string(),
-    url: s.string(),
-    kind: s.enum(['xet', 'git']),
-    refs: s.array(s.looseObject({ ref: s.string(), status: s.string() })),
-    resolved: s.array(s.looseObject({ id: s.string(), state: s.string() })),
-  }),
+  output: pushResultShape,
   async run(input, ctx) {
     const { pushXetRefs } = await import('../remote/publish');
     return pushXetRefs({ cwd: ctx.cwd, remote: input.remote, only: input.ids });
   },
-  human(r) {
-    const fresh = r.refs.filter((x) => x.status === 'new').length;
-    return [
-      ...r.resolved.map((p) => `earlier publication ${p.id}: ${p.state}`),
-      `${fresh} ref(s) published to ${r.url} (publication ${r.publication}), ${r.refs.length - fresh} already there`,
-    ].join('\n');
-  },
+  human: (r) => pushLines(r).join('\n'),
 });

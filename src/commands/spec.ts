@@ -76,8 +76,8 @@ export interface CommandSpec<S extends Shape = Shape, R = unknown> {
   annotations: Annotations;
   /** Runs long enough to need progress and cancellation: the MCP server runs it as a child
    * `git xet … --json` process (killed on cancellation, with the CLI's crash guarantees) rather than
-   * in its own process. */
-  long?: boolean;
+   * in its own process. A function says it for one input (handoff create is long with --push). */
+  long?: boolean | ((input: InferShape<S>) => boolean);
   /** The result's shape (MCP's outputSchema); loose objects: every field --json prints is allowed. */
   output?: Field;
   /** MCP only: values for inputs the client left out, where an agent's safe default differs from
@@ -112,6 +112,11 @@ export function defineCommand<S extends Shape, R>(spec: CommandSpec<S, R>): Comm
 /** The erased form the registry holds. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyCommandSpec = CommandSpec<any, any>;
+
+/** Whether a command runs long (spec.long) for this input. */
+export function isLong(spec: AnyCommandSpec, input: Record<string, unknown>): boolean {
+  return typeof spec.long === 'function' ? spec.long(input) : spec.long === true;
+}
 
 /** The tool name a command would get: words joined by '_'. */
 export function toolName(path: string[]): string {

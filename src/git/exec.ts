@@ -75,6 +75,11 @@ function baseEnv(extra?: Record<string, string | undefined>): NodeJS.ProcessEnv 
   return env;
 }
 
+/** The environment every git child gets (for a spawn outside these wrappers: object-reader.ts). */
+export function gitSpawnEnv(extra?: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  return baseEnv(extra);
+}
+
 function failure(args: string[], code: number | null, stderr: string, cwd?: string): XetError {
   const first = stderr.trim().split('\n').slice(-3).join(' | ');
   return new XetError('GIT_FAILED', `git ${args.slice(0, 3).join(' ')} failed: ${first || `exit ${code}`}`, {

@@ -5,7 +5,7 @@
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
-import { readConfig } from '../git/config';
+import { readConfig, type GitConfig } from '../git/config';
 import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { completeRequest, reserveRequest } from '../sidecar/requests';
@@ -65,6 +65,10 @@ export interface CreateHandoffOptions {
   /** Sign the descriptor with the user's Git signing setup (default: git config xet.handoff.sign).
    * The signature is made before anything is written: SIGNING_FAILED leaves nothing behind. */
   sign?: boolean;
+  /** The repository, when the caller has already found it. */
+  repo?: Repo;
+  /** Its git config, when the caller has already read it. */
+  config?: GitConfig;
 }
 
 export interface CreateHandoffResult {
@@ -116,11 +120,28 @@ function earlierRequest(commonDir: string, requestId: string, inputs: string): s
 
 // Holds the objects lock shared for its whole run: a gc never collects what it is making reachable.
 export async function createHandoff(options: CreateHandoffOptions): Promise<CreateHandoffResult> {
-  const repo = await findRepo(options.cwd, true);
-  return withObjectsShared(repo.commonDir, () => createHandoffShared(options, repo));
+  return (await createHandoffTask(options)).result;
 }
 
-async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): Promise<CreateHandoffResult> {
+/** createHandoff, and the task its descriptor names (what `handoff create --push` sends along). */
+export async function createHandoffTask(
+  options: CreateHandoffOptions,
+): Promise<{ result: CreateHandoffResult; task: string | null }> {
+  const repo = options.repo ?? (await findRepo(options.cwd, true));
+  let task: string | null = null;
+  const result = await withObjectsShared(repo.commonDir, () =>
+    createHandoffShared(options, repo, (t) => {
+      task = t ?? null;
+    }),
+  );
+  return { result, task };
+}
+
+async function createHandoffShared(
+  options: CreateHandoffOptions,
+  repo: Repo,
+  named: (task: string | undefined) => void,
+): Promise<CreateHandoffResult> {
   const opts = repoOpts(repo);
   const { requestId } = options;
   if (requestId !== undefined && !REQUEST_ID_RE.test(requestId)) {
@@ -133,6 +154,7 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
   let d: Descriptor;
   let bytes: Buffer;
   let id: string;
+  let read: { oid: string; manifestBytes: Buffer } | undefined;
   if (options.descriptor) {
     const given = FLAG_FIELDS.filter((k) => {
       const v = options[k];
@@ -184,12 +206,13 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
       throw new XetError('USAGE', 'handoff create needs <snapshot> (or --task, or --descriptor)');
     if (options.title === undefined) throw new XetError('USAGE', 'handoff create needs --title');
     if (!options.to?.length) throw new XetError('USAGE', 'handoff create needs --to AGENT[,AGENT…]');
-    const from = options.from ?? (await readConfig(opts)).get('xet.agent');
+    const from = options.from ?? (options.config ?? (await readConfig(opts))).get('xet.agent');
     if (from === undefined) {
       throw new XetError('USAGE', 'handoff create needs --from AGENT (or git config xet.agent)');
     }
     const expiresIn = options.expires !== undefined ? parseDuration(options.expires) : undefined;
     const snap = await readSnapshot(await resolveSnapshotOid(snapshot, opts), opts);
+    read = { oid: snap.oid, manifestBytes: snap.manifestBytes };
     const supersedes =
       options.supersedes === undefined
         ? undefined
@@ -245,15 +268,17 @@ async function createHandoffShared(options: CreateHandoffOptions, repo: Repo): P
   }
 
   // The snapshot side: present, manifest hash as named, every artifact a file or symlink in it.
-  const checks = await checkSnapshot(d, opts);
+  // The manifest just read need not be read again (a descriptor given whole names its own hash).
+  const checks = await checkSnapshot(d, opts, options.descriptor ? undefined : read);
   const code = failureCode(checks);
   if (code) {
     const failed = checks.filter((c) => c.ok === false);
     throw new XetError(code, failed.map((c) => c.detail).join('; '), { checks });
   }
 
+  named(d.task);
   const objs = handoffObjects(bytes, d, repo.objectFormat);
-  const config = await readConfig(opts);
+  const config = options.config ?? (await readConfig(opts));
   let pending: PendingSignature | null = null;
   if (options.sign ?? config.getBool('xet.handoff.sign') ?? false) {
     pending = await makeSignature(id, bytes, config, options.now);

@@ -114,18 +114,41 @@ export function checkStructure(raw: RawHandoff): Inspection {
 }
 
 /** The checks that read the snapshot: it is here, its manifest hashes right, the artifacts are in it. */
-export async function checkSnapshot(d: Descriptor, opts: GitOptions): Promise<Check[]> {
+export async function checkSnapshot(
+  d: Descriptor,
+  opts: GitOptions,
+  read?: { oid: string; manifestBytes: Buffer },
+): Promise<Check[]> {
   const snap = d.snapshot.oid;
+  // A snapshot this process has just read (readSnapshot: the same size-checked read of its
+  // manifest.json as below) is checked with the bytes it read; the rest is looked up as below.
+  if (read && read.oid === snap) {
+    const found = await batchCheck([snap, ...d.artifacts.map((a) => `${snap}:files/${a}`)], opts);
+    return snapshotChecks(d, found, { type: 'blob', data: read.manifestBytes }, undefined);
+  }
   const [found, manifests] = await Promise.all([
     batchCheck([snap, ...d.artifacts.map((a) => `${snap}:files/${a}`)], opts),
     catFileBatch([`${snap}:manifest.json`], opts),
   ]);
+  return snapshotChecks(
+    d,
+    found,
+    manifests.get(`${snap}:manifest.json`),
+    manifests.oversized.get(`${snap}:manifest.json`),
+  );
+}
+
+function snapshotChecks(
+  d: Descriptor,
+  found: ({ type: string } | null | undefined)[],
+  manifest: { type: string; data: Buffer } | null | undefined,
+  big: number | undefined,
+): Check[] {
+  const snap = d.snapshot.oid;
   if (found[0]?.type !== 'commit') {
     return [fail('snapshot', `the snapshot ${snap} is not in this repository`), skip('manifest'), skip('artifacts')];
   }
   const checks: Check[] = [pass('snapshot')];
-  const manifest = manifests.get(`${snap}:manifest.json`);
-  const big = manifests.oversized.get(`${snap}:manifest.json`);
   if (big !== undefined)
     checks.push(fail('manifest', `the snapshot's manifest.json is ${big} bytes, larger than any real one`));
   else if (!manifest || manifest.type !== 'blob')

@@ -28,7 +28,7 @@ import { findRepo } from '../git/repo';
 import { TOOL_VERSION } from '../version';
 import { parseInput } from '../cli/from-spec';
 import { COMMANDS } from '../commands/registry';
-import type { AnyCommandSpec } from '../commands/spec';
+import { isLong, type AnyCommandSpec } from '../commands/spec';
 import { toZod, type Field } from '../commands/schema';
 import { confineInput, readReach } from './confine';
 import { runChild, stopChildren } from './child';
@@ -201,7 +201,7 @@ export function createServer(host: ToolHost): { server: Server; inflight: Set<Pr
         // The repository's worktrees and remotes (three git calls) only when a path argument is given.
         const paths = Object.keys(spec.paths ?? {}).some((k) => parsed[k] !== undefined && parsed[k] !== null);
         const input = confineInput(spec, parsed, paths ? await readReach(host.repo, host.roots) : null);
-        const value = spec.long
+        const value = isLong(spec, input)
           ? await runChild({ spec, input, cwd: host.repo, signal: extra.signal, onProgress: progress })
           : await spec.run(input, {
               cwd: host.repo,

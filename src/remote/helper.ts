@@ -7,7 +7,6 @@
 // so git prints what users know. Each push appends one state to the store's log; a push that loses
 // the race for the next state number re-reads the newer state and decides again.
 
-import * as fs from 'node:fs';
 import * as readline from 'node:readline';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -17,16 +16,13 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import { markPublicationReached } from '../sidecar/publications';
-import { INTENT_BOUND, storeAdmission, type StoreAdmission } from '../allowance/store-root';
-import { unlimited } from '../allowance/admit';
-import type { Amount } from '../allowance/model';
-import { DirectoryStore, STATE_SCHEMA, stateFileBytes, type LoadedState, type StoreState } from './store';
-import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
-import { importPacks, pushEstimate, pushPack } from './transfer';
+import { DirectoryStore } from './store';
+import { publishToStore, type StorePushResult, type StorePushSpec } from './store-push';
+import { importPacks } from './transfer';
 import { storePathFromUrl } from './url';
 import * as crypto from 'node:crypto';
-// Fault injection for tests (SIGKILL or wait at a named point): src/testing/fault-points.ts.
-import { dieAt, pauseAt } from '../testing/fault-points';
+// Fault injection for tests (SIGKILL at a named point): src/testing/fault-points.ts.
+import { dieAt } from '../testing/fault-points';
 
 /** Set by `git xet push`: the publication id this push carries into the state log. */
 export const PUBLICATION_ENV = 'GIT_XET_PUBLICATION_ID';
@@ -37,27 +33,7 @@ export const HELPER_ERROR_PREFIX = 'git-remote-xet: error ';
 /** Set by `git xet fetch`: the helper then sends a refusal's details as push's does. */
 export const TYPED_ERRORS_ENV = 'GIT_XET_TYPED_ERRORS';
 
-/** Refs that name content (snapshots, handoffs, handoff signatures): created once, never moved. */
-export function isCreateOnce(ref: string): boolean {
-  return (
-    ref.startsWith('refs/xet/snapshots/') ||
-    ref.startsWith('refs/xet/handoffs/') ||
-    ref.startsWith('refs/xet/signatures/') ||
-    ref.startsWith('refs/xet/tasks/')
-  );
-}
-
-/** Create-once refs a push may still delete: snapshots (`drop --remote`, `git push <store> :<ref>`).
- * Handoffs (and their signatures) are deleted only by a store gc once expired (docs/FORMAT.md). */
-export function isDeletable(ref: string): boolean {
-  return !isCreateOnce(ref) || ref.startsWith('refs/xet/snapshots/');
-}
-
-/** Pins are markers: every re-pin is a new commit, never a descendant of the last one, so a pin ref
- * moves to anything (leases still apply). */
-export function isMutableMarker(ref: string): boolean {
-  return ref.startsWith('refs/xet/pins/');
-}
+export { isCreateOnce, isDeletable, isMutableMarker } from './store-push';
 
 interface PushSpec {
   force: boolean;
@@ -262,193 +238,22 @@ export class RemoteHelper {
     }
   }
 
-  private async pushLocked(specs: PushSpec[], pushId: string): Promise<{ dst: string; error?: string }[]> {
+  private async pushLocked(specs: PushSpec[], pushId: string): Promise<StorePushResult[]> {
     const repo = await this.matchingRepo(null);
     const o = repoOpts(repo);
     const store = this.opts.dryRun ? this.openStore(false) : this.openStore(true, repo.objectFormat);
     await this.matchingRepo(store);
-    const wanted = new Map<string, string | null>();
+    const resolved: StorePushSpec[] = [];
     for (const s of specs) {
       // An annotated tag is published as the tag object itself, as git does.
-      wanted.set(s.dst, s.src ? await gitText(['rev-parse', '--verify', s.src], o) : null);
+      resolved.push({
+        force: s.force,
+        dst: s.dst,
+        oid: s.src ? await gitText(['rev-parse', '--verify', s.src], o) : null,
+      });
     }
-    // Packs this push wrote, and the tips they cover. A retry may accept a ref an earlier attempt
-    // refused (the ref moved back meanwhile): its objects must then be sent too, before any state
-    // names it.
-    let packs: string[] = [];
-    const covered = new Set<string>();
-    // The packs of every state this push's packs were built against: they hold the objects the
-    // packs left out. A store gc's state names fewer packs; publishing on it then needs new packs.
-    const basis = new Set<string>();
-    const copies = new Map<string, string>();
-    let intent: string | null = null;
-    // The store's allowance, read once per push. A push that only deletes refs frees space once a
-    // store gc runs: it may use the headroom, as the gc does.
-    const deletesOnly = [...wanted.values()].every((oid) => oid === null);
-    const admission: StoreAdmission | null = store
-      ? storeAdmission(store, deletesOnly ? 'settle' : 'grow', `push of ${specs.length} ref(s)`)
-      : null;
-    const head = await localHead(repo);
-    try {
-      for (let attempt = 0; attempt < 1000; attempt++) {
-        await pauseAt('before-decide');
-        const latest = store?.latest() ?? null;
-        const refs = latest?.state.refs ?? {};
-        if (covered.size && [...basis].some((p) => !latest?.state.packs.includes(p))) {
-          packs = [];
-          covered.clear();
-          basis.clear();
-        }
-        const decided = await this.decide(specs, wanted, refs);
-        const rejected = decided.filter((d) => d.error);
-        if (this.opts.atomic && rejected.length) {
-          return decided.map((d) => (d.error ? d : { dst: d.dst, error: 'atomic push failed' }));
-        }
-        const changes = decided.filter((d) => !d.error && refs[d.dst] !== (wanted.get(d.dst) ?? undefined));
-        if (this.opts.dryRun || !changes.length || !store) return decided;
-        const tips = changes
-          .map((d) => wanted.get(d.dst))
-          .filter((x): x is string => Boolean(x) && !covered.has(x as string));
-        const changed = changes.map((d): [string, string | null] => [d.dst, wanted.get(d.dst) ?? null]);
-        const besides = stateBesides(store, latest, refs, changed, packs, pushId, head, tips.length > 0);
-        let pack: string | null = null;
-        if (tips.length) {
-          pack = await pushPack(
-            store,
-            o,
-            [...new Set(tips)],
-            refs,
-            (name, copy) => {
-              if (copies.has(name)) fs.rmSync(copy, { force: true });
-              else copies.set(name, copy);
-            },
-            {
-              admission: admission as StoreAdmission,
-              besides,
-              transient: intent ? { bytes: 0, files: 0 } : INTENT_BOUND,
-              // Before any pack exists: a store gc keeps every unnamed pack newer than a live intent.
-              admitted: () => (intent ??= declareIntent(store, pushId)),
-            },
-          );
-          if (pack) packs.push(pack);
-          for (const p of latest?.state.packs ?? []) basis.add(p);
-          for (const t of tips) covered.add(t);
-          dieAt('after-pack');
-          await pauseAt('after-pack');
-        }
-        // Without a new pack only the state is added (pushPack checked it with its pack otherwise).
-        if (!pack) admission?.check(besides);
-        const next = nextState(latest, refs, changed, packs, pushId, head);
-        if (store.publishState(next)) {
-          dieAt('after-state');
-          // A store gc that read the log before this state may have trashed our packs meanwhile; its
-          // link-back covers states it sees, this covers the rest (store-intents.ts).
-          for (const p of packs) {
-            const copy = copies.get(p);
-            if (copy && !store.hasPack(p)) relinkPack(store, p, copy);
-          }
-          return decided;
-        }
-        // Another push took this state number: decide again against what it published.
-      }
-    } finally {
-      for (const copy of copies.values()) fs.rmSync(copy, { force: true });
-      withdrawIntent(intent);
-    }
-    throw new XetError('BUSY', `the store at ${this.root} is too contended to publish; try again`, {
-      store: this.root,
-    });
+    return publishToStore(store, repo, resolved, this.opts, pushId);
   }
-
-  private async decide(
-    specs: PushSpec[],
-    wanted: Map<string, string | null>,
-    refs: Record<string, string>,
-  ): Promise<{ dst: string; error?: string }[]> {
-    const o = repoOpts(await this.repo());
-    const curOids = Object.values(refs);
-    const local = await objectSizes(curOids, o);
-    const out: { dst: string; error?: string }[] = [];
-    for (const s of specs) {
-      const cur = refs[s.dst];
-      const next = wanted.get(s.dst) ?? null;
-      const expected = this.opts.cas.get(s.dst);
-      let error: string | undefined;
-      if (expected !== undefined && (cur ?? '') !== expected) error = 'stale info';
-      else if (cur === next) error = undefined;
-      else if (next === null) {
-        if (cur === undefined) error = 'no such ref';
-        else if (!isDeletable(s.dst)) error = 'create-once ref cannot be deleted';
-        else if (pinnedAfter(s.dst, specs, wanted, refs)) error = 'snapshot is pinned on the store; unpin it first';
-      } else if (cur === undefined) error = undefined;
-      else if (isCreateOnce(s.dst)) error = 'already exists';
-      else if (isMutableMarker(s.dst)) error = undefined;
-      else if (s.dst.startsWith('refs/tags/') && !s.force && expected === undefined) error = 'already exists';
-      else if (!s.force && expected === undefined) {
-        if (!local.has(cur)) error = 'fetch first';
-        else {
-          const r = await git(['merge-base', '--is-ancestor', cur, next], { ...o, okCodes: [1, 128] });
-          if (r.code !== 0) error = 'non-fast forward';
-        }
-      }
-      out.push(error ? { dst: s.dst, error } : { dst: s.dst });
-    }
-    return out;
-  }
-}
-
-/** Whether deleting snapshot ref `dst` would leave its pin on the store (the push does not delete
- * the pin too). */
-function pinnedAfter(
-  dst: string,
-  specs: PushSpec[],
-  wanted: Map<string, string | null>,
-  refs: Record<string, string>,
-): boolean {
-  if (!dst.startsWith('refs/xet/snapshots/')) return false;
-  const pin = `refs/xet/pins/${dst.slice('refs/xet/snapshots/'.length)}`;
-  if (refs[pin] === undefined) return false;
-  return !specs.some((s) => s.dst === pin && wanted.get(pin) === null);
-}
-
-async function localHead(repo: Repo): Promise<string | null> {
-  const r = await git(['symbolic-ref', '-q', 'HEAD'], { ...repoOpts(repo), okCodes: [1, 128] });
-  return r.code === 0 ? r.stdout.toString('utf8').trim() : null;
-}
-
-function nextState(
-  latest: LoadedState | null,
-  refs: Record<string, string>,
-  changes: [string, string | null][],
-  newPacks: string[],
-  pushId: string,
-  localHeadRef: string | null,
-): StoreState {
-  const next: Record<string, string> = { ...refs };
-  for (const [name, oid] of changes) {
-    if (oid === null) delete next[name];
-    else next[name] = oid;
-  }
-  const packs = [...(latest?.state.packs ?? [])];
-  for (const pack of newPacks) if (!packs.includes(pack)) packs.push(pack);
-  let head = latest?.state.head ?? null;
-  if (!head || !next[head]) {
-    const branches = Object.keys(next)
-      .filter((r) => r.startsWith('refs/heads/'))
-      .sort();
-    head =
-      [localHeadRef, 'refs/heads/main', 'refs/heads/master'].find((r) => r && next[r]) ?? branches[0] ?? head ?? null;
-  }
-  return {
-    schema: STATE_SCHEMA,
-    seq: (latest?.state.seq ?? 0) + 1,
-    prev: latest?.hash ?? null,
-    refs: next,
-    head,
-    packs,
-    pushId,
-    createdAt: new Date().toISOString(),
-  };
 }
 
 /** Run the helper protocol: `git-remote-xet <remote> [<url>]`. */
@@ -514,49 +319,4 @@ export async function main(argv: string[]): Promise<number> {
     lines.close();
     process.stdin.destroy();
   }
-}
-
-/** What a push publishes beside its pack: the next state, as big as the real one (a new pack is
- * named by a placeholder of a pack name's fixed length). */
-function stateBesides(
-  store: DirectoryStore,
-  latest: LoadedState | null,
-  refs: Record<string, string>,
-  changed: [string, string | null][],
-  packs: string[],
-  pushId: string,
-  head: string | null,
-  newPack: boolean,
-): Amount {
-  const placeholder = `pack-${'0'.repeat(store.objectFormat === 'sha256' ? 64 : 40)}`;
-  const next = nextState(latest, refs, changed, newPack ? [...packs, placeholder] : packs, pushId, head);
-  return { bytes: stateFileBytes(next), files: 1 };
-}
-
-/**
- * `git xet push`'s check of a directory store's allowance before any local effect (no publication
- * row, no lock file): the figures the helper admits first (pushPack: git's estimate of the pack, the
- * state, the intent), so a push plainly too big is refused with the repository as it was. The
- * helper checks again (another push may take the space meanwhile).
- */
-export async function checkPushAllowance(
-  store: DirectoryStore,
-  repo: Repo,
-  refs: { name: string; oid: string }[],
-  pushId: string,
-): Promise<void> {
-  const admission = storeAdmission(store, 'grow', `push of ${refs.length} ref(s)`);
-  if (unlimited(admission.limits)) return;
-  const latest = store.latest();
-  const storeRefs = latest?.state.refs ?? {};
-  const changed = refs.filter((r) => storeRefs[r.name] !== r.oid).map((r): [string, string | null] => [r.name, r.oid]);
-  if (!changed.length) return;
-  const tips = [...new Set(changed.map(([, oid]) => oid as string))];
-  const pack = await pushEstimate(repoOpts(repo), tips, storeRefs);
-  const besides = stateBesides(store, latest, storeRefs, changed, [], pushId, await localHead(repo), pack > 0);
-  admission.check(
-    pack > 0
-      ? { bytes: pack + besides.bytes + INTENT_BOUND.bytes, files: 2 + besides.files + INTENT_BOUND.files }
-      : besides,
-  );
 }

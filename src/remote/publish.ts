@@ -39,11 +39,15 @@ import {
   type PublicationRow,
   type PublicationState,
 } from '../sidecar/publications';
-import { checkPushAllowance, HELPER_ERROR_PREFIX, PUBLICATION_ENV, TYPED_ERRORS_ENV } from './helper';
+import { HELPER_ERROR_PREFIX, PUBLICATION_ENV, TYPED_ERRORS_ENV } from './helper';
 import { DirectoryStore } from './store';
+import { checkPushAllowance, publishToStore, type StorePushResult } from './store-push';
+import { markPublicationReached } from '../sidecar/publications';
+import type { GitConfig } from '../git/config';
 import { storePathFromUrl, withoutPassword } from './url';
 import { checkRemoteArgument, gitReason, remoteError, remoteFailureCode } from './reach';
 import { checkOwnNames, isMutable, isPublishable, selectXetRefs } from './select';
+import { HANDOFF_REF_PREFIX } from '../handoff/objects';
 
 export const XET_REFSPEC = 'refs/xet/*:refs/xet/*';
 
@@ -86,20 +90,36 @@ function kindOf(url: string): 'xet' | 'git' {
   return url.startsWith('xet::') ? 'xet' : 'git';
 }
 
-export async function pushXetRefs(options: {
+/** Set to 1: a push to a xet:: directory store goes through `git push` and git-remote-xet, as every
+ * push did before git xet published to directory stores in its own process (tests of the helper,
+ * and a way back should the in-process path ever be in doubt). */
+export const PUSH_THROUGH_GIT_ENV = 'GIT_XET_PUSH_THROUGH_GIT';
+
+export interface PushOptions {
   cwd: string;
   remote?: string;
   /** Publish only these snapshots and handoffs (ids, abbreviated or full; a handoff brings its
    * snapshot's ref); default: every refs/xet/* ref. */
   only?: string[];
-}): Promise<PushResult> {
-  const repo = await findRepo(options.cwd, true);
+  /** The refs to publish, chosen and checked by the caller (handoff create --push: the handoff it
+   * has just made or found identical, its snapshot's ref, and what travels with them), instead of
+   * `only`. Refs here other than snapshots and handoffs are checked as `only`'s are. */
+  refs?: { name: string; oid: string }[];
+  /** The caller's repository, when it has already found it. */
+  repo?: Repo;
+  /** Its git config, when the caller has already read it. */
+  config?: GitConfig;
+}
+
+export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
+  const repo = options.repo ?? (await findRepo(options.cwd, true));
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
-  await checkRemoteArgument(repo, remote, options.remote === undefined);
-  const selected = options.only?.length ? await selectXetRefs(options.only, o) : null;
-  const url = await remoteUrl(repo, remote);
+  const config = options.config ?? (await readConfig(o));
+  const url = await resolveRemote(repo, remote, config, options.remote === undefined);
+  const selected = !options.refs && options.only?.length ? await selectXetRefs(options.only, o) : null;
   const kind = kindOf(url);
+  const direct = directStore(repo, remote, url, config);
 
   // Outcomes lost earlier come first: this push must not be mistaken for (or replay) one of them.
   // A pending publication whose owner still holds its lock is not lost but running: leave it be.
@@ -137,10 +157,21 @@ export async function pushXetRefs(options: {
     );
   }
 
-  const local = (await listRefs(['refs/xet/'], o)).filter(
-    (r) => isPublishable(r.name) && (!selected || selected.has(r.name)),
-  );
-  await checkOwnNames(local, o);
+  let local: { name: string; oid: string }[];
+  if (options.refs) {
+    local = options.refs.filter((r) => isPublishable(r.name));
+    // The caller built the handoff and snapshot refs from content it checked itself; what came
+    // along (pins, signatures, task records) is checked here as for any push.
+    await checkOwnNames(
+      local.filter((r) => !r.name.startsWith(HANDOFF_REF_PREFIX)),
+      o,
+    );
+  } else {
+    local = (await listRefs(['refs/xet/'], o)).filter(
+      (r) => isPublishable(r.name) && (!selected || selected.has(r.name)),
+    );
+    await checkOwnNames(local, o);
+  }
   const id = `pub-${crypto.randomBytes(10).toString('hex')}`;
   // What is shown (the JSON, error messages) never holds a URL's password; the ledger keeps the URL.
   const result: PushResult = {
@@ -154,7 +185,7 @@ export async function pushXetRefs(options: {
   if (!local.length) return result;
 
   let args: string[];
-  const remoteRefs = await lsRemote(repo, remote);
+  const remoteRefs = direct ? storeRefs(direct, remote) : await lsRemote(repo, remote);
   const toSend = local.filter((r) => remoteRefs.get(r.name) !== r.oid);
   for (const r of local) if (remoteRefs.get(r.name) === r.oid) result.refs.push({ ref: r.name, status: 'up-to-date' });
   // Pins are the one mutable kind (re-pin replaces one): an update, leased on the remote's value.
@@ -198,10 +229,92 @@ export async function pushXetRefs(options: {
       insertPublication(db, { id, remote, url, refspecs: specs, createdAt: new Date().toISOString() }),
     );
     await faultPoint('push:after-record');
+    if (direct) {
+      return await runStorePublication(repo, direct, {
+        id,
+        url,
+        remote,
+        config,
+        fresh,
+        remoteRefs,
+        conflicts,
+        result,
+      });
+    }
     return await runPublication(repo, { id, url, args, fresh, conflicts, result });
   } finally {
     owner.release();
   }
+}
+
+/** A configured value of remote `name` (git prints a subsection's case as written). */
+function remoteConfig(config: GitConfig, name: string, key: string): string[] {
+  const want = `remote.${name}.${key}`;
+  const found = config.keysMatching(/^remote\./).find((k) => k === want);
+  return found ? config.getAll(found) : [];
+}
+
+/**
+ * The URL `remote` names (a configured remote's, else `remote` itself), after checking that it is a
+ * remote, a URL or a path (checkRemoteArgument). A remote configured plainly (one url, no rewriting
+ * by url.*.insteadOf) is read from the config already read; anything else asks git.
+ */
+async function resolveRemote(repo: Repo, remote: string, config: GitConfig, defaulted: boolean): Promise<string> {
+  const urls = remoteConfig(config, remote, 'url');
+  if (urls.length === 1 && !config.keysMatching(/^url\..*\.insteadof$/).length) return urls[0];
+  await checkRemoteArgument(repo, remote, defaulted);
+  return remoteUrl(repo, remote);
+}
+
+/**
+ * The directory store a push to `url` is published to in this process, or null when it goes through
+ * `git push` (a Git server, or something `git push` would do besides handing the refs to
+ * git-remote-xet: a pre-push hook to run, a push URL or push rewriting, follow-tags, several URLs,
+ * negative fetch refspecs).
+ */
+function directStore(repo: Repo, remote: string, url: string, config: GitConfig): string | null {
+  if (kindOf(url) !== 'xet' || process.env[PUSH_THROUGH_GIT_ENV] === '1') return null;
+  if (config.getBool('push.followtags')) return null;
+  if (remoteConfig(config, remote, 'pushurl').length || remoteConfig(config, remote, 'url').length > 1) return null;
+  if (config.keysMatching(/^url\..*\.pushinsteadof$/).length) return null;
+  if (remoteConfig(config, remote, 'fetch').some((r) => r.replace(/^\+/, '').startsWith('^'))) return null;
+  const hooks = config.get('core.hooksPath');
+  const hookDir = hooks ? path.resolve(repo.worktree, hooks) : path.join(repo.commonDir, 'hooks');
+  if (fs.existsSync(path.join(hookDir, 'pre-push'))) return null;
+  try {
+    return storePathFromUrl(url, repo.worktree);
+  } catch {
+    return null; // a malformed URL: git-remote-xet says why, as it always did
+  }
+}
+
+/** The refs of the store at `root`, read directly: what `git ls-remote` through the helper lists. */
+function storeRefs(root: string, remote: string): Map<string, string> {
+  let store: DirectoryStore;
+  try {
+    store = DirectoryStore.open(root);
+  } catch (e) {
+    // A store that does not exist yet is created by the first push.
+    if (noStoreAt(e) && !/not a store/.test((e as Error).message)) return new Map();
+    throw listFailure(e, remote);
+  }
+  try {
+    const latest = store.latest();
+    return new Map(Object.entries(latest?.state.refs ?? {}).filter(([name]) => name.startsWith('refs/xet/')));
+  } catch (e) {
+    throw listFailure(e, remote);
+  }
+}
+
+function listFailure(e: unknown, remote: string): XetError {
+  const code =
+    e instanceof XetError && ['STORE_UNAVAILABLE', 'INTEGRITY_MISMATCH', 'SCHEMA_UNSUPPORTED'].includes(e.code)
+      ? e.code
+      : 'STORE_UNAVAILABLE';
+  return new XetError(code, `cannot list ${withoutPassword(remote)}: ${withoutPassword((e as Error).message)}`, {
+    remote: withoutPassword(remote),
+    ...(e instanceof XetError ? { cause: e.code, store: e.details?.store } : {}),
+  });
 }
 
 function ownerLockFile(repo: Repo, id: string): string {
@@ -300,6 +413,164 @@ async function runPublication(
       stderr: withoutPassword(r.stderr.slice(-4000)),
     },
   );
+}
+
+/**
+ * runPublication for a directory store, in this process: what `git push --porcelain --atomic` with
+ * the leases would have git-remote-xet do (publish.ts's publication lock and marker, store-push.ts's
+ * decisions, pack and state), then what git push does after it (the remote-tracking refs). A failure
+ * without a verdict is established from the store's log, as for a helper that died.
+ */
+async function runStorePublication(
+  repo: Repo,
+  root: string,
+  p: {
+    id: string;
+    url: string;
+    remote: string;
+    config: GitConfig;
+    fresh: { name: string; oid: string }[];
+    remoteRefs: Map<string, string>;
+    conflicts: unknown[];
+    result: PushResult;
+  },
+): Promise<PushResult> {
+  const { id, url, fresh, remoteRefs, conflicts, result } = p;
+  let decided: StorePushResult[];
+  try {
+    // Before the store is opened or created: a publication without it never reached any store.
+    markPublicationReached(repo.commonDir, id);
+    const store = DirectoryStore.openOrCreate(root, repo.objectFormat);
+    if (store.objectFormat !== repo.objectFormat) {
+      throw new XetError(
+        'USAGE',
+        `the store at ${root} holds ${store.objectFormat} objects; this repository is ${repo.objectFormat}`,
+        { store: root },
+      );
+    }
+    const cas = new Map(
+      fresh.filter((r) => remoteRefs.has(r.name)).map((r) => [r.name, remoteRefs.get(r.name) as string]),
+    );
+    decided = await publishToStore(
+      store,
+      repo,
+      fresh.map((r) => ({ force: remoteRefs.has(r.name), dst: r.name, oid: r.oid })),
+      { dryRun: false, atomic: true, cas },
+      id,
+    );
+  } catch (e) {
+    return lostVerdict(repo, id, url, e, fresh, result);
+  }
+  const outcomes: RefOutcome[] = decided.map((d) =>
+    d.error
+      ? { ref: d.dst, status: 'rejected', reason: d.error }
+      : { ref: d.dst, status: remoteRefs.has(d.dst) ? 'updated' : 'new' },
+  );
+  if (outcomes.some((x) => x.status === 'rejected')) {
+    withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'rejected', { refs: outcomes }));
+    removePublicationLocks(repo, id);
+    result.refs.push(...outcomes);
+    throw rejected(result);
+  }
+  withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { refs: outcomes }));
+  removePublicationLocks(repo, id);
+  result.refs.push(...outcomes);
+  await updateTracking(repo, p.remote, p.config, fresh);
+  if (conflicts.length) throw rejected(result);
+  return result;
+}
+
+/** After an in-process publication failed: what the store's log says, as runPublication does when
+ * git push gave no verdict. */
+async function lostVerdict(
+  repo: Repo,
+  id: string,
+  url: string,
+  e: unknown,
+  fresh: { name: string }[],
+  result: PushResult,
+): Promise<PushResult> {
+  const row = withSidecar(repo.commonDir, (db) => pendingPublications(db, url)).find((x) => x.id === id);
+  const state = row ? await establish(repo, row) : 'unknown';
+  if (state === 'published') {
+    withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { recovered: true }));
+    removePublicationLocks(repo, id);
+    result.refs.push(...fresh.map((f) => ({ ref: f.name, status: 'new' as const })));
+    return result;
+  }
+  const why = e instanceof XetError ? `${e.message} [${e.code}]` : String((e as Error)?.stack ?? e);
+  if (state === 'not-published') {
+    // A refusal by the store's allowance published nothing and leaves nothing to resolve later.
+    const refusal = e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED';
+    withSidecar(repo.commonDir, (db) =>
+      refusal ? forgetPublication(db, id) : resolvePublication(db, id, 'not-published', { error: why.slice(0, 2000) }),
+    );
+    removePublicationLocks(repo, id);
+    if (refusal) {
+      e.details.publication = id;
+      throw e;
+    }
+    // The codes a helper's failure reaches `git xet push` with (runPublication), the cause beside them.
+    const code =
+      e instanceof XetError && ['STORE_UNAVAILABLE', 'INTEGRITY_MISMATCH', 'SCHEMA_UNSUPPORTED'].includes(e.code)
+        ? e.code
+        : 'GIT_FAILED';
+    throw new XetError(
+      code as 'GIT_FAILED',
+      `the push to ${withoutPassword(url)} failed and published nothing: ${withoutPassword(
+        e instanceof Error ? e.message : String(e),
+      )}`,
+      { publication: id, ...(e instanceof XetError ? { cause: e.code } : {}) },
+    );
+  }
+  throw new XetError(
+    'OUTCOME_UNKNOWN',
+    `the push to ${withoutPassword(url)} failed and whether it was published cannot be established`,
+    { publication: id, error: withoutPassword(why.slice(0, 4000)) },
+  );
+}
+
+/**
+ * What `git push` does after a successful push to a named remote: each pushed ref that one of the
+ * remote's fetch refspecs maps is written to its remote-tracking ref (refs/remotes/<name>/xet/…
+ * once `git xet fetch` added its refspec). Like git, a failure here does not undo the push.
+ */
+async function updateTracking(
+  repo: Repo,
+  remote: string,
+  config: GitConfig,
+  pushed: { name: string; oid: string }[],
+): Promise<void> {
+  const specs = remoteConfig(config, remote, 'fetch').map((r) => r.replace(/^\+/, ''));
+  const lines: string[] = [];
+  for (const ref of pushed) {
+    for (const spec of specs) {
+      const colon = spec.indexOf(':');
+      if (colon < 0) continue;
+      const [src, dst] = [spec.slice(0, colon), spec.slice(colon + 1)];
+      const star = src.indexOf('*');
+      let tracking: string | null = null;
+      if (star < 0) tracking = src === ref.name ? dst : null;
+      else if (
+        ref.name.length >= src.length - 1 &&
+        ref.name.startsWith(src.slice(0, star)) &&
+        ref.name.endsWith(src.slice(star + 1))
+      ) {
+        const middle = ref.name.slice(star, ref.name.length - (src.length - star - 1));
+        tracking = dst.includes('*') ? dst.replace('*', middle) : null;
+      }
+      if (tracking) {
+        lines.push(`update ${tracking} ${ref.oid}\n`);
+        break;
+      }
+    }
+  }
+  if (!lines.length) return;
+  await git(['update-ref', '-m', 'update by push', '--stdin'], {
+    ...repoOpts(repo),
+    input: lines.join(''),
+    okCodes: [1, 128],
+  });
 }
 
 /** The store's allowance refusal the helper sent (helper.ts), as the typed error it was there. Only

@@ -157,3 +157,31 @@ export async function checkOwnNames(refs: { name: string; oid: string }[], opts:
     { ref: bad[0].ref, oid: bad[0].oid, refs: bad.slice(0, 20) },
   );
 }
+
+/**
+ * What `git xet push <remote> <handoff>` publishes for a handoff this process has just created (or
+ * found identical), without resolving and re-reading it: the handoff's ref, its snapshot's ref when
+ * this repository has it, the snapshot's pin, the handoff's signatures and its task's record (as
+ * selectXetRefs). One for-each-ref.
+ */
+export async function handoffPushRefs(
+  h: { id: string; commit: string; snapshot: string; task: string | null },
+  opts: GitOptions,
+): Promise<{ name: string; oid: string }[]> {
+  const snapshotRef = `${SNAPSHOT_REF_PREFIX}${h.snapshot}`;
+  const pinRef = `${PIN_REF_PREFIX}${h.snapshot}`;
+  const taskRef = h.task !== null ? `${TASK_RECORD_PREFIX}${h.task}` : null;
+  const sigPrefix = signaturePrefix(h.id);
+  const found = await listRefs([snapshotRef, pinRef, sigPrefix.slice(0, -1), ...(taskRef ? [taskRef] : [])], opts);
+  const out = [{ name: `${HANDOFF_REF_PREFIX}${h.id}`, oid: h.commit }];
+  const snap = found.find((r) => r.name === snapshotRef && r.oid === h.snapshot);
+  if (snap) {
+    out.push(snap);
+    const pin = found.find((r) => r.name === pinRef);
+    if (pin) out.push(pin);
+  }
+  for (const r of found) if (r.name.startsWith(sigPrefix)) out.push(r);
+  const record = found.find((r) => r.name === taskRef);
+  if (record) out.push(record);
+  return out.map((r) => ({ name: r.name, oid: r.oid }));
+}

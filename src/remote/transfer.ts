@@ -20,6 +20,8 @@ import { indexStorePack } from './store-idx';
 import { copyStoreFile, openStoreFile } from './storefile';
 import { admitRepository, unlimited } from '../allowance/admit';
 import { dieAt } from '../testing/fault-points';
+import { ObjectReader } from '../git/object-reader';
+import { objectsToPush, type PushObject } from './push-objects';
 
 /** How many of the store's snapshots bound a push by their trees (see pushPack). */
 const SNAPSHOT_TREES_EXCLUDED = 16;
@@ -48,9 +50,17 @@ export async function pushPack(
   allow?: PushAdmission,
 ): Promise<string | null> {
   if (!tips.length) return null;
-  const exclude = await pushExcludes(o, storeRefs);
+  // The objects the store lacks by comparing trees (push-objects.ts); null: walk with pack-objects.
+  const listed = await objectsToPush(o, tips, storeRefs, SNAPSHOT_TREES_EXCLUDED, store.objectFormat);
+  if (listed && !listed.length) return null;
+  const exclude = listed ? [] : await pushExcludes(o, storeRefs);
   if (allow && !unlimited(allow.admission.limits)) {
-    const pack = allow.admission.limits.bytes === null ? 0 : await packEstimate(o, tips, exclude);
+    const pack =
+      allow.admission.limits.bytes === null
+        ? 0
+        : listed
+          ? await listedSize(o, listed)
+          : await packEstimate(o, tips, exclude);
     // The pack and its index (whose bytes are counted from disk before anything is published).
     allow.admission.check({
       bytes: pack + allow.besides.bytes + allow.transient.bytes,
@@ -60,7 +70,11 @@ export async function pushPack(
   allow?.admitted();
   const tmp = store.tempPath('push.pack');
   try {
-    return await writePack(store, tmp, o, tips, exclude, keep, allow);
+    // Names are only pack-objects' hint for deltas: a newline in one would end its line.
+    const input = listed
+      ? Buffer.from(listed.map((x) => `${x.oid} ${x.name.replace(/\n/g, ' ')}\n`).join(''), 'latin1')
+      : `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`;
+    return await writePack(store, tmp, o, input, !listed, keep, allow);
   } catch (e) {
     if (e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED') throw e;
     // Not being able to write the temporary pack is the store's problem (read-only, full), not git's.
@@ -72,12 +86,26 @@ export async function pushPack(
   }
 }
 
+/** What the listed objects take on disk here: the figure packEstimate gives for a walk. */
+async function listedSize(o: GitOptions, listed: PushObject[]): Promise<number> {
+  const reader = new ObjectReader(o);
+  try {
+    let n = 0;
+    for (const i of await reader.info(listed.map((x) => x.oid))) n += i?.diskSize ?? 0;
+    return n;
+  } finally {
+    reader.close();
+  }
+}
+
+/** Write the pack pack-objects makes of `input` (with `revs`: tips and `--not` exclusions to walk;
+ * without: the exact object list) to `tmp` in the store, index it and publish both. */
 async function writePack(
   store: DirectoryStore,
   tmp: string,
   o: GitOptions,
-  tips: string[],
-  exclude: string[],
+  input: string | Buffer,
+  revs: boolean,
   keep?: (name: string, copy: string) => void,
   allow?: PushAdmission,
 ): Promise<string | null> {
@@ -87,10 +115,10 @@ async function writePack(
     // re-send every unchanged blob of a changed directory the store has under the commit's paths (a
     // one-line edit beside a 9 MB file sent the 9 MB again). The full walk sends what rev-list
     // counts, which is also what the allowance's estimate measures.
-    await gitToFile(['pack-objects', '--revs', '--no-sparse', '--stdout', '-q', '--delta-base-offset'], tmp, {
-      ...o,
-      input: `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`,
-    });
+    const args = revs
+      ? ['pack-objects', '--revs', '--no-sparse', '--stdout', '-q', '--delta-base-offset']
+      : ['pack-objects', '--stdout', '-q', '--delta-base-offset'];
+    await gitToFile(args, tmp, { ...o, input });
     const header = Buffer.alloc(12);
     const fd = fs.openSync(tmp, 'r');
     fs.readSync(fd, header, 0, 12, 0);

@@ -10,7 +10,7 @@ import type { z } from 'zod';
 import { initRepo, type Repo } from '../support/git';
 import { withSandbox, type Sandbox } from '../support/sandbox';
 import { capture, describeRun, expectError, expectExit, parseJson, xet } from '../support/xet';
-import type { AnyCommandSpec, CommandContext } from '../../src/commands/spec';
+import { isLong, type AnyCommandSpec, type CommandContext } from '../../src/commands/spec';
 import { XetError } from '../../src/errors';
 import { fetchCommand } from '../../src/commands/fetch';
 import { gcCommand } from '../../src/commands/gc';
@@ -292,9 +292,17 @@ test("the specs' MCP metadata: tool names, gc a dry run unless asked, long, path
   });
   assert.deepEqual(gcCommand.mcpDefaults, { dryRun: true });
   assert.deepEqual(
-    mine.filter((s) => s.long).map((s) => s.tool),
+    mine.filter((s) => s.long === true).map((s) => s.tool),
     ['push', 'fetch', 'gc', 'task_result', 'task_recover'],
   );
+  // handoff create is long only when it pushes too.
+  assert.deepEqual(
+    mine.filter((s) => typeof s.long === 'function').map((s) => s.tool),
+    ['handoff_create'],
+  );
+  const create = mine.find((s) => s.tool === 'handoff_create');
+  assert.equal(isLong(create as AnyCommandSpec, { title: 't' }), false);
+  assert.equal(isLong(create as AnyCommandSpec, { title: 't', push: 'store' }), true);
   assert.deepEqual(pushCommand.paths, { remote: 'source' });
   assert.deepEqual(gcCommand.paths, { store: 'source' });
   assert.deepEqual(taskRunCommand.paths, { in: 'existing', dir: 'target' });

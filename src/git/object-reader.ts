@@ -1,0 +1,131 @@
+// One `git cat-file --batch-command` process answering many questions in turn: `info` (type, size,
+// size on disk) before `contents`, so an object's size is known before a byte of it is read, and a
+// batch of questions is written at once and answered in order (one round trip per batch, not per
+// object). For walks that decide what to read next from what they read (the push's tree
+// comparison, src/remote/push-objects.ts).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { XetError } from '../errors';
+import type { GitOptions } from './exec';
+import { gitSpawnEnv } from './exec';
+
+export interface ObjectInfo {
+  oid: string;
+  type: string;
+  size: number;
+  /** Bytes it takes in this repository (a packed entry as stored, a loose object compressed). */
+  diskSize: number;
+}
+
+export interface ObjectContents extends ObjectInfo {
+  data: Buffer;
+}
+
+interface Pending {
+  contents: boolean;
+  /** Contents bigger than this end the reader (the caller falls back); info is never refused. */
+  max: number;
+  resolve: (v: ObjectInfo | ObjectContents | null) => void;
+  reject: (e: Error) => void;
+}
+
+/** Thrown for an object bigger than the caller's bound: the reader is closed, nothing of it read. */
+export class TooBig extends Error {}
+
+export class ObjectReader {
+  private readonly child: ChildProcess;
+  private readonly queue: Pending[] = [];
+  private buf: Buffer = Buffer.alloc(0);
+  private failed: Error | null = null;
+  private stderr = '';
+
+  constructor(opts: GitOptions) {
+    this.child = spawn(
+      'git',
+      ['cat-file', '--batch-command=%(objectname) %(objecttype) %(objectsize) %(objectsize:disk)'],
+      { cwd: opts.cwd, env: gitSpawnEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    this.child.stdout?.on('data', (b: Buffer) => this.onData(b));
+    this.child.stderr?.on('data', (b: Buffer) => (this.stderr += b.toString('utf8').slice(0, 4000)));
+    this.child.stdin?.on('error', () => undefined);
+    this.child.on('error', (e) => this.fail(new XetError('GIT_FAILED', `cannot run git: ${e.message}`)));
+    this.child.on('close', () =>
+      this.fail(new XetError('GIT_FAILED', `git cat-file --batch-command ended: ${this.stderr.trim()}`)),
+    );
+  }
+
+  /** Type and sizes of each oid (full hex ids only), null for one this repository lacks. */
+  info(oids: string[]): Promise<(ObjectInfo | null)[]> {
+    return Promise.all(oids.map((oid) => this.ask(oid, false, Infinity) as Promise<ObjectInfo | null>));
+  }
+
+  /** Each object whole, null for one this repository lacks; TooBig (and the reader closed) for one
+   * over `max` bytes. */
+  contents(oids: string[], max: number): Promise<(ObjectContents | null)[]> {
+    return Promise.all(oids.map((oid) => this.ask(oid, true, max) as Promise<ObjectContents | null>));
+  }
+
+  close(): void {
+    if (this.child.exitCode === null && !this.child.killed) {
+      this.child.stdin?.end();
+      this.child.kill('SIGKILL');
+    }
+    this.fail(new XetError('GIT_FAILED', 'the object reader was closed'));
+  }
+
+  private ask(oid: string, contents: boolean, max: number): Promise<ObjectInfo | ObjectContents | null> {
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(oid)) {
+      return Promise.reject(new XetError('USAGE', `not an object id: ${JSON.stringify(oid)}`));
+    }
+    if (this.failed) return Promise.reject(this.failed);
+    return new Promise((resolve, reject) => {
+      this.queue.push({ contents, max, resolve, reject });
+      this.child.stdin?.write(`${contents ? 'contents' : 'info'} ${oid}\n`);
+    });
+  }
+
+  private fail(e: Error): void {
+    this.failed ??= e;
+    for (const p of this.queue.splice(0)) p.reject(this.failed);
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    for (;;) {
+      const p = this.queue[0];
+      if (!p) return;
+      const nl = this.buf.indexOf(10);
+      if (nl < 0) return;
+      const header = this.buf.subarray(0, nl).toString('latin1');
+      const f = header.split(' ');
+      if (f[1] === 'missing' || f[1] === 'ambiguous') {
+        this.buf = this.buf.subarray(nl + 1);
+        this.queue.shift();
+        p.resolve(null);
+        continue;
+      }
+      const info: ObjectInfo = { oid: f[0], type: f[1], size: Number(f[2]), diskSize: Number(f[3]) };
+      if (f.length !== 4 || !Number.isSafeInteger(info.size) || !Number.isSafeInteger(info.diskSize)) {
+        this.close();
+        return;
+      }
+      if (!p.contents) {
+        this.buf = this.buf.subarray(nl + 1);
+        this.queue.shift();
+        p.resolve(info);
+        continue;
+      }
+      if (info.size > p.max) {
+        this.queue.shift();
+        p.reject(new TooBig(`${info.oid} is ${info.size} bytes`));
+        this.close();
+        return;
+      }
+      if (this.buf.length < nl + 1 + info.size + 1) return;
+      const data = Buffer.from(this.buf.subarray(nl + 1, nl + 1 + info.size));
+      this.buf = this.buf.subarray(nl + 1 + info.size + 1);
+      this.queue.shift();
+      p.resolve({ ...info, data });
+    }
+  }
+}
