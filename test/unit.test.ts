@@ -220,6 +220,18 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     const fast = new PatternMatcher(list);
     const slow = ignore({ allowRelativePaths: true }).add(list);
     for (const p of paths) assert.equal(fast.matches(p), slow.ignores(p), `${JSON.stringify(list)} on ${p}`);
+    // The walk's order: every file of a directory in turn, the same directories again and again
+    // (answers are cached by directory and by name, so later questions take other routes).
+    let seed = 7;
+    const pick = <T>(xs: T[]): T => xs[(seed = (seed * 1103515245 + 12345) % 2147483648) % xs.length];
+    const names = paths.flatMap((p) => p.split('/')).filter((n) => n !== '');
+    for (let i = 0; i < 3000; i++) {
+      const dir = Array.from({ length: 1 + (i % 4) }, () => pick(names)).join('/');
+      for (let j = 0; j < 3; j++) {
+        const p = `${dir}/${pick(names)}`;
+        assert.equal(fast.matches(p), slow.ignores(p), `${JSON.stringify(list)} on ${p}`);
+      }
+    }
   }
 });
 

@@ -60,6 +60,8 @@ export class PatternMatcher {
   private readonly triggers: Set<string> | null = new Set();
   private readonly fileCache = new Map<string, boolean>();
   private readonly dirCache = new Map<string, boolean>();
+  /** Whether a directory path has a component whose name matches (by the directory's path). */
+  private readonly prefixCache = new Map<string, boolean>();
   /** A name can only match a bare pattern if it contains that pattern's longest literal run
    * (lower-cased: `ignore` matches case-insensitively); null when some pattern has none. */
   private readonly literals: string[] | null = null;
@@ -99,25 +101,42 @@ export class PatternMatcher {
 
   matches(path: string): boolean {
     if (this.whole) return this.whole.ignores(path);
-    const parts = path.split('/');
+    if (!this.names && !this.paths) return false;
+    const slash = path.lastIndexOf('/');
     if (this.names) {
-      for (let i = 0; i < parts.length; i++) {
-        const dir = i < parts.length - 1;
-        const cache = dir ? this.dirCache : this.fileCache;
-        let hit = cache.get(parts[i]);
-        if (hit === undefined) {
-          const lower = parts[i].toLowerCase();
-          hit =
-            (this.literals === null || this.literals.some((l) => lower.includes(l))) &&
-            this.names.ignores(dir ? `${parts[i]}/` : parts[i]);
-          cache.set(parts[i], hit);
-        }
-        if (hit) return true;
-      }
+      // The walk asks about every file of a directory in turn: whether one of its directories'
+      // names matches is decided once per directory, and each file costs one lookup of its name.
+      if (slash > 0 && this.dirMatches(path.slice(0, slash))) return true;
+      if (this.nameMatches(path.slice(slash + 1), this.fileCache, '')) return true;
     }
     if (!this.paths) return false;
-    if (this.triggers && !parts.some((p) => (this.triggers as Set<string>).has(p))) return false;
+    if (this.triggers && !path.split('/').some((p) => (this.triggers as Set<string>).has(p))) return false;
     return this.paths.ignores(path);
+  }
+
+  private dirMatches(dir: string): boolean {
+    let hit = this.prefixCache.get(dir);
+    if (hit === undefined) {
+      const slash = dir.lastIndexOf('/');
+      hit =
+        (slash > 0 && this.dirMatches(dir.slice(0, slash))) ||
+        this.nameMatches(dir.slice(slash + 1), this.dirCache, '/');
+      this.prefixCache.set(dir, hit);
+    }
+    return hit;
+  }
+
+  private nameMatches(name: string, cache: Map<string, boolean>, suffix: string): boolean {
+    if (name === '') return false; // `dir/`: only its directories' names are asked about
+    let hit = cache.get(name);
+    if (hit === undefined) {
+      const lower = name.toLowerCase();
+      hit =
+        (this.literals === null || this.literals.some((l) => lower.includes(l))) &&
+        (this.names as Ignore).ignores(name + suffix);
+      cache.set(name, hit);
+    }
+    return hit;
   }
 
   get empty(): boolean {
