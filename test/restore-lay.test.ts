@@ -22,7 +22,9 @@ const hasPython = spawnSync('python3', ['-c', 'pass']).status === 0;
 /** A source with every kind of entry restore lays, and objects stored every way git stores them. */
 function buildSource(sb: Sandbox): { r: Repo; edits: string[] } {
   const r = initRepo(sb, 'src');
-  r.git('config', 'xet.chunk.threshold', '1m');
+  // For the source and its copies alike (a copy's first capture reuses the chunks restore laid
+  // only at the threshold it was restored with).
+  run(sb, r.dir, 'git', ['config', '--global', 'xet.chunk.threshold', '1m']);
   // Versions of a text file: after the repack the older one is a delta of the newer.
   const lines = (n: number) =>
     Array.from({ length: n }, (_, i) => `line ${i} of a file that deltifies well\n`).join('');
@@ -287,8 +289,15 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
       'git status reads no clean file',
     );
     assert.deepEqual(filesOpenedBy(sb, ours, 'git', ['diff-files', '--name-only']), []);
-    // The first capture in the copy reads no file: its stat cache is the files index.
+    // The first capture in the copy reads no file: its stat cache is the files index, sealed by
+    // restore with the record capture writes (restored-cache.ts), chunked files included.
     assert.deepEqual(filesOpenedBy(sb, ours, process.execPath, [XET_BIN, 'capture', '--json']), []);
+    const again = capture(sb, ours);
+    assert.equal(
+      gitOut(sb, ours, ['rev-parse', `${again}:files`]),
+      r.git('rev-parse', `${snap}:files`),
+      'what it reused is what was restored',
+    );
   }
   expectExit(verify(sb, r.dir, snap, ours), 0);
 }

@@ -69,6 +69,10 @@ export class SharedOidSet {
     return this.add(Buffer.from(hex, 'hex'));
   }
 
+  hasHex(hex: string): boolean {
+    return this.has(Buffer.from(hex, 'hex'));
+  }
+
   private sameKey(slot: number, oid: Uint8Array, at: number): boolean {
     const n = this.oidBytes;
     const k = this.keys;

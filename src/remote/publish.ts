@@ -294,8 +294,9 @@ function storeRefs(root: string, remote: string): Map<string, string> {
   try {
     store = DirectoryStore.open(root);
   } catch (e) {
-    // A store that does not exist yet is created by the first push.
-    if (noStoreAt(e) && !/not a store/.test((e as Error).message)) return new Map();
+    // A store that does not exist yet, or an empty directory, is created by the first push (as
+    // through git-remote-xet); a directory with other files in it is refused.
+    if (noStoreAt(e) && emptyOrMissing(root)) return new Map();
     throw listFailure(e, remote);
   }
   try {
@@ -700,6 +701,14 @@ async function establish(repo: Repo, p: PublicationRow): Promise<PublicationStat
     return 'unknown';
   } catch {
     return 'unknown';
+  }
+}
+
+function emptyOrMissing(dir: string): boolean {
+  try {
+    return fs.readdirSync(dir).length === 0;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT';
   }
 }
 

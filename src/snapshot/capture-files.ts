@@ -6,12 +6,16 @@
 //
 // Which objects are stored: a shared set (oid-set.ts) starts with what the repository is known to
 // hold (the previous capture's entries when a ref still holds its tree, else the base tree's; the
-// user's index), and the first thread to add an id packs it. An object held somewhere else in the
-// repository may be stored again; that costs space, never correctness, and the next repack drops it.
+// user's index), and the first thread to add an id packs it.
 //
-// Under a storage allowance with a limit the pack must be admitted before any of it is written, so
-// there the pass only hashes; the new objects are then admitted and read again to be packed (each
-// must still hash to what it did, else WORKTREE_CHANGED).
+// When few files are read (a re-capture, a small tree, a branch switched back), the pass only
+// hashes: the ids nothing vouches for are looked up in the repository (one cat-file), and only the
+// missing ones are read again and packed, so content that is already stored (an older version
+// checked out again, say) is not stored twice. Past LOOKUP_LIMIT files the pass packs as it reads:
+// an object held somewhere else in the repository may then be stored again; that costs space,
+// never correctness, and the next repack drops it. Under a storage allowance with a limit the pack
+// must be admitted before any of it is written, so there the pass only hashes too. Either way a
+// file read again must still hash to what it did, else WORKTREE_CHANGED.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -89,6 +93,9 @@ const MIN_CHUNK_THRESHOLD = 64 * 1024;
 const PARALLEL_MIN_FILES = 64;
 const PARALLEL_MIN_BYTES = 4 * 1024 * 1024;
 const BATCH_FILES = 192;
+/** Up to this many files read (and about this many bytes), the ids are looked up before packing. */
+const LOOKUP_LIMIT = 2000;
+const LOOKUP_BYTES = 64 * 1024 * 1024;
 const BATCH_BYTES = 2 * 1024 * 1024;
 
 const enum Slot {
@@ -211,8 +218,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   );
   const reused: number[] = [];
   for (let i = 0; i < n; i++) if (slot[i] === Slot.Reused) reused.push(i);
+  // Without a held cache, the base tree's blobs and trees (and the base itself) are what is known.
   const baseOids =
-    !backed && spec.previousTree ? (await lsTree(spec.previousTree, spec.gitOptions)).map((e) => e.oid) : [];
+    !backed && spec.previousTree
+      ? [spec.previousTree, ...(await lsTree(spec.previousTree, { ...spec.gitOptions, trees: true })).map((e) => e.oid)]
+      : [];
   const known = SharedOidSet.create(
     n + (cache?.parsed.entries.length ?? 0) + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096,
     hashLen,
@@ -240,7 +250,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   }
 
   const limited = spec.admission?.limited ?? false;
-  const mode: 'hash' | 'pack' = limited ? 'hash' : 'pack';
+  const estimate = toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
+  const lookupFirst = toRead.length <= LOOKUP_LIMIT && estimate <= LOOKUP_BYTES;
+  const twoPass = limited || lookupFirst;
+  const mode: 'hash' | 'pack' = twoPass ? 'hash' : 'pack';
   let pack: PackStream | null = null;
   let pool: WorkerPool | null = null;
   const deflateLevel = 1;
@@ -327,8 +340,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   };
   const largeAt = chunking ? chunking.threshold : 0;
   try {
-    if (!limited && (toRead.length > 0 || large.size > 0)) await ensurePack();
-    const estimate = toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
+    if (!twoPass && (toRead.length > 0 || large.size > 0)) await ensurePack();
     if (toRead.length >= PARALLEL_MIN_FILES && estimate >= PARALLEL_MIN_BYTES && WorkerPool.size() > 1) {
       pool = new WorkerPool();
     }
@@ -424,7 +436,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     // --- the rest of the pack ---
     const items: PackItem[] = [];
     const oldTrees = backed && cache ? cache.trees : new Set<string>();
-    for (const t of built.trees) if (!oldTrees.has(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
+    for (const t of built.trees) {
+      if (!oldTrees.has(t.oid) && !known.hasHex(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
+    }
     const oldMeta = backed ? cache?.record?.meta : undefined;
     if (metaOid !== oldMeta) items.push({ oid: metaOid, type: 'blob', data: metaData });
     if (spec.extraItems) items.push(...(await spec.extraItems));
@@ -432,13 +446,18 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const chunkBytes = chunkItems.reduce((a, it) => a + (it.range ? it.range.size : 0), 0);
     const chunkLevel = chunkLevelFor(chunking?.level ?? DEFAULT_CHUNK_COMPRESSION, chunkBytes);
 
-    if (limited) {
-      // Admit everything new, then write it: the blobs read again (each must hash as before).
+    if (twoPass) {
+      // What the repository lacks is admitted, then written: the blobs read again (each must hash
+      // as before).
       const firstOf = new Map<string, number>();
       for (let i = 0; i < n; i++) {
         if (slot[i] !== Slot.Done || chunked.has(paths[i]) || known.has(oid, i * hashLen)) continue;
         const hex = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
         if (!firstOf.has(hex)) firstOf.set(hex, i);
+      }
+      if (firstOf.size && firstOf.size <= LOOKUP_LIMIT) {
+        tracePhase(`files: look up ${firstOf.size}`);
+        for (const hex of (await objectSizes(firstOf.keys(), spec.gitOptions)).keys()) firstOf.delete(hex);
       }
       const whole: number[] = [];
       for (const [hex, i] of firstOf) {
@@ -447,7 +466,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       }
       const all = [...items, ...chunkItems];
       const objects = firstOf.size + all.length;
-      if (objects) {
+      if (objects && limited) {
         await spec.admission?.admit(
           objects,
           () =>
@@ -455,6 +474,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
           spec.scratchDir,
         );
         pack = PackStream.open(spec.objectsDir, format);
+      } else if (objects) await ensurePack();
+      if (objects) {
         whole.sort((a, b) => a - b);
         if (!pool && whole.length >= PARALLEL_MIN_FILES && WorkerPool.size() > 1) pool = new WorkerPool();
         const expect: string[] = [];

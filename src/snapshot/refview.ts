@@ -7,7 +7,8 @@ import { XetError } from '../errors';
 import type { GitOptions } from '../git/exec';
 import { listRefs, readHead, type HeadState, type RefEntry } from '../git/plumbing';
 
-const ATTEMPTS = 5;
+// Each attempt is two short git processes; on a loaded machine a commit loop can outpace a few.
+const ATTEMPTS = 12;
 
 /** Whether HEAD and the listed refs describe one moment: HEAD's branch, if listed, is HEAD's commit
  * (and an unborn HEAD's branch is not listed at all). */

@@ -25,6 +25,7 @@ import { checkTarget, refuseInsideGitDir } from './target';
 
 export { checkTarget, refuseInsideGitDir };
 import { recordOrigin } from './origin';
+import { sealRestoredCache } from './restored-cache';
 import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
 import { withoutPassword } from '../remote/url';
@@ -77,6 +78,7 @@ async function resolveFrom(cwd: string, from: string, local: Repo | null): Promi
 }
 
 export async function restore(options: RestoreOptions): Promise<RestoreResult> {
+  const startedAt = Date.now();
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target);
   const local = await tryFindRepo(options.cwd, true);
@@ -209,7 +211,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await faultPoint('restore:before-rename');
     publish(tmp, target);
     published = true;
-    const warnings = [...leftoverWarning(cleaned), ...(await seedWorkspace(target, snap))];
+    const warnings = [
+      ...leftoverWarning(cleaned),
+      ...(await seedWorkspace(target, snap, lazy === null ? startedAt : null)),
+    ];
     if (snap.manifest.repositories?.length) {
       warnings.push(
         ...(await seedRepositories(snap, target, { cwd: target, env: { GIT_DIR: path.join(target, '.git') } })),
@@ -451,7 +456,7 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
 /** Tell the new repository's sidecar that its worktree holds this files tree, so its first capture
  * stores only what changed since (the objects are already there). An optimisation: the restore is
  * complete before this runs, so a failure here is a warning, not an error. */
-async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> {
+async function seedWorkspace(target: string, snap: Snapshot, sealSince: number | null): Promise<string[]> {
   const filesIndex = path.join(target, '.git', FILES_INDEX);
   try {
     const repo = await findRepo(target);
@@ -471,6 +476,14 @@ async function seedWorkspace(target: string, snap: Snapshot): Promise<string[]> 
       );
       recordRestoredFrom(db, id, snap.oid);
     });
+    // Only a restore that brought every object may vouch for them (restored-cache.ts).
+    if (sealSince !== null) {
+      try {
+        await sealRestoredCache(cache, repo.worktree, snap, sealSince, repoOpts(repo));
+      } catch (e) {
+        return [`the first capture here will read every file: ${(e as Error).message}`];
+      }
+    }
     return [];
   } catch (e) {
     fs.rmSync(filesIndex, { force: true });

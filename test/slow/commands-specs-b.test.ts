@@ -297,10 +297,10 @@ test("the specs' MCP metadata: tool names, gc a dry run unless asked, long, path
   );
   // handoff create is long only when it pushes too.
   assert.deepEqual(
-    mine.filter((s) => typeof s.long === 'function').map((s) => s.tool),
+    COMMANDS.filter((s) => typeof s.long === 'function').map((s) => s.tool),
     ['handoff_create'],
   );
-  const create = mine.find((s) => s.tool === 'handoff_create');
+  const create = COMMANDS.find((s) => s.tool === 'handoff_create');
   assert.equal(isLong(create as AnyCommandSpec, { title: 't' }), false);
   assert.equal(isLong(create as AnyCommandSpec, { title: 't', push: 'store' }), true);
   assert.deepEqual(pushCommand.paths, { remote: 'source' });

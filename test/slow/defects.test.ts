@@ -360,7 +360,8 @@ test('temporary files of a SIGKILLed capture or restore are removed by the next 
     const xetTmp = path.join(r.commonDir(), 'xet', 'tmp');
     const ls = (dir: string, re: RegExp) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => re.test(n)) : []);
     const tmpPacks = () => ls(packDir, /^tmp_(pack|idx)_xet_/);
-    const scratch = () => ls(xetTmp, /^capture-/);
+    // Every scratch directory a capture makes (capture-, index-: the staged tree's) is one.
+    const scratch = () => ls(xetTmp, /^[a-z]+-\d+-/);
     // A live process's temporary files (this test's own pid) must survive every cleanup.
     fs.mkdirSync(packDir, { recursive: true });
     const livePack = path.join(packDir, `tmp_pack_xet_${process.pid}_abcdef`);
