@@ -1,0 +1,63 @@
+// What a capture stores: only objects the repository lacks. Content already in history (an older
+// version checked out again, a file copied from a committed one) is looked up, not packed twice,
+// when a capture reads few files (src/snapshot/capture-files.ts, LOOKUP_LIMIT); past that limit a
+// duplicate costs space only, and the snapshot is the same either way.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { initRepo, pseudoRandomBytes, type Repo } from './support/git';
+import { createSandbox } from './support/sandbox';
+import { capture, expectExit, verify, xet } from './support/xet';
+
+/** Object ids in the packs that appeared since `before` (a set of .idx names). */
+function newObjects(r: Repo, before: Set<string>): string[] {
+  const dir = path.join(r.commonDir(), 'objects', 'pack');
+  return [...packs(r)]
+    .filter((n) => !before.has(n))
+    .flatMap((n) => r.gitInput(fs.readFileSync(path.join(dir, n)), 'show-index').split('\n'))
+    .filter((l) => l.trim() !== '')
+    .map((l) => l.split(' ')[1]);
+}
+
+function packs(r: Repo): Set<string> {
+  return new Set(fs.readdirSync(path.join(r.commonDir(), 'objects', 'pack')).filter((n) => n.endsWith('.idx')));
+}
+
+test('a capture stores what the repository lacks: content already in history is not packed again', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    const v1 = pseudoRandomBytes(40_000, 3);
+    const v2 = pseudoRandomBytes(40_000, 4);
+    r.write('data.bin', v1);
+    r.write('notes.txt', 'one\n');
+    r.commit('v1');
+    const v1Blob = r.git('rev-parse', 'HEAD:data.bin').trim();
+    r.write('data.bin', v2);
+    r.commit('v2');
+    r.git('gc', '-q');
+    capture(sb, r.dir);
+
+    // The older version again, and a new file with committed bytes, beside a real edit.
+    r.write('data.bin', v1);
+    r.write('copy-of-notes.txt', 'one\n');
+    r.write('fresh.txt', 'never seen\n');
+    const before = packs(r);
+    const snap = capture(sb, r.dir);
+    const stored = newObjects(r, before);
+    const fresh = r.gitInput('never seen\n', 'hash-object', '--stdin').trim();
+    assert.ok(stored.includes(fresh), 'the new content is stored');
+    assert.ok(!stored.includes(v1Blob), 'the older version is not stored again');
+    const notes = r.git('rev-parse', 'HEAD:notes.txt').trim();
+    assert.ok(!stored.includes(notes), 'a copy of committed bytes is not stored again');
+    assert.equal(r.git('rev-parse', `${snap}:files/data.bin`).trim(), v1Blob);
+    r.git('fsck', '--no-progress', '--strict');
+    const copy = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
+    expectExit(verify(sb, r.dir, snap, copy), 0);
+    assert.deepEqual(fs.readFileSync(path.join(copy, 'data.bin')), v1);
+  } finally {
+    sb.cleanup();
+  }
+});
