@@ -58,6 +58,19 @@ function buildSource(sb: Sandbox): { r: Repo; edits: string[] } {
   r.write('build/large.bin', pseudoRandomBytes(200_000, 13));
   r.write('loose-only.txt', 'a blob git wrote as a loose object\n');
   r.git('add', 'loose-only.txt');
+  // Every file a few seconds old: a restored file modified in the second before its restore began
+  // is racy and read again by the copy's first capture (restored-cache.ts), which the checks below
+  // would count as reading a clean file.
+  const past = Date.now() / 1000 - 5;
+  const age = (dir: string): void => {
+    for (const d of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, d.name);
+      if (d.name === '.git') continue;
+      if (d.isDirectory()) age(p);
+      else if (d.isFile()) fs.utimesSync(p, past, past);
+    }
+  };
+  age(r.dir);
   return { r, edits: ['doc/history.txt', 'tool.sh'] };
 }
 
