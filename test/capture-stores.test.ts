@@ -61,3 +61,49 @@ test('a capture stores what the repository lacks: content already in history is 
     sb.cleanup();
   }
 });
+
+test('a filemeta blob held only by a dropped and collected snapshot is stored again, not assumed', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { a: 'a\n', b: 'b\n' });
+    const at = (p: string, iso: string) => fs.utimesSync(r.p(p), new Date(iso), new Date(iso));
+    at('a', '2020-01-01T00:00:00Z');
+    at('b', '2020-01-01T00:00:00Z');
+    capture(sb, r.dir);
+    // The same bytes with another time: the same files tree, another filemeta blob.
+    at('a', '2021-01-01T00:00:00Z');
+    const second = capture(sb, r.dir);
+    const meta = r.git('rev-parse', `${second}:filemeta`).trim();
+    expectExit(xet(sb, r.dir, ['drop', second]), 0);
+    expectExit(xet(sb, r.dir, ['gc', '--grace', '0']), 0);
+    assert.notEqual(r.gitTry('cat-file', '-e', meta).status, 0, 'gc collected the filemeta blob');
+    const third = capture(sb, r.dir, ['--always']);
+    assert.equal(r.git('rev-parse', `${third}:filemeta`).trim(), meta);
+    r.git('fsck', '--no-progress', '--strict');
+    const copy = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', third, copy]), 0);
+    expectExit(verify(sb, r.dir, third, copy), 0);
+    assert.equal(fs.statSync(path.join(copy, 'a')).mtime.toISOString(), '2021-01-01T00:00:00.000Z');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('with chunking off a capture of an unchanged tree reads no file, large ones included', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.git('config', 'xet.chunk.threshold', 'off');
+    for (let i = 0; i < 5; i++) r.write(`f${i}.bin`, pseudoRandomBytes(200_000, 20 + i));
+    r.commit('files');
+    const past = Date.now() / 1000 - 5;
+    for (let i = 0; i < 5; i++) fs.utimesSync(r.p(`f${i}.bin`), past, past);
+    capture(sb, r.dir);
+    const again = xet(sb, r.dir, ['capture', '--always', '--json'], { env: { GIT_XET_TRACE: '1' } });
+    expectExit(again, 0);
+    assert.match(again.stderr.toString(), /files: read 0\b/, again.stderr.toString());
+  } finally {
+    sb.cleanup();
+  }
+});

@@ -233,7 +233,14 @@ export class PackStream {
    * running: its compressed length is not known in advance). Its bytes must hash to `oid`. */
   async appendBigFile(oid: string, file: string, level: number): Promise<void> {
     if (this.oids.has(oid)) return;
-    const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    let fd: number;
+    try {
+      fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP' || code === 'ENOTDIR') throw changed(file, 'it went away');
+      throw e;
+    }
     try {
       const st = fs.fstatSync(fd);
       if (!st.isFile()) throw changed(file, 'not a regular file any more');

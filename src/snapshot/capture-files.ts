@@ -186,7 +186,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         if (
           sameAsEntry(buf, o, st, mode) &&
           buf.readUInt32BE(o + STAT.mtime) < c.racyFrom &&
-          (st.size < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !(p in recordChunked)))
+          (st.size < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !Object.hasOwn(recordChunked, p)))
         ) {
           buf.copy(stat, i * STAT_BYTES, o, o + STAT_BYTES);
           buf.copy(oid, i * hashLen, o + STAT_BYTES, o + STAT_BYTES + hashLen);
@@ -359,8 +359,15 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     }
     const firsts = [...groups.values()].map((g) => g[0]);
     if (firsts.length) await run(firsts, { deferLinks: false, mode, largeAt, set: known });
+    // The others of a group whose first path is gone, or is another file now (renamed over while
+    // we read: an editor's save, a package manager), are read for themselves.
     const orphans: number[] = [];
-    for (const g of groups.values()) if (slot[g[0]] === Slot.Vanished) orphans.push(...g.slice(1));
+    for (const [key, g] of groups) {
+      const first = g[0];
+      if (slot[first] === Slot.Vanished || (slot[first] !== Slot.Large && inode[first] !== key)) {
+        orphans.push(...g.slice(1));
+      }
+    }
     if (orphans.length) await run(orphans, { deferLinks: false, mode, largeAt, set: known });
     // Large files a worker saw (stat-ed, not read): chunk candidates, stat-ed again for the chunker.
     for (let i = 0; i < n; i++) {
@@ -400,9 +407,18 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     }
     const chunked = chunks?.chunked ?? new Map<string, ChunkedPath>();
     // Followers take their first path's entry (a chunked file's pointer included).
-    for (const g of groups.values()) {
+    for (const [key, g] of groups) {
       const first = g[0];
       if (slot[first] === Slot.Vanished) continue;
+      if (inode[first] !== key && g.slice(1).some((f) => slot[f] === Slot.Follower)) {
+        throw new XetError(
+          'WORKTREE_CHANGED',
+          `${paths[first]} was replaced while it was being captured; capture again`,
+          {
+            path: paths[first],
+          },
+        );
+      }
       for (const f of g.slice(1)) {
         if (slot[f] !== Slot.Follower) continue;
         oid.copy(oid, f * hashLen, first * hashLen, (first + 1) * hashLen);
@@ -439,8 +455,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const t of built.trees) {
       if (!oldTrees.has(t.oid) && !known.hasHex(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
     }
+    // The record's filemeta blob may have been held only by a snapshot dropped since: it is skipped
+    // only when the repository still has it.
     const oldMeta = backed ? cache?.record?.meta : undefined;
-    if (metaOid !== oldMeta) items.push({ oid: metaOid, type: 'blob', data: metaData });
+    const metaHeld = metaOid === oldMeta && (await objectSizes([metaOid], spec.gitOptions)).has(metaOid);
+    if (!metaHeld) items.push({ oid: metaOid, type: 'blob', data: metaData });
     if (spec.extraItems) items.push(...(await spec.extraItems));
     const chunkItems = chunks?.items ?? [];
     const chunkBytes = chunkItems.reduce((a, it) => a + (it.range ? it.range.size : 0), 0);
@@ -483,6 +502,15 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         // A set of its own: only what this pass claims is written.
         const claims = SharedOidSet.create(whole.length + 16, hashLen);
         await run(whole, { deferLinks: false, mode: 'pack', largeAt: 0, set: claims, expect });
+        // The trees already name these files: one gone (or a directory, a fifo) since it was hashed
+        // would leave a snapshot naming content it never stored.
+        for (const i of whole) {
+          if (slot[i] !== Slot.Done) {
+            throw new XetError('WORKTREE_CHANGED', `${paths[i]} went away while it was being captured; capture again`, {
+              path: paths[i],
+            });
+          }
+        }
       }
     }
     const restItems = [...chunkItems, ...items];
@@ -520,7 +548,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       since: Math.floor(runStart / 1000) - 1,
       root: built.root,
       meta: metaOid,
-      ...(chunks ? { chunks: chunks.record } : {}),
+      // Without chunking no entry is a pointer: an empty chunk record says so (else every file of
+      // 64 KiB or more would be read again next time).
+      chunks: chunks ? chunks.record : { schema: 'xet.statcache-chunks/1', startedAt: runStart, files: {} },
     };
     const entries: IndexEntryOut[] = final.map((i, k) => ({
       path: pathBytes[k],

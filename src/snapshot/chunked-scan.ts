@@ -152,7 +152,7 @@ export async function chunkFiles(
   const hits = new Map<string, CachedFile>();
   const limit = record ? BigInt(record.startedAt - 1000) * 1_000_000n : 0n;
   for (const [p, st] of large) {
-    const c = record?.files[p];
+    const c = record && Object.hasOwn(record.files, p) ? record.files[p] : undefined;
     if (
       c &&
       c.size === Number(st.size) &&
@@ -220,7 +220,7 @@ export async function chunkFiles(
     for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
     // Chunks this path had last time are stored; the others are looked up below.
     const before = new Set<string>();
-    const prev = record?.files[p]?.oids ?? '';
+    const prev = (record && Object.hasOwn(record.files, p) ? record.files[p].oids : '') ?? '';
     for (let i = 0; i < prev.length; i += pointerOid.length) before.add(prev.slice(i, i + pointerOid.length));
     for (const c of cf.chunks) {
       allChunks.add(c.oid);
