@@ -358,6 +358,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       else groups.set(key, [i]);
     }
     const firsts = [...groups.values()].map((g) => g[0]);
+    if (firsts.length) await faultPoint('capture:before-links');
     if (firsts.length) await run(firsts, { deferLinks: false, mode, largeAt, set: known });
     // The others of a group whose first path is gone, or is another file now (renamed over while
     // we read: an editor's save, a package manager), are read for themselves.
@@ -501,6 +502,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         for (const i of whole) expect[i] = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
         // A set of its own: only what this pass claims is written.
         const claims = SharedOidSet.create(whole.length + 16, hashLen);
+        await faultPoint('capture:between-passes');
         await run(whole, { deferLinks: false, mode: 'pack', largeAt: 0, set: claims, expect });
         // The trees already name these files: one gone (or a directory, a fifo) since it was hashed
         // would leave a snapshot naming content it never stored.

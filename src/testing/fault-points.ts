@@ -27,6 +27,10 @@ export const FAULT_POINTS = [
   // capture: a pack half written (tmp_pack_xet_*); objects written, nothing references them; the ref
   // exists, the sidecar does not know it
   'pack:mid-write',
+  // capture with few files to read: hashed and looked up, not yet read again to be packed
+  'capture:between-passes',
+  // capture: every file but the other links of an inode stat-ed or read; those not yet read
+  'capture:before-links',
   'capture:after-pack',
   'capture:before-ref',
   'capture:after-ref',

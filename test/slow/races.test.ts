@@ -67,3 +67,44 @@ test('a file that changes after capture read it: the snapshot holds what was rea
     const snap = capture(sb, r.dir);
     assert.equal(r.git('cat-file', 'blob', `${snap}:files/new.txt`), 'edited meanwhile\n');
   }));
+
+test('a new file deleted between the hash pass and the pack pass: WORKTREE_CHANGED, no snapshot naming unstored content', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    capture(sb, r.dir);
+    r.write('new.txt', 'content the repository does not hold\n');
+    const held = await pausedAt(sb, r.dir, ['capture', '--json'], 'capture:between-passes');
+    fs.rmSync(r.p('new.txt'));
+    held.go();
+    const out = await held.done;
+    assert.notEqual(out.code, 0, out.stdout);
+    assert.equal(JSON.parse(out.stdout).error.code, 'WORKTREE_CHANGED', out.stdout);
+    r.git('fsck', '--no-progress', '--strict');
+    // The next capture records the tree as it is.
+    const snap = capture(sb, r.dir);
+    assert.equal(r.gitTry('cat-file', '-e', `${snap}:files/new.txt`).status === 0, false);
+  }));
+
+test('the first path of a hard-linked file renamed over during capture: its other links keep their own content', () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    capture(sb, r.dir);
+    r.write('l/0a', 'OLD shared content\n');
+    fs.linkSync(r.p('l/0a'), r.p('l/0b'));
+    // Held after both links were stat-ed (as one inode), before its first path (0a) is read.
+    const held = await pausedAt(sb, r.dir, ['capture', '--json'], 'capture:before-links');
+    r.write('l/new', 'NEW content of 0a\n');
+    fs.renameSync(r.p('l/new'), r.p('l/0a'));
+    held.go();
+    const out = await held.done;
+    assert.equal(out.code, 0, out.stdout);
+    // 0a is read as it is now; 0b, no longer its link, is read for itself: it never held the new bytes.
+    const first = JSON.parse(out.stdout).snapshot as string;
+    assert.equal(r.git('cat-file', 'blob', `${first}:files/l/0a`), 'NEW content of 0a\n');
+    assert.equal(r.git('cat-file', 'blob', `${first}:files/l/0b`), 'OLD shared content\n');
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/l/0a`), 'NEW content of 0a\n');
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/l/0b`), 'OLD shared content\n');
+  }));
