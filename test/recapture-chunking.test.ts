@@ -180,7 +180,7 @@ test('the chunk record counts only when it is sealed to the index in place', () 
   }
 });
 
-test('chunking turned off: the chunked file is a whole blob and the chunk record goes with it', () => {
+test('chunking turned off: the chunked file is a whole blob and the chunk record names no file', () => {
   const sb = createSandbox();
   try {
     const r = initRepo(sb, 'repo');
@@ -196,8 +196,10 @@ test('chunking turned off: the chunked file is a whole blob and the chunk record
     const off = capture(sb, r);
     assert.deepEqual(chunkedOf(r, off.snapshot), []);
     assert.equal(r.git('rev-parse', `${off.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
-    // The record no longer names it: the cache's entry is the whole blob now.
-    assert.equal(chunkRecord(), undefined);
+    // The record no longer names it: the cache's entry is the whole blob now (and the record says
+    // no entry is a pointer, so the next capture reads no file it need not).
+    assert.deepEqual(chunkRecord()?.files, {});
+    assert.equal(chunkRecord()?.threshold, undefined);
     r.write('a.txt', 'b\n');
     const again = capture(sb, r);
     assert.equal(r.git('rev-parse', `${again.snapshot}:files/big.bin`).trim(), r.git('hash-object', 'big.bin').trim());
