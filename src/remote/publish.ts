@@ -377,14 +377,8 @@ async function runPublication(
     throw rejected(result);
   }
   // No verdict from git (the helper died, the connection dropped): find out what happened.
-  const row = withSidecar(repo.commonDir, (db) => pendingPublications(db, url)).find((p) => p.id === id);
-  const state = row ? await establish(repo, row) : 'unknown';
-  if (state === 'published') {
-    withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { recovered: true }));
-    removePublicationLocks(repo, id);
-    result.refs.push(...fresh.map((f) => ({ ref: f.name, status: 'new' as const })));
-    return result;
-  }
+  const state = await publicationState(repo, url, id);
+  if (state === 'published') return recoveredPublished(repo, id, fresh, result);
   if (state === 'not-published') {
     const refusal = helperRefusal(r.stderr, { publication: id });
     // A refusal by the store's allowance published nothing and leaves nothing to resolve later: the
@@ -491,14 +485,8 @@ async function lostVerdict(
   fresh: { name: string }[],
   result: PushResult,
 ): Promise<PushResult> {
-  const row = withSidecar(repo.commonDir, (db) => pendingPublications(db, url)).find((x) => x.id === id);
-  const state = row ? await establish(repo, row) : 'unknown';
-  if (state === 'published') {
-    withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { recovered: true }));
-    removePublicationLocks(repo, id);
-    result.refs.push(...fresh.map((f) => ({ ref: f.name, status: 'new' as const })));
-    return result;
-  }
+  const state = await publicationState(repo, url, id);
+  if (state === 'published') return recoveredPublished(repo, id, fresh, result);
   const why = e instanceof XetError ? `${e.message} [${e.code}]` : String((e as Error)?.stack ?? e);
   if (state === 'not-published') {
     // A refusal by the store's allowance published nothing and leaves nothing to resolve later.
@@ -702,6 +690,20 @@ async function establish(repo: Repo, p: PublicationRow): Promise<PublicationStat
   } catch {
     return 'unknown';
   }
+}
+
+/** What became of a pending publication git gave no verdict on (its row, looked for in the store). */
+async function publicationState(repo: Repo, url: string, id: string): Promise<PublicationState> {
+  const row = withSidecar(repo.commonDir, (db) => pendingPublications(db, url)).find((p) => p.id === id);
+  return row ? await establish(repo, row) : 'unknown';
+}
+
+/** A publication found in the store after all: resolved, its locks gone, its refs reported new. */
+function recoveredPublished(repo: Repo, id: string, fresh: { name: string }[], result: PushResult): PushResult {
+  withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { recovered: true }));
+  removePublicationLocks(repo, id);
+  result.refs.push(...fresh.map((f) => ({ ref: f.name, status: 'new' as const })));
+  return result;
 }
 
 function emptyOrMissing(dir: string): boolean {
