@@ -8,6 +8,7 @@ import {
   appendFileSync,
   copyFileSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   readFileSync,
   readdirSync,
@@ -59,8 +60,15 @@ export async function ensureWorkload(opts) {
   }
   if (existsSync(readyFile) && !opts.rebuildWorkload) {
     const info = JSON.parse(readFileSync(readyFile, 'utf8'));
-    log(`reusing workload ${relative(ROOT, repo)} (key ${key})`);
-    return { ...info, repo, dir, reused: true };
+    // A capture run in the workload itself (instead of a copy) leaves snapshot refs and a pack of
+    // every file: every later "cold" capture would find its objects present. Such a workload is
+    // rebuilt, not reused.
+    const now = await gitFingerprint(repo);
+    if (info.gitFingerprint === now) {
+      log(`reusing workload ${relative(ROOT, repo)} (key ${key})`);
+      return { ...info, repo, dir, reused: true };
+    }
+    log(`workload ${relative(ROOT, repo)} is not as built (its refs or packs changed): rebuilding it`);
   }
   rmrf(dir);
   mkdirSync(dir, { recursive: true });
@@ -175,6 +183,7 @@ export async function ensureWorkload(opts) {
   // 6. Describe it.
   const info = { key, builtAt: new Date().toISOString(), wip, ...(await describeWorkload(repo)) };
   info.buildSeconds = (performance.now() - t0) / 1000;
+  info.gitFingerprint = await gitFingerprint(repo);
   writeFileSync(readyFile, JSON.stringify(info, null, 2) + '\n');
   log(`workload built in ${info.buildSeconds.toFixed(1)}s`);
   return { ...info, repo, dir, reused: false };
@@ -249,4 +258,18 @@ export async function makeApp(dir, files) {
 export async function appEditFiles(dir, n) {
   const editable = (await git(dir, ['ls-files', '-z', '--', '*.js'])).stdout.split('\0').filter(Boolean);
   return Array.from({ length: n }, (_, i) => editable[Math.floor(((i + 0.5) * editable.length) / n)]);
+}
+
+/** The workload's refs and the names and sizes of its packs and git xet's sidecar directory: what a
+ * capture run in the workload itself would change. */
+async function gitFingerprint(repo) {
+  const refs = await git(repo, ['for-each-ref', '--format=%(refname) %(objectname)']);
+  const packDir = join(repo, '.git', 'objects', 'pack');
+  const packs = existsSync(packDir)
+    ? readdirSync(packDir)
+        .sort()
+        .map((n) => `${n} ${lstatSync(join(packDir, n)).size}`)
+    : [];
+  const xet = existsSync(join(repo, '.git', 'xet')) ? ['xet'] : [];
+  return sha256(refs.stdout, '\0', packs.join('\n'), '\0', xet.join(''));
 }

@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as zlib from 'node:zlib';
 import { canonicalMode, STAT_BYTES, statBlockInto } from './index-writer';
 import { INSERTED, SharedOidSet } from './oid-set';
+import { deflateInto, zlibStreamBound } from './zlib-fast';
 
 export const enum FileState {
   /** Hashed (and packed when this batch owned it). */
@@ -192,15 +193,6 @@ function hashBig(abs: string, st: fs.BigIntStats, format: 'sha1' | 'sha256'): Bu
   }
 }
 
-/** Deflate with an output chunk near the input's size (the default 16 KiB chunk made every small
- * file a 16 KiB allocation). */
-export function deflateBody(data: Buffer, level: number): Buffer {
-  return zlib.deflateSync(data, {
-    level,
-    chunkSize: Math.max(64, Math.min(data.length + (data.length >> 6) + 64, 1 << 20)),
-  });
-}
-
 export function scanBatch(job: ScanJob): ScanDone {
   const n = job.paths.length;
   const hashLen = job.format === 'sha256' ? 32 : 20;
@@ -283,11 +275,10 @@ export function scanBatch(job: ScanJob): ScanDone {
     oid.copy(oidBuf, i * hashLen);
     done.state[i] = FileState.Hashed;
     if (job.mode !== 'pack' || set.add(oid) !== INSERTED) continue;
-    const body = deflateBody(data, job.level);
-    room(length, 16 + body.length);
+    room(length, 16 + zlibStreamBound(data.length));
     const start = length;
     length = headerInto(TYPE_BLOB, data.length, out, length);
-    length += body.copy(out, length);
+    length += deflateInto(data, job.level, out, length);
     starts.push(start);
     done.packed.push({ index: i, offset: start, crc: zlib.crc32(out.subarray(start, length)) });
   }

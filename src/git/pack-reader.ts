@@ -13,8 +13,8 @@
 
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import * as zlib from 'node:zlib';
 import { XetError } from '../errors';
+import { inflateExact, InflateFailure, zlibStreamBound } from './zlib-fast';
 
 export type ObjectType = 'commit' | 'tree' | 'blob' | 'tag';
 export interface PackObject {
@@ -33,11 +33,6 @@ export const DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024;
 
 function hashLen(format: 'sha1' | 'sha256'): number {
   return format === 'sha256' ? 32 : 20;
-}
-
-/** zlib's compressBound plus a header's worth: no deflate stream of `n` bytes is longer. */
-function deflateBound(n: number): number {
-  return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + 13 + 64;
 }
 
 /** An open file read by position, counting what it reads (the store's transfer, when it is one). */
@@ -413,25 +408,21 @@ export class PackReader {
    * adler32 unchecked: the caller proves the bytes (readUnhashed). */
   private inflate(h: EntryHead, oid: string, unhashed = false): Buffer {
     const end = this.pack.size - hashLen(this.format);
-    const window = this.pack.read(h.dataAt, Math.min(deflateBound(h.size), end - h.dataAt));
+    const window = this.pack.read(h.dataAt, Math.min(zlibStreamBound(h.size), end - h.dataAt));
     if (unhashed) {
       const stored = storedBlocks(window, h.size);
       if (stored) return stored;
     }
-    let out: Buffer;
     try {
-      // One output buffer of the object's size (plus the byte that lets zlib see the end): with
-      // the default 16 KiB chunks every larger object was inflated into pieces and copied again.
-      out = zlib.inflateSync(window, { maxOutputLength: Math.max(1, h.size), chunkSize: Math.max(64, h.size + 1) });
+      return inflateExact(window, h.size);
     } catch (e) {
-      throw forged(this.pack.file, `${oid}: the entry at ${h.dataAt} does not inflate (${(e as Error).message})`, {
-        oid,
-      });
+      if (!(e instanceof InflateFailure)) throw e;
+      throw forged(
+        this.pack.file,
+        `${oid}: the entry of ${h.size} bytes at ${h.dataAt} does not inflate to them (${e.message})`,
+        { oid },
+      );
     }
-    if (out.length !== h.size) {
-      throw forged(this.pack.file, `${oid}: an entry of ${h.size} bytes inflates to ${out.length}`, { oid });
-    }
-    return out;
   }
 
   close(): void {

@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import * as zlib from 'node:zlib';
 import { scanBatch, type ScanJob } from './file-scan';
+import { deflateBuffer, deflateInto, zlibStreamBound } from './zlib-fast';
 
 export interface WorkItem {
   oid: string;
@@ -93,10 +94,9 @@ export function writeBatch(msg: WorkBatch): WorkDone {
         length += h.copy(out, length);
         length = storedZlibInto(data, out, length);
       } else {
-        const body = deflate(data, use);
-        room(length, h.length + body.length);
+        room(length, h.length + zlibStreamBound(data.length));
         length += h.copy(out, length);
-        length += body.copy(out, length);
+        length += deflateInto(data, use, out, length);
       }
       entries.push({ oid: item.oid, offset: start, crc: zlib.crc32(out.subarray(start, length)) });
     }
@@ -299,15 +299,6 @@ export function storedZlib(data: Uint8Array): Uint8Array {
   return dst;
 }
 
-/** Deflate with an output chunk near the input's size: the default 16 KiB chunk made every small
- * file a 16 KiB allocation, garbage that piled up in the workers between collections. */
-function deflate(data: Buffer, level: number): Buffer {
-  return zlib.deflateSync(data, {
-    level,
-    chunkSize: Math.max(64, Math.min(data.length + (data.length >> 6) + 64, 1 << 20)),
-  });
-}
-
 /** The level an item is stored at: chunks at the chunk level, and stored when they look random. */
 function levelFor(item: WorkItem, data: Uint8Array, level: number, chunkLevel: number): number {
   if (!item.range) return level;
@@ -337,7 +328,7 @@ export function processItem(item: WorkItem, format: 'sha1' | 'sha256', level: nu
   const r = readChecked(item, format);
   if ('error' in r) return r;
   const use = levelFor(item, r.data, level, chunkLevel);
-  return { oid: item.oid, size: r.data.length, body: use === 0 ? storedZlib(r.data) : deflate(r.data, use) };
+  return { oid: item.oid, size: r.data.length, body: use === 0 ? storedZlib(r.data) : deflateBuffer(r.data, use) };
 }
 
 if (parentPort) {

@@ -1,0 +1,111 @@
+// Whole-buffer zlib streams of pack entries: through libdeflate (native/libdeflate-addon.c, built by
+// `npm run build` where a C compiler and libdeflate-dev are installed) when it loaded, else node's
+// zlib. Both write standard zlib streams any git reads, and read any stream git or either of them
+// wrote; only the compressed bytes differ (object ids do not). GIT_XET_NATIVE=0 turns the module off.
+// Streams of files too big to hold stay with node's zlib (pack-stream.ts).
+
+import * as path from 'node:path';
+import * as zlib from 'node:zlib';
+
+interface LibdeflateAddon {
+  deflateInto(src: Buffer, level: number, dst: Buffer, at: number): number;
+  deflateBound(n: number): number;
+  inflateInto(src: Buffer, dst: Buffer): number;
+}
+
+/** Why the native module is not in use, or null when it is. */
+export let nativeZlibMissing: string | null = null;
+
+function load(): LibdeflateAddon | null {
+  if (process.env.GIT_XET_NATIVE === '0') {
+    nativeZlibMissing = 'GIT_XET_NATIVE=0';
+    return null;
+  }
+  const file = path.join(__dirname, '..', '..', 'native', 'libdeflate.node');
+  try {
+    // A native module loads only through require (process.dlopen underneath).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(file) as LibdeflateAddon;
+  } catch (e) {
+    nativeZlibMissing = `${file} did not load (${(e as Error).message.split('\n')[0]})`;
+    return null;
+  }
+}
+
+const native = load();
+
+/** Whether libdeflate does the work (for tests and `git xet version --json`). */
+export const nativeZlib = native !== null;
+
+/**
+ * The longest a zlib stream of `n` bytes written by zlib or libdeflate can be (libdeflate's bound is
+ * larger for big inputs: five bytes per block of at least 5,000). A reader's window of this size
+ * holds the whole stream of an entry either wrote.
+ */
+export function zlibStreamBound(n: number): number {
+  return n + 5 * (Math.floor(n / 4096) + 1) + 77;
+}
+
+/** Deflate `data` at `level` into `out` at `at` (which must have zlibStreamBound(data.length) bytes
+ * of room there); the bytes written. */
+export function deflateInto(data: Buffer, level: number, out: Buffer, at: number): number {
+  if (native) {
+    const n = native.deflateInto(data, level, out, at);
+    if (n >= 0) return n;
+    throw new RangeError(`deflateInto: ${out.length - at} bytes of room for ${data.length} bytes`);
+  }
+  const body = zlib.deflateSync(data, {
+    level,
+    // An output chunk near the input's size: the default 16 KiB made every small file a 16 KiB
+    // allocation, garbage that piled up in the workers between collections.
+    chunkSize: Math.max(64, Math.min(data.length + (data.length >> 6) + 64, 1 << 20)),
+  });
+  if (body.length > out.length - at) {
+    throw new RangeError(`deflateInto: ${out.length - at} bytes of room for ${body.length}`);
+  }
+  return body.copy(out, at);
+}
+
+/** `data` deflated at `level`, in a buffer of its own. */
+export function deflateBuffer(data: Buffer, level: number): Buffer {
+  if (!native) return zlib.deflateSync(data, { level });
+  const out = Buffer.allocUnsafe(native.deflateBound(data.length));
+  return Buffer.from(out.subarray(0, deflateInto(data, level, out, 0)));
+}
+
+/** What a stream that does not inflate to exactly the expected size did instead. */
+export class InflateFailure extends Error {}
+
+/**
+ * The zlib stream at the start of `src` inflated into a new buffer of exactly `size` bytes (bytes
+ * after the stream are ignored). Throws InflateFailure when it is not a zlib stream, its checksum
+ * fails, or it holds fewer or more bytes than `size`.
+ */
+export function inflateExact(src: Buffer, size: number): Buffer {
+  if (native) {
+    const out = Buffer.allocUnsafe(size);
+    const r = native.inflateInto(src, out);
+    if (r >= 0) return out;
+    throw new InflateFailure(
+      r === -2
+        ? `the stream ends before ${size} bytes`
+        : r === -3
+          ? `the stream holds more than ${size} bytes`
+          : 'not a valid zlib stream',
+    );
+  }
+  let out: Buffer;
+  try {
+    // One output buffer of the object's size (plus the byte that lets zlib see the end): with the
+    // default 16 KiB chunks every larger object was inflated into pieces and copied again.
+    out = zlib.inflateSync(src, { maxOutputLength: Math.max(1, size), chunkSize: Math.max(64, size + 1) });
+  } catch (e) {
+    throw new InflateFailure((e as Error).message);
+  }
+  if (out.length !== size) {
+    throw new InflateFailure(
+      out.length < size ? `the stream ends before ${size} bytes` : `the stream holds more than ${size} bytes`,
+    );
+  }
+  return out;
+}
