@@ -1,38 +1,13 @@
-// Whole-buffer zlib streams of pack entries: through libdeflate (native/libdeflate-addon.c, built by
-// `npm run build` where a C compiler and libdeflate-dev are installed) when it loaded, else node's
-// zlib. Both write standard zlib streams any git reads, and read any stream git or either of them
-// wrote; only the compressed bytes differ (object ids do not). GIT_XET_NATIVE=0 turns the module off.
+// Whole-buffer zlib streams of pack entries: through libdeflate (the native module, src/native.ts)
+// when it loaded, else node's zlib. Both write standard zlib streams any git reads, and read any
+// stream git or either of them wrote; only the compressed bytes differ (object ids do not).
 // Streams of files too big to hold stay with node's zlib (pack-stream.ts).
 
-import * as path from 'node:path';
 import * as zlib from 'node:zlib';
-
-interface LibdeflateAddon {
-  deflateInto(src: Buffer, level: number, dst: Buffer, at: number): number;
-  deflateBound(n: number): number;
-  inflateInto(src: Buffer, dst: Buffer): number;
-}
+import { native, nativeMissing } from '../native';
 
 /** Why the native module is not in use, or null when it is. */
-export let nativeZlibMissing: string | null = null;
-
-function load(): LibdeflateAddon | null {
-  if (process.env.GIT_XET_NATIVE === '0') {
-    nativeZlibMissing = 'GIT_XET_NATIVE=0';
-    return null;
-  }
-  const file = path.join(__dirname, '..', '..', 'native', 'libdeflate.node');
-  try {
-    // A native module loads only through require (process.dlopen underneath).
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(file) as LibdeflateAddon;
-  } catch (e) {
-    nativeZlibMissing = `${file} did not load (${(e as Error).message.split('\n')[0]})`;
-    return null;
-  }
-}
-
-const native = load();
+export const nativeZlibMissing: string | null = nativeMissing;
 
 /** Whether libdeflate does the work (for tests and `git xet version --json`). */
 export const nativeZlib = native !== null;

@@ -2,11 +2,15 @@
 // probing whether this process may mount at all, and finding who keeps a busy mount busy.
 // Facts these rely on (measured, docs/notes/forks-on-these-machines.md): without redirect_dir=on a
 // directory rename inside the fork fails with EXDEV; upper and work must be on one filesystem;
-// mount(8) exits 32 for every mount failure, so the reason is read from its message.
+// mount(8) exits 32 for every mount failure, so the reason is read from its message. Mounting goes
+// through mount(2) in the native module when it loaded (src/native.ts): spawning mount(8) from a
+// node process costs ~20 ms of fork and exec here, most of a fork through the daemon.
 
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
+import { native } from '../native';
 import { runTool } from './tools';
 
 export interface OverlayLayers {
@@ -44,6 +48,19 @@ export async function mountOverlay(
   target: string,
   opts: { readOnly?: boolean } = {},
 ): Promise<MountFailure | null> {
+  if (native) {
+    if (/[\n\0]/.test(target))
+      throw new XetError('USAGE', `cannot mount at a path with a newline: ${JSON.stringify(target)}`);
+    const errno = native.mountOverlay(target, overlayOptions(layers), opts.readOnly ? 1 : 0);
+    if (errno === 0) return null;
+    const name = errnoName(errno);
+    return {
+      notPermitted: name === 'EPERM' || name === 'EACCES',
+      message:
+        `mount(2) of an overlay at ${target} failed: ${name}` +
+        (name === 'EINVAL' ? ' (the kernel refused the layers or options; its log says why)' : ''),
+    };
+  }
   const options = `${opts.readOnly ? 'ro,' : ''}${overlayOptions(layers)}`;
   const r = await runTool('mount', ['-t', 'overlay', 'overlay', '-o', options, target]).catch((e: Error) => ({
     code: 127,
@@ -56,6 +73,11 @@ export async function mountOverlay(
       r.code === 127 || /permission denied|must be superuser|operation not permitted|only root/i.test(r.stderr),
     message: r.stderr || `mount exited ${r.code}`,
   };
+}
+
+function errnoName(errno: number): string {
+  for (const [name, n] of Object.entries(os.constants.errno)) if (n === errno) return name;
+  return `errno ${errno}`;
 }
 
 /** Unmount target: 'ok', 'busy' (a process uses it; nothing changed) or an error message. */

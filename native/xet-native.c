@@ -1,12 +1,14 @@
 /*
- * git xet's one native module: zlib streams through libdeflate (Debian's libdeflate-dev), which on
- * these machines deflates at level 1 about 1.8 times and inflates about 2.4 times as fast as the
- * zlib node bundles (docs/DESIGN-NOTES.md "Deflate through libdeflate"). Whole buffers only: a pack
- * entry is deflated or inflated in one call, which is what libdeflate does best; streams (files too
- * big to hold) stay with node's zlib.
+ * git xet's one native module, for the two things node does slowly here:
+ * - zlib streams through libdeflate (Debian's libdeflate-dev), which on these machines deflates at
+ *   level 1 about 1.8 times and inflates about 2.4 times as fast as the zlib node bundles
+ *   (docs/DESIGN-NOTES.md "Deflate through libdeflate"). Whole buffers only: a pack entry is
+ *   deflated or inflated in one call; streams (files too big to hold) stay with node's zlib.
+ * - mount(2) of an overlay, where spawning mount(8) from a node process of 150 MB costs ~20 ms of
+ *   fork and exec, most of a fork through the daemon (docs/DESIGN-NOTES.md "Forks").
  *
- * Built by scripts/build-native.mjs with the system C compiler; src/git/zlib-fast.ts loads it and
- * falls back to node's zlib when it is absent. Written against Node-API, whose functions node
+ * Built by scripts/build-native.mjs with the system C compiler; src/native.ts loads it, and every
+ * caller falls back to node's zlib or mount(8) when it is absent. Written against Node-API, whose functions node
  * exports with a stable ABI across versions, so the handful used here are declared below rather
  * than taken from a header package matching the running node.
  *
@@ -14,13 +16,18 @@
  *   deflateBound(n)                  -> the most a zlib stream of n bytes can take
  *   inflateInto(src, dst)            -> bytes of src the stream took; dst is filled exactly, else
  *                                       a negative code: -1 bad data, -2 short, -3 too long
+ *   mountOverlay(target, data, ro)   -> 0, or the errno of mount("overlay", target, "overlay",
+ *                                       ro ? MS_RDONLY : 0, data)
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
  */
+#include <errno.h>
 #include <libdeflate.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
 
 typedef struct napi_env__ *napi_env;
 typedef struct napi_value__ *napi_value;
@@ -35,6 +42,7 @@ typedef void (*napi_finalize)(napi_env env, void *data, void *hint);
 extern napi_status napi_get_cb_info(napi_env, napi_callback_info, size_t *, napi_value *, napi_value *, void **);
 extern napi_status napi_get_buffer_info(napi_env, napi_value, void **, size_t *);
 extern napi_status napi_get_value_int64(napi_env, napi_value, int64_t *);
+extern napi_status napi_get_value_string_utf8(napi_env, napi_value, char *, size_t, size_t *);
 extern napi_status napi_create_int64(napi_env, int64_t, napi_value *);
 extern napi_status napi_create_function(napi_env, const char *, size_t, napi_callback, void *, napi_value *);
 extern napi_status napi_set_named_property(napi_env, napi_value, const char *, napi_value);
@@ -63,7 +71,7 @@ static void free_state(napi_env env, void *data, void *hint) {
 static struct state *state_of(napi_env env) {
   void *data = NULL;
   if (napi_get_instance_data(env, &data) != NAPI_OK || data == NULL) {
-    napi_throw_error(env, "ERR_XET_NATIVE", "libdeflate addon: no per-thread state");
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: no per-thread state");
     return NULL;
   }
   return data;
@@ -79,7 +87,7 @@ static napi_value int64(napi_env env, int64_t v) {
 static int buffer_arg(napi_env env, napi_value v, uint8_t **data, size_t *len) {
   void *p = NULL;
   if (napi_get_buffer_info(env, v, &p, len) != NAPI_OK) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "libdeflate addon: a Buffer was expected");
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "xet native: a Buffer was expected");
     return 0;
   }
   *data = p;
@@ -88,7 +96,7 @@ static int buffer_arg(napi_env env, napi_value v, uint8_t **data, size_t *len) {
 
 static int int_arg(napi_env env, napi_value v, int64_t lo, int64_t hi, int64_t *out) {
   if (napi_get_value_int64(env, v, out) != NAPI_OK || *out < lo || *out > hi) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "libdeflate addon: an integer argument is out of range");
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: an integer argument is out of range");
     return 0;
   }
   return 1;
@@ -112,7 +120,7 @@ static napi_value deflate_into(napi_env env, napi_callback_info info) {
   if (!s->c[level]) {
     s->c[level] = libdeflate_alloc_compressor((int)level);
     if (!s->c[level]) {
-      napi_throw_error(env, "ERR_XET_NATIVE", "libdeflate addon: out of memory");
+      napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
       return NULL;
     }
   }
@@ -148,7 +156,7 @@ static napi_value inflate_into(napi_env env, napi_callback_info info) {
   if (!s->d) {
     s->d = libdeflate_alloc_decompressor();
     if (!s->d) {
-      napi_throw_error(env, "ERR_XET_NATIVE", "libdeflate addon: out of memory");
+      napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
       return NULL;
     }
   }
@@ -158,6 +166,51 @@ static napi_value inflate_into(napi_env env, napi_callback_info info) {
   if (r == LIBDEFLATE_SUCCESS) return int64(env, -2);
   if (r == LIBDEFLATE_INSUFFICIENT_SPACE) return int64(env, -3);
   return int64(env, -1);
+}
+
+/* A string argument in a malloc'd buffer (the caller frees it), or NULL with a TypeError thrown. */
+static char *string_arg(napi_env env, napi_value v) {
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != NAPI_OK) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "xet native: a string was expected");
+    return NULL;
+  }
+  char *s = malloc(len + 1);
+  if (!s) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  size_t got = 0;
+  /* A NUL inside would end the C string early: a path other than the one asked for. */
+  if (napi_get_value_string_utf8(env, v, s, len + 1, &got) != NAPI_OK || got != len || strlen(s) != len) {
+    free(s);
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a string without NUL was expected");
+    return NULL;
+  }
+  return s;
+}
+
+static napi_value mount_overlay(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  int64_t ro;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != 3) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "mountOverlay(target, data, readOnly)");
+    return NULL;
+  }
+  if (!int_arg(env, argv[2], 0, 1, &ro)) return NULL;
+  char *target = string_arg(env, argv[0]);
+  if (!target) return NULL;
+  char *data = string_arg(env, argv[1]);
+  if (!data) {
+    free(target);
+    return NULL;
+  }
+  int r = mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data);
+  int err = r == 0 ? 0 : errno;
+  free(target);
+  free(data);
+  return int64(env, err);
 }
 
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
@@ -170,11 +223,11 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
   struct state *s = calloc(1, sizeof *s);
   if (!s || napi_set_instance_data(env, s, free_state, NULL) != NAPI_OK) {
     free(s);
-    napi_throw_error(env, "ERR_XET_NATIVE", "libdeflate addon: could not set up");
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: could not set up");
     return NULL;
   }
   if (!export_fn(env, exports, "deflateInto", deflate_into) || !export_fn(env, exports, "deflateBound", deflate_bound) ||
-      !export_fn(env, exports, "inflateInto", inflate_into))
+      !export_fn(env, exports, "inflateInto", inflate_into) || !export_fn(env, exports, "mountOverlay", mount_overlay))
     return NULL;
   return exports;
 }

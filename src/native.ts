@@ -1,0 +1,35 @@
+// git xet's native module (native/xet-native.c, built by `npm run build` where a C compiler and
+// libdeflate-dev exist): loaded once per thread, or null with the reason. Every caller has a
+// fallback (node's zlib, mount(8)), so a machine without it does the same work more slowly.
+// GIT_XET_NATIVE=0 turns it off.
+
+import * as path from 'node:path';
+
+export interface XetNative {
+  deflateInto(src: Buffer, level: number, dst: Buffer, at: number): number;
+  deflateBound(n: number): number;
+  inflateInto(src: Buffer, dst: Buffer): number;
+  /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
+  mountOverlay(target: string, data: string, readOnly: 0 | 1): number;
+}
+
+/** Why the native module is not in use, or null when it is. */
+export let nativeMissing: string | null = null;
+
+function load(): XetNative | null {
+  if (process.env.GIT_XET_NATIVE === '0') {
+    nativeMissing = 'GIT_XET_NATIVE=0';
+    return null;
+  }
+  const file = path.join(__dirname, '..', 'native', 'xet-native.node');
+  try {
+    // A native module loads only through require (process.dlopen underneath).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(file) as XetNative;
+  } catch (e) {
+    nativeMissing = `${file} did not load (${(e as Error).message.split('\n')[0]})`;
+    return null;
+  }
+}
+
+export const native: XetNative | null = load();

@@ -1,0 +1,162 @@
+// The native module (native/xet-native.c, src/native.ts) against its fallbacks.
+// zlib (src/git/zlib-fast.ts): what libdeflate writes node's zlib and git read back byte for byte,
+// what zlib writes it reads, and a stream that is damaged, cut short, too long or not zlib at all is
+// refused; the fallback (GIT_XET_NATIVE=0, or no C compiler at build time) is held to the same
+// cases, and a capture made either way stores the same objects in packs git verifies.
+// mount(2) (src/workspace/overlay.ts): an overlay fork mounted by it has the options mount(8) gives,
+// and a process without the privilege gets FORK_MODE_UNAVAILABLE either way.
+// In CI (CI set, as .ci/run runs) the module must have been built: .ci/run installs libdeflate-dev
+// so that the fast paths are the ones the suites exercise.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { nativeZlib, nativeZlibMissing } from '../src/git/zlib-fast';
+import { initRepo, pseudoRandomBytes } from './support/git';
+import { refusals, roundTrips } from './support/zlib-cases';
+import { richSource } from './support/forks';
+import { withMountSandbox } from './support/mounts';
+import { createSandbox } from './support/sandbox';
+import { collectGitState, compareGitStates, compareTrees, walkTree } from './support/state';
+import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
+import { FORK_STATE } from './support/forks';
+
+test('the native module is built where CI installs libdeflate-dev', (t) => {
+  if (!process.env.CI) {
+    t.diagnostic(`not CI: the native module is ${nativeZlib ? 'loaded' : `not loaded (${nativeZlibMissing})`}`);
+    return;
+  }
+  assert.equal(nativeZlib, true, `CI must exercise libdeflate: ${nativeZlibMissing}`);
+});
+
+test('zlib-fast: every stream it writes inflates, and it reads every stream zlib writes', () => roundTrips());
+
+test('zlib-fast: damaged, short, long and foreign streams are refused', () => refusals());
+
+test('zlib-fast without the native module (GIT_XET_NATIVE=0) passes the same cases', () => {
+  const script = `
+    const assert = require('node:assert/strict');
+    const z = require(${JSON.stringify(path.join(__dirname, '..', 'src', 'git', 'zlib-fast.js'))});
+    assert.equal(z.nativeZlib, false);
+    assert.equal(z.nativeZlibMissing, 'GIT_XET_NATIVE=0');
+    const cases = require(${JSON.stringify(path.join(__dirname, 'support', 'zlib-cases.js'))});
+    cases.roundTrips();
+    cases.refusals();
+    process.stdout.write('cases passed');
+  `;
+  const r = spawnSync(process.execPath, ['-e', script], {
+    env: { ...process.env, GIT_XET_NATIVE: '0' },
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /cases passed/);
+});
+
+test('a capture stores the same objects with and without the native module, in packs git verifies', (t) => {
+  if (!nativeZlib) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeZlibMissing}); nothing to compare`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    const trees: string[] = [];
+    for (const native of ['1', '0']) {
+      const r = initRepo(sb, `src-${native}`);
+      r.write('text.js', 'export const x = 1;\n'.repeat(4000));
+      r.write('random.bin', pseudoRandomBytes(200_000, 5));
+      r.write('empty', '');
+      r.commit('base');
+      r.write('new/untracked.txt', 'untracked\n'.repeat(100));
+      r.write('text.js', 'export const y = 2;\n'.repeat(4000));
+      const env = { GIT_XET_NATIVE: native };
+      const res = xet(sb, r.dir, ['capture', '--json'], { env });
+      assert.equal(res.status, 0, res.stderr);
+      const snap = JSON.parse(res.stdout).snapshot as string;
+      trees.push(r.git('rev-parse', `${snap}:files`).trim());
+      const packDir = path.join(r.commonDir(), 'objects', 'pack');
+      for (const idx of fs.readdirSync(packDir).filter((n) => n.endsWith('.idx'))) {
+        r.git('verify-pack', path.join(packDir, idx));
+      }
+      r.git('fsck', '--full', '--strict', '--no-dangling');
+      // The pack reader (restore by workers) of the other kind reads it: libdeflate what zlib wrote,
+      // zlib what libdeflate wrote.
+      const target = path.join(sb.root, `copy-${native}`);
+      const other = { GIT_XET_NATIVE: native === '1' ? '0' : '1', GIT_XET_LAY: 'packs' };
+      const restored = xet(sb, r.dir, ['restore', snap, target], { env: other });
+      assert.equal(restored.status, 0, restored.stderr);
+      assert.deepEqual(fs.readFileSync(path.join(target, 'random.bin')), pseudoRandomBytes(200_000, 5));
+      capture(sb, target);
+    }
+    assert.equal(trees[0], trees[1], 'the same files tree either way');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+const NO_MOUNT = ['setpriv', '--inh-caps=-sys_admin', '--bounding-set=-sys_admin'];
+const rootOnly = process.getuid?.() === 0 ? false : 'mounts need root (CI runs as root)';
+
+/** The super options of the overlay mounted at `dir` (from /proc/self/mountinfo), its own paths
+ * replaced by placeholders so two forks' can be compared. */
+function overlayOptionsAt(dir: string): string {
+  const line = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .find((l) => l.split(' ')[4] === dir);
+  assert.ok(line, `nothing is mounted at ${dir}`);
+  const [, after] = line.split(' - ');
+  const [fstype, , superOptions] = after.split(' ');
+  assert.equal(fstype, 'overlay');
+  return superOptions;
+}
+
+test('an overlay fork mounted by mount(2) is the one mount(8) mounts', { skip: rootOnly }, async (t) => {
+  if (!nativeZlib) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeZlibMissing})`);
+    return;
+  }
+  await withMountSandbox((sb) => {
+    const src = richSource(sb);
+    const snap = capture(sb, src.dir);
+    const options: string[] = [];
+    for (const native of ['1', '0']) {
+      const dir = sb.path(`fork-${native}`);
+      const r = xet(sb, src.dir, ['fork', snap, dir, '--mode', 'overlay', '--json'], {
+        env: { GIT_XET_NATIVE: native, GIT_XET_NO_DAEMON: '1' },
+      });
+      expectExit(r, 0);
+      assert.equal(parseJson(r).mode, 'overlay');
+      assert.match(parseJson(r).id, /^[0-9a-f]{6,}$/);
+      const id = parseJson(r).id as string;
+      options.push(overlayOptionsAt(dir).split(id).join('ID'));
+      const diffs = [
+        ...compareTrees(walkTree(src.dir), walkTree(dir)),
+        ...compareGitStates(collectGitState(sb, src.dir, FORK_STATE), collectGitState(sb, dir, FORK_STATE)),
+      ];
+      assert.deepEqual(diffs, [], `GIT_XET_NATIVE=${native}: the fork differs from its source`);
+    }
+    assert.equal(options[0], options[1], 'the same overlay options either way');
+    assert.match(options[0], /redirect_dir=on/);
+  });
+});
+
+test(
+  'without the privilege to mount, an overlay fork is FORK_MODE_UNAVAILABLE through mount(2) and mount(8) alike',
+  { skip: rootOnly },
+  async () => {
+    await withMountSandbox((sb) => {
+      const src = richSource(sb);
+      const snap = capture(sb, src.dir);
+      for (const native of ['1', '0']) {
+        const dir = sb.path(`fork-${native}`);
+        const r = xet(sb, src.dir, ['fork', snap, dir, '--mode', 'overlay', '--json'], {
+          env: { GIT_XET_NATIVE: native, GIT_XET_NO_DAEMON: '1' },
+          wrap: NO_MOUNT,
+        });
+        expectError(r, 'FORK_MODE_UNAVAILABLE');
+        assert.equal(fs.existsSync(dir), false, 'no target left behind');
+      }
+    });
+  },
+);
