@@ -13,20 +13,44 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const source = join(root, 'native', 'xet-native.c');
 const target = join(root, 'dist', 'native', 'xet-native.node');
-const scratch = `${target}.${process.pid}.tmp`;
-const cc = process.env.CC || 'cc';
+// Ends in .node: require() loads any other extension as JavaScript.
+const scratch = join(dirname(target), `.xet-native.${process.pid}.node`);
+// CC may carry arguments ("ccache gcc", "gcc -m64"), as make takes it.
+const [cc, ...ccArgs] = (process.env.CC || 'cc').trim().split(/\s+/);
 
 mkdirSync(dirname(target), { recursive: true });
-const args = ['-O2', '-Wall', '-shared', '-fPIC', '-fvisibility=hidden', '-o', scratch, source, '-ldeflate'];
+const args = [...ccArgs, '-O2', '-Wall', '-shared', '-fPIC', '-fvisibility=hidden', '-o', scratch, source, '-ldeflate'];
 const r = spawnSync(cc, args, { encoding: 'utf8' });
-if (r.status === 0) {
+// A module that built must also load and work in a fresh node (a library missing at run time, an
+// ABI mismatch) before it replaces anything.
+const loads =
+  r.status === 0 &&
+  spawnSync(
+    process.execPath,
+    [
+      '-e',
+      `const m = require(${JSON.stringify(scratch)}); const b = Buffer.alloc(m.deflateBound(3)); ` +
+        `if (!(m.deflateInto(Buffer.from('abc'), 1, b, 0) > 0)) process.exit(1)`,
+    ],
+    { encoding: 'utf8' },
+  );
+if (loads && loads.status === 0) {
   renameSync(scratch, target);
   process.exit(0);
 }
 rmSync(scratch, { force: true });
 // A module built from an older source must not outlive a failed build of the new one.
 rmSync(target, { force: true });
-const why = r.error ? r.error.message : (r.stderr || '').trim().split('\n').slice(0, 3).join(' / ');
+const errors = (text) => {
+  const lines = (text || '').trim().split('\n');
+  const bad = lines.filter((l) => /error|undefined reference|cannot find/i.test(l));
+  return (bad.length ? bad : lines).slice(0, 3).join(' / ');
+};
+const why = r.error
+  ? r.error.message
+  : r.status !== 0
+    ? errors(r.stderr)
+    : `it built but did not load: ${errors(loads.stderr) || `exit ${loads.status}`}`;
 process.stderr.write(
   `git xet: the native module was not built (${cc} ${args.join(' ')}: ${why}); ` +
     "node's zlib and mount(8) are used instead (install a C compiler and libdeflate-dev, then npm run build)\n",

@@ -12,7 +12,10 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import * as crypto from 'node:crypto';
+import { PackReader } from '../src/git/pack-reader';
 import { nativeZlib, nativeZlibMissing } from '../src/git/zlib-fast';
+import { native } from '../src/native';
 import { initRepo, pseudoRandomBytes } from './support/git';
 import { refusals, roundTrips } from './support/zlib-cases';
 import { richSource } from './support/forks';
@@ -33,6 +36,101 @@ test('the native module is built where CI installs libdeflate-dev', (t) => {
 test('zlib-fast: every stream it writes inflates, and it reads every stream zlib writes', () => roundTrips());
 
 test('zlib-fast: damaged, short, long and foreign streams are refused', () => refusals());
+
+test('the native module checks its arguments before it touches memory', (t) => {
+  if (!native) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeZlibMissing})`);
+    return;
+  }
+  const m = native as unknown as Record<string, (...a: unknown[]) => unknown>;
+  const src = Buffer.from('abc'.repeat(100));
+  const dst = Buffer.alloc(400);
+  const typeError = (f: () => unknown, what: string) => assert.throws(f, TypeError, what);
+  typeError(() => m.deflateInto(src, 1, dst, dst.length + 1), 'an offset past the end');
+  typeError(() => m.deflateInto(src, 1, dst, -1), 'a negative offset');
+  typeError(() => m.deflateInto(src, 1, dst, 2 ** 53), 'a huge offset');
+  typeError(() => m.deflateInto(src, 13, dst, 0), 'a level libdeflate does not have');
+  typeError(() => m.deflateInto('abc', 1, dst, 0), 'a string for a buffer');
+  typeError(() => m.deflateInto(src, 1, {}, 0), 'an object for a buffer');
+  typeError(() => m.deflateInto(src, 1, dst), 'a missing argument');
+  typeError(() => m.inflateInto(src), 'a missing argument');
+  typeError(() => m.deflateBound(-1), 'a negative size');
+  typeError(() => m.mountOverlay('/x\0/y', 'lowerdir=/a', 0), 'a path with a NUL inside');
+  typeError(() => m.mountOverlay('/x', 7, 0), 'a number for a string');
+  typeError(() => m.mountOverlay('/x', 'lowerdir=/a', 2), 'a read-only flag that is not 0 or 1');
+  // At the very end there is no room: -1, which the wrapper turns into a RangeError, never a write.
+  assert.equal(m.deflateInto(src, 1, dst, dst.length), -1);
+  assert.equal(m.deflateInto(Buffer.alloc(0), 1, Buffer.alloc(0), 0), -1);
+});
+
+/** A zlib stream of `data` in stored blocks of `block` bytes: valid, and longer than zlib's
+ * compressBound for block sizes near libdeflate's smallest (its bound allows five bytes per 5,000). */
+function storedBlocksStream(data: Buffer, block: number): Buffer {
+  const parts: Buffer[] = [Buffer.from([0x78, 0x01])];
+  for (let at = 0; at < data.length || at === 0; at += block) {
+    const piece = data.subarray(at, Math.min(data.length, at + block));
+    const last = at + block >= data.length;
+    const head = Buffer.alloc(5);
+    head[0] = last ? 1 : 0;
+    head.writeUInt16LE(piece.length, 1);
+    head.writeUInt16LE(~piece.length & 0xffff, 3);
+    parts.push(head, piece);
+    if (last) break;
+  }
+  let a = 1;
+  let b = 0;
+  for (const byte of data) {
+    a = (a + byte) % 65521;
+    b = (b + a) % 65521;
+  }
+  const adler = Buffer.alloc(4);
+  adler.writeUInt32BE(((b << 16) | a) >>> 0);
+  parts.push(adler);
+  return Buffer.concat(parts);
+}
+
+test('the pack reader reads an entry whose stream is as long as libdeflate may make it (past zlib bound)', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    const data = pseudoRandomBytes(1 << 20, 11);
+    const stream = storedBlocksStream(data, 5000);
+    const zlibBound = data.length + (data.length >> 12) + (data.length >> 14) + (data.length >> 25) + 13 + 64;
+    assert.ok(stream.length > zlibBound, `the stream (${stream.length}) is longer than the old window (${zlibBound})`);
+    // A pack of that one blob: header, entry (type 3, size in 7-bit groups), stream, SHA-1 trailer.
+    const entry: number[] = [];
+    let size = data.length;
+    let c = 0x30 | (size & 0x0f);
+    size = Math.floor(size / 16);
+    while (size > 0) {
+      entry.push(c | 0x80);
+      c = size & 0x7f;
+      size = Math.floor(size / 128);
+    }
+    entry.push(c);
+    const head = Buffer.alloc(12);
+    head.write('PACK', 0, 'latin1');
+    head.writeUInt32BE(2, 4);
+    head.writeUInt32BE(1, 8);
+    const body = Buffer.concat([head, Buffer.from(entry), stream]);
+    const pack = Buffer.concat([body, crypto.createHash('sha1').update(body).digest()]);
+    const packFile = path.join(sb.root, 'one.pack');
+    fs.writeFileSync(packFile, pack);
+    r.git('index-pack', packFile); // git accepts the stream and writes one.idx
+    const oid = crypto.createHash('sha1').update(`blob ${data.length}\0`).update(data).digest('hex');
+    const reader = PackReader.open(packFile, packFile.replace(/\.pack$/, '.idx'), 'sha1');
+    try {
+      const got = reader.read(oid);
+      assert.ok(got, 'the blob is in the pack');
+      assert.equal(got.type, 'blob');
+      assert.deepEqual(got.data, data);
+    } finally {
+      reader.close();
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
 
 test('zlib-fast without the native module (GIT_XET_NATIVE=0) passes the same cases', () => {
   const script = `

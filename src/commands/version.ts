@@ -1,4 +1,5 @@
-// git xet version: this git xet's version, and the git and Node.js it runs with.
+// git xet version: this git xet's version, the git and Node.js it runs with, and whether its native
+// module (libdeflate, mount(2); src/native.ts) loaded, with the reason when it did not.
 import { s } from './schema';
 import { TOOL_VERSION } from '../version';
 import { defineCommand } from './spec';
@@ -7,13 +8,25 @@ import { defineCommand } from './spec';
 export const versionCommand = defineCommand({
   path: ['version'],
   tool: null,
-  description: 'print the version of git xet (with --json: also of git and Node.js)',
+  description:
+    'print the version of git xet (with --json: also of git and Node.js, and whether the native module loaded)',
   input: {},
   annotations: { readOnly: true, destructive: false, idempotent: true },
-  output: s.looseObject({ version: s.string(), git: s.string(), node: s.string() }),
+  output: s.looseObject({
+    version: s.string(),
+    git: s.string(),
+    node: s.string(),
+    native: s.looseObject({ loaded: s.boolean(), missing: s.string().nullable() }),
+  }),
   async run() {
     const { gitVersion } = await import('../git/exec');
-    return { version: TOOL_VERSION, git: gitVersion().join('.'), node: process.versions.node };
+    const { native, nativeMissing } = await import('../native');
+    return {
+      version: TOOL_VERSION,
+      git: gitVersion().join('.'),
+      node: process.versions.node,
+      native: { loaded: native !== null, missing: nativeMissing },
+    };
   },
   human: () => TOOL_VERSION,
 });

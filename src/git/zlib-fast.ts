@@ -9,7 +9,7 @@ import { native, nativeMissing } from '../native';
 /** Why the native module is not in use, or null when it is. */
 export const nativeZlibMissing: string | null = nativeMissing;
 
-/** Whether libdeflate does the work (for tests and `git xet version --json`). */
+/** Whether libdeflate does the work (tests; `git xet version --json` reports src/native.ts's). */
 export const nativeZlib = native !== null;
 
 /**
@@ -18,23 +18,34 @@ export const nativeZlib = native !== null;
  * holds the whole stream of an entry either wrote.
  */
 export function zlibStreamBound(n: number): number {
-  return n + 5 * (Math.floor(n / 4096) + 1) + 77;
+  const formula = n + 5 * (Math.floor(n / 4096) + 1) + 77;
+  // The loaded library's own bound too, should another libdeflate bound its output differently.
+  return native ? Math.max(formula, native.deflateBound(n)) : formula;
+}
+
+/** Deflate levels are zlib's 0-9 on both paths (libdeflate would take 10-12, zlib would not). */
+function checkLevel(level: number): void {
+  if (!Number.isInteger(level) || level < 0 || level > 9) throw new RangeError(`deflate level ${level} is not 0-9`);
+}
+
+/** An output chunk near the input's size: the default 16 KiB made every small file a 16 KiB
+ * allocation, garbage that piled up in the workers between collections. */
+function chunkSizeFor(n: number): number {
+  return Math.max(64, Math.min(n + (n >> 6) + 64, 1 << 20));
 }
 
 /** Deflate `data` at `level` into `out` at `at` (which must have zlibStreamBound(data.length) bytes
  * of room there); the bytes written. */
 export function deflateInto(data: Buffer, level: number, out: Buffer, at: number): number {
+  checkLevel(level);
+  if (!Number.isInteger(at) || at < 0 || at > out.length)
+    throw new RangeError(`deflateInto: offset ${at} is outside the buffer`);
   if (native) {
     const n = native.deflateInto(data, level, out, at);
     if (n >= 0) return n;
     throw new RangeError(`deflateInto: ${out.length - at} bytes of room for ${data.length} bytes`);
   }
-  const body = zlib.deflateSync(data, {
-    level,
-    // An output chunk near the input's size: the default 16 KiB made every small file a 16 KiB
-    // allocation, garbage that piled up in the workers between collections.
-    chunkSize: Math.max(64, Math.min(data.length + (data.length >> 6) + 64, 1 << 20)),
-  });
+  const body = zlib.deflateSync(data, { level, chunkSize: chunkSizeFor(data.length) });
   if (body.length > out.length - at) {
     throw new RangeError(`deflateInto: ${out.length - at} bytes of room for ${body.length}`);
   }
@@ -43,7 +54,8 @@ export function deflateInto(data: Buffer, level: number, out: Buffer, at: number
 
 /** `data` deflated at `level`, in a buffer of its own. */
 export function deflateBuffer(data: Buffer, level: number): Buffer {
-  if (!native) return zlib.deflateSync(data, { level });
+  checkLevel(level);
+  if (!native) return zlib.deflateSync(data, { level, chunkSize: chunkSizeFor(data.length) });
   const out = Buffer.allocUnsafe(native.deflateBound(data.length));
   return Buffer.from(out.subarray(0, deflateInto(data, level, out, 0)));
 }

@@ -50,6 +50,15 @@ export function refusals(): void {
   const stored = Buffer.from(deflateBuffer(pseudoRandomBytes(5000, 2), 0));
   stored[100] ^= 1; // a byte of the data: only the adler32 can tell
   assert.throws(() => inflateExact(stored, 5000), InflateFailure, 'a damaged stored block');
+  const room = Buffer.alloc(zlibStreamBound(10));
+  assert.throws(
+    () => deflateInto(Buffer.from('0123456789'), 1, room, room.length + 1),
+    RangeError,
+    'offset past the end',
+  );
+  assert.throws(() => deflateInto(Buffer.from('0123456789'), 1, room, -1), RangeError, 'negative offset');
+  assert.throws(() => deflateInto(Buffer.from('0123456789'), 10, room, 0), RangeError, 'level 10');
+  assert.throws(() => deflateBuffer(Buffer.from('0123456789'), 1.5), RangeError, 'a fractional level');
   const small = Buffer.alloc(8);
   assert.throws(() => deflateInto(pseudoRandomBytes(1000, 3), 1, small, 0), RangeError, 'no room is not a silent cut');
 }
