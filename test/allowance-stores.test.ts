@@ -365,6 +365,48 @@ test('pushes racing for the last of the allowance: no more are accepted than fit
     );
   }));
 
+test('a push refused after losing the state race takes its published pack back: the store is as the winner left it', () =>
+  withSandbox(async (sb) => {
+    const { r, store } = seeded(sb);
+    r.write('mine.bin', pseudoRandomBytes(60_000, 21));
+    const mine = capture(sb, r.dir);
+    r.write('small.txt', 'the winner\n');
+    const theirs = capture(sb, r.dir);
+    setStoreAllowance(store, 1, null, '0');
+    const limit = used(store).bytes + 1_000_000;
+    setStoreAllowance(store, limit, null, '0');
+    const packs = () => fs.readdirSync(path.join(store, 'packs')).filter((f) => f.endsWith('.pack'));
+    const before = new Set(packs());
+    // The first push stops with its pack published and its state not yet written; the second takes
+    // the state number; another writer then takes the rest of the room, so the first, deciding
+    // again, no longer fits even its state.
+    const push = await pausedAt(sb, r.dir, ['push', 'st', mine, '--json'], 'after-pack');
+    assert.equal(packs().filter((p) => !before.has(p)).length, 1, 'the paused push published its pack');
+    const won = xet(sb, r.dir, ['push', 'st', theirs, '--json']);
+    assert.equal(won.status, 0, won.stdout);
+    const winners = packs().filter((p) => !before.has(p));
+    assert.equal(winners.length, 2);
+    fs.writeFileSync(path.join(store, 'other-writer.bin'), Buffer.alloc(limit - used(store).bytes - 200));
+    const storeAfterWin = walkTree(store);
+    push.go();
+    const res = await push.done;
+    assert.equal(res.code, 3, res.stdout);
+    assert.equal(JSON.parse(res.stdout).error.code, 'ALLOWANCE_EXCEEDED', res.stdout);
+    const left = packs().filter((p) => !before.has(p));
+    assert.equal(left.length, 1, `only the winner's pack is left: ${left.join(', ')}`);
+    // Everything else is as the winner and the other writer left it: the refused push's own pack,
+    // index, intent and kept copy went, and nothing else changed (no state of its own).
+    const diffs = compareTrees(storeAfterWin, walkTree(store)).filter(
+      (d) => !/\.(pack|idx)"|"pushing\/|"tmp\/keep\.pack-|"(pushing|tmp|trash)"/.test(d),
+    );
+    assert.deepEqual(diffs, [], 'nothing else changed');
+    const trash = path.join(store, 'trash');
+    assert.deepEqual(fs.existsSync(trash) ? fs.readdirSync(trash) : [], []);
+    assert.deepEqual(fs.readdirSync(path.join(store, 'pushing')), []);
+    fs.rmSync(path.join(store, 'other-writer.bin'));
+    assert.deepEqual(assertStoreWhole(sb, r.dir, store).unreferencedPacks, [], 'no unnamed pack');
+  }));
+
 test("a snapshot push sends only what changed beside a tracked big file: what git's estimate counted, so a push that fits is not refused", () =>
   withSandbox((sb) => {
     const { r, store } = seeded(sb);

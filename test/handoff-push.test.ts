@@ -465,6 +465,49 @@ test('a push racing another for the same state number decides again and both are
   });
 });
 
+test('a push that finds its refs already published takes back its own pack, but not one the winner state names (the same content-named pack)', async () => {
+  await withMountSandbox(async (sb) => {
+    const a = workRepo(sb, 'a');
+    const store = sb.path('store');
+    a.git('remote', 'add', 'store', `xet::${store}`);
+    capture(sb, a.dir);
+    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    a.write('src/app.js', 'same in both\n');
+    const snap = capture(sb, a.dir);
+    // The other repository has the very same snapshot: its push makes the same pack, byte for byte.
+    const other = sb.path('other');
+    fs.cpSync(a.dir, other, { recursive: true, verbatimSymlinks: true });
+    const packs = () => fs.readdirSync(path.join(store, 'packs')).filter((f) => f.endsWith('.pack'));
+    const before = new Set(packs());
+    const paused = await pausedAt(sb, a.dir, ['push', 'store', '--json'], 'after-pack');
+    const mine = packs().filter((p) => !before.has(p));
+    assert.equal(mine.length, 1, 'the paused push published its pack');
+    expectExit(xet(sb, other, ['push', 'store', '--json']), 0);
+    assert.deepEqual(
+      packs().filter((p) => !before.has(p)),
+      mine,
+      'the other push made the same content-named pack, and its state names it',
+    );
+    paused.go();
+    const done = await paused.done;
+    assert.equal(done.code, 0, done.stdout);
+    // The paused push found its ref published and published no state: it took its pack back to
+    // trash/, saw the newest state name it, and linked it back.
+    assert.deepEqual(
+      packs().filter((p) => !before.has(p)),
+      mine,
+      'the pack the winner named is still there',
+    );
+    assert.deepEqual(
+      fs.readdirSync(path.join(store, 'trash')).filter((f) => !f.startsWith('.')),
+      [],
+    );
+    assert.equal(lsRemote(sb, a.dir, `xet::${store}`).get(`refs/xet/snapshots/${snap}`), snap);
+    assertStoreOk(sb, store);
+    assertFetchable(sb, store, 'fresh');
+  });
+});
+
 test('a push SIGKILLed at each step is resolved by its publication id: published once or not at all', async () => {
   await withMountSandbox((sb) => {
     const a = workRepo(sb, 'a');

@@ -149,3 +149,47 @@ export function relinkPack(store: DirectoryStore, name: string, from: string): b
   fsyncDir(path.join(store.root, 'packs'));
   return storeFileExists(store.packPath(name));
 }
+
+/**
+ * Take back packs a push published but no state of its own names (the push was refused, or lost
+ * the race for a state and gave up): the same steps a store gc takes for an unnamed pack. Each goes
+ * to trash/ (index first), then whatever the newest state names is linked back and the rest is
+ * deleted. Safe against a push that published the same content-named pack: if its state came first
+ * the re-read sees it and links the pack back; if not, that pusher finds its pack missing after
+ * publishing and re-links it from its own copy (publishToStore). Called while the caller's intent
+ * is still live. Returns the names deleted.
+ */
+export function retractPacks(store: DirectoryStore, names: string[]): string[] {
+  if (!names.length) return [];
+  const trash = trashDir(store);
+  try {
+    fs.mkdirSync(trash, { recursive: true });
+    for (const name of names) {
+      for (const ext of ['.idx', '.pack']) {
+        try {
+          fs.renameSync(path.join(store.root, 'packs', `${name}${ext}`), path.join(trash, `${name}${ext}`));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+        }
+      }
+    }
+    fsyncDir(path.join(store.root, 'packs'));
+    fsyncDir(trash);
+  } catch (e) {
+    throw storeError(store.root, e);
+  }
+  const named = new Set(store.latest()?.state.packs ?? []);
+  const deleted: string[] = [];
+  for (const name of names) {
+    const inTrash = path.join(trash, `${name}.pack`);
+    if (named.has(name)) {
+      if (relinkPack(store, name, inTrash)) fs.rmSync(inTrash, { force: true });
+      continue;
+    }
+    fs.rmSync(inTrash, { force: true });
+    fs.rmSync(path.join(trash, `${name}.idx`), { force: true });
+    deleted.push(name);
+  }
+  fsyncDir(trash);
+  return deleted;
+}
