@@ -14,7 +14,7 @@ import { INTENT_BOUND, storeAdmission, type StoreAdmission } from '../allowance/
 import { unlimited } from '../allowance/admit';
 import type { Amount } from '../allowance/model';
 import { STATE_SCHEMA, stateFileBytes, type DirectoryStore, type LoadedState, type StoreState } from './store';
-import { declareIntent, relinkPack, retractPacks, withdrawIntent } from './store-intents';
+import { declareIntent, relinkPack, withdrawIntent } from './store-intents';
 import { pushEstimate, pushPack } from './transfer';
 // Fault injection for tests (SIGKILL or wait at a named point): src/testing/fault-points.ts.
 import { dieAt, faultPoint, pauseAt } from '../testing/fault-points';
@@ -81,10 +81,6 @@ export async function publishToStore(
   // refused (the ref moved back meanwhile): its objects must then be sent too, before any state
   // names it.
   let packs: string[] = [];
-  // Every pack this push published, and those its own published state names: the others (a refused
-  // push's, or ones set aside when a store gc changed the basis) are taken back at the end.
-  const written = new Set<string>();
-  let named = new Set<string>();
   const covered = new Set<string>();
   // The packs of every state this push's packs were built against: they hold the objects the
   // packs left out. A store gc's state names fewer packs; publishing on it then needs new packs.
@@ -141,10 +137,7 @@ export async function publishToStore(
             admitted: () => (intent ??= declareIntent(store, pushId)),
           },
         );
-        if (pack) {
-          packs.push(pack);
-          written.add(pack);
-        }
+        if (pack) packs.push(pack);
         for (const p of latest?.state.packs ?? []) basis.add(p);
         for (const t of tips) covered.add(t);
         dieAt('after-pack');
@@ -154,7 +147,6 @@ export async function publishToStore(
       if (!pack) admission?.check(besides);
       const next = nextState(latest, refs, changed, packs, pushId, localHead);
       if (store.publishState(next)) {
-        named = new Set(packs);
         dieAt('after-state');
         // A store gc that read the log before this state may have trashed our packs meanwhile; its
         // link-back covers states it sees, this covers the rest (store-intents.ts).
@@ -167,16 +159,6 @@ export async function publishToStore(
       // Another push took this state number: decide again against what it published.
     }
   } finally {
-    // While the intent still stands (a store gc keeps unnamed packs newer than it). Best effort: a
-    // pack left here is an unnamed pack, which the next store gc removes.
-    const unnamed = [...written].filter((p) => !named.has(p));
-    if (store && unnamed.length) {
-      try {
-        retractPacks(store, unnamed);
-      } catch {
-        // the store's trouble is reported by the error that brought us here, or by the next push
-      }
-    }
     for (const copy of copies.values()) fs.rmSync(copy, { force: true });
     withdrawIntent(intent);
   }
