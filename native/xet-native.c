@@ -102,13 +102,19 @@ static int int_arg(napi_env env, napi_value v, int64_t lo, int64_t hi, int64_t *
   return 1;
 }
 
-static napi_value deflate_into(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != 4) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "deflateInto(src, level, dst, at)");
-    return NULL;
+/* The call's arguments, exactly `n` of them, or 0 with a TypeError naming the call's shape. */
+static int args_of(napi_env env, napi_callback_info info, size_t n, napi_value *argv, const char *usage) {
+  size_t argc = n;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != n) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", usage);
+    return 0;
   }
+  return 1;
+}
+
+static napi_value deflate_into(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  if (!args_of(env, info, 4, argv, "deflateInto(src, level, dst, at)")) return NULL;
   uint8_t *src, *dst;
   size_t src_len, dst_len;
   int64_t level, at;
@@ -129,25 +135,17 @@ static napi_value deflate_into(napi_env env, napi_callback_info info) {
 }
 
 static napi_value deflate_bound(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
   int64_t n;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != 1) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "deflateBound(n)");
-    return NULL;
-  }
+  if (!args_of(env, info, 1, argv, "deflateBound(n)")) return NULL;
   if (!int_arg(env, argv[0], 0, INT64_C(1) << 40, &n)) return NULL;
   /* Any level: NULL asks for the bound of every compressor. */
   return int64(env, (int64_t)libdeflate_zlib_compress_bound(NULL, (size_t)n));
 }
 
 static napi_value inflate_into(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != 2) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "inflateInto(src, dst)");
-    return NULL;
-  }
+  if (!args_of(env, info, 2, argv, "inflateInto(src, dst)")) return NULL;
   uint8_t *src, *dst;
   size_t src_len, dst_len;
   if (!buffer_arg(env, argv[0], &src, &src_len) || !buffer_arg(env, argv[1], &dst, &dst_len)) return NULL;
@@ -191,13 +189,9 @@ static char *string_arg(napi_env env, napi_value v) {
 }
 
 static napi_value mount_overlay(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
   napi_value argv[3];
   int64_t ro;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != NAPI_OK || argc != 3) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "mountOverlay(target, data, readOnly)");
-    return NULL;
-  }
+  if (!args_of(env, info, 3, argv, "mountOverlay(target, data, readOnly)")) return NULL;
   if (!int_arg(env, argv[2], 0, 1, &ro)) return NULL;
   char *target = string_arg(env, argv[0]);
   if (!target) return NULL;

@@ -64,6 +64,16 @@ function workRepo(sb: Sandbox, name: string): Repo {
   return a;
 }
 
+/** workRepo 'a' with remote `store` (a xet directory store) holding a first capture of it. */
+function pushedWorkRepo(sb: Sandbox): { a: Repo; store: string } {
+  const a = workRepo(sb, 'a');
+  const store = sb.path('store');
+  a.git('remote', 'add', 'store', `xet::${store}`);
+  capture(sb, a.dir);
+  expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+  return { a, store };
+}
+
 /** Every object reachable from the store's refs is in a repository that fetched the store. */
 function assertFetchable(sb: Sandbox, store: string, name: string): Repo {
   const b = initRepo(sb, name);
@@ -422,11 +432,7 @@ test('a store that already has most objects: a receiver pushes its edit of an ac
 
 test('a push racing another for the same state number decides again and both are published', async () => {
   await withMountSandbox(async (sb) => {
-    const a = workRepo(sb, 'a');
-    const store = sb.path('store');
-    a.git('remote', 'add', 'store', `xet::${store}`);
-    capture(sb, a.dir);
-    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    const { a, store } = pushedWorkRepo(sb);
     const other = sb.path('other');
     fs.cpSync(a.dir, other, { recursive: true, verbatimSymlinks: true });
     const o = new Repo(sb, other);
@@ -467,11 +473,7 @@ test('a push racing another for the same state number decides again and both are
 
 test('two pushes of the same snapshot racing: both succeed, and the one content-named pack the winner state names stays', async () => {
   await withMountSandbox(async (sb) => {
-    const a = workRepo(sb, 'a');
-    const store = sb.path('store');
-    a.git('remote', 'add', 'store', `xet::${store}`);
-    capture(sb, a.dir);
-    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    const { a, store } = pushedWorkRepo(sb);
     a.write('src/app.js', 'same in both\n');
     const snap = capture(sb, a.dir);
     // The other repository has the very same snapshot: its push makes the same pack, byte for byte.
@@ -506,11 +508,7 @@ test('two pushes of the same snapshot racing: both succeed, and the one content-
 
 test('a push SIGKILLed at each step is resolved by its publication id: published once or not at all', async () => {
   await withMountSandbox((sb) => {
-    const a = workRepo(sb, 'a');
-    const store = sb.path('store');
-    a.git('remote', 'add', 'store', `xet::${store}`);
-    capture(sb, a.dir);
-    expectExit(xet(sb, a.dir, ['push', 'store', '--json']), 0);
+    const { a, store } = pushedWorkRepo(sb);
     const cases: [string, 'published' | 'not-published'][] = [
       ['push:after-record', 'not-published'],
       ['before-decide', 'not-published'],

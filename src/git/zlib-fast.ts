@@ -4,13 +4,7 @@
 // Streams of files too big to hold stay with node's zlib (pack-stream.ts).
 
 import * as zlib from 'node:zlib';
-import { native, nativeMissing } from '../native';
-
-/** Why the native module is not in use, or null when it is. */
-export const nativeZlibMissing: string | null = nativeMissing;
-
-/** Whether libdeflate does the work (tests; `git xet version --json` reports src/native.ts's). */
-export const nativeZlib = native !== null;
+import { native } from '../native';
 
 /**
  * The longest a zlib stream of `n` bytes written by zlib or libdeflate can be (libdeflate's bound is

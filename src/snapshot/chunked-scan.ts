@@ -109,6 +109,12 @@ function changed(p: string, why: string): XetError {
   });
 }
 
+/** A path's entry in the record: its own key only (a path such as `constructor` or `__proto__` is a
+ * file name, not a property the object inherits). */
+function recordedFile(record: ChunkRecord | null, p: string): CachedFile | undefined {
+  return record && Object.hasOwn(record.files, p) ? record.files[p] : undefined;
+}
+
 /** The chunk record of a stat cache, if it was made at this threshold (another one says nothing of
  * which files are large). */
 export function usableChunkRecord(record: ChunkRecord | undefined, threshold: number): ChunkRecord | null {
@@ -152,7 +158,7 @@ export async function chunkFiles(
   const hits = new Map<string, CachedFile>();
   const limit = record ? BigInt(record.startedAt - 1000) * 1_000_000n : 0n;
   for (const [p, st] of large) {
-    const c = record && Object.hasOwn(record.files, p) ? record.files[p] : undefined;
+    const c = recordedFile(record, p);
     if (
       c &&
       c.size === Number(st.size) &&
@@ -220,7 +226,7 @@ export async function chunkFiles(
     for (const t of [list, ...segments]) items.push({ oid: t.oid, type: 'tree', data: t.data });
     // Chunks this path had last time are stored; the others are looked up below.
     const before = new Set<string>();
-    const prev = (record && Object.hasOwn(record.files, p) ? record.files[p].oids : '') ?? '';
+    const prev = recordedFile(record, p)?.oids ?? '';
     for (let i = 0; i < prev.length; i += pointerOid.length) before.add(prev.slice(i, i + pointerOid.length));
     for (const c of cf.chunks) {
       allChunks.add(c.oid);

@@ -24,10 +24,14 @@ function escapeOption(p: string): string {
   return p.replace(/\\/g, '\\\\').replace(/,/g, '\\,').replace(/:/g, '\\:');
 }
 
+/** A path a mount names (a layer, the target): one with a newline or NUL cannot be passed whole
+ * (mount options and mountinfo lines end at a newline, C strings at a NUL). */
+export function refuseUnmountablePath(p: string): void {
+  if (/[\n\0]/.test(p)) throw new XetError('USAGE', `cannot mount a path with a newline: ${JSON.stringify(p)}`);
+}
+
 export function overlayOptions(layers: OverlayLayers): string {
-  for (const p of [layers.lower, layers.upper, layers.work]) {
-    if (/[\n\0]/.test(p)) throw new XetError('USAGE', `cannot mount a path with a newline: ${JSON.stringify(p)}`);
-  }
+  for (const p of [layers.lower, layers.upper, layers.work]) refuseUnmountablePath(p);
   return [
     `lowerdir=${escapeOption(layers.lower)}`,
     `upperdir=${escapeOption(layers.upper)}`,
@@ -49,8 +53,7 @@ export async function mountOverlay(
   opts: { readOnly?: boolean } = {},
 ): Promise<MountFailure | null> {
   if (native) {
-    if (/[\n\0]/.test(target))
-      throw new XetError('USAGE', `cannot mount at a path with a newline: ${JSON.stringify(target)}`);
+    refuseUnmountablePath(target);
     const errno = native.mountOverlay(target, overlayOptions(layers), opts.readOnly ? 1 : 0);
     if (errno === 0) return null;
     const name = errnoName(errno);

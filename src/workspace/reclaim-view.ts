@@ -12,7 +12,7 @@ import { XetError } from '../errors';
 import type { Repo } from '../git/repo';
 import { sidecarDir } from '../sidecar/db';
 import { runTool } from './tools';
-import { isMounted, unmount, unmountLazy } from './overlay';
+import { isMounted, refuseUnmountablePath, unmount, unmountLazy } from './overlay';
 
 /** Where this process mounts the view of fork `id` while it reclaims it. The pid in the name lets a
  * recount find (and unmount, then remove) the view of a killed reclaim (src/snapshot/leftovers.ts). */
@@ -44,7 +44,7 @@ export async function mountReclaimView(repo: Repo, id: string, upper: string, ba
   await dropReclaimView(repo, id);
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   for (const p of [upper, baseTree]) {
-    if (/[\n\0]/.test(p)) throw new XetError('USAGE', `cannot mount a path with a newline: ${JSON.stringify(p)}`);
+    refuseUnmountablePath(p);
   }
   // redirect_dir=follow: a directory the fork renamed is found through its redirect, as the fork
   // showed it; whiteouts and opaque directories in a lower layer hide what is below, as in the fork.

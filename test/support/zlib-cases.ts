@@ -1,4 +1,4 @@
-// The zlib-fast cases, shared by test/zlib-fast.test.ts and the child it runs with GIT_XET_NATIVE=0
+// The zlib-fast cases, shared by test/native.test.ts and the child it runs with GIT_XET_NATIVE=0
 // (a module of its own: requiring the test file would run its tests in the child).
 import assert from 'node:assert/strict';
 import * as zlib from 'node:zlib';
