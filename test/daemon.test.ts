@@ -192,3 +192,98 @@ test('a fork through the daemon is the fork the CLI makes', () => {
     fs.rmSync(forks, { recursive: true, force: true });
   }
 });
+
+/** Runs the CLI with a preload that reports, at exit, whether the CLI's own main module was loaded
+ * (it is not when the thin client relayed the line to the daemon). */
+function cliRun(
+  cwd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): { status: number | null; stdout: string; stderr: string; loadedMain: boolean } {
+  const probe = path.join(os.tmpdir(), `xet-relay-probe-${process.pid}.js`);
+  fs.writeFileSync(
+    probe,
+    "process.on('exit', () => { if (Object.keys(require.cache).some((k) => k.endsWith('/cli/main.js'))) process.stderr.write('@@main-loaded@@\\n'); });\n",
+  );
+  const r = spawnSync(process.execPath, ['--require', probe, BIN, ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...ENV, ...env },
+  });
+  const loadedMain = r.stderr.includes('@@main-loaded@@\n');
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr.replace('@@main-loaded@@\n', ''), loadedMain };
+}
+
+test('capture and fork lines go whole to the daemon: same output, exit codes and directory as the CLI', async () => {
+  const d = repo();
+  const forks = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-relay-'));
+  try {
+    xet(d, ['daemon', 'start']);
+    const sub = path.join(d, 'sub');
+    // From a subdirectory, human output: the snapshot id on stdout, nothing else (not a terminal).
+    edit(d, 0);
+    const cap = cliRun(sub, ['capture', '-m', 'relayed message'], { PATH: '/nonexistent' });
+    assert.equal(cap.loadedMain, false, 'the thin client ran the line itself');
+    assert.equal(cap.status, 0, cap.stderr);
+    assert.match(cap.stdout, /^[0-9a-f]{40}\n$/);
+    assert.equal(cap.stderr, '');
+    const snap = cap.stdout.trim();
+    assert.match(git(d, 'cat-file', 'commit', snap), /relayed message/);
+    // A relative directory is the client's: sub/../<forks> from sub.
+    const rel = path.relative(sub, path.join(forks, 'f1'));
+    const fk = cliRun(sub, ['--json', 'fork', snap, rel, '--mode', 'copy'], { PATH: '/nonexistent' });
+    assert.equal(fk.loadedMain, false);
+    assert.equal(fk.status, 0, fk.stderr);
+    assert.equal((JSON.parse(fk.stdout) as { dir: string }).dir, path.join(forks, 'f1'));
+    assert.equal(fs.readFileSync(path.join(forks, 'f1', 'f0.txt'), 'utf8'), 'file 0\nedit 0\n');
+    // Errors print and exit as the CLI's own do, through the daemon or not.
+    for (const args of [
+      ['capture', '--bogus'],
+      ['--json', 'capture', '--bogus'],
+      ['fork', snap, path.join(forks, 'f1')],
+      ['--json', 'fork', 'no-such-snapshot', path.join(forks, 'f2')],
+    ]) {
+      const via = cliRun(d, args);
+      const own = cliRun(d, args, { GIT_XET_NO_DAEMON: '1' });
+      assert.equal(via.loadedMain, false, args.join(' '));
+      assert.equal(own.loadedMain, true);
+      assert.deepEqual(
+        { status: via.status, stdout: via.stdout, stderr: via.stderr },
+        { status: own.status, stdout: own.stdout, stderr: own.stderr },
+        args.join(' '),
+      );
+      assert.ok(via.status === 2 || via.status === 3, `${args.join(' ')}: ${via.status}`);
+    }
+    // Help, --remount and anything but capture and fork run in the CLI's own process.
+    for (const args of [['capture', '--help'], ['fork', '--remount', path.join(forks, 'f1')], ['snapshots']]) {
+      assert.equal(cliRun(d, args).loadedMain, true, args.join(' '));
+    }
+    // The socket is a peer to check: a malformed or foreign line is refused, and the daemon runs on.
+    const { sendToDaemon } = (await import('../src/daemon/client')) as typeof import('../src/daemon/client');
+    const { locateDaemon } = (await import('../src/daemon/locate')) as typeof import('../src/daemon/locate');
+    const place = locateDaemon(d);
+    assert.ok(place);
+    // The request carries this process's GIT_* environment, which must be the daemon's.
+    for (const k of Object.keys(process.env)) if (k.startsWith('GIT_') && !(k in ENV)) delete process.env[k];
+    for (const [k, v] of Object.entries(ENV)) if (k.startsWith('GIT_')) process.env[k] = v;
+    for (const [req, why] of [
+      [{ op: 'cli', cwd: d, argv: 'capture' }, 'argv'],
+      [{ op: 'cli', cwd: d, argv: ['capture', 7] }, 'argv'],
+      [{ op: 'cli', cwd: d, argv: ['gc', '--now'] }, 'op'],
+      [{ op: 'cli', cwd: 'relative', argv: ['capture'] }, 'cwd'],
+    ] as const) {
+      const reply = await sendToDaemon(place, req as unknown as Parameters<typeof sendToDaemon>[1]);
+      assert.deepEqual(reply, { ok: false, refused: why }, JSON.stringify(req));
+    }
+    assert.equal(xet(d, ['daemon', 'status']).running, true);
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    try {
+      xet(d, ['discard', path.join(forks, 'f1'), '--no-capture'], { GIT_XET_NO_DAEMON: '1' });
+    } catch {
+      // the test failed before making it
+    }
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(forks, { recursive: true, force: true });
+  }
+});

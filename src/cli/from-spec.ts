@@ -10,6 +10,7 @@ import { EXIT, XetError } from '../errors';
 import { kebab, type AnyCommandSpec, type CommandContext } from '../commands/spec';
 import { isSchema, s, toZod, type Field, type Issue, type Shape } from '../commands/schema';
 import { chatty, emit, progressLine, type Out } from './output';
+import { invocation } from './invocation';
 import { run } from './run';
 
 /** A field's type with optional/default/nullable peeled off, and what was peeled. Reads `_zod.def`,
@@ -88,10 +89,10 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
       for (const key of optionKeys) if (opts[key] !== undefined) raw[key] = opts[key];
       const input = parseInput(spec, raw);
       const ctx: CommandContext = {
-        cwd: process.cwd(),
+        cwd: invocation().cwd(),
         progress: progressLine(out),
         note: (text) => {
-          if (chatty(out)) process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+          if (chatty(out)) invocation().stderr(text.endsWith('\n') ? text : `${text}\n`);
         },
         via: 'cli',
       };

@@ -7,6 +7,7 @@ import { TOOL_VERSION } from '../version';
 import { emitError } from './output';
 import { COMMANDS, GROUPS } from '../commands/registry';
 import { registerSpecs } from './from-spec';
+import { invocation } from './invocation';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -31,46 +32,62 @@ export function main(argv: string[]): void {
       if (e.code !== 'EPIPE') throw e;
     });
   }
+  void runCli(argv).then((code) => {
+    process.exitCode = code;
+  });
+}
+
+/** Runs one command line to its end and returns its exit code; output goes to the current
+ * invocation (src/cli/invocation.ts), so the daemon runs a relayed command line with this too. */
+export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
   const json = argv.includes('--json');
+  const io = invocation();
   // Every command, not only the program: subcommands copied the output settings when they were
   // made, so with --json a usage error in `capture --bogus` would still print to stderr.
   const quietErr = (c: Command): void => {
     c.configureOutput({
+      writeOut: (s) => io.stdout(s),
       writeErr: (s) => {
-        if (!json) process.stderr.write(s);
+        if (!json) io.stderr(s);
       },
     });
     c.commands.forEach(quietErr);
   };
   quietErr(program);
-  program.parseAsync(argv, { from: 'user' }).catch((e: unknown) => {
-    if (e instanceof CommanderError) {
-      if (
-        e.code === 'commander.helpDisplayed' ||
-        e.code === 'commander.version' ||
-        (e.code === 'commander.help' && e.exitCode === 0) // `help <cmd>`
-      ) {
-        process.exitCode = EXIT.OK;
-        return;
-      }
-      if (e.code === 'commander.help') {
-        // No command (`git xet`, `git xet handoff`): the usage went to stderr; like an unknown command,
-        // this is a usage error. With --json the usage is in the error instead.
-        process.exitCode = json
-          ? emitError(
-              { json },
-              new XetError('USAGE', 'a command is required (git xet --help lists them)', { commander: e.code }),
-            )
-          : EXIT.USAGE;
-        return;
-      }
-      process.exitCode = emitError(
-        { json },
-        new XetError('USAGE', e.message.replace(/^error: /, ''), { commander: e.code }),
-      );
-      return;
+  // Command actions (src/cli/run.ts) leave their code in process.exitCode.
+  const before = process.exitCode;
+  process.exitCode = undefined;
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return Number(process.exitCode ?? EXIT.OK);
+  } catch (e) {
+    return commanderExit(e, json);
+  } finally {
+    process.exitCode = before;
+  }
+}
+
+function commanderExit(e: unknown, json: boolean): number {
+  if (e instanceof CommanderError) {
+    if (
+      e.code === 'commander.helpDisplayed' ||
+      e.code === 'commander.version' ||
+      (e.code === 'commander.help' && e.exitCode === 0) // `help <cmd>`
+    ) {
+      return EXIT.OK;
     }
-    process.exitCode = emitError({ json }, e);
-  });
+    if (e.code === 'commander.help') {
+      // No command (`git xet`, `git xet handoff`): the usage went to stderr; like an unknown command,
+      // this is a usage error. With --json the usage is in the error instead.
+      return json
+        ? emitError(
+            { json },
+            new XetError('USAGE', 'a command is required (git xet --help lists them)', { commander: e.code }),
+          )
+        : EXIT.USAGE;
+    }
+    return emitError({ json }, new XetError('USAGE', e.message.replace(/^error: /, ''), { commander: e.code }));
+  }
+  return emitError({ json }, e);
 }

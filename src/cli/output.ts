@@ -1,6 +1,7 @@
 // Printing results and errors, human or --json. Core modules return values; only this prints.
 
 import { EXIT, XetError } from '../errors';
+import { invocation } from './invocation';
 
 export interface Out {
   json: boolean;
@@ -10,29 +11,31 @@ export interface Out {
 
 /** Whether informational notes (counts, what was left out) go to stderr: a terminal, not --quiet. */
 export function chatty(out: Out): boolean {
-  return !out.json && !out.quiet && Boolean(process.stderr.isTTY);
+  return !out.json && !out.quiet && invocation().stderrTTY;
 }
 
 export function emit(out: Out, value: unknown, human: () => string): void {
   clearProgress();
-  if (out.json) process.stdout.write(`${JSON.stringify(value)}\n`);
+  const io = invocation();
+  if (out.json) io.stdout(`${JSON.stringify(value)}\n`);
   else {
     const text = human();
-    if (text) process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+    if (text) io.stdout(text.endsWith('\n') ? text : `${text}\n`);
   }
 }
 
 export function emitError(out: Out, e: unknown): number {
   clearProgress();
+  const io = invocation();
   if (e instanceof XetError) {
-    if (out.json) process.stdout.write(`${JSON.stringify({ error: e.toJSON() })}\n`);
-    else process.stderr.write(`git xet: ${e.message} [${e.code}]\n`);
+    if (out.json) io.stdout(`${JSON.stringify({ error: e.toJSON() })}\n`);
+    else io.stderr(`git xet: ${e.message} [${e.code}]\n`);
     return e.code === 'USAGE' ? EXIT.USAGE : EXIT.ERROR;
   }
   const err = e as Error;
   const payload = { code: 'INTERNAL', message: err?.message ?? String(e), details: { stack: err?.stack } };
-  if (out.json) process.stdout.write(`${JSON.stringify({ error: payload })}\n`);
-  else process.stderr.write(`git xet: internal error: ${payload.message}\n${err?.stack ?? ''}\n`);
+  if (out.json) io.stdout(`${JSON.stringify({ error: payload })}\n`);
+  else io.stderr(`git xet: internal error: ${payload.message}\n${err?.stack ?? ''}\n`);
   return EXIT.INTERNAL;
 }
 
@@ -91,6 +94,7 @@ function jsonProgress(what: string): void {
  * PROGRESS_TICK_MS while the phase lasts (git's own work runs in child processes, so the event loop
  * is free to redraw). */
 export function progressLine(out: Out): ((what: string) => void) | undefined {
+  if (!invocation().live) return undefined;
   if (JSON_PROGRESS) return jsonProgress;
   if (!chatty(out)) return undefined;
   const started = Date.now();

@@ -10,9 +10,14 @@ import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 export type DaemonOp = 'capture' | 'fork';
 
 export interface DaemonRequest {
-  op: DaemonOp | 'status' | 'stop';
+  /** 'cli': a whole command line relayed by the thin client (src/daemon/relay.ts). */
+  op: DaemonOp | 'cli' | 'status' | 'stop';
   cwd: string;
   input?: Record<string, unknown>;
+  /** op 'cli': the command line, and whether the client's stderr is a terminal (and its width). */
+  argv?: string[];
+  stderrTTY?: boolean;
+  columns?: number;
 }
 
 export interface DaemonReply {
@@ -61,9 +66,19 @@ export function sendToDaemon(p: DaemonPlace, req: DaemonRequest, timeoutMs = 0):
   });
 }
 
+/** Inside the daemon: how it runs an op itself (with its warm repository and config memo). A
+ * command line relayed to it reaches viaDaemon too, which must not ask its own socket (the daemon
+ * runs one request at a time: that would wait for itself). */
+let serving: ((op: DaemonOp, cwd: string, input: Record<string, unknown>) => Promise<unknown>) | undefined;
+
+export function serveOpsInProcess(run: typeof serving): void {
+  serving = run;
+}
+
 /** Runs `op` through the daemon of cwd's repository: its result, its XetError thrown, or undefined
  * when the daemon did not run it (then the caller runs it itself). GIT_XET_NO_DAEMON=1 skips it. */
 export async function viaDaemon(op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> {
+  if (serving) return serving(op, cwd, input);
   if (process.env.GIT_XET_NO_DAEMON === '1') return undefined;
   const p = locateDaemon(cwd);
   if (!p) return undefined;

@@ -8,7 +8,9 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import { XetError, isXetError } from '../errors';
 import { TOOL_VERSION } from '../version';
-import type { DaemonReply, DaemonRequest } from './client';
+import { serveOpsInProcess, type DaemonOp, type DaemonReply, type DaemonRequest } from './client';
+import { relayedCommand } from './relay';
+import * as path from 'node:path';
 import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
@@ -108,6 +110,17 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 
+  // One op run in this process: the snapshot or fork the CLI would make, with this worktree's warm
+  // repository and config memo.
+  const runOp = (op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> => {
+    const withCwd = { ...input, cwd };
+    return op === 'capture'
+      ? capture(withCwd as unknown as Parameters<typeof capture>[0])
+      : ownRepoOf(cwd).then((own) => forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]));
+  };
+  const ownRepoOf = async (cwd: string): Promise<Repo | undefined> => ownRepo(cwd);
+  serveOpsInProcess(runOp);
+
   const handle = async (req: DaemonRequest & { version?: string; env?: string }): Promise<DaemonReply> => {
     if (req.op === 'status')
       return { ok: true, result: { pid: process.pid, worktree: p.worktree, version: TOOL_VERSION } };
@@ -117,18 +130,28 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     }
     if (req.version !== build) return { ok: false, refused: 'version' };
     if (req.env !== env) return { ok: false, refused: 'environment' };
+    if (typeof req.cwd !== 'string' || !path.isAbsolute(req.cwd)) return { ok: false, refused: 'cwd' };
+    if (req.op === 'cli') return relayed(req);
     if (req.op !== 'capture' && req.op !== 'fork') return { ok: false, refused: 'op' };
     try {
-      const input = { ...(req.input ?? {}), cwd: req.cwd };
-      const result =
-        req.op === 'capture'
-          ? await capture(input)
-          : await forkIn(await ownRepo(req.cwd), input as unknown as Parameters<typeof createFork>[0]);
-      return { ok: true, result };
+      return { ok: true, result: await runOp(req.op, req.cwd, req.input ?? {}) };
     } catch (e) {
       if (isXetError(e)) return { ok: false, error: e.toJSON() };
       return { ok: false, refused: String((e as Error).message) };
     }
+  };
+
+  // A command line from the thin client (src/daemon/relay.ts), run with the CLI's own parser and
+  // output: what it printed and its exit code go back. Errors are already printed by the CLI code.
+  const relayed = async (req: DaemonRequest): Promise<DaemonReply> => {
+    const argv = req.argv;
+    if (!Array.isArray(argv) || argv.length > 4096 || !argv.every((a) => typeof a === 'string'))
+      return { ok: false, refused: 'argv' };
+    if (relayedCommand(argv) === undefined) return { ok: false, refused: 'op' };
+    const [{ runCli }, { collectInvocation }] = await Promise.all([import('../cli/main'), import('../cli/invocation')]);
+    const columns = Number.isInteger(req.columns) && (req.columns as number) > 0 ? req.columns : undefined;
+    const r = await collectInvocation({ cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns }, () => runCli(argv));
+    return { ok: true, result: { exitCode: r.value, stdout: r.stdout, stderr: r.stderr } };
   };
 
   server.on('connection', (sock) => {

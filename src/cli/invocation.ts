@@ -1,0 +1,67 @@
+// Where one CLI invocation runs and prints: its working directory, stdout and stderr. Normally the
+// process's own; the daemon (src/daemon/server.ts) runs a relayed `git xet capture|fork` for a thin
+// client (src/daemon/relay.ts) with the client's directory and terminal facts, and collects what the
+// command prints to send back. The daemon runs one request at a time, so one current invocation is
+// enough.
+
+export interface Invocation {
+  cwd(): string;
+  stdout(text: string): void;
+  stderr(text: string): void;
+  /** Whether stderr is a terminal (notes and the progress line go only there). */
+  stderrTTY: boolean;
+  /** The terminal's width, when stderr is one. */
+  columns: number | undefined;
+  /** Whether output reaches the terminal as it is written (a progress line needs that; collected
+   * output is sent when the command ends). */
+  live: boolean;
+}
+
+const own: Invocation = {
+  cwd: () => process.cwd(),
+  stdout: (text) => void process.stdout.write(text),
+  stderr: (text) => void process.stderr.write(text),
+  get stderrTTY() {
+    return Boolean(process.stderr.isTTY);
+  },
+  get columns() {
+    return process.stderr.columns;
+  },
+  live: true,
+};
+
+let current: Invocation = own;
+
+export function invocation(): Invocation {
+  return current;
+}
+
+/** A relayed invocation's captured output. */
+export interface CollectedOutput {
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs fn as an invocation from `cwd` whose output is collected instead of printed. */
+export async function collectInvocation<T>(
+  facts: { cwd: string; stderrTTY: boolean; columns?: number },
+  fn: () => Promise<T>,
+): Promise<{ value: T } & CollectedOutput> {
+  if (current !== own) throw new Error('a relayed invocation is already running in this process');
+  const out: string[] = [];
+  const err: string[] = [];
+  current = {
+    cwd: () => facts.cwd,
+    stdout: (text) => void out.push(text),
+    stderr: (text) => void err.push(text),
+    stderrTTY: facts.stderrTTY,
+    columns: facts.columns,
+    live: false,
+  };
+  try {
+    const value = await fn();
+    return { value, stdout: out.join(''), stderr: err.join('') };
+  } finally {
+    current = own;
+  }
+}
