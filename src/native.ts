@@ -11,6 +11,9 @@ export interface XetNative {
   inflateInto(src: Buffer, dst: Buffer): number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;
+  /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12
+   * doubles each (src/git/lstat-many.ts). */
+  lstatMany(root: string, names: Buffer, out: Buffer): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

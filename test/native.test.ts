@@ -15,6 +15,7 @@ import { test } from 'node:test';
 import * as crypto from 'node:crypto';
 import { PackReader } from '../src/git/pack-reader';
 import { native, nativeMissing } from '../src/native';
+import { absent, lstatMany, ROW, STAT_ROW } from '../src/git/lstat-many';
 import { initRepo, pseudoRandomBytes } from './support/git';
 import { refusals, roundTrips } from './support/zlib-cases';
 import { richSource } from './support/forks';
@@ -57,9 +58,83 @@ test('the native module checks its arguments before it touches memory', (t) => {
   typeError(() => m.mountOverlay('/x\0/y', 'lowerdir=/a', 0), 'a path with a NUL inside');
   typeError(() => m.mountOverlay('/x', 7, 0), 'a number for a string');
   typeError(() => m.mountOverlay('/x', 'lowerdir=/a', 2), 'a read-only flag that is not 0 or 1');
+  typeError(() => m.lstatMany('/', Buffer.from('etc'), Buffer.alloc(96)), 'names without a final NUL');
+  typeError(() => m.lstatMany('/', Buffer.from('etc\0'), Buffer.alloc(97).subarray(1)), 'an unaligned out');
+  typeError(() => m.lstatMany('/', 'etc\0', Buffer.alloc(96)), 'a string for the names');
+  // Rows that do not fit are not written: the count says how many were.
+  assert.equal(m.lstatMany('/', Buffer.from('etc\0usr\0'), Buffer.alloc(96 + 95)), 1);
   // At the very end there is no room: -1, which the wrapper turns into a RangeError, never a write.
   assert.equal(m.deflateInto(src, 1, dst, dst.length), -1);
   assert.equal(m.deflateInto(Buffer.alloc(0), 1, Buffer.alloc(0), 0), -1);
+});
+
+test('lstatMany: the native rows are the bigint lstat rows, absent paths are rows and other errors throw', (t) => {
+  const sb = createSandbox('xet-lstat-many-');
+  try {
+    const root = sb.path('tree');
+    fs.mkdirSync(path.join(root, 'a', 'b'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'a', 'b', 'file'), 'x'.repeat(5000));
+    fs.writeFileSync(path.join(root, 'exec'), '#!/bin/sh\n', { mode: 0o755 });
+    fs.symlinkSync('a/b/file', path.join(root, 'link'));
+    fs.symlinkSync('nowhere', path.join(root, 'dangling'));
+    fs.linkSync(path.join(root, 'exec'), path.join(root, 'hardlink'));
+    spawnSync('mkfifo', [path.join(root, 'fifo')]);
+    fs.utimesSync(path.join(root, 'exec'), new Date('1999-12-31T23:59:59.123Z'), new Date('1969-06-01T00:00:00.5Z'));
+    fs.writeFileSync(path.join(root, 'ünïcode ✓'), '');
+    const paths = [
+      'a',
+      'a/b/file',
+      'exec',
+      'link',
+      'dangling',
+      'hardlink',
+      'fifo',
+      'ünïcode ✓',
+      'missing',
+      'exec/below',
+      'a/missing/x',
+      'link/x',
+    ];
+    const js = lstatMany(root, paths, false);
+    // Every field against node's own bigint lstat (the fallback's source).
+    for (const [i, p] of paths.entries()) {
+      let st: fs.BigIntStats | undefined;
+      try {
+        st = fs.lstatSync(path.join(root, p), { bigint: true, throwIfNoEntry: false });
+      } catch (e) {
+        assert.equal((e as NodeJS.ErrnoException).code, 'ENOTDIR', p);
+      }
+      if (!st) {
+        assert.equal(absent(js, i), true, p);
+        continue;
+      }
+      const r = i * STAT_ROW;
+      assert.equal(js[r + ROW.errno], 0, p);
+      assert.equal(js[r + ROW.mode], Number(st.mode), p);
+      assert.equal(js[r + ROW.size], Number(st.size), p);
+      assert.equal(js[r + ROW.ino], Number(st.ino), p);
+      assert.equal(js[r + ROW.nlink], Number(st.nlink), p);
+      assert.equal(BigInt(js[r + ROW.mtime]) * 1_000_000_000n + BigInt(js[r + ROW.mtimeNs]), st.mtimeNs, p);
+      assert.equal(BigInt(js[r + ROW.ctime]) * 1_000_000_000n + BigInt(js[r + ROW.ctimeNs]), st.ctimeNs, p);
+    }
+    // ENOTDIR (a file where a directory was) is absent, like ENOENT.
+    assert.deepEqual(
+      paths.map((_, i) => absent(js, i)),
+      paths.map((p) => ['missing', 'exec/below', 'a/missing/x', 'link/x'].includes(p)),
+    );
+    const tooLong = 'd/'.repeat(2100) + 'f';
+    assert.throws(() => lstatMany(root, [tooLong], false), { code: 'ENAMETOOLONG' });
+    if (!native) {
+      t.diagnostic(`native rows not compared: the native module is not loaded (${nativeMissing})`);
+      return;
+    }
+    assert.deepEqual(lstatMany(root, paths), js);
+    assert.throws(() => lstatMany(root, ['exec', tooLong]), { code: 'ENAMETOOLONG', syscall: 'lstat' });
+    assert.throws(() => lstatMany(root, ['a\0b']), /unusable path/);
+    assert.throws(() => lstatMany(path.join(root, 'missing'), ['exec']), /could not open its root/);
+  } finally {
+    sb.cleanup();
+  }
 });
 
 /** A zlib stream of `data` in stored blocks of `block` bytes: valid, and longer than zlib's

@@ -47,6 +47,7 @@ import {
 import { blobOid, serializeFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
+import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
 
@@ -152,24 +153,29 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const recordChunked = c.record?.chunks?.files ?? null;
     const { buf, entries } = c.parsed;
     const prefix = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
+    // Every path's lstat in one batch (src/git/lstat-many.ts): exact times, no Stats objects.
+    const rows = lstatMany(spec.worktree, paths);
     for (let i = 0; i < n; i++) {
       const p = paths[i];
-      // A plain lstat, not a bigint one: its times are doubles made from the same seconds and
-      // nanoseconds, so an entry's own times give exactly the same doubles when they are equal
-      // (and a bigint lstat of every path makes the collector do more work than the lstat itself).
-      const st = fs.lstatSync(prefix + p, { throwIfNoEntry: false });
-      if (!st) {
+      const r = i * STAT_ROW;
+      if (absent(rows, i)) {
         slot[i] = Slot.Vanished;
         continue;
       }
-      const mode = canonicalMode(st.mode);
+      const mode = canonicalMode(rows[r + ROW.mode]);
       if (mode === 0) {
         slot[i] = Slot.Vanished; // a directory or a fifo now: not a file to capture
         continue;
       }
-      nlink[i] = st.nlink;
-      size[i] = st.size;
-      if (chunking && mode !== 0o120000 && st.size >= chunking.threshold && !chunking.cleanTracked.has(p)) {
+      const stSize = rows[r + ROW.size];
+      nlink[i] = rows[r + ROW.nlink];
+      size[i] = stSize;
+      if (
+        chunking &&
+        mode !== 0o120000 &&
+        (stSize < 0 || stSize >= chunking.threshold) &&
+        !chunking.cleanTracked.has(p)
+      ) {
         const big = lstatBig(prefix + p);
         if (!big || !big.isFile()) {
           slot[i] = Slot.Vanished;
@@ -184,14 +190,18 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       if (k !== undefined) {
         const o = entries[k].offset;
         if (
-          sameAsEntry(buf, o, st, mode) &&
+          sameAsEntry(buf, o, rows, r, mode) &&
           buf.readUInt32BE(o + STAT.mtime) < c.racyFrom &&
-          (st.size < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !Object.hasOwn(recordChunked, p)))
+          (stSize < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !Object.hasOwn(recordChunked, p)))
         ) {
           buf.copy(stat, i * STAT_BYTES, o, o + STAT_BYTES);
           buf.copy(oid, i * hashLen, o + STAT_BYTES, o + STAT_BYTES + hashLen);
           mtimeSec[i] = buf.readUInt32BE(o + STAT.mtime);
-          inode[i] = st.nlink > 1 ? `${st.dev}:${st.ino}` : null;
+          if (nlink[i] > 1) {
+            // An inode number or device a double cannot hold: the bigint lstat names it exactly.
+            const big = rows[r + ROW.ino] < 0 || rows[r + ROW.dev] < 0 ? lstatBig(prefix + p) : null;
+            inode[i] = big ? `${big.dev}:${big.ino}` : `${rows[r + ROW.dev]}:${rows[r + ROW.ino]}`;
+          } else inode[i] = null;
           slot[i] = Slot.Reused;
           continue;
         }
@@ -648,21 +658,26 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   }
 }
 
-/** Whether an lstat is the file a stat-cache entry recorded: every field git records but the device
- * (an overlay or NFS mount may renumber it; git leaves it out too), times to the nanosecond. A value
- * the entry's 32 bits cannot hold (a time past 2106 or before 1970, an inode past 2^53) never
- * matches: the file is read again. */
-function sameAsEntry(buf: Buffer, o: number, st: fs.Stats, mode: number): boolean {
+/** Whether an lstat (row r of lstatMany's rows) is the file a stat-cache entry recorded: every field
+ * git records but the device (an overlay or NFS mount may renumber it; git leaves it out too), times
+ * to the nanosecond. A value the entry's 32 bits cannot hold (a time past 2106 or before 1970, an
+ * inode or size past 2^53, which lstatMany gives as -1) never matches: the file is read again. */
+function sameAsEntry(buf: Buffer, o: number, rows: Float64Array, r: number, mode: number): boolean {
   const U32 = 4294967296;
+  const size = rows[r + ROW.size];
+  const ino = rows[r + ROW.ino];
   return (
     buf.readUInt32BE(o + STAT.mode) === mode &&
-    buf.readUInt32BE(o + STAT.size) === st.size % U32 &&
-    st.ino <= Number.MAX_SAFE_INTEGER &&
-    buf.readUInt32BE(o + STAT.ino) === st.ino % U32 &&
-    buf.readUInt32BE(o + STAT.uid) === st.uid >>> 0 &&
-    buf.readUInt32BE(o + STAT.gid) === st.gid >>> 0 &&
-    buf.readUInt32BE(o + STAT.mtime) * 1000 + buf.readUInt32BE(o + STAT.mtimeNs) / 1e6 === st.mtimeMs &&
-    buf.readUInt32BE(o + STAT.ctime) * 1000 + buf.readUInt32BE(o + STAT.ctimeNs) / 1e6 === st.ctimeMs
+    size >= 0 &&
+    buf.readUInt32BE(o + STAT.size) === size % U32 &&
+    ino >= 0 &&
+    buf.readUInt32BE(o + STAT.ino) === ino % U32 &&
+    buf.readUInt32BE(o + STAT.uid) === rows[r + ROW.uid] >>> 0 &&
+    buf.readUInt32BE(o + STAT.gid) === rows[r + ROW.gid] >>> 0 &&
+    buf.readUInt32BE(o + STAT.mtime) === rows[r + ROW.mtime] &&
+    buf.readUInt32BE(o + STAT.mtimeNs) === rows[r + ROW.mtimeNs] &&
+    buf.readUInt32BE(o + STAT.ctime) === rows[r + ROW.ctime] &&
+    buf.readUInt32BE(o + STAT.ctimeNs) === rows[r + ROW.ctimeNs]
   );
 }
 
