@@ -287,3 +287,37 @@ test('capture and fork lines go whole to the daemon: same output, exit codes and
     fs.rmSync(forks, { recursive: true, force: true });
   }
 });
+
+test('a stat cache kept in memory is read again when its file changed, even in place at the same size and mtime', async () => {
+  const { keepStatCachesInMemory, loadStatCache } =
+    (await import('../src/snapshot/stat-cache')) as typeof import('../src/snapshot/stat-cache');
+  const d = repo();
+  try {
+    const indexOf = (name: string): Buffer => {
+      const f = path.join(d, `.git/index-${name}`);
+      const blob = git(d, 'hash-object', '-w', '--stdin').trim();
+      execFileSync('git', ['update-index', '--add', '--cacheinfo', `100644,${blob},${name}`], {
+        cwd: d,
+        env: { ...ENV, GIT_INDEX_FILE: f },
+      });
+      return fs.readFileSync(f);
+    };
+    const a = indexOf('a');
+    const b = indexOf('b');
+    assert.equal(a.length, b.length);
+    const file = path.join(d, '.git', 'cache-under-test');
+    fs.writeFileSync(file, a);
+    keepStatCachesInMemory();
+    const first = loadStatCache(file, 'sha1');
+    assert.deepEqual([...(first?.byPath.keys() ?? [])], ['a']);
+    assert.equal(loadStatCache(file, 'sha1'), first, 'the same file: the cache in memory');
+    const { mtime, atime } = fs.statSync(file);
+    fs.writeFileSync(file, b); // the same inode and size
+    fs.utimesSync(file, atime, mtime);
+    const second = loadStatCache(file, 'sha1');
+    assert.notEqual(second, first);
+    assert.deepEqual([...(second?.byPath.keys() ?? [])], ['b']);
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});

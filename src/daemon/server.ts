@@ -56,6 +56,8 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const { capture } = await import('../snapshot/capture');
   const { createFork } = await import('../workspace/fork');
   const { findRepo } = await import('../git/repo');
+  const statCaches = await import('../snapshot/stat-cache');
+  statCaches.keepStatCachesInMemory();
   // The repository as the CLI finds it from any directory of this worktree (rev-parse), asked once:
   // a request from a directory whose nearest .git is this worktree's gets it. With GIT_DIR or
   // GIT_WORK_TREE set, git decides differently, so every request asks again.
@@ -176,6 +178,12 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
         (reply) => {
           if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
           armIdle();
+          // After the reply, before the next request (queued behind this): the stat cache the
+          // capture wrote, parsed for the next one.
+          queue = queue
+            .then(() => new Promise<void>((r) => setImmediate(r)))
+            .then(() => statCaches.prewarmStatCaches())
+            .catch(() => undefined);
         },
         () => sock.destroy(),
       );

@@ -44,8 +44,48 @@ export interface StatCache {
   trees: Set<string>;
 }
 
+/** A resident process (the daemon) keeps the last stat cache it loaded, parsed, keyed by the
+ * identity of its two files (device, inode, size, times to the nanosecond): a capture replaces them
+ * by rename, and anything else that writes them changes their ctime. The caches its own captures
+ * write are loaded between requests (prewarmStatCaches), so the next capture finds them parsed. */
+let memo: { file: string; format: string; key: string; cache: StatCache | null } | null = null;
+let keepInMemory = false;
+const written = new Map<string, 'sha1' | 'sha256'>();
+
+export function keepStatCachesInMemory(): void {
+  keepInMemory = true;
+}
+
+function identity(file: string): string | null {
+  try {
+    const ids = [file, `${file}${STAT_CACHE_RECORD_SUFFIX}`].map((f) => {
+      const st = fs.statSync(f, { bigint: true, throwIfNoEntry: false });
+      return st ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '-';
+    });
+    return ids.join('|');
+  } catch {
+    return null;
+  }
+}
+
+/** Loads the stat caches written since the last call into memory (a resident process, idle). */
+export function prewarmStatCaches(): void {
+  for (const [file, format] of written) loadStatCache(file, format);
+  written.clear();
+}
+
 /** The stat cache at `file`, or null when there is none or it cannot be trusted. */
 export function loadStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | null {
+  if (!keepInMemory) return readStatCache(file, format);
+  const key = identity(file);
+  if (key !== null && memo?.file === file && memo.format === format && memo.key === key) return memo.cache;
+  const cache = readStatCache(file, format);
+  // Kept only when the files did not change while they were read.
+  memo = key !== null && identity(file) === key ? { file, format, key, cache } : null;
+  return cache;
+}
+
+function readStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | null {
   let parsed: ParsedIndex;
   let mtimeSec: number;
   try {
@@ -117,4 +157,5 @@ export function writeStatCache(
   const sealed: StatCacheRecord = { ...record, index: index.toString('hex', index.length - hashLen) };
   writeIndexFile(`${file}${STAT_CACHE_RECORD_SUFFIX}`, Buffer.from(JSON.stringify(sealed), 'utf8'));
   writeIndexFile(file, index);
+  if (keepInMemory) written.set(file, hashLen === 32 ? 'sha256' : 'sha1');
 }
