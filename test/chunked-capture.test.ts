@@ -10,6 +10,7 @@ import * as zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { parsePointer } from '../src/chunks/pointer';
+import { heldLocally } from '../src/git/object-presence';
 import { initRepo, type Repo } from './support/git';
 import { pausedAt } from './support/faults';
 import { createSandbox, type Sandbox } from './support/sandbox';
@@ -356,5 +357,36 @@ test('a chunk damaged inside its pack (stored and deflated): restore fails INTEG
     } finally {
       sb.cleanup();
     }
+  }
+});
+
+test('chunks already stored, packed or loose, are not stored again; the lookup finds exactly what the repository holds', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 4 * MiB, 23);
+    const first = capture(sb, r);
+    assert.ok(first.chunking.newChunks > 200);
+    // The same bytes at a new path (no record of them there): every chunk is looked up and found.
+    fs.copyFileSync(r.p('big.bin'), r.p('copy.bin'));
+    const copied = capture(sb, r);
+    assert.equal(copied.chunking.newChunks, 0, JSON.stringify(copied.chunking));
+    // Loose and packed objects, a missing one and a malformed id (src/git/object-presence.ts).
+    const loose = r.gitInput('a loose object\n', 'hash-object', '-w', '--stdin').trim();
+    const packed = r.git('rev-parse', 'HEAD').trim();
+    const missing = 'f'.repeat(40);
+    const objects = r.p('.git/objects');
+    const held = heldLocally([loose, packed, missing, 'not-an-oid', loose], objects, 'sha1');
+    const inPack = r.gitInput(`${packed}\n`, 'cat-file', '--batch-check');
+    assert.equal(held.has(loose), true);
+    assert.equal(held.has(packed), !inPack.includes('missing'));
+    assert.deepEqual(
+      [...held].filter((o) => o === missing || o === 'not-an-oid'),
+      [],
+    );
+    r.git('repack', '-a', '-d', '-q');
+    assert.deepEqual([...heldLocally([loose, packed, missing], objects, 'sha1')].sort(), [loose, packed].sort());
+  } finally {
+    sb.cleanup();
   }
 });

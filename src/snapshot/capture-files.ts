@@ -406,7 +406,16 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     let chunks: ChunkingResult | null = null;
     if (chunking) {
       const record = usableChunkRecord(cache?.record?.chunks, chunking.threshold);
-      chunks = await chunkFiles(spec.worktree, large, chunking, format, record, spec.gitOptions, byRecord);
+      chunks = await chunkFiles(
+        spec.worktree,
+        large,
+        chunking,
+        format,
+        record,
+        spec.gitOptions,
+        spec.objectsDir,
+        byRecord,
+      );
       for (const [p, e] of chunks.entries) {
         const i = paths.indexOf(p);
         if (i < 0) continue;

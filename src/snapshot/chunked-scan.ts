@@ -20,6 +20,8 @@
 // chunk ids, and only the rest are looked up in the repository (one batch), so only chunks the
 // repository lacks are packed.
 
+import { heldLocally } from '../git/object-presence';
+import { tracePhase } from '../testing/trace';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
@@ -134,6 +136,8 @@ export async function chunkFiles(
   format: 'sha1' | 'sha256',
   record: ChunkRecord | null,
   objectOpts: GitOptions,
+  /** The object directory objectOpts reads and the capture writes. */
+  objectsDir: string,
   /** The record belongs to a files tree a ref holds: its pointers and lists are stored. */
   recordHeld = false,
 ): Promise<ChunkingResult> {
@@ -245,7 +249,11 @@ export async function chunkFiles(
     };
   }
   await releaseChunkWorkers();
-  const present = candidates.size ? await objectSizes(candidates, objectOpts) : new Map<string, number>();
+  tracePhase(`chunks: look up ${candidates.size}`);
+  // In this process (object-presence.ts): a cold capture's chunks are all new, and git's answer
+  // "missing" costs a rescan of the pack directory each.
+  const present = candidates.size ? heldLocally(candidates, objectsDir, format) : new Set<string>();
+  tracePhase('chunks: list');
   const packed = new Set<string>();
   for (const f of fresh) {
     for (const c of f.chunks) {
