@@ -48,6 +48,7 @@ import { blobOid, serializeFileMeta, type FileMeta, type FileMetaEntry } from '.
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
+import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
 
@@ -478,7 +479,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     // The record's filemeta blob may have been held only by a snapshot dropped since: it is skipped
     // only when the repository still has it.
     const oldMeta = backed ? cache?.record?.meta : undefined;
-    const metaHeld = metaOid === oldMeta && (await objectSizes([metaOid], spec.gitOptions)).has(metaOid);
+    // (Asked of the object directory itself, object-presence.ts: no git process on this path.)
+    const metaHeld = metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid);
     if (!metaHeld) items.push({ oid: metaOid, type: 'blob', data: metaData });
     if (spec.extraItems) items.push(...(await spec.extraItems));
     const chunkItems = chunks?.items ?? [];
@@ -496,7 +498,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       }
       if (firstOf.size && firstOf.size <= LOOKUP_LIMIT) {
         tracePhase(`files: look up ${firstOf.size}`);
-        for (const hex of (await objectSizes(firstOf.keys(), spec.gitOptions)).keys()) firstOf.delete(hex);
+        for (const hex of heldLocally(firstOf.keys(), spec.objectsDir, format)) firstOf.delete(hex);
       }
       const whole: number[] = [];
       for (const [hex, i] of firstOf) {
