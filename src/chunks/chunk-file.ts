@@ -112,7 +112,7 @@ async function readBlocks(
   signal: AbortSignal | undefined,
   onBlock: (buf: Buffer) => boolean,
 ): Promise<number> {
-  const blocks = [Buffer.allocUnsafe(READ_BLOCK), Buffer.allocUnsafe(READ_BLOCK)];
+  const blocks = spareBlocks.pop() ?? [Buffer.allocUnsafe(READ_BLOCK), Buffer.allocUnsafe(READ_BLOCK)];
   let which = 0;
   let pos = from;
   let next = fd.read(blocks[which], 0, READ_BLOCK, pos);
@@ -130,8 +130,13 @@ async function readBlocks(
     }
   } finally {
     await next.catch(() => undefined);
+    spareBlocks.push(blocks);
   }
 }
+
+/** Read blocks of finished reads, kept for the next: fresh memory costs a page fault per 4 KiB
+ * here (~12 us each under the hypervisor), 25 ms for a pair of new 4 MiB blocks. */
+const spareBlocks: Buffer[][] = [];
 
 /** Hash the whole file, one sequential read. */
 async function hashAll(

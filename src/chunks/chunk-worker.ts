@@ -32,8 +32,12 @@ export interface RegionDone {
   error?: string;
 }
 
-// One read buffer per thread, grown to the largest region (a region is a few tens of MiB).
-let scratch = Buffer.allocUnsafe(0);
+// One read block and one carried chunk per thread, reused: fresh memory costs a page fault per
+// 4 KiB on these machines (~12 us each under the hypervisor), and a region-sized buffer made the
+// first region of every worker 100 ms slower than the next.
+const BLOCK_BYTES = 1024 * 1024;
+let block = Buffer.allocUnsafe(0);
+let carry = Buffer.allocUnsafe(0);
 
 /** Name the chunk `buf` as a git blob. */
 export function blobId(format: 'sha1' | 'sha256', buf: Uint8Array): string {
@@ -42,37 +46,53 @@ export function blobId(format: 'sha1' | 'sha256', buf: Uint8Array): string {
 
 export function chunkRegion(job: RegionJob): RegionDone {
   const want = job.limit - job.start;
-  if (scratch.length < want) scratch = Buffer.allocUnsafe(want);
+  if (block.length < BLOCK_BYTES) block = Buffer.allocUnsafe(BLOCK_BYTES);
+  // A chunk is never longer than max: the bytes after the last cut always fit.
+  if (carry.length < job.params.max) carry = Buffer.allocUnsafe(job.params.max);
   let fd: number;
   try {
     fd = fs.openSync(job.file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (e) {
     return { id: job.id, ends: [], oids: [], error: (e as Error).message };
   }
-  let n = 0;
+  const chunker = new GearChunker(job.params);
+  const ends: number[] = [];
+  const oids: string[] = [];
+  const cuts: number[] = [];
+  let carried = 0;
+  let end = job.start; // where the current chunk starts
+  let pos = 0;
   try {
-    while (n < want) {
-      const got = fs.readSync(fd, scratch, n, want - n, job.start + n);
-      if (got === 0) break;
-      n += got;
+    while (pos < want) {
+      const n = fs.readSync(fd, block, 0, Math.min(BLOCK_BYTES, want - pos), job.start + pos);
+      if (n === 0) return { id: job.id, ends: [], oids: [], error: 'it shrank' };
+      const buf = block.subarray(0, n);
+      cuts.length = 0;
+      chunker.push(buf, cuts);
+      let from = 0;
+      for (const cut of cuts) {
+        const len = carried + cut - from;
+        const h = createHash(job.format).update(`blob ${len}\0`);
+        if (carried) h.update(carry.subarray(0, carried));
+        oids.push(h.update(buf.subarray(from, cut)).digest('hex'));
+        end += len;
+        ends.push(end);
+        carried = 0;
+        from = cut;
+      }
+      buf.copy(carry, carried, from);
+      carried += n - from;
+      pos += n;
     }
   } catch (e) {
     return { id: job.id, ends: [], oids: [], error: (e as Error).message };
   } finally {
     fs.closeSync(fd);
   }
-  if (n !== want) return { id: job.id, ends: [], oids: [], error: 'it shrank' };
-  const buf = scratch.subarray(0, want);
-  const cuts: number[] = [];
-  new GearChunker(job.params).push(buf, cuts);
-  if (job.limit === job.size && (cuts.length === 0 || cuts[cuts.length - 1] !== want)) cuts.push(want);
-  const ends = new Array<number>(cuts.length);
-  const oids = new Array<string>(cuts.length);
-  let prev = 0;
-  for (let i = 0; i < cuts.length; i++) {
-    oids[i] = blobId(job.format, buf.subarray(prev, cuts[i]));
-    ends[i] = job.start + cuts[i];
-    prev = cuts[i];
+  // A region that reaches the file's end also ends its last chunk there.
+  if (job.limit === job.size && carried) {
+    oids.push(blobId(job.format, carry.subarray(0, carried)));
+    ends.push(end + carried);
   }
   return { id: job.id, ends, oids };
 }
