@@ -220,9 +220,8 @@ static napi_value mount_overlay(napi_env env, napi_callback_info info) {
  * ns, ctime s, ctime ns. A size or inode number past 2^53 (which a double cannot hold exactly) is -1,
  * never equal to a recorded one. Kept in step with src/git/lstat-many.ts. */
 #define STAT_ROW 12
-#define EXACT_MAX 9007199254740992.0
 
-static double exact(uint64_t v) { return (double)v <= EXACT_MAX ? (double)v : -1; }
+static double exact(uint64_t v) { return v <= (UINT64_C(1) << 53) ? (double)v : -1; }
 
 static napi_value lstat_many(napi_env env, napi_callback_info info) {
   napi_value argv[3];
