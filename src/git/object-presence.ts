@@ -16,7 +16,7 @@ const OID_RE = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
  * in objects/info/alternates; relative entries are relative to objectsDir). */
 function withAlternates(objectsDir: string): string[] {
   const dirs = [objectsDir];
-  let text = '';
+  let text: string;
   try {
     text = fs.readFileSync(path.join(objectsDir, 'info', 'alternates'), 'utf8');
   } catch {
