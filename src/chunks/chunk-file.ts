@@ -20,7 +20,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { XetError } from '../errors';
-import { GearChunker } from './gear';
+import { NamingChunker } from './gear';
 import { chunkParamsFor, type ChunkParams } from './params';
 import type { ChunkRef } from './list-tree';
 import type { RegionDone, RegionJob } from './chunk-worker';
@@ -169,41 +169,23 @@ async function cutSequentially(
   whole: ReturnType<typeof createHash> | null,
   stop: (c: ChunkRef) => boolean,
 ): Promise<number> {
-  const chunker = new GearChunker(params);
-  const carry = Buffer.allocUnsafe(params.max);
-  let carried = 0;
+  const chunker = new NamingChunker(params, o.format);
   let offset = from; // file offset of the current chunk
   let stopped = false;
-  const cuts: number[] = [];
-  const name = (a: Uint8Array, b: Uint8Array | null, len: number): string => {
-    const h = createHash(o.format).update(`blob ${len}\0`).update(a);
-    if (b) h.update(b);
-    return h.digest('hex');
-  };
   const pos = await readBlocks(fd, file, from, size, o.signal, (buf) => {
     whole?.update(buf);
-    cuts.length = 0;
-    chunker.push(buf, cuts);
-    let start = 0;
-    for (const end of cuts) {
-      const part = buf.subarray(start, end);
-      const len = carried + part.length;
-      const oid = carried ? name(carry.subarray(0, carried), part, len) : name(part, null, len);
+    return (stopped = chunker.push(buf, (len, oid) => {
       const c = { offset, size: len, oid };
       offset += len;
-      carried = 0;
-      start = end;
-      if (stop(c)) return (stopped = true);
-    }
-    buf.copy(carry, carried, start);
-    carried += buf.length - start;
-    return false;
+      return stop(c);
+    }));
   });
   if (stopped) return offset;
   if (pos !== size) return pos;
-  if (carried) {
-    stop({ offset, size: carried, oid: name(carry.subarray(0, carried), null, carried) });
-    offset += carried;
+  const last = chunker.finish();
+  if (last) {
+    stop({ offset, ...last });
+    offset += last.size;
   }
   return offset;
 }

@@ -3,10 +3,9 @@
 // read `overrun` bytes past its end, so that the region before it can be joined to the next one
 // where their cuts coincide (chunk-file.ts `joinRegions` says why that is exact).
 
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { parentPort } from 'node:worker_threads';
-import { GearChunker } from './gear';
+import { NamingChunker } from './gear';
 import type { ChunkParams } from './params';
 
 export interface RegionJob {
@@ -32,56 +31,37 @@ export interface RegionDone {
   error?: string;
 }
 
-// One read block and one carried chunk per thread, reused: fresh memory costs a page fault per
-// 4 KiB on these machines (~12 us each under the hypervisor), and a region-sized buffer made the
-// first region of every worker 100 ms slower than the next.
+// One read block per thread, reused: fresh memory costs a page fault per 4 KiB on these machines
+// (~12 us each under the hypervisor), and a region-sized buffer made the first region of every
+// worker 100 ms slower than the next.
 const BLOCK_BYTES = 1024 * 1024;
 let block = Buffer.allocUnsafe(0);
-let carry = Buffer.allocUnsafe(0);
-
-/** Name the chunk `buf` as a git blob. */
-export function blobId(format: 'sha1' | 'sha256', buf: Uint8Array): string {
-  return createHash(format).update(`blob ${buf.length}\0`).update(buf).digest('hex');
-}
 
 export function chunkRegion(job: RegionJob): RegionDone {
   const want = job.limit - job.start;
   if (block.length < BLOCK_BYTES) block = Buffer.allocUnsafe(BLOCK_BYTES);
-  // A chunk is never longer than max: the bytes after the last cut always fit.
-  if (carry.length < job.params.max) carry = Buffer.allocUnsafe(job.params.max);
   let fd: number;
   try {
     fd = fs.openSync(job.file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (e) {
     return { id: job.id, ends: [], oids: [], error: (e as Error).message };
   }
-  const chunker = new GearChunker(job.params);
+  const chunker = new NamingChunker(job.params, job.format);
   const ends: number[] = [];
   const oids: string[] = [];
-  const cuts: number[] = [];
-  let carried = 0;
   let end = job.start; // where the current chunk starts
+  const take = (size: number, oid: string): boolean => {
+    end += size;
+    ends.push(end);
+    oids.push(oid);
+    return false;
+  };
   let pos = 0;
   try {
     while (pos < want) {
       const n = fs.readSync(fd, block, 0, Math.min(BLOCK_BYTES, want - pos), job.start + pos);
       if (n === 0) return { id: job.id, ends: [], oids: [], error: 'it shrank' };
-      const buf = block.subarray(0, n);
-      cuts.length = 0;
-      chunker.push(buf, cuts);
-      let from = 0;
-      for (const cut of cuts) {
-        const len = carried + cut - from;
-        const h = createHash(job.format).update(`blob ${len}\0`);
-        if (carried) h.update(carry.subarray(0, carried));
-        oids.push(h.update(buf.subarray(from, cut)).digest('hex'));
-        end += len;
-        ends.push(end);
-        carried = 0;
-        from = cut;
-      }
-      buf.copy(carry, carried, from);
-      carried += n - from;
+      chunker.push(block.subarray(0, n), take);
       pos += n;
     }
   } catch (e) {
@@ -90,10 +70,8 @@ export function chunkRegion(job: RegionJob): RegionDone {
     fs.closeSync(fd);
   }
   // A region that reaches the file's end also ends its last chunk there.
-  if (job.limit === job.size && carried) {
-    oids.push(blobId(job.format, carry.subarray(0, carried)));
-    ends.push(end + carried);
-  }
+  const last = job.limit === job.size ? chunker.finish() : null;
+  if (last) take(last.size, last.oid);
   return { id: job.id, ends, oids };
 }
 

@@ -127,6 +127,56 @@ export class GearChunker {
   }
 }
 
+/**
+ * The chunker fed a stream in blocks, naming each chunk as a git blob as it ends: the bytes of a
+ * chunk that runs on into the next block are carried (at most `max` of them, since a chunk is never
+ * longer). The sequential chunker (chunk-file.ts) and every region of the parallel one
+ * (chunk-worker.ts) cut and name through this.
+ */
+export class NamingChunker {
+  private readonly chunker: GearChunker;
+  private readonly carry: Buffer;
+  private carried = 0;
+  private readonly cuts: number[] = [];
+
+  constructor(
+    p: ChunkParams,
+    private readonly format: 'sha1' | 'sha256',
+  ) {
+    this.chunker = new GearChunker(p);
+    this.carry = Buffer.allocUnsafe(p.max);
+  }
+
+  /** Feeds the next block: `onChunk(size, oid)` for every chunk that ends in it, in order, until
+   * it returns true (then so does this, and the rest of the block is not taken). */
+  push(buf: Buffer, onChunk: (size: number, oid: string) => boolean): boolean {
+    this.cuts.length = 0;
+    this.chunker.push(buf, this.cuts);
+    let from = 0;
+    for (const cut of this.cuts) {
+      const len = this.carried + cut - from;
+      const h = createHash(this.format).update(`blob ${len}\0`);
+      if (this.carried) h.update(this.carry.subarray(0, this.carried));
+      const oid = h.update(buf.subarray(from, cut)).digest('hex');
+      this.carried = 0;
+      from = cut;
+      if (onChunk(len, oid)) return true;
+    }
+    buf.copy(this.carry, this.carried, from);
+    this.carried += buf.length - from;
+    return false;
+  }
+
+  /** The bytes after the last cut as a chunk (the stream's last), or null when there are none. */
+  finish(): { size: number; oid: string } | null {
+    if (!this.carried) return null;
+    const size = this.carried;
+    const oid = createHash(this.format).update(`blob ${size}\0`).update(this.carry.subarray(0, size)).digest('hex');
+    this.carried = 0;
+    return { size, oid };
+  }
+}
+
 /** Every chunk size of a whole buffer, in order (tests and small inputs). */
 export function chunkSizes(data: Uint8Array, p: ChunkParams): number[] {
   const c = new GearChunker(p);

@@ -3,8 +3,9 @@
 // command line with the CLI's own code (src/cli/main.ts runCli) and sends back what it printed and
 // its exit code. Node's start-up is then the whole cost of the process: loading the command modules
 // (commander, the schemas, the capture code) is what the daemon saves.
-// This module loads only node built-ins and src/daemon/locate.ts. Whenever the daemon cannot run the
-// line (none running, another build or environment, a dropped connection), the CLI runs it itself.
+// This module loads only node built-ins and the daemon's client (client.ts, locate.ts). Whenever the
+// daemon cannot run the line (none running, another build or environment, a dropped connection),
+// the CLI runs it itself.
 import { sendToDaemon } from './client';
 import { locateDaemon } from './locate';
 

@@ -118,9 +118,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     const withCwd = { ...input, cwd };
     return op === 'capture'
       ? capture(withCwd as unknown as Parameters<typeof capture>[0])
-      : ownRepoOf(cwd).then((own) => forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]));
+      : Promise.resolve(ownRepo(cwd)).then((own) =>
+          forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]),
+        );
   };
-  const ownRepoOf = async (cwd: string): Promise<Repo | undefined> => ownRepo(cwd);
   serveOpsInProcess(runOp);
 
   const handle = async (req: DaemonRequest & { version?: string; env?: string }): Promise<DaemonReply> => {
