@@ -14,7 +14,8 @@ import { initRepo, type Repo } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { describeRun, expectError, expectExit, parseJson, xet, XET_BIN, capture } from './support/xet';
 import { openSidecar } from '../src/sidecar/db';
-import { RESULT_INLINE_MAX, RESULT_MAX } from '../src/tasks/model';
+import { RESULT_INLINE_MAX, RESULT_MAX, isTerminal } from '../src/tasks/model';
+import { PAUSE_AT_ENV, PAUSE_DIR_ENV } from '../src/testing/fault-points';
 import { tryAcquireLease } from '../src/tasks/slot';
 import { getTask, listEvents, listTasks, updateTask, type TaskEvent, type TaskRow } from '../src/tasks/store';
 
@@ -307,6 +308,28 @@ test('task cancel: SIGTERM to a live runner ends the task (cancelled TASK_CANCEL
     }
     const x = await until('the polled cancel', () => task(r, id).status === 'cancelled' && task(r, id), 10_000);
     assert.equal(x.errorCode, 'TASK_CANCELLED');
+  }));
+
+test('task cancel right after task run --detach: a runner still starting is not signalled and ends cancelled, not interrupted', async () =>
+  withSandbox(async (sb) => {
+    const r = repo(sb);
+    // The runner stops before it has trapped SIGTERM (the window every detach has while node loads).
+    const dir = sb.path('faults-runner');
+    fs.mkdirSync(dir);
+    const d = xet(sb, r.dir, ['task', 'run', '--detach', '--no-capture', '--', 'sleep', '30'], {
+      env: { [PAUSE_AT_ENV]: 'runner-main:start', [PAUSE_DIR_ENV]: dir },
+    });
+    expectExit(d, 0);
+    const id = d.stdout.trim();
+    await until('the runner at its start', () => fs.existsSync(path.join(dir, 'runner-main:start.reached')));
+    const c = parseJson(xet(sb, r.dir, ['task', 'cancel', id, '--json']));
+    assert.equal(c.cancelRequested, true);
+    assert.equal(c.signalled, false, 'a runner that has not published its guard is not signalled');
+    fs.writeFileSync(path.join(dir, 'runner-main:start.go'), '');
+    const x = await until('the cancelled end', () => isTerminal(task(r, id).status) && task(r, id));
+    assert.equal(x.status, 'cancelled', `ended ${x.status} (${x.errorCode})`);
+    assert.equal(x.errorCode, 'TASK_CANCELLED');
+    assert.equal(x.pid, null, 'the command never started');
   }));
 
 test('--no-capture: the task ends without a snapshot', () =>

@@ -6,11 +6,13 @@
 import { XetError } from '../errors';
 import { findRepo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
+import { faultPoint } from '../testing/fault-points';
 import { runTask } from './runner';
 import { getTask } from './store';
 
 async function main(argv: string[]): Promise<number> {
   const [commonDir, taskId, ...rest] = argv;
+  await faultPoint('runner-main:start');
   if (!commonDir || !/^[0-9a-f]{16}$/.test(taskId ?? '')) {
     throw new XetError('USAGE', 'usage: runner-main <commonDir> <taskId> (-- COMMAND [ARG...] | --adopt)');
   }

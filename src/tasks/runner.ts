@@ -885,16 +885,18 @@ export async function cancelTask(cwd: string, spec: string): Promise<CancelResul
     return row;
   });
   if (isTerminal(t.status)) return { task: t.id, status: t.status, cancelRequested: false, signalled: false };
+  // Only the process named in this task's guard gets SIGTERM: it published the guard after it
+  // trapped the signal. A runner still starting (recorded by detachTask at spawn, before node has
+  // loaded anything) would die of it and be taken for a crash (interrupted, not cancelled); it reads
+  // cancelRequestedAt before it starts the command instead.
   let signalled = false;
-  if (t.runnerPid && t.runnerStart && t.bootId) {
-    const runner = { pid: t.runnerPid, start: t.runnerStart, boot: t.bootId };
-    if (liveness(runner) === 'alive') {
-      try {
-        process.kill(runner.pid, 'SIGTERM');
-        signalled = true;
-      } catch {
-        // it ended just now
-      }
+  const g = readGuardFile({ gitDir: t.gitDir });
+  if (g.state === 'guard' && g.guard.task === t.id && liveness(g.guard.runner) === 'alive') {
+    try {
+      process.kill(g.guard.runner.pid, 'SIGTERM');
+      signalled = true;
+    } catch {
+      // it ended just now
     }
   }
   return { task: t.id, status: t.status, cancelRequested: true, signalled };

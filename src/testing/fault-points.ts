@@ -72,6 +72,8 @@ export const FAULT_POINTS = [
   'gc-store:after-pack',
   'gc-store:after-state',
   'gc-store:after-trash',
+  // a detached task runner just started: nothing loaded, no signal trapped, no lease
+  'runner-main:start',
   // task runner: the slot's writer lease taken (no guard yet); the guard published (command not
   // started); the command started (its pid recorded); the command ended, its result and capture not
   // yet done, the guard still standing
