@@ -95,3 +95,22 @@ test('intent-to-add entries whose files are gone, replaced by a directory, or by
     }
   }
 });
+
+test('tracked files whose directory became a file, and a tracked file that became a directory, after a capture', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a/b.txt': 'b\n', 'a/c/d.txt': 'd\n', 'f.txt': 'f\n' });
+    capture(sb, r.dir);
+    // git diff-files names a/b.txt and a/c/d.txt; their lstat meets a file where `a/` was (ENOTDIR).
+    r.rm('a');
+    r.write('a', 'now a file\n');
+    r.rm('f.txt');
+    r.write('f.txt/inside.txt', 'now a directory\n');
+    const copy = roundTrip(sb, r, 'copy');
+    assert.equal(fs.readFileSync(`${copy}/a`, 'utf8'), 'now a file\n');
+    assert.equal(fs.readFileSync(`${copy}/f.txt/inside.txt`, 'utf8'), 'now a directory\n');
+  } finally {
+    sb.cleanup();
+  }
+});

@@ -547,7 +547,13 @@ function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]
   for (const p of new Set(statDirty)) {
     const e = byPath.get(p);
     if (!e || e.stage !== 0 || e.size === 0 || e.flags & (CE_VALID | CE_SKIP_WORKTREE | CE_INTENT_TO_ADD)) continue;
-    const st = fs.lstatSync(path.join(worktree, p), { throwIfNoEntry: false });
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.lstatSync(path.join(worktree, p), { throwIfNoEntry: false });
+    } catch (e) {
+      // A file where one of the path's directories was (ENOTDIR) is gone as a missing one is.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOTDIR') throw e;
+    }
     if (!st || !(st.isFile() || st.isSymbolicLink())) continue;
     if (st.size % 2 ** 32 !== e.size) out.push({ path: p, size: e.size });
   }
