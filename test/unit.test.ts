@@ -14,7 +14,7 @@ import { canonicalJson } from '../src/snapshot/canonical-json';
 import { parseManifest } from '../src/snapshot/manifest';
 import { checkPathSyntax, checkTreePaths } from '../src/snapshot/paths';
 import ignore from 'ignore';
-import { PatternMatcher, resolvePolicy } from '../src/snapshot/policy';
+import { DEFAULT_SECRET_PATTERNS, PatternMatcher, resolvePolicy } from '../src/snapshot/policy';
 import { codeOf } from './support/errors';
 
 test('canonical JSON sorts keys at every depth and has no whitespace', () => {
@@ -181,6 +181,8 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     ['node_modules/', '*.log', 'build', '**/.aws/credentials', 'docs/*.md', '/root-only', 'a/**/b', '.env.*'],
     ['secret', 'x/y/z', '*.pem'],
     ['*.tmp', '!keep.tmp', 'cache/'],
+    // The secret defaults, and literal runs with RegExp syntax in them (the prefilter escapes them).
+    [...DEFAULT_SECRET_PATTERNS, 'a+b(c).txt', 'we$rd{1}|x', 'v^2.[ch]'],
     [],
   ];
   const paths = [
@@ -215,6 +217,18 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     'APP.LOG',
     'CFG/.ENV.LOCAL',
     'KEEP.TMP',
+    'home/.ssh/ID_RSA.pub',
+    'certs/Server.PEM',
+    'x/.docker/config.json',
+    'x/.docker/config.json/inner',
+    'a+b(c).txt',
+    'aab(c).txt',
+    'we$rd{1}|x',
+    'werd1x',
+    'v^2.c',
+    'v2.c',
+    'src/.npmrc',
+    'credentials/.aws',
   ];
   for (const list of lists) {
     const fast = new PatternMatcher(list);

@@ -8,6 +8,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
+import { copyBytes } from './copy-bytes';
 
 const STAT_BYTES = 40; // ctime(8) mtime(8) dev ino mode uid gid size(4 each)
 const SIZE_OFFSET = 36;
@@ -161,8 +162,8 @@ export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): Parsed
         arena.copy(bigger, 0, 0, arenaLen);
         arena = bigger;
       }
-      arena.copy(arena, arenaLen, prevStart, prevStart + keep);
-      buf.copy(arena, arenaLen + keep, at, end);
+      copyBytes(arena, arena, arenaLen, prevStart, prevStart + keep);
+      copyBytes(buf, arena, arenaLen + keep, at, end);
       start = arenaLen;
       stop = arenaLen + len;
       prevStart = start;

@@ -12,6 +12,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { copyBytes } from './copy-bytes';
 
 export const STAT_BYTES = 40;
 
@@ -89,12 +90,15 @@ export function statBlock(st: fs.BigIntStats): Buffer {
 
 /** Git's varint (the offset encoding of pack and index v4): 7 bits a byte, most significant first,
  * each continued byte storing one less. */
-function varint(value: number): Buffer {
-  const tmp = Buffer.allocUnsafe(16);
+const varintScratch = new Uint8Array(16);
+
+/** Writes `value` as an index v4 offset varint at `at`; returns the bytes written. */
+function writeVarint(value: number, buf: Uint8Array, at: number): number {
+  const tmp = varintScratch;
   let pos = 15;
   tmp[pos] = value & 127;
   while ((value = Math.floor(value / 128)) > 0) tmp[--pos] = 128 | (--value & 127);
-  return tmp.subarray(pos);
+  return copyBytes(tmp, buf, at, pos, 16);
 }
 
 /** The cache-tree extension's body: nodes in pre-order, subtrees in git's order (by name length,
@@ -133,10 +137,8 @@ export function serializeIndex(
   let prev: Buffer | null = null;
   for (const e of entries) {
     const start = at;
-    e.stat.copy(buf, at, 0, STAT_BYTES);
-    at += STAT_BYTES;
-    e.oid.copy(buf, at, 0, hashLen);
-    at += hashLen;
+    at += copyBytes(e.stat, buf, at, 0, STAT_BYTES);
+    at += copyBytes(e.oid, buf, at, 0, hashLen);
     buf.writeUInt16BE(Math.min(e.path.length, 0xfff), at);
     at += 2;
     if (v4) {
@@ -145,14 +147,12 @@ export function serializeIndex(
         const max = Math.min(prev.length, e.path.length);
         while (common < max && prev[common] === e.path[common]) common++;
       }
-      const v = varint(prev ? prev.length - common : 0);
-      v.copy(buf, at);
-      at += v.length;
-      at += e.path.copy(buf, at, common);
+      at += writeVarint(prev ? prev.length - common : 0, buf, at);
+      at += copyBytes(e.path, buf, at, common, e.path.length);
       buf[at++] = 0;
       prev = e.path;
     } else {
-      at += e.path.copy(buf, at);
+      at += copyBytes(e.path, buf, at, 0, e.path.length);
       at = start + ((at - start + 8) & ~7); // 1 to 8 NULs (the buffer is zeroed)
     }
   }

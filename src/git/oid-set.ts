@@ -6,6 +6,8 @@
 // Open addressing with linear probing. A slot is empty (0), being filled (1) or holds an id (2); a
 // thread that meets a slot being filled waits for it, since the id it will hold may be its own.
 
+import { copyBytes } from './copy-bytes';
+
 export const INSERTED = 1;
 export const PRESENT = 0;
 
@@ -41,7 +43,7 @@ export class SharedOidSet {
     for (let probes = 0; probes <= this.mask; probes++) {
       const s = Atomics.compareExchange(this.state, slot, 0, 1);
       if (s === 0) {
-        this.keys.set(oid.subarray(at, at + n), slot * n);
+        copyBytes(oid, this.keys, slot * n, at, at + n);
         Atomics.store(this.state, slot, 2);
         Atomics.notify(this.state, slot);
         return INSERTED;

@@ -87,8 +87,12 @@ export function sameHead(a: HeadState | null, b: HeadState | null): boolean {
 }
 
 export async function readHead(opts: GitOptions): Promise<HeadState> {
-  const sym = await git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] });
-  const oidR = await git(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { ...opts, okCodes: [1] });
+  // Concurrently: a HEAD that moves between the two reads is caught by the caller's consistency
+  // check (refview.ts) whether they run one after the other or together.
+  const [sym, oidR] = await Promise.all([
+    git(['symbolic-ref', '-q', 'HEAD'], { ...opts, okCodes: [1] }),
+    git(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { ...opts, okCodes: [1] }),
+  ]);
   const oid = oidR.code === 0 ? oidR.stdout.toString('utf8').trim() : null;
   if (sym.code === 0) return { kind: 'branch', ref: sym.stdout.toString('utf8').trim(), oid };
   if (!oid) throw new XetError('GIT_FAILED', 'HEAD is neither a branch nor a commit');

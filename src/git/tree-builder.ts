@@ -50,12 +50,14 @@ interface Frame {
 export function buildTrees(entries: readonly TreeInput[], format: 'sha1' | 'sha256'): TreeBuild {
   const trees: BuiltTree[] = [];
   const stack: Frame[] = [{ name: Buffer.alloc(0), parts: [], count: 0, children: [] }];
-  // The directory components of the frames on the stack (below the root), as byte ranges of the
-  // path that opened each.
-  const open: Buffer[] = [];
+  // Where the '/' ending each open directory (the frames on the stack below the root) is, in the
+  // path that opened it. The open directories are a prefix of the previous path, so a path shares
+  // those whose '/' lies inside its common prefix with the previous one: found by comparing bytes,
+  // without splitting every path into components.
+  const openEnds: number[] = [];
   const close = (): void => {
     const f = stack.pop() as Frame;
-    open.pop();
+    openEnds.pop();
     const data = Buffer.concat(f.parts);
     const raw = crypto.createHash(format).update(`tree ${data.length}\0`).update(data).digest();
     const oid = raw.toString('hex');
@@ -65,29 +67,31 @@ export function buildTrees(entries: readonly TreeInput[], format: 'sha1' | 'sha2
     parent.count += f.count;
     parent.children.push({ name: f.name, entryCount: f.count, oid: raw, children: f.children });
   };
+  let prev: Buffer | null = null;
   for (const e of entries) {
     const mode = MODE_TEXT.get(e.mode);
     if (!mode) throw new Error(`tree entry ${e.path.toString('utf8')} has mode ${e.mode.toString(8)}`);
-    // Split into directory components and the name.
-    const comps: Buffer[] = [];
-    let from = 0;
-    for (let i = e.path.indexOf(0x2f); i >= 0; i = e.path.indexOf(0x2f, from)) {
-      comps.push(e.path.subarray(from, i));
+    const p = e.path;
+    let common = 0;
+    if (prev !== null) {
+      const max = Math.min(prev.length, p.length);
+      while (common < max && prev[common] === p[common]) common++;
+    }
+    let depth = 0;
+    while (depth < openEnds.length && openEnds[depth] < common) depth++;
+    while (openEnds.length > depth) close();
+    let from = depth ? openEnds[depth - 1] + 1 : 0;
+    for (let i = p.indexOf(0x2f, from); i >= 0; i = p.indexOf(0x2f, from)) {
+      stack.push({ name: p.subarray(from, i), parts: [], count: 0, children: [] });
+      openEnds.push(i);
       from = i + 1;
     }
-    const name = e.path.subarray(from);
-    let depth = 0;
-    while (depth < open.length && depth < comps.length && open[depth].equals(comps[depth])) depth++;
-    while (open.length > depth) close();
-    for (let d = depth; d < comps.length; d++) {
-      stack.push({ name: comps[d], parts: [], count: 0, children: [] });
-      open.push(comps[d]);
-    }
     const top = stack[stack.length - 1];
-    top.parts.push(mode, name, NUL, e.oid);
+    top.parts.push(mode, p.subarray(from), NUL, e.oid);
     top.count++;
+    prev = p;
   }
-  while (open.length) close();
+  while (openEnds.length) close();
   const rootFrame = stack[0];
   const data = Buffer.concat(rootFrame.parts);
   const raw = crypto.createHash(format).update(`tree ${data.length}\0`).update(data).digest();

@@ -51,6 +51,7 @@ import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
+import { copyBytes } from '../git/copy-bytes';
 
 export interface CaptureFilesSpec {
   worktree: string;
@@ -195,8 +196,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
           buf.readUInt32BE(o + STAT.mtime) < c.racyFrom &&
           (stSize < MIN_CHUNK_THRESHOLD || (recordChunked !== null && !Object.hasOwn(recordChunked, p)))
         ) {
-          buf.copy(stat, i * STAT_BYTES, o, o + STAT_BYTES);
-          buf.copy(oid, i * hashLen, o + STAT_BYTES, o + STAT_BYTES + hashLen);
+          copyBytes(buf, stat, i * STAT_BYTES, o, o + STAT_BYTES);
+          copyBytes(buf, oid, i * hashLen, o + STAT_BYTES, o + STAT_BYTES + hashLen);
           mtimeSec[i] = buf.readUInt32BE(o + STAT.mtime);
           if (nlink[i] > 1) {
             // An inode number or device a double cannot hold: the bigint lstat names it exactly.
@@ -288,7 +289,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         slot[i] = Slot.Vanished;
         continue;
       }
-      statIn.copy(stat, i * STAT_BYTES, k * STAT_BYTES, (k + 1) * STAT_BYTES);
+      copyBytes(statIn, stat, i * STAT_BYTES, k * STAT_BYTES, (k + 1) * STAT_BYTES);
       nlink[i] = r.nlink[k];
       size[i] = r.size[k];
       mtimeSec[i] = r.mtimeSec[k];
@@ -301,7 +302,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         slot[i] = Slot.Large;
         continue;
       }
-      oidIn.copy(oid, i * hashLen, k * hashLen, (k + 1) * hashLen);
+      copyBytes(oidIn, oid, i * hashLen, k * hashLen, (k + 1) * hashLen);
       slot[i] = Slot.Done;
       if (s === FileState.Big && r.owned[k]) bigOwned.set(i, oidIn.toString('hex', k * hashLen, (k + 1) * hashLen));
     }

@@ -62,9 +62,10 @@ export class PatternMatcher {
   private readonly dirCache = new Map<string, boolean>();
   /** Whether a directory path has a component whose name matches (by the directory's path). */
   private readonly prefixCache = new Map<string, boolean>();
-  /** A name can only match a bare pattern if it contains that pattern's longest literal run
-   * (lower-cased: `ignore` matches case-insensitively); null when some pattern has none. */
-  private readonly literals: string[] | null = null;
+  /** A name can only match a bare pattern if it contains that pattern's longest literal run: one
+   * case-insensitive alternation of them (`ignore` matches case-insensitively, by a RegExp with the
+   * same flag); null when some pattern has none. */
+  private readonly literals: RegExp | null = null;
 
   constructor(patterns: string[]) {
     const real = patterns.filter((p) => p.trim() !== '' && !p.startsWith('#'));
@@ -84,7 +85,9 @@ export class PatternMatcher {
             .split(/[*?[\]\\]/)
             .sort((a, b) => b.length - a.length)[0] ?? '',
       );
-      this.literals = runs.every((r) => r.length >= 2) ? runs.map((r) => r.toLowerCase()) : null;
+      this.literals = runs.every((r) => r.length >= 2)
+        ? new RegExp(runs.map((r) => r.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|'), 'i')
+        : null;
     }
     if (slashed.length) {
       this.paths = ignore({ allowRelativePaths: true }).add(slashed);
@@ -110,8 +113,18 @@ export class PatternMatcher {
       if (this.nameMatches(path.slice(slash + 1), this.fileCache, '')) return true;
     }
     if (!this.paths) return false;
-    if (this.triggers && !path.split('/').some((p) => (this.triggers as Set<string>).has(p))) return false;
+    if (this.triggers && !this.hasTrigger(path)) return false;
     return this.paths.ignores(path);
+  }
+
+  /** Whether a component of `path` is a trigger: a substring test first, since nearly every path
+   * has none and splitting each one made most of a walk's matching cost. */
+  private hasTrigger(path: string): boolean {
+    const triggers = this.triggers as Set<string>;
+    for (const t of triggers) {
+      if (path.includes(t)) return path.split('/').some((p) => triggers.has(p));
+    }
+    return false;
   }
 
   private dirMatches(dir: string): boolean {
@@ -128,12 +141,11 @@ export class PatternMatcher {
 
   private nameMatches(name: string, cache: Map<string, boolean>, suffix: string): boolean {
     if (name === '') return false; // `dir/`: only its directories' names are asked about
+    // Nearly every name has no literal run: it is refused here, without a cache entry.
+    if (this.literals !== null && !this.literals.test(name)) return false;
     let hit = cache.get(name);
     if (hit === undefined) {
-      const lower = name.toLowerCase();
-      hit =
-        (this.literals === null || this.literals.some((l) => lower.includes(l))) &&
-        (this.names as Ignore).ignores(name + suffix);
+      hit = (this.names as Ignore).ignores(name + suffix);
       cache.set(name, hit);
     }
     return hit;
