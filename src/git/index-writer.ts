@@ -33,10 +33,12 @@ export const STAT = {
 export interface IndexEntryOut {
   /** The path's UTF-8 bytes ('/'-separated). */
   path: Buffer;
-  /** 40 bytes of stat data, as git stores them (mode included, at STAT.mode). */
-  stat: Buffer;
-  /** The raw object id. */
-  oid: Buffer;
+  /** 40 bytes of stat data, as git stores them (mode included, at STAT.mode), at `statAt`. */
+  stat: Uint8Array;
+  statAt?: number;
+  /** The raw object id, at `oidAt`. (Offsets into shared arrays spare a subarray per entry.) */
+  oid: Uint8Array;
+  oidAt?: number;
 }
 
 /** One directory of the cache-tree: its tree id (null: invalid) and how many entries it covers. */
@@ -137,8 +139,10 @@ export function serializeIndex(
   let prev: Buffer | null = null;
   for (const e of entries) {
     const start = at;
-    at += copyBytes(e.stat, buf, at, 0, STAT_BYTES);
-    at += copyBytes(e.oid, buf, at, 0, hashLen);
+    const statAt = e.statAt ?? 0;
+    const oidAt = e.oidAt ?? 0;
+    at += copyBytes(e.stat, buf, at, statAt, statAt + STAT_BYTES);
+    at += copyBytes(e.oid, buf, at, oidAt, oidAt + hashLen);
     buf.writeUInt16BE(Math.min(e.path.length, 0xfff), at);
     at += 2;
     if (v4) {

@@ -578,8 +578,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     };
     const entries: IndexEntryOut[] = final.map((i, k) => ({
       path: pathBytes[k],
-      stat: stat.subarray(i * STAT_BYTES, (i + 1) * STAT_BYTES),
-      oid: oid.subarray(i * hashLen, (i + 1) * hashLen),
+      stat,
+      statAt: i * STAT_BYTES,
+      oid,
+      oidAt: i * hashLen,
     }));
     fs.mkdirSync(path.dirname(spec.indexFile), { recursive: true });
     const index = serializeIndex(entries, {
