@@ -9,7 +9,11 @@ import * as fs from 'node:fs';
 import * as zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
+import { LocalPacks } from '../src/chunks/local-packs';
 import { parsePointer } from '../src/chunks/pointer';
+import { ChunkList } from '../src/chunks/reader';
+import { chunkedFiles } from '../src/chunks/snapshot-files';
+import { readSnapshot } from '../src/snapshot/store';
 import { heldLocally } from '../src/git/object-presence';
 import { initRepo, type Repo } from './support/git';
 import { pausedAt } from './support/faults';
@@ -395,6 +399,77 @@ test('chunks already stored, packed or loose, are not stored again; the lookup f
     const borrower = sb.path('borrower');
     execFileSync('git', ['clone', '-q', '--shared', r.dir, borrower]);
     assert.deepEqual([...heldLocally([loose, packed, missing], `${borrower}/.git/objects`, 'sha1')], [packed]);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test("a chunk list is read from the repository's packs, hash-checked, with no git process; a damaged entry there is git's to answer", async () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 3 * MiB + 5, 9);
+    const snap = capture(sb, r).snapshot as string;
+    const trace = sb.path('git-trace');
+    const opts = { cwd: r.dir, env: { ...sb.env, GIT_TRACE: trace } };
+    const snapshot = await readSnapshot(snap, opts);
+    const entry = (await chunkedFiles(snapshot, opts)).get('big.bin');
+    assert.ok(entry, 'big.bin is chunked');
+    const whole = async (packs?: LocalPacks) => {
+      const list = await ChunkList.fromPointer(entry.pointer, 'big.bin', { git: opts, format: 'sha1', packs });
+      return (await list.chunksFor(0, entry.pointer.size)).map((c) => `${c.offset} ${c.size} ${c.oid}`);
+    };
+    const viaGit = await whole();
+    assert.ok(viaGit.length > 10);
+    fs.rmSync(trace, { force: true });
+    const packs = LocalPacks.openDir(r.gitPath('objects'), 'sha1');
+    try {
+      assert.deepEqual(await whole(packs), viaGit);
+    } finally {
+      packs.close();
+    }
+    const ran = fs.existsSync(trace) ? fs.readFileSync(trace, 'utf8') : '';
+    assert.doesNotMatch(ran, /cat-file/, 'the list and its segments came from the packs');
+
+    // The list tree's entry damaged in the pack: the in-process read fails its checks and git is
+    // asked, which refuses it too; the error is the one a read through git alone gives.
+    const dir = `${r.gitPath('objects')}/pack`;
+    let idx = '';
+    let row: string | undefined;
+    for (const n of fs.readdirSync(dir).filter((f) => f.endsWith('.idx'))) {
+      row = r
+        .gitInput(fs.readFileSync(`${dir}/${n}`), 'show-index')
+        .split('\n')
+        .find((l) => l.split(' ')[1] === entry.pointer.list);
+      if (row) {
+        idx = n;
+        break;
+      }
+    }
+    assert.ok(row, 'the list tree is in the capture pack');
+    const offset = Number(row.split(' ')[0]);
+    const pack = fs.openSync(`${dir}/${idx.replace(/\.idx$/, '.pack')}`, 'r+');
+    const b = Buffer.alloc(1);
+    fs.readSync(pack, b, 0, 1, offset + 8);
+    b[0] ^= 0xff;
+    fs.writeSync(pack, b, 0, 1, offset + 8);
+    fs.closeSync(pack);
+    const codeOf = async (packs?: LocalPacks) => {
+      try {
+        await whole(packs);
+        return 'read';
+      } catch (e) {
+        return (e as { code?: string }).code ?? String(e);
+      }
+    };
+    const alone = await codeOf();
+    const damaged = LocalPacks.openDir(r.gitPath('objects'), 'sha1');
+    try {
+      assert.equal(await codeOf(damaged), alone);
+    } finally {
+      damaged.close();
+    }
+    assert.notEqual(alone, 'read', 'git refuses the damaged list too');
   } finally {
     sb.cleanup();
   }

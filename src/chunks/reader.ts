@@ -43,8 +43,38 @@ export interface ReadContext {
   format: 'sha1' | 'sha256';
   signal?: AbortSignal;
   /** The repository's packs, opened by the caller (who closes them): withheld reads take the chunks
-   * these hold straight from them (local-packs.ts). */
+   * these hold straight from them (local-packs.ts), and pointers, lists and segments are read from
+   * them, hash-checked, instead of through two git processes per file. */
   packs?: LocalPacks;
+}
+
+/**
+ * Small objects (pointers, list trees, segments) by id: those the packs of `ctx` hold are read and
+ * hashed here; the rest, and any the packs fail to give (a damaged or forged entry, one over
+ * `maxBytes`), through `git cat-file`, so that git's answer and its refusals stay the ones given.
+ */
+async function readSmall(
+  oids: string[],
+  ctx: ReadContext,
+  maxBytes: number,
+): Promise<Map<string, { type: string; data: Buffer } | null> & { oversized: Map<string, number> }> {
+  const found = new Map<string, { type: string; data: Buffer } | null>();
+  const rest: string[] = [];
+  for (const oid of oids) {
+    const reader = ctx.packs?.find(oid) ?? null;
+    let obj: { type: string; data: Buffer } | null;
+    try {
+      obj = reader ? reader.read(oid, maxBytes) : null;
+    } catch {
+      obj = null; // git gives its own answer below
+    }
+    if (obj) found.set(oid, obj);
+    else rest.push(oid);
+  }
+  if (!rest.length) return Object.assign(found, { oversized: new Map<string, number>() });
+  const viaGit = await catFileBatch(rest, ctx.git, maxBytes);
+  for (const [oid, obj] of found) viaGit.set(oid, obj);
+  return viaGit;
 }
 
 /** A chunked file's list, its segments read on demand and kept. */
@@ -60,7 +90,7 @@ export class ChunkList {
 
   /** Read and check a pointer blob and its list tree. */
   static async open(pointerOid: string, where: string, ctx: ReadContext): Promise<ChunkList> {
-    const objs = await catFileBatch([pointerOid], ctx.git, MAX_POINTER_BYTES);
+    const objs = await readSmall([pointerOid], ctx, MAX_POINTER_BYTES);
     const got = objs.get(pointerOid);
     if (objs.oversized.has(pointerOid)) parsePointer(Buffer.alloc(MAX_POINTER_BYTES + 1), ctx.format, where);
     if (!got || got.type !== 'blob') {
@@ -72,7 +102,7 @@ export class ChunkList {
   static async fromPointer(pointer: ChunkPointer, where: string, ctx: ReadContext): Promise<ChunkList> {
     if (pointer.chunks === 0) return new ChunkList(pointer, where, [], ctx);
     const maxBytes = Math.ceil(pointer.chunks / SEGMENT_CHUNKS) * 60;
-    const objs = await catFileBatch([pointer.list], ctx.git, maxBytes);
+    const objs = await readSmall([pointer.list], ctx, maxBytes);
     const got = objs.get(pointer.list);
     if (!got || got.type !== 'tree') {
       throw new XetError('SNAPSHOT_INVALID', `${where}: the chunk list ${pointer.list} is missing or not a tree`, {
@@ -118,7 +148,7 @@ export class ChunkList {
   private async readSegments(indexes: number[]): Promise<void> {
     if (!indexes.length) return;
     const oids = indexes.map((i) => this.segments[i].oid);
-    const objs = await catFileBatch(oids, this.ctx.git, SEGMENT_CHUNKS * 60);
+    const objs = await readSmall(oids, this.ctx, SEGMENT_CHUNKS * 60);
     for (const index of indexes) {
       const seg = this.segments[index];
       const got = objs.get(seg.oid);

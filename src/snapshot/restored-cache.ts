@@ -11,6 +11,7 @@
 // chunked again, as after any edit.
 
 import * as fs from 'node:fs';
+import { LocalPacks } from '../chunks/local-packs';
 import { ChunkList } from '../chunks/reader';
 import { chunkedFiles } from '../chunks/snapshot-files';
 import { parseChunkThreshold } from '../chunks/params';
@@ -45,32 +46,40 @@ export async function sealRestoredCache(
     files: {},
   };
   const chunked = await chunkedFiles(snap, opts);
-  for (const [p, c] of chunked) {
-    const data = serializePointer(c.pointer);
-    const k = findEntry(parsed, p);
-    const entry = k >= 0 ? parsed.entries[k] : null;
-    const st = fs.lstatSync(`${worktree}/${p}`, { bigint: true, throwIfNoEntry: false });
-    const laid =
-      entry !== null &&
-      st !== undefined &&
-      st.isFile() &&
-      blobOid(data, format) === c.pointerOid &&
-      entry.oid === c.pointerOid &&
-      sameStat(buf, entry.offset, st);
-    const list = laid ? await ChunkList.fromPointer(c.pointer, p, { git: opts, format }) : null;
-    const oids = list ? (await list.chunksFor(0, c.pointer.size)).map((r) => r.oid).join('') : '';
-    // A path not as laid is listed all the same (its entry is a pointer, never to be taken for a
-    // blob), with stat data no file has.
-    chunks.files[p] = {
-      size: laid && st ? Number(st.size) : -1,
-      mtimeNs: laid && st ? String(st.mtimeNs) : '-1',
-      ctimeNs: laid && st ? String(st.ctimeNs) : '-1',
-      ino: laid && st ? String(st.ino) : '-1',
-      dev: laid && st ? String(st.dev) : '-1',
-      mode: c.mode,
-      pointer: data.toString('utf8'),
-      oids,
-    };
+  // The lists of the laid files, read from the restored repository's packs (no git per file).
+  const packs = chunked.size ? await LocalPacks.open(opts, format) : null;
+  try {
+    for (const [p, c] of chunked) {
+      const data = serializePointer(c.pointer);
+      const k = findEntry(parsed, p);
+      const entry = k >= 0 ? parsed.entries[k] : null;
+      const st = fs.lstatSync(`${worktree}/${p}`, { bigint: true, throwIfNoEntry: false });
+      const laid =
+        entry !== null &&
+        st !== undefined &&
+        st.isFile() &&
+        blobOid(data, format) === c.pointerOid &&
+        entry.oid === c.pointerOid &&
+        sameStat(buf, entry.offset, st);
+      const list = laid
+        ? await ChunkList.fromPointer(c.pointer, p, { git: opts, format, ...(packs ? { packs } : {}) })
+        : null;
+      const oids = list ? (await list.chunksFor(0, c.pointer.size)).map((r) => r.oid).join('') : '';
+      // A path not as laid is listed all the same (its entry is a pointer, never to be taken for a
+      // blob), with stat data no file has.
+      chunks.files[p] = {
+        size: laid && st ? Number(st.size) : -1,
+        mtimeNs: laid && st ? String(st.mtimeNs) : '-1',
+        ctimeNs: laid && st ? String(st.ctimeNs) : '-1',
+        ino: laid && st ? String(st.ino) : '-1',
+        dev: laid && st ? String(st.dev) : '-1',
+        mode: c.mode,
+        pointer: data.toString('utf8'),
+        oids,
+      };
+    }
+  } finally {
+    packs?.close();
   }
   const record: StatCacheRecord = {
     schema: STAT_CACHE_SCHEMA,
