@@ -199,17 +199,22 @@ function cliRun(
   cwd: string,
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  umask?: string,
 ): { status: number | null; stdout: string; stderr: string; loadedMain: boolean } {
   const probe = path.join(os.tmpdir(), `xet-relay-probe-${process.pid}.js`);
   fs.writeFileSync(
     probe,
     "process.on('exit', () => { if (Object.keys(require.cache).some((k) => k.endsWith('/cli/main.js'))) process.stderr.write('@@main-loaded@@\\n'); });\n",
   );
-  const r = spawnSync(process.execPath, ['--require', probe, BIN, ...args], {
-    cwd,
-    encoding: 'utf8',
-    env: { ...ENV, ...env },
-  });
+  const node = [process.execPath, '--require', probe, BIN, ...args];
+  const r =
+    umask === undefined
+      ? spawnSync(node[0], node.slice(1), { cwd, encoding: 'utf8', env: { ...ENV, ...env } })
+      : spawnSync('sh', ['-c', `umask ${umask} && exec "$@"`, 'sh', ...node], {
+          cwd,
+          encoding: 'utf8',
+          env: { ...ENV, ...env },
+        });
   const loadedMain = r.stderr.includes('@@main-loaded@@\n');
   return { status: r.status, stdout: r.stdout, stderr: r.stderr.replace('@@main-loaded@@\n', ''), loadedMain };
 }
@@ -254,6 +259,25 @@ test('capture and fork lines go whole to the daemon: same output, exit codes and
       );
       assert.ok(via.status === 2 || via.status === 3, `${args.join(' ')}: ${via.status}`);
     }
+    // Another HOME (git's global config, its excludes file) or umask (a fork's file modes) than the
+    // daemon's: the CLI runs the line itself.
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-other-home-'));
+    try {
+      edit(d, 1);
+      const otherHome = cliRun(d, ['capture', '-m', 'another home'], { HOME: home });
+      assert.equal(otherHome.status, 0, otherHome.stderr);
+      assert.equal(otherHome.loadedMain, true, 'another HOME is not relayed');
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+    const mask = (process.umask() & 0o777) === 0o077 ? '022' : '077';
+    edit(d, 2);
+    const otherMask = cliRun(d, ['capture', '-m', 'another umask'], {}, mask);
+    assert.equal(otherMask.status, 0, otherMask.stderr);
+    assert.equal(otherMask.loadedMain, true, 'another umask is not relayed');
+    edit(d, 3);
+    const same = cliRun(d, ['capture', '-m', 'same umask'], {}, (process.umask() & 0o777).toString(8).padStart(3, '0'));
+    assert.equal(same.loadedMain, false, 'the same umask set again is relayed');
     // Help, --remount and anything but capture and fork run in the CLI's own process.
     for (const args of [['capture', '--help'], ['fork', '--remount', path.join(forks, 'f1')], ['snapshots']]) {
       assert.equal(cliRun(d, args).loadedMain, true, args.join(' '));

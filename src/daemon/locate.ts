@@ -38,15 +38,22 @@ function place(worktree: string, gitDir: string): DaemonPlace {
   return { worktree, gitDir, dir, socket: path.join(dir, 'sock'), pidFile: path.join(dir, 'pid') };
 }
 
-/** The GIT_* environment a capture depends on: client and daemon must agree on it, else the client
- * runs the normal path. */
-export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env): string {
-  return JSON.stringify(
-    Object.keys(env)
-      .filter((k) => k.startsWith('GIT_') && k !== 'GIT_XET_PROGRESS' && !k.startsWith('GIT_TRACE'))
+/** Variables besides GIT_* that change what git or a capture does: where git's global config and
+ * its default excludes file are (HOME, XDG_CONFIG_HOME). Not PATH: the thin client runs no git. */
+const ENV_ALSO = ['HOME', 'XDG_CONFIG_HOME'];
+
+/** The environment a capture or fork depends on: client and daemon must agree on it, else the
+ * client runs the normal path. The umask is part of it: a fork's files are created under it. */
+export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env, umask: number = process.umask()): string {
+  return JSON.stringify([
+    ...Object.keys(env)
+      .filter(
+        (k) => (k.startsWith('GIT_') && k !== 'GIT_XET_PROGRESS' && !k.startsWith('GIT_TRACE')) || ENV_ALSO.includes(k),
+      )
       .sort()
       .map((k) => [k, env[k]]),
-  );
+    ['umask', umask],
+  ]);
 }
 
 /** The code a process runs: the version, where its build lives and when its capture module was
