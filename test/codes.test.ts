@@ -44,7 +44,7 @@ test('every error code is in README.md and expected by name by some test', () =>
     // Environment variables, system limits, git's own state files (MERGE_RR, ORIG_HEAD…) and task
     // recovery's classifications are not codes.
     if (
-      /^(GIT|XET|O|MERGE|BISECT|AUTO)_|_MAX$|_HEAD$|^(SESSION_RESUMABLE|NOT_RECOVERABLE)$/.test(m[1]) &&
+      /^(GIT|XET|XDG|O|MERGE|BISECT|AUTO)_|_MAX$|_HEAD$|^(SESSION_RESUMABLE|NOT_RECOVERABLE)$/.test(m[1]) &&
       !codes.includes(m[1])
     )
       continue;

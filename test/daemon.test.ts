@@ -121,6 +121,92 @@ test('a daemon killed with SIGKILL, a stale socket or a foreign file: capture st
   }
 });
 
+test('a suspended daemon: capture runs itself, stop says it did not stop, and the late line is never run', () => {
+  const d = repo();
+  let pid = 0;
+  try {
+    pid = xet(d, ['daemon', 'start']).pid as number;
+    process.kill(pid, 'SIGSTOP');
+    const snapshots = (): string[] =>
+      git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
+    edit(d, 0);
+    // The kernel still accepts connections on its socket: the client waits for an acknowledgement,
+    // not for ever, then captures itself.
+    const cap = cliRun(d, ['--json', 'capture']);
+    assert.equal(cap.status, 0, cap.stderr);
+    assert.equal(cap.loadedMain, true, 'the CLI captured itself');
+    const taken = snapshots();
+    assert.ok(taken.includes((JSON.parse(cap.stdout) as { snapshot: string }).snapshot));
+    const stop = cliRun(d, ['--json', 'daemon', 'stop']);
+    assert.equal(stop.status, 3, stop.stdout + stop.stderr);
+    assert.equal((JSON.parse(stop.stdout) as { error: { code: string } }).error.code, 'BUSY');
+    process.kill(pid, 0); // still there, as stop said
+    // Resumed, it reads the line it was sent too late, refuses it and stops on the pending SIGTERM.
+    process.kill(pid, 'SIGCONT');
+    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
+    assert.equal(alive(pid), false, 'the daemon stopped');
+    assert.deepEqual(snapshots(), taken, 'the late line made no second snapshot');
+  } finally {
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('daemon stop stops a daemon whose socket file is gone', () => {
+  const d = repo();
+  let pid = 0;
+  try {
+    pid = xet(d, ['daemon', 'start']).pid as number;
+    fs.rmSync(path.join(d, '.git', 'xet', 'daemon', 'sock'));
+    assert.equal(xet(d, ['daemon', 'status']).running, false, 'status asks the socket');
+    assert.deepEqual(xet(d, ['daemon', 'stop']), { running: false, pid });
+    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
+    assert.equal(alive(pid), false, 'the process is gone');
+    assert.notEqual(xet(d, ['daemon', 'start']).pid, pid, 'and a new one starts');
+    xet(d, ['daemon', 'stop']);
+  } finally {
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a daemon whose compiled code changes under it (a rebuild in place) stops and relays nothing more', () => {
+  const d = repo();
+  let pid = 0;
+  // A new module in the tree it runs from, as `tsc -w` writes one; no test loads it.
+  const probe = path.resolve(__dirname, '..', 'src', `xet-rebuild-probe-${process.pid}.js`);
+  try {
+    pid = xet(d, ['daemon', 'start']).pid as number;
+    edit(d, 0);
+    assert.equal(cliRun(d, ['capture']).loadedMain, false, 'relayed before the rebuild');
+    fs.writeFileSync(probe, '// written by daemon.test.ts\n');
+    edit(d, 1);
+    const after = cliRun(d, ['capture']);
+    assert.equal(after.status, 0, after.stderr);
+    assert.equal(after.loadedMain, true, 'not relayed after it');
+    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
+    assert.equal(alive(pid), false, 'the daemon stopped');
+  } finally {
+    fs.rmSync(probe, { force: true });
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+/** Whether pid runs (a zombie does not: where nothing reaps orphans, one stays in the table). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 test('a daemon killed mid-capture: the client falls back and captures', async () => {
   const d = repo();
   try {
@@ -242,14 +328,18 @@ test('capture and fork lines go whole to the daemon: same output, exit codes and
     assert.equal((JSON.parse(fk.stdout) as { dir: string }).dir, path.join(forks, 'f1'));
     assert.equal(fs.readFileSync(path.join(forks, 'f1', 'f0.txt'), 'utf8'), 'file 0\nedit 0\n');
     // Errors print and exit as the CLI's own do, through the daemon or not.
-    for (const args of [
-      ['capture', '--bogus'],
-      ['--json', 'capture', '--bogus'],
-      ['fork', snap, path.join(forks, 'f1')],
-      ['--json', 'fork', 'no-such-snapshot', path.join(forks, 'f2')],
-    ]) {
-      const via = cliRun(d, args);
-      const own = cliRun(d, args, { GIT_XET_NO_DAEMON: '1' });
+    // From inside the git directory git finds no working tree: the daemon must not lend its own.
+    const dotGit = path.join(d, '.git');
+    for (const [cwd, args] of [
+      [d, ['capture', '--bogus']],
+      [d, ['--json', 'capture', '--bogus']],
+      [d, ['fork', snap, path.join(forks, 'f1')]],
+      [d, ['--json', 'fork', 'no-such-snapshot', path.join(forks, 'f2')]],
+      [dotGit, ['--json', 'fork', snap, path.join(forks, 'f3')]],
+      [dotGit, ['fork', snap, path.join(forks, 'f3')]],
+    ] as [string, string[]][]) {
+      const via = cliRun(cwd, args);
+      const own = cliRun(cwd, args, { GIT_XET_NO_DAEMON: '1' });
       assert.equal(via.loadedMain, false, args.join(' '));
       assert.equal(own.loadedMain, true);
       assert.deepEqual(
@@ -259,6 +349,7 @@ test('capture and fork lines go whole to the daemon: same output, exit codes and
       );
       assert.ok(via.status === 2 || via.status === 3, `${args.join(' ')}: ${via.status}`);
     }
+    assert.ok(!fs.existsSync(path.join(forks, 'f3')), 'no fork was made from inside .git');
     // Another HOME (git's global config, its excludes file) or umask (a fork's file modes) than the
     // daemon's: the CLI runs the line itself.
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-other-home-'));
@@ -278,6 +369,15 @@ test('capture and fork lines go whole to the daemon: same output, exit codes and
     edit(d, 3);
     const same = cliRun(d, ['capture', '-m', 'same umask'], {}, (process.umask() & 0o777).toString(8).padStart(3, '0'));
     assert.equal(same.loadedMain, false, 'the same umask set again is relayed');
+    // Another time zone (the snapshot commit's offset) or capture tuning: not relayed either.
+    edit(d, 4);
+    const zone = process.env.TZ === 'Asia/Tokyo' ? 'America/Lima' : 'Asia/Tokyo';
+    const otherZone = cliRun(d, ['capture', '-m', 'another zone'], { TZ: zone });
+    assert.equal(otherZone.status, 0, otherZone.stderr);
+    assert.equal(otherZone.loadedMain, true, 'another TZ is not relayed');
+    edit(d, 5);
+    const otherWorkers = cliRun(d, ['capture', '-m', 'other workers'], { XET_PACK_WORKERS: '1' });
+    assert.equal(otherWorkers.loadedMain, true, 'other capture tuning is not relayed');
     // Help, --remount and anything but capture and fork run in the CLI's own process.
     for (const args of [['capture', '--help'], ['fork', '--remount', path.join(forks, 'f1')], ['snapshots']]) {
       assert.equal(cliRun(d, args).loadedMain, true, args.join(' '));

@@ -603,7 +603,13 @@ test('secrets: untracked .env / id_rsa / keys are left out and listed; --include
     r.write('keys/server.key', 'key\n');
     r.write('.npmrc', '//registry.example/:_authToken=x\n');
     r.write('notes.txt', 'not a secret\n');
+    // Names are compared case-insensitively, slash patterns too; a configured pattern may use a class.
+    r.write('home/.AWS/Credentials', 'aws_secret_access_key=x\n');
+    r.write('tls/Server.CRT', 'cert\n');
+    r.git('config', '--add', 'xet.capture.secret', '*.[cC][rR][tT]');
     const secrets = [
+      'home/.AWS/Credentials',
+      'tls/Server.CRT',
       '.env',
       '.env.local',
       'id_rsa',

@@ -176,6 +176,16 @@ test('every error code is raised somewhere in src/ and documented in README.md',
   }
 });
 
+test('secrets are found whatever their case, and through bracket classes and trailing spaces', () => {
+  const secret = new PatternMatcher(DEFAULT_SECRET_PATTERNS);
+  for (const p of ['home/.AWS/Credentials', 'h/.aws/CREDENTIALS', 'x/.Docker/Config.json', 'CFG/.ENV', 'k/Server.PEM'])
+    assert.ok(secret.matches(p), `${p} is a secret`);
+  assert.ok(!secret.matches('home/.aws/credentials.md'), 'a longer name is not');
+  assert.ok(new PatternMatcher(['*.[cC][rR][tT]']).matches('certs/server.crt'), 'a bracket class is not a literal run');
+  assert.ok(new PatternMatcher(['tls.crt ']).matches('d/tls.crt'), 'a trailing space is not part of the name');
+  assert.ok(new PatternMatcher(['keys/tls.crt ']).matches('keys/tls.crt'), 'nor of a slash pattern');
+});
+
 test('the fast pattern matcher agrees with the ignore package on every path', () => {
   const lists = [
     ['node_modules/', '*.log', 'build', '**/.aws/credentials', 'docs/*.md', '/root-only', 'a/**/b', '.env.*'],
@@ -183,6 +193,8 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     ['*.tmp', '!keep.tmp', 'cache/'],
     // The secret defaults, and literal runs with RegExp syntax in them (the prefilter escapes them).
     [...DEFAULT_SECRET_PATTERNS, 'a+b(c).txt', 'we$rd{1}|x', 'v^2.[ch]'],
+    // Text that is not literal: bracket classes, escapes, trailing spaces (.gitignore drops them).
+    ['*.[cC][rR][tT]', 'x[abc]yz', 'ab ', 'foo/bar ', '\\#hash', 'we\\*rd'],
     [],
   ];
   const paths = [
@@ -229,6 +241,19 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     'v2.c',
     'src/.npmrc',
     'credentials/.aws',
+    'home/.AWS/Credentials',
+    'home/.aws/CREDENTIALS',
+    'x/.Docker/Config.JSON',
+    '.ENV',
+    'certs/server.crt',
+    'certs/SERVER.CRT',
+    'xbyz',
+    'ab',
+    'ab ',
+    'foo/bar',
+    'FOO/Bar/baz',
+    '#hash',
+    'we*rd',
   ];
   for (const list of lists) {
     const fast = new PatternMatcher(list);

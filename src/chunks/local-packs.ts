@@ -2,9 +2,10 @@
 // (src/git/pack-reader.ts) instead of through `git cat-file`: a whole-file read of a 143 MB file is
 // ~14,500 chunks, and through cat-file each one is copied by git into a pipe, read back from it by
 // this process and copied again (plus two git processes per file); read here, each is one or two
-// positional reads and an inflate. Only withheld whole-file reads (chunks/reader.ts) use this,
-// since the objects are not hashed one by one (the whole file's hash proves them); anything these
-// packs do not hold (loose objects, alternates, a lazy copy's source) is read through git instead.
+// positional reads and an inflate. chunks/reader.ts reads through it: a withheld whole file's chunks
+// (not hashed one by one: the whole file's hash proves them), and the pointers, chunk lists and
+// segments before them (hash-checked object by object, being small); anything these packs do not
+// hold (loose objects, alternates, a lazy copy's source) is read through git instead.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';

@@ -1,5 +1,6 @@
 // git xet daemon start|stop|status: the resident process of a worktree (src/daemon/). `capture`
 // asks it first and runs the normal path when it is absent, stale or refuses; `run` is the daemon.
+import * as fs from 'node:fs';
 import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
@@ -36,11 +37,18 @@ export const daemonCommand = defineCommand({
     }
     if (input.action === 'stop') {
       const pid = (await ask()) ?? runningPid(p) ?? null;
-      if (pid !== null) {
-        await sendToDaemon(p, { op: 'stop', cwd: ctx.cwd }, 2000);
-        for (let i = 0; i < 100 && runningPid(p) === pid; i++) await new Promise((r) => setTimeout(r, 20));
-      }
-      return { running: false, pid };
+      if (pid === null) return { running: false, pid };
+      const stopped = async (ms: number): Promise<boolean> => {
+        for (let i = 0; i < ms / 20 && runningPid(p) === pid; i++) await new Promise((r) => setTimeout(r, 20));
+        return runningPid(p) !== pid;
+      };
+      await sendToDaemon(p, { op: 'stop', cwd: ctx.cwd }, 2000);
+      if (await stopped(2000)) return { running: false, pid };
+      // No answer on the socket (its file removed, or the daemon wedged): the signal it also stops
+      // on, sent only to a process that is this tool's daemon (a pid file can outlive its process).
+      if (isDaemonProcess(pid)) process.kill(pid, 'SIGTERM');
+      if (await stopped(3000)) return { running: false, pid };
+      throw new XetError('BUSY', `the daemon (pid ${pid}) did not stop: it is suspended or not answering`, { pid });
     }
     const have = await ask();
     if (have !== null) return { running: true, pid: have, socket: p.socket };
@@ -59,3 +67,13 @@ export const daemonCommand = defineCommand({
   },
   human: (r) => (r.running ? `daemon running (pid ${r.pid})` : r.pid ? `daemon stopped (pid ${r.pid})` : 'no daemon'),
 });
+
+/** Whether `pid` runs `git-xet daemon run` (Linux's /proc; elsewhere nothing is signalled). */
+function isDaemonProcess(pid: number): boolean {
+  try {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return argv.some((a) => a.endsWith('git-xet')) && argv.includes('daemon') && argv.includes('run');
+  } catch {
+    return false;
+  }
+}

@@ -36,29 +36,64 @@ function ownSocket(p: DaemonPlace): boolean {
   }
 }
 
-export function sendToDaemon(p: DaemonPlace, req: DaemonRequest, timeoutMs = 0): Promise<DaemonReply | undefined> {
+/** How long a daemon has to take a command (read it and say so) before the client runs it itself,
+ * and the margin the client waits beyond that for the acknowledgement to arrive. A daemon that is
+ * stopped (SIGSTOP) or wedged still accepts connections, since the kernel completes them: without
+ * this, a command sent to it would wait forever. */
+export const ACCEPT_WITHIN_MS = 2000;
+const ACCEPT_MARGIN_MS = 1000;
+
+/**
+ * Sends one request and waits for the reply line. `timeoutMs` bounds the whole exchange (status,
+ * stop). A command (`accept`) is instead given a deadline: the daemon refuses it once the deadline
+ * has passed and otherwise acknowledges it at once, before running it, so the client can give up on
+ * a daemon that never read it, knowing the daemon will not run it later. The reply may then take
+ * as long as the command does.
+ */
+export function sendToDaemon(
+  p: DaemonPlace,
+  req: DaemonRequest,
+  timeoutMs = 0,
+  accept = false,
+): Promise<DaemonReply | undefined> {
   if (!ownSocket(p)) return Promise.resolve(undefined);
   return new Promise((resolve) => {
     let buf = '';
     let done = false;
+    let unacknowledged: NodeJS.Timeout | undefined;
     const finish = (r: DaemonReply | undefined): void => {
       if (done) return;
       done = true;
+      if (unacknowledged) clearTimeout(unacknowledged);
       sock.destroy();
       resolve(r);
     };
     const sock = net.createConnection(p.socket);
     if (timeoutMs > 0) sock.setTimeout(timeoutMs, () => finish(undefined));
-    sock.on('connect', () => sock.write(JSON.stringify({ ...req, version: buildId(), env: gitEnvPrint() }) + '\n'));
+    sock.on('connect', () => {
+      const deadline = accept ? Date.now() + ACCEPT_WITHIN_MS : undefined;
+      if (accept) unacknowledged = setTimeout(() => finish(undefined), ACCEPT_WITHIN_MS + ACCEPT_MARGIN_MS);
+      sock.write(JSON.stringify({ ...req, deadline, version: buildId(), env: gitEnvPrint() }) + '\n');
+    });
     sock.setEncoding('utf8');
     sock.on('data', (d: string) => {
       buf += d;
-      const nl = buf.indexOf('\n');
-      if (nl < 0) return;
-      try {
-        finish(JSON.parse(buf.slice(0, nl)) as DaemonReply);
-      } catch {
-        finish(undefined);
+      for (let nl = buf.indexOf('\n'); nl >= 0 && !done; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        let reply: (DaemonReply & { accepted?: unknown }) | undefined;
+        try {
+          reply = JSON.parse(line) as DaemonReply & { accepted?: unknown };
+        } catch {
+          finish(undefined);
+          return;
+        }
+        if (reply?.accepted === true && unacknowledged) {
+          clearTimeout(unacknowledged);
+          unacknowledged = undefined;
+          continue;
+        }
+        finish(reply);
       }
     });
     sock.on('error', () => finish(undefined));
@@ -82,7 +117,7 @@ export async function viaDaemon(op: DaemonOp, cwd: string, input: Record<string,
   if (process.env.GIT_XET_NO_DAEMON === '1') return undefined;
   const p = locateDaemon(cwd);
   if (!p) return undefined;
-  const r = await sendToDaemon(p, { op, cwd, input });
+  const r = await sendToDaemon(p, { op, cwd, input }, 0, true);
   if (!r || r.refused) return undefined;
   if (r.ok) return r.result;
   if (r.error) throw new XetError(r.error.code, r.error.message, r.error.details);

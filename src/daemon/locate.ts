@@ -39,8 +39,9 @@ function place(worktree: string, gitDir: string): DaemonPlace {
 }
 
 /** Variables besides GIT_* that change what git or a capture does: where git's global config and
- * its default excludes file are (HOME, XDG_CONFIG_HOME). Not PATH: the thin client runs no git. */
-const ENV_ALSO = ['HOME', 'XDG_CONFIG_HOME'];
+ * its default excludes file are (HOME, XDG_CONFIG_HOME), the time zone a snapshot's commit records
+ * (TZ), and the capture's own tuning (XET_*). Not PATH: the thin client runs no git. */
+const ENV_ALSO = ['HOME', 'XDG_CONFIG_HOME', 'TZ'];
 
 /** The environment a capture or fork depends on: client and daemon must agree on it, else the
  * client runs the normal path. The umask is part of it: a fork's files are created under it. */
@@ -48,7 +49,10 @@ export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env, umask: number 
   return JSON.stringify([
     ...Object.keys(env)
       .filter(
-        (k) => (k.startsWith('GIT_') && k !== 'GIT_XET_PROGRESS' && !k.startsWith('GIT_TRACE')) || ENV_ALSO.includes(k),
+        (k) =>
+          (k.startsWith('GIT_') && k !== 'GIT_XET_PROGRESS' && !k.startsWith('GIT_TRACE')) ||
+          k.startsWith('XET_') ||
+          ENV_ALSO.includes(k),
       )
       .sort()
       .map((k) => [k, env[k]]),

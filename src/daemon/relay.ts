@@ -4,8 +4,8 @@
 // its exit code. Node's start-up is then the whole cost of the process: loading the command modules
 // (commander, the schemas, the capture code) is what the daemon saves.
 // This module loads only node built-ins and the daemon's client (client.ts, locate.ts). Whenever the
-// daemon cannot run the line (none running, another build or environment, a dropped connection),
-// the CLI runs it itself.
+// daemon cannot run the line (none running, another build or environment, a dropped connection, no
+// acknowledgement in time), the CLI runs it itself.
 import { sendToDaemon } from './client';
 import { locateDaemon } from './locate';
 
@@ -63,13 +63,12 @@ export async function relayCli(argv: string[]): Promise<boolean> {
   const cwd = process.cwd();
   const place = locateDaemon(cwd);
   if (!place) return false;
-  const reply = await sendToDaemon(place, {
-    op: 'cli',
-    cwd,
-    argv,
-    stderrTTY: Boolean(process.stderr.isTTY),
-    columns: process.stderr.columns,
-  });
+  const reply = await sendToDaemon(
+    place,
+    { op: 'cli', cwd, argv, stderrTTY: Boolean(process.stderr.isTTY), columns: process.stderr.columns },
+    0,
+    true,
+  );
   if (!reply?.ok || !isRelayedRun(reply.result)) return false;
   const r = reply.result;
   await Promise.all([write(process.stdout, r.stdout), write(process.stderr, r.stderr)]);

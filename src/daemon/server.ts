@@ -48,11 +48,61 @@ function takeLock(p: DaemonPlace): void {
   throw new XetError('BUSY', 'the daemon lock could not be taken');
 }
 
+/** Whether git, started in `cwd`, finds this worktree the way it did for the daemon: `cwd` is in the
+ * worktree but not in its git directory (git would call that bare), and the walk up to the worktree
+ * stays on one filesystem under no ceiling (git stops there). Otherwise the request finds its
+ * repository itself, and fails as the CLI would. */
+function discoversWorktree(cwd: string, p: DaemonPlace): boolean {
+  if (process.env.GIT_CEILING_DIRECTORIES || process.env.GIT_DISCOVERY_ACROSS_FILESYSTEM) return false;
+  const inside = (dir: string, root: string): boolean => {
+    const rel = path.relative(root, dir);
+    return rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
+  };
+  const dir = path.resolve(cwd);
+  if (!inside(dir, p.worktree) || inside(dir, p.gitDir)) return false;
+  try {
+    const dev = fs.statSync(p.worktree).dev;
+    for (let d = dir; d !== p.worktree; d = path.dirname(d)) if (fs.statSync(d).dev !== dev) return false;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Follows the compiled tree this process runs from (inotify on its directories): a rebuild in place
+ * rewrites only the files that changed (`tsc -w`), which the build id (the capture module's mtime)
+ * can miss. Any .js file written, added or removed makes the daemon refuse what follows and stop. */
+function watchBuild(onChange: () => void): { readonly changed: boolean; close(): void } {
+  const state = { changed: false, close: (): void => undefined };
+  const watchers: fs.FSWatcher[] = [];
+  const walk = (dir: string): void => {
+    try {
+      const w = fs.watch(dir, (_event, name) => {
+        if (state.changed || !String(name ?? '').endsWith('.js')) return;
+        state.changed = true;
+        onChange();
+      });
+      w.on('error', () => undefined);
+      w.unref();
+      watchers.push(w);
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(path.join(dir, e.name));
+    } catch {
+      // out of inotify watches, or a directory gone: the build id still tells most rebuilds apart
+    }
+  };
+  walk(path.join(__dirname, '..'));
+  state.close = () => {
+    for (const w of watchers) w.close();
+  };
+  return state;
+}
+
 export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}): Promise<void> {
   takeLock(p);
   const idleMs = opts.idleMs ?? (Number(process.env.GIT_XET_DAEMON_IDLE_MS) || 600_000);
   const env = gitEnvPrint();
   const build = buildId();
+  const rebuilt = watchBuild(() => setImmediate(stop));
   const { capture } = await import('../snapshot/capture');
   const { createFork } = await import('../workspace/fork');
   const { findRepo } = await import('../git/repo');
@@ -64,7 +114,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   let repo: Promise<Repo> | undefined;
   const ownRepo = (cwd: string): Promise<Repo> | undefined => {
     if (process.env.GIT_DIR !== undefined || process.env.GIT_WORK_TREE !== undefined) return undefined;
-    if (locateDaemon(cwd)?.gitDir !== p.gitDir) return undefined;
+    if (locateDaemon(cwd)?.gitDir !== p.gitDir || !discoversWorktree(cwd, p)) return undefined;
     repo ??= findRepo(p.worktree, true).catch((e: unknown) => {
       repo = undefined;
       throw e;
@@ -98,6 +148,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     cleanup();
     server.close();
     clearInterval(gone);
+    rebuilt.close();
     if (idle) clearTimeout(idle);
   };
   const armIdle = (): void => {
@@ -131,7 +182,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       setImmediate(stop);
       return { ok: true, result: { stopped: process.pid } };
     }
-    if (req.version !== build) return { ok: false, refused: 'version' };
+    if (req.version !== build || rebuilt.changed) return { ok: false, refused: 'version' };
     if (req.env !== env) return { ok: false, refused: 'environment' };
     if (typeof req.cwd !== 'string' || !path.isAbsolute(req.cwd)) return { ok: false, refused: 'cwd' };
     if (req.op === 'cli') return relayed(req);
@@ -162,15 +213,34 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     let buf = '';
     sock.setEncoding('utf8');
     sock.on('error', () => sock.destroy());
+    let taken = false;
     sock.on('data', (d: string) => {
+      if (taken) return; // one request per connection: what follows its line is not read
       buf += d;
       const nl = buf.indexOf('\n');
       if (nl < 0) return;
-      let req: DaemonRequest;
+      taken = true;
+      let req: DaemonRequest & { deadline?: unknown };
       try {
-        req = JSON.parse(buf.slice(0, nl)) as DaemonRequest;
+        req = JSON.parse(buf.slice(0, nl)) as DaemonRequest & { deadline?: unknown };
       } catch {
         sock.destroy();
+        return;
+      }
+      // A command with a deadline is taken now or never (client.ts): past it, the client has run
+      // it itself; before it, the acknowledgement tells the client to wait for this one.
+      if (req.deadline !== undefined) {
+        if (typeof req.deadline !== 'number' || Date.now() > req.deadline) {
+          sock.end(JSON.stringify({ ok: false, refused: 'late' }) + '\n');
+          return;
+        }
+        sock.write('{"accepted":true}\n');
+      }
+      // Status and stop are answered at once, not behind a long capture in the queue.
+      if (req.op === 'status' || req.op === 'stop') {
+        void handle(req).then((reply) => {
+          if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
+        });
         return;
       }
       const run = queue.then(() => handle(req));

@@ -56,8 +56,10 @@ export class PatternMatcher {
   private readonly whole: Ignore | null = null;
   private readonly names: Ignore | null = null;
   private readonly paths: Ignore | null = null;
-  /** Last segments of slash patterns, or null when one is a glob (then every path is tested). */
-  private readonly triggers: Set<string> | null = new Set();
+  /** A path can only match a slash pattern if one of its components is that pattern's last segment,
+   * compared case-insensitively as `ignore` compares (a RegExp with the same flag); null when some
+   * last segment is a glob or cannot be read literally (then every path is tested). */
+  private readonly triggers: RegExp | null = null;
   private readonly fileCache = new Map<string, boolean>();
   private readonly dirCache = new Map<string, boolean>();
   /** Whether a directory path has a component whose name matches (by the directory's path). */
@@ -78,26 +80,23 @@ export class PatternMatcher {
     const slashed = real.filter((p) => p.replace(/\/+$/, '').includes('/'));
     if (bare.length) {
       this.names = ignore({ allowRelativePaths: true }).add(bare);
-      const runs = bare.map(
-        (p) =>
-          p
-            .replace(/\/+$/, '')
-            .split(/[*?[\]\\]/)
-            .sort((a, b) => b.length - a.length)[0] ?? '',
+      // A bracket class, an escape or a trailing space changes what the pattern's text means, so its
+      // "literal runs" would be wrong (`*.[cC]rt` does not require "cC"): such a list has no prefilter.
+      const runs = bare.map((p) =>
+        notLiteral(p)
+          ? ''
+          : (p
+              .replace(/\/+$/, '')
+              .split(/[*?]/)
+              .sort((a, b) => b.length - a.length)[0] ?? ''),
       );
-      this.literals = runs.every((r) => r.length >= 2)
-        ? new RegExp(runs.map((r) => r.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|'), 'i')
-        : null;
+      this.literals = runs.every((r) => r.length >= 2) ? new RegExp(runs.map(escapeRegExp).join('|'), 'i') : null;
     }
     if (slashed.length) {
       this.paths = ignore({ allowRelativePaths: true }).add(slashed);
-      for (const p of slashed) {
-        const last = p.replace(/\/+$/, '').split('/').pop() as string;
-        if (/[*?[\\]/.test(last)) {
-          this.triggers = null;
-          break;
-        }
-        this.triggers?.add(last);
+      const lasts = slashed.map((p) => p.replace(/\/+$/, '').split('/').pop() as string);
+      if (!slashed.some(notLiteral) && !lasts.some((l) => l === '' || /[*?]/.test(l))) {
+        this.triggers = new RegExp(`(?:^|/)(?:${lasts.map(escapeRegExp).join('|')})(?:/|$)`, 'i');
       }
     }
   }
@@ -113,18 +112,8 @@ export class PatternMatcher {
       if (this.nameMatches(path.slice(slash + 1), this.fileCache, '')) return true;
     }
     if (!this.paths) return false;
-    if (this.triggers && !this.hasTrigger(path)) return false;
+    if (this.triggers && !this.triggers.test(path)) return false;
     return this.paths.ignores(path);
-  }
-
-  /** Whether a component of `path` is a trigger: a substring test first, since nearly every path
-   * has none and splitting each one made most of a walk's matching cost. */
-  private hasTrigger(path: string): boolean {
-    const triggers = this.triggers as Set<string>;
-    for (const t of triggers) {
-      if (path.includes(t)) return path.split('/').some((p) => triggers.has(p));
-    }
-    return false;
   }
 
   private dirMatches(dir: string): boolean {
@@ -154,6 +143,16 @@ export class PatternMatcher {
   get empty(): boolean {
     return !this.whole && !this.names && !this.paths;
   }
+}
+
+/** Whether a pattern's text is not a plain glob of literal characters, `*` and `?`: a bracket class,
+ * a backslash escape, or trailing white space (which .gitignore syntax drops unless escaped). */
+function notLiteral(pattern: string): boolean {
+  return /[[\\]/.test(pattern) || /\s\/*$/.test(pattern);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 }
 
 export function resolvePolicy(config: GitConfig, opts: PolicyOptions): CapturePolicy {
