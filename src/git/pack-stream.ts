@@ -292,8 +292,11 @@ export class PackStream {
   }
 
   /** Count, trailer, index; then `beforePublish` (the allowance's recheck) and the renames. A pack
-   * with no entries is removed, and null returned. */
-  async finish(beforePublish?: BeforePublish): Promise<PackResult> {
+   * with no entries is removed, and null returned. With `keep` (its text), a `.keep` file is made
+   * before the pack is visible: its objects are unreferenced until the caller's ref exists, and a
+   * `git repack -a -d` run meanwhile would otherwise delete them with the pack (git's own fetch
+   * and push hold their packs the same way). The caller removes it (`kept`) after its ref. */
+  async finish(beforePublish?: BeforePublish, keep?: string): Promise<PackResult> {
     if (!this.entries.length) {
       this.abort();
       return { pack: null, objects: 0, bytes: 0 };
@@ -324,10 +327,16 @@ export class PackStream {
       packBytes,
       idxBytes: fs.statSync(this.idxFile).size,
     });
-    publishFile(this.file, path.join(this.packDir, `${name}.pack`));
-    publishFile(this.idxFile, path.join(this.packDir, `${name}.idx`));
-    fsyncDir(this.packDir);
-    return { pack: name, objects: this.entries.length, bytes: packBytes };
+    const kept = keep === undefined ? undefined : holdPack(path.join(this.packDir, `${name}.keep`), keep);
+    try {
+      publishFile(this.file, path.join(this.packDir, `${name}.pack`));
+      publishFile(this.idxFile, path.join(this.packDir, `${name}.idx`));
+      fsyncDir(this.packDir);
+    } catch (e) {
+      if (kept) fs.rmSync(kept, { force: true });
+      throw e;
+    }
+    return { pack: name, objects: this.entries.length, bytes: packBytes, kept };
   }
 
   abort(): void {
@@ -366,4 +375,16 @@ function itemError(e: { oid: string; error: string; file?: string; actual?: stri
     expected: e.oid,
     actual: `unreadable: ${e.actual}`,
   });
+}
+
+/** Makes `file` (a pack's `.keep`) unless one is there: a `.keep` someone else made (the same pack
+ * written before and kept by its user) is theirs, neither taken over nor removed later. */
+function holdPack(file: string, text: string): string | undefined {
+  try {
+    fs.writeFileSync(file, text, { flag: 'wx', mode: 0o644 });
+    return file;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return undefined;
+    throw e;
+  }
 }

@@ -45,6 +45,9 @@ export interface PackResult {
   pack: string | null;
   objects: number;
   bytes: number;
+  /** The `.keep` file this writer made beside the pack (PackStream.finish's `keep`), to remove once
+   * a ref reaches the pack's objects. */
+  kept?: string;
 }
 
 /** A finished pack and index still under their temporary names, about to be published. */

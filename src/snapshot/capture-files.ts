@@ -52,6 +52,7 @@ import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
 import { copyBytes } from '../git/copy-bytes';
+import { CAPTURE_KEEP_PREFIX } from './leftovers';
 
 export interface CaptureFilesSpec {
   worktree: string;
@@ -87,6 +88,8 @@ export interface CaptureFilesResult {
   totals: { files: number; bytes: number; symlinks: number };
   /** Objects this capture packed (0: nothing new). */
   packed: number;
+  /** The pack's `.keep` (PackStream.finish): the capture removes it once its ref holds the objects. */
+  packKept?: string;
 }
 
 /** Below this a file can never have been stored as chunks (xet.chunk.threshold's minimum): its
@@ -562,7 +565,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     pool = null;
     await openPool?.close();
     tracePhase('files: finish pack');
-    const written = pk ? await pk.finish(spec.admission?.beforePublish) : { objects: 0 };
+    const written = pk
+      ? await pk.finish(spec.admission?.beforePublish, `${CAPTURE_KEEP_PREFIX}${process.pid}\n`)
+      : { objects: 0, kept: undefined };
     tracePhase('files: stat cache');
     pack = null;
 
@@ -614,6 +619,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       },
       totals: { files: final.length, bytes, symlinks },
       packed: written.objects,
+      packKept: written.kept,
     };
   } catch (e) {
     (pack as PackStream | null)?.abort();

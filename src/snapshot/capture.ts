@@ -170,6 +170,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   const objectsLock = holdObjectsShared(repo.commonDir, () => options.progress?.('waiting for git xet gc'));
   let lock;
   let allowance: CaptureAllowance | undefined;
+  // The new pack's `.keep` (pack-stream.ts): held until the snapshot's ref reaches its objects.
+  let packKept: string | undefined;
+  const releasePack = (): void => {
+    if (packKept) fs.rmSync(packKept, { force: true });
+    packKept = undefined;
+  };
   try {
     lock = acquireLock(path.join(xetDir, 'locks', `capture-${wsId}.lockdb`), 'capturing this worktree');
   } catch (e) {
@@ -292,6 +298,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     // Settled together: a refusal must not leave a sibling still writing scratch files.
     const settled = await Promise.allSettled([filesTreeP, indexTreeP, collectTagObjects(refs, userOpts)]);
+    if (settled[0].status === 'fulfilled') packKept = settled[0].value.packKept;
     for (const r of settled) if (r.status === 'rejected') throw r.reason;
     const [scan, { tree: indexTree }, tagObjects] = settled.map(
       (r) => (r as PromiseFulfilledResult<unknown>).value,
@@ -468,6 +475,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // --- publish: the ref, then the sidecar record ---
     await faultPoint('capture:before-ref');
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
+    releasePack();
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
     await faultPoint('capture:after-ref');
     const warnings: string[] = leftoverWarning(cleaned);
@@ -497,6 +505,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     warnings.push(...allowance.warnings);
     return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
+    releasePack();
     allowance?.end();
     lock.release();
     objectsLock.release();

@@ -4,7 +4,8 @@
 // `.git/xet/tmp/<what>-<pid>-…`, and restore's hidden sibling `.<name>.xet-restore-<pid>-…` (or `.xr-<pid>-…`). Each
 // name carries its owner's pid; a later run removes those whose owner is gone, and never one of a
 // live process (a pid reused since only delays the cleanup). Until then `countLeftovers` says how
-// many there are.
+// many there are. A capture's `.keep` (which holds its new pack until its ref exists) carries the
+// pid in its text, `git-xet capture <pid>`: a dead capture's is removed, anyone else's never.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -16,6 +17,9 @@ export interface Leftover {
 }
 
 const PACK_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
+/** The text of the `.keep` a capture holds its pack with until its ref exists. */
+export const CAPTURE_KEEP_PREFIX = 'git-xet capture ';
+const KEEP_TEXT_RE = /^git-xet capture (\d+)\n$/;
 // `<what>-<pid>-<6 random>`, or a reclaim view `reclaim-<pid>-<12-hex fork id>`.
 const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
 // `.xr-<pid>-…`: the short name of a restore whose tree would not fit under the long one.
@@ -53,8 +57,32 @@ function deadIn(dir: string, re: RegExp): Leftover[] {
 export function repoLeftovers(repo: { objectsDir: string; commonDir: string }): Leftover[] {
   return [
     ...deadIn(path.join(repo.objectsDir, 'pack'), PACK_RE),
+    ...deadKeeps(path.join(repo.objectsDir, 'pack')),
     ...deadIn(path.join(repo.commonDir, 'xet', 'tmp'), SCRATCH_RE),
   ];
+}
+
+/** `.keep` files of captures killed before their ref: the pack stays, as any unreferenced pack. */
+function deadKeeps(dir: string): Leftover[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.startsWith('pack-') && n.endsWith('.keep'));
+  } catch {
+    return [];
+  }
+  const out: Leftover[] = [];
+  for (const name of names) {
+    const file = path.join(dir, name);
+    try {
+      const st = fs.lstatSync(file);
+      if (!st.isFile() || st.size > 64) continue;
+      const m = KEEP_TEXT_RE.exec(fs.readFileSync(file, 'utf8'));
+      if (m && !ownerAlive(Number(m[1]))) out.push({ path: file, pid: Number(m[1]) });
+    } catch {
+      // gone meanwhile, or unreadable: not one to remove
+    }
+  }
+  return out;
 }
 
 /** Hidden siblings left in `parent` by dead restores. */

@@ -63,6 +63,8 @@ export interface ScanResult {
   chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
   /** With `write`: files, bytes (a chunked file at its real size) and symlinks of the tree. */
   totals?: { files: number; bytes: number; symlinks: number };
+  /** With `write`: the `.keep` that holds the new pack until a ref reaches it (the caller removes it). */
+  packKept?: string;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -102,6 +104,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         chunksTree: r.chunksTree,
         chunkStats: r.chunkStats,
         totals: r.totals,
+        packKept: r.packKept,
       };
     }
     // Verify and diff: git hashes the files into a scratch copy of the stat cache; nothing is stored.

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { pausedAt } from '../support/faults';
+import { killAt, pausedAt } from '../support/faults';
 import { initRepo } from '../support/git';
 import { runAsync } from '../support/remote';
 import { withSandbox } from '../support/sandbox';
@@ -48,6 +48,51 @@ test('a discard racing one that holds the fork waits for it, then finds it gone:
     assert.equal(lost.status, 3, lost.stdout);
     assert.equal(JSON.parse(lost.stdout).error.code, 'FORK_NOT_FOUND', lost.stdout);
     assert.equal(fs.existsSync(f), false);
+  }));
+
+test("a user's git repack -a -d while a capture is between its pack and its ref: the snapshot keeps its objects", () =>
+  withSandbox(async (sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    r.write('new.txt', 'only in the snapshot\n');
+    r.write('b.txt', 'b\n');
+    const held = await pausedAt(sb, r.dir, ['capture', '--json'], 'capture:before-ref');
+    const packDir = r.gitPath('objects/pack');
+    const keeps = fs.readdirSync(packDir).filter((n) => n.endsWith('.keep'));
+    assert.equal(keeps.length, 1, 'the new pack is held');
+    assert.match(fs.readFileSync(path.join(packDir, keeps[0]), 'utf8'), /^git-xet capture \d+\n$/);
+    // The objects are unreferenced until the ref: without the hold, -d deletes them with their pack.
+    r.git('repack', '-a', '-d', '-q');
+    held.go();
+    const out = await held.done;
+    assert.equal(out.code, 0, out.stdout);
+    const snap = JSON.parse(out.stdout).snapshot as string;
+    assert.deepEqual(
+      fs.readdirSync(packDir).filter((n) => n.endsWith('.keep')),
+      [],
+      'released once the ref exists',
+    );
+    r.git('fsck', '--connectivity-only', '--no-dangling');
+    assert.equal(r.git('cat-file', 'blob', `${snap}:files/new.txt`), 'only in the snapshot\n');
+    const copy = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
+    expectExit(verify(sb, r.dir, snap, copy), 0);
+  }));
+
+test("a capture killed between its pack and its ref: the next capture removes its .keep, not anyone else's", () =>
+  withSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a.txt': 'a\n' });
+    r.write('new.txt', 'new\n');
+    killAt(sb, r.dir, ['capture', '--json'], 'capture:before-ref');
+    const packDir = r.gitPath('objects/pack');
+    const kept = () => fs.readdirSync(packDir).filter((n) => n.endsWith('.keep'));
+    assert.equal(kept().length, 1, "the killed capture's hold is left");
+    const mine = path.join(packDir, 'pack-0000000000000000000000000000000000000000.keep');
+    fs.writeFileSync(mine, 'kept by its user\n');
+    r.write('more.txt', 'more\n');
+    capture(sb, r.dir);
+    assert.deepEqual(kept(), [path.basename(mine)], "the dead capture's hold went; the user's stayed");
   }));
 
 test('a file that changes after capture read it: the snapshot holds what was read, and the next capture what is there now', () =>
