@@ -137,6 +137,12 @@ test('a suspended daemon: capture runs itself, stop says it did not stop, and th
     assert.equal(cap.loadedMain, true, 'the CLI captured itself');
     const taken = snapshots();
     assert.ok(taken.includes((JSON.parse(cap.stdout) as { snapshot: string }).snapshot));
+    // Asked, it says a daemon is there but does not answer; start does not make a second one.
+    const st = xet(d, ['daemon', 'status']);
+    assert.deepEqual([st.running, st.pid, st.answering], [true, pid, false]);
+    const again = cliRun(d, ['--json', 'daemon', 'start']);
+    assert.equal(again.status, 3, again.stdout + again.stderr);
+    assert.match(again.stdout, /"BUSY"/);
     const stop = cliRun(d, ['--json', 'daemon', 'stop']);
     assert.equal(stop.status, 3, stop.stdout + stop.stderr);
     assert.equal((JSON.parse(stop.stdout) as { error: { code: string } }).error.code, 'BUSY');
@@ -152,13 +158,67 @@ test('a suspended daemon: capture runs itself, stop says it did not stop, and th
   }
 });
 
+test('a client stopped (Ctrl-Z) past its deadline after the daemon took its line: the line runs once', async () => {
+  const d = repo();
+  let pid = 0;
+  const { spawn } = await import('node:child_process');
+  try {
+    pid = xet(d, ['daemon', 'start']).pid as number;
+    const snapshots = (): string[] =>
+      git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
+    const before = snapshots().length;
+    edit(d, 0);
+    process.kill(pid, 'SIGSTOP');
+    const client = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: ENV });
+    let out = '';
+    client.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const code = new Promise<number | null>((r) => client.on('close', r));
+    await new Promise((r) => setTimeout(r, 700)); // connected, its line unread
+    process.kill(client.pid as number, 'SIGSTOP');
+    process.kill(pid, 'SIGCONT'); // the daemon reads it before the deadline, acknowledges and runs it
+    for (let i = 0; i < 500 && snapshots().length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 3500)); // past the client's deadline
+    process.kill(client.pid as number, 'SIGCONT');
+    assert.equal(await code, 0, out);
+    const made = snapshots();
+    assert.equal(made.length, before + 1, 'one snapshot, not one from the daemon and one from the CLI');
+    assert.ok(made.includes((JSON.parse(out) as { snapshot: string }).snapshot), 'the one reported');
+  } finally {
+    if (pid && alive(pid)) {
+      process.kill(pid, 'SIGCONT');
+      xet(d, ['daemon', 'stop']);
+    }
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a pid file naming another program (a pid reused) is stale: no daemon, and start replaces it', () => {
+  const d = repo();
+  const other = spawnSync('sh', ['-c', 'sleep 60 >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' });
+  const sleeper = Number(other.stdout.trim());
+  try {
+    fs.mkdirSync(path.join(d, '.git', 'xet', 'daemon'), { recursive: true });
+    fs.writeFileSync(path.join(d, '.git', 'xet', 'daemon', 'pid'), `${sleeper}\n`);
+    assert.deepEqual([xet(d, ['daemon', 'status']).running, xet(d, ['daemon', 'stop']).pid], [false, null]);
+    const started = xet(d, ['daemon', 'start']);
+    assert.equal(started.running, true);
+    assert.notEqual(started.pid, sleeper);
+    assert.ok(alive(sleeper), 'the other program was not signalled');
+    xet(d, ['daemon', 'stop']);
+  } finally {
+    process.kill(sleeper, 'SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
 test('daemon stop stops a daemon whose socket file is gone', () => {
   const d = repo();
   let pid = 0;
   try {
     pid = xet(d, ['daemon', 'start']).pid as number;
     fs.rmSync(path.join(d, '.git', 'xet', 'daemon', 'sock'));
-    assert.equal(xet(d, ['daemon', 'status']).running, false, 'status asks the socket');
+    const st = xet(d, ['daemon', 'status']);
+    assert.deepEqual([st.running, st.answering], [true, false], 'there, not answering');
     assert.deepEqual(xet(d, ['daemon', 'stop']), { running: false, pid });
     for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
     assert.equal(alive(pid), false, 'the process is gone');

@@ -195,6 +195,12 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     [...DEFAULT_SECRET_PATTERNS, 'a+b(c).txt', 'we$rd{1}|x', 'v^2.[ch]'],
     // Text that is not literal: bracket classes, escapes, trailing spaces (.gitignore drops them).
     ['*.[cC][rR][tT]', 'x[abc]yz', 'ab ', 'foo/bar ', '\\#hash', 'we\\*rd'],
+    // Non-ASCII case (V8 misses some case-insensitive alternations of it), a tab or no-break space
+    // as a whole pattern (a name to `ignore`), a byte order mark (stripped from the first only).
+    ['SΜS', 'SIn', 'ſkσK#', 'x/ſkσ'],
+    ['\t', '\u00a0'],
+    ['\uFEFF.env'],
+    ['a/b', '\uFEFF.env'],
     [],
   ];
   const paths = [
@@ -254,6 +260,12 @@ test('the fast pattern matcher agrees with the ignore package on every path', ()
     'FOO/Bar/baz',
     '#hash',
     'we*rd',
+    'ſkσK#',
+    'SKΣK#/ſkσK#',
+    'x/ſkσ',
+    '\t',
+    'd/\u00a0',
+    '\uFEFF.env',
   ];
   for (const list of lists) {
     const fast = new PatternMatcher(list);

@@ -1,6 +1,5 @@
 // git xet daemon start|stop|status: the resident process of a worktree (src/daemon/). `capture`
 // asks it first and runs the normal path when it is absent, stale or refuses; `run` is the daemon.
-import * as fs from 'node:fs';
 import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand } from './spec';
@@ -16,12 +15,12 @@ export const daemonCommand = defineCommand({
   },
   args: ['action'],
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: s.looseObject({ running: s.boolean(), pid: s.number().nullable() }),
+  output: s.looseObject({ running: s.boolean(), pid: s.number().nullable(), answering: s.boolean().optional() }),
   async run(input, ctx) {
     const { locateDaemon } = await import('../daemon/locate');
     const p = locateDaemon(ctx.cwd);
     if (!p) throw new XetError('NOT_A_REPOSITORY', `${ctx.cwd} is not inside a worktree`);
-    const { runningPid, serveDaemon } = await import('../daemon/server');
+    const { isDaemonProcess, runningPid, serveDaemon } = await import('../daemon/server');
     const { sendToDaemon } = await import('../daemon/client');
     const ask = async (): Promise<number | null> => {
       const r = await sendToDaemon(p, { op: 'status', cwd: ctx.cwd }, 2000);
@@ -33,7 +32,12 @@ export const daemonCommand = defineCommand({
     }
     if (input.action === 'status') {
       const pid = await ask();
-      return { running: pid !== null, pid, socket: p.socket };
+      if (pid !== null) return { running: true, pid, socket: p.socket };
+      // Its process is there but it does not answer (suspended, wedged, its socket file gone).
+      const silent = runningPid(p);
+      return silent === undefined
+        ? { running: false, pid: null, socket: p.socket }
+        : { running: true, pid: silent, socket: p.socket, answering: false };
     }
     if (input.action === 'stop') {
       const pid = (await ask()) ?? runningPid(p) ?? null;
@@ -52,6 +56,13 @@ export const daemonCommand = defineCommand({
     }
     const have = await ask();
     if (have !== null) return { running: true, pid: have, socket: p.socket };
+    const silent = runningPid(p);
+    if (silent !== undefined)
+      throw new XetError(
+        'BUSY',
+        `a daemon runs for this worktree (pid ${silent}) but does not answer: it is suspended or wedged (git xet daemon stop)`,
+        { pid: silent },
+      );
     const { spawn } = await import('node:child_process');
     const path = await import('node:path');
     const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
@@ -65,15 +76,10 @@ export const daemonCommand = defineCommand({
     }
     throw new XetError('BUSY', 'the daemon did not start (another one starting, or the socket cannot be made)');
   },
-  human: (r) => (r.running ? `daemon running (pid ${r.pid})` : r.pid ? `daemon stopped (pid ${r.pid})` : 'no daemon'),
+  human: (r) =>
+    r.running
+      ? `daemon running (pid ${r.pid})${r.answering === false ? ', not answering' : ''}`
+      : r.pid
+        ? `daemon stopped (pid ${r.pid})`
+        : 'no daemon',
 });
-
-/** Whether `pid` runs `git-xet daemon run` (Linux's /proc; elsewhere nothing is signalled). */
-function isDaemonProcess(pid: number): boolean {
-  try {
-    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return argv.some((a) => a.endsWith('git-xet')) && argv.includes('daemon') && argv.includes('run');
-  } catch {
-    return false;
-  }
-}

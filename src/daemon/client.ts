@@ -42,6 +42,9 @@ function ownSocket(p: DaemonPlace): boolean {
  * this, a command sent to it would wait forever. */
 export const ACCEPT_WITHIN_MS = 2000;
 const ACCEPT_MARGIN_MS = 1000;
+/** Set once a daemon let a command go unacknowledged: this process asks it nothing more (the CLI's
+ * own run of a relayed line would otherwise wait for it a second time). */
+let unanswered = false;
 
 /**
  * Sends one request and waits for the reply line. `timeoutMs` bounds the whole exchange (status,
@@ -72,7 +75,18 @@ export function sendToDaemon(
     if (timeoutMs > 0) sock.setTimeout(timeoutMs, () => finish(undefined));
     sock.on('connect', () => {
       const deadline = accept ? Date.now() + ACCEPT_WITHIN_MS : undefined;
-      if (accept) unacknowledged = setTimeout(() => finish(undefined), ACCEPT_WITHIN_MS + ACCEPT_MARGIN_MS);
+      // Decided after the next poll (setImmediate): a client stopped (Ctrl-Z) past its deadline runs
+      // this timer first on resuming, while the acknowledgement may wait unread in its socket.
+      if (accept)
+        unacknowledged = setTimeout(
+          () =>
+            setImmediate(() => {
+              if (!unacknowledged) return;
+              unanswered = true;
+              finish(undefined);
+            }),
+          ACCEPT_WITHIN_MS + ACCEPT_MARGIN_MS,
+        );
       sock.write(JSON.stringify({ ...req, deadline, version: buildId(), env: gitEnvPrint() }) + '\n');
     });
     sock.setEncoding('utf8');
@@ -114,7 +128,7 @@ export function serveOpsInProcess(run: typeof serving): void {
  * when the daemon did not run it (then the caller runs it itself). GIT_XET_NO_DAEMON=1 skips it. */
 export async function viaDaemon(op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> {
   if (serving) return serving(op, cwd, input);
-  if (process.env.GIT_XET_NO_DAEMON === '1') return undefined;
+  if (process.env.GIT_XET_NO_DAEMON === '1' || unanswered) return undefined;
   const p = locateDaemon(cwd);
   if (!p) return undefined;
   const r = await sendToDaemon(p, { op, cwd, input }, 0, true);

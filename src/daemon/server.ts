@@ -17,14 +17,28 @@ import type { GitConfig } from '../git/config';
 import { configMemo } from './config-memo';
 import { ownerAlive } from '../snapshot/leftovers';
 
-/** The pid of the running daemon, or undefined (a stale pid file counts as none). */
+/** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
+ * or its pid reused by another program, as after a SIGKILL or a reboot). */
 export function runningPid(p: DaemonPlace): number | undefined {
   try {
     const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
-    return pid > 0 && ownerAlive(pid) ? pid : undefined;
+    return pid > 0 && isDaemonProcess(pid) ? pid : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** Whether `pid` is a live `git-xet daemon run` (its command line, from Linux's /proc; where there
+ * is no /proc, whether it is alive at all). A zombie's command line is empty: not one. */
+export function isDaemonProcess(pid: number): boolean {
+  if (!ownerAlive(pid)) return false;
+  let argv: string[];
+  try {
+    argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return !fs.existsSync('/proc/self');
+  }
+  return argv.some((a) => a.endsWith('git-xet')) && argv.includes('daemon') && argv.includes('run');
 }
 
 function takeLock(p: DaemonPlace): void {

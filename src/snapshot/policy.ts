@@ -70,12 +70,15 @@ export class PatternMatcher {
   private readonly literals: RegExp | null = null;
 
   constructor(patterns: string[]) {
-    const real = patterns.filter((p) => p.trim() !== '' && !p.startsWith('#'));
-    if (!real.length) return;
-    if (real.some((p) => p.startsWith('!'))) {
-      this.whole = ignore({ allowRelativePaths: true }).add(real);
+    // Lists the fast path could read differently go to `ignore` whole, as given: negations, a byte
+    // order mark (`ignore` strips one from the first pattern only, and the split below would move
+    // it), and white space that is not blank to `ignore` (a tab, a no-break space: a name).
+    if (patterns.some((p) => p.startsWith('!') || p.includes('\uFEFF') || (p.trim() === '' && !/^ *$/.test(p)))) {
+      this.whole = ignore({ allowRelativePaths: true }).add(patterns);
       return;
     }
+    const real = patterns.filter((p) => !/^ *$/.test(p) && !p.startsWith('#'));
+    if (!real.length) return;
     const bare = real.filter((p) => !p.replace(/\/+$/, '').includes('/'));
     const slashed = real.filter((p) => p.replace(/\/+$/, '').includes('/'));
     if (bare.length) {
@@ -90,12 +93,17 @@ export class PatternMatcher {
               .split(/[*?]/)
               .sort((a, b) => b.length - a.length)[0] ?? ''),
       );
-      this.literals = runs.every((r) => r.length >= 2) ? new RegExp(runs.map(escapeRegExp).join('|'), 'i') : null;
+      // ASCII only: V8 can miss a match of a case-insensitive alternation of non-ASCII text that
+      // each alternative alone finds (/SΜS|SIn|ſkσK#/i fails on "ſkσK#"), where `ignore` tests
+      // one pattern at a time.
+      this.literals = runs.every((r) => r.length >= 2 && isAscii(r))
+        ? new RegExp(runs.map(escapeRegExp).join('|'), 'i')
+        : null;
     }
     if (slashed.length) {
       this.paths = ignore({ allowRelativePaths: true }).add(slashed);
       const lasts = slashed.map((p) => p.replace(/\/+$/, '').split('/').pop() as string);
-      if (!slashed.some(notLiteral) && !lasts.some((l) => l === '' || /[*?]/.test(l))) {
+      if (!slashed.some(notLiteral) && !lasts.some((l) => l === '' || /[*?]/.test(l) || !isAscii(l))) {
         this.triggers = new RegExp(`(?:^|/)(?:${lasts.map(escapeRegExp).join('|')})(?:/|$)`, 'i');
       }
     }
@@ -149,6 +157,10 @@ export class PatternMatcher {
  * a backslash escape, or trailing white space (which .gitignore syntax drops unless escaped). */
 function notLiteral(pattern: string): boolean {
   return /[[\\]/.test(pattern) || /\s\/*$/.test(pattern);
+}
+
+function isAscii(text: string): boolean {
+  return /^[\x20-\x7e]*$/.test(text);
 }
 
 function escapeRegExp(text: string): string {
