@@ -6,6 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { alive, waitGone } from './support/mcp';
 
 const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
 const ENV: NodeJS.ProcessEnv = { ...process.env, GIT_XET_DAEMON_IDLE_MS: '60000' };
@@ -39,6 +40,9 @@ function parts(cwd: string, snap: string): string {
     .split('\n')
     .filter((l) => l && !l.endsWith('\tmanifest.json'))
     .join('\n');
+}
+function snapshotRefs(d: string): string[] {
+  return git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
 }
 function edit(d: string, step: number): void {
   fs.appendFileSync(path.join(d, `f${step}.txt`), `edit ${step}\n`);
@@ -121,21 +125,19 @@ test('a daemon killed with SIGKILL, a stale socket or a foreign file: capture st
   }
 });
 
-test('a suspended daemon: capture runs itself, stop says it did not stop, and the late line is never run', () => {
+test('a suspended daemon: capture runs itself, stop says it did not stop, and the late line is never run', async () => {
   const d = repo();
   let pid = 0;
   try {
     pid = xet(d, ['daemon', 'start']).pid as number;
     process.kill(pid, 'SIGSTOP');
-    const snapshots = (): string[] =>
-      git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
     edit(d, 0);
     // The kernel still accepts connections on its socket: the client waits for an acknowledgement,
     // not for ever, then captures itself.
     const cap = cliRun(d, ['--json', 'capture']);
     assert.equal(cap.status, 0, cap.stderr);
     assert.equal(cap.loadedMain, true, 'the CLI captured itself');
-    const taken = snapshots();
+    const taken = snapshotRefs(d);
     assert.ok(taken.includes((JSON.parse(cap.stdout) as { snapshot: string }).snapshot));
     // Asked, it says a daemon is there but does not answer; start does not make a second one.
     const st = xet(d, ['daemon', 'status']);
@@ -149,9 +151,8 @@ test('a suspended daemon: capture runs itself, stop says it did not stop, and th
     process.kill(pid, 0); // still there, as stop said
     // Resumed, it reads the line it was sent too late, refuses it and stops on the pending SIGTERM.
     process.kill(pid, 'SIGCONT');
-    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
-    assert.equal(alive(pid), false, 'the daemon stopped');
-    assert.deepEqual(snapshots(), taken, 'the late line made no second snapshot');
+    await waitGone(pid, 5000, 'the daemon');
+    assert.deepEqual(snapshotRefs(d), taken, 'the late line made no second snapshot');
   } finally {
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
     fs.rmSync(d, { recursive: true, force: true });
@@ -164,9 +165,7 @@ test('a client stopped (Ctrl-Z) past its deadline after the daemon took its line
   const { spawn } = await import('node:child_process');
   try {
     pid = xet(d, ['daemon', 'start']).pid as number;
-    const snapshots = (): string[] =>
-      git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
-    const before = snapshots().length;
+    const before = snapshotRefs(d).length;
     edit(d, 0);
     process.kill(pid, 'SIGSTOP');
     const client = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: ENV });
@@ -176,11 +175,11 @@ test('a client stopped (Ctrl-Z) past its deadline after the daemon took its line
     await new Promise((r) => setTimeout(r, 700)); // connected, its line unread
     process.kill(client.pid as number, 'SIGSTOP');
     process.kill(pid, 'SIGCONT'); // the daemon reads it before the deadline, acknowledges and runs it
-    for (let i = 0; i < 500 && snapshots().length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && snapshotRefs(d).length === before; i++) await new Promise((r) => setTimeout(r, 20));
     await new Promise((r) => setTimeout(r, 3500)); // past the client's deadline
     process.kill(client.pid as number, 'SIGCONT');
     assert.equal(await code, 0, out);
-    const made = snapshots();
+    const made = snapshotRefs(d);
     assert.equal(made.length, before + 1, 'one snapshot, not one from the daemon and one from the CLI');
     assert.ok(made.includes((JSON.parse(out) as { snapshot: string }).snapshot), 'the one reported');
   } finally {
@@ -211,7 +210,7 @@ test('a pid file naming another program (a pid reused) is stale: no daemon, and 
   }
 });
 
-test('daemon stop stops a daemon whose socket file is gone', () => {
+test('daemon stop stops a daemon whose socket file is gone', async () => {
   const d = repo();
   let pid = 0;
   try {
@@ -220,8 +219,7 @@ test('daemon stop stops a daemon whose socket file is gone', () => {
     const st = xet(d, ['daemon', 'status']);
     assert.deepEqual([st.running, st.answering], [true, false], 'there, not answering');
     assert.deepEqual(xet(d, ['daemon', 'stop']), { running: false, pid });
-    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
-    assert.equal(alive(pid), false, 'the process is gone');
+    await waitGone(pid, 5000, 'the daemon');
     assert.notEqual(xet(d, ['daemon', 'start']).pid, pid, 'and a new one starts');
     xet(d, ['daemon', 'stop']);
   } finally {
@@ -230,7 +228,7 @@ test('daemon stop stops a daemon whose socket file is gone', () => {
   }
 });
 
-test('a daemon whose compiled code changes under it (a rebuild in place) stops and relays nothing more', () => {
+test('a daemon whose compiled code changes under it (a rebuild in place) stops and relays nothing more', async () => {
   const d = repo();
   let pid = 0;
   // A new module in the tree it runs from, as `tsc -w` writes one; no test loads it.
@@ -244,28 +242,13 @@ test('a daemon whose compiled code changes under it (a rebuild in place) stops a
     const after = cliRun(d, ['capture']);
     assert.equal(after.status, 0, after.stderr);
     assert.equal(after.loadedMain, true, 'not relayed after it');
-    for (let i = 0; i < 250 && alive(pid); i++) execFileSync('sleep', ['0.02']);
-    assert.equal(alive(pid), false, 'the daemon stopped');
+    await waitGone(pid, 5000, 'the daemon');
   } finally {
     fs.rmSync(probe, { force: true });
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
     fs.rmSync(d, { recursive: true, force: true });
   }
 });
-
-/** Whether pid runs (a zombie does not: where nothing reaps orphans, one stays in the table). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
 
 test('a daemon killed mid-capture: the client falls back and captures', async () => {
   const d = repo();

@@ -20,7 +20,7 @@ export const daemonCommand = defineCommand({
     const { locateDaemon } = await import('../daemon/locate');
     const p = locateDaemon(ctx.cwd);
     if (!p) throw new XetError('NOT_A_REPOSITORY', `${ctx.cwd} is not inside a worktree`);
-    const { isDaemonProcess, runningPid, serveDaemon } = await import('../daemon/server');
+    const { runningPid, serveDaemon } = await import('../daemon/server');
     const { sendToDaemon } = await import('../daemon/client');
     const ask = async (): Promise<number | null> => {
       const r = await sendToDaemon(p, { op: 'status', cwd: ctx.cwd }, 2000);
@@ -30,17 +30,16 @@ export const daemonCommand = defineCommand({
       await serveDaemon(p);
       return { running: false, pid: null };
     }
+    // The daemon that answers, else the process the pid file names if it is one that does not
+    // (suspended, wedged, its socket file gone): runningPid only names a git xet daemon.
+    const answered = await ask();
+    const pid = answered ?? runningPid(p) ?? null;
     if (input.action === 'status') {
-      const pid = await ask();
-      if (pid !== null) return { running: true, pid, socket: p.socket };
-      // Its process is there but it does not answer (suspended, wedged, its socket file gone).
-      const silent = runningPid(p);
-      return silent === undefined
-        ? { running: false, pid: null, socket: p.socket }
-        : { running: true, pid: silent, socket: p.socket, answering: false };
+      if (pid === null) return { running: false, pid, socket: p.socket };
+      if (answered === null) return { running: true, pid, socket: p.socket, answering: false };
+      return { running: true, pid, socket: p.socket };
     }
     if (input.action === 'stop') {
-      const pid = (await ask()) ?? runningPid(p) ?? null;
       if (pid === null) return { running: false, pid };
       const stopped = async (ms: number): Promise<boolean> => {
         for (let i = 0; i < ms / 20 && runningPid(p) === pid; i++) await new Promise((r) => setTimeout(r, 20));
@@ -48,20 +47,18 @@ export const daemonCommand = defineCommand({
       };
       await sendToDaemon(p, { op: 'stop', cwd: ctx.cwd }, 2000);
       if (await stopped(2000)) return { running: false, pid };
-      // No answer on the socket (its file removed, or the daemon wedged): the signal it also stops
-      // on, sent only to a process that is this tool's daemon (a pid file can outlive its process).
-      if (isDaemonProcess(pid)) process.kill(pid, 'SIGTERM');
+      // No answer on the socket: the signal it also stops on. `stopped` found the pid file still
+      // naming this pid as a git xet daemon, so it is not another program's (a reused pid).
+      process.kill(pid, 'SIGTERM');
       if (await stopped(3000)) return { running: false, pid };
       throw new XetError('BUSY', `the daemon (pid ${pid}) did not stop: it is suspended or not answering`, { pid });
     }
-    const have = await ask();
-    if (have !== null) return { running: true, pid: have, socket: p.socket };
-    const silent = runningPid(p);
-    if (silent !== undefined)
+    if (answered !== null) return { running: true, pid: answered, socket: p.socket };
+    if (pid !== null)
       throw new XetError(
         'BUSY',
-        `a daemon runs for this worktree (pid ${silent}) but does not answer: it is suspended or wedged (git xet daemon stop)`,
-        { pid: silent },
+        `a daemon runs for this worktree (pid ${pid}) but does not answer: it is suspended or wedged (git xet daemon stop)`,
+        { pid },
       );
     const { spawn } = await import('node:child_process');
     const path = await import('node:path');

@@ -30,7 +30,7 @@ export function runningPid(p: DaemonPlace): number | undefined {
 
 /** Whether `pid` is a live `git-xet daemon run` (its command line, from Linux's /proc; where there
  * is no /proc, whether it is alive at all). A zombie's command line is empty: not one. */
-export function isDaemonProcess(pid: number): boolean {
+function isDaemonProcess(pid: number): boolean {
   if (!ownerAlive(pid)) return false;
   let argv: string[];
   try {

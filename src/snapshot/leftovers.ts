@@ -36,13 +36,16 @@ export function ownerAlive(pid: number): boolean {
   }
 }
 
-function deadIn(dir: string, re: RegExp): Leftover[] {
-  let names: string[];
+/** A directory's names; none when it cannot be read. */
+function namesIn(dir: string): string[] {
   try {
-    names = fs.readdirSync(dir);
+    return fs.readdirSync(dir);
   } catch {
     return [];
   }
+}
+
+function deadIn(dir: string, re: RegExp, names = namesIn(dir)): Leftover[] {
   const out: Leftover[] = [];
   for (const name of names) {
     const m = re.exec(name);
@@ -55,23 +58,20 @@ function deadIn(dir: string, re: RegExp): Leftover[] {
 
 /** Leftovers of dead capture and fetch processes in a repository. */
 export function repoLeftovers(repo: { objectsDir: string; commonDir: string }): Leftover[] {
+  const packDir = path.join(repo.objectsDir, 'pack');
+  const packNames = namesIn(packDir); // read once for both kinds
   return [
-    ...deadIn(path.join(repo.objectsDir, 'pack'), PACK_RE),
-    ...deadKeeps(path.join(repo.objectsDir, 'pack')),
+    ...deadIn(packDir, PACK_RE, packNames),
+    ...deadKeeps(packDir, packNames),
     ...deadIn(path.join(repo.commonDir, 'xet', 'tmp'), SCRATCH_RE),
   ];
 }
 
 /** `.keep` files of captures killed before their ref: the pack stays, as any unreferenced pack. */
-function deadKeeps(dir: string): Leftover[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir).filter((n) => n.startsWith('pack-') && n.endsWith('.keep'));
-  } catch {
-    return [];
-  }
+function deadKeeps(dir: string, names: string[]): Leftover[] {
   const out: Leftover[] = [];
   for (const name of names) {
+    if (!name.startsWith('pack-') || !name.endsWith('.keep')) continue;
     const file = path.join(dir, name);
     try {
       const st = fs.lstatSync(file);
