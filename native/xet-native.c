@@ -9,6 +9,10 @@
  *   node, ~90 ms here).
  * - mount(2) of an overlay, where spawning mount(8) from a node process of 150 MB costs ~20 ms of
  *   fork and exec, most of a fork through the daemon (docs/DESIGN-NOTES.md "Forks").
+ * - starting git with posix_spawn: node's spawn forks, and fork copies the page tables of the whole
+ *   process, so each git costs the main thread 5 ms at 40 MB of RSS and 15-20 ms at 250 MB here
+ *   (a capture starts ~19); glibc's posix_spawn shares the memory until exec (CLONE_VM|CLONE_VFORK),
+ *   at a cost that does not grow with the process (docs/DESIGN-NOTES.md "Spawning git").
  *
  * Built by scripts/build-native.mjs with the system C compiler; src/native.ts loads it, and every
  * caller falls back to node's zlib or mount(8) when it is absent. Written against Node-API, whose functions node
@@ -23,6 +27,13 @@
  *                                       ro ? MS_RDONLY : 0, data)
  *   lstatMany(root, names, out)      -> how many of `names` (paths under root, each ending in a NUL)
  *                                       were lstat'ed into `out`, 12 doubles each (STAT_ROW below)
+ *   spawnPiped(file, argv, envp, cwd, out)
+ *                                    -> 0, or the errno that stopped it: runs `file` (an absolute
+ *                                       path) with argv and envp (each a Buffer of NUL-ended
+ *                                       strings) in cwd, its stdin, stdout and stderr new pipes;
+ *                                       out (four int32) gets the pid and this side's three ends
+ *   waitPid(pid)                     -> -1 while it runs, else its wait status (reaped), or
+ *                                       -2 - errno
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
@@ -34,8 +45,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct napi_env__ *napi_env;
@@ -278,6 +292,132 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
   return int64(env, (int64_t)count);
 }
 
+/* A Buffer of NUL-ended strings as a NULL-ended array pointing into it (the Buffer must outlive
+ * it), or NULL (out of memory, or a last string without its NUL). */
+static char **string_list(uint8_t *data, size_t len) {
+  if (len > 0 && data[len - 1] != 0) return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) n += data[i] == 0;
+  char **list = calloc(n + 1, sizeof *list);
+  if (!list) return NULL;
+  size_t k = 0, at = 0;
+  while (at < len) {
+    list[k++] = (char *)data + at;
+    at += strlen((char *)data + at) + 1;
+  }
+  list[k] = NULL;
+  return list;
+}
+
+/* A pipe whose two ends are close-on-exec and above 2: dup2 onto 0-2 in the child then clears the
+ * flag on the copy only (an end that already were fd 1 would keep it, and vanish at exec). */
+static int high_pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return errno;
+  for (int i = 0; i < 2; i++) {
+    if (fds[i] > 2) continue;
+    int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+    int err = errno;
+    close(fds[i]);
+    if (moved < 0) {
+      close(fds[1 - i]);
+      return err;
+    }
+    fds[i] = moved;
+  }
+  return 0;
+}
+
+static napi_value spawn_piped(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  uint8_t *args_b, *env_b, *out_b;
+  size_t args_len, env_len, out_len;
+  if (!args_of(env, info, 5, argv, "spawnPiped(file, argv, envp, cwd, out)")) return NULL;
+  if (!buffer_arg(env, argv[1], &args_b, &args_len) || !buffer_arg(env, argv[2], &env_b, &env_len) ||
+      !buffer_arg(env, argv[4], &out_b, &out_len))
+    return NULL;
+  if (out_len < 4 * sizeof(int32_t) || ((uintptr_t)out_b & 3) != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out must be 16 aligned bytes");
+    return NULL;
+  }
+  char *file = string_arg(env, argv[0]);
+  if (!file) return NULL;
+  char *cwd = string_arg(env, argv[3]);
+  if (!cwd) {
+    free(file);
+    return NULL;
+  }
+  char **args = string_list(args_b, args_len);
+  char **envp = string_list(env_b, env_len);
+  int err = 0;
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  int have_fa = 0, have_attr = 0;
+  pid_t pid = -1;
+  if (!args || !envp || !args[0]) {
+    err = EINVAL;
+    goto done;
+  }
+  if ((err = high_pipe(in)) || (err = high_pipe(out)) || (err = high_pipe(errp))) goto done;
+  if ((err = posix_spawn_file_actions_init(&fa))) goto done;
+  have_fa = 1;
+  if ((err = posix_spawn_file_actions_adddup2(&fa, in[0], 0)) || (err = posix_spawn_file_actions_adddup2(&fa, out[1], 1)) ||
+      (err = posix_spawn_file_actions_adddup2(&fa, errp[1], 2)))
+    goto done;
+  if (cwd[0] && (err = posix_spawn_file_actions_addchdir_np(&fa, cwd))) goto done;
+  if ((err = posix_spawnattr_init(&attr))) goto done;
+  have_attr = 1;
+  /* As libuv does for node's spawn: every signal back to its default (node ignores SIGPIPE, and an
+   * ignored signal stays ignored across exec) and none blocked. */
+  sigset_t all, none;
+  /* Every bit, not sigfillset: glibc's leaves out its two internal signals (32 and 33), and its
+   * spawn helper then sets those to SIG_IGN in the child, which exec keeps. */
+  memset(&all, 0xff, sizeof all);
+  sigemptyset(&none);
+  if ((err = posix_spawnattr_setsigdefault(&attr, &all)) || (err = posix_spawnattr_setsigmask(&attr, &none)) ||
+      (err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)))
+    goto done;
+  err = posix_spawn(&pid, file, &fa, &attr, args, envp);
+done:
+  if (have_fa) posix_spawn_file_actions_destroy(&fa);
+  if (have_attr) posix_spawnattr_destroy(&attr);
+  /* The child's ends are the child's now (or nobody's, on failure). */
+  if (in[0] >= 0) close(in[0]);
+  if (out[1] >= 0) close(out[1]);
+  if (errp[1] >= 0) close(errp[1]);
+  if (err) {
+    if (in[1] >= 0) close(in[1]);
+    if (out[0] >= 0) close(out[0]);
+    if (errp[0] >= 0) close(errp[0]);
+  } else {
+    int32_t *o = (int32_t *)out_b;
+    o[0] = (int32_t)pid;
+    o[1] = in[1];
+    o[2] = out[0];
+    o[3] = errp[0];
+  }
+  free(args);
+  free(envp);
+  free(file);
+  free(cwd);
+  return int64(env, err);
+}
+
+static napi_value wait_pid(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  int64_t pid;
+  if (!args_of(env, info, 1, argv, "waitPid(pid)")) return NULL;
+  if (!int_arg(env, argv[0], 1, INT32_MAX, &pid)) return NULL;
+  int status = 0;
+  pid_t r;
+  do
+    r = waitpid((pid_t)pid, &status, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  if (r == 0) return int64(env, -1);
+  if (r < 0) return int64(env, -2 - errno);
+  return int64(env, status);
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -293,7 +433,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
   }
   if (!export_fn(env, exports, "deflateInto", deflate_into) || !export_fn(env, exports, "deflateBound", deflate_bound) ||
       !export_fn(env, exports, "inflateInto", inflate_into) || !export_fn(env, exports, "mountOverlay", mount_overlay) ||
-      !export_fn(env, exports, "lstatMany", lstat_many))
+      !export_fn(env, exports, "lstatMany", lstat_many) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
+      !export_fn(env, exports, "waitPid", wait_pid))
     return NULL;
   return exports;
 }

@@ -1,6 +1,6 @@
 // git xet's native module (native/xet-native.c, built by `npm run build` where a C compiler and
 // libdeflate-dev exist): loaded once per thread, or null with the reason. Every caller has a
-// fallback (node's zlib, mount(8)), so a machine without it does the same work more slowly.
+// fallback (node's zlib, mount(8), node's spawn), so a machine without it does the same work more slowly.
 // GIT_XET_NATIVE=0 turns it off.
 
 import * as path from 'node:path';
@@ -14,6 +14,12 @@ export interface XetNative {
   /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12
    * doubles each (src/git/lstat-many.ts). */
   lstatMany(root: string, names: Buffer, out: Buffer): number;
+  /** 0, or the errno that stopped it: posix_spawn of `file` (absolute) with argv and envp (NUL-ended
+   * strings) in cwd, stdio three new pipes; `out` (4 int32) gets the pid and this side's ends
+   * (stdin, stdout, stderr), close-on-exec (src/git/spawn.ts). */
+  spawnPiped(file: string, argv: Buffer, envp: Buffer, cwd: string, out: Buffer): number;
+  /** -1 while `pid` runs, else its wait status (reaped), or -2 - errno. */
+  waitPid(pid: number): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

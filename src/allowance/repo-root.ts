@@ -15,17 +15,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Repo } from '../git/repo';
 import { sidecarDir, withExistingSidecar, withSidecar, type Db } from '../sidecar/db';
-import { ownerAlive, removeTemporary } from '../snapshot/leftovers';
+import { BASE_BUILD_RE, ownerAlive, PACK_TEMP_RE, removeTemporary, SCRATCH_RE } from '../snapshot/leftovers';
 import { forgetPart, partsOf, recordCount, recordPart, REPOSITORY_ROOT } from './ledger';
 import type { Amount } from './model';
 
-/** Temporary names in objects/pack: ours (pack writer, fetch import) carry the writer's pid. */
-const OUR_PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_/;
-/** Scratch under xet/tmp/ (`<what>-<pid>-<random>`, a reclaim view `reclaim-<pid>-<fork id>`) and
- * base builds under xet/bases/ (`.build-<pid>-<snapshot12>-<random>`). Every name under xet/tmp is
- * counted; these decide only which a recount may remove (those of dead owners). */
-const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
-const BASE_BUILD_RE = /^\.build-(\d+)-[0-9a-f]{12}-[0-9a-f]+$/;
+// The temporaries' names (PACK_TEMP_RE, SCRATCH_RE, BASE_BUILD_RE) are leftovers.ts's one list.
+// Every name under xet/tmp is counted; the names decide only which a recount may remove (those of
+// dead owners).
 const PACK_SUFFIXES = ['.pack', '.idx', '.rev', '.bitmap', '.keep', '.promisor', '.mtimes'];
 
 export interface TemporaryFile {
@@ -125,7 +121,7 @@ export function repositoryTemporaries(
       out.push({ path: p, pid, live: ownerAlive(pid), ...a });
     }
   };
-  scan(path.join(repo.objectsDir, 'pack'), OUR_PACK_TEMP_RE);
+  scan(path.join(repo.objectsDir, 'pack'), PACK_TEMP_RE);
   const xet = sidecarDir(repo.commonDir);
   scan(path.join(xet, 'tmp'), SCRATCH_RE);
   scan(path.join(xet, 'bases'), BASE_BUILD_RE);

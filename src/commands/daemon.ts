@@ -49,7 +49,12 @@ export const daemonCommand = defineCommand({
       if (await stopped(2000)) return { running: false, pid };
       // No answer on the socket: the signal it also stops on. `stopped` found the pid file still
       // naming this pid as a git xet daemon, so it is not another program's (a reused pid).
-      process.kill(pid, 'SIGTERM');
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch (e) {
+        // It exited between the check and the signal: stopped is what was asked.
+        if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+      }
       if (await stopped(3000)) return { running: false, pid };
       throw new XetError('BUSY', `the daemon (pid ${pid}) did not stop: it is suspended or not answering`, { pid });
     }

@@ -6,6 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
+import { startProcess } from './spawn';
 
 export interface GitOptions {
   cwd?: string;
@@ -95,30 +96,24 @@ export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
   return new Promise((resolve, reject) => {
     const wrapper = opts.dieWithParent ? setpriv() : null;
     const child = wrapper
-      ? spawn(wrapper, ['--pdeathsig', 'KILL', '--', 'git', ...args], {
-          cwd: opts.cwd,
-          env: baseEnv(opts.env),
-          stdio: ['pipe', 'pipe', 'pipe'],
-        })
-      : spawn('git', args, {
-          cwd: opts.cwd,
-          env: baseEnv(opts.env),
-          stdio: ['pipe', 'pipe', 'pipe'],
-        });
+      ? startProcess(wrapper, ['--pdeathsig', 'KILL', '--', 'git', ...args], { cwd: opts.cwd, env: baseEnv(opts.env) })
+      : startProcess('git', args, { cwd: opts.cwd, env: baseEnv(opts.env) });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
     child.stdin.on('error', () => {
       /* git may exit before reading all input; the exit code tells */
     });
-    child.on('close', (code) => {
-      const stderr = Buffer.concat(err).toString('utf8');
-      const ok = code === 0 || (code !== null && (opts.okCodes ?? []).includes(code));
-      if (!ok) reject(failure(args, code, stderr, opts.cwd));
-      else resolve({ code: code ?? 0, stdout: Buffer.concat(out), stderr });
-    });
+    child.exited.then(
+      ({ code }) => {
+        const stderr = Buffer.concat(err).toString('utf8');
+        const ok = code === 0 || (code !== null && (opts.okCodes ?? []).includes(code));
+        if (!ok) reject(failure(args, code, stderr, opts.cwd));
+        else resolve({ code: code ?? 0, stdout: Buffer.concat(out), stderr });
+      },
+      (e: Error) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })),
+    );
     if (opts.input !== undefined) child.stdin.end(opts.input);
     else child.stdin.end();
   });
@@ -216,7 +211,7 @@ export interface GitStream {
 
 /** Run git with stdout as a stream, for outputs bounded by file data (object contents). */
 export function gitStream(args: string[], opts: GitOptions = {}): GitStream {
-  const child = spawn('git', args, { cwd: opts.cwd, env: baseEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = startProcess('git', args, { cwd: opts.cwd, env: baseEnv(opts.env) });
   const err: Buffer[] = [];
   let errBytes = 0;
   child.stderr.on('data', (b: Buffer) => {
@@ -224,13 +219,14 @@ export function gitStream(args: string[], opts: GitOptions = {}): GitStream {
     errBytes += b.length;
   });
   child.stdin.on('error', () => undefined);
-  const done = new Promise<void>((resolve, reject) => {
-    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
-    child.on('close', (code, signal) => {
-      if (code === 0) resolve();
-      else reject(failure(args, code ?? (signal ? 128 : null), Buffer.concat(err).toString('utf8'), opts.cwd));
-    });
-  });
+  const done = child.exited.then(
+    ({ code, signal }) => {
+      if (code !== 0) throw failure(args, code ?? (signal ? 128 : null), Buffer.concat(err).toString('utf8'), opts.cwd);
+    },
+    (e: Error) => {
+      throw new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args });
+    },
+  );
   // A caller that stops early must not leave an unhandled rejection behind.
   done.catch(() => undefined);
   child.stdin.end(opts.input ?? '');

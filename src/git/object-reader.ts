@@ -4,10 +4,10 @@
 // object). For walks that decide what to read next from what they read (the push's tree
 // comparison, src/remote/push-objects.ts).
 
-import { spawn, type ChildProcess } from 'node:child_process';
 import { XetError } from '../errors';
 import type { GitOptions } from './exec';
 import { gitSpawnEnv } from './exec';
+import { startProcess, type Started } from './spawn';
 
 export interface ObjectInfo {
   oid: string;
@@ -33,24 +33,31 @@ interface Pending {
 export class TooBig extends Error {}
 
 export class ObjectReader {
-  private readonly child: ChildProcess;
-  private readonly queue: Pending[] = [];
+  private readonly child: Started;
+  private running = true;
   private buf: Buffer = Buffer.alloc(0);
   private failed: Error | null = null;
   private stderr = '';
+  private readonly queue: Pending[] = [];
 
   constructor(opts: GitOptions) {
-    this.child = spawn(
+    this.child = startProcess(
       'git',
       ['cat-file', '--batch-command=%(objectname) %(objecttype) %(objectsize) %(objectsize:disk)'],
-      { cwd: opts.cwd, env: gitSpawnEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] },
+      { cwd: opts.cwd, env: gitSpawnEnv(opts.env) },
     );
-    this.child.stdout?.on('data', (b: Buffer) => this.onData(b));
-    this.child.stderr?.on('data', (b: Buffer) => (this.stderr += b.toString('utf8').slice(0, 4000)));
-    this.child.stdin?.on('error', () => undefined);
-    this.child.on('error', (e) => this.fail(new XetError('GIT_FAILED', `cannot run git: ${e.message}`)));
-    this.child.on('close', () =>
-      this.fail(new XetError('GIT_FAILED', `git cat-file --batch-command ended: ${this.stderr.trim()}`)),
+    this.child.stdout.on('data', (b: Buffer) => this.onData(b));
+    this.child.stderr.on('data', (b: Buffer) => (this.stderr += b.toString('utf8').slice(0, 4000)));
+    this.child.stdin.on('error', () => undefined);
+    this.child.exited.then(
+      () => {
+        this.running = false;
+        this.fail(new XetError('GIT_FAILED', `git cat-file --batch-command ended: ${this.stderr.trim()}`));
+      },
+      (e: Error) => {
+        this.running = false;
+        this.fail(new XetError('GIT_FAILED', `cannot run git: ${e.message}`));
+      },
     );
   }
 
@@ -66,8 +73,8 @@ export class ObjectReader {
   }
 
   close(): void {
-    if (this.child.exitCode === null && !this.child.killed) {
-      this.child.stdin?.end();
+    if (this.running) {
+      this.child.stdin.end();
       this.child.kill('SIGKILL');
     }
     this.fail(new XetError('GIT_FAILED', 'the object reader was closed'));
@@ -80,7 +87,7 @@ export class ObjectReader {
     if (this.failed) return Promise.reject(this.failed);
     return new Promise((resolve, reject) => {
       this.queue.push({ contents, max, resolve, reject });
-      this.child.stdin?.write(`${contents ? 'contents' : 'info'} ${oid}\n`);
+      this.child.stdin.write(`${contents ? 'contents' : 'info'} ${oid}\n`);
     });
   }
 

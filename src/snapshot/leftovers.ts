@@ -16,12 +16,17 @@ export interface Leftover {
   pid: number;
 }
 
-const PACK_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
+// The one list of names git xet writers give their temporaries in a repository, each carrying the
+// writer's pid (the allowance recount, src/allowance/repo-root.ts, scans the same names).
+/** objects/pack: a capture's pack, its index and parts (`tmp_pack_xet_`, `tmp_idx_xet_`), fetch's (`tmp_xet_`). */
+export const PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
 /** The text of the `.keep` a capture holds its pack with until its ref exists. */
 export const CAPTURE_KEEP_PREFIX = 'git-xet capture ';
 const KEEP_TEXT_RE = /^git-xet capture (\d+)\n$/;
-// `<what>-<pid>-<6 random>`, or a reclaim view `reclaim-<pid>-<12-hex fork id>`.
-const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
+/** xet/tmp: `<what>-<pid>-<6 random>`, or a reclaim view `reclaim-<pid>-<12-hex fork id>`. */
+export const SCRATCH_RE = /^[a-z]+-(\d+)-[A-Za-z0-9]{6,12}$/;
+/** xet/bases: a base build, `.build-<pid>-<snapshot12>-<random>` (removed by gc's sweep, not here). */
+export const BASE_BUILD_RE = /^\.build-(\d+)-[0-9a-f]{12}-[0-9a-f]+$/;
 // `.xr-<pid>-…`: the short name of a restore whose tree would not fit under the long one.
 const RESTORE_RE = /^\.(?:.+\.xet-restore|xr)-(\d+)-[0-9a-f]+$/;
 
@@ -61,7 +66,7 @@ export function repoLeftovers(repo: { objectsDir: string; commonDir: string }): 
   const packDir = path.join(repo.objectsDir, 'pack');
   const packNames = namesIn(packDir); // read once for both kinds
   return [
-    ...deadIn(packDir, PACK_RE, packNames),
+    ...deadIn(packDir, PACK_TEMP_RE, packNames),
     ...deadKeeps(packDir, packNames),
     ...deadIn(path.join(repo.commonDir, 'xet', 'tmp'), SCRATCH_RE),
   ];

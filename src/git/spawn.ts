@@ -1,0 +1,162 @@
+// Starting a program with three pipes: posix_spawn through the native module where it loaded,
+// node's spawn otherwise. Node forks, and fork copies the page tables of the whole process: each
+// git a capture starts cost the main thread 5 ms at 40 MB of RSS and 15-20 ms at 250 MB on these
+// machines, about a sixth of a re-capture and more in the daemon. posix_spawn shares the memory
+// until exec, at under 1 ms whatever the process's size (docs/DESIGN-NOTES.md "Spawning git").
+//
+// The two routes behave alike: the program is looked up on the child's PATH (as libuv's execvp
+// does), it starts with every signal at its default and none blocked, it gets the given environment
+// and nothing else, and `exited` settles once it has exited and its stdout and stderr are drained.
+
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import { native } from '../native';
+
+export interface Started {
+  stdin: Writable;
+  stdout: Readable;
+  stderr: Readable;
+  /** The exit code, or null and the signal that ended it; rejects when it could not start. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Signal it, unless it has already exited (a reaped pid may be another process's by now). */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export interface StartOptions {
+  cwd?: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/** A program's path on `PATH` as execvp finds it (the first executable regular file), or null. */
+function onPath(file: string, env: NodeJS.ProcessEnv, cwd: string): string | null {
+  if (file.includes('/')) return path.resolve(cwd, file);
+  // execvp's default when PATH is unset.
+  for (const dir of (env.PATH ?? '/bin:/usr/bin').split(':')) {
+    const candidate = path.resolve(cwd, dir || '.', file);
+    const st = fs.statSync(candidate, { throwIfNoEntry: false });
+    if (st?.isFile() && st.mode & 0o111) {
+      try {
+        fs.accessSync(candidate, fs.constants.X_OK);
+        return candidate;
+      } catch {
+        // not ours to run: execvp goes on to the next directory
+      }
+    }
+  }
+  return null;
+}
+
+const nul = (list: string[]): Buffer => Buffer.from(list.map((s) => `${s}\0`).join(''), 'utf8');
+
+function withNode(file: string, args: string[], opts: StartOptions): Started {
+  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal }));
+  });
+  child.stdin.on('error', () => undefined); // as below: the exit status tells
+  return {
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    exited,
+    kill: (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+  };
+}
+
+const SIGNALS = Object.fromEntries(Object.entries(os.constants.signals).map(([name, n]) => [n, name])) as Record<
+  number,
+  NodeJS.Signals
+>;
+
+// GIT_XET_POSIX_SPAWN=0: node's spawn always (to compare, or should posix_spawn misbehave somewhere).
+const posixSpawn = process.env.GIT_XET_POSIX_SPAWN !== '0';
+
+function withPosixSpawn(file: string, args: string[], opts: StartOptions): Started | null {
+  const n = native;
+  if (!posixSpawn || !n?.spawnPiped) return null;
+  let here: string;
+  try {
+    here = opts.cwd ?? process.cwd();
+  } catch {
+    return null; // this process's directory is gone: node's spawn runs the child there anyway
+  }
+  const env = Object.entries(opts.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+  // A NUL would cut a string short; node's spawn refuses such an argument in its own words.
+  if ([file, ...args, ...env, opts.cwd ?? ''].some((a) => a.includes('\0'))) return null;
+  const resolved = onPath(file, opts.env, here);
+  if (!resolved) return null; // node's spawn reports the ENOENT in its own words
+  const out = Buffer.alloc(16);
+  // '' keeps this process's directory, as node's spawn does without a cwd.
+  const err = n.spawnPiped(resolved, nul([file, ...args]), nul(env), opts.cwd ?? '', out);
+  // A failure here (a cwd that is gone, a file that vanished since the lookup) is left to node's
+  // spawn, which reports it as it always has.
+  if (err !== 0) return null;
+  const pid = out.readInt32LE(0);
+  const stdin = new net.Socket({ fd: out.readInt32LE(4), readable: false, writable: true });
+  const stdout = new net.Socket({ fd: out.readInt32LE(8), readable: true, writable: false });
+  const stderr = new net.Socket({ fd: out.readInt32LE(12), readable: true, writable: false });
+  let reaped = false;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    let open = 2;
+    const reap = (delay: number): void => {
+      const status = n.waitPid(pid);
+      if (status === -1) {
+        // Its pipes closed a moment before it exited: ask again shortly.
+        setTimeout(() => reap(Math.min(delay * 2, 50)), delay);
+        return;
+      }
+      reaped = true;
+      if (status < -1) resolve({ code: null, signal: null });
+      else if ((status & 0x7f) === 0) resolve({ code: (status >> 8) & 0xff, signal: null });
+      else resolve({ code: null, signal: SIGNALS[status & 0x7f] ?? 'SIGKILL' });
+    };
+    const closed = (): void => {
+      if (--open === 0) reap(1);
+    };
+    stdout.on('close', closed);
+    stderr.on('close', closed);
+  });
+  // A write after it exited (EPIPE) is told by its exit status, as with node's spawn.
+  stdin.on('error', () => undefined);
+  return {
+    stdin,
+    stdout,
+    stderr,
+    exited,
+    kill: (signal = 'SIGTERM') => {
+      if (reaped) return;
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // exited meanwhile (not yet reaped: still ours, so not another process's)
+      }
+      // A caller that gives up reads no more: its pipes close without being drained, and `exited`
+      // still settles.
+      stdout.destroy();
+      stderr.destroy();
+    },
+  };
+}
+
+/** Start `file` with `args`, its stdin, stdout and stderr pipes to this process. */
+export function startProcess(file: string, args: string[], opts: StartOptions): Started {
+  return withPosixSpawn(file, args, opts) ?? withNode(file, args, opts);
+}
+
+/** One route, for the tests that hold the two to the same behaviour: null when posix_spawn is not
+ * available or declined this start. */
+export function startProcessVia(
+  route: 'posix' | 'node',
+  file: string,
+  args: string[],
+  opts: StartOptions,
+): Started | null {
+  return route === 'posix' ? withPosixSpawn(file, args, opts) : withNode(file, args, opts);
+}

@@ -1,0 +1,143 @@
+// Starting git (src/git/spawn.ts): posix_spawn through the native module and node's spawn must be
+// the same to the program started and to the caller. Each case runs both routes and compares what
+// the child saw (argv, environment, working directory, signal dispositions and mask, open
+// descriptors) and what the caller got (stdout, stderr, exit code or signal), with real programs.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { native } from '../src/native';
+import { startProcessVia, type Started } from '../src/git/spawn';
+import { git } from '../src/git/exec';
+import { XetError } from '../src/errors';
+import { createSandbox } from './support/sandbox';
+
+interface Outcome {
+  stdout: string;
+  stderr: string;
+  code: number | null;
+  signal: string | null;
+}
+
+async function finish(p: Started, input?: Buffer | string): Promise<Outcome> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  p.stdout.on('data', (b: Buffer) => out.push(b));
+  p.stderr.on('data', (b: Buffer) => err.push(b));
+  p.stdin.end(input ?? '');
+  const { code, signal } = await p.exited;
+  return { stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code, signal };
+}
+
+function both(
+  t: { skip: (why: string) => void },
+  file: string,
+  args: string[],
+  opts: { cwd?: string; env: NodeJS.ProcessEnv },
+  input?: Buffer | string,
+): Promise<[Outcome, Outcome]> | null {
+  const posix = startProcessVia('posix', file, args, opts);
+  if (!posix) {
+    t.skip('posix_spawn is not available: the native module did not load');
+    return null;
+  }
+  const node = startProcessVia('node', file, args, opts) as Started;
+  return Promise.all([finish(posix, input), finish(node, input)]);
+}
+
+/** A new directory of this test's own, removed after it. */
+function scratch(t: { after: (fn: () => void) => void }, name: string): string {
+  const sb = createSandbox('xet-spawn-');
+  t.after(() => sb.cleanup());
+  const dir = sb.path(name);
+  fs.mkdirSync(dir);
+  return dir;
+}
+
+const env = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, LC_ALL: 'C', XET_SPAWN_PROBE: 'a b\nc' });
+
+test('posix_spawn is used where the native module loaded (CI builds it)', (t) => {
+  if (!native) {
+    if (process.env.CI) assert.fail('CI must build the native module');
+    t.diagnostic('the native module did not load: only node spawn is exercised');
+    return;
+  }
+  assert.equal(typeof native.spawnPiped, 'function');
+  assert.notEqual(startProcessVia('posix', 'true', [], { env: env() }), null);
+});
+
+test('both routes give the child the same argv, environment, directory, signals and descriptors', async (t) => {
+  const dir = scratch(t, 'here');
+  // SigIgn/SigBlk: node ignores SIGPIPE, and an ignored signal would stay ignored across exec.
+  const script =
+    'printf "%s\\0" "$0" "$@"; echo; env -0 | sort -z; echo; pwd; grep -E "^Sig(Ign|Blk)" /proc/self/status; ls /proc/self/fd | sort -n | tr "\\n" " "';
+  const r = await both(t, 'sh', ['-c', script, 'argv0', 'x y', '', 'ü'], { cwd: dir, env: env() });
+  if (!r) return;
+  const [posix, node] = r;
+  assert.equal(posix.code, 0, posix.stderr);
+  assert.deepEqual(posix, node);
+  assert.match(posix.stdout, /SigIgn:\s+0+\n/);
+  assert.match(posix.stdout, /SigBlk:\s+0+\n/);
+  assert.ok(posix.stdout.includes(`\n${dir}\n`), posix.stdout);
+  assert.ok(posix.stdout.includes('XET_SPAWN_PROBE=a b\nc\0'));
+  // The descriptors are in the deepEqual: whatever node's spawn lets through (0-2, the one ls
+  // reads, any the test runner left inheritable), and no pipe end of this process's.
+  assert.match(posix.stdout, /^0 1 2 3\b/m);
+});
+
+test('both routes: exit codes, stderr, a large stdin and a large stdout without deadlock', async (t) => {
+  const big = Buffer.alloc(3 << 20, 'xyz');
+  const r = await both(
+    t,
+    'sh',
+    ['-c', 'wc -c; head -c 2000000 /dev/zero | tr "\\0" a; echo oops >&2; exit 7'],
+    { env: env() },
+    big,
+  );
+  if (!r) return;
+  const [posix, node] = r;
+  assert.equal(posix.code, 7);
+  assert.equal(posix.stderr, 'oops\n');
+  assert.equal(posix.stdout.length, String(big.length).length + 1 + 2_000_000);
+  assert.deepEqual(posix, node);
+});
+
+test('both routes: a killed child reports its signal, and one that died of a signal too', async (t) => {
+  const posix = startProcessVia('posix', 'sleep', ['30'], { env: env() });
+  if (!posix) return t.skip('posix_spawn is not available');
+  posix.kill('SIGKILL');
+  assert.deepEqual(await finish(posix), { stdout: '', stderr: '', code: null, signal: 'SIGKILL' });
+  posix.kill('SIGKILL'); // reaped: a no-op, never a signal to whoever has the pid now
+  const r = await both(t, 'sh', ['-c', 'kill -TERM $$'], { env: env() });
+  if (!r) return;
+  assert.deepEqual(r[0], { stdout: '', stderr: '', code: null, signal: 'SIGTERM' });
+  assert.deepEqual(r[0], r[1]);
+});
+
+test('the program is found on the child PATH as execvp finds it', async (t) => {
+  const notExec = scratch(t, 'a');
+  const shim = scratch(t, 'b');
+  fs.writeFileSync(path.join(notExec, 'git'), '#!/bin/sh\necho wrong\n', { mode: 0o644 });
+  fs.mkdirSync(path.join(notExec, 'sub'));
+  fs.writeFileSync(path.join(shim, 'git'), '#!/bin/sh\necho "shim $*"\n', { mode: 0o755 });
+  const opts = { env: { ...env(), PATH: `${notExec}:${shim}:${process.env.PATH}` } };
+  const r = await both(t, 'git', ['--version'], opts);
+  if (!r) return;
+  assert.deepEqual(r[0], { stdout: 'shim --version\n', stderr: '', code: 0, signal: null });
+  assert.deepEqual(r[0], r[1]);
+  // Not on PATH at all: posix_spawn declines, and node's spawn reports it.
+  assert.equal(startProcessVia('posix', 'no-such-program-xet', [], { env: env() }), null);
+  await assert.rejects(startProcessVia('node', 'no-such-program-xet', [], { env: env() })!.exited, /ENOENT/);
+});
+
+test('git() through posix_spawn: output, input, failures as GIT_FAILED', async (t) => {
+  const repo = scratch(t, 'r');
+  await git(['init', '-q', repo]);
+  const oid = (await git(['hash-object', '-w', '--stdin'], { cwd: repo, input: 'hello\n' })).stdout.toString().trim();
+  assert.equal(oid, 'ce013625030ba8dba906f756967f9e9ca394464a');
+  const e = await git(['cat-file', '-p', 'f'.repeat(40)], { cwd: repo }).catch((x: unknown) => x);
+  assert.ok(e instanceof XetError && e.code === 'GIT_FAILED', String(e));
+  assert.equal((e as XetError).details?.exitCode, 128);
+  const gone = await git(['status'], { cwd: path.join(repo, 'missing') }).catch((x: unknown) => x);
+  assert.ok(gone instanceof XetError && gone.code === 'GIT_FAILED', String(gone));
+});
