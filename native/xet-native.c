@@ -27,11 +27,13 @@
  *                                       ro ? MS_RDONLY : 0, data)
  *   lstatMany(root, names, out)      -> how many of `names` (paths under root, each ending in a NUL)
  *                                       were lstat'ed into `out`, 12 doubles each (STAT_ROW below)
- *   spawnPiped(file, argv, envp, cwd, out)
+ *   spawnPiped(file, argv, envp, cwd, stdoutFd, out)
  *                                    -> 0, or the errno that stopped it: runs `file` (an absolute
  *                                       path) with argv and envp (each a Buffer of NUL-ended
- *                                       strings) in cwd, its stdin, stdout and stderr new pipes;
- *                                       out (four int32) gets the pid and this side's three ends
+ *                                       strings) in cwd ('' for this process's), its stdin, stdout
+ *                                       and stderr new pipes (stdout the open file stdoutFd
+ *                                       instead, when not -1); out (four int32) gets the pid and
+ *                                       this side's three ends (-1 for a stdout given)
  *   waitPid(pid)                     -> -1 while it runs, else its wait status (reaped), or
  *                                       -2 - errno
  *
@@ -328,12 +330,13 @@ static int high_pipe(int fds[2]) {
 }
 
 static napi_value spawn_piped(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
+  napi_value argv[6];
   uint8_t *args_b, *env_b, *out_b;
   size_t args_len, env_len, out_len;
-  if (!args_of(env, info, 5, argv, "spawnPiped(file, argv, envp, cwd, out)")) return NULL;
+  int64_t stdout_fd;
+  if (!args_of(env, info, 6, argv, "spawnPiped(file, argv, envp, cwd, stdoutFd, out)")) return NULL;
   if (!buffer_arg(env, argv[1], &args_b, &args_len) || !buffer_arg(env, argv[2], &env_b, &env_len) ||
-      !buffer_arg(env, argv[4], &out_b, &out_len))
+      !int_arg(env, argv[4], -1, INT32_MAX, &stdout_fd) || !buffer_arg(env, argv[5], &out_b, &out_len))
     return NULL;
   if (out_len < 4 * sizeof(int32_t) || ((uintptr_t)out_b & 3) != 0) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out must be 16 aligned bytes");
@@ -358,10 +361,11 @@ static napi_value spawn_piped(napi_env env, napi_callback_info info) {
     err = EINVAL;
     goto done;
   }
-  if ((err = high_pipe(in)) || (err = high_pipe(out)) || (err = high_pipe(errp))) goto done;
+  if ((err = high_pipe(in)) || (stdout_fd < 0 && (err = high_pipe(out))) || (err = high_pipe(errp))) goto done;
   if ((err = posix_spawn_file_actions_init(&fa))) goto done;
   have_fa = 1;
-  if ((err = posix_spawn_file_actions_adddup2(&fa, in[0], 0)) || (err = posix_spawn_file_actions_adddup2(&fa, out[1], 1)) ||
+  if ((err = posix_spawn_file_actions_adddup2(&fa, in[0], 0)) ||
+      (err = posix_spawn_file_actions_adddup2(&fa, stdout_fd < 0 ? out[1] : (int)stdout_fd, 1)) ||
       (err = posix_spawn_file_actions_adddup2(&fa, errp[1], 2)))
     goto done;
   if (cwd[0] && (err = posix_spawn_file_actions_addchdir_np(&fa, cwd))) goto done;

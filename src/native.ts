@@ -15,9 +15,10 @@ export interface XetNative {
    * doubles each (src/git/lstat-many.ts). */
   lstatMany(root: string, names: Buffer, out: Buffer): number;
   /** 0, or the errno that stopped it: posix_spawn of `file` (absolute) with argv and envp (NUL-ended
-   * strings) in cwd, stdio three new pipes; `out` (4 int32) gets the pid and this side's ends
-   * (stdin, stdout, stderr), close-on-exec (src/git/spawn.ts). */
-  spawnPiped(file: string, argv: Buffer, envp: Buffer, cwd: string, out: Buffer): number;
+   * strings) in cwd ('' for this process's), stdio three new pipes (stdout the open file
+   * `stdoutFd` instead, unless -1); `out` (4 int32) gets the pid and this side's ends (stdin,
+   * stdout or -1, stderr), close-on-exec (src/git/spawn.ts). */
+  spawnPiped(file: string, argv: Buffer, envp: Buffer, cwd: string, stdoutFd: number, out: Buffer): number;
   /** -1 while `pid` runs, else its wait status (reaped), or -2 - errno. */
   waitPid(pid: number): number;
 }

@@ -141,3 +141,22 @@ test('git() through posix_spawn: output, input, failures as GIT_FAILED', async (
   const gone = await git(['status'], { cwd: path.join(repo, 'missing') }).catch((x: unknown) => x);
   assert.ok(gone instanceof XetError && gone.code === 'GIT_FAILED', String(gone));
 });
+
+test('both routes: stdout into an open file (gitToFile), the rest as usual', async (t) => {
+  const dir = scratch(t, 'f');
+  const results: Outcome[] = [];
+  for (const route of ['posix', 'node'] as const) {
+    const file = path.join(dir, route);
+    const fd = fs.openSync(file, 'wx');
+    const p = startProcessVia(route, 'sh', ['-c', 'head -c 300000 /dev/zero | tr "\\0" b; cat; echo done >&2'], {
+      env: env(),
+      stdoutFd: fd,
+    });
+    fs.closeSync(fd);
+    if (!p) return t.skip('posix_spawn is not available');
+    const o = await finish(p, 'tail\n');
+    results.push({ ...o, stdout: fs.readFileSync(file, 'utf8') });
+  }
+  assert.deepEqual(results[0], { stdout: `${'b'.repeat(300000)}tail\n`, stderr: 'done\n', code: 0, signal: null });
+  assert.deepEqual(results[0], results[1]);
+});

@@ -3,7 +3,7 @@
 // Outputs that can be large are streamed or kept as Buffers; NUL-separated (-z) output is the rule
 // wherever paths appear, because paths may contain newlines.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
 import { startProcess } from './spawn';
@@ -120,21 +120,21 @@ export function git(args: string[], opts: GitOptions = {}): Promise<GitResult> {
 }
 
 /** Run git with its stdout written straight to a file (packs: sizes bounded by file data). */
-export function gitToFile(args: string[], file: string, opts: GitOptions = {}): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const fd = fs.openSync(file, 'wx');
-    const child = spawn('git', args, { cwd: opts.cwd, env: baseEnv(opts.env), stdio: ['pipe', fd, 'pipe'] });
-    fs.closeSync(fd);
-    const err: Buffer[] = [];
-    child.stderr?.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args })));
-    child.stdin?.on('error', () => undefined);
-    child.on('close', (code) => {
-      if (code === 0) resolve();
-      else reject(failure(args, code, Buffer.concat(err).toString('utf8'), opts.cwd));
-    });
-    child.stdin?.end(opts.input ?? '');
+export async function gitToFile(args: string[], file: string, opts: GitOptions = {}): Promise<void> {
+  const fd = fs.openSync(file, 'wx');
+  let child;
+  try {
+    child = startProcess('git', args, { cwd: opts.cwd, env: baseEnv(opts.env), stdoutFd: fd });
+  } finally {
+    fs.closeSync(fd); // the child has its own copy
+  }
+  const err: Buffer[] = [];
+  child.stderr.on('data', (b: Buffer) => err.push(b));
+  child.stdin.end(opts.input ?? '');
+  const { code } = await child.exited.catch((e: Error) => {
+    throw new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args });
   });
+  if (code !== 0) throw failure(args, code, Buffer.concat(err).toString('utf8'), opts.cwd);
 }
 
 /** Run git and return trimmed stdout as text. */

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { native } from '../native';
 
 export interface Started {
@@ -29,6 +29,13 @@ export interface Started {
 export interface StartOptions {
   cwd?: string;
   env: NodeJS.ProcessEnv;
+  /** An open file for its stdout instead of a pipe (`stdout` is then an empty, ended stream). */
+  stdoutFd?: number;
+}
+
+/** The stdout of a child whose stdout is a file: nothing to read. */
+function ended(): Readable {
+  return Readable.from([]);
 }
 
 /** A program's path on `PATH` as execvp finds it (the first executable regular file), or null. */
@@ -53,16 +60,18 @@ function onPath(file: string, env: NodeJS.ProcessEnv, cwd: string): string | nul
 const nul = (list: string[]): Buffer => Buffer.from(list.map((s) => `${s}\0`).join(''), 'utf8');
 
 function withNode(file: string, args: string[], opts: StartOptions): Started {
-  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', opts.stdoutFd ?? 'pipe', 'pipe'] });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code, signal) => resolve({ code, signal }));
   });
-  child.stdin.on('error', () => undefined); // as below: the exit status tells
+  // stdin and stderr are pipes (the stdio above), so node made them.
+  const stdin = child.stdin as Writable;
+  stdin.on('error', () => undefined); // as below: the exit status tells
   return {
-    stdin: child.stdin,
-    stdout: child.stdout,
-    stderr: child.stderr,
+    stdin,
+    stdout: child.stdout ?? ended(),
+    stderr: child.stderr as Readable,
     exited,
     kill: (signal = 'SIGTERM') => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -94,17 +103,18 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
   if (!resolved) return null; // node's spawn reports the ENOENT in its own words
   const out = Buffer.alloc(16);
   // '' keeps this process's directory, as node's spawn does without a cwd.
-  const err = n.spawnPiped(resolved, nul([file, ...args]), nul(env), opts.cwd ?? '', out);
+  const err = n.spawnPiped(resolved, nul([file, ...args]), nul(env), opts.cwd ?? '', opts.stdoutFd ?? -1, out);
   // A failure here (a cwd that is gone, a file that vanished since the lookup) is left to node's
   // spawn, which reports it as it always has.
   if (err !== 0) return null;
   const pid = out.readInt32LE(0);
   const stdin = new net.Socket({ fd: out.readInt32LE(4), readable: false, writable: true });
-  const stdout = new net.Socket({ fd: out.readInt32LE(8), readable: true, writable: false });
+  const piped = opts.stdoutFd === undefined;
+  const stdout = piped ? new net.Socket({ fd: out.readInt32LE(8), readable: true, writable: false }) : ended();
   const stderr = new net.Socket({ fd: out.readInt32LE(12), readable: true, writable: false });
   let reaped = false;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    let open = 2;
+    let open = piped ? 2 : 1;
     const reap = (delay: number): void => {
       const status = n.waitPid(pid);
       if (status === -1) {
@@ -120,7 +130,7 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
     const closed = (): void => {
       if (--open === 0) reap(1);
     };
-    stdout.on('close', closed);
+    if (piped) stdout.on('close', closed);
     stderr.on('close', closed);
   });
   // A write after it exited (EPIPE) is told by its exit status, as with node's spawn.

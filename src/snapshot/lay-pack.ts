@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { tracePhase } from '../testing/trace';
 import { XetError, type ErrorCode } from '../errors';
 import { git, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
@@ -95,6 +96,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     }
   }
   const left: number[] = [];
+  tracePhase('lay: checkout and chunked files');
   if (spec.pool) {
     await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
       for (const k of m.done) complete(job[k]);
@@ -109,9 +111,13 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
       const byGitNow = job.map((i) => blobs[i].path);
       const settled = await Promise.allSettled([
         byGitNow.length
-          ? git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGitNow) })
+          ? git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGitNow) }).then(
+              () => tracePhase('lay: checkout-index done'),
+            )
           : null,
-        writeChunkedFiles(worktree, chunkedLeaders, { git: spec.shadow, format: spec.format }),
+        writeChunkedFiles(worktree, chunkedLeaders, { git: spec.shadow, format: spec.format }).then(() =>
+          tracePhase('lay: chunked files done'),
+        ),
       ]);
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
       for (const c of chunkedLeaders) complete(chunkedAt.get(c.path) as number);
@@ -120,6 +126,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     }
   }
 
+  tracePhase('lay: links, times');
   // What the packs could not give: git checks it out (and finds it wherever git finds objects).
   const byGit = [...left.map((i) => blobs[i].path), ...odd];
   const gitWrote = byGit.length > 0 || !spec.pool;
@@ -139,6 +146,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   for (const k of leaders) stamp(k);
 
   const { stats } = await stamper.finish();
+  tracePhase('lay: index stat data');
   // The stat data git records for each entry, from the lstat after its time was set (git's own
   // checkout wrote the index again for the entries it laid: read it as it is now).
   const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : parsed;

@@ -7,6 +7,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { tracePhase } from '../testing/trace';
 import { XetError } from '../errors';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
@@ -79,6 +80,7 @@ async function resolveFrom(cwd: string, from: string, local: Repo | null): Promi
 
 export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   const startedAt = Date.now();
+  tracePhase('restore: start');
   const target = path.resolve(options.cwd, options.dir);
   checkTarget(target);
   const local = await tryFindRepo(options.cwd, true);
@@ -128,6 +130,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   try {
     const progress = options.progress ?? (() => undefined);
     progress(fromUrl ? `fetching ${oid.slice(0, 12)}` : 'linking objects');
+    tracePhase('restore: objects');
     // Objects: hard-linked from the local repository (a clone from a path, like git itself does for
     // local clones: objects are immutable, so sharing inodes is safe), or fetched. Not `--local`:
     // with it git dies where it cannot link (the target on another filesystem) instead of copying.
@@ -162,6 +165,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       opPlan = await planOperationRestore(snap, opts, options.allowExec === true);
     }
     progress(`writing ${snap.manifest.counts.files} files`);
+    tracePhase('restore: files');
     const lay: LaySpec = {
       snap,
       worktree: tmp,
@@ -195,6 +199,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       });
     }
     progress('restoring index, refs and config');
+    tracePhase('restore: refs, config, index');
     if (!sideBySide) {
       await restoreRefs(snap, opts);
       await restoreConfig(snap, opts);
@@ -208,6 +213,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     if (opPlan) await applyOperationRestore(opPlan, gitDir, opts);
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     progress('moving the copy into place');
+    tracePhase('restore: publish, seed');
     await faultPoint('restore:before-rename');
     publish(tmp, target);
     published = true;
