@@ -21,6 +21,10 @@ export interface XetNative {
   spawnPiped(file: string, argv: Buffer, envp: Buffer, cwd: string, stdoutFd: number, out: Buffer): number;
   /** -1 while `pid` runs, else its wait status (reaped), or -2 - errno. */
   waitPid(pid: number): number;
+  /** How many of `names` (absolute, NUL-ended) got their mtime from `times` (int64 seconds and
+   * nanoseconds each; atime now; a symlink itself) and their lstat after into `out` (8 int64 each:
+   * ctime ns, mtime ns, dev, ino, uid, gid, size, nlink); it stops at the first failure. */
+  stampMany(names: Buffer, times: Buffer, out: Buffer): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

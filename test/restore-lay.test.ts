@@ -5,6 +5,7 @@
 // a worker), and show that in the workers a damaged pack or loose object fails the restore with a
 // typed error and leaves nothing behind.
 import assert from 'node:assert/strict';
+import { native } from '../src/native';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -318,16 +319,26 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
 test('files laid from the packs equal those git checks out: bytes, modes, links, times, stat data, status', () => {
   const sb = createSandbox();
   try {
-    compareLayers(sb, {}, hasPython);
+    compareLayers(sb, {}, hasPython || native !== null);
   } finally {
     sb.cleanup();
   }
 });
 
-test('without python3 the laid files get microsecond times and still-true stat data', () => {
+test('times set by python3 (no native module) are as exact, with the same stat data', (t) => {
+  if (!hasPython) return t.skip('no python3 on this machine');
   const sb = createSandbox();
   try {
-    compareLayers(sb, { GIT_XET_TEST_NO_PYTHON: '1' }, false);
+    compareLayers(sb, { GIT_XET_NATIVE: '0' }, true);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('without the native module and python3 the laid files get microsecond times and still-true stat data', () => {
+  const sb = createSandbox();
+  try {
+    compareLayers(sb, { GIT_XET_NATIVE: '0', GIT_XET_TEST_NO_PYTHON: '1' }, false);
   } finally {
     sb.cleanup();
   }

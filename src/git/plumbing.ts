@@ -291,13 +291,18 @@ export async function lsTree(
   args.push(tree);
   const recs = await gitZ(args, opts);
   return recs.map((rec) => {
+    // `<mode> SP <type> SP <oid>[ SP+ <size>] TAB <path>`, the size padded with spaces (-l).
     const tab = rec.indexOf('\t');
-    const meta = rec.slice(0, tab).split(/ +/);
+    const s1 = rec.indexOf(' ');
+    const s2 = rec.indexOf(' ', s1 + 1);
+    let oidEnd = rec.indexOf(' ', s2 + 1);
+    if (oidEnd < 0 || oidEnd > tab) oidEnd = tab;
+    const size = opts.long ? rec.slice(oidEnd, tab).trim() : '-';
     return {
-      mode: meta[0],
-      type: meta[1],
-      oid: meta[2],
-      size: opts.long && meta[3] !== '-' ? Number(meta[3]) : 0,
+      mode: rec.slice(0, s1),
+      type: rec.slice(s1 + 1, s2),
+      oid: rec.slice(s2 + 1, oidEnd),
+      size: size !== '-' ? Number(size) : 0,
       path: rec.slice(tab + 1),
     };
   });

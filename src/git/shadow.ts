@@ -27,6 +27,17 @@ export interface Shadow {
 
 const NEUTRAL_ATTRIBUTES = '* -text -crlf -filter -ident -working-tree-encoding\n';
 
+/**
+ * `git -c` arguments for a checkout that shares the machine with this process's own work (the
+ * chunked files reassembled alongside): one parallel-checkout worker fewer than the cores. A
+ * worker is a process fed through pipes, and beside a busy core the second one only added CPU:
+ * the bench tree's restore took 4.45 s with one and 4.73 s with two (1 s more CPU), where without
+ * chunked files two are faster (4.7 s against 5.3 s). docs/BENCHMARKS.md "Spawning git".
+ */
+export function checkoutBesideWork(): string[] {
+  return ['-c', `checkout.workers=${Math.max(1, os.availableParallelism() - 1)}`];
+}
+
 export function createShadow(spec: ShadowSpec): Shadow {
   fs.mkdirSync(path.join(spec.dir, 'info'), { recursive: true });
   fs.mkdirSync(path.join(spec.dir, 'refs'), { recursive: true });

@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { checkoutBesideWork } from '../git/shadow';
 import { tracePhase } from '../testing/trace';
 import { XetError, type ErrorCode } from '../errors';
 import { git, joinZ, type GitOptions } from '../git/exec';
@@ -111,9 +112,10 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
       const byGitNow = job.map((i) => blobs[i].path);
       const settled = await Promise.allSettled([
         byGitNow.length
-          ? git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGitNow) }).then(
-              () => tracePhase('lay: checkout-index done'),
-            )
+          ? git([...checkoutBesideWork(), 'checkout-index', '--force', '-u', '-z', '--stdin'], {
+              ...spec.shadow,
+              input: joinZ(byGitNow),
+            }).then(() => tracePhase('lay: checkout-index done'))
           : null,
         writeChunkedFiles(worktree, chunkedLeaders, { git: spec.shadow, format: spec.format }).then(() =>
           tracePhase('lay: chunked files done'),

@@ -16,7 +16,7 @@ import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { parseIndex, setRecordedSizes } from '../git/index-file';
 import { catFileBatch, diffTrees, objectSizes } from '../git/plumbing';
-import { createShadow } from '../git/shadow';
+import { checkoutBesideWork, createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
 import { indexBlobs, maxFileMetaBytes, parseFileMeta, planFileMeta, type ParsedFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
@@ -108,13 +108,13 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     const chunked = await chunkedOf(snap, o);
     let checkout = meta?.checkout ?? null;
     if (chunked.size) checkout = (checkout ?? (await gitZ(['ls-files', '-z'], o))).filter((p) => !chunked.has(p));
-    const checkOut = async (): Promise<void> => {
+    const checkOut = async (beside: string[] = []): Promise<void> => {
       if (checkout) {
         if (checkout.length) {
-          await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(checkout) });
+          await git([...beside, 'checkout-index', '--force', '-u', '-z', '--stdin'], { ...o, input: joinZ(checkout) });
         }
       } else {
-        await git(['checkout-index', '--all', '--force', '-u'], o);
+        await git([...beside, 'checkout-index', '--all', '--force', '-u'], o);
       }
     };
     // Hard links of a chunked file are made from its first path below, as for any file (filemeta).
@@ -128,7 +128,10 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       // git only makes directories on the chunked files' way, never a symlink or a file, and writes
       // no path of theirs. Both run to their end before a failure is reported, so nothing writes
       // into a tree its caller is already removing.
-      const results = await Promise.allSettled([checkOut(), writeChunkedFiles(worktree, leaders, { git: o, format })]);
+      const results = await Promise.allSettled([
+        checkOut(checkoutBesideWork()),
+        writeChunkedFiles(worktree, leaders, { git: o, format }),
+      ]);
       for (const r of results) if (r.status === 'rejected') throw r.reason;
     } else {
       await checkOut();

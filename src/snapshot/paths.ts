@@ -60,14 +60,18 @@ export function checkTreePaths(entries: PathEntry[], extraDirs: string[], where:
     checkPathSyntax(d, where);
     if (kinds.get(d) === 'leaf') conflict(d, 'an empty directory where a file is');
   }
-  // Every ancestor of every path must be a directory, never a file or symlink we also write.
+  // Every ancestor of every path must be a directory, never a file or symlink we also write. Going
+  // up from each path stops at the first ancestor listed as a directory: that one is itself in
+  // the list, and its own ancestors are checked when its turn comes.
   const all = [...kinds.keys(), ...extraDirs];
   for (const p of all) {
-    let i = p.indexOf('/');
-    while (i >= 0) {
+    let i = p.lastIndexOf('/');
+    while (i > 0) {
       const parent = p.slice(0, i);
-      if (kinds.get(parent) === 'leaf') conflict(p, `its parent ${JSON.stringify(parent)} is a file or symlink`);
-      i = p.indexOf('/', i + 1);
+      const kind = kinds.get(parent);
+      if (kind === 'leaf') conflict(p, `its parent ${JSON.stringify(parent)} is a file or symlink`);
+      if (kind === 'dir') break;
+      i = p.lastIndexOf('/', i - 1);
     }
   }
 }

@@ -100,8 +100,11 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   let longest = 0;
   if (!fromUrl && local) {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
+    tracePhase('restore: read');
     snap = await readSnapshot(oid, repoOpts(local));
+    tracePhase('restore: validate');
     longest = await validateSnapshotPaths(snap, repoOpts(local));
+    tracePhase('restore: plan');
     opPlan = await planOperationRestore(snap, repoOpts(local), options.allowExec === true);
   } else if (fromUrl) {
     oid = await resolveRemoteSnapshot(fromUrl, options.snapshot, options.cwd);
@@ -324,9 +327,12 @@ export async function validateSnapshotPaths(
   budget?: { left: number },
 ): Promise<number> {
   const m = snap.manifest;
-  const files = await lsTree(snap.filesTree, { ...opts, trees: true });
+  // Both listings at once: each is a git process of its own.
+  const [files, index] = await Promise.all([
+    lsTree(snap.filesTree, { ...opts, trees: true }),
+    lsTree(snap.indexTree, { ...opts, trees: true }),
+  ]);
   checkTreePaths(files, m.emptyDirs, 'files/');
-  const index = await lsTree(snap.indexTree, { ...opts, trees: true });
   checkTreePaths(index, [], 'index/');
   const known = new Set(index.map((e) => e.path));
   let longest = 0;

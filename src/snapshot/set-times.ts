@@ -1,11 +1,13 @@
 // Setting the modification times of a laid-out tree to the nanosecond. Node (libuv) rounds every
-// utimes call down to the microsecond, which loses what ext4, XFS, btrfs and tmpfs keep; one python3
-// process (os.utime with integer ns, not following symlinks) sets a whole tree exactly. Where python3
-// is missing or fails, node sets them to the microsecond: truncation is monotonic, so no file ever
-// becomes newer than one it was older than, which is what make and ninja compare.
+// utimes call down to the microsecond, which loses what ext4, XFS, btrfs and tmpfs keep. The native
+// module (utimensat, then lstat, in one loop) sets a whole tree exactly; without it one python3
+// process (os.utime with integer ns, not following symlinks) does. Where neither works, node sets
+// them to the microsecond: truncation is monotonic, so no file ever becomes newer than one it was
+// older than, which is what make and ninja compare.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import { native } from '../native';
 
 /** The python3 to run: the system's own when there is one. A version manager's `python3` on PATH
  * (pyenv's shim is a bash script that runs two more programs to choose an interpreter) cost 0.4 to
@@ -30,12 +32,31 @@ const SET_NS = [
 /** Sets every entry's mtime (atime: now); returns the precision reached. */
 export function setTimes(entries: TimeEntry[]): 'ns' | 'us' {
   if (!entries.length) return 'ns';
+  if (stampNative(entries)) return 'ns';
   if (process.env.GIT_XET_TEST_NO_PYTHON !== '1') {
     const input = Buffer.concat(entries.map((e) => Buffer.from(`${e.abs}\0${e.sec}\0${e.nsec}\0`, 'utf8')));
     const r = spawnSync(PYTHON3, ['-c', SET_NS], { input, stdio: ['pipe', 'ignore', 'pipe'] });
     if (r.status === 0) return 'ns';
   }
   return setTimesNode(entries);
+}
+
+/**
+ * Times to the nanosecond through the native module, and each entry's stat data afterwards
+ * (STAMP_RECORD bytes each, as the python stamper writes them); null when the module is not loaded
+ * or an entry failed (gone, or a relative path): the caller's fallback then sets every time again.
+ */
+function stampNative(entries: TimeEntry[]): Buffer | null {
+  if (!native?.stampMany || !entries.length) return null;
+  const names = Buffer.from(entries.map((e) => `${e.abs}\0`).join(''), 'utf8');
+  const times = new BigInt64Array(entries.length * 2);
+  for (let i = 0; i < entries.length; i++) {
+    times[2 * i] = BigInt(entries[i].sec);
+    times[2 * i + 1] = BigInt(entries[i].nsec);
+  }
+  const out = Buffer.alloc(entries.length * STAMP_RECORD);
+  const done = native.stampMany(names, Buffer.from(times.buffer), out);
+  return done === entries.length ? out : null;
 }
 
 /** Times to the microsecond through libuv (see the top of this module). */
@@ -91,6 +112,8 @@ const STAMP = [
   'sys.stdout.buffer.write(b"".join(out))',
 ].join('\n');
 const STAMP_RECORD = 64;
+/** Entries the native stamper takes at a time while files are still being laid. */
+const NATIVE_BATCH = 4096;
 
 /**
  * Sets times of files as they are handed over and returns each one's lstat afterwards, so that a
@@ -106,10 +129,14 @@ export class Stamper {
   private readonly out: Buffer[] = [];
   private readonly exited: Promise<number | null>;
   private pending: Buffer[] = [];
+  /** With the native module: entries stamped so far (in batches as they come), and whether every
+   * batch succeeded. */
+  private stampedUpTo = 0;
+  private nativeOk = native?.stampMany !== undefined;
 
   constructor() {
     let child: ChildProcess | null = null;
-    if (process.env.GIT_XET_TEST_NO_PYTHON !== '1') {
+    if (!this.nativeOk && process.env.GIT_XET_TEST_NO_PYTHON !== '1') {
       try {
         child = spawn(PYTHON3, ['-c', STAMP], { stdio: ['pipe', 'pipe', 'ignore'] });
       } catch {
@@ -130,6 +157,7 @@ export class Stamper {
   /** Set `e`'s times once the file is complete (its content, and any hard links to it, written). */
   add(e: TimeEntry): number {
     this.entries.push(e);
+    if (this.nativeOk && this.entries.length - this.stampedUpTo >= NATIVE_BATCH) this.stampBatch();
     if (this.child?.stdin) {
       this.pending.push(Buffer.from(`${e.abs}\0${e.sec}\0${e.nsec}\0`, 'utf8'));
       if (this.pending.length >= 256) this.flush();
@@ -143,11 +171,24 @@ export class Stamper {
     this.pending = [];
   }
 
+  /** Stamp what was added since the last batch (native module). */
+  private stampBatch(): void {
+    const batch = this.entries.slice(this.stampedUpTo);
+    const got = batch.length ? stampNative(batch) : Buffer.alloc(0);
+    if (!got) {
+      this.nativeOk = false; // finish() sets every time again through node
+      return;
+    }
+    this.out.push(got);
+    this.stampedUpTo = this.entries.length;
+  }
+
   /** Every added entry's stat after its times were set, in the order they were added. */
   async finish(): Promise<{ stats: StampedStat[]; precision: 'ns' | 'us' }> {
+    if (this.nativeOk) this.stampBatch();
     this.flush();
     this.child?.stdin?.end();
-    const code = await this.exited;
+    const code = this.nativeOk ? 0 : await this.exited;
     const out = Buffer.concat(this.out);
     if (code === 0 && out.length === this.entries.length * STAMP_RECORD) {
       const stats: StampedStat[] = new Array(this.entries.length);
