@@ -15,6 +15,7 @@ import { s, toZod, type AnySchema, type InferShape, type Shape } from '../src/co
 import { initRepo, run } from './support/git';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { XET_BIN } from './support/xet';
+import { manifestSchema } from '../src/snapshot/manifest';
 
 type Outcome = { ok: true; data: unknown } | { ok: false; path: string; message: string };
 
@@ -196,6 +197,8 @@ test('the kinds and checks the definitions may use agree with zod, bounds and de
     ['array min', s.array(s.string()).min(1), [[], [''], '', 'abc', [1], ['a', 1]]],
     ['array max', s.array(s.number()).max(2), [[1, 2], [1, 2, 3], ['a', 'b', 'c'], 'abc']],
     ['string min/max', s.string().min(2).max(3), ['a', 'ab', 'abcd', '😀', '😀😀', '😀😀😀😀', 5]],
+    ['regex', s.string().regex(/^[0-9a-f]{4}$/), ['beef', 'BEEF', 'beefs', '', 4096, null, ['beef']]],
+    ['regex and length', s.string().min(3).regex(/^a/), ['ab', 'abc', 'b', 'bcd', 7]],
     ['number bounds', s.number().min(1).max(10), [0, 1, 10, 11, 1.5, NaN, -Infinity, '5']],
     ['int', s.number().int(), [1, 1.5, 2 ** 53, -(2 ** 53), 0, '1']],
     ['int min', s.number().int().min(0), [-1, -1.5, 0]],
@@ -293,6 +296,46 @@ test('the CLI does not load zod: --version, help, and a real capture in a reposi
     assert.equal(zodLoaded(sb, r.dir, [XET_BIN, 'capture', '--help']), false, 'capture --help');
     assert.equal(zodLoaded(sb, r.dir, [XET_BIN, 'capture', '--json']), false, 'capture');
     assert.equal(zodLoaded(sb, r.dir, [XET_BIN, 'capture', '--always', '-m', 'again']), false, 'capture again');
+    // A restore and a verify validate the manifest with the builder, not zod.
+    const snap = JSON.parse(
+      run(sb, r.dir, process.execPath, [XET_BIN, 'capture', '--always', '--json']).stdout.toString(),
+    ).snapshot as string;
+    assert.equal(zodLoaded(sb, r.dir, [XET_BIN, 'restore', snap, sb.path('copy')]), false, 'restore');
+    assert.equal(zodLoaded(sb, r.dir, [XET_BIN, 'verify', snap, sb.path('copy')]), false, 'verify');
+    // The manifest schema and its zod twin agree on the real manifest and on broken variants of it.
+    const manifest = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`)) as Record<string, unknown>;
+    const schema = manifestSchema();
+    agree(schema, manifest, 'the real manifest');
+    assert.equal(schema.safeParse(manifest).success, true);
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- edits reach into any field
+    const broken: [string, (m: Record<string, any>) => void][] = [
+      ['no refs', (m) => delete m.refs],
+      ['a bad ref oid', (m) => (m.refs = [{ name: 'refs/heads/x', oid: 'zz', type: 'commit' }])],
+      ['an upper-case oid', (m) => (m.head = { kind: 'detached', oid: 'A'.repeat(40) })],
+      ['a head of another kind', (m) => (m.head = { kind: 'other', ref: 'refs/heads/main' })],
+      ['a string count', (m) => (m.counts.files = '3')],
+      ['a fractional count', (m) => (m.counts.bytes = 1.5)],
+      ['an unknown skip reason', (m) => (m.skipped = [{ path: 'a', reason: 'elsewhere' }])],
+      ['an unknown key (kept)', (m) => (m.future = { any: 1 })],
+      ['an unknown key inside (kept)', (m) => (m.index.future = true)],
+      ['a null oid of a branch (allowed)', (m) => (m.head = { kind: 'branch', ref: 'refs/heads/main', oid: null })],
+      ['chunked not strings', (m) => (m.chunked = [1])],
+      [
+        'repositories of a bad kind',
+        (m) => (m.repositories = [{ path: 'a', kind: 'x', gitDir: null, snapshot: 'a'.repeat(40) }]),
+      ],
+      [
+        'sparse without its booleans',
+        (m) => (m.sparse = { sparseCheckout: null, cone: null, sparseIndex: null, patterns: null }),
+      ],
+      ['not an object', (m) => (m.policy = [])],
+    ];
+    for (const [label, edit] of broken) {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const m = structuredClone(manifest) as Record<string, any>;
+      edit(m);
+      agree(schema, m, label);
+    }
     // The probe does see zod where it is loaded: the MCP server's tool schemas are built with it.
     const server = JSON.stringify(path.resolve(__dirname, '../src/mcp/server.js'));
     const registry = JSON.stringify(path.resolve(__dirname, '../src/commands/registry.js'));

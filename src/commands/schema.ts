@@ -199,15 +199,34 @@ function runLengthChecks(p: Payload, checks: LengthCheck[]): void {
 export class StringSchema extends Schema<string> {
   readonly kind = 'string';
   checks: LengthCheck[] = [];
+  patterns: RegExp[] = [];
   min(value: number): this {
     return clone(this, { checks: [...this.checks, { kind: 'min', value }] } as Partial<this>);
   }
   max(value: number): this {
     return clone(this, { checks: [...this.checks, { kind: 'max', value }] } as Partial<this>);
   }
+  /** As zod's `.regex()`: the string must match (checked after the length bounds, as zod orders
+   * them only when they come first; the manifest uses it alone). */
+  regex(pattern: RegExp): this {
+    return clone(this, { patterns: [...this.patterns, pattern] } as Partial<this>);
+  }
   run(p: Payload): void {
     if (typeof p.value !== 'string') p.issues.push(invalidType('string', p.value));
     runLengthChecks(p, this.checks);
+    for (const re of this.patterns) {
+      // zod runs a check without a `when` only while no issue has stopped the value.
+      if (p.issues.some((i) => i.continue !== true)) break;
+      re.lastIndex = 0;
+      if (!re.test(p.value as string)) {
+        p.issues.push({
+          code: 'invalid_format',
+          path: [],
+          message: `Invalid string: must match pattern ${re.toString()}`,
+          continue: true,
+        });
+      }
+    }
   }
 }
 
@@ -466,6 +485,10 @@ export class ObjectSchema<S extends Shape, Out = InferShape<S>> extends Schema<O
   strict(): ObjectSchema<S, Out> {
     return new ObjectSchema(this.shape, 'strict');
   }
+  /** The same fields, keeping any other key (zod's `.loose()`, as s.looseObject). */
+  loose(): ObjectSchema<S, InferShape<S> & Record<string, unknown>> {
+    return new ObjectSchema(this.shape, 'loose');
+  }
   protected override zodDef(): Record<string, unknown> {
     return { shape: this.shape };
   }
@@ -602,6 +625,7 @@ function build(node: AnySchema, z: typeof Zod.z): Zod.ZodType {
   if (node instanceof StringSchema) {
     let t = z.string();
     for (const c of node.checks) t = c.kind === 'min' ? t.min(c.value) : t.max(c.value);
+    for (const re of node.patterns) t = t.regex(re);
     return t;
   }
   if (node instanceof NumberSchema) {

@@ -3,7 +3,7 @@
 // describes the same thing for humans. A reader accepts any v1 manifest (unknown fields are kept, so
 // minor additions stay readable) and refuses any other major version.
 
-import type * as Zod from 'zod';
+import { s, type Infer } from '../commands/schema';
 import { XetError } from '../errors';
 import { canonicalJson } from './canonical-json';
 
@@ -20,10 +20,11 @@ export const SNAPSHOT_SCHEMA_V3 = 'xet.snapshot/v3';
 const READABLE_MAJORS = new Set(['1', '2', '3']);
 const SCHEMA_RE = /^xet\.snapshot\/v(\d+)(?:\.(\d+))?$/;
 
-// zod is loaded on first use: it costs ~30 ms at start-up and capture never parses a manifest.
+// Written with the command definitions' builder (src/commands/schema.ts), which validates as zod
+// does (same accept/reject, same messages; test/schema-builder.test.ts holds it to zod) without
+// loading zod: requiring zod took ~100 ms of every restore, verify and accept.
 function buildSchema() {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { z } = require('zod') as typeof Zod;
+  const z = s;
   const oid = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/);
 
   const SkipReason = z.enum([
@@ -39,15 +40,15 @@ function buildSchema() {
   return z
     .object({
       schema: z.string(),
-      tool: z.object({ name: z.string(), version: z.string() }).loose(),
-      git: z.object({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }).loose(),
-      platform: z.object({ os: z.string(), arch: z.string() }).loose(),
+      tool: z.looseObject({ name: z.string(), version: z.string() }),
+      git: z.looseObject({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }),
+      platform: z.looseObject({ os: z.string(), arch: z.string() }),
       createdAt: z.string(),
       message: z.string(),
-      source: z.object({ worktree: z.string(), linkedWorktree: z.boolean() }).loose(),
+      source: z.looseObject({ worktree: z.string(), linkedWorktree: z.boolean() }),
       head: z.union([
-        z.object({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }).loose(),
-        z.object({ kind: z.literal('detached'), oid }).loose(),
+        z.looseObject({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }),
+        z.looseObject({ kind: z.literal('detached'), oid }),
       ]),
       refs: z.array(
         z
@@ -59,8 +60,8 @@ function buildSchema() {
           })
           .loose(),
       ),
-      stash: z.array(z.object({ oid, message: z.string() }).loose()),
-      config: z.array(z.object({ key: z.string(), value: z.string() }).loose()),
+      stash: z.array(z.looseObject({ oid, message: z.string() })),
+      config: z.array(z.looseObject({ key: z.string(), value: z.string() })),
       index: z
         .object({
           version: z.number().int(),
@@ -72,7 +73,7 @@ function buildSchema() {
         })
         .loose(),
       emptyDirs: z.array(z.string()),
-      info: z.object({ exclude: z.string().nullable(), attributes: z.string().nullable() }).loose(),
+      info: z.looseObject({ exclude: z.string().nullable(), attributes: z.string().nullable() }),
       policy: z
         .object({
           ignored: z.enum(['all', 'none']),
@@ -84,15 +85,13 @@ function buildSchema() {
           ignoredNotCaptured: z.number().int(),
         })
         .loose(),
-      skipped: z.array(z.object({ path: z.string(), reason: SkipReason }).loose()),
+      skipped: z.array(z.looseObject({ path: z.string(), reason: SkipReason })),
       // Unmerged index entries, an operation in progress, sparse checkout (operation-state.ts; v2).
-      unmerged: z
-        .array(z.object({ path: z.string(), stage: z.number().int(), mode: z.string(), oid }).loose())
-        .optional(),
+      unmerged: z.array(z.looseObject({ path: z.string(), stage: z.number().int(), mode: z.string(), oid })).optional(),
       operation: z
         .object({
           kinds: z.array(z.string()),
-          refs: z.array(z.object({ name: z.string(), oid }).loose()),
+          refs: z.array(z.looseObject({ name: z.string(), oid })),
           exec: z.array(z.string()),
         })
         .loose()
@@ -151,7 +150,7 @@ export function manifestSchema(): ReturnType<typeof buildSchema> {
   return schema;
 }
 
-export type Manifest = Zod.infer<ReturnType<typeof buildSchema>>;
+export type Manifest = Infer<ReturnType<typeof buildSchema>>;
 export type ManifestRef = Manifest['refs'][number];
 
 /** The schema a new manifest is written with: v2 only when it holds what a v1 reader would misread.
