@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import { test } from 'node:test';
 import { Repo, initRepo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
-import { capture, expectExit, verify, xet } from './support/xet';
+import { capture, expectExit, parseJson, verify, xet } from './support/xet';
 
 /** Capture, restore, verify; then git itself must see the same status and index in both.
  * `skip` drops status lines of paths the snapshot names as skipped. */
@@ -110,6 +110,29 @@ test('tracked files whose directory became a file, and a tracked file that becam
     const copy = roundTrip(sb, r, 'copy');
     assert.equal(fs.readFileSync(`${copy}/a`, 'utf8'), 'now a file\n');
     assert.equal(fs.readFileSync(`${copy}/f.txt/inside.txt`, 'utf8'), 'now a directory\n');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('a command left waiting on work that can never finish exits INTERNAL, never 0', () => {
+  // The shape of a lost event (a reader waiting for an end that never comes): nothing keeps node's
+  // loop alive, and node would exit with 0 as if the command had succeeded, its output unwritten.
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'r');
+    r.commit('c1', { 'a.txt': 'a\n' });
+    r.write('b.txt', 'b\n');
+    const env = { GIT_XET_TEST_STALL_AT: 'capture:before-ref', GIT_XET_NO_DAEMON: '1' };
+    const res = xet(sb, r.dir, ['capture', '--json'], { env });
+    expectExit(res, 70);
+    assert.equal(parseJson(res).error.code, 'INTERNAL');
+    assert.equal(r.git('for-each-ref', 'refs/xet/snapshots/'), '', 'no snapshot was published');
+    const human = xet(sb, r.dir, ['capture'], { env });
+    expectExit(human, 70);
+    assert.match(human.stderr, /waiting on work that could not finish/);
+    // Without the stall the same capture succeeds.
+    capture(sb, r.dir);
   } finally {
     sb.cleanup();
   }

@@ -160,3 +160,23 @@ test('both routes: stdout into an open file (gitToFile), the rest as usual', asy
   assert.deepEqual(results[0], { stdout: `${'b'.repeat(300000)}tail\n`, stderr: 'done\n', code: 0, signal: null });
   assert.deepEqual(results[0], results[1]);
 });
+
+test('both routes: a killed child that was writing ends its reader (the end arrives, exited settles)', async (t) => {
+  for (const route of ['posix', 'node'] as const) {
+    const p = startProcessVia(route, 'sh', ['-c', 'while :; do echo yyyyyyyyyyyyyyyy; done'], { env: env() });
+    if (!p) return t.skip('posix_spawn is not available');
+    p.stdin.end();
+    p.stderr.resume();
+    // A reader that waits for the end of the output, as the chunk reader's prefetch does.
+    const ended = new Promise<number>((resolve) => {
+      let n = 0;
+      p.stdout.on('data', (b: Buffer) => {
+        n += b.length;
+        if (n > 1 << 16) p.kill('SIGKILL');
+      });
+      p.stdout.on('end', () => resolve(n));
+    });
+    assert.ok((await ended) > 1 << 16, `${route}: the reader saw the end`);
+    assert.deepEqual(await p.exited, { code: null, signal: 'SIGKILL' }, route);
+  }
+});

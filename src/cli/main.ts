@@ -32,7 +32,19 @@ export function main(argv: string[]): void {
       if (e.code !== 'EPIPE') throw e;
     });
   }
+  // A command whose work waits on something that can never happen (an event that was lost) leaves
+  // node with nothing to do, and node then exits with 0 as if the command had succeeded: say it
+  // failed instead.
+  let settled = false;
+  process.once('beforeExit', () => {
+    if (settled) return;
+    process.exitCode = emitError(
+      { json: argv.includes('--json') },
+      new Error('the command stopped before its end, waiting on work that could not finish (a bug in git xet)'),
+    );
+  });
   void runCli(argv).then((code) => {
+    settled = true;
     process.exitCode = code;
   });
 }

@@ -147,10 +147,9 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
       } catch {
         // exited meanwhile (not yet reaped: still ours, so not another process's)
       }
-      // A caller that gives up reads no more: its pipes close without being drained, and `exited`
-      // still settles.
-      stdout.destroy();
-      stderr.destroy();
+      // Its pipes are left alone, as node's spawn leaves them: the reader sees the end of the
+      // output when the child is gone (destroying them here ended no read: a reader waiting for
+      // 'end' waited forever).
     },
   };
 }

@@ -19,7 +19,7 @@ export interface Leftover {
 // The one list of names git xet writers give their temporaries in a repository, each carrying the
 // writer's pid (the allowance recount, src/allowance/repo-root.ts, scans the same names).
 /** objects/pack: a capture's pack, its index and parts (`tmp_pack_xet_`, `tmp_idx_xet_`), fetch's (`tmp_xet_`). */
-export const PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_[0-9a-f]+/;
+export const PACK_TEMP_RE = /^tmp_(?:pack_|idx_)?xet_(\d+)_/;
 /** The text of the `.keep` a capture holds its pack with until its ref exists. */
 export const CAPTURE_KEEP_PREFIX = 'git-xet capture ';
 const KEEP_TEXT_RE = /^git-xet capture (\d+)\n$/;

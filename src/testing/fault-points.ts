@@ -5,6 +5,8 @@
 //   GIT_XET_TEST_DIE_AT=<point>        SIGKILL this process at <point>
 //   GIT_XET_TEST_PAUSE_AT=<p>[,<p>…]    wait at each point (once) until `<dir>/<point>.go` exists (60 s max)
 //   GIT_XET_TEST_PAUSE_DIR=<dir>       where a point reached is announced: `<dir>/<point>.reached`
+//   GIT_XET_TEST_STALL_AT=<point>      await, at <point>, a promise nothing will ever settle: the
+//                                      shape of a lost event (the CLI must not exit 0 on it)
 //
 // Unset (every real run) a point costs one environment lookup. The names are listed in FAULT_POINTS
 // so a test can check that each one it kills at exists.
@@ -15,6 +17,7 @@ import * as path from 'node:path';
 export const DIE_AT_ENV = 'GIT_XET_TEST_DIE_AT';
 export const PAUSE_AT_ENV = 'GIT_XET_TEST_PAUSE_AT';
 export const PAUSE_DIR_ENV = 'GIT_XET_TEST_PAUSE_DIR';
+export const STALL_AT_ENV = 'GIT_XET_TEST_STALL_AT';
 
 export const FAULT_POINTS = [
   // the remote helper (git-remote-xet)
@@ -122,7 +125,16 @@ export async function pauseAt(point: FaultPoint): Promise<void> {
 
 /** A fault point where a test may kill or stop the process: `await faultPoint('capture:before-ref')`. */
 export async function faultPoint(point: FaultPoint): Promise<void> {
-  if (process.env[DIE_AT_ENV] === undefined && process.env[PAUSE_AT_ENV] === undefined) return;
+  if (
+    process.env[DIE_AT_ENV] === undefined &&
+    process.env[PAUSE_AT_ENV] === undefined &&
+    process.env[STALL_AT_ENV] === undefined
+  )
+    return;
   dieAt(point);
   await pauseAt(point);
+  if (process.env[STALL_AT_ENV] === point) {
+    announce(point);
+    await new Promise<void>(() => undefined);
+  }
 }
