@@ -180,3 +180,44 @@ test('both routes: a killed child that was writing ends its reader (the end arri
     assert.deepEqual(await p.exited, { code: null, signal: 'SIGKILL' }, route);
   }
 });
+
+test('both routes: exited settles for a reader that paused and gave up, and for output nobody read', async (t) => {
+  const within = <T>(p: Promise<T>, what: string): Promise<T> =>
+    Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: no end`)), 5000))]);
+  for (const route of ['posix', 'node'] as const) {
+    // Paused once (backpressure), then killed: what the chunk reader's prefetch does on an error.
+    const p = startProcessVia(route, 'sh', ['-c', 'exec head -c 4000000 /dev/zero'], { env: env() });
+    if (!p) return t.skip('posix_spawn is not available');
+    p.stdin.end();
+    p.stderr.resume();
+    await new Promise<void>((resolve) =>
+      p.stdout.once('data', () => {
+        p.stdout.pause();
+        resolve();
+      }),
+    );
+    p.kill('SIGKILL');
+    assert.deepEqual(await within(p.exited, `${route}: paused, killed`), { code: null, signal: 'SIGKILL' });
+    // Never read at all; it exits by itself.
+    const q = startProcessVia(route, 'sh', ['-c', 'echo out; echo err >&2'], { env: env() }) as Started;
+    q.stdin.end();
+    assert.deepEqual(await within(q.exited, `${route}: unread`), { code: 0, signal: null });
+  }
+});
+
+test('both routes: a child that exits leaves no descriptor of its pipes behind', async (t) => {
+  const fds = (): number => fs.readdirSync('/proc/self/fd').length;
+  for (const route of ['posix', 'node'] as const) {
+    const before = fds();
+    for (let i = 0; i < 20; i++) {
+      // stdin never ended by the caller: the child goes without reading it.
+      const p = startProcessVia(route, 'true', [], { env: env() });
+      if (!p) return t.skip('posix_spawn is not available');
+      p.stdout.resume();
+      p.stderr.resume();
+      await p.exited;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(fds() - before <= 1, `${route}: ${fds() - before} descriptors left after 20 children`);
+  }
+});

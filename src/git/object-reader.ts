@@ -73,10 +73,8 @@ export class ObjectReader {
   }
 
   close(): void {
-    if (this.running) {
-      this.child.stdin.end();
-      this.child.kill('SIGKILL');
-    }
+    if (this.running) this.child.kill('SIGKILL');
+    this.child.stdin.destroy(); // whether or not git is still there: its pipe is ours to close
     this.fail(new XetError('GIT_FAILED', 'the object reader was closed'));
   }
 

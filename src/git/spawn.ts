@@ -113,26 +113,51 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
   const stdout = piped ? new net.Socket({ fd: out.readInt32LE(8), readable: true, writable: false }) : ended();
   const stderr = new net.Socket({ fd: out.readInt32LE(12), readable: true, writable: false });
   let reaped = false;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    let open = piped ? 2 : 1;
-    const reap = (delay: number): void => {
-      const status = n.waitPid(pid);
-      if (status === -1) {
-        // Its pipes closed a moment before it exited: ask again shortly.
-        setTimeout(() => reap(Math.min(delay * 2, 50)), delay);
-        return;
-      }
-      reaped = true;
-      if (status < -1) resolve({ code: null, signal: null });
-      else if ((status & 0x7f) === 0) resolve({ code: (status >> 8) & 0xff, signal: null });
-      else resolve({ code: null, signal: SIGNALS[status & 0x7f] ?? 'SIGKILL' });
+  let status: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  let open = piped ? 2 : 1;
+  let settle: (v: { code: number | null; signal: NodeJS.Signals | null }) => void = () => undefined;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => (settle = resolve));
+  const done = (): void => {
+    if (status && open === 0) settle(status);
+  };
+  /** Reap it if it has exited; then do what node does at a child's exit. */
+  const tryReap = (): boolean => {
+    if (reaped) return true;
+    const st = n.waitPid(pid);
+    if (st === -1) return false;
+    reaped = true;
+    clearInterval(watch);
+    // -2 - errno (ECHILD: something else reaped it, which nothing in this process does: libuv waits
+    // only for the pids it started) is reported as an unknown end, which git() calls a failure.
+    if (st < -1) status = { code: null, signal: null };
+    else if ((st & 0x7f) === 0) status = { code: (st >> 8) & 0xff, signal: null };
+    else status = { code: null, signal: SIGNALS[st & 0x7f] ?? 'SIGKILL' };
+    // As node at a child's exit: its stdin goes, and output nobody is reading any more is let
+    // through (flushStdio), so that the pipes reach their end and `exited` settles even for a
+    // caller that paused its reader or never read.
+    stdin.destroy();
+    if (piped && !stdout.destroyed) stdout.resume();
+    if (!stderr.destroyed) stderr.resume();
+    done();
+    return true;
+  };
+  // Its exit is learnt apart from its pipes (a reader may have paused them): a light poll, unref'd
+  // since the open pipes keep the process alive while it runs.
+  const watch = setInterval(tryReap, 20);
+  watch.unref();
+  const closed = (): void => {
+    if (--open > 0) return;
+    if (status) return done();
+    // Its pipes closed a moment before it exited: ask again at once, then shortly (these timers
+    // keep the process alive: nothing else may).
+    const retry = (delay: number): void => {
+      if (tryReap()) return;
+      setTimeout(() => retry(Math.min(delay * 2, 50)), delay);
     };
-    const closed = (): void => {
-      if (--open === 0) reap(1);
-    };
-    if (piped) stdout.on('close', closed);
-    stderr.on('close', closed);
-  });
+    setImmediate(() => retry(1));
+  };
+  if (piped) stdout.on('close', closed);
+  stderr.on('close', closed);
   // A write after it exited (EPIPE) is told by its exit status, as with node's spawn.
   stdin.on('error', () => undefined);
   return {
@@ -147,9 +172,9 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
       } catch {
         // exited meanwhile (not yet reaped: still ours, so not another process's)
       }
-      // Its pipes are left alone, as node's spawn leaves them: the reader sees the end of the
-      // output when the child is gone (destroying them here ended no read: a reader waiting for
-      // 'end' waited forever).
+      // Its pipes are left alone, as node's spawn leaves them: once it is reaped, unread output is
+      // let through and the reader sees the end (destroying them here ended no read: a reader
+      // waiting for 'end' waited forever).
     },
   };
 }
