@@ -3,6 +3,7 @@
 // the child saw (argv, environment, working directory, signal dispositions and mask, open
 // descriptors) and what the caller got (stdout, stderr, exit code or signal), with real programs.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -219,5 +220,34 @@ test('both routes: a child that exits leaves no descriptor of its pipes behind',
     }
     await new Promise((r) => setTimeout(r, 50));
     assert.ok(fds() - before <= 1, `${route}: ${fds() - before} descriptors left after 20 children`);
+  }
+});
+
+test('both routes, in a process of their own: a paused reader does not let node exit before exited settles', (t) => {
+  // In the test runner something else always keeps the loop alive; a bare process is where it
+  // showed (review helper 15): the reader pauses, the pipe fills, and nothing but the exit watch
+  // keeps node running. 70,000 bytes fit in the pipe and the paused reader's buffer, so the child
+  // can end by itself (more would block it, on both routes, as it would block git).
+  if (!native) return t.skip('posix_spawn is not available');
+  const spawnJs = JSON.stringify(path.resolve(__dirname, '../src/git/spawn.js'));
+  for (const route of ['posix', 'node']) {
+    for (const how of ['exits by itself', 'killed']) {
+      const cmd = how === 'killed' ? 'exec yes' : 'exec head -c 70000 /dev/zero';
+      const script = `
+        const { startProcessVia } = require(${spawnJs});
+        const p = startProcessVia(${JSON.stringify(route)}, 'sh', ['-c', ${JSON.stringify(cmd)}], { env: process.env });
+        p.stdin.end();
+        p.stderr.resume();
+        let settled = false;
+        p.stdout.once('data', () => {
+          p.stdout.pause();
+          if (${JSON.stringify(how)} === 'killed') setTimeout(() => p.kill('SIGKILL'), 50);
+        });
+        p.exited.then((r) => { settled = true; process.stdout.write(JSON.stringify(r)); });
+        process.on('beforeExit', () => { if (!settled) process.stdout.write('PENDING'); });`;
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+      const want = how === 'killed' ? { code: null, signal: 'SIGKILL' } : { code: 0, signal: null };
+      assert.equal(r.stdout, JSON.stringify(want), `${route}, ${how}: ${r.stderr}`);
+    }
   }
 });

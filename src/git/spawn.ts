@@ -141,10 +141,11 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
     done();
     return true;
   };
-  // Its exit is learnt apart from its pipes (a reader may have paused them): a light poll, unref'd
-  // since the open pipes keep the process alive while it runs.
+  // Its exit is learnt apart from its pipes (a reader may have paused them): a light poll that, as
+  // node's own child handle, keeps this process alive until the child is reaped. Not unref'd: a
+  // paused pipe whose buffer is full is not read and keeps nothing alive, and node would exit with
+  // `exited` pending (review helper 15).
   const watch = setInterval(tryReap, 20);
-  watch.unref();
   const closed = (): void => {
     if (--open > 0) return;
     if (status) return done();
