@@ -31,6 +31,7 @@ import {
   fmtMB,
   fmtS,
   fmtX,
+  loadNow,
   log,
   machineInfo,
   median,
@@ -209,10 +210,7 @@ async function main() {
     const report = [
       '',
       `chunker engine: ${fmtMB(size)} (${results.file.path}), ${results.chunks} chunks, median of ${reps}`,
-      `load average ${os
-        .loadavg()
-        .map((x) => x.toFixed(2))
-        .join(' ')} on ${os.availableParallelism()} cores`,
+      loadNow(),
       '',
       ...table(['stage', 'wall s', 'wall rate', 'per-core (CPU)', 'vs baseline', 'note'], rows),
     ];

@@ -10,11 +10,11 @@
 
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import {
   ROOT,
   fmtX,
+  loadNow,
   log,
   machineInfo,
   median,
@@ -102,10 +102,7 @@ async function main() {
     const report = [
       '',
       `starting git --version: median of ${opts.reps} x ${opts.count} starts per route, alternated`,
-      `load average ${os
-        .loadavg()
-        .map((x) => x.toFixed(2))
-        .join(' ')} on ${os.availableParallelism()} cores`,
+      loadNow(),
       '',
       ...table(
         ['process RSS', 'node spawn call', 'posix_spawn call', 'ratio', 'node round trip', 'posix round trip', 'ratio'],

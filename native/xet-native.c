@@ -146,6 +146,15 @@ static int args_of(napi_env env, napi_callback_info info, size_t n, napi_value *
   return 1;
 }
 
+/* A Buffer of names each ending in a NUL (the last one too), or 0 with a TypeError. */
+static int nul_ended(napi_env env, const uint8_t *names, size_t len) {
+  if (len > 0 && names[len - 1] != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: every name must end in a NUL");
+    return 0;
+  }
+  return 1;
+}
+
 static napi_value deflate_into(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   if (!args_of(env, info, 4, argv, "deflateInto(src, level, dst, at)")) return NULL;
@@ -258,10 +267,7 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out must be 8-byte aligned");
     return NULL;
   }
-  if (names_len > 0 && names[names_len - 1] != 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: every name must end in a NUL");
-    return NULL;
-  }
+  if (!nul_ended(env, names, names_len)) return NULL;
   char *root = string_arg(env, argv[0]);
   if (!root) return NULL;
   int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -447,10 +453,7 @@ static napi_value stamp_many(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: times and out must be 8-byte aligned");
     return NULL;
   }
-  if (names_len > 0 && names[names_len - 1] != 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: every name must end in a NUL");
-    return NULL;
-  }
+  if (!nul_ended(env, names, names_len)) return NULL;
   const int64_t *times = (const int64_t *)times_b;
   int64_t *out = (int64_t *)outb;
   size_t rows = out_len / (STAMP_ROW * sizeof(int64_t));

@@ -628,6 +628,14 @@ export function loadNoter(results) {
   return (phase) => results.load.push({ phase, at: new Date().toISOString(), loadAvg: os.loadavg() });
 }
 
+/** The load average now, as one line of a report: other sessions share the machine. */
+export function loadNow() {
+  return `load average ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')} on ${os.availableParallelism()} cores`;
+}
+
 /** The load average loadNoter() recorded at each phase, as one line of a report. */
 export function loadLine(results) {
   return `load by phase: ${results.load.map((l) => `${l.phase} ${l.loadAvg.map((x) => x.toFixed(2)).join(' ')}`).join('; ')}`;

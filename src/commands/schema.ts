@@ -485,10 +485,6 @@ export class ObjectSchema<S extends Shape, Out = InferShape<S>> extends Schema<O
   strict(): ObjectSchema<S, Out> {
     return new ObjectSchema(this.shape, 'strict');
   }
-  /** The same fields, keeping any other key (zod's `.loose()`, as s.looseObject). */
-  loose(): ObjectSchema<S, InferShape<S> & Record<string, unknown>> {
-    return new ObjectSchema(this.shape, 'loose');
-  }
   protected override zodDef(): Record<string, unknown> {
     return { shape: this.shape };
   }

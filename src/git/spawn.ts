@@ -57,6 +57,7 @@ function onPath(file: string, env: NodeJS.ProcessEnv, cwd: string): string | nul
   return null;
 }
 
+// exec.ts's joinZ, which cannot be imported here (exec.ts starts its processes through this module).
 const nul = (list: string[]): Buffer => Buffer.from(list.map((s) => `${s}\0`).join(''), 'utf8');
 
 function withNode(file: string, args: string[], opts: StartOptions): Started {
@@ -112,7 +113,7 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
   const piped = opts.stdoutFd === undefined;
   const stdout = piped ? new net.Socket({ fd: out.readInt32LE(8), readable: true, writable: false }) : ended();
   const stderr = new net.Socket({ fd: out.readInt32LE(12), readable: true, writable: false });
-  let reaped = false;
+  /** Its end, once reaped. */
   let status: { code: number | null; signal: NodeJS.Signals | null } | null = null;
   let open = piped ? 2 : 1;
   let settle: (v: { code: number | null; signal: NodeJS.Signals | null }) => void = () => undefined;
@@ -122,10 +123,9 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
   };
   /** Reap it if it has exited; then do what node does at a child's exit. */
   const tryReap = (): boolean => {
-    if (reaped) return true;
+    if (status) return true;
     const st = n.waitPid(pid);
     if (st === -1) return false;
-    reaped = true;
     clearInterval(watch);
     // -2 - errno (ECHILD: something else reaped it, which nothing in this process does: libuv waits
     // only for the pids it started) is reported as an unknown end, which git() calls a failure.
@@ -167,7 +167,7 @@ function withPosixSpawn(file: string, args: string[], opts: StartOptions): Start
     stderr,
     exited,
     kill: (signal = 'SIGTERM') => {
-      if (reaped) return;
+      if (status) return; // reaped: the pid may be another process's by now
       try {
         process.kill(pid, signal);
       } catch {

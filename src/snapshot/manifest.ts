@@ -37,111 +37,97 @@ function buildSchema() {
     'git-refuses-path',
   ]);
 
-  return z
-    .object({
-      schema: z.string(),
-      tool: z.looseObject({ name: z.string(), version: z.string() }),
-      git: z.looseObject({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }),
-      platform: z.looseObject({ os: z.string(), arch: z.string() }),
-      createdAt: z.string(),
-      message: z.string(),
-      source: z.looseObject({ worktree: z.string(), linkedWorktree: z.boolean() }),
-      head: z.union([
-        z.looseObject({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }),
-        z.looseObject({ kind: z.literal('detached'), oid }),
-      ]),
-      refs: z.array(
-        z
-          .object({
-            name: z.string(),
-            oid,
-            type: z.enum(['commit', 'tag', 'tree', 'blob']),
-            symref: z.string().optional(),
-          })
-          .loose(),
-      ),
-      stash: z.array(z.looseObject({ oid, message: z.string() })),
-      config: z.array(z.looseObject({ key: z.string(), value: z.string() })),
-      index: z
-        .object({
-          version: z.number().int(),
-          intentToAdd: z.array(z.string()),
-          skipWorktree: z.array(z.string()),
-          assumeUnchanged: z.array(z.string()),
-          // Entries whose recorded stat size differs from the file (git calls them modified unread).
-          staleSizes: z.array(z.object({ path: z.string(), size: z.number().int() })).optional(),
-        })
-        .loose(),
-      emptyDirs: z.array(z.string()),
-      info: z.looseObject({ exclude: z.string().nullable(), attributes: z.string().nullable() }),
-      policy: z
-        .object({
-          ignored: z.enum(['all', 'none']),
-          include: z.array(z.string()),
-          exclude: z.array(z.string()),
-          secretPatterns: z.array(z.string()),
-          excludedSecrets: z.array(z.string()),
-          excludedByPattern: z.number().int(),
-          ignoredNotCaptured: z.number().int(),
-        })
-        .loose(),
-      skipped: z.array(z.looseObject({ path: z.string(), reason: SkipReason })),
-      // Unmerged index entries, an operation in progress, sparse checkout (operation-state.ts; v2).
-      unmerged: z.array(z.looseObject({ path: z.string(), stage: z.number().int(), mode: z.string(), oid })).optional(),
-      operation: z
-        .object({
-          kinds: z.array(z.string()),
-          refs: z.array(z.looseObject({ name: z.string(), oid })),
-          exec: z.array(z.string()),
-        })
-        .loose()
-        .optional(),
-      sparse: z
-        .object({
-          sparseCheckout: z.string().nullable(),
-          cone: z.string().nullable(),
-          sparseIndex: z.string().nullable(),
-          worktreeConfig: z.boolean(),
-          patterns: z.string().nullable(),
-        })
-        .loose()
-        .optional(),
-      // Submodules and nested repositories, each captured as its own snapshot (a parent of this one).
-      repositories: z
-        .array(
-          z
-            .object({
-              path: z.string(),
-              kind: z.enum(['submodule', 'nested']),
-              gitDir: z.string().nullable(),
-              snapshot: oid,
-            })
-            .loose(),
-        )
-        .optional(),
-      // Paths of files/ whose blob is a chunk pointer (src/chunks/pointer.ts; v3), sorted.
-      chunked: z.array(z.string()).optional(),
-      counts: z
-        .object({
-          files: z.number().int(),
-          bytes: z.number().int(),
-          tracked: z.number().int(),
-          untracked: z.number().int(),
-          ignored: z.number().int(),
-          symlinks: z.number().int(),
-          emptyDirs: z.number().int(),
-          // Bytes counting each hard-linked inode once; paths that are links of an earlier path;
-          // inodes with links outside the captured paths (restored as separate files).
-          diskBytes: z.number().int().optional(),
-          hardLinks: z.number().int().optional(),
-          externalLinks: z.number().int().optional(),
-          // Chunked files and their distinct chunks (v3).
-          chunkedFiles: z.number().int().optional(),
-          chunks: z.number().int().optional(),
-        })
-        .loose(),
-    })
-    .loose();
+  return z.looseObject({
+    schema: z.string(),
+    tool: z.looseObject({ name: z.string(), version: z.string() }),
+    git: z.looseObject({ version: z.string(), objectFormat: z.enum(['sha1', 'sha256']) }),
+    platform: z.looseObject({ os: z.string(), arch: z.string() }),
+    createdAt: z.string(),
+    message: z.string(),
+    source: z.looseObject({ worktree: z.string(), linkedWorktree: z.boolean() }),
+    head: z.union([
+      z.looseObject({ kind: z.literal('branch'), ref: z.string(), oid: oid.nullable() }),
+      z.looseObject({ kind: z.literal('detached'), oid }),
+    ]),
+    refs: z.array(
+      z.looseObject({
+        name: z.string(),
+        oid,
+        type: z.enum(['commit', 'tag', 'tree', 'blob']),
+        symref: z.string().optional(),
+      }),
+    ),
+    stash: z.array(z.looseObject({ oid, message: z.string() })),
+    config: z.array(z.looseObject({ key: z.string(), value: z.string() })),
+    index: z.looseObject({
+      version: z.number().int(),
+      intentToAdd: z.array(z.string()),
+      skipWorktree: z.array(z.string()),
+      assumeUnchanged: z.array(z.string()),
+      // Entries whose recorded stat size differs from the file (git calls them modified unread).
+      staleSizes: z.array(z.object({ path: z.string(), size: z.number().int() })).optional(),
+    }),
+    emptyDirs: z.array(z.string()),
+    info: z.looseObject({ exclude: z.string().nullable(), attributes: z.string().nullable() }),
+    policy: z.looseObject({
+      ignored: z.enum(['all', 'none']),
+      include: z.array(z.string()),
+      exclude: z.array(z.string()),
+      secretPatterns: z.array(z.string()),
+      excludedSecrets: z.array(z.string()),
+      excludedByPattern: z.number().int(),
+      ignoredNotCaptured: z.number().int(),
+    }),
+    skipped: z.array(z.looseObject({ path: z.string(), reason: SkipReason })),
+    // Unmerged index entries, an operation in progress, sparse checkout (operation-state.ts; v2).
+    unmerged: z.array(z.looseObject({ path: z.string(), stage: z.number().int(), mode: z.string(), oid })).optional(),
+    operation: z
+      .looseObject({
+        kinds: z.array(z.string()),
+        refs: z.array(z.looseObject({ name: z.string(), oid })),
+        exec: z.array(z.string()),
+      })
+      .optional(),
+    sparse: z
+      .looseObject({
+        sparseCheckout: z.string().nullable(),
+        cone: z.string().nullable(),
+        sparseIndex: z.string().nullable(),
+        worktreeConfig: z.boolean(),
+        patterns: z.string().nullable(),
+      })
+      .optional(),
+    // Submodules and nested repositories, each captured as its own snapshot (a parent of this one).
+    repositories: z
+      .array(
+        z.looseObject({
+          path: z.string(),
+          kind: z.enum(['submodule', 'nested']),
+          gitDir: z.string().nullable(),
+          snapshot: oid,
+        }),
+      )
+      .optional(),
+    // Paths of files/ whose blob is a chunk pointer (src/chunks/pointer.ts; v3), sorted.
+    chunked: z.array(z.string()).optional(),
+    counts: z.looseObject({
+      files: z.number().int(),
+      bytes: z.number().int(),
+      tracked: z.number().int(),
+      untracked: z.number().int(),
+      ignored: z.number().int(),
+      symlinks: z.number().int(),
+      emptyDirs: z.number().int(),
+      // Bytes counting each hard-linked inode once; paths that are links of an earlier path;
+      // inodes with links outside the captured paths (restored as separate files).
+      diskBytes: z.number().int().optional(),
+      hardLinks: z.number().int().optional(),
+      externalLinks: z.number().int().optional(),
+      // Chunked files and their distinct chunks (v3).
+      chunkedFiles: z.number().int().optional(),
+      chunks: z.number().int().optional(),
+    }),
+  });
 }
 
 let schema: ReturnType<typeof buildSchema> | null = null;

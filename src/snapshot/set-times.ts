@@ -7,6 +7,7 @@
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import { joinZ } from '../git/exec';
 import { native } from '../native';
 
 /** The python3 to run: the system's own when there is one. A version manager's `python3` on PATH
@@ -47,8 +48,9 @@ export function setTimes(entries: TimeEntry[]): 'ns' | 'us' {
  * or an entry failed (gone, or a relative path): the caller's fallback then sets every time again.
  */
 function stampNative(entries: TimeEntry[]): Buffer | null {
-  if (!native?.stampMany || !entries.length) return null;
-  const names = Buffer.from(entries.map((e) => `${e.abs}\0`).join(''), 'utf8');
+  if (!native?.stampMany) return null;
+  if (!entries.length) return Buffer.alloc(0);
+  const names = joinZ(entries.map((e) => e.abs));
   const times = new BigInt64Array(entries.length * 2);
   for (let i = 0; i < entries.length; i++) {
     times[2 * i] = BigInt(entries[i].sec);
@@ -173,8 +175,7 @@ export class Stamper {
 
   /** Stamp what was added since the last batch (native module). */
   private stampBatch(): void {
-    const batch = this.entries.slice(this.stampedUpTo);
-    const got = batch.length ? stampNative(batch) : Buffer.alloc(0);
+    const got = stampNative(this.entries.slice(this.stampedUpTo));
     if (!got) {
       this.nativeOk = false; // finish() sets every time again through node
       return;
