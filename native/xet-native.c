@@ -16,6 +16,9 @@
  *   process, so each git costs the main thread 5 ms at 40 MB of RSS and 15-20 ms at 250 MB here
  *   (a capture starts ~19); glibc's posix_spawn shares the memory until exec (CLONE_VM|CLONE_VFORK),
  *   at a cost that does not grow with the process (docs/DESIGN-NOTES.md "Spawning git").
+ * - a capture's trees and its stat cache's entries: ~3,700 trees over ~34,000 paths on every
+ *   capture, in a node process that has compiled nothing yet (~225 ms of JavaScript, ~15 ms here;
+ *   docs/DESIGN-NOTES.md "Trees and the stat cache from columns").
  *
  * Built by scripts/build-native.mjs with the system C compiler; src/native.ts loads it, and every
  * caller falls back to node's zlib or mount(8) when it is absent. Written against Node-API, whose functions node
@@ -44,14 +47,24 @@
  *                                       nanoseconds; atime: now), without following a symlink,
  *                                       and their lstat afterwards in `out` (STAMP_ROW int64 each);
  *                                       it stops at the first that fails
+ *   treesInto(names, modes, oids, hashLen, arena, records)
+ *                                    -> the trees of the entries (paths sorted by bytes, each
+ *                                       ending in a NUL; a uint32 mode and an id each), written
+ *                                       into arena with a record each (see trees_into), or a
+ *                                       negative code
+ *   indexEntriesInto(names, rows, stat, oid, hashLen, version, dst, at)
+ *                                    -> where an index's entries (version 2 or 4) end in dst, or
+ *                                       -1 when they would not fit or a row is outside its column
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
  */
 #define _GNU_SOURCE /* O_PATH */
+#include <dlfcn.h>
 #include <errno.h>
 #include <libdeflate.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -487,6 +500,350 @@ static napi_value stamp_many(napi_env env, napi_callback_info info) {
   return int64(env, (int64_t)count);
 }
 
+/* ---- trees and an index's entries, from columns (src/git/tree-builder.ts, index-writer.ts) ---- */
+
+/* OpenSSL's SHA-1 and SHA-256, from the node binary that loaded this module (node exports its
+ * OpenSSL; a node linked to the system's libcrypto has them from there). The low-level calls: the
+ * one-shot SHA1() of OpenSSL 3 fetches the algorithm on every call, ~3 us each, most of the cost of
+ * 3,700 small trees. Looked up when first used, not linked: where they are missing, treesInto says
+ * so and the caller builds the trees in JavaScript. */
+typedef int (*digest_init)(void *);
+typedef int (*digest_update)(void *, const void *, size_t);
+typedef int (*digest_final)(unsigned char *, void *);
+struct digest {
+  digest_init init;
+  digest_update update;
+  digest_final final;
+};
+/* Larger than SHA_CTX (96 bytes) and SHA256_CTX (112) of every OpenSSL. */
+#define DIGEST_CTX_BYTES 256
+
+static const struct digest *digest_of(size_t hash_len) {
+  static struct digest sha1, sha256;
+  static int looked;
+  if (!looked) {
+    sha1.init = (digest_init)dlsym(RTLD_DEFAULT, "SHA1_Init");
+    sha1.update = (digest_update)dlsym(RTLD_DEFAULT, "SHA1_Update");
+    sha1.final = (digest_final)dlsym(RTLD_DEFAULT, "SHA1_Final");
+    sha256.init = (digest_init)dlsym(RTLD_DEFAULT, "SHA256_Init");
+    sha256.update = (digest_update)dlsym(RTLD_DEFAULT, "SHA256_Update");
+    sha256.final = (digest_final)dlsym(RTLD_DEFAULT, "SHA256_Final");
+    looked = 1;
+  }
+  const struct digest *d = hash_len == 20 ? &sha1 : hash_len == 32 ? &sha256 : NULL;
+  return d && d->init && d->update && d->final ? d : NULL;
+}
+
+static int digest_into(const struct digest *d, const uint8_t *data, size_t len, uint8_t *out) {
+  _Alignas(16) unsigned char ctx[DIGEST_CTX_BYTES];
+  return d->init(ctx) == 1 && d->update(ctx, data, len) == 1 && d->final(out, ctx) == 1;
+}
+
+/* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
+ * entries (files) under it, its subtrees, where its name is in `names` and how long, its id. */
+#define TREE_RECORD 64
+#define TREE_HEADER_ROOM 32 /* "tree <len>\0" goes right before the data, hashed with it */
+
+struct tree_frame {
+  size_t name_at, name_len, item_start;
+  uint32_t count, children;
+};
+
+static const char *mode_text(uint32_t mode) {
+  switch (mode) {
+  case 0100644: return "100644 ";
+  case 0100755: return "100755 ";
+  case 0120000: return "120000 ";
+  case 0160000: return "160000 ";
+  default: return NULL;
+  }
+}
+
+struct trees_job {
+  const uint8_t *names, *modes, *oids;
+  size_t n, hash_len;
+  const size_t *path_at; /* entry k's path is names[path_at[k] .. path_at[k + 1] - 1) */
+  uint8_t *arena;
+  size_t arena_len, used;
+  uint8_t *records;
+  size_t records_len, trees;
+  int32_t *items;
+  size_t top;
+  const struct digest *digest;
+};
+
+/* Writes the items from `from` up as tree number trees, its record too; 0 when something does
+ * not fit or an entry has a mode a tree cannot hold (*bad gets that entry). */
+static int write_tree(struct trees_job *j, struct tree_frame *f, size_t *bad) {
+  size_t t = j->trees;
+  if ((t + 1) * TREE_RECORD > j->records_len) return 0;
+  size_t start = j->used + TREE_HEADER_ROOM, at = start;
+  for (size_t i = f->item_start; i < j->top; i++) {
+    int32_t v = j->items[i];
+    const char *mode;
+    const uint8_t *name, *id;
+    size_t name_len;
+    if (v >= 0) {
+      size_t k = (size_t)v;
+      uint32_t m;
+      memcpy(&m, j->modes + 4 * k, 4);
+      mode = mode_text(m);
+      if (!mode) {
+        *bad = k;
+        return 0;
+      }
+      size_t p = j->path_at[k], e = j->path_at[k + 1] - 1, s = e;
+      while (s > p && j->names[s - 1] != '/') s--;
+      name = j->names + s;
+      name_len = e - s;
+      id = j->oids + k * j->hash_len;
+    } else {
+      const uint8_t *r = j->records + (size_t)(-v - 1) * TREE_RECORD;
+      uint32_t na, nl;
+      memcpy(&na, r + 16, 4);
+      memcpy(&nl, r + 20, 4);
+      mode = "40000 ";
+      name = j->names + na;
+      name_len = nl;
+      id = r + 32;
+    }
+    size_t ml = strlen(mode), need = ml + name_len + 1 + j->hash_len;
+    if (at + need > j->arena_len) return 0;
+    memcpy(j->arena + at, mode, ml);
+    memcpy(j->arena + at + ml, name, name_len);
+    j->arena[at + ml + name_len] = 0;
+    memcpy(j->arena + at + ml + name_len + 1, id, j->hash_len);
+    at += need;
+  }
+  char header[TREE_HEADER_ROOM];
+  int hl = snprintf(header, sizeof header, "tree %zu", at - start) + 1; /* with its NUL */
+  memcpy(j->arena + start - hl, header, (size_t)hl);
+  uint8_t *r = j->records + t * TREE_RECORD;
+  memset(r, 0, TREE_RECORD);
+  uint32_t fields[6] = {(uint32_t)start, (uint32_t)(at - start), f->count, f->children, (uint32_t)f->name_at,
+                        (uint32_t)f->name_len};
+  memcpy(r, fields, sizeof fields);
+  if (!digest_into(j->digest, j->arena + start - hl, (size_t)hl + (at - start), r + 32)) return 0;
+  j->used = at;
+  j->trees++;
+  return 1;
+}
+
+/*
+ * treesInto(names, modes, oids, hashLen, arena, records) -> trees written, or
+ *   -1: arena or records too small (records' first 16 bytes then hold the arena bytes and the tree
+ *       count needed, two uint64 in host order), -2: no digest function for hashLen, -3 - k: entry
+ *       k's mode is not one a tree holds, -4: the bound was wrong (a defect).
+ * names: the paths (sorted by bytes, '/'-separated, none another's directory), each ending in a
+ * NUL; modes: a uint32 per entry (host order); oids: hashLen bytes per entry. Trees are written in
+ * the order they close (children before their parents, the root last), each record TREE_RECORD
+ * bytes: uint32 data start, data length, entries under it, subtrees, name start (in names), name
+ * length; its id at byte 32.
+ */
+static napi_value trees_into(napi_env env, napi_callback_info info) {
+  napi_value argv[6];
+  struct trees_job j;
+  memset(&j, 0, sizeof j);
+  size_t names_len, modes_len, oids_len;
+  int64_t hash_len;
+  if (!args_of(env, info, 6, argv, "treesInto(names, modes, oids, hashLen, arena, records)")) return NULL;
+  if (!buffer_arg(env, argv[0], (uint8_t **)&j.names, &names_len) ||
+      !buffer_arg(env, argv[1], (uint8_t **)&j.modes, &modes_len) ||
+      !buffer_arg(env, argv[2], (uint8_t **)&j.oids, &oids_len) || !int_arg(env, argv[3], 20, 32, &hash_len) ||
+      !buffer_arg(env, argv[4], &j.arena, &j.arena_len) || !buffer_arg(env, argv[5], &j.records, &j.records_len))
+    return NULL;
+  if (!nul_ended(env, j.names, names_len)) return NULL;
+  if (j.records_len < 16) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: records must hold 16 bytes");
+    return NULL;
+  }
+  if (hash_len != 20 && hash_len != 32) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a hash length is 20 or 32");
+    return NULL;
+  }
+  j.hash_len = (size_t)hash_len;
+  j.digest = digest_of(j.hash_len);
+  if (!j.digest) return int64(env, -2);
+  size_t n = 0;
+  for (size_t i = 0; i < names_len; i++) n += j.names[i] == 0;
+  if (modes_len < 4 * n || oids_len < n * j.hash_len) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: fewer modes or ids than names");
+    return NULL;
+  }
+  j.n = n;
+  size_t *path_at = malloc((n + 1) * sizeof *path_at);
+  if (!path_at) return int64(env, -1);
+  /* The directories: one opens wherever a path has a '/' beyond what it shares with the path
+   * before it, up to that one's last '/'. */
+  size_t dirs = 0, prev = 0, prev_len = 0, at = 0, dir_name_bytes = 0;
+  for (size_t k = 0; k < n; k++) {
+    size_t len = strlen((const char *)j.names + at);
+    path_at[k] = at;
+    size_t common = 0;
+    if (k) {
+      size_t max = len < prev_len ? len : prev_len;
+      while (common < max && j.names[prev + common] == j.names[at + common]) common++;
+    }
+    /* The shared directories end at the last '/' within the common part. */
+    size_t from = common;
+    while (from > 0 && j.names[at + from - 1] != '/') from--;
+    for (size_t i = from; i < len; i++)
+      if (j.names[at + i] == '/') {
+        dirs++;
+        dir_name_bytes += i - from;
+        from = i + 1;
+      }
+    prev = at;
+    prev_len = len;
+    at += len + 1;
+  }
+  path_at[n] = at;
+  size_t trees = dirs + 1;
+  size_t need = names_len + dir_name_bytes + n * (8 + j.hash_len) + trees * (8 + j.hash_len + TREE_HEADER_ROOM);
+  if (j.arena_len < need || j.records_len < trees * TREE_RECORD || need > UINT32_MAX) {
+    uint64_t sizes[2] = {need, trees};
+    memcpy(j.records, sizes, 16);
+    free(path_at);
+    return int64(env, -1);
+  }
+  j.path_at = path_at;
+  j.items = malloc((n + trees) * sizeof *j.items);
+  struct tree_frame *stack = malloc((trees + 1) * sizeof *stack);
+  size_t *open_end = malloc((trees + 1) * sizeof *open_end);
+  int64_t result = -1;
+  if (!j.items || !stack || !open_end) goto done;
+  size_t depth = 0, bad = SIZE_MAX;
+  memset(&stack[0], 0, sizeof stack[0]);
+  prev = 0;
+  prev_len = 0;
+  for (size_t k = 0; k < n; k++) {
+    size_t p = path_at[k], len = path_at[k + 1] - p - 1;
+    size_t common = 0;
+    if (k) {
+      size_t max = len < prev_len ? len : prev_len;
+      while (common < max && j.names[prev + common] == j.names[p + common]) common++;
+    }
+    size_t keep = 0;
+    while (keep < depth && open_end[keep] < common) keep++;
+    while (depth > keep) {
+      struct tree_frame *f = &stack[depth];
+      if (!write_tree(&j, f, &bad)) goto failed;
+      j.top = f->item_start;
+      j.items[j.top++] = -(int32_t)j.trees;
+      stack[depth - 1].count += f->count;
+      stack[depth - 1].children++;
+      depth--;
+    }
+    size_t from = depth ? open_end[depth - 1] + 1 : 0;
+    for (size_t i = from; i < len; i++)
+      if (j.names[p + i] == '/') {
+        depth++;
+        stack[depth].name_at = p + from;
+        stack[depth].name_len = i - from;
+        stack[depth].item_start = j.top;
+        stack[depth].count = 0;
+        stack[depth].children = 0;
+        open_end[depth - 1] = i;
+        from = i + 1;
+      }
+    j.items[j.top++] = (int32_t)k;
+    stack[depth].count++;
+    prev = p;
+    prev_len = len;
+  }
+  while (depth > 0) {
+    struct tree_frame *f = &stack[depth];
+    if (!write_tree(&j, f, &bad)) goto failed;
+    j.top = f->item_start;
+    j.items[j.top++] = -(int32_t)j.trees;
+    stack[depth - 1].count += f->count;
+    stack[depth - 1].children++;
+    depth--;
+  }
+  if (!write_tree(&j, &stack[0], &bad)) goto failed;
+  result = (int64_t)j.trees;
+  goto done;
+failed:
+  result = bad != SIZE_MAX ? -3 - (int64_t)bad : -4;
+done:
+  free(path_at);
+  free(j.items);
+  free(stack);
+  free(open_end);
+  return int64(env, result);
+}
+
+/*
+ * indexEntriesInto(names, rows, stat, oid, hashLen, version, dst, at) -> where the entries end in
+ *   dst, or -1 when they would not fit or a row is outside stat or oid.
+ * An index's entries (gitformat-index(5), version 2 or 4) for the paths in names (each ending in a
+ * NUL), entry k's 40 bytes of stat data at rows[k] * 40 of stat and its id at rows[k] * hashLen of
+ * oid (rows: a uint32 per entry, host order). dst must be zeroed (version 2 pads with NULs).
+ */
+static napi_value index_entries_into(napi_env env, napi_callback_info info) {
+  napi_value argv[8];
+  uint8_t *names, *rows, *stat, *oid, *dst;
+  size_t names_len, rows_len, stat_len, oid_len, dst_len;
+  int64_t hash_len, version, at;
+  if (!args_of(env, info, 8, argv, "indexEntriesInto(names, rows, stat, oid, hashLen, version, dst, at)"))
+    return NULL;
+  if (!buffer_arg(env, argv[0], &names, &names_len) || !buffer_arg(env, argv[1], &rows, &rows_len) ||
+      !buffer_arg(env, argv[2], &stat, &stat_len) || !buffer_arg(env, argv[3], &oid, &oid_len) ||
+      !int_arg(env, argv[4], 20, 32, &hash_len) || !int_arg(env, argv[5], 2, 4, &version) ||
+      !buffer_arg(env, argv[6], &dst, &dst_len) || !int_arg(env, argv[7], 0, INT64_MAX, &at))
+    return NULL;
+  if (!nul_ended(env, names, names_len)) return NULL;
+  if (version == 3 || (hash_len != 20 && hash_len != 32)) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: index version 2 or 4, hash length 20 or 32");
+    return NULL;
+  }
+  size_t hl = (size_t)hash_len, pos = (size_t)at, from = 0, prev = 0, prev_len = 0, k = 0;
+  if (pos > dst_len) return int64(env, -1);
+  while (from < names_len) {
+    size_t len = strlen((const char *)names + from);
+    if (4 * (k + 1) > rows_len) return int64(env, -1);
+    uint32_t row;
+    memcpy(&row, rows + 4 * k, 4);
+    if (((size_t)row + 1) * 40 > stat_len || ((size_t)row + 1) * hl > oid_len) return int64(env, -1);
+    size_t start = pos;
+    /* The largest an entry takes: stat, id, flags, a 4-byte prefix length or 8 NULs, the name. */
+    if (dst_len - pos < 40 + hl + 2 + 8 + len + 1) return int64(env, -1);
+    memcpy(dst + pos, stat + (size_t)row * 40, 40);
+    memcpy(dst + pos + 40, oid + (size_t)row * hl, hl);
+    pos += 40 + hl;
+    size_t flag = len < 0xfff ? len : 0xfff;
+    dst[pos++] = (uint8_t)(flag >> 8);
+    dst[pos++] = (uint8_t)(flag & 0xff);
+    if (version == 4) {
+      size_t common = 0;
+      if (k) {
+        size_t max = len < prev_len ? len : prev_len;
+        while (common < max && names[prev + common] == names[from + common]) common++;
+      }
+      /* git's offset varint: 7 bits a byte, most significant first, each continuation minus one. */
+      uint8_t tmp[16];
+      size_t value = k ? prev_len - common : 0, v = 15;
+      tmp[v] = value & 127;
+      while (value >>= 7) tmp[--v] = 128 | (--value & 127);
+      memcpy(dst + pos, tmp + v, 16 - v);
+      pos += 16 - v;
+      memcpy(dst + pos, names + from + common, len - common);
+      pos += len - common;
+      dst[pos++] = 0;
+    } else {
+      memcpy(dst + pos, names + from, len);
+      pos += len;
+      pos = start + ((pos - start + 8) & ~(size_t)7);
+    }
+    prev = from;
+    prev_len = len;
+    from += len + 1;
+    k++;
+  }
+  if (4 * k != rows_len) return int64(env, -1);
+  return int64(env, (int64_t)pos);
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -503,7 +860,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
   if (!export_fn(env, exports, "deflateInto", deflate_into) || !export_fn(env, exports, "deflateBound", deflate_bound) ||
       !export_fn(env, exports, "inflateInto", inflate_into) || !export_fn(env, exports, "mountOverlay", mount_overlay) ||
       !export_fn(env, exports, "lstatMany", lstat_many) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
-      !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many))
+      !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many) ||
+      !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into))
     return NULL;
   return exports;
 }

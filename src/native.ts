@@ -25,6 +25,23 @@ export interface XetNative {
    * nanoseconds each; atime now; a symlink itself) and their lstat after into `out` (8 int64 each:
    * ctime ns, mtime ns, dev, ino, uid, gid, size, nlink); it stops at the first failure. */
   stampMany(names: Buffer, times: Buffer, out: Buffer): number;
+  /** The trees of the entries `names` (NUL-ended paths, sorted), `modes` (uint32 each) and `oids`
+   * (src/git/tree-builder.ts): how many were written into `arena` and `records`, or -1 (too small:
+   * records' first 16 bytes get the sizes), -2 (no digest for hashLen), -3 - k (entry k's mode). */
+  treesInto(names: Buffer, modes: Buffer, oids: Buffer, hashLen: number, arena: Buffer, records: Buffer): number;
+  /** Where an index's entries for `names`, with stat data and ids at `rows` (uint32 each) of `stat`
+   * and `oid`, end in the zeroed `dst` written from `at`; -1 when they do not fit or a row is
+   * outside (src/git/index-writer.ts). */
+  indexEntriesInto(
+    names: Buffer,
+    rows: Buffer,
+    stat: Buffer,
+    oid: Buffer,
+    hashLen: number,
+    version: number,
+    dst: Buffer,
+    at: number,
+  ): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

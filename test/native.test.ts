@@ -63,6 +63,73 @@ test('the native module checks its arguments before it touches memory', (t) => {
   typeError(() => m.lstatMany('/', 'etc\0', Buffer.alloc(96)), 'a string for the names');
   // Rows that do not fit are not written: the count says how many were.
   assert.equal(m.lstatMany('/', Buffer.from('etc\0usr\0'), Buffer.alloc(96 + 95)), 1);
+  // Trees and index entries (src/git/tree-builder.ts, index-writer.ts).
+  const names = Buffer.from('a/b\0a/c\0d\0');
+  const modes = Buffer.from(new Uint32Array([0o100644, 0o100755, 0o120000]).buffer);
+  const ids = Buffer.alloc(60, 7);
+  typeError(
+    () => m.treesInto(Buffer.from('a/b\0d'), modes, ids, 20, Buffer.alloc(999), Buffer.alloc(999)),
+    'names without a final NUL',
+  );
+  typeError(
+    () => m.treesInto(names, modes.subarray(4), ids, 20, Buffer.alloc(999), Buffer.alloc(999)),
+    'fewer modes than names',
+  );
+  typeError(
+    () => m.treesInto(names, modes, ids.subarray(1), 20, Buffer.alloc(999), Buffer.alloc(999)),
+    'fewer ids than names',
+  );
+  typeError(
+    () => m.treesInto(names, modes, ids, 21, Buffer.alloc(999), Buffer.alloc(999)),
+    'a hash length of neither format',
+  );
+  typeError(
+    () => m.treesInto(names, modes, ids, 20, Buffer.alloc(999), Buffer.alloc(15)),
+    'records too small to say the sizes',
+  );
+  // Too small: nothing built, the sizes needed (two trees: a/ and the root).
+  const sizes = Buffer.alloc(16);
+  assert.equal(m.treesInto(names, modes, ids, 20, Buffer.alloc(10), sizes), -1);
+  assert.equal(new BigUint64Array(sizes.buffer, sizes.byteOffset, 2)[1], 2n);
+  const badMode = Buffer.from(new Uint32Array([0o100644, 0o100600, 0o120000]).buffer);
+  assert.equal(
+    m.treesInto(names, badMode, ids, 20, Buffer.alloc(999), Buffer.alloc(999)),
+    -3 - 1,
+    'entry 1 has a mode no tree holds',
+  );
+  const stat = Buffer.alloc(120);
+  const rows = (...r: number[]) => Buffer.from(new Uint32Array(r).buffer);
+  typeError(() => m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 3, Buffer.alloc(999), 12), 'index version 3');
+  typeError(() => m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 24, 4, Buffer.alloc(999), 12), 'hash length 24');
+  typeError(
+    () => m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(999), -1),
+    'a negative offset',
+  );
+  assert.equal(
+    m.indexEntriesInto(names, rows(0, 1, 3), stat, ids, 20, 4, Buffer.alloc(999), 12),
+    -1,
+    'a row past the stat data',
+  );
+  assert.equal(
+    m.indexEntriesInto(names, rows(0, 1), stat, ids, 20, 4, Buffer.alloc(999), 12),
+    -1,
+    'fewer rows than names',
+  );
+  assert.equal(
+    m.indexEntriesInto(names, rows(0, 1, 2, 0), stat, ids, 20, 4, Buffer.alloc(999), 12),
+    -1,
+    'more rows than names',
+  );
+  assert.equal(
+    m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(200), 12),
+    -1,
+    'a dst too small',
+  );
+  assert.equal(
+    m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(999), 1000),
+    -1,
+    'an offset past dst',
+  );
   // At the very end there is no room: -1, which the wrapper turns into a RangeError, never a write.
   assert.equal(m.deflateInto(src, 1, dst, dst.length), -1);
   assert.equal(m.deflateInto(Buffer.alloc(0), 1, Buffer.alloc(0), 0), -1);

@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { isXetError } from '../src/errors';
+import { batchItems } from '../src/git/pack-stream';
 import { writePack, type PackItem } from '../src/git/pack-writer';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
@@ -79,4 +80,23 @@ test('a file whose content no longer matches its oid aborts the pack with WORKTR
   } finally {
     sb.cleanup();
   }
+});
+
+test('a batch for the pack workers owns its data: views into a larger buffer are copied out', () => {
+  // The tree builder's trees are views into one arena; posted as they are, every batch would
+  // carry a clone of the whole arena.
+  const arena = Buffer.alloc(1 << 20, 7);
+  arena.write('tree one', 100);
+  const items: PackItem[] = [
+    { oid: 'a'.repeat(40), type: 'tree', data: arena.subarray(100, 108) },
+    { oid: 'b'.repeat(40), type: 'blob', data: arena.subarray(5000, 5010) },
+    { oid: 'c'.repeat(40), type: 'blob', file: '/x', range: { offset: 0, size: 10 } },
+  ];
+  const out = batchItems(items);
+  assert.equal(out.length, 3);
+  assert.equal(out[0].data?.toString(), 'tree one');
+  assert.deepEqual(out[1].data, arena.subarray(5000, 5010));
+  assert.equal(out[2].data, undefined);
+  assert.equal(out[2].size, 10);
+  for (const i of out.slice(0, 2)) assert.equal(i.data?.buffer.byteLength, 18, "one buffer, the batch's own");
 });

@@ -1,10 +1,15 @@
 // buildTrees (src/git/tree-builder.ts) against git's own write-tree: random sets of paths with the
 // names that sort near '/' ('a-b', 'a.b', 'a0', 'a/…'), deep and shallow, every mode; the root id
-// must be git's, and every tree listed must be the object its id names.
+// must be git's, and every tree listed must be the object its id names. And serializeIndex
+// (src/git/index-writer.ts) with that build's cache-tree: the bytes git writes for the same index.
 import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import { test } from 'node:test';
-import { buildTrees, type TreeInput } from '../src/git/tree-builder';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { STAT, STAT_BYTES, serializeCacheTree, serializeIndex } from '../src/git/index-writer';
+import { buildTrees } from '../src/git/tree-builder';
+import { native, nativeMissing } from '../src/native';
 import { initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 
@@ -12,6 +17,8 @@ const NAMES = ['a', 'a-b', 'a.b', 'a0', 'b', 'ab', 'z', 'é', 'x y', 'A'];
 const MODES = [0o100644, 0o100755, 0o120000, 0o160000];
 
 test('buildTrees gives the root git write-tree gives, for random path sets', () => {
+  // In CI the native build is the one compared with the JavaScript one (.ci/run builds the module).
+  if (process.env.CI) assert.ok(native, `CI must build trees natively: ${nativeMissing}`);
   const sb = createSandbox();
   try {
     const r = initRepo(sb, 'src');
@@ -27,14 +34,26 @@ test('buildTrees gives the root git write-tree gives, for random path sets', () 
       // A path cannot be both a file and a directory: drop files that are some other path's dir.
       const all = [...paths];
       const files = all.filter((p) => !all.some((q) => q.startsWith(`${p}/`)));
-      const entries: TreeInput[] = files
+      const entries = files
         .map((p) => ({
           path: Buffer.from(p, 'utf8'),
           mode: MODES[rand(MODES.length)],
           oid: crypto.createHash('sha1').update(p).digest(),
         }))
         .sort((x, y) => Buffer.compare(x.path, y.path));
-      const built = buildTrees(entries, 'sha1');
+      const columns = {
+        paths: entries.map((e) => e.path.toString('utf8')),
+        modes: entries.map((e) => e.mode),
+        oids: Buffer.concat(entries.map((e) => e.oid)),
+      };
+      const built = buildTrees(columns, 'sha1');
+      // The JavaScript build (no native module) gives the same trees and the same cache-tree.
+      const inJs = buildTrees(columns, 'sha1', 'js');
+      assert.deepEqual(
+        inJs.trees.map((t) => [t.oid, t.data.toString('hex')]),
+        built.trees.map((t) => [t.oid, t.data.toString('hex')]),
+      );
+      assert.ok(serializeCacheTree(inJs.cacheTree).equals(serializeCacheTree(built.cacheTree)), `round ${round}`);
       const info = entries
         .map((e) => {
           const type = e.mode === 0o160000 ? 'commit' : 'blob';
@@ -50,6 +69,74 @@ test('buildTrees gives the root git write-tree gives, for random path sets', () 
         assert.equal(id, t.oid);
       }
       assert.equal(built.cacheTree.entryCount, entries.length);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('serializeIndex writes, in versions 2 and 4, the bytes git writes for the same entries', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    const indexFile = path.join(r.dir, '.git', 'index');
+    let seed = 5;
+    const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+    for (let round = 0; round < 12; round++) {
+      const set = new Set<string>();
+      const count = 1 + rand(round < 6 ? 10 : 300);
+      for (let i = 0; i < count; i++) {
+        const depth = rand(4);
+        set.add(Array.from({ length: depth + 1 }, () => NAMES[rand(NAMES.length)]).join('/'));
+      }
+      // Unsorted rows, a long name (its length is kept whole in neither version's 12 bits), and no
+      // file that is another's directory.
+      if (round === 3) set.add(`${'n'.repeat(5000)}`);
+      const all = [...set];
+      const paths = all
+        .filter((p) => !all.some((q) => q.startsWith(`${p}/`)))
+        .sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+      const n = paths.length;
+      const rows = paths.map((_, k) => n - 1 - k);
+      const stat = Buffer.alloc(n * STAT_BYTES);
+      const oids = Buffer.alloc(n * 20);
+      const modes: number[] = [];
+      for (let k = 0; k < n; k++) {
+        const row = rows[k];
+        // Times in 2001, before the index file: no entry is racily clean (git would smudge it).
+        for (const f of [STAT.ctime, STAT.mtime]) stat.writeUInt32BE(1_000_000_000 + rand(1000), row * STAT_BYTES + f);
+        for (const f of [STAT.ctimeNs, STAT.mtimeNs, STAT.dev, STAT.ino, STAT.uid, STAT.gid, STAT.size])
+          stat.writeUInt32BE(rand(2147483647), row * STAT_BYTES + f);
+        const mode = MODES[rand(3)];
+        stat.writeUInt32BE(mode, row * STAT_BYTES + STAT.mode);
+        modes.push(mode);
+        crypto
+          .createHash('sha1')
+          .update(paths[k])
+          .digest()
+          .copy(oids, row * 20);
+      }
+      const ordered = Buffer.concat(rows.map((row) => oids.subarray(row * 20, row * 20 + 20)));
+      const built = buildTrees({ paths, modes, oids: ordered }, 'sha1');
+      const names = Buffer.from(`${paths.join('\0')}\0`, 'utf8');
+      const extensions = [{ signature: 'TREE', data: serializeCacheTree(built.cacheTree) }];
+      const ours = (version: 2 | 4) => {
+        const bytes = serializeIndex({ names, rows, stat, oid: oids }, { version, format: 'sha1', extensions });
+        const inJs = serializeIndex({ names, rows, stat, oid: oids }, { version, format: 'sha1', extensions }, 'js');
+        assert.ok(inJs.equals(bytes), `round ${round}: v${version} in JavaScript`);
+        return bytes;
+      };
+      for (const [from, to] of [
+        [4, 2],
+        [2, 4],
+      ] as const) {
+        fs.writeFileSync(indexFile, ours(from));
+        r.git('update-index', '--index-version', String(to));
+        assert.ok(fs.readFileSync(indexFile).equals(ours(to)), `round ${round}: v${from} rewritten as v${to}`);
+      }
+      assert.equal(r.git('write-tree', '--missing-ok').trim(), built.root, `round ${round}: the cache-tree's root`);
+      const listed = r.git('ls-files', '-s').split('\n').filter(Boolean);
+      assert.equal(listed.length, n);
     }
   } finally {
     sb.cleanup();

@@ -12,6 +12,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { native } from '../native';
 import { copyBytes } from './copy-bytes';
 
 export const STAT_BYTES = 40;
@@ -30,15 +31,15 @@ export const STAT = {
   size: 36,
 };
 
-export interface IndexEntryOut {
-  /** The path's UTF-8 bytes ('/'-separated). */
-  path: Buffer;
-  /** 40 bytes of stat data, as git stores them (mode included, at STAT.mode), at `statAt`. */
+/** The entries of an index, one column each (an object per entry was most of the cost). */
+export interface IndexEntries {
+  /** The entries' paths in order, UTF-8 ('/'-separated), each ended by a NUL. */
+  names: Buffer;
+  /** Entry k's row: its 40 bytes of stat data (mode at STAT.mode) are at row × STAT_BYTES of
+   * `stat`, its raw id at row × the hash length of `oid`. */
+  rows: ArrayLike<number>;
   stat: Uint8Array;
-  statAt?: number;
-  /** The raw object id, at `oidAt`. (Offsets into shared arrays spare a subarray per entry.) */
   oid: Uint8Array;
-  oidAt?: number;
 }
 
 /** One directory of the cache-tree: its tree id (null: invalid) and how many entries it covers. */
@@ -119,47 +120,30 @@ export function serializeCacheTree(root: CacheTreeNode): Buffer {
 
 /**
  * An index file's bytes. Entries must be sorted by path bytes, stage 0, with no duplicates (git
- * refuses an index that is not). Version 4 compresses each path against the one before it.
+ * refuses an index that is not). Version 4 compresses each path against the one before it. The
+ * entries are written in C where the native module loaded (indexEntriesInto); `how` is for tests:
+ * 'js' writes them in JavaScript even there (both must give the same bytes).
  */
 export function serializeIndex(
-  entries: readonly IndexEntryOut[],
+  entries: IndexEntries,
   options: { version: 2 | 4; format: 'sha1' | 'sha256'; extensions?: IndexExtension[] },
+  how: 'auto' | 'js' = 'auto',
 ): Buffer {
+  const { names, rows } = entries;
   const hashLen = options.format === 'sha256' ? 32 : 20;
   const v4 = options.version === 4;
-  let size = 12;
-  for (const e of entries)
-    size += v4 ? STAT_BYTES + hashLen + 2 + 4 + e.path.length + 1 : (STAT_BYTES + hashLen + 2 + e.path.length + 8) & ~7;
+  const n = rows.length;
+  // A bound, not the size: v4's prefix lengths take 1-4 bytes, v2 pads each entry with 1-8 NULs.
+  let size = 12 + n * (STAT_BYTES + hashLen + 2 + (v4 ? 4 : 8)) + names.length;
   for (const x of options.extensions ?? []) size += 8 + x.data.length;
   const buf = Buffer.alloc(size + hashLen);
   buf.write('DIRC', 0, 'latin1');
   buf.writeUInt32BE(options.version, 4);
-  buf.writeUInt32BE(entries.length, 8);
-  let at = 12;
-  let prev: Buffer | null = null;
-  for (const e of entries) {
-    const start = at;
-    const statAt = e.statAt ?? 0;
-    const oidAt = e.oidAt ?? 0;
-    at += copyBytes(e.stat, buf, at, statAt, statAt + STAT_BYTES);
-    at += copyBytes(e.oid, buf, at, oidAt, oidAt + hashLen);
-    buf.writeUInt16BE(Math.min(e.path.length, 0xfff), at);
-    at += 2;
-    if (v4) {
-      let common = 0;
-      if (prev) {
-        const max = Math.min(prev.length, e.path.length);
-        while (common < max && prev[common] === e.path[common]) common++;
-      }
-      at += writeVarint(prev ? prev.length - common : 0, buf, at);
-      at += copyBytes(e.path, buf, at, common, e.path.length);
-      buf[at++] = 0;
-      prev = e.path;
-    } else {
-      at += copyBytes(e.path, buf, at, 0, e.path.length);
-      at = start + ((at - start + 8) & ~7); // 1 to 8 NULs (the buffer is zeroed)
-    }
-  }
+  buf.writeUInt32BE(n, 8);
+  let at =
+    how === 'auto' && native
+      ? nativeEntries(entries, hashLen, options.version, buf)
+      : jsEntries(entries, hashLen, v4, buf);
   for (const x of options.extensions ?? []) {
     buf.write(x.signature, at, 'latin1');
     buf.writeUInt32BE(x.data.length, at + 4);
@@ -168,6 +152,65 @@ export function serializeIndex(
   }
   crypto.createHash(options.format).update(buf.subarray(0, at)).digest().copy(buf, at);
   return buf.subarray(0, at + hashLen);
+}
+
+const asBuffer = (u: Uint8Array): Buffer =>
+  Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+
+/** The entries written by the native module, from byte 12 of `buf`; where they end. */
+function nativeEntries(entries: IndexEntries, hashLen: number, version: 2 | 4, buf: Buffer): number {
+  const rows = entries.rows instanceof Uint32Array ? entries.rows : Uint32Array.from(entries.rows);
+  const rowBytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength);
+  const end = (native as NonNullable<typeof native>).indexEntriesInto(
+    entries.names,
+    rowBytes,
+    asBuffer(entries.stat),
+    asBuffer(entries.oid),
+    hashLen,
+    version,
+    buf,
+    12,
+  );
+  if (end < 0) throw new Error(`index: ${rows.length} entries do not match their names, stat data or ids`);
+  return end;
+}
+
+/** The same entries written in JavaScript (no native module). */
+function jsEntries(entries: IndexEntries, hashLen: number, v4: boolean, buf: Buffer): number {
+  const { names, rows, stat, oid } = entries;
+  const n = rows.length;
+  let at = 12;
+  let prevAt = 0;
+  let prevLen = -1;
+  let from = 0;
+  for (let k = 0; k < n; k++) {
+    const end = names.indexOf(0, from);
+    if (end < 0) throw new Error(`index: ${n} entries but ${k} names`);
+    const len = end - from;
+    const start = at;
+    at += copyBytes(stat, buf, at, rows[k] * STAT_BYTES, (rows[k] + 1) * STAT_BYTES);
+    at += copyBytes(oid, buf, at, rows[k] * hashLen, (rows[k] + 1) * hashLen);
+    buf[at++] = Math.min(len, 0xfff) >> 8;
+    buf[at++] = Math.min(len, 0xfff) & 0xff;
+    if (v4) {
+      let common = 0;
+      if (prevLen >= 0) {
+        const max = Math.min(prevLen, len);
+        while (common < max && names[prevAt + common] === names[from + common]) common++;
+      }
+      at += writeVarint(prevLen >= 0 ? prevLen - common : 0, buf, at);
+      at += copyBytes(names, buf, at, from + common, end);
+      buf[at++] = 0;
+    } else {
+      at += copyBytes(names, buf, at, from, end);
+      at = start + ((at - start + 8) & ~7); // 1 to 8 NULs (the buffer is zeroed)
+    }
+    prevAt = from;
+    prevLen = len;
+    from = end + 1;
+  }
+  if (from !== names.length) throw new Error(`index: more names than ${n} entries`);
+  return at;
 }
 
 /** Publish an index file: written beside it under a temporary name, then renamed over it (git's

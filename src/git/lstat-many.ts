@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { native } from '../native';
+import { joinNames } from './tree-builder';
 
 /** The numbers per path, in this order (kept in step with native/xet-native.c STAT_ROW). */
 export const STAT_ROW = 12;
@@ -38,17 +39,17 @@ export function absent(rows: Float64Array, i: number): boolean {
 }
 
 /** lstat of root/p for every p (relative, no NUL). Throws what lstat would for an error other than
- * ENOENT and ENOTDIR (those are rows with that errno). */
-export function lstatMany(root: string, paths: readonly string[], useNative = true): Float64Array {
+ * ENOENT and ENOTDIR (those are rows with that errno). `names`, when the caller has it, is
+ * joinNames(paths) (tree-builder.ts): the paths encoded once for this and the trees and index. */
+export function lstatMany(root: string, paths: readonly string[], useNative = true, names?: Buffer): Float64Array {
   const n = paths.length;
   const rows = new Float64Array(n * STAT_ROW);
   if (n === 0) return rows;
   if (native && useNative) {
     for (const p of paths)
       if (p.includes('\0') || p === '') throw new Error(`lstatMany: unusable path ${JSON.stringify(p)}`);
-    const names = Buffer.from(`${paths.join('\0')}\0`, 'utf8');
     const out = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength);
-    const done = native.lstatMany(root, names, out);
+    const done = native.lstatMany(root, names ?? joinNames(paths), out);
     if (done !== n) throw new Error(`lstatMany: ${done} of ${n} paths`);
   } else {
     for (let i = 0; i < n; i++) {

@@ -29,13 +29,13 @@ import {
   STAT,
   STAT_BYTES,
   statBlockInto,
-  type IndexEntryOut,
+  type IndexEntries,
 } from '../git/index-writer';
 import { SharedOidSet } from '../git/oid-set';
 import { PackStream, WorkerPool } from '../git/pack-stream';
 import type { PackItem } from '../git/pack-writer';
 import { lsTree, objectSizes } from '../git/plumbing';
-import { buildTrees, type TreeInput } from '../git/tree-builder';
+import { buildTrees, joinNames, type TreeEntries } from '../git/tree-builder';
 import { chunkLevelFor, DEFAULT_CHUNK_COMPRESSION } from '../chunks/compression';
 import {
   chunkFiles,
@@ -148,6 +148,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   const large = new Map<string, fs.BigIntStats>();
   const bigOwned = new Map<number, string>(); // position -> oid, to be deflated in pieces
   const toRead: number[] = [];
+  // Every path as UTF-8, each ended by a NUL: encoded once for the lstat batch, the trees and the
+  // stat cache (most of a capture's paths are in all three).
+  let allNames: Buffer | undefined;
+  const namesOf = (): Buffer => (allNames ??= joinNames(paths));
 
   // --- what the stat cache vouches for ---
   if (cache) classify();
@@ -159,7 +163,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const { buf, entries } = c.parsed;
     const prefix = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
     // Every path's lstat in one batch (src/git/lstat-many.ts): exact times, no Stats objects.
-    const rows = lstatMany(spec.worktree, paths);
+    const rows = lstatMany(spec.worktree, paths, true, namesOf());
     for (let i = 0; i < n; i++) {
       const p = paths[i];
       const r = i * STAT_ROW;
@@ -463,12 +467,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     tracePhase('files: trees and filemeta');
     const final: number[] = [];
     for (let i = 0; i < n; i++) if (slot[i] !== Slot.Vanished) final.push(i);
-    const pathBytes = final.map((i) => Buffer.from(paths[i], 'utf8'));
-    const treeInput: TreeInput[] = final.map((i, k) => ({
-      path: pathBytes[k],
-      mode: stat.readUInt32BE(i * STAT_BYTES + STAT.mode),
-      oid: oid.subarray(i * hashLen, (i + 1) * hashLen),
-    }));
+    const treeInput = treeEntries(final, paths, stat, oid, hashLen, namesOf);
     const built = buildTrees(treeInput, format);
     const meta = fileMeta(final);
     const metaData = serializeFileMeta(meta);
@@ -581,13 +580,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       // 64 KiB or more would be read again next time).
       chunks: chunks ? chunks.record : { schema: 'xet.statcache-chunks/1', startedAt: runStart, files: {} },
     };
-    const entries: IndexEntryOut[] = final.map((i, k) => ({
-      path: pathBytes[k],
-      stat,
-      statAt: i * STAT_BYTES,
-      oid,
-      oidAt: i * hashLen,
-    }));
+    const entries: IndexEntries = { names: treeInput.names, rows: final, stat, oid };
     fs.mkdirSync(path.dirname(spec.indexFile), { recursive: true });
     const index = serializeIndex(entries, {
       version: 4,
@@ -712,18 +705,37 @@ function lstatBig(abs: string): fs.BigIntStats | null {
 /** The files tree a stat cache's entries make (what git's write-tree of it would give). */
 function cacheRoot(cache: StatCache, format: 'sha1' | 'sha256'): string | null {
   const { buf, entries, hashLen } = cache.parsed;
-  const input: TreeInput[] = [];
+  const paths: string[] = [];
+  const modes: number[] = [];
+  const oids = Buffer.allocUnsafe(entries.length * hashLen);
   for (const e of entries) {
     if (e.stage !== 0 || e.intentToAdd) return null;
     const mode = buf.readUInt32BE(e.offset + STAT.mode);
     if (mode !== 0o100644 && mode !== 0o100755 && mode !== 0o120000) return null;
-    input.push({
-      path: e.names.subarray(e.nameStart, e.nameEnd),
-      mode,
-      oid: buf.subarray(e.offset + STAT_BYTES, e.offset + STAT_BYTES + hashLen),
-    });
+    buf.copy(oids, paths.length * hashLen, e.offset + STAT_BYTES, e.offset + STAT_BYTES + hashLen);
+    paths.push(e.names.toString('utf8', e.nameStart, e.nameEnd));
+    modes.push(mode);
   }
-  return buildTrees(input, format).root;
+  return buildTrees({ paths, modes, oids }, format).root;
+}
+
+/** The tree build's columns for the entries `final` (indexes into the capture's columns), with the
+ * paths encoded once (the index is written from the same names). */
+function treeEntries(
+  final: number[],
+  paths: string[],
+  stat: Buffer,
+  oid: Buffer,
+  hashLen: number,
+  namesOf: () => Buffer,
+): TreeEntries & { names: Buffer } {
+  const modes = new Uint32Array(final.length);
+  for (let k = 0; k < final.length; k++) modes[k] = stat.readUInt32BE(final[k] * STAT_BYTES + STAT.mode);
+  if (final.length === paths.length) return { paths, modes, oids: oid, names: namesOf() };
+  const kept = final.map((i) => paths[i]);
+  const oids = Buffer.allocUnsafe(final.length * hashLen);
+  for (let k = 0; k < final.length; k++) oid.copy(oids, k * hashLen, final[k] * hashLen, (final[k] + 1) * hashLen);
+  return { paths: kept, modes, oids, names: joinNames(kept) };
 }
 
 function scanError(e: NonNullable<ScanDone['error']>, worktree: string): Error {
