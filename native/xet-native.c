@@ -6,7 +6,7 @@
  *   deflated or inflated in one call; streams (files too big to hold) stay with node's zlib.
  * - lstat of every path of a worktree, for a capture's stat cache: node's lstatSync makes a Stats
  *   object per call, and with a large heap the collector doubles the cost (34k paths: ~350 ms in
- *   node, ~90 ms here).
+ *   node, ~90 ms here on one thread, ~48 ms on two).
  * - setting a restored tree's modification times to the nanosecond (node's utimes stops at the
  *   microsecond) and reading each file's stat data after, in one loop: it was one python3 process
  *   fed through a pipe, ~450 ms for the bench tree's 33,800 files.
@@ -68,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
@@ -267,8 +268,58 @@ static napi_value mount_overlay(napi_env env, napi_callback_info info) {
  * ns, ctime s, ctime ns. A size or inode number past 2^53 (which a double cannot hold exactly) is -1,
  * never equal to a recorded one. Kept in step with src/git/lstat-many.ts. */
 #define STAT_ROW 12
+#define LSTAT_SPLIT 2048
 
 static double exact(uint64_t v) { return v <= (UINT64_C(1) << 53) ? (double)v : -1; }
+
+static void stat_row(double *row, const struct stat *st) {
+  row[0] = 0;
+  row[1] = st->st_mode;
+  row[2] = st->st_size < 0 ? -1 : exact((uint64_t)st->st_size);
+  row[3] = (double)st->st_nlink;
+  row[4] = exact((uint64_t)st->st_ino);
+  row[5] = exact((uint64_t)st->st_dev);
+  row[6] = st->st_uid;
+  row[7] = st->st_gid;
+  row[8] = (double)st->st_mtim.tv_sec;
+  row[9] = (double)st->st_mtim.tv_nsec;
+  row[10] = (double)st->st_ctim.tv_sec;
+  row[11] = (double)st->st_ctim.tv_nsec;
+}
+
+static void error_row(double *row, int err) {
+  row[0] = err;
+  for (int k = 1; k < STAT_ROW; k++) row[k] = 0;
+}
+
+/* One thread's share of lstatMany: the names in [from, to) of the buffer, rows from `first`. */
+struct lstat_part {
+  int root;
+  const char *names;
+  size_t from, to, first;
+  double *out;
+};
+
+/* Each name is looked up whole from the root. (Looking names up from their directory, opened once
+ * for the run of names in it, measured the same here: the kernel's walk of the cached path is
+ * cheap next to the system call itself.) */
+static void *lstat_part_run(void *arg) {
+  struct lstat_part *p = arg;
+  size_t at = p->from, k = p->first;
+  while (at < p->to) {
+    const char *name = p->names + at;
+    double *row = p->out + k * STAT_ROW;
+    struct stat st;
+    /* An empty name would be the root itself (AT_EMPTY_PATH is not passed: it fails, ENOENT). */
+    if (fstatat(p->root, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      error_row(row, errno);
+    else
+      stat_row(row, &st);
+    at += strlen(name) + 1;
+    k++;
+  }
+  return NULL;
+}
 
 static napi_value lstat_many(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -291,33 +342,28 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
   }
   double *out = (double *)outb;
   size_t rows = out_len / (STAT_ROW * sizeof(double));
-  size_t count = 0, at = 0;
-  while (at < names_len && count < rows) {
-    const char *name = (const char *)names + at;
-    size_t len = strlen(name);
-    double *row = out + count * STAT_ROW;
-    struct stat st;
-    /* An empty name would be the root itself (AT_EMPTY_PATH is not passed: it fails, ENOENT). */
-    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      row[0] = errno;
-      for (int k = 1; k < STAT_ROW; k++) row[k] = 0;
-    } else {
-      row[0] = 0;
-      row[1] = st.st_mode;
-      row[2] = st.st_size < 0 ? -1 : exact((uint64_t)st.st_size);
-      row[3] = (double)st.st_nlink;
-      row[4] = exact((uint64_t)st.st_ino);
-      row[5] = exact((uint64_t)st.st_dev);
-      row[6] = st.st_uid;
-      row[7] = st.st_gid;
-      row[8] = (double)st.st_mtim.tv_sec;
-      row[9] = (double)st.st_mtim.tv_nsec;
-      row[10] = (double)st.st_ctim.tv_sec;
-      row[11] = (double)st.st_ctim.tv_nsec;
-    }
-    at += len + 1;
+  /* The names that have a row: the first `count`. */
+  size_t count = 0, end = 0;
+  while (end < names_len && count < rows) {
+    end += strlen((const char *)names + end) + 1;
     count++;
   }
+  /* Two threads from LSTAT_SPLIT names on: a system call costs ~3 us in this VM, and the second
+   * half runs on another core while this thread does the first (the call blocks node anyway). */
+  struct lstat_part parts[2] = {{dir, (const char *)names, 0, end, 0, out}, {dir, (const char *)names, end, end, count, out}};
+  pthread_t helper;
+  int split = 0;
+  if (count >= LSTAT_SPLIT) {
+    size_t half = count / 2, at = 0;
+    for (size_t k = 0; k < half; k++) at += strlen((const char *)names + at) + 1;
+    parts[0].to = at;
+    parts[1].from = at;
+    parts[1].first = half;
+    split = pthread_create(&helper, NULL, lstat_part_run, &parts[1]) == 0;
+    if (!split) parts[0].to = end; /* no thread: this one does all */
+  }
+  lstat_part_run(&parts[0]);
+  if (split) pthread_join(helper, NULL);
   close(dir);
   return int64(env, (int64_t)count);
 }
@@ -502,41 +548,21 @@ static napi_value stamp_many(napi_env env, napi_callback_info info) {
 
 /* ---- trees and an index's entries, from columns (src/git/tree-builder.ts, index-writer.ts) ---- */
 
-/* OpenSSL's SHA-1 and SHA-256, from the node binary that loaded this module (node exports its
- * OpenSSL; a node linked to the system's libcrypto has them from there). The low-level calls: the
- * one-shot SHA1() of OpenSSL 3 fetches the algorithm on every call, ~3 us each, most of the cost of
- * 3,700 small trees. Looked up when first used, not linked: where they are missing, treesInto says
- * so and the caller builds the trees in JavaScript. */
-typedef int (*digest_init)(void *);
-typedef int (*digest_update)(void *, const void *, size_t);
-typedef int (*digest_final)(unsigned char *, void *);
-struct digest {
-  digest_init init;
-  digest_update update;
-  digest_final final;
-};
-/* Larger than SHA_CTX (96 bytes) and SHA256_CTX (112) of every OpenSSL. */
-#define DIGEST_CTX_BYTES 256
-
-static const struct digest *digest_of(size_t hash_len) {
-  static struct digest sha1, sha256;
+/* OpenSSL's one-shot SHA-1 and SHA-256, from the node binary that loaded this module (node exports
+ * its OpenSSL; a node linked to the system's libcrypto has them from there). Looked up when first
+ * used, not linked: where they are missing, treesInto says so and the caller builds the trees in
+ * JavaScript. (The low-level SHA1_Init/Update/Final calls measured the same for the bench tree's
+ * 3,700 trees, and need the size of OpenSSL's context.) */
+typedef unsigned char *(*digest_fn)(const unsigned char *, size_t, unsigned char *);
+static digest_fn digest_of(size_t hash_len) {
+  static digest_fn sha1, sha256;
   static int looked;
   if (!looked) {
-    sha1.init = (digest_init)dlsym(RTLD_DEFAULT, "SHA1_Init");
-    sha1.update = (digest_update)dlsym(RTLD_DEFAULT, "SHA1_Update");
-    sha1.final = (digest_final)dlsym(RTLD_DEFAULT, "SHA1_Final");
-    sha256.init = (digest_init)dlsym(RTLD_DEFAULT, "SHA256_Init");
-    sha256.update = (digest_update)dlsym(RTLD_DEFAULT, "SHA256_Update");
-    sha256.final = (digest_final)dlsym(RTLD_DEFAULT, "SHA256_Final");
+    sha1 = (digest_fn)dlsym(RTLD_DEFAULT, "SHA1");
+    sha256 = (digest_fn)dlsym(RTLD_DEFAULT, "SHA256");
     looked = 1;
   }
-  const struct digest *d = hash_len == 20 ? &sha1 : hash_len == 32 ? &sha256 : NULL;
-  return d && d->init && d->update && d->final ? d : NULL;
-}
-
-static int digest_into(const struct digest *d, const uint8_t *data, size_t len, uint8_t *out) {
-  _Alignas(16) unsigned char ctx[DIGEST_CTX_BYTES];
-  return d->init(ctx) == 1 && d->update(ctx, data, len) == 1 && d->final(out, ctx) == 1;
+  return hash_len == 20 ? sha1 : hash_len == 32 ? sha256 : NULL;
 }
 
 /* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
@@ -569,7 +595,7 @@ struct trees_job {
   size_t records_len, trees;
   int32_t *items;
   size_t top;
-  const struct digest *digest;
+  digest_fn digest;
 };
 
 /* Writes the items from `from` up as tree number trees, its record too; 0 when something does
@@ -623,7 +649,7 @@ static int write_tree(struct trees_job *j, struct tree_frame *f, size_t *bad) {
   uint32_t fields[6] = {(uint32_t)start, (uint32_t)(at - start), f->count, f->children, (uint32_t)f->name_at,
                         (uint32_t)f->name_len};
   memcpy(r, fields, sizeof fields);
-  if (!digest_into(j->digest, j->arena + start - hl, (size_t)hl + (at - start), r + 32)) return 0;
+  if (!j->digest(j->arena + start - hl, (size_t)hl + (at - start), r + 32)) return 0;
   j->used = at;
   j->trees++;
   return 1;

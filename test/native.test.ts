@@ -148,6 +148,7 @@ test('lstatMany: the native rows are the bigint lstat rows, absent paths are row
     spawnSync('mkfifo', [path.join(root, 'fifo')]);
     fs.utimesSync(path.join(root, 'exec'), new Date('1999-12-31T23:59:59.123Z'), new Date('1969-06-01T00:00:00.5Z'));
     fs.writeFileSync(path.join(root, 'ünïcode ✓'), '');
+    fs.symlinkSync('a', path.join(root, 'dirlink'));
     const paths = [
       'a',
       'a/b/file',
@@ -161,6 +162,9 @@ test('lstatMany: the native rows are the bigint lstat rows, absent paths are row
       'exec/below',
       'a/missing/x',
       'link/x',
+      'dirlink/b/file',
+      'dirlink/b',
+      'dirlink/missing',
     ];
     const js = lstatMany(root, paths, false);
     // Every field against node's own bigint lstat (the fallback's source).
@@ -187,7 +191,7 @@ test('lstatMany: the native rows are the bigint lstat rows, absent paths are row
     // ENOTDIR (a file where a directory was) is absent, like ENOENT.
     assert.deepEqual(
       paths.map((_, i) => absent(js, i)),
-      paths.map((p) => ['missing', 'exec/below', 'a/missing/x', 'link/x'].includes(p)),
+      paths.map((p) => ['missing', 'exec/below', 'a/missing/x', 'link/x', 'dirlink/missing'].includes(p)),
     );
     const tooLong = 'd/'.repeat(2100) + 'f';
     assert.throws(() => lstatMany(root, [tooLong], false), { code: 'ENAMETOOLONG' });
@@ -196,6 +200,20 @@ test('lstatMany: the native rows are the bigint lstat rows, absent paths are row
       return;
     }
     assert.deepEqual(lstatMany(root, paths), js);
+    // Enough names for two threads, each doing half of them: the same rows, with the cases above
+    // between the runs of names.
+    for (let d = 0; d < 40; d++) {
+      fs.mkdirSync(path.join(root, 'many', `d${d}`), { recursive: true });
+      for (let f = 0; f < 80; f++) fs.writeFileSync(path.join(root, 'many', `d${d}`, `f${f}`), `${d}/${f}`);
+    }
+    const many: string[] = [];
+    for (let d = 0; d < 40; d++) {
+      for (let f = 0; f < 82; f++) many.push(`many/d${d}/f${f}`); // f80 and f81 are missing
+      many.push(paths[d % paths.length]);
+    }
+    many.push('many/d3/f1', 'many/d39/f79', 'many/nope/f1', 'many/d1/f2/x');
+    assert.ok(many.length > 3000);
+    assert.deepEqual(lstatMany(root, many), lstatMany(root, many, false));
     assert.throws(() => lstatMany(root, ['exec', tooLong]), { code: 'ENAMETOOLONG', syscall: 'lstat' });
     assert.throws(() => lstatMany(root, ['a\0b']), /unusable path/);
     assert.throws(() => lstatMany(path.join(root, 'missing'), ['exec']), /could not open its root/);

@@ -54,6 +54,17 @@ test('buildTrees gives the root git write-tree gives, for random path sets', () 
         built.trees.map((t) => [t.oid, t.data.toString('hex')]),
       );
       assert.ok(serializeCacheTree(inJs.cacheTree).equals(serializeCacheTree(built.cacheTree)), `round ${round}`);
+      // And for SHA-256 repositories (32-byte ids; git's sha256 write-tree is run by fidelity's captures).
+      const wide = {
+        ...columns,
+        oids: Buffer.concat(entries.map((e) => crypto.createHash('sha256').update(e.oid).digest())),
+      };
+      const w = buildTrees(wide, 'sha256');
+      assert.deepEqual(
+        buildTrees(wide, 'sha256', 'js').trees.map((t) => [t.oid, t.data.toString('hex')]),
+        w.trees.map((t) => [t.oid, t.data.toString('hex')]),
+      );
+      assert.equal(w.root.length, 64);
       const info = entries
         .map((e) => {
           const type = e.mode === 0o160000 ? 'commit' : 'blob';
