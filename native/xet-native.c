@@ -658,8 +658,8 @@ static int write_tree(struct trees_job *j, struct tree_frame *f, size_t *bad) {
 /*
  * treesInto(names, modes, oids, hashLen, arena, records) -> trees written, or
  *   -1: arena or records too small (records' first 16 bytes then hold the arena bytes and the tree
- *       count needed, two uint64 in host order), -2: no digest function for hashLen, -3 - k: entry
- *       k's mode is not one a tree holds, -4: the bound was wrong (a defect).
+ *       count needed, two uint64 in host order), -2: no digest function for hashLen, -3: the bound
+ *       was wrong (a defect), -4 - k: entry k's mode is not one a tree holds.
  * names: the paths (sorted by bytes, '/'-separated, none another's directory), each ending in a
  * NUL; modes: a uint32 per entry (host order); oids: hashLen bytes per entry. Trees are written in
  * the order they close (children before their parents, the root last), each record TREE_RECORD
@@ -692,8 +692,10 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
   if (!j.digest) return int64(env, -2);
   size_t n = 0;
   for (size_t i = 0; i < names_len; i++) n += j.names[i] == 0;
-  if (modes_len < 4 * n || oids_len < n * j.hash_len) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: fewer modes or ids than names");
+  /* A mode per name exactly: the caller's modes follow its paths, so a names buffer that does not
+   * hold every path (or holds more) is refused rather than built into a smaller tree. */
+  if (modes_len != 4 * n || oids_len < n * j.hash_len) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: not a mode per name, or fewer ids than names");
     return NULL;
   }
   j.n = n;
@@ -790,7 +792,7 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
   result = (int64_t)j.trees;
   goto done;
 failed:
-  result = bad != SIZE_MAX ? -3 - (int64_t)bad : -4;
+  result = bad != SIZE_MAX ? -4 - (int64_t)bad : -3;
 done:
   free(path_at);
   free(j.items);

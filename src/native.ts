@@ -27,7 +27,7 @@ export interface XetNative {
   stampMany(names: Buffer, times: Buffer, out: Buffer): number;
   /** The trees of the entries `names` (NUL-ended paths, sorted), `modes` (uint32 each) and `oids`
    * (src/git/tree-builder.ts): how many were written into `arena` and `records`, or -1 (too small:
-   * records' first 16 bytes get the sizes), -2 (no digest for hashLen), -3 - k (entry k's mode). */
+   * records' first 16 bytes get the sizes), -2 (no digest for hashLen), -3 (a defect), -4 - k (entry k's mode). */
   treesInto(names: Buffer, modes: Buffer, oids: Buffer, hashLen: number, arena: Buffer, records: Buffer): number;
   /** Where an index's entries for `names`, with stat data and ids at `rows` (uint32 each) of `stat`
    * and `oid`, end in the zeroed `dst` written from `at`; -1 when they do not fit or a row is

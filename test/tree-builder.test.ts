@@ -153,3 +153,50 @@ test('serializeIndex writes, in versions 2 and 4, the bytes git writes for the s
     sb.cleanup();
   }
 });
+
+test('buildTrees and serializeIndex refuse what they cannot build, the same way on both routes', () => {
+  const oids = Buffer.alloc(60, 1);
+  const paths = ['a', 'b', 'c'];
+  for (const how of ['auto', 'js'] as const) {
+    // A mode no tree holds, named with its entry (the native code for entry 1 once read as a defect).
+    assert.throws(
+      () => buildTrees({ paths, modes: [0o100644, 0o40000, 0o100644], oids }, 'sha1', how),
+      /tree entry b has mode 40000/,
+      how,
+    );
+    // Columns that do not match, and a lone surrogate (two of them would be one name to git).
+    assert.throws(() => buildTrees({ paths, modes: [0o100644, 0o100644], oids }, 'sha1', how), /3 paths, 2 modes/);
+    assert.throws(() =>
+      buildTrees({ paths, modes: [0o100644, 0o100644, 0o100644], oids: oids.subarray(1) }, 'sha1', how),
+    );
+    assert.throws(
+      () =>
+        buildTrees(
+          { paths: ['a\uD800/x', 'a\uDC00/y'], modes: [0o100644, 0o100644], oids: oids.subarray(20) },
+          'sha1',
+          how,
+        ),
+      /not well-formed/,
+    );
+    const names = Buffer.from('a\0b\0');
+    const stat = Buffer.alloc(80);
+    for (const rows of [
+      [0, 2],
+      [0, -1],
+      [0, 1.5],
+    ]) {
+      assert.throws(
+        () => serializeIndex({ names, rows, stat, oid: oids.subarray(0, 40) }, { version: 4, format: 'sha1' }, how),
+        /do not match their names, stat data or ids/,
+        `${how}: rows ${rows}`,
+      );
+    }
+  }
+  // Names that hold fewer paths than the columns: refused, never a smaller tree.
+  if (native) {
+    assert.throws(
+      () => buildTrees({ paths, modes: [0o100644, 0o100644, 0o100644], oids, names: Buffer.from('a\0') }, 'sha1'),
+      /not a mode per name/,
+    );
+  }
+});

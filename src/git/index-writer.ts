@@ -160,6 +160,8 @@ const asBuffer = (u: Uint8Array): Buffer =>
 /** The entries written by the native module, from byte 12 of `buf`; where they end. */
 function nativeEntries(entries: IndexEntries, hashLen: number, version: 2 | 4, buf: Buffer): number {
   const rows = entries.rows instanceof Uint32Array ? entries.rows : Uint32Array.from(entries.rows);
+  // Uint32Array.from makes 1.5 a 1 and -1 a 4294967295: a row that is not one is refused here.
+  for (let k = 0; k < rows.length; k++) if (rows[k] !== entries.rows[k]) throw rowsError(rows.length);
   const rowBytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength);
   const end = (native as NonNullable<typeof native>).indexEntriesInto(
     entries.names,
@@ -171,9 +173,11 @@ function nativeEntries(entries: IndexEntries, hashLen: number, version: 2 | 4, b
     buf,
     12,
   );
-  if (end < 0) throw new Error(`index: ${rows.length} entries do not match their names, stat data or ids`);
+  if (end < 0) throw rowsError(rows.length);
   return end;
 }
+
+const rowsError = (n: number): Error => new Error(`index: ${n} entries do not match their names, stat data or ids`);
 
 /** The same entries written in JavaScript (no native module). */
 function jsEntries(entries: IndexEntries, hashLen: number, v4: boolean, buf: Buffer): number {
@@ -188,6 +192,9 @@ function jsEntries(entries: IndexEntries, hashLen: number, v4: boolean, buf: Buf
     if (end < 0) throw new Error(`index: ${n} entries but ${k} names`);
     const len = end - from;
     const start = at;
+    const row = rows[k];
+    if (!Number.isInteger(row) || row < 0 || (row + 1) * STAT_BYTES > stat.length || (row + 1) * hashLen > oid.length)
+      throw rowsError(n);
     at += copyBytes(stat, buf, at, rows[k] * STAT_BYTES, (rows[k] + 1) * STAT_BYTES);
     at += copyBytes(oid, buf, at, rows[k] * hashLen, (rows[k] + 1) * hashLen);
     buf[at++] = Math.min(len, 0xfff) >> 8;

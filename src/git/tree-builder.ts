@@ -29,9 +29,18 @@ export interface TreeEntries {
   readonly names?: Buffer;
 }
 
-/** The paths as one Buffer of UTF-8 names, each ended by a NUL (a NUL cannot be in a path). */
+/** The paths as one Buffer of UTF-8 names, each ended by a NUL (a NUL cannot be in a path). A path
+ * with a lone surrogate is refused: it would encode as U+FFFD's bytes, so two such paths could be
+ * one name to git and two to the JavaScript build (the walk never gives one: a name that is not
+ * UTF-8 is refused there). One check of the joined text (a NUL between paths pairs nothing). */
 export function joinNames(paths: readonly string[]): Buffer {
-  return paths.length ? Buffer.from(`${paths.join('\0')}\0`, 'utf8') : Buffer.alloc(0);
+  if (!paths.length) return Buffer.alloc(0);
+  const text = paths.join('\0');
+  if (!(text as unknown as { isWellFormed(): boolean }).isWellFormed()) {
+    const bad = paths.find((p) => !(p as unknown as { isWellFormed(): boolean }).isWellFormed());
+    throw new Error(`${JSON.stringify(bad)} is not well-formed Unicode`);
+  }
+  return Buffer.from(`${text}\0`, 'utf8');
 }
 
 export interface BuiltTree {
@@ -84,7 +93,16 @@ interface Frame {
  * module would (both must give the same trees, byte for byte).
  */
 export function buildTrees(entries: TreeEntries, format: 'sha1' | 'sha256', how: 'auto' | 'js' = 'auto'): TreeBuild {
-  return (how === 'auto' && nativeTrees(entries, format)) || jsTrees(entries, format);
+  const { paths, modes, oids } = entries;
+  const hashLen = format === 'sha256' ? 32 : 20;
+  if (modes.length !== paths.length || oids.length < paths.length * hashLen)
+    throw new Error(`tree build: ${paths.length} paths, ${modes.length} modes and ${oids.length / hashLen} ids`);
+  if (how === 'auto') {
+    const built = nativeTrees(entries, format);
+    if (built) return built;
+  }
+  if (!entries.names) joinNames(paths); // its check of the paths, for the JavaScript build too
+  return jsTrees(entries, format);
 }
 
 const TREE_RECORD = 64;
@@ -94,8 +112,6 @@ function nativeTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild
   if (!native) return null;
   const { paths, oids } = entries;
   const hashLen = format === 'sha256' ? 32 : 20;
-  if (oids.length < paths.length * hashLen)
-    throw new Error(`tree build: ${paths.length} paths but ${oids.length / hashLen} ids`);
   const names = entries.names ?? joinNames(paths);
   const modes = new Uint32Array(entries.modes);
   const modeBytes = Buffer.from(modes.buffer, modes.byteOffset, modes.byteLength);
@@ -109,8 +125,8 @@ function nativeTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild
   const count = Number(sized[1]);
   const records = Buffer.alloc(Math.max(16, count * TREE_RECORD));
   r = native.treesInto(names, modeBytes, oids, hashLen, arena, records);
-  if (r <= -3 && r !== -4) {
-    const k = -3 - r;
+  if (r <= -4) {
+    const k = -4 - r;
     throw new Error(`tree entry ${paths[k]} has mode ${modes[k].toString(8)}`);
   }
   if (r !== count) throw new Error(`tree build: the native build gave ${r} for ${count} trees`);
@@ -138,7 +154,6 @@ function jsTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild {
   const { paths, modes, oids } = entries;
   const hashLen = format === 'sha256' ? 32 : 20;
   const n = paths.length;
-  if (oids.length < n * hashLen) throw new Error(`tree build: ${n} paths but ${oids.length / hashLen} ids`);
   const trees: BuiltTree[] = [];
   // Every directory's id, in the order they close (a subtree item names its index here).
   let treeIds = Buffer.allocUnsafe(Math.max(64, n >> 2) * hashLen);
