@@ -688,8 +688,6 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
     return NULL;
   }
   j.hash_len = (size_t)hash_len;
-  j.digest = digest_of(j.hash_len);
-  if (!j.digest) return int64(env, -2);
   size_t n = 0;
   for (size_t i = 0; i < names_len; i++) n += j.names[i] == 0;
   /* A mode per name exactly: the caller's modes follow its paths, so a names buffer that does not
@@ -698,6 +696,9 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: not a mode per name, or fewer ids than names");
     return NULL;
   }
+  /* After the arguments are checked: a bad call is refused even where the digests are missing. */
+  j.digest = digest_of(j.hash_len);
+  if (!j.digest) return int64(env, -2);
   j.n = n;
   size_t *path_at = malloc((n + 1) * sizeof *path_at);
   if (!path_at) return int64(env, -1);
