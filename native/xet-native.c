@@ -570,6 +570,13 @@ static digest_fn digest_of(size_t hash_len) {
 #define TREE_RECORD 64
 #define TREE_HEADER_ROOM 32 /* "tree <len>\0" goes right before the data, hashed with it */
 
+/* How many bytes the names at a (a_len long) and b (b_len long) share from their start. */
+static size_t shared_prefix(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len) {
+  size_t max = a_len < b_len ? a_len : b_len, common = 0;
+  while (common < max && a[common] == b[common]) common++;
+  return common;
+}
+
 struct tree_frame {
   size_t name_at, name_len, item_start;
   uint32_t count, children;
@@ -655,6 +662,18 @@ static int write_tree(struct trees_job *j, struct tree_frame *f, size_t *bad) {
   return 1;
 }
 
+/* Closes the directory open at stack[depth]: its tree is written, and it becomes one item (a
+ * subtree) of its parent, which takes its entry count. */
+static int close_frame(struct trees_job *j, struct tree_frame *stack, size_t depth, size_t *bad) {
+  struct tree_frame *f = &stack[depth];
+  if (!write_tree(j, f, bad)) return 0;
+  j->top = f->item_start;
+  j->items[j->top++] = -(int32_t)j->trees;
+  stack[depth - 1].count += f->count;
+  stack[depth - 1].children++;
+  return 1;
+}
+
 /*
  * treesInto(names, modes, oids, hashLen, arena, records) -> trees written, or
  *   -1: arena or records too small (records' first 16 bytes then hold the arena bytes and the tree
@@ -708,11 +727,7 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
   for (size_t k = 0; k < n; k++) {
     size_t len = strlen((const char *)j.names + at);
     path_at[k] = at;
-    size_t common = 0;
-    if (k) {
-      size_t max = len < prev_len ? len : prev_len;
-      while (common < max && j.names[prev + common] == j.names[at + common]) common++;
-    }
+    size_t common = k ? shared_prefix(j.names + prev, prev_len, j.names + at, len) : 0;
     /* The shared directories end at the last '/' within the common part. */
     size_t from = common;
     while (from > 0 && j.names[at + from - 1] != '/') from--;
@@ -747,22 +762,11 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
   prev_len = 0;
   for (size_t k = 0; k < n; k++) {
     size_t p = path_at[k], len = path_at[k + 1] - p - 1;
-    size_t common = 0;
-    if (k) {
-      size_t max = len < prev_len ? len : prev_len;
-      while (common < max && j.names[prev + common] == j.names[p + common]) common++;
-    }
+    size_t common = k ? shared_prefix(j.names + prev, prev_len, j.names + p, len) : 0;
     size_t keep = 0;
     while (keep < depth && open_end[keep] < common) keep++;
-    while (depth > keep) {
-      struct tree_frame *f = &stack[depth];
-      if (!write_tree(&j, f, &bad)) goto failed;
-      j.top = f->item_start;
-      j.items[j.top++] = -(int32_t)j.trees;
-      stack[depth - 1].count += f->count;
-      stack[depth - 1].children++;
-      depth--;
-    }
+    for (; depth > keep; depth--)
+      if (!close_frame(&j, stack, depth, &bad)) goto failed;
     size_t from = depth ? open_end[depth - 1] + 1 : 0;
     for (size_t i = from; i < len; i++)
       if (j.names[p + i] == '/') {
@@ -780,15 +784,8 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
     prev = p;
     prev_len = len;
   }
-  while (depth > 0) {
-    struct tree_frame *f = &stack[depth];
-    if (!write_tree(&j, f, &bad)) goto failed;
-    j.top = f->item_start;
-    j.items[j.top++] = -(int32_t)j.trees;
-    stack[depth - 1].count += f->count;
-    stack[depth - 1].children++;
-    depth--;
-  }
+  for (; depth > 0; depth--)
+    if (!close_frame(&j, stack, depth, &bad)) goto failed;
   if (!write_tree(&j, &stack[0], &bad)) goto failed;
   result = (int64_t)j.trees;
   goto done;
@@ -844,11 +841,7 @@ static napi_value index_entries_into(napi_env env, napi_callback_info info) {
     dst[pos++] = (uint8_t)(flag >> 8);
     dst[pos++] = (uint8_t)(flag & 0xff);
     if (version == 4) {
-      size_t common = 0;
-      if (k) {
-        size_t max = len < prev_len ? len : prev_len;
-        while (common < max && names[prev + common] == names[from + common]) common++;
-      }
+      size_t common = k ? shared_prefix(names + prev, prev_len, names + from, len) : 0;
       /* git's offset varint: 7 bits a byte, most significant first, each continuation minus one. */
       uint8_t tmp[16];
       size_t value = k ? prev_len - common : 0, v = 15;

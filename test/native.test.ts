@@ -105,31 +105,16 @@ test('the native module checks its arguments before it touches memory', (t) => {
     () => m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(999), -1),
     'a negative offset',
   );
-  assert.equal(
-    m.indexEntriesInto(names, rows(0, 1, 3), stat, ids, 20, 4, Buffer.alloc(999), 12),
-    -1,
-    'a row past the stat data',
-  );
-  assert.equal(
-    m.indexEntriesInto(names, rows(0, 1), stat, ids, 20, 4, Buffer.alloc(999), 12),
-    -1,
-    'fewer rows than names',
-  );
-  assert.equal(
-    m.indexEntriesInto(names, rows(0, 1, 2, 0), stat, ids, 20, 4, Buffer.alloc(999), 12),
-    -1,
-    'more rows than names',
-  );
-  assert.equal(
-    m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(200), 12),
-    -1,
-    'a dst too small',
-  );
-  assert.equal(
-    m.indexEntriesInto(names, rows(0, 1, 2), stat, ids, 20, 4, Buffer.alloc(999), 1000),
-    -1,
-    'an offset past dst',
-  );
+  // Each refused with -1, nothing written: [rows, dst bytes, offset, what].
+  for (const [r, dstBytes, at, what] of [
+    [rows(0, 1, 3), 999, 12, 'a row past the stat data'],
+    [rows(0, 1), 999, 12, 'fewer rows than names'],
+    [rows(0, 1, 2, 0), 999, 12, 'more rows than names'],
+    [rows(0, 1, 2), 200, 12, 'a dst too small'],
+    [rows(0, 1, 2), 999, 1000, 'an offset past dst'],
+  ] as const) {
+    assert.equal(m.indexEntriesInto(names, r, stat, ids, 20, 4, Buffer.alloc(dstBytes), at), -1, what);
+  }
   // At the very end there is no room: -1, which the wrapper turns into a RangeError, never a write.
   assert.equal(m.deflateInto(src, 1, dst, dst.length), -1);
   assert.equal(m.deflateInto(Buffer.alloc(0), 1, Buffer.alloc(0), 0), -1);

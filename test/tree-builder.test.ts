@@ -16,6 +16,19 @@ import { createSandbox } from './support/sandbox';
 const NAMES = ['a', 'a-b', 'a.b', 'a0', 'b', 'ab', 'z', 'é', 'x y', 'A'];
 const MODES = [0o100644, 0o100755, 0o120000, 0o160000];
 
+/** `count` random paths of up to `depth` components from NAMES (`extra` added), with none that is
+ * another's directory (a path cannot be both). */
+function randomPaths(rand: (n: number) => number, count: number, depth: number, extra: string[] = []): string[] {
+  const set = new Set<string>();
+  for (let i = 0; i < count; i++) {
+    const d = rand(depth);
+    set.add(Array.from({ length: d + 1 }, () => NAMES[rand(NAMES.length)]).join('/'));
+  }
+  for (const p of extra) set.add(p);
+  const all = [...set];
+  return all.filter((p) => !all.some((q) => q.startsWith(`${p}/`)));
+}
+
 test('buildTrees gives the root git write-tree gives, for random path sets', () => {
   // In CI the native build is the one compared with the JavaScript one (.ci/run builds the module).
   if (process.env.CI) assert.ok(native, `CI must build trees natively: ${nativeMissing}`);
@@ -25,15 +38,7 @@ test('buildTrees gives the root git write-tree gives, for random path sets', () 
     let seed = 11;
     const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
     for (let round = 0; round < 40; round++) {
-      const paths = new Set<string>();
-      const count = 1 + rand(round < 20 ? 12 : 400);
-      for (let i = 0; i < count; i++) {
-        const depth = rand(5);
-        paths.add(Array.from({ length: depth + 1 }, () => NAMES[rand(NAMES.length)]).join('/'));
-      }
-      // A path cannot be both a file and a directory: drop files that are some other path's dir.
-      const all = [...paths];
-      const files = all.filter((p) => !all.some((q) => q.startsWith(`${p}/`)));
+      const files = randomPaths(rand, 1 + rand(round < 20 ? 12 : 400), 5);
       const entries = files
         .map((p) => ({
           path: Buffer.from(p, 'utf8'),
@@ -94,19 +99,10 @@ test('serializeIndex writes, in versions 2 and 4, the bytes git writes for the s
     let seed = 5;
     const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
     for (let round = 0; round < 12; round++) {
-      const set = new Set<string>();
-      const count = 1 + rand(round < 6 ? 10 : 300);
-      for (let i = 0; i < count; i++) {
-        const depth = rand(4);
-        set.add(Array.from({ length: depth + 1 }, () => NAMES[rand(NAMES.length)]).join('/'));
-      }
-      // Unsorted rows, a long name (its length is kept whole in neither version's 12 bits), and no
-      // file that is another's directory.
-      if (round === 3) set.add(`${'n'.repeat(5000)}`);
-      const all = [...set];
-      const paths = all
-        .filter((p) => !all.some((q) => q.startsWith(`${p}/`)))
-        .sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+      // Unsorted rows, and a long name (its length is kept whole in neither version's 12 bits).
+      const paths = randomPaths(rand, 1 + rand(round < 6 ? 10 : 300), 4, round === 3 ? ['n'.repeat(5000)] : []).sort(
+        (x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)),
+      );
       const n = paths.length;
       const rows = paths.map((_, k) => n - 1 - k);
       const stat = Buffer.alloc(n * STAT_BYTES);

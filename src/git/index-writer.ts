@@ -195,8 +195,8 @@ function jsEntries(entries: IndexEntries, hashLen: number, v4: boolean, buf: Buf
     const row = rows[k];
     if (!Number.isInteger(row) || row < 0 || (row + 1) * STAT_BYTES > stat.length || (row + 1) * hashLen > oid.length)
       throw rowsError(n);
-    at += copyBytes(stat, buf, at, rows[k] * STAT_BYTES, (rows[k] + 1) * STAT_BYTES);
-    at += copyBytes(oid, buf, at, rows[k] * hashLen, (rows[k] + 1) * hashLen);
+    at += copyBytes(stat, buf, at, row * STAT_BYTES, (row + 1) * STAT_BYTES);
+    at += copyBytes(oid, buf, at, row * hashLen, (row + 1) * hashLen);
     buf[at++] = Math.min(len, 0xfff) >> 8;
     buf[at++] = Math.min(len, 0xfff) & 0xff;
     if (v4) {

@@ -35,12 +35,15 @@ export interface TreeEntries {
  * UTF-8 is refused there). One check of the joined text (a NUL between paths pairs nothing). */
 export function joinNames(paths: readonly string[]): Buffer {
   if (!paths.length) return Buffer.alloc(0);
+  return Buffer.from(`${wellFormed(paths)}\0`, 'utf8');
+}
+
+/** The paths joined by NULs, once each is known to hold no lone surrogate (see joinNames). */
+function wellFormed(paths: readonly string[]): string {
   const text = paths.join('\0');
-  if (!(text as unknown as { isWellFormed(): boolean }).isWellFormed()) {
-    const bad = paths.find((p) => !(p as unknown as { isWellFormed(): boolean }).isWellFormed());
-    throw new Error(`${JSON.stringify(bad)} is not well-formed Unicode`);
-  }
-  return Buffer.from(`${text}\0`, 'utf8');
+  const ok = (t: string): boolean => (t as unknown as { isWellFormed(): boolean }).isWellFormed();
+  if (!ok(text)) throw new Error(`${JSON.stringify(paths.find((p) => !ok(p)))} is not well-formed Unicode`);
+  return text;
 }
 
 export interface BuiltTree {
@@ -98,22 +101,21 @@ export function buildTrees(entries: TreeEntries, format: 'sha1' | 'sha256', how:
   if (modes.length !== paths.length || oids.length < paths.length * hashLen)
     throw new Error(`tree build: ${paths.length} paths, ${modes.length} modes and ${oids.length / hashLen} ids`);
   if (how === 'auto') {
-    const built = nativeTrees(entries, format);
+    const built = nativeTrees(entries, hashLen);
     if (built) return built;
   }
-  if (!entries.names) joinNames(paths); // its check of the paths, for the JavaScript build too
-  return jsTrees(entries, format);
+  if (!entries.names) wellFormed(paths); // joinNames' check, for the JavaScript build too
+  return jsTrees(entries, format, hashLen);
 }
 
 const TREE_RECORD = 64;
 
-/** The trees built by the native module, or null where it is missing or has no digest for `format`. */
-function nativeTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild | null {
+/** The trees built by the native module, or null where it is missing or has no digest for `hashLen`. */
+function nativeTrees(entries: TreeEntries, hashLen: number): TreeBuild | null {
   if (!native) return null;
   const { paths, oids } = entries;
-  const hashLen = format === 'sha256' ? 32 : 20;
   const names = entries.names ?? joinNames(paths);
-  const modes = new Uint32Array(entries.modes);
+  const modes = entries.modes instanceof Uint32Array ? entries.modes : new Uint32Array(entries.modes);
   const modeBytes = Buffer.from(modes.buffer, modes.byteOffset, modes.byteLength);
   // The first call only counts: how big the arena and the records must be.
   const sizes = Buffer.alloc(16);
@@ -150,9 +152,8 @@ function nativeTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild
   return { root: trees[count - 1].oid, trees, cacheTree: { ...root, name: Buffer.alloc(0) } };
 }
 
-function jsTrees(entries: TreeEntries, format: 'sha1' | 'sha256'): TreeBuild {
+function jsTrees(entries: TreeEntries, format: 'sha1' | 'sha256', hashLen: number): TreeBuild {
   const { paths, modes, oids } = entries;
-  const hashLen = format === 'sha256' ? 32 : 20;
   const n = paths.length;
   const trees: BuiltTree[] = [];
   // Every directory's id, in the order they close (a subtree item names its index here).
