@@ -19,6 +19,9 @@
  * - a capture's trees and its stat cache's entries: ~3,700 trees over ~34,000 paths on every
  *   capture, in a node process that has compiled nothing yet (~225 ms of JavaScript, ~15 ms here;
  *   docs/DESIGN-NOTES.md "Trees and the stat cache from columns").
+ * - reading every directory of a worktree for a capture's walk, on two threads: node's readdir
+ *   makes a Dirent object and a string per entry and reads one directory per call
+ *   (docs/DESIGN-NOTES.md "The walk's directories read in C").
  *
  * Built by scripts/build-native.mjs with the system C compiler; src/native.ts loads it, and every
  * caller falls back to node's zlib or mount(8) when it is absent. Written against Node-API, whose functions node
@@ -55,11 +58,22 @@
  *   indexEntriesInto(names, rows, stat, oid, hashLen, version, dst, at)
  *                                    -> where an index's entries (version 2 or 4) end in dst, or
  *                                       -1 when they would not fit or a row is outside its column
+ *   indexMatch(index, hashLen, names, match, offsets)
+ *                                    -> where the entries of a git index (version 2-4, the whole
+ *                                       file) end, with each entry's offset in offsets (int32) and,
+ *                                       for each of `names` (NUL-ended, sorted by bytes), the offset
+ *                                       of its stage-0 entry or -1 in match (int32); -1 when the
+ *                                       index is damaged
+ *   readDirs(root, skip)             -> a new Buffer with the listing of root and of every directory
+ *                                       below it (see read_dirs), except those named in skip
+ *                                       (NUL-ended paths relative to root), any named .git in any
+ *                                       case, and the subdirectories of one that holds a .git
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
  */
 #define _GNU_SOURCE /* O_PATH */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <libdeflate.h>
@@ -72,8 +86,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +114,7 @@ extern napi_status napi_throw_type_error(napi_env, const char *, const char *);
 extern napi_status napi_throw_error(napi_env, const char *, const char *);
 extern napi_status napi_set_instance_data(napi_env, void *, napi_finalize, void *);
 extern napi_status napi_get_instance_data(napi_env, void **);
+extern napi_status napi_create_buffer(napi_env, size_t, void **, napi_value *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -866,6 +883,469 @@ static napi_value index_entries_into(napi_env env, napi_callback_info info) {
   return int64(env, (int64_t)pos);
 }
 
+/* indexMatch: a capture's stat cache is a git index of every path of the worktree, and each path is
+ * looked up in it. Node parsed it into an object and a string per entry, and a Map by path (~45 ms
+ * of a re-capture's 1 s). Both lists are sorted by bytes (git sorts an index by name, then stage),
+ * so one merge finds every path; nothing is allocated but the longest name (version 4 rebuilds each
+ * from the previous one). Every length is checked against the buffer: a damaged index is -1. */
+static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
+  int c = memcmp(a, b, al < bl ? al : bl);
+  return c ? c : (al < bl ? -1 : al > bl ? 1 : 0);
+}
+
+static napi_value index_match(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  uint8_t *idx, *names, *match_b, *offs_b;
+  size_t idx_len, names_len, match_len, offs_len;
+  int64_t hash_len;
+  if (!args_of(env, info, 5, argv, "indexMatch(index, hashLen, names, match, offsets)")) return NULL;
+  if (!buffer_arg(env, argv[0], &idx, &idx_len) || !int_arg(env, argv[1], 20, 32, &hash_len) ||
+      !buffer_arg(env, argv[2], &names, &names_len) || !buffer_arg(env, argv[3], &match_b, &match_len) ||
+      !buffer_arg(env, argv[4], &offs_b, &offs_len))
+    return NULL;
+  if (hash_len != 20 && hash_len != 32) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: hashLen must be 20 or 32");
+    return NULL;
+  }
+  if (!nul_ended(env, names, names_len)) return NULL;
+  if (((uintptr_t)match_b & 3) != 0 || ((uintptr_t)offs_b & 3) != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: match and offsets must be 4-byte aligned");
+    return NULL;
+  }
+  size_t nnames = 0;
+  for (size_t i = 0; i < names_len; i++) nnames += names[i] == 0;
+  if (match_len != 4 * nnames) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: match must hold one int32 per name");
+    return NULL;
+  }
+  int32_t *match = (int32_t *)match_b, *offs = (int32_t *)offs_b;
+  size_t hl = (size_t)hash_len;
+  if (idx_len < 12 + hl || idx_len > INT32_MAX || memcmp(idx, "DIRC", 4) != 0) return int64(env, -1);
+  uint32_t version = ((uint32_t)idx[4] << 24) | ((uint32_t)idx[5] << 16) | ((uint32_t)idx[6] << 8) | idx[7];
+  uint32_t count = ((uint32_t)idx[8] << 24) | ((uint32_t)idx[9] << 16) | ((uint32_t)idx[10] << 8) | idx[11];
+  if (version < 2 || version > 4) return int64(env, -1);
+  if (offs_len != 4 * (size_t)count) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: offsets must hold one int32 per entry");
+    return NULL;
+  }
+  size_t limit = idx_len - hl, off = 12;
+  uint8_t *prev = NULL;
+  size_t prev_len = 0, prev_cap = 0;
+  size_t at_name = 0, k = 0; /* the next of `names` to match, and its index */
+  int bad = 0;
+  for (uint32_t n = 0; n < count && !bad; n++) {
+    size_t flags_at = off + 40 + hl;
+    if (flags_at + 2 > limit) {
+      bad = 1;
+      break;
+    }
+    unsigned flags = ((unsigned)idx[flags_at] << 8) | idx[flags_at + 1];
+    size_t at = flags_at + 2 + ((version >= 3 && (flags & 0x4000)) ? 2 : 0);
+    const uint8_t *name;
+    size_t len;
+    if (at > limit) {
+      bad = 1;
+      break;
+    }
+    if (version == 4) {
+      /* The number of bytes to drop from the previous name, as git's varint (offset encoding). */
+      if (at >= limit) {
+        bad = 1;
+        break;
+      }
+      unsigned c = idx[at++];
+      size_t drop = c & 127;
+      while ((c & 128) && !bad) {
+        if (at >= limit || drop > (SIZE_MAX >> 8)) {
+          bad = 1;
+          break;
+        }
+        c = idx[at++];
+        drop = ((drop + 1) << 7) | (c & 127);
+      }
+      if (bad) break;
+      const uint8_t *end = memchr(idx + at, 0, limit - at);
+      if (!end || drop > prev_len) {
+        bad = 1;
+        break;
+      }
+      size_t keep = prev_len - drop, suffix = (size_t)(end - (idx + at));
+      if (keep + suffix > prev_cap) {
+        size_t cap = 2 * (keep + suffix) + 256;
+        uint8_t *grown = realloc(prev, cap);
+        if (!grown) {
+          free(prev);
+          napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+          return NULL;
+        }
+        prev = grown;
+        prev_cap = cap;
+      }
+      memcpy(prev + keep, idx + at, suffix);
+      prev_len = keep + suffix;
+      name = prev;
+      len = prev_len;
+      off = (size_t)(end - idx) + 1;
+    } else {
+      const uint8_t *end = memchr(idx + at, 0, limit - at);
+      if (!end) {
+        bad = 1;
+        break;
+      }
+      name = idx + at;
+      len = (size_t)(end - name);
+      off += ((size_t)(end - (idx + off)) + 8) & ~(size_t)7;
+      if (off > limit) {
+        bad = 1;
+        break;
+      }
+    }
+    offs[n] = (int32_t)(flags_at - hl - 40);
+    if (((flags >> 12) & 3) != 0) continue;
+    /* Names before this entry's have no entry; an equal one has this one. */
+    while (at_name < names_len) {
+      size_t nl = strlen((const char *)names + at_name);
+      int c = cmp_bytes(names + at_name, nl, name, len);
+      if (c > 0) break;
+      match[k++] = c == 0 ? offs[n] : -1;
+      at_name += nl + 1;
+      if (c == 0) break;
+    }
+  }
+  free(prev);
+  if (bad) return int64(env, -1);
+  for (; k < nnames; k++) match[k] = -1;
+  return int64(env, (int64_t)off);
+}
+
+/* readDirs. The walk in src/snapshot/walk.ts decides what a capture takes; this only reads the
+ * directories it will ask for, ahead of it, so each listing is exactly what node's readdirSync would
+ * give: the names of a directory but "." and "..", sorted by bytes (libuv's scandir sorts with
+ * strcmp), each with its d_type. A directory that could not be read has its errno and no entries:
+ * the walk then reads it itself and meets the error in node's words.
+ *
+ * Two threads share a queue of directories (a system call costs ~3 us in this VM; a worktree has
+ * thousands of directories). Each listing is private to the thread that reads it until it is
+ * published under the lock; the result is laid out in queue order once both have stopped.
+ *
+ * The Buffer: int32 ndirs, nentries, names_bytes, 0; per directory int32 first entry, entry count,
+ * errno; per entry int32 the listing of the directory it names (-1: not read); per entry a uint8
+ * kind (0 unknown, 1 file, 2 directory, 3 symlink, 4 fifo, 5 socket, 6 block device, 7 character
+ * device), padded to 4 bytes; then every name, each ending in a NUL, in entry order. */
+struct rd_dir {
+  char *rel; /* relative to root, "" for root itself */
+  size_t rel_len;
+  char *names; /* NUL-ended, sorted */
+  size_t names_len;
+  uint8_t *kinds;
+  int32_t *child;
+  uint32_t count;
+  int err;
+};
+
+struct rd_walk {
+  int root;
+  char **skip; /* sorted by strcmp */
+  size_t nskip;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  struct rd_dir **dirs;
+  size_t ndirs, cap, next, busy;
+  int oom;
+};
+
+static int rd_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int rd_skipped(struct rd_walk *w, const char *rel) {
+  return w->nskip && bsearch(&rel, w->skip, w->nskip, sizeof *w->skip, rd_cmp_str) != NULL;
+}
+
+static uint8_t rd_kind(unsigned char t) {
+  switch (t) {
+  case DT_REG: return 1;
+  case DT_DIR: return 2;
+  case DT_LNK: return 3;
+  case DT_FIFO: return 4;
+  case DT_SOCK: return 5;
+  case DT_BLK: return 6;
+  case DT_CHR: return 7;
+  default: return 0;
+  }
+}
+
+/* Appends a directory to the queue (the lock held); its index, or -1 out of memory. */
+static int32_t rd_queue(struct rd_walk *w, char *rel, size_t rel_len) {
+  if (w->ndirs == w->cap) {
+    size_t cap = w->cap ? w->cap * 2 : 256;
+    struct rd_dir **d = realloc(w->dirs, cap * sizeof *d);
+    if (!d) return -1;
+    w->dirs = d;
+    w->cap = cap;
+  }
+  if (w->ndirs >= INT32_MAX) return -1;
+  struct rd_dir *d = calloc(1, sizeof *d);
+  if (!d) return -1;
+  d->rel = rel;
+  d->rel_len = rel_len;
+  w->dirs[w->ndirs] = d;
+  return (int32_t)w->ndirs++;
+}
+
+struct linux_dirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+/* Reads one directory into d (fields other than rel); 0, an errno, or -1 out of memory. */
+static int rd_read(struct rd_walk *w, struct rd_dir *d, char **pairs_out, size_t *n_out) {
+  int fd = openat(w->root, d->rel_len ? d->rel : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno;
+  /* Entries as "kind byte + name + NUL" records in one growing block, then sorted through pointers. */
+  size_t cap = 4096, len = 0, n = 0;
+  char *block = malloc(cap);
+  char buf[32768];
+  int err = block ? 0 : -1;
+  while (!err) {
+    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got < 0) {
+      err = errno;
+      break;
+    }
+    if (got == 0) break;
+    for (long at = 0; at < got && !err;) {
+      struct linux_dirent64 *e = (struct linux_dirent64 *)(buf + at);
+      at += e->d_reclen;
+      const char *name = e->d_name;
+      if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+      size_t nl = strlen(name);
+      if (len + nl + 2 > cap) {
+        while (len + nl + 2 > cap) cap *= 2;
+        char *grown = realloc(block, cap);
+        if (!grown) {
+          err = -1;
+          break;
+        }
+        block = grown;
+      }
+      block[len] = (char)rd_kind(e->d_type);
+      memcpy(block + len + 1, name, nl + 1);
+      len += nl + 2;
+      n++;
+    }
+  }
+  close(fd);
+  if (err) {
+    free(block);
+    return err;
+  }
+  *pairs_out = block;
+  *n_out = n;
+  d->names_len = len - n; /* without the kind bytes */
+  return 0;
+}
+
+static int rd_cmp_entry(const void *a, const void *b) {
+  return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
+/* One directory: read, sorted, its subdirectories queued, published. 0, or -1 out of memory. */
+static int rd_one(struct rd_walk *w, struct rd_dir *d) {
+  char *block = NULL;
+  size_t n = 0;
+  int err = rd_read(w, d, &block, &n);
+  if (err == -1) return -1;
+  if (err) {
+    pthread_mutex_lock(&w->lock);
+    d->err = err;
+    d->names_len = 0;
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+  }
+  char **order = malloc((n ? n : 1) * sizeof *order);
+  char *names = malloc(d->names_len ? d->names_len : 1);
+  uint8_t *kinds = malloc(n ? n : 1);
+  int32_t *child = malloc((n ? n : 1) * sizeof *child);
+  char **subs = malloc((n ? n : 1) * sizeof *subs);
+  size_t *sub_at = malloc((n ? n : 1) * sizeof *sub_at);
+  if (!order || !names || !kinds || !child || !subs || !sub_at) {
+    free(order), free(names), free(kinds), free(child), free(subs), free(sub_at), free(block);
+    return -1;
+  }
+  for (size_t i = 0, at = 0; i < n; i++) {
+    order[i] = block + at;
+    at += strlen(block + at + 1) + 2;
+  }
+  qsort(order, n, sizeof *order, rd_cmp_entry);
+  /* A repository inside (a .git here, not at the root): the walk decides whether its files are
+   * this tree's, and reads its subdirectories itself when they are. */
+  int inner = 0;
+  if (d->rel_len)
+    for (size_t i = 0; i < n; i++) inner |= strcmp(order[i] + 1, ".git") == 0;
+  size_t nsubs = 0, at = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = order[i] + 1;
+    size_t nl = strlen(name);
+    kinds[i] = (uint8_t)order[i][0];
+    child[i] = -1;
+    memcpy(names + at, name, nl + 1);
+    at += nl + 1;
+    if (kinds[i] != 2 || inner || strcasecmp(name, ".git") == 0) continue;
+    char *rel = malloc(d->rel_len + nl + 2);
+    if (!rel) {
+      for (size_t k = 0; k < nsubs; k++) free(subs[k]);
+      free(order), free(names), free(kinds), free(child), free(subs), free(sub_at), free(block);
+      return -1;
+    }
+    if (d->rel_len) {
+      memcpy(rel, d->rel, d->rel_len);
+      rel[d->rel_len] = '/';
+      memcpy(rel + d->rel_len + 1, name, nl + 1);
+    } else
+      memcpy(rel, name, nl + 1);
+    if (rd_skipped(w, rel)) {
+      free(rel);
+      continue;
+    }
+    subs[nsubs] = rel;
+    sub_at[nsubs++] = i;
+  }
+  free(order);
+  free(block);
+  int oom = 0;
+  pthread_mutex_lock(&w->lock);
+  for (size_t k = 0; k < nsubs; k++) {
+    int32_t idx = oom ? -1 : rd_queue(w, subs[k], strlen(subs[k]));
+    if (idx < 0) {
+      oom = 1;
+      free(subs[k]);
+      continue;
+    }
+    child[sub_at[k]] = idx;
+  }
+  d->names = names;
+  d->kinds = kinds;
+  d->child = child;
+  d->count = (uint32_t)n;
+  pthread_mutex_unlock(&w->lock);
+  free(subs);
+  free(sub_at);
+  return oom ? -1 : 0;
+}
+
+static void *rd_run(void *arg) {
+  struct rd_walk *w = arg;
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (w->next == w->ndirs && w->busy > 0 && !w->oom) pthread_cond_wait(&w->wake, &w->lock);
+    if (w->oom || w->next == w->ndirs) break; /* nothing queued and nobody reading: done */
+    struct rd_dir *d = w->dirs[w->next++];
+    w->busy++;
+    pthread_mutex_unlock(&w->lock);
+    int r = rd_one(w, d);
+    pthread_mutex_lock(&w->lock);
+    if (r < 0) w->oom = 1;
+    w->busy--;
+    pthread_cond_broadcast(&w->wake);
+  }
+  pthread_cond_broadcast(&w->wake);
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+static void rd_free(struct rd_walk *w) {
+  for (size_t i = 0; i < w->ndirs; i++) {
+    struct rd_dir *d = w->dirs[i];
+    free(d->rel), free(d->names), free(d->kinds), free(d->child), free(d);
+  }
+  free(w->dirs);
+  free(w->skip);
+}
+
+static napi_value read_dirs(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint8_t *skip_b;
+  size_t skip_len;
+  if (!args_of(env, info, 2, argv, "readDirs(root, skip)")) return NULL;
+  if (!buffer_arg(env, argv[1], &skip_b, &skip_len) || !nul_ended(env, skip_b, skip_len)) return NULL;
+  char *root = string_arg(env, argv[0]);
+  if (!root) return NULL;
+  struct rd_walk w = {0};
+  w.root = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  free(root);
+  if (w.root < 0) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: readDirs could not open its root directory");
+    return NULL;
+  }
+  /* The skip list points into the caller's Buffer, which outlives this call. */
+  char **skip = string_list(skip_b, skip_len);
+  char *top = calloc(1, 1);
+  int ok = skip != NULL && top != NULL;
+  if (ok) {
+    for (w.nskip = 0; skip[w.nskip]; w.nskip++) {
+    }
+    qsort(skip, w.nskip, sizeof *skip, rd_cmp_str);
+    w.skip = skip;
+    ok = rd_queue(&w, top, 0) == 0;
+  }
+  if (!ok) {
+    if (!w.ndirs) free(top);
+    if (!w.skip) free(skip);
+    rd_free(&w);
+    close(w.root);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&w.lock, NULL);
+  pthread_cond_init(&w.wake, NULL);
+  pthread_t helper;
+  int two = pthread_create(&helper, NULL, rd_run, &w) == 0;
+  rd_run(&w);
+  if (two) pthread_join(helper, NULL);
+  pthread_mutex_destroy(&w.lock);
+  pthread_cond_destroy(&w.wake);
+  close(w.root);
+  napi_value out = NULL;
+  size_t nentries = 0, names_bytes = 0;
+  for (size_t i = 0; i < w.ndirs; i++) nentries += w.dirs[i]->count, names_bytes += w.dirs[i]->names_len;
+  size_t kinds_padded = (nentries + 3) & ~(size_t)3;
+  size_t total = 16 + 12 * w.ndirs + 4 * nentries + kinds_padded + names_bytes;
+  void *data = NULL;
+  if (w.oom || nentries > INT32_MAX || names_bytes > INT32_MAX) {
+    rd_free(&w);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: readDirs ran out of memory");
+    return NULL;
+  }
+  if (napi_create_buffer(env, total, &data, &out) != NAPI_OK) {
+    rd_free(&w);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  uint8_t *o = data;
+  int32_t head[4] = {(int32_t)w.ndirs, (int32_t)nentries, (int32_t)names_bytes, 0};
+  memcpy(o, head, 16);
+  uint8_t *dirs_at = o + 16, *child_at = dirs_at + 12 * w.ndirs, *kinds_at = child_at + 4 * nentries;
+  uint8_t *names_at = kinds_at + kinds_padded;
+  memset(kinds_at + nentries, 0, kinds_padded - nentries);
+  size_t first = 0;
+  for (size_t i = 0; i < w.ndirs; i++) {
+    struct rd_dir *d = w.dirs[i];
+    int32_t rec[3] = {(int32_t)first, (int32_t)d->count, d->err};
+    memcpy(dirs_at + 12 * i, rec, 12);
+    if (d->count) {
+      memcpy(child_at + 4 * first, d->child, 4 * (size_t)d->count);
+      memcpy(kinds_at + first, d->kinds, d->count);
+    }
+    memcpy(names_at, d->names, d->names_len);
+    names_at += d->names_len;
+    first += d->count;
+  }
+  rd_free(&w);
+  return out;
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -883,7 +1363,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "inflateInto", inflate_into) || !export_fn(env, exports, "mountOverlay", mount_overlay) ||
       !export_fn(env, exports, "lstatMany", lstat_many) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
       !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many) ||
-      !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into))
+      !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into) ||
+      !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match))
     return NULL;
   return exports;
 }

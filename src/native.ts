@@ -42,6 +42,15 @@ export interface XetNative {
     dst: Buffer,
     at: number,
   ): number;
+  /** The listings of root and every directory below it but the `skip` paths (NUL-ended, relative),
+   * any named .git in any case and the subdirectories of one holding a .git, read on two threads
+   * (layout: readListings in src/snapshot/walk.ts). */
+  readDirs(root: string, skip: Buffer): Buffer;
+  /** Where the entries of the git index `index` (the whole file) end, each entry's stat data offset
+   * written into `offsets` (int32 each) and, for each of `names` (NUL-ended, sorted by bytes), its
+   * stage-0 entry's into `match` (int32, -1 for none); -1 when the index is damaged
+   * (src/snapshot/stat-cache.ts). */
+  indexMatch(index: Buffer, hashLen: number, names: Buffer, match: Buffer, offsets: Buffer): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

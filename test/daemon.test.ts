@@ -476,14 +476,15 @@ test('a stat cache kept in memory is read again when its file changed, even in p
     fs.writeFileSync(file, a);
     keepStatCachesInMemory();
     const first = loadStatCache(file, 'sha1');
-    assert.deepEqual([...(first?.byPath.keys() ?? [])], ['a']);
+    const has = (c: typeof first, p: string) => (c?.lookup([p], () => Buffer.from(`${p}\0`))[0] ?? -1) >= 0;
+    assert.ok(has(first, 'a') && !has(first, 'b'));
     assert.equal(loadStatCache(file, 'sha1'), first, 'the same file: the cache in memory');
     const { mtime, atime } = fs.statSync(file);
     fs.writeFileSync(file, b); // the same inode and size
     fs.utimesSync(file, atime, mtime);
     const second = loadStatCache(file, 'sha1');
     assert.notEqual(second, first);
-    assert.deepEqual([...(second?.byPath.keys() ?? [])], ['b']);
+    assert.ok(has(second, 'b') && !has(second, 'a'));
   } finally {
     fs.rmSync(d, { recursive: true, force: true });
   }

@@ -164,21 +164,22 @@ export function gitSync(args: string[], cwd?: string): { code: number; stdout: s
 
 let cachedVersion: [number, number, number] | null = null;
 
+function parseVersion(stdout: string): [number, number, number] {
+  const m = /git version (\d+)\.(\d+)\.(\d+)/.exec(stdout);
+  if (!m) throw new XetError('GIT_FAILED', 'cannot determine the git version', { output: stdout });
+  return [Number(m[1]), Number(m[2]), Number(m[3])];
+}
+
 /** The git binary's version as [major, minor, patch] (asked once per process). */
 export function gitVersion(): [number, number, number] {
-  if (cachedVersion) return cachedVersion;
-  const r = gitSync(['--version']);
-  const m = /git version (\d+)\.(\d+)\.(\d+)/.exec(r.stdout);
-  if (!m) throw new XetError('GIT_FAILED', 'cannot determine the git version', { output: r.stdout });
-  cachedVersion = [Number(m[1]), Number(m[2]), Number(m[3])];
+  cachedVersion ??= parseVersion(gitSync(['--version']).stdout);
   return cachedVersion;
 }
 
 /** Oldest git with everything git xet relies on (bulk-checkin streaming in update-index, ls-files --debug flags). */
 export const MIN_GIT: [number, number] = [2, 38];
 
-export function requireGitVersion(): void {
-  const [maj, min, patch] = gitVersion();
+function refuseOldGit([maj, min, patch]: [number, number, number]): void {
   if (maj < MIN_GIT[0] || (maj === MIN_GIT[0] && min < MIN_GIT[1])) {
     throw new XetError(
       'GIT_TOO_OLD',
@@ -189,6 +190,16 @@ export function requireGitVersion(): void {
       },
     );
   }
+}
+
+/** Refuses a git older than MIN_GIT. Asked without blocking: the first command of a process asks git while it starts its
+ * other first git (spawnSync forks the whole node process and waits; this one is posix_spawn). */
+export async function requireGitVersion(): Promise<void> {
+  if (!cachedVersion) {
+    const r = await git(['--version']);
+    cachedVersion ??= parseVersion(r.stdout.toString('utf8'));
+  }
+  refuseOldGit(cachedVersion);
 }
 
 /** Quote a path for use in a literal pathspec list fed through --pathspec-from-file with NULs. */

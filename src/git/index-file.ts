@@ -120,8 +120,10 @@ export interface ParsedIndex {
   entriesEnd: number;
 }
 
-export function parseIndex(indexFile: string, format: 'sha1' | 'sha256'): ParsedIndex {
-  const buf = fs.readFileSync(indexFile);
+export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'): ParsedIndex {
+  // A Buffer is an index already read (its name in messages: "the index").
+  const buf = typeof indexFile === 'string' ? fs.readFileSync(indexFile) : indexFile;
+  if (typeof indexFile !== 'string') indexFile = 'the index';
   const hashLen = format === 'sha256' ? 32 : 20;
   if (buf.length < 12 + hashLen || buf.toString('latin1', 0, 4) !== 'DIRC') {
     throw new XetError('GIT_FAILED', `${indexFile} is not a git index`);

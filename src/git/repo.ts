@@ -28,7 +28,9 @@ export function repoOpts(repo: Repo): { cwd: string; env: Record<string, string>
  * target directory must never resolve to the caller's repository).
  */
 export async function findRepo(cwd: string, caller = false): Promise<Repo> {
-  requireGitVersion();
+  // Both gits at once; a git too old is refused before what its rev-parse said is looked at.
+  const version = requireGitVersion();
+  version.catch(() => undefined);
   let out: string;
   try {
     const r = await git(
@@ -43,8 +45,10 @@ export async function findRepo(cwd: string, caller = false): Promise<Repo> {
       ],
       { cwd, env: caller ? callerRepoEnv() : {} },
     );
+    await version;
     out = r.stdout.toString('utf8');
   } catch (e) {
+    await version;
     if (e instanceof XetError && /not a git repository/i.test(String(e.details.stderr))) {
       throw new XetError('NOT_A_REPOSITORY', `not a git repository: ${cwd}`, { cwd });
     }

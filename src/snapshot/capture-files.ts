@@ -160,10 +160,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   function classify(): void {
     const c = cache as StatCache;
     const recordChunked = c.record?.chunks?.files ?? null;
-    const { buf, entries } = c.parsed;
+    const buf = c.buf;
     const prefix = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
     // Every path's lstat in one batch (src/git/lstat-many.ts): exact times, no Stats objects.
     const rows = lstatMany(spec.worktree, paths, true, namesOf());
+    const entryAt = c.lookup(paths, namesOf);
     for (let i = 0; i < n; i++) {
       const p = paths[i];
       const r = i * STAT_ROW;
@@ -195,9 +196,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         slot[i] = Slot.Large;
         continue;
       }
-      const k = c.byPath.get(p);
-      if (k !== undefined) {
-        const o = entries[k].offset;
+      const o = entryAt[i];
+      if (o >= 0) {
         if (
           sameAsEntry(buf, o, rows, r, mode) &&
           buf.readUInt32BE(o + STAT.mtime) < c.racyFrom &&
@@ -243,14 +243,14 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       ? [spec.previousTree, ...(await lsTree(spec.previousTree, { ...spec.gitOptions, trees: true })).map((e) => e.oid)]
       : [];
   const known = SharedOidSet.create(
-    n + (cache?.parsed.entries.length ?? 0) + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096,
+    n + (cache?.offsets.length ?? 0) + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096,
     hashLen,
   );
   for (const o of spec.knownObjects ?? []) known.addHex(o);
   for (const o of baseOids) known.addHex(o);
   if (backed && cache) {
-    const { buf, entries } = cache.parsed;
-    for (const e of entries) known.add(buf, e.offset + STAT_BYTES);
+    const { buf, offsets } = cache;
+    for (let k = 0; k < offsets.length; k++) known.add(buf, offsets[k] + STAT_BYTES);
   } else if (reused.length) {
     // Entries of a cache no held tree vouches for (its snapshot dropped and collected, say): their
     // objects may be gone. The ones the repository lacks are read again.
@@ -704,7 +704,13 @@ function lstatBig(abs: string): fs.BigIntStats | null {
 
 /** The files tree a stat cache's entries make (what git's write-tree of it would give). */
 function cacheRoot(cache: StatCache, format: 'sha1' | 'sha256'): string | null {
-  const { buf, entries, hashLen } = cache.parsed;
+  let parsed: ReturnType<StatCache['parsed']>;
+  try {
+    parsed = cache.parsed();
+  } catch {
+    return null; // entries the native parse took and node's refuses: no tree to vouch for them
+  }
+  const { buf, entries, hashLen } = parsed;
   const paths: string[] = [];
   const modes: number[] = [];
   const oids = Buffer.allocUnsafe(entries.length * hashLen);

@@ -12,6 +12,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import { parseIndex, type ParsedIndex } from '../git/index-file';
 import { readExtensions, writeIndexFile } from '../git/index-writer';
+import { native } from '../native';
 import type { ChunkRecord } from './chunked-scan';
 
 export const STAT_CACHE_RECORD_SUFFIX = '.xet.json';
@@ -34,9 +35,17 @@ export interface StatCacheRecord {
 }
 
 export interface StatCache {
-  parsed: ParsedIndex;
-  /** Position of each stage-0 entry, by path. */
-  byPath: Map<string, number>;
+  /** The index file, whole. */
+  buf: Buffer;
+  hashLen: number;
+  /** Where each entry's stat data starts in `buf` (every stage, in the index's order). */
+  offsets: Int32Array;
+  /** For each of `paths` (sorted by bytes; `names()` is joinNames of them), where its stage-0
+   * entry's stat data starts in `buf`, or -1. */
+  lookup(paths: readonly string[], names: () => Buffer): Int32Array;
+  /** The entries as objects with their paths (parsed on first use: only a cache no tree vouches
+   * for needs them). */
+  parsed(): ParsedIndex;
   /** Entries modified at or after this second (full seconds since the epoch) are racy. */
   racyFrom: number;
   record: StatCacheRecord | null;
@@ -86,15 +95,16 @@ export function loadStatCache(file: string, format: 'sha1' | 'sha256'): StatCach
 }
 
 function readStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | null {
-  let parsed: ParsedIndex;
+  let buf: Buffer;
   let mtimeSec: number;
+  const hashLen = format === 'sha256' ? 32 : 20;
   try {
-    parsed = parseIndex(file, format);
+    buf = fs.readFileSync(file);
     mtimeSec = Math.floor(fs.statSync(file).mtimeMs / 1000);
   } catch {
     return null;
   }
-  const { buf, hashLen } = parsed;
+  if (buf.length < 12 + hashLen) return null;
   const trailer = buf.subarray(buf.length - hashLen);
   // A checksum of zeros is git's index.skipHash; anything else must match, or the file is damaged.
   if (trailer.some((b) => b !== 0)) {
@@ -104,10 +114,10 @@ function readStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | nul
       .digest();
     if (!sum.equals(trailer)) return null;
   }
-  const byPath = new Map<string, number>();
-  const entries = parsed.entries;
-  for (let i = 0; i < entries.length; i++) if (entries[i].stage === 0) byPath.set(entries[i].path, i);
-  const ext = readExtensions(buf, hashLen, parsed.entriesEnd);
+  const columns = indexColumns(buf, format);
+  if (!columns) return null;
+  const { offsets, entriesEnd, lookup, parsed } = columns;
+  const ext = readExtensions(buf, hashLen, entriesEnd);
   let record: StatCacheRecord | null = null;
   try {
     const r = JSON.parse(fs.readFileSync(`${file}${STAT_CACHE_RECORD_SUFFIX}`, 'utf8')) as StatCacheRecord;
@@ -124,7 +134,62 @@ function readStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | nul
   }
   const trees = record ? cacheTreeIds(ext.get('TREE'), hashLen) : new Set<string>();
   // Without our record, git's own rule: an entry not older than the index file is racy.
-  return { parsed, byPath, racyFrom: record ? record.since : mtimeSec, record, trees };
+  return { buf, hashLen, offsets, lookup, parsed, racyFrom: record ? record.since : mtimeSec, record, trees };
+}
+
+/** Smallest entry: stat data (40), an id, flags (2), a name of one byte and its NUL. */
+const MIN_ENTRY = 40 + 20 + 2 + 2;
+
+/** An index's entry offsets and a lookup of paths in it: the native module's merge of the two sorted
+ * lists where it loaded (unless `how` is 'js': the tests hold the two to one answer), else the
+ * entries parsed as objects and a Map by path. Null when the index is damaged (either way). */
+export function indexColumns(
+  buf: Buffer,
+  format: 'sha1' | 'sha256',
+  how: 'auto' | 'js' = 'auto',
+): (Pick<StatCache, 'offsets' | 'lookup' | 'parsed'> & { entriesEnd: number }) | null {
+  const hashLen = format === 'sha256' ? 32 : 20;
+  let parsedIndex: ParsedIndex | undefined;
+  const parsed = (): ParsedIndex => (parsedIndex ??= parseIndex(buf, format));
+  if (native && how === 'auto') {
+    const n = native;
+    if (buf.toString('latin1', 0, 4) !== 'DIRC') return null;
+    const count = buf.readUInt32BE(8);
+    if (count > buf.length / MIN_ENTRY) return null;
+    const offsets = new Int32Array(count);
+    const none = new Int32Array(0);
+    const view = (a: Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+    const entriesEnd = n.indexMatch(buf, hashLen, Buffer.alloc(0), view(none), view(offsets));
+    if (entriesEnd < 0) return null;
+    const lookup = (paths: readonly string[], names: () => Buffer): Int32Array => {
+      const match = new Int32Array(paths.length);
+      if (!paths.length) return match;
+      const scratch = new Int32Array(count);
+      // The same index parsed again (a few ms): the offsets above stay the cache's, untouched.
+      if (n.indexMatch(buf, hashLen, names(), view(match), view(scratch)) !== entriesEnd)
+        throw new Error('indexMatch: the stat cache changed in memory');
+      return match;
+    };
+    return { offsets, entriesEnd, lookup, parsed };
+  }
+  let p: ParsedIndex;
+  try {
+    p = parsed();
+  } catch {
+    return null;
+  }
+  const offsets = Int32Array.from(p.entries, (e) => e.offset);
+  let byPath: Map<string, number> | undefined;
+  const lookup = (paths: readonly string[]): Int32Array => {
+    if (!byPath) {
+      byPath = new Map();
+      for (const e of p.entries) if (e.stage === 0) byPath.set(e.path, e.offset);
+    }
+    const match = new Int32Array(paths.length);
+    for (let i = 0; i < paths.length; i++) match[i] = byPath.get(paths[i]) ?? -1;
+    return match;
+  };
+  return { offsets, entriesEnd: p.entriesEnd, lookup, parsed };
 }
 
 /** Every valid tree id in a cache-tree extension (an invalid node, entry count -1, has none). */

@@ -1,11 +1,14 @@
 // Walking a working tree: what is on disk, classified the way a snapshot needs it (tracked,
 // untracked, ignored), filtered by the capture policy, with everything that cannot be captured
 // named and never dropped silently. It reads directories only (dirent types), no per-file stat:
-// hashing and stat caching are git's job (update-index against the workspace cache index).
+// hashing and stat caching come after (capture-files.ts). Where the native module loaded, every
+// directory the walk will read is read ahead in one call on two threads (readDirs); the walk's
+// decisions are the same either way.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
+import { native } from '../native';
 import type { CapturePolicy } from './policy';
 import { refuseTooLong } from './paths';
 
@@ -37,6 +40,9 @@ export interface WalkInput {
   /** The repository's git dirs (absolute). One inside the worktree under another name than `.git`
    * (`GIT_DIR=~/.cfg GIT_WORK_TREE=~`) is git's, not the tree's: left out like `.git`. */
   gitDirs?: string[];
+  /** 'js' reads each directory with node's readdirSync even where the native module loaded (the
+   * tests hold the two to the same result). */
+  listing?: 'auto' | 'js';
 }
 
 export interface WalkResult {
@@ -57,15 +63,52 @@ export interface WalkResult {
 
 type Kind = 'file' | 'symlink' | 'dir' | SkipReasonName | 'unknown';
 
-function kindOf(d: fs.Dirent): Kind {
-  if (d.isFile()) return 'file';
-  if (d.isDirectory()) return 'dir';
-  if (d.isSymbolicLink()) return 'symlink';
-  if (d.isFIFO()) return 'fifo';
-  if (d.isSocket()) return 'socket';
-  if (d.isBlockDevice()) return 'block-device';
-  if (d.isCharacterDevice()) return 'char-device';
-  return 'unknown';
+/** A directory entry's kind as a number: readDirs' codes (native/xet-native.c). */
+const KINDS: readonly Kind[] = ['unknown', 'file', 'dir', 'symlink', 'fifo', 'socket', 'block-device', 'char-device'];
+
+function kindCode(d: fs.Dirent): number {
+  if (d.isFile()) return 1;
+  if (d.isDirectory()) return 2;
+  if (d.isSymbolicLink()) return 3;
+  if (d.isFIFO()) return 4;
+  if (d.isSocket()) return 5;
+  if (d.isBlockDevice()) return 6;
+  if (d.isCharacterDevice()) return 7;
+  return 0;
+}
+
+/** Directory listings: entries [first, first + count) of `names` and `kinds` for directory k, and
+ * for each entry the listing of the directory it names (-1 when not read ahead). */
+export interface Listings {
+  dirs: Int32Array;
+  names: string[];
+  kinds: Uint8Array;
+  child: Int32Array;
+}
+
+/** Every directory under root read ahead by the native module, except the `skip` paths (and what
+ * readDirs leaves out itself), or null without the module. Listing 0 is root's. */
+export function readListings(root: string, skip: readonly string[]): Listings | null {
+  if (!native) return null;
+  const raw = native.readDirs(root, Buffer.from(skip.map((p) => `${p}\0`).join(''), 'utf8'));
+  // Int32 views need 4-byte alignment; a fresh Buffer from the module starts at offset 0.
+  const buf = raw.byteOffset % 4 === 0 ? raw : Buffer.from(raw);
+  const head = new Int32Array(buf.buffer, buf.byteOffset, 4);
+  const [ndirs, nentries, namesBytes] = head;
+  const dirsAt = buf.byteOffset + 16;
+  const childAt = dirsAt + 12 * ndirs;
+  const kindsAt = childAt + 4 * nentries;
+  const namesAt = kindsAt + ((nentries + 3) & ~3);
+  if (namesAt - buf.byteOffset + namesBytes !== buf.length) throw new Error('readDirs: a listing of the wrong size');
+  // One decode and one split for every name: the walk needs them as strings anyway.
+  const names = nentries ? buf.toString('utf8', namesAt - buf.byteOffset, buf.length - 1).split('\0') : [];
+  if (names.length !== nentries) throw new Error(`readDirs: ${names.length} names for ${nentries} entries`);
+  return {
+    dirs: new Int32Array(buf.buffer, dirsAt, 3 * ndirs),
+    names,
+    kinds: new Uint8Array(buf.buffer, kindsAt, nentries),
+    child: new Int32Array(buf.buffer, childAt, nentries),
+  };
 }
 
 function kindOfStat(st: fs.Stats): Kind {
@@ -120,11 +163,40 @@ export function walkWorktree(input: WalkInput): WalkResult {
       .map((r) => r.split(path.sep).join('/')),
   );
 
-  // Returns whether anything under `rel` was captured (a file, a link or an empty dir).
-  const walkDir = (abs: string, rel: string, dirIgnored: boolean): boolean => {
-    let entries: fs.Dirent[];
+  // Directories the walk will not enter whatever it finds: git's own directories inside the tree,
+  // and ignored ones that cannot be included and hold nothing tracked. Not read ahead.
+  const pruned = [...gitDirsInside];
+  if (!canIncludeIgnored)
+    for (const i of ignored)
+      if (i.endsWith('/') && !hasTrackedUnder(tracked, i.slice(0, -1))) pruned.push(i.slice(0, -1));
+  const ahead = input.listing === 'js' ? null : readListings(root, pruned);
+
+  // One directory's entries: names[from, to) with their kinds, and where each one's own listing is.
+  let names: string[] = [];
+  let kinds: Uint8Array = new Uint8Array(0);
+  let child: Int32Array | null = null;
+  const list = (
+    abs: string,
+    at: number,
+  ): { names: string[]; kinds: Uint8Array; child: Int32Array | null; from: number; to: number } => {
+    if (ahead && at >= 0 && ahead.dirs[3 * at + 2] === 0) {
+      const from = ahead.dirs[3 * at];
+      return { names: ahead.names, kinds: ahead.kinds, child: ahead.child, from, to: from + ahead.dirs[3 * at + 1] };
+    }
+    // Not read ahead, or its read failed: node reads it (and reports an error in its own words).
+    const entries = fs.readdirSync(abs, { withFileTypes: true });
+    const k = new Uint8Array(entries.length);
+    for (let i = 0; i < entries.length; i++) k[i] = kindCode(entries[i]);
+    return { names: entries.map((d) => d.name), kinds: k, child: null, from: 0, to: entries.length };
+  };
+
+  // Returns whether anything under `rel` was captured (a file, a link or an empty dir). `at` is its
+  // listing read ahead, or -1.
+  const walkDir = (abs: string, rel: string, dirIgnored: boolean, at: number): boolean => {
+    let from: number;
+    let to: number;
     try {
-      entries = fs.readdirSync(abs, { withFileTypes: true });
+      ({ names, kinds, child, from, to } = list(abs, at));
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
@@ -133,8 +205,18 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       throw e;
     }
+    // The callee below reassigns the shared slots; this directory keeps its own.
+    const dNames = names;
+    const dKinds = kinds;
+    const dChild = child;
     let innerGit = false;
-    if (rel !== '' && entries.some((d) => d.name === '.git')) {
+    let hasGit = false;
+    let replaced = false;
+    for (let i = from; i < to; i++) {
+      if (dNames[i] === '.git') hasGit = true;
+      if (dNames[i].includes('\uFFFD')) replaced = true;
+    }
+    if (rel !== '' && hasGit) {
       // Another repository inside this one: its files belong to it, not to this snapshot. But when
       // this index tracks paths below it, git treats it as an ordinary directory (only the inner
       // .git is not ours), and so do we: a stray .git must never hide tracked files.
@@ -160,15 +242,15 @@ export function walkWorktree(input: WalkInput): WalkResult {
       res.skipped.push({ path: `${rel}/.git`, reason: 'nested-repository' });
       innerGit = true;
     }
-    if (entries.some((d) => d.name.includes('\uFFFD'))) assertUtf8Names(abs, rel);
+    if (replaced) assertUtf8Names(abs, rel);
     let captured = false;
     let sawAny = false;
-    for (const d of entries) {
-      const name = d.name;
+    for (let i = from; i < to; i++) {
+      const name = dNames[i];
       if (name === '.git' && (rel === '' || innerGit)) continue;
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const childAbs = abs + path.sep + name;
-      let kind = kindOf(d);
+      let kind = KINDS[dKinds[i]];
       if (kind === 'unknown') {
         try {
           kind = kindOfStat(fs.lstatSync(childAbs));
@@ -190,7 +272,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
           continue;
         }
         refuseTooLong(root, childRel, 'capture');
-        if (walkDir(childAbs, childRel, ign)) captured = true;
+        if (walkDir(childAbs, childRel, ign, dChild ? dChild[i] : -1)) captured = true;
         continue;
       }
       if (kind !== 'file' && kind !== 'symlink') {
@@ -241,7 +323,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     return captured;
   };
 
-  walkDir(root, '', false);
+  walkDir(root, '', false, ahead ? 0 : -1);
   // Directory order is whatever the filesystem gives; what goes into the manifest is sorted.
   const byPath = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   res.emptyDirs.sort(byPath);

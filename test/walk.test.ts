@@ -1,0 +1,247 @@
+// The walk of a worktree (src/snapshot/walk.ts) with its directories read ahead by the native
+// module (readDirs, native/xet-native.c) against the same walk reading each one with node's
+// readdirSync: the same paths in the same order, the same counts, skips, repositories and refusals,
+// on trees shaped to meet every branch of the walk (names that sort differently by bytes and by
+// UTF-16, every kind of entry, nested repositories, ignored and pruned directories, git's own
+// directories, a directory too large for one getdents64, names that are not UTF-8).
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
+import { GitConfig } from '../src/git/config';
+import { native, nativeMissing } from '../src/native';
+import { resolvePolicy } from '../src/snapshot/policy';
+import { readListings, walkWorktree, type WalkInput } from '../src/snapshot/walk';
+import { createSandbox } from './support/sandbox';
+import { codeOf } from './support/errors';
+
+function skipWithoutNative(t: { diagnostic(m: string): void }): boolean {
+  if (native) return false;
+  t.diagnostic(`skipped: the native module is not loaded (${nativeMissing}); the walk reads with node alone`);
+  return true;
+}
+
+/** Both walks, held to one result. */
+function bothWalks(input: Omit<WalkInput, 'listing'>): ReturnType<typeof walkWorktree> {
+  const ahead = walkWorktree({ ...input, listing: 'auto' });
+  const plain = walkWorktree({ ...input, listing: 'js' });
+  assert.deepEqual(ahead, plain);
+  return ahead;
+}
+
+/** A deterministic generator (tests must fail the same way twice). */
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const ALPHABET = ['a', 'B', 'z', '-', '.', '_', ' ', '0', 'é', '日', '😀', '\uE000', 'ß', '~', '+'];
+
+function randomTree(root: string, seed: number): string[] {
+  const rnd = prng(seed);
+  const files: string[] = [];
+  const name = (): string => {
+    const len = 1 + Math.floor(rnd() * 6);
+    let s = '';
+    for (let i = 0; i < len; i++) s += ALPHABET[Math.floor(rnd() * ALPHABET.length)];
+    return s === '.' || s === '..' || s.toLowerCase() === '.git' ? `${s}x` : s;
+  };
+  const grow = (dir: string, depth: number): void => {
+    const n = 1 + Math.floor(rnd() * 8);
+    for (let i = 0; i < n; i++) {
+      const nm = name();
+      const abs = path.join(root, dir, nm);
+      if (fs.existsSync(abs)) continue;
+      const r = rnd();
+      if (r < 0.25 && depth < 5) {
+        fs.mkdirSync(abs);
+        grow(path.join(dir, nm), depth + 1);
+      } else if (r < 0.3) {
+        fs.symlinkSync(rnd() < 0.5 ? '.' : 'missing', abs);
+        files.push(path.join(dir, nm));
+      } else if (r < 0.33) {
+        fs.mkdirSync(abs); // empty
+      } else {
+        fs.writeFileSync(abs, `${dir}/${nm}`);
+        files.push(path.join(dir, nm));
+      }
+    }
+  };
+  grow('', 0);
+  return files;
+}
+
+test('readDirs lists what readdirSync lists, in its order, with its kinds', async (t) => {
+  if (skipWithoutNative(t)) return;
+  const sb = createSandbox('walk-list');
+  try {
+    const root = path.join(sb.root, 't');
+    fs.mkdirSync(root);
+    randomTree(root, 7);
+    // A directory larger than one 32 KiB getdents64 buffer.
+    fs.mkdirSync(path.join(root, 'many'));
+    for (let i = 0; i < 1500; i++) fs.writeFileSync(path.join(root, 'many', `file-with-a-long-name-${i}.txt`), '');
+    // Every kind an entry can have.
+    spawnSync('mkfifo', [path.join(root, 'fifo')]);
+    const server = net.createServer().listen(path.join(root, 'sock'));
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const l = readListings(root, []);
+      assert.ok(l);
+      let checked = 0;
+      const kindOf = (d: fs.Dirent): number =>
+        d.isFile() ? 1 : d.isDirectory() ? 2 : d.isSymbolicLink() ? 3 : d.isFIFO() ? 4 : d.isSocket() ? 5 : 0;
+      const visit = (at: number, rel: string): void => {
+        const want = fs.readdirSync(path.join(root, rel), { withFileTypes: true });
+        const from = l.dirs[3 * at];
+        assert.equal(l.dirs[3 * at + 2], 0, `${rel}: no error`);
+        assert.equal(l.dirs[3 * at + 1], want.length, `${rel}: entry count`);
+        for (let i = 0; i < want.length; i++) {
+          assert.equal(l.names[from + i], want[i].name, `${rel}: entry ${i}`);
+          assert.equal(l.kinds[from + i], kindOf(want[i]), `${rel}/${want[i].name}: kind`);
+          const c: number = l.child[from + i];
+          if (want[i].isDirectory()) {
+            assert.ok(c > 0, `${rel}/${want[i].name} was read ahead`);
+            visit(c, path.join(rel, want[i].name));
+          } else assert.equal(c, -1);
+        }
+        checked++;
+      };
+      visit(0, '');
+      assert.equal(checked, l.dirs.length / 3, 'every listing is reachable from the root');
+    } finally {
+      server.close();
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('readDirs leaves out what it is told to, .git in any case, and the inside of a nested repository', (t) => {
+  if (skipWithoutNative(t)) return;
+  const sb = createSandbox('walk-skip');
+  try {
+    const root = path.join(sb.root, 'w');
+    for (const d of ['.git/objects', 'build/out', 'keep/.GIT/x', 'nested/.git', 'nested/sub/deep', 'ok/x'])
+      fs.mkdirSync(path.join(root, d), { recursive: true });
+    const l = readListings(root, ['build', 'ok/x']);
+    assert.ok(l);
+    const childOf = (at: number, name: string): number => {
+      const from = l.dirs[3 * at];
+      for (let i = from; i < from + l.dirs[3 * at + 1]; i++) if (l.names[i] === name) return l.child[i];
+      throw new Error(`${name} not listed`);
+    };
+    assert.equal(childOf(0, '.git'), -1);
+    assert.equal(childOf(0, 'build'), -1);
+    const keep = childOf(0, 'keep');
+    assert.equal(childOf(keep, '.GIT'), -1);
+    const nested = childOf(0, 'nested');
+    assert.ok(nested > 0, 'a nested repository is listed');
+    assert.equal(childOf(nested, 'sub'), -1, 'but not its subdirectories');
+    const ok = childOf(0, 'ok');
+    assert.equal(childOf(ok, 'x'), -1);
+    // Not a directory, gone, or a NUL in a name: refused before anything is read.
+    assert.throws(() => native?.readDirs(path.join(root, 'nope'), Buffer.alloc(0)), /could not open its root/);
+    assert.throws(() => native?.readDirs(root, Buffer.from('build')), TypeError);
+    assert.throws(() => native?.readDirs(`${root}\0x`, Buffer.alloc(0)), TypeError);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('the walk read ahead is the walk node reads: random trees, policies and ignored sets', (t) => {
+  if (skipWithoutNative(t)) return;
+  const sb = createSandbox('walk-random');
+  try {
+    for (let seed = 1; seed <= 40; seed++) {
+      const root = path.join(sb.root, `t${seed}`);
+      fs.mkdirSync(root);
+      const files = randomTree(root, seed);
+      const rnd = prng(seed * 31);
+      const dirs = fs
+        .readdirSync(root, { recursive: true, withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => path.relative(root, path.join(d.parentPath ?? d.path, d.name)));
+      const tracked = new Set(files.filter(() => rnd() < 0.4));
+      const ignored = new Set<string>([
+        ...dirs.filter(() => rnd() < 0.2).map((d) => `${d}/`),
+        ...files.filter(() => rnd() < 0.1),
+      ]);
+      const cfg = new GitConfig(rnd() < 0.5 ? [] : [{ key: 'xet.capture.include', value: '*é*' }]);
+      const policy = resolvePolicy(cfg, { ignored: rnd() < 0.5 ? 'all' : 'none', exclude: rnd() < 0.5 ? ['*-*'] : [] });
+      const gitDirs = dirs.length && rnd() < 0.3 ? [path.join(root, dirs[0])] : [];
+      const w = bothWalks({ root, tracked, ignored, policy, gitDirs });
+      assert.ok(w.paths.length + w.emptyDirs.length + w.ignoredNotCaptured + w.excludedByPattern > 0, `seed ${seed}`);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('the walk read ahead: repositories, stray .git, refused names and a name that is not UTF-8', (t) => {
+  if (skipWithoutNative(t)) return;
+  const sb = createSandbox('walk-shapes');
+  try {
+    const root = path.join(sb.root, 'w');
+    const mk = (p: string, body = 'x') => {
+      fs.mkdirSync(path.dirname(path.join(root, p)), { recursive: true });
+      fs.writeFileSync(path.join(root, p), body);
+    };
+    fs.mkdirSync(path.join(root, '.git/objects'), { recursive: true });
+    mk('src/a.js');
+    mk('sub/.git', 'gitdir: ../.git/modules/sub'); // a submodule's gitfile
+    mk('sub/file');
+    mk('nested/.git/HEAD');
+    mk('nested/inner/x');
+    mk('tracked-repo/.git/HEAD'); // a stray .git where this index tracks files below
+    mk('tracked-repo/lib/t.js');
+    mk('tracked-repo/lib/deep/u.js');
+    mk('odd/.GIT/config');
+    mk('node_modules/pkg/index.js');
+    mk('node_modules/pkg/lib/deep.js');
+    mk('build/keep.txt');
+    mk('build/out/o.bin');
+    fs.mkdirSync(path.join(root, 'empty/also'), { recursive: true });
+    fs.mkdirSync(path.join(root, 'inside-git-dir/objects'), { recursive: true });
+    fs.symlinkSync('src', path.join(root, 'link-to-dir'));
+    fs.symlinkSync('x', path.join(root, '.gitmodules'));
+    const base = {
+      root,
+      tracked: new Set(['src/a.js', 'sub', 'tracked-repo/lib/t.js', 'build/keep.txt']),
+      ignored: new Set(['node_modules/', 'build/', 'build/out/']),
+      gitDirs: [path.join(root, '.git'), path.join(root, 'inside-git-dir')],
+    };
+    for (const ignoredPolicy of ['all', 'none'] as const) {
+      const w = bothWalks({ ...base, policy: resolvePolicy(new GitConfig([]), { ignored: ignoredPolicy }) });
+      assert.deepEqual(
+        w.repositories.map((r) => `${r.kind}:${r.path}`),
+        ['nested:nested', 'submodule:sub'],
+      );
+      assert.ok(w.paths.includes('tracked-repo/lib/deep/u.js'), 'files under a stray .git are captured');
+      assert.ok(w.skipped.some((s) => s.path === 'odd/.GIT' && s.reason === 'git-refuses-path'));
+      assert.ok(w.skipped.some((s) => s.path === '.gitmodules' && s.reason === 'git-refuses-path'));
+      assert.ok(!w.paths.some((p) => p.startsWith('inside-git-dir')));
+      assert.equal(w.paths.includes('node_modules/pkg/lib/deep.js'), ignoredPolicy === 'all');
+      assert.ok(w.paths.includes('build/keep.txt'), 'a tracked file in an ignored directory');
+    }
+    // A name that is not UTF-8: both walks refuse it the same way.
+    const bad = Buffer.concat([Buffer.from(`${root}/src/`), Buffer.from([0x66, 0xff, 0x6f])]);
+    fs.writeFileSync(bad, 'x');
+    const policy = resolvePolicy(new GitConfig([]), {});
+    assert.equal(
+      codeOf(() => walkWorktree({ ...base, policy, listing: 'auto' })),
+      'PATH_ENCODING',
+    );
+    assert.equal(
+      codeOf(() => walkWorktree({ ...base, policy, listing: 'js' })),
+      'PATH_ENCODING',
+    );
+  } finally {
+    sb.cleanup();
+  }
+});
