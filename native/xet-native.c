@@ -1338,7 +1338,7 @@ static napi_value read_dirs(napi_env env, napi_callback_info info) {
       memcpy(child_at + 4 * first, d->child, 4 * (size_t)d->count);
       memcpy(kinds_at + first, d->kinds, d->count);
     }
-    memcpy(names_at, d->names, d->names_len);
+    if (d->names_len) memcpy(names_at, d->names, d->names_len);
     names_at += d->names_len;
     first += d->count;
   }

@@ -16,6 +16,7 @@ import { resolvePolicy } from '../src/snapshot/policy';
 import { readListings, walkWorktree, type WalkInput } from '../src/snapshot/walk';
 import { createSandbox } from './support/sandbox';
 import { codeOf } from './support/errors';
+import { withMountSandbox } from './support/mounts';
 
 function skipWithoutNative(t: { diagnostic(m: string): void }): boolean {
   if (native) return false;
@@ -245,3 +246,87 @@ test('the walk read ahead: repositories, stray .git, refused names and a name th
     sb.cleanup();
   }
 });
+
+const rootOnly = process.getuid?.() === 0 ? false : 'loop mounts need root (CI runs as root)';
+
+test(
+  'a file system without entry types (DT_UNKNOWN): kinds from lstat, an unsearchable directory is unreadable',
+  { skip: rootOnly },
+  async (t) => {
+    if (skipWithoutNative(t)) return;
+    if (spawnSync('mkfs.ext4', ['-V']).status !== 0) {
+      t.diagnostic('skipped: mkfs.ext4 is not installed (Debian package e2fsprogs)');
+      return;
+    }
+    await withMountSandbox(async (sb) => {
+      // The walk's root on the sandbox's file system, an ext4 without the filetype feature mounted
+      // inside it: its parent's entry says DT_DIR, so readDirs reads it ahead, and every entry in it
+      // comes back DT_UNKNOWN.
+      const root = sb.path('w');
+      const mnt = path.join(root, 'mnt');
+      fs.mkdirSync(mnt, { recursive: true });
+      fs.writeFileSync(path.join(root, 'top'), 'x');
+      const img = sb.path('untyped.img');
+      fs.closeSync(fs.openSync(img, 'w'));
+      fs.truncateSync(img, 16 * 1024 * 1024);
+      assert.equal(spawnSync('mkfs.ext4', ['-q', '-F', '-O', '^filetype', img]).status, 0);
+      assert.equal(spawnSync('mount', ['-o', 'loop', img, mnt]).status, 0);
+      fs.rmSync(path.join(mnt, 'lost+found'), { recursive: true, force: true });
+      fs.mkdirSync(path.join(mnt, 'dir/sub'), { recursive: true });
+      fs.writeFileSync(path.join(mnt, 'dir/sub/f'), 'f');
+      fs.writeFileSync(path.join(mnt, 'file'), 'f');
+      fs.symlinkSync('file', path.join(mnt, 'link'));
+      spawnSync('mkfifo', [path.join(mnt, 'fifo')]);
+      const l = readListings(root, []);
+      assert.ok(l);
+      const mntAt = l.child[l.names.indexOf('mnt', l.dirs[0])];
+      assert.ok(mntAt > 0, 'the mount point was read ahead');
+      const untyped = l.kinds.subarray(l.dirs[3 * mntAt], l.dirs[3 * mntAt] + l.dirs[3 * mntAt + 1]);
+      if (!untyped.every((k) => k === 0)) {
+        t.diagnostic('skipped: this kernel gives entry types on an ext4 without filetype');
+        return;
+      }
+      const policy = resolvePolicy(new GitConfig([]), {});
+      const w = bothWalks({ root, tracked: new Set(), ignored: new Set(), policy });
+      assert.deepEqual(w.paths.sort(), ['mnt/dir/sub/f', 'mnt/file', 'mnt/link', 'top']);
+      assert.deepEqual(w.skipped, [{ path: 'mnt/fifo', reason: 'fifo' }]);
+
+      // A user who may list the mount's root but not enter it (r--): its entries' lstat fails with
+      // EACCES, and the directory is unreadable, named, not an empty directory with its files gone.
+      fs.chmodSync(sb.root, 0o755);
+      fs.chmodSync(path.dirname(sb.root), fs.statSync(path.dirname(sb.root)).mode | 0o005);
+      fs.chmodSync(root, 0o755);
+      fs.chmodSync(mnt, 0o444);
+      const walkJs = path.join(__dirname, '..', 'src', 'snapshot', 'walk.js');
+      const policyJs = path.join(__dirname, '..', 'src', 'snapshot', 'policy.js');
+      const configJs = path.join(__dirname, '..', 'src', 'git', 'config.js');
+      const script = `
+      const { walkWorktree } = require(${JSON.stringify(walkJs)});
+      const { resolvePolicy } = require(${JSON.stringify(policyJs)});
+      const { GitConfig } = require(${JSON.stringify(configJs)});
+      const policy = resolvePolicy(new GitConfig([]), {});
+      const input = { root: ${JSON.stringify(root)}, tracked: new Set(), ignored: new Set(), policy };
+      const out = ['auto', 'js'].map((listing) => walkWorktree({ ...input, listing }));
+      process.stdout.write(JSON.stringify(out));`;
+      const r = spawnSync(
+        'setpriv',
+        ['--reuid=nobody', '--regid=nogroup', '--clear-groups', process.execPath, '-e', script],
+        {
+          encoding: 'utf8',
+          cwd: '/',
+        },
+      );
+      if (r.status !== 0 && /EACCES|Cannot find module/.test(r.stderr)) {
+        t.diagnostic(
+          `skipped the unprivileged half: user nobody cannot load the build here (${r.stderr.split('\n')[0]})`,
+        );
+        return;
+      }
+      assert.equal(r.status, 0, r.stderr);
+      const [ahead, plain] = JSON.parse(r.stdout);
+      assert.deepEqual(ahead, plain);
+      assert.deepEqual(ahead.skipped, [{ path: 'mnt', reason: 'unreadable' }]);
+      assert.deepEqual(ahead.emptyDirs, []);
+    });
+  },
+);

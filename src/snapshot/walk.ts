@@ -64,7 +64,46 @@ export interface WalkResult {
 type Kind = 'file' | 'symlink' | 'dir' | SkipReasonName | 'unknown';
 
 /** A directory entry's kind as a number: readDirs' codes (native/xet-native.c). */
-const KINDS: readonly Kind[] = ['unknown', 'file', 'dir', 'symlink', 'fifo', 'socket', 'block-device', 'char-device'];
+const KINDS: readonly Kind[] = [
+  'unknown',
+  'file',
+  'dir',
+  'symlink',
+  'fifo',
+  'socket',
+  'block-device',
+  'char-device',
+  'unreadable',
+];
+/** An entry whose type the directory did not give and which was gone when it was lstat'ed. */
+const VANISHED = 255;
+
+function statCode(st: fs.Stats): number {
+  if (st.isFile()) return 1;
+  if (st.isDirectory()) return 2;
+  if (st.isSymbolicLink()) return 3;
+  if (st.isFIFO()) return 4;
+  if (st.isSocket()) return 5;
+  if (st.isBlockDevice()) return 6;
+  if (st.isCharacterDevice()) return 7;
+  return 8;
+}
+
+/** The entries of a directory whose file system gave no type (DT_UNKNOWN) get one from lstat, as
+ * node's readdirSync does for its own listings: one that is gone is VANISHED, and any other failure
+ * is thrown, the directory's as it was when readdirSync threw it (EACCES: unreadable). */
+function resolveUnknown(abs: string, names: string[], kinds: Uint8Array, from: number, to: number): void {
+  for (let i = from; i < to; i++) {
+    if (kinds[i] !== 0) continue;
+    try {
+      kinds[i] = statCode(fs.lstatSync(abs + path.sep + names[i]));
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw e;
+      kinds[i] = VANISHED;
+    }
+  }
+}
 
 function kindCode(d: fs.Dirent): number {
   if (d.isFile()) return 1;
@@ -111,17 +150,6 @@ export function readListings(root: string, skip: readonly string[]): Listings | 
   };
 }
 
-function kindOfStat(st: fs.Stats): Kind {
-  if (st.isFile()) return 'file';
-  if (st.isDirectory()) return 'dir';
-  if (st.isSymbolicLink()) return 'symlink';
-  if (st.isFIFO()) return 'fifo';
-  if (st.isSocket()) return 'socket';
-  if (st.isBlockDevice()) return 'block-device';
-  if (st.isCharacterDevice()) return 'char-device';
-  return 'unreadable';
-}
-
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** PATH_ENCODING if a name in `abs` is not valid UTF-8 (`rel` names the directory in messages,
@@ -163,12 +191,23 @@ export function walkWorktree(input: WalkInput): WalkResult {
       .map((r) => r.split(path.sep).join('/')),
   );
 
+  // Every directory that holds a tracked path, made on first use (ignored directories and nested
+  // repositories ask; a scan of every tracked path per directory was quadratic).
+  let trackedDirs: Set<string> | null = null;
+  const hasTrackedUnder = (dir: string): boolean => {
+    if (!trackedDirs) {
+      trackedDirs = new Set();
+      for (const p of tracked)
+        for (let at = p.indexOf('/'); at >= 0; at = p.indexOf('/', at + 1)) trackedDirs.add(p.slice(0, at));
+    }
+    return trackedDirs.has(dir);
+  };
+
   // Directories the walk will not enter whatever it finds: git's own directories inside the tree,
   // and ignored ones that cannot be included and hold nothing tracked. Not read ahead.
   const pruned = [...gitDirsInside];
   if (!canIncludeIgnored)
-    for (const i of ignored)
-      if (i.endsWith('/') && !hasTrackedUnder(tracked, i.slice(0, -1))) pruned.push(i.slice(0, -1));
+    for (const i of ignored) if (i.endsWith('/') && !hasTrackedUnder(i.slice(0, -1))) pruned.push(i.slice(0, -1));
   const ahead = input.listing === 'js' ? null : readListings(root, pruned);
 
   // One directory's entries: names[from, to) with their kinds, and where each one's own listing is.
@@ -197,6 +236,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     let to: number;
     try {
       ({ names, kinds, child, from, to } = list(abs, at));
+      resolveUnknown(abs, names, kinds, from, to);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
@@ -226,7 +266,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
         res.repositories.push({ path: rel, kind: 'submodule' });
         return true;
       }
-      if (!hasTrackedUnder(tracked, rel)) {
+      if (!hasTrackedUnder(rel)) {
         const included = policy.isIncluded(`${rel}/`);
         if (dirIgnored && policy.ignored === 'none' && !included) {
           res.ignoredNotCaptured++;
@@ -250,14 +290,8 @@ export function walkWorktree(input: WalkInput): WalkResult {
       if (name === '.git' && (rel === '' || innerGit)) continue;
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const childAbs = abs + path.sep + name;
-      let kind = KINDS[dKinds[i]];
-      if (kind === 'unknown') {
-        try {
-          kind = kindOfStat(fs.lstatSync(childAbs));
-        } catch {
-          continue; // vanished while we looked
-        }
-      }
+      if (dKinds[i] === VANISHED) continue;
+      const kind = KINDS[dKinds[i]];
       sawAny = true;
       if (gitRefusesName(name, kind === 'symlink')) {
         res.skipped.push({ path: childRel, reason: 'git-refuses-path' });
@@ -267,7 +301,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
       if (kind === 'dir') {
         if (gitDirsInside.has(childRel)) continue;
         const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
-        if (ign && !canIncludeIgnored && !hasTrackedUnder(tracked, childRel)) {
+        if (ign && !canIncludeIgnored && !hasTrackedUnder(childRel)) {
           res.ignoredNotCaptured++;
           continue;
         }
@@ -343,11 +377,4 @@ function readable(abs: string): boolean {
   } catch {
     return false;
   }
-}
-
-// Sorted-array lookups would be faster, but this runs once per ignored directory, not per file.
-function hasTrackedUnder(tracked: Set<string>, dir: string): boolean {
-  const prefix = `${dir}/`;
-  for (const p of tracked) if (p.startsWith(prefix)) return true;
-  return false;
 }
