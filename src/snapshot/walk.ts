@@ -78,15 +78,16 @@ const KINDS: readonly Kind[] = [
 /** An entry whose type the directory did not give and which was gone when it was lstat'ed. */
 const VANISHED = 255;
 
-function statCode(st: fs.Stats): number {
-  if (st.isFile()) return 1;
-  if (st.isDirectory()) return 2;
-  if (st.isSymbolicLink()) return 3;
-  if (st.isFIFO()) return 4;
-  if (st.isSocket()) return 5;
-  if (st.isBlockDevice()) return 6;
-  if (st.isCharacterDevice()) return 7;
-  return 8;
+/** An entry's kind as readDirs codes it (KINDS), from a Dirent or an lstat: 0 for none of these. */
+function kindCode(d: fs.Dirent | fs.Stats): number {
+  if (d.isFile()) return 1;
+  if (d.isDirectory()) return 2;
+  if (d.isSymbolicLink()) return 3;
+  if (d.isFIFO()) return 4;
+  if (d.isSocket()) return 5;
+  if (d.isBlockDevice()) return 6;
+  if (d.isCharacterDevice()) return 7;
+  return 0;
 }
 
 /** The entries of a directory whose file system gave no type (DT_UNKNOWN) get one from lstat, as
@@ -96,24 +97,14 @@ function resolveUnknown(abs: string, names: string[], kinds: Uint8Array, from: n
   for (let i = from; i < to; i++) {
     if (kinds[i] !== 0) continue;
     try {
-      kinds[i] = statCode(fs.lstatSync(abs + path.sep + names[i]));
+      // Something lstat names but the walk does not know is not ours to read.
+      kinds[i] = kindCode(fs.lstatSync(abs + path.sep + names[i])) || KINDS.indexOf('unreadable');
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw e;
       kinds[i] = VANISHED;
     }
   }
-}
-
-function kindCode(d: fs.Dirent): number {
-  if (d.isFile()) return 1;
-  if (d.isDirectory()) return 2;
-  if (d.isSymbolicLink()) return 3;
-  if (d.isFIFO()) return 4;
-  if (d.isSocket()) return 5;
-  if (d.isBlockDevice()) return 6;
-  if (d.isCharacterDevice()) return 7;
-  return 0;
 }
 
 /** Directory listings: entries [first, first + count) of `names` and `kinds` for directory k, and
