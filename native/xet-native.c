@@ -177,6 +177,13 @@ static int args_of(napi_env env, napi_callback_info info, size_t n, napi_value *
   return 1;
 }
 
+/* How many NUL-ended names a buffer holds. */
+static size_t count_names(const uint8_t *names, size_t len) {
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) n += names[i] == 0;
+  return n;
+}
+
 /* A Buffer of names each ending in a NUL (the last one too), or 0 with a TypeError. */
 static int nul_ended(napi_env env, const uint8_t *names, size_t len) {
   if (len > 0 && names[len - 1] != 0) {
@@ -389,8 +396,7 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
  * it), or NULL (out of memory, or a last string without its NUL). */
 static char **string_list(uint8_t *data, size_t len) {
   if (len > 0 && data[len - 1] != 0) return NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < len; i++) n += data[i] == 0;
+  size_t n = count_names(data, len);
   char **list = calloc(n + 1, sizeof *list);
   if (!list) return NULL;
   size_t k = 0, at = 0;
@@ -724,8 +730,7 @@ static napi_value trees_into(napi_env env, napi_callback_info info) {
     return NULL;
   }
   j.hash_len = (size_t)hash_len;
-  size_t n = 0;
-  for (size_t i = 0; i < names_len; i++) n += j.names[i] == 0;
+  size_t n = count_names(j.names, names_len);
   /* A mode per name exactly: the caller's modes follow its paths, so a names buffer that does not
    * hold every path (or holds more) is refused rather than built into a smaller tree. */
   if (modes_len != 4 * n || oids_len < n * j.hash_len) {
@@ -912,8 +917,7 @@ static napi_value index_match(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: match and offsets must be 4-byte aligned");
     return NULL;
   }
-  size_t nnames = 0;
-  for (size_t i = 0; i < names_len; i++) nnames += names[i] == 0;
+  size_t nnames = count_names(names, names_len);
   if (match_len != 4 * nnames) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: match must hold one int32 per name");
     return NULL;
@@ -1170,10 +1174,8 @@ static int rd_one(struct rd_walk *w, struct rd_dir *d) {
   int32_t *child = malloc((n ? n : 1) * sizeof *child);
   char **subs = malloc((n ? n : 1) * sizeof *subs);
   size_t *sub_at = malloc((n ? n : 1) * sizeof *sub_at);
-  if (!order || !names || !kinds || !child || !subs || !sub_at) {
-    free(order), free(names), free(kinds), free(child), free(subs), free(sub_at), free(block);
-    return -1;
-  }
+  size_t nsubs = 0;
+  if (!order || !names || !kinds || !child || !subs || !sub_at) goto failed;
   for (size_t i = 0, at = 0; i < n; i++) {
     order[i] = block + at;
     at += strlen(block + at + 1) + 2;
@@ -1184,8 +1186,7 @@ static int rd_one(struct rd_walk *w, struct rd_dir *d) {
   int inner = 0;
   if (d->rel_len)
     for (size_t i = 0; i < n; i++) inner |= strcmp(order[i] + 1, ".git") == 0;
-  size_t nsubs = 0, at = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, at = 0; i < n; i++) {
     const char *name = order[i] + 1;
     size_t nl = strlen(name);
     kinds[i] = (uint8_t)order[i][0];
@@ -1194,11 +1195,7 @@ static int rd_one(struct rd_walk *w, struct rd_dir *d) {
     at += nl + 1;
     if (kinds[i] != 2 || inner || strcasecmp(name, ".git") == 0) continue;
     char *rel = malloc(d->rel_len + nl + 2);
-    if (!rel) {
-      for (size_t k = 0; k < nsubs; k++) free(subs[k]);
-      free(order), free(names), free(kinds), free(child), free(subs), free(sub_at), free(block);
-      return -1;
-    }
+    if (!rel) goto failed;
     if (d->rel_len) {
       memcpy(rel, d->rel, d->rel_len);
       rel[d->rel_len] = '/';
@@ -1233,6 +1230,10 @@ static int rd_one(struct rd_walk *w, struct rd_dir *d) {
   free(subs);
   free(sub_at);
   return oom ? -1 : 0;
+failed: /* nothing published yet: everything read so far is this thread's to free */
+  for (size_t k = 0; k < nsubs; k++) free(subs[k]);
+  free(order), free(names), free(kinds), free(child), free(subs), free(sub_at), free(block);
+  return -1;
 }
 
 static void *rd_run(void *arg) {

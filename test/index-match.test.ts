@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { joinNames } from '../src/git/tree-builder';
 import { native, nativeMissing } from '../src/native';
 import { indexColumns } from '../src/snapshot/stat-cache';
-import { createSandbox } from './support/sandbox';
+import { withSandbox } from './support/sandbox';
 
 const NAMES = ['a', 'b', 'a-b', 'a.b', 'a_b', 'B', 'z', 'é', '日本', '😀', '\uE000', 'x y', 'ab', 'a0'];
 
@@ -66,13 +66,12 @@ function sameAnswers(buf: Buffer, format: 'sha1' | 'sha256', asked: string[], la
   assert.deepEqual([...fast.lookup(asked, names)], [...slow.lookup(asked, names)], `${label}: lookups`);
 }
 
-test('indexMatch finds what a Map by path finds, in every index version git writes', (t) => {
+test('indexMatch finds what a Map by path finds, in every index version git writes', async (t) => {
   if (!native) {
     t.diagnostic(`skipped: the native module is not loaded (${nativeMissing}); the lookup is the Map alone`);
     return;
   }
-  const sb = createSandbox('index-match');
-  try {
+  await withSandbox(async (sb) => {
     let seed = 5;
     const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
     for (let round = 0; round < 24; round++) {
@@ -107,9 +106,7 @@ test('indexMatch finds what a Map by path finds, in every index version git writ
         sameAnswers(flipped, format, asked, `round ${round} byte ${at} flipped`);
       }
     }
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 test('indexMatch refuses arguments that do not fit', (t) => {

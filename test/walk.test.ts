@@ -14,7 +14,7 @@ import { GitConfig } from '../src/git/config';
 import { native, nativeMissing } from '../src/native';
 import { resolvePolicy } from '../src/snapshot/policy';
 import { readListings, walkWorktree, type WalkInput } from '../src/snapshot/walk';
-import { createSandbox } from './support/sandbox';
+import { withSandbox } from './support/sandbox';
 import { codeOf } from './support/errors';
 import { withMountSandbox } from './support/mounts';
 
@@ -79,8 +79,7 @@ function randomTree(root: string, seed: number): string[] {
 
 test('readDirs lists what readdirSync lists, in its order, with its kinds', async (t) => {
   if (skipWithoutNative(t)) return;
-  const sb = createSandbox('walk-list');
-  try {
+  await withSandbox(async (sb) => {
     const root = path.join(sb.root, 't');
     fs.mkdirSync(root);
     randomTree(root, 7);
@@ -118,15 +117,12 @@ test('readDirs lists what readdirSync lists, in its order, with its kinds', asyn
     } finally {
       server.close();
     }
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
-test('readDirs leaves out what it is told to, .git in any case, and the inside of a nested repository', (t) => {
+test('readDirs leaves out what it is told to, .git in any case, and the inside of a nested repository', async (t) => {
   if (skipWithoutNative(t)) return;
-  const sb = createSandbox('walk-skip');
-  try {
+  await withSandbox(async (sb) => {
     const root = path.join(sb.root, 'w');
     for (const d of ['.git/objects', 'build/out', 'keep/.GIT/x', 'nested/.git', 'nested/sub/deep', 'ok/x'])
       fs.mkdirSync(path.join(root, d), { recursive: true });
@@ -150,15 +146,12 @@ test('readDirs leaves out what it is told to, .git in any case, and the inside o
     assert.throws(() => native?.readDirs(path.join(root, 'nope'), Buffer.alloc(0)), /could not open its root/);
     assert.throws(() => native?.readDirs(root, Buffer.from('build')), TypeError);
     assert.throws(() => native?.readDirs(`${root}\0x`, Buffer.alloc(0)), TypeError);
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
-test('the walk read ahead is the walk node reads: random trees, policies and ignored sets', (t) => {
+test('the walk read ahead is the walk node reads: random trees, policies and ignored sets', async (t) => {
   if (skipWithoutNative(t)) return;
-  const sb = createSandbox('walk-random');
-  try {
+  await withSandbox(async (sb) => {
     for (let seed = 1; seed <= 40; seed++) {
       const root = path.join(sb.root, `t${seed}`);
       fs.mkdirSync(root);
@@ -179,15 +172,12 @@ test('the walk read ahead is the walk node reads: random trees, policies and ign
       const w = bothWalks({ root, tracked, ignored, policy, gitDirs });
       assert.ok(w.paths.length + w.emptyDirs.length + w.ignoredNotCaptured + w.excludedByPattern > 0, `seed ${seed}`);
     }
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
-test('the walk read ahead: repositories, stray .git, refused names and a name that is not UTF-8', (t) => {
+test('the walk read ahead: repositories, stray .git, refused names and a name that is not UTF-8', async (t) => {
   if (skipWithoutNative(t)) return;
-  const sb = createSandbox('walk-shapes');
-  try {
+  await withSandbox(async (sb) => {
     const root = path.join(sb.root, 'w');
     const mk = (p: string, body = 'x') => {
       fs.mkdirSync(path.dirname(path.join(root, p)), { recursive: true });
@@ -242,9 +232,7 @@ test('the walk read ahead: repositories, stray .git, refused names and a name th
       codeOf(() => walkWorktree({ ...base, policy, listing: 'js' })),
       'PATH_ENCODING',
     );
-  } finally {
-    sb.cleanup();
-  }
+  });
 });
 
 const rootOnly = process.getuid?.() === 0 ? false : 'loop mounts need root (CI runs as root)';

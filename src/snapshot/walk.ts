@@ -11,6 +11,7 @@ import { XetError } from '../errors';
 import { native } from '../native';
 import type { CapturePolicy } from './policy';
 import { refuseTooLong } from './paths';
+import { joinNames } from '../git/tree-builder';
 
 export type SkipReasonName =
   'fifo' | 'socket' | 'block-device' | 'char-device' | 'nested-repository' | 'unreadable' | 'git-refuses-path';
@@ -77,6 +78,7 @@ const KINDS: readonly Kind[] = [
 ];
 /** An entry whose type the directory did not give and which was gone when it was lstat'ed. */
 const VANISHED = 255;
+const UNREADABLE = KINDS.indexOf('unreadable');
 
 /** An entry's kind as readDirs codes it (KINDS), from a Dirent or an lstat: 0 for none of these. */
 function kindCode(d: fs.Dirent | fs.Stats): number {
@@ -93,18 +95,28 @@ function kindCode(d: fs.Dirent | fs.Stats): number {
 /** The entries of a directory whose file system gave no type (DT_UNKNOWN) get one from lstat, as
  * node's readdirSync does for its own listings: one that is gone is VANISHED, and any other failure
  * is thrown, the directory's as it was when readdirSync threw it (EACCES: unreadable). */
-function resolveUnknown(abs: string, names: string[], kinds: Uint8Array, from: number, to: number): void {
+function resolveUnknown(abs: string, { names, kinds, from, to }: DirEntries): void {
   for (let i = from; i < to; i++) {
     if (kinds[i] !== 0) continue;
     try {
       // Something lstat names but the walk does not know is not ours to read.
-      kinds[i] = kindCode(fs.lstatSync(abs + path.sep + names[i])) || KINDS.indexOf('unreadable');
+      kinds[i] = kindCode(fs.lstatSync(abs + path.sep + names[i])) || UNREADABLE;
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw e;
       kinds[i] = VANISHED;
     }
   }
+}
+
+/** One directory's entries: names[from, to) with their kinds, and where each one's own listing is
+ * (null: none read ahead). */
+interface DirEntries {
+  names: string[];
+  kinds: Uint8Array;
+  child: Int32Array | null;
+  from: number;
+  to: number;
 }
 
 /** Directory listings: entries [first, first + count) of `names` and `kinds` for directory k, and
@@ -120,7 +132,7 @@ export interface Listings {
  * readDirs leaves out itself), or null without the module. Listing 0 is root's. */
 export function readListings(root: string, skip: readonly string[]): Listings | null {
   if (!native) return null;
-  const raw = native.readDirs(root, Buffer.from(skip.map((p) => `${p}\0`).join(''), 'utf8'));
+  const raw = native.readDirs(root, joinNames(skip));
   // Int32 views need 4-byte alignment; a fresh Buffer from the module starts at offset 0.
   const buf = raw.byteOffset % 4 === 0 ? raw : Buffer.from(raw);
   const head = new Int32Array(buf.buffer, buf.byteOffset, 4);
@@ -201,14 +213,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     for (const i of ignored) if (i.endsWith('/') && !hasTrackedUnder(i.slice(0, -1))) pruned.push(i.slice(0, -1));
   const ahead = input.listing === 'js' ? null : readListings(root, pruned);
 
-  // One directory's entries: names[from, to) with their kinds, and where each one's own listing is.
-  let names: string[] = [];
-  let kinds: Uint8Array = new Uint8Array(0);
-  let child: Int32Array | null = null;
-  const list = (
-    abs: string,
-    at: number,
-  ): { names: string[]; kinds: Uint8Array; child: Int32Array | null; from: number; to: number } => {
+  const list = (abs: string, at: number): DirEntries => {
     if (ahead && at >= 0 && ahead.dirs[3 * at + 2] === 0) {
       const from = ahead.dirs[3 * at];
       return { names: ahead.names, kinds: ahead.kinds, child: ahead.child, from, to: from + ahead.dirs[3 * at + 1] };
@@ -223,11 +228,10 @@ export function walkWorktree(input: WalkInput): WalkResult {
   // Returns whether anything under `rel` was captured (a file, a link or an empty dir). `at` is its
   // listing read ahead, or -1.
   const walkDir = (abs: string, rel: string, dirIgnored: boolean, at: number): boolean => {
-    let from: number;
-    let to: number;
+    let entries: DirEntries;
     try {
-      ({ names, kinds, child, from, to } = list(abs, at));
-      resolveUnknown(abs, names, kinds, from, to);
+      entries = list(abs, at);
+      resolveUnknown(abs, entries);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
@@ -236,10 +240,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       throw e;
     }
-    // The callee below reassigns the shared slots; this directory keeps its own.
-    const dNames = names;
-    const dKinds = kinds;
-    const dChild = child;
+    const { names: dNames, kinds: dKinds, child: dChild, from, to } = entries;
     let innerGit = false;
     let hasGit = false;
     let replaced = false;
