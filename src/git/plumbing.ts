@@ -128,14 +128,14 @@ export type CatFileResult = Map<string, { type: string; data: Buffer } | null> &
   oversized: Map<string, number>;
 };
 
-interface ObjectInfo {
+export interface ObjectInfo {
   oid: string;
   type: string;
   size: number;
 }
 
 /** `cat-file --batch-check` of many names, in order: oid, type and size, or null when missing. */
-async function objectInfos(names: string[], opts: GitOptions): Promise<(ObjectInfo | null)[]> {
+export async function objectInfos(names: string[], opts: GitOptions): Promise<(ObjectInfo | null)[]> {
   if (!names.length) return [];
   const text = await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], {
     ...opts,

@@ -44,7 +44,7 @@ import {
   type ChunkingResult,
   type ChunkingSpec,
 } from './chunked-scan';
-import { blobOid, serializeFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
+import { storedFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
@@ -81,7 +81,8 @@ export interface CaptureFilesSpec {
 export interface CaptureFilesResult {
   tree: string;
   meta: FileMeta;
-  metaBlob: string;
+  /** The snapshot's `filemeta` entry: a blob, or a tree of parts (filemeta.ts). */
+  filemeta: { oid: string; parted: boolean };
   chunked: Map<string, ChunkedPath>;
   chunksTree: string | null;
   chunkStats: { chunks: number; cacheHits: number; newChunks: number; newChunkBytes: number };
@@ -470,8 +471,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const treeInput = treeEntries(final, paths, stat, oid, hashLen, namesOf);
     const built = buildTrees(treeInput, format);
     const meta = fileMeta(final);
-    const metaData = serializeFileMeta(meta);
-    const metaOid = blobOid(metaData, format);
+    const stored = storedFileMeta(meta, format);
+    const metaOid = stored.oid;
 
     // --- the rest of the pack ---
     const items: PackItem[] = [];
@@ -479,12 +480,21 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const t of built.trees) {
       if (!oldTrees.has(t.oid) && !known.hasHex(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
     }
-    // The record's filemeta blob may have been held only by a snapshot dropped since: it is skipped
-    // only when the repository still has it.
-    const oldMeta = backed ? cache?.record?.meta : undefined;
+    // The record's filemeta may have been held only by a snapshot dropped since: it is skipped only
+    // when the repository still has it. Of a tree of parts, only the parts it lacks are stored
+    // (most, after a few edits, are the previous capture's).
     // (Asked of the object directory itself, object-presence.ts: no git process on this path.)
-    const metaHeld = metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid);
-    if (!metaHeld) items.push({ oid: metaOid, type: 'blob', data: metaData });
+    const oldMeta = backed ? cache?.record?.meta : undefined;
+    if (!(metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid))) {
+      const held = stored.parted
+        ? heldLocally(
+            stored.objects.map((o) => o.oid),
+            spec.objectsDir,
+            format,
+          )
+        : new Set<string>();
+      for (const o of stored.objects) if (!held.has(o.oid)) items.push(o);
+    }
     if (spec.extraItems) items.push(...(await spec.extraItems));
     const chunkItems = chunks?.items ?? [];
     const chunkBytes = chunkItems.reduce((a, it) => a + (it.range ? it.range.size : 0), 0);
@@ -601,7 +611,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     return {
       tree: built.root,
       meta,
-      metaBlob: metaOid,
+      filemeta: { oid: metaOid, parted: stored.parted },
       chunked: new Map([...chunked].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))),
       chunksTree: chunks?.chunksTree?.oid ?? null,
       chunkStats: {

@@ -415,10 +415,17 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       },
       ...opState.manifest,
     };
-    manifest.schema = schemaFor(manifest);
-    // The filemeta blob went into the scan's pack (or was there already, for an unchanged tree).
+    manifest.schema = schemaFor(manifest, { partedFileMeta: scan.filemeta?.parted });
+    // The filemeta went into the scan's pack (or was there already, for an unchanged tree).
     if (scan.chunksTree) extraTop.push({ mode: '040000', type: 'tree', oid: scan.chunksTree, name: 'chunks' });
-    if (scan.metaBlob) extraTop.push({ mode: '100644', type: 'blob', oid: scan.metaBlob, name: FILEMETA_ENTRY });
+    if (scan.filemeta) {
+      const { oid, parted } = scan.filemeta;
+      extraTop.push(
+        parted
+          ? { mode: '040000', type: 'tree', oid, name: FILEMETA_ENTRY }
+          : { mode: '100644', type: 'blob', oid, name: FILEMETA_ENTRY },
+      );
+    }
     const topEntries: TreeEntryInput[] = [
       { mode: '040000', type: 'tree', oid: filesTree, name: 'files' },
       { mode: '040000', type: 'tree', oid: indexTree, name: 'index' },

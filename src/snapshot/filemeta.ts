@@ -1,8 +1,9 @@
 // File metadata a tree cannot hold: every captured file's and symlink's modification time (to the
-// nanosecond) and which paths are hard links of one inode. This module owns the `filemeta` blob of a
-// snapshot (format in docs/FORMAT.md), collecting it during capture's scan (hashing each inode
-// once), and laying it back on restore (links, times, then the index's stat data from lstat, so git
-// trusts every entry without reading a file).
+// nanosecond) and which paths are hard links of one inode. This module owns the `filemeta` entry of
+// a snapshot (format in docs/FORMAT.md: one blob, or for a large tree a tree of parts cut where the
+// paths say, so a re-capture stores only the parts whose files changed), collecting it during
+// capture's scan (hashing each inode once), and laying it back on restore (links, times, then the
+// index's stat data from lstat, so git trusts every entry without reading a file).
 //
 // Capture reads stat data from the cache index that `update-index` just wrote instead of lstat-ing
 // every file again: git keeps that data current, except that the git distributions ship compares
@@ -19,7 +20,8 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { setTimes, type TimeEntry } from './set-times';
 import { git, gitZ, joinZ, type GitOptions } from '../git/exec';
-import { catFileBatch, lsTree, objectSizes } from '../git/plumbing';
+import { catFileBatch, lsTree, objectInfos } from '../git/plumbing';
+import { parseTreeObject } from '../git/tree-object';
 import {
   findEntry,
   parseIndex,
@@ -369,14 +371,21 @@ export class MetaCollector {
   }
 }
 
-// --- the blob ---
+// --- the blob, or the tree of its parts ---
 
 export function serializeFileMeta(meta: FileMeta): Buffer {
-  // Written straight into one buffer: this runs on every capture, for every file.
   const head = `${FILEMETA_HEADER}\n${meta.entries.length}\n`;
-  const buf = Buffer.allocUnsafe(head.length + meta.entries.length * 48);
+  return writeLines(meta.entries, head, null);
+}
+
+/** The header and one line per entry, straight into one buffer (this runs on every capture, for
+ * every file). With `cuts`, the offset after each line that ends a part is pushed to it. */
+function writeLines(entries: FileMetaEntry[], head: string, cuts: number[] | null): Buffer {
+  const buf = Buffer.allocUnsafe(head.length + entries.length * 48);
   let at = buf.write(head, 0, 'latin1');
-  for (const e of meta.entries) {
+  let lines = 0;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i];
     at += buf.write(String(e.mtimeSec), at, 'latin1');
     buf[at++] = 0x2e; // '.'
     let ns = e.mtimeNsec;
@@ -385,11 +394,118 @@ export function serializeFileMeta(meta: FileMeta): Buffer {
       ns = Math.floor(ns / 10);
     }
     at += 9;
-    if (e.linkTo >= 0) at += buf.write(` =${e.linkTo}`, at, 'latin1');
+    // In parts a link says how far back its first path is: an absolute position would change the
+    // line of every link after a file added or removed before it.
+    if (e.linkTo >= 0) at += buf.write(cuts ? ` =-${i - e.linkTo}` : ` =${e.linkTo}`, at, 'latin1');
     if (e.externalNlink > 0) at += buf.write(` +${e.externalNlink}`, at, 'latin1');
     buf[at++] = 0x0a;
+    if (cuts) {
+      const h = pathHash(e.path);
+      if (++lines === PART_MAX_LINES || (h & PART_CUT_MASK) === 0) {
+        // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta);
+        // kept as a negative offset.
+        cuts.push((h & GROUP_CUT_MASK) === 0 ? -at : at);
+        lines = 0;
+      }
+    }
   }
+  if (cuts && lines) cuts.push(at);
   return buf.subarray(0, at);
+}
+
+/** A files tree with more blob entries than this has its filemeta stored as a tree of parts
+ * (`xet.snapshot/v4`); a smaller one keeps the single blob every reader knows. At 2,048 entries the
+ * blob is ~45 KB, ~15 KB compressed: below that the parts' tree costs more than it saves. */
+export const FILEMETA_PARTED_MIN_ENTRIES = 2048;
+/** A part ends after a path whose hash has these bits clear: 1 path in 256, so a part is ~256
+ * lines (~5 KB, ~2 KB compressed). The cut depends on the path alone, never on its time or its
+ * neighbours: an edit changes its own part, and a file added or removed changes one part (two when
+ * its own path is a cut). */
+const PART_CUT_MASK = 0xff;
+/** And at the latest after this many lines (a run of paths without a cut). */
+const PART_MAX_LINES = 4096;
+/** The parts are grouped in trees the same way: a group ends with a part whose last path's hash
+ * has 12 bits clear (~16 parts), or at the latest after 64 parts. An edit then stores its part,
+ * its group (~16 rows) and the top tree (one row per group), not one row for every part. */
+const GROUP_CUT_MASK = 0xfff;
+const GROUP_MAX_PARTS = 64;
+
+/** 32-bit FNV-1a over the path's UTF-16 units, finished with murmur3's mix: FNV's low bits alone
+ * depend only on the low bits of each unit. Only where parts are cut depends on it. */
+function pathHash(p: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < p.length; i++) h = Math.imul(h ^ p.charCodeAt(i), 0x01000193);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** A part's name in the filemeta tree: its position, 8 hex digits (so byte order is position order). */
+function partName(i: number): string {
+  return i.toString(16).padStart(8, '0');
+}
+
+export interface FileMetaObject {
+  oid: string;
+  type: 'blob' | 'tree';
+  data: Buffer;
+}
+
+/** A capture's `filemeta` entry and the objects it takes. */
+export interface StoredFileMeta {
+  /** The snapshot tree's `filemeta` entry: the blob, or the tree of the parts. */
+  oid: string;
+  parted: boolean;
+  /** Every object it needs, each once: the parts, then the entry's own object (last). */
+  objects: FileMetaObject[];
+}
+
+/** The objects of a capture's filemeta: one blob (docs/FORMAT.md `filemeta`), or above
+ * `partedMin` entries a tree of groups, each a tree of part blobs, whose lines in name order are
+ * the blob's lines (links relative: `=-d`). */
+export function storedFileMeta(
+  meta: FileMeta,
+  format: 'sha1' | 'sha256',
+  partedMin = FILEMETA_PARTED_MIN_ENTRIES,
+): StoredFileMeta {
+  if (meta.entries.length <= partedMin) {
+    const data = serializeFileMeta(meta);
+    const oid = blobOid(data, format);
+    return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
+  }
+  const cuts: number[] = [];
+  const body = writeLines(meta.entries, '', cuts);
+  const objects: FileMetaObject[] = [];
+  const seen = new Set<string>();
+  const add = (type: 'blob' | 'tree', data: Buffer): string => {
+    const oid = crypto.createHash(format).update(`${type} ${data.length}\0`).update(data).digest('hex');
+    // Parts with the same lines (a package's files all extracted with one time) are one blob.
+    if (!seen.has(oid)) {
+      seen.add(oid);
+      objects.push({ oid, type, data });
+    }
+    return oid;
+  };
+  const row = (mode: string, i: number, oid: string): Buffer[] => [
+    Buffer.from(`${mode} ${partName(i)}\0`, 'latin1'),
+    Buffer.from(oid, 'hex'),
+  ];
+  const top: Buffer[] = [];
+  let group: Buffer[] = [];
+  let from = 0;
+  for (let i = 0; i < cuts.length; i++) {
+    const end = Math.abs(cuts[i]);
+    group.push(...row('100644', group.length / 2, add('blob', body.subarray(from, end))));
+    from = end;
+    if (cuts[i] < 0 || group.length / 2 === GROUP_MAX_PARTS || i === cuts.length - 1) {
+      top.push(...row('40000', top.length / 2, add('tree', Buffer.concat(group))));
+      group = [];
+    }
+  }
+  const oid = add('tree', Buffer.concat(top));
+  return { oid, parted: true, objects };
 }
 
 /** The object id git gives a blob of these bytes. */
@@ -404,12 +520,14 @@ export interface ParsedFileMeta {
   externalNlink: number[];
 }
 
-const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(\d{1,10}))?(?: \+(\d{1,10}))?$/;
+const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(-?)(\d{1,10}))?(?: \+(\d{1,10}))?$/;
 
 /** Parse a filemeta blob for a files tree whose blob entries (files and symlinks, in tree order)
- * have these modes and oids. Anything malformed, or a link between entries that are not the same
- * blob with the same mode, is SNAPSHOT_INVALID: a hostile snapshot may only say what git could. */
-export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }[]): ParsedFileMeta {
+ * have these modes and oids; `parts`: the lines of a tree of parts, whose links are relative
+ * (`=-d`, the entry d before), where a blob's are absolute (`=k`). Anything malformed, or a link
+ * between entries that are not the same blob with the same mode, is SNAPSHOT_INVALID: a hostile
+ * snapshot may only say what git could. */
+export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }[], parts = false): ParsedFileMeta {
   const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
   const text = data.toString('utf8');
   const lines = text.split('\n');
@@ -430,14 +548,15 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
     if (!m) throw bad(`line ${i + 3} is malformed`);
     out.mtimeSec[i] = Number(m[1]);
     out.mtimeNsec[i] = Number(m[2]);
-    if (m[3] !== undefined) {
-      const k = Number(m[3]);
-      if (k >= i || out.linkTo[k] !== -1 || blobs[k].mode !== blobs[i].mode || blobs[k].oid !== blobs[i].oid) {
+    if (m[4] !== undefined) {
+      if ((m[3] === '-') !== parts) throw bad(`line ${i + 3} has a link of the other form`);
+      const k = parts ? i - Number(m[4]) : Number(m[4]);
+      if (k < 0 || k >= i || out.linkTo[k] !== -1 || blobs[k].mode !== blobs[i].mode || blobs[k].oid !== blobs[i].oid) {
         throw bad(`links entry ${i} to entry ${k}, which is not the same file`);
       }
       out.linkTo[i] = k;
     }
-    if (m[4] !== undefined) out.externalNlink[i] = Number(m[4]);
+    if (m[5] !== undefined) out.externalNlink[i] = Number(m[5]);
   }
   return out;
 }
@@ -510,15 +629,15 @@ export interface FileMetaPlan {
 }
 
 export async function planFileMeta(
-  blob: string | null,
+  filemeta: string | null,
   filesIndex: string,
   worktree: string,
   format: 'sha1' | 'sha256',
   opts: GitOptions,
 ): Promise<FileMetaPlan | null> {
-  if (!blob) return null;
+  if (!filemeta) return null;
   const blobs = fs.existsSync(filesIndex) ? indexBlobs(parseIndex(filesIndex, format)) : [];
-  const meta = await readFileMeta(blob, blobs, opts);
+  const meta = await readFileMeta(filemeta, blobs, opts);
   const anyLink = meta.linkTo.some((k) => k >= 0);
   return {
     checkout: anyLink ? blobs.filter((_, i) => meta.linkTo[i] < 0).map((b) => b.path) : null,
@@ -530,20 +649,104 @@ export async function planFileMeta(
   };
 }
 
-/** Read and check a snapshot's filemeta blob (its size first: anything from a ref is hostile). */
-async function readFileMeta(
-  blob: string,
+/** The most bytes the trees of one level of a filemeta of `entries` lines can hold: at most one
+ * part per line (and one group per part), each row `100644 <8 hex digits>\0<id>`. */
+function maxPartsTreeBytes(entries: number, hashLen: number): number {
+  return Math.max(entries, 1) * (16 + hashLen);
+}
+
+/** The rows of the trees `ids` (one level of a filemeta tree), in order: each must be `mode`
+ * `type` and named by its position in its tree; a tree may be empty only with `emptyAllowed` (the
+ * top tree of a files tree without files). Their sizes together are checked against `limit`
+ * before any is read. */
+async function readLevel(
+  ids: string[],
+  mode: string,
+  type: 'blob' | 'tree',
+  limit: number,
+  emptyAllowed: boolean,
+  hashLen: number,
+  opts: GitOptions,
+): Promise<string[]> {
+  const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
+  const unique = [...new Set(ids)];
+  const infos = await objectInfos(unique, opts);
+  let total = 0;
+  unique.forEach((t, i) => {
+    const ti = infos[i];
+    if (!ti) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta tree ${t} is missing`);
+    if (ti.type !== 'tree') throw bad(`has ${t}, a ${ti.type}, where a tree belongs`);
+    total += ti.size;
+  });
+  if (total > limit) throw bad(`has trees of ${total} bytes, too large for its files tree`);
+  const read = await catFileBatch(unique, opts, limit);
+  const out: string[] = [];
+  for (const t of ids) {
+    const obj = read.get(t);
+    if (!obj || obj.type !== 'tree') throw bad(`tree ${t} could not be read`);
+    const { entries, complete } = parseTreeObject(obj.data, hashLen);
+    if (!complete) throw bad(`tree ${t} is malformed`);
+    if (!entries.length && !emptyAllowed) throw bad(`tree ${t} is empty`);
+    entries.forEach((e, i) => {
+      if (e.mode !== mode || e.name !== partName(i)) {
+        throw bad(`tree ${t}'s entry ${i} is ${e.mode} ${JSON.stringify(e.name)}, not ${type} ${partName(i)}`);
+      }
+      out.push(e.oid);
+    });
+  }
+  return out;
+}
+
+/** Read and check a snapshot's filemeta, a blob or a tree of parts, for a files tree whose blob
+ * entries are `blobs` (in its order). Anything from a ref is hostile: every size is checked
+ * before anything is read, and the parts' lines must add up to what a blob would hold. */
+export async function readFileMeta(
+  oid: string,
   blobs: { mode: number; oid: string }[],
   opts: GitOptions,
 ): Promise<ParsedFileMeta> {
-  const size = (await objectSizes([blob], opts)).get(blob);
-  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
-  if (size > maxFileMetaBytes(blobs.length)) {
-    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
+  const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
+  const limit = maxFileMetaBytes(blobs.length);
+  const [info] = await objectInfos([oid], opts);
+  if (!info) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${oid} is missing`);
+  if (info.type === 'blob') {
+    if (info.size > limit) throw bad(`is ${info.size} bytes, too large for its files tree`);
+    const data = (await catFileBatch([oid], opts, limit)).get(oid);
+    if (!data || data.type !== 'blob') throw bad('is not a blob');
+    return parseFileMeta(data.data, blobs);
   }
-  const data = (await catFileBatch([blob], opts)).get(blob);
-  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
-  return parseFileMeta(data.data, blobs);
+  if (info.type !== 'tree') throw bad(`is a ${info.type}, neither a blob nor a tree of parts`);
+  // A tree of groups, each a tree of parts: every name its position, every level checked (sizes
+  // first) before the next is read.
+  const hashLen = oid.length / 2;
+  const treeLimit = maxPartsTreeBytes(blobs.length, hashLen);
+  if (info.size > treeLimit) throw bad(`is a tree of ${info.size} bytes, too large for its files tree`);
+  const groupIds = await readLevel([oid], '40000', 'tree', treeLimit, true, hashLen, opts);
+  const partIds = await readLevel(groupIds, '100644', 'blob', treeLimit, false, hashLen, opts);
+  const unique = [...new Set(partIds)];
+  const infos = await objectInfos(unique, opts);
+  const sizeOf = new Map<string, number>();
+  unique.forEach((p, i) => {
+    const pi = infos[i];
+    if (!pi) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta part ${p} is missing`);
+    if (pi.type !== 'blob' || pi.size === 0) throw bad(`part ${p} is not a blob of lines`);
+    sizeOf.set(p, pi.size);
+  });
+  let total = 0;
+  for (const p of partIds) total += sizeOf.get(p) as number;
+  if (total > limit) throw bad(`parts hold ${total} bytes, too many for its files tree`);
+  const read = await catFileBatch(unique, opts, limit);
+  const head = Buffer.from(`${FILEMETA_HEADER}\n${blobs.length}\n`, 'latin1');
+  const whole = Buffer.allocUnsafe(head.length + total);
+  let at = head.copy(whole, 0);
+  for (const p of partIds) {
+    const part = read.get(p);
+    if (!part || part.type !== 'blob' || part.data.length !== sizeOf.get(p)) throw bad(`part ${p} could not be read`);
+    // A part holds whole lines: one cut short would join its last line to the next part's first.
+    if (part.data[part.data.length - 1] !== 0x0a) throw bad(`part ${p} does not end with a line`);
+    at += part.data.copy(whole, at);
+  }
+  return parseFileMeta(whole, blobs, true);
 }
 
 export interface MetaDifference {
@@ -557,15 +760,15 @@ export interface MetaDifference {
  * snapshot and the directory have, except `skip` (paths already reported as other differences). */
 export async function fileMetaDifferences(
   filesTree: string,
-  blob: string | null,
+  filemeta: string | null,
   actual: FileMeta | null,
   skip: Set<string>,
   opts: GitOptions,
 ): Promise<MetaDifference[]> {
-  if (!blob || !actual) return [];
+  if (!filemeta || !actual) return [];
   const listing = (await lsTree(filesTree, opts)).filter((e) => e.type === 'blob');
   const want = await readFileMeta(
-    blob,
+    filemeta,
     listing.map((e) => ({ mode: parseInt(e.mode, 8), oid: e.oid })),
     opts,
   );
@@ -596,20 +799,20 @@ export async function fileMetaDifferences(
  * writing files later than the restore that laid the rest (hydrate). */
 export async function capturedTimes(
   filesTree: string,
-  filemetaBlob: string | null,
+  filemeta: string | null,
   paths: string[],
   opts: GitOptions,
 ): Promise<{ times: Map<string, { sec: number; nsec: number }>; linkOf: Map<string, string> }> {
   const out = new Map<string, { sec: number; nsec: number }>();
   const linkOf = new Map<string, string>();
-  if (!filemetaBlob || !paths.length) return { times: out, linkOf };
+  if (!filemeta || !paths.length) return { times: out, linkOf };
   const blobs: { path: string; mode: number; oid: string }[] = [];
   for (const rec of await gitZ(['ls-tree', '-r', '-z', '--full-tree', filesTree], opts)) {
     const tab = rec.indexOf('\t');
     const [mode, type, oid] = rec.slice(0, tab).split(' ');
     if (type === 'blob') blobs.push({ path: rec.slice(tab + 1), mode: parseInt(mode, 8), oid });
   }
-  const meta = await readFileMeta(filemetaBlob, blobs, opts);
+  const meta = await readFileMeta(filemeta, blobs, opts);
   const at = new Map(blobs.map((b, i) => [b.path, i]));
   for (const p of paths) {
     let i = at.get(p);

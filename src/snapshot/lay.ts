@@ -15,10 +15,10 @@ import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { parseIndex, setRecordedSizes } from '../git/index-file';
-import { catFileBatch, diffTrees, objectSizes } from '../git/plumbing';
+import { diffTrees } from '../git/plumbing';
 import { checkoutBesideWork, createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
-import { indexBlobs, maxFileMetaBytes, parseFileMeta, planFileMeta, type ParsedFileMeta } from './filemeta';
+import { indexBlobs, planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFromPacks, LayPool } from './lay-pack';
 import { Stamper } from './set-times';
@@ -69,7 +69,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
   // GIT_XET_LAY=git keeps the older path (checkout, then links, times and an lstat pass); tests
   // compare the three. The stamper's python3 starts now, so its start-up overlaps the reading.
   const how = process.env.GIT_XET_LAY;
-  const fromPacks = snap.filemetaBlob !== null && how !== 'git' && holdsOnlyGitDir(worktree);
+  const fromPacks = snap.filemeta !== null && how !== 'git' && holdsOnlyGitDir(worktree);
   const stamper = fromPacks ? new Stamper() : null;
   const pool = fromPacks && how === 'packs' ? new LayPool(snap.manifest.counts.files) : null;
   let stamped = false;
@@ -81,10 +81,10 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       assertNoSymlinkBetween(worktree, abs);
       fs.mkdirSync(abs, { recursive: true });
     };
-    if (stamper && snap.filemetaBlob) {
+    if (stamper && snap.filemeta) {
       const parsed = parseIndex(spec.filesIndex, format);
       const blobs = indexBlobs(parsed);
-      const [meta, chunked] = await Promise.all([readFileMeta(snap.filemetaBlob, blobs, o), chunkedOf(snap, o)]);
+      const [meta, chunked] = await Promise.all([readFileMeta(snap.filemeta, blobs, o), chunkedOf(snap, o)]);
       await layFromPacks({
         worktree,
         objectsDir: spec.objectsDir,
@@ -103,7 +103,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       stamped = true;
       return;
     }
-    const meta = await planFileMeta(snap.filemetaBlob, spec.filesIndex, worktree, format, o);
+    const meta = await planFileMeta(snap.filemeta, spec.filesIndex, worktree, format, o);
     // Chunked files are pointers in files/: git checks out everything else, they are reassembled.
     const chunked = await chunkedOf(snap, o);
     let checkout = meta?.checkout ?? null;
@@ -151,19 +151,6 @@ export async function layFiles(spec: LaySpec): Promise<void> {
     pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
-}
-
-/** Read and check a snapshot's filemeta blob for the files index's blob entries (its size first:
- * anything from a ref is hostile). As filemeta.ts reads it for planFileMeta. */
-async function readFileMeta(blob: string, blobs: { mode: number; oid: string }[], opts: Opts): Promise<ParsedFileMeta> {
-  const size = (await objectSizes([blob], opts)).get(blob);
-  if (size === undefined) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta blob ${blob} is missing`);
-  if (size > maxFileMetaBytes(blobs.length)) {
-    throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is ${size} bytes, too large for its files tree`);
-  }
-  const data = (await catFileBatch([blob], opts)).get(blob);
-  if (!data || data.type !== 'blob') throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta is not a blob`);
-  return parseFileMeta(data.data, blobs);
 }
 
 /** Build the worktree's index from the files index: staged tree, stat data, conversions, flags. */

@@ -256,7 +256,7 @@ export async function hydrate(opts: { cwd: string; paths: string[]; signal?: Abo
   const format = snap.manifest.git.objectFormat;
   const chunked = await chunkedFiles(snap, gopts);
   // Written files get their captured times, as restore gives every other file.
-  const { times, linkOf } = await capturedTimes(snap.filesTree, snap.filemetaBlob, wanted, gopts);
+  const { times, linkOf } = await capturedTimes(snap.filesTree, snap.filemeta, wanted, gopts);
   // A hard link of a file this run writes is linked to it, as restore lays links, not written again;
   // those come after the files they link to.
   const written = new Set<string>();

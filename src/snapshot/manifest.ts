@@ -16,8 +16,13 @@ export const SNAPSHOT_SCHEMA_V2 = 'xet.snapshot/v2';
 /** Written when any file is stored as chunks (src/chunks/): a v1 or v2 reader would restore the
  * pointers as the files' contents. v3 is v2 plus `chunked` and the `chunks/` tree. */
 export const SNAPSHOT_SCHEMA_V3 = 'xet.snapshot/v3';
-/** Major versions this reader understands. */
-const READABLE_MAJORS = new Set(['1', '2', '3']);
+/** Written when the `filemeta` entry is a tree of parts (a large files tree, filemeta.ts): a reader
+ * of v1-v3 would find no filemeta blob and restore every file with the restore's time and every
+ * hard link as a copy. v4 is v3 plus that tree; a snapshot without chunked files may be v4. */
+export const SNAPSHOT_SCHEMA_V4 = 'xet.snapshot/v4';
+/** The versions this reader understands, oldest first. */
+const READABLE = [SNAPSHOT_SCHEMA, SNAPSHOT_SCHEMA_V2, SNAPSHOT_SCHEMA_V3, SNAPSHOT_SCHEMA_V4];
+const READABLE_MAJORS = new Set(READABLE.map((v) => v.slice(v.lastIndexOf('v') + 1)));
 const SCHEMA_RE = /^xet\.snapshot\/v(\d+)(?:\.(\d+))?$/;
 
 // Written with the command definitions' builder (src/commands/schema.ts), which validates as zod
@@ -139,9 +144,11 @@ export function manifestSchema(): ReturnType<typeof buildSchema> {
 export type Manifest = Infer<ReturnType<typeof buildSchema>>;
 export type ManifestRef = Manifest['refs'][number];
 
-/** The schema a new manifest is written with: v2 only when it holds what a v1 reader would misread.
- * Each feature that needs v2 adds its test here. */
-export function schemaFor(m: Manifest): string {
+/** The schema a new manifest is written with: the oldest whose readers would not misread it. Each
+ * feature that needs a later version adds its test here; `partedFileMeta` says the snapshot's
+ * filemeta is a tree of parts (not visible in the manifest). */
+export function schemaFor(m: Manifest, how: { partedFileMeta?: boolean } = {}): string {
+  if (m.schema === SNAPSHOT_SCHEMA_V4 || how.partedFileMeta) return SNAPSHOT_SCHEMA_V4;
   if (m.schema === SNAPSHOT_SCHEMA_V3 || (m.chunked?.length ?? 0) > 0) return SNAPSHOT_SCHEMA_V3;
   const needsV2: boolean[] = [
     m.schema === SNAPSHOT_SCHEMA_V2,
@@ -173,8 +180,8 @@ export function parseManifest(bytes: Buffer | string, where = 'manifest.json', v
   if (!READABLE_MAJORS.has(m[1])) {
     throw new XetError(
       'SCHEMA_UNSUPPORTED',
-      `${where} is ${schema}; this git xet reads only ${SNAPSHOT_SCHEMA}, ${SNAPSHOT_SCHEMA_V2} and ${SNAPSHOT_SCHEMA_V3} — upgrade git xet to read it`,
-      { schema, supported: [SNAPSHOT_SCHEMA, SNAPSHOT_SCHEMA_V2, SNAPSHOT_SCHEMA_V3] },
+      `${where} is ${schema}; this git xet reads only ${READABLE.slice(0, -1).join(', ')} and ${READABLE.at(-1)} — upgrade git xet to read it`,
+      { schema, supported: READABLE },
     );
   }
   // Bytes already validated once (same snapshot id, same bytes) need not load zod again.

@@ -53,8 +53,9 @@ export interface ScanResult {
   changes: TreeChange[] | null;
   /** With `meta`: times and hard links of every file, in tree order. */
   meta: FileMeta | null;
-  /** With `meta` and `write`: the stored filemeta blob (in the same pack as the files). */
-  metaBlob?: string;
+  /** With `meta` and `write`: the stored filemeta entry, a blob or a tree of parts (in the same
+   * pack as the files). */
+  filemeta?: { oid: string; parted: boolean };
   /** Paths stored as chunks (pointer entries of the tree), with their pointers. */
   chunked: Map<string, ChunkedPath>;
   /** The `chunks/` tree (stored in the same pack), when any file is chunked. */
@@ -99,7 +100,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         tree: r.tree,
         changes: null,
         meta: r.meta,
-        metaBlob: r.metaBlob,
+        filemeta: r.filemeta,
         chunked: r.chunked,
         chunksTree: r.chunksTree,
         chunkStats: r.chunkStats,

@@ -28,7 +28,7 @@ export interface StatCacheRecord {
   since: number;
   /** The files tree these entries make (every one of its objects was stored with it). */
   root: string;
-  /** The filemeta blob stored with that tree. */
+  /** The filemeta stored with that tree: its blob, or its tree of parts. */
   meta?: string;
   /** Chunked paths: their pointers and chunks (chunked-scan.ts), at the threshold they were cut at. */
   chunks?: ChunkRecord;

@@ -16,8 +16,9 @@ export interface Snapshot {
   indexTree: string;
   tagsTree: string | null;
   objectsTree: string | null;
-  /** The `filemeta` blob (times, hard links; docs/FORMAT.md), absent in older snapshots. */
-  filemetaBlob: string | null;
+  /** The `filemeta` entry (times, hard links; docs/FORMAT.md): a blob, or a tree of parts (v4);
+   * absent in older snapshots. */
+  filemeta: string | null;
   /** The `chunks/` tree (chunk lists of chunked files, v3), absent without chunked files. */
   chunksTree: string | null;
 }
@@ -76,6 +77,12 @@ export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promis
 
 /** `validated`: this snapshot id was fully validated before (its fork base exists), so its manifest
  * (the same bytes, named by the id) is not checked against the schema again. */
+/** The `filemeta` entry's oid: a blob, or a tree of parts (v4). Another mode is no filemeta, as
+ * before trees of parts existed. */
+function filemetaOf(e: { mode: string; oid: string } | undefined): string | null {
+  return e && (e.mode === '100644' || e.mode === '040000') ? e.oid : null;
+}
+
 export async function readSnapshot(oid: string, opts: GitOptions, validated = false): Promise<Snapshot> {
   const names = [`${oid}^{tree}`, `${oid}:manifest.json`];
   const objs = await catFileBatch(names, opts);
@@ -116,7 +123,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     indexTree: treeOf('index', true) as string,
     tagsTree: treeOf('tags', false),
     objectsTree: treeOf('objects', false),
-    filemetaBlob: entries.get('filemeta')?.mode === '100644' ? (entries.get('filemeta')?.oid ?? null) : null,
+    filemeta: filemetaOf(entries.get('filemeta')),
     chunksTree: treeOf('chunks', false),
   };
 }

@@ -279,7 +279,7 @@ export async function compareFiles(
   // Times and hard links are their own kinds, never reported for a path that differs otherwise.
   const metaOpts = { cwd: target.worktree, env: objEnv(target, objects, alternates) };
   const reported = new Set(diffs.map((d) => d.path as string));
-  diffs.push(...(await fileMetaDifferences(snap.filesTree, snap.filemetaBlob, meta, reported, metaOpts)));
+  diffs.push(...(await fileMetaDifferences(snap.filesTree, snap.filemeta, meta, reported, metaOpts)));
   const want = new Set(snap.manifest.emptyDirs);
   const have = new Set(emptyDirs);
   for (const d of want) if (!have.has(d)) diffs.push({ kind: 'empty-dir-missing', path: d });

@@ -154,7 +154,8 @@ function recordBody(r: BaseRecord): Record<string, unknown> {
     indexTree: s.indexTree,
     tagsTree: s.tagsTree,
     objectsTree: s.objectsTree,
-    filemetaBlob: s.filemetaBlob,
+    // The key predates filemeta trees (v4); it holds the entry's oid, blob or tree, as before.
+    filemetaBlob: s.filemeta,
     chunksTree: s.chunksTree,
     manifest: s.manifestBytes.toString('base64'),
     longest: r.longest,
@@ -235,7 +236,7 @@ export function readBaseRecord(repo: Repo, oid: string): BaseRecord | null {
       indexTree: raw.indexTree as string,
       tagsTree: raw.tagsTree as string | null,
       objectsTree: raw.objectsTree as string | null,
-      filemetaBlob: raw.filemetaBlob as string | null,
+      filemeta: raw.filemetaBlob as string | null,
       chunksTree: raw.chunksTree as string | null,
     },
     longest: raw.longest as number,

@@ -1,0 +1,377 @@
+// A large tree's filemeta as a tree of parts (xet.snapshot/v4): cut where the paths say, so a
+// re-capture stores only the parts whose files changed, and read back exactly as the single blob
+// (times to the nanosecond, hard links) by restore, verify and forks. Crafted trees of parts are
+// refused before anything is written. Runs the real CLI and git.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { native } from '../src/native';
+import {
+  FILEMETA_HEADER,
+  FILEMETA_PARTED_MIN_ENTRIES,
+  parseFileMeta,
+  storedFileMeta,
+  type FileMeta,
+  type StoredFileMeta,
+} from '../src/snapshot/filemeta';
+import { parseTreeObject } from '../src/git/tree-object';
+import { git, initRepo, type Repo } from './support/git';
+import { withMountSandbox } from './support/mounts';
+import type { Sandbox } from './support/sandbox';
+import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
+
+const EXACT_TIMES = native !== null || spawnSync('python3', ['-c', 'pass']).status === 0;
+const isRoot = process.getuid?.() === 0;
+
+/** `count` files in directories of 40, each with its own time to the nanosecond; every 97th file a
+ * hard link of the one before, every 101st a symlink. Returns the paths written. */
+function populate(r: Repo, count: number, from = 0, tag = 'f'): string[] {
+  const out: string[] = [];
+  for (let i = from; i < from + count; i++) {
+    const rel = `${tag}${String(Math.floor(i / 40)).padStart(3, '0')}/n${String(i).padStart(5, '0')}.txt`;
+    fs.mkdirSync(path.dirname(r.p(rel)), { recursive: true });
+    if (i % 101 === 100) fs.symlinkSync(`target-${i}`, r.p(rel));
+    else if (i % 97 === 96 && out.length && !fs.lstatSync(r.p(out.at(-1) as string)).isSymbolicLink()) {
+      fs.linkSync(r.p(out.at(-1) as string), r.p(rel));
+    } else {
+      fs.writeFileSync(r.p(rel), `file ${i}\n`);
+      touchNs(r, rel, 1_600_000_000 + i * 7, 123_456_789 - i);
+    }
+    out.push(rel);
+  }
+  return out;
+}
+
+function touchNs(r: Repo, rel: string, sec: number, nsec: number): void {
+  const st = spawnSync('touch', ['-h', '-d', `@${sec}.${String(nsec).padStart(9, '0')}`, rel], { cwd: r.dir });
+  assert.equal(st.status, 0, `touch ${rel}`);
+}
+
+/** The snapshot's filemeta entry: its type and, for a tree, its parts in order (`group/part`,
+ * blob, line count). */
+function filemetaOf(r: Repo, snap: string): { type: string; parts: { name: string; oid: string; lines: number }[] } {
+  const type = r.git('cat-file', '-t', `${snap}:filemeta`).trim();
+  if (type !== 'tree') return { type, parts: [] };
+  const parts = r
+    .git('ls-tree', '-r', `${snap}:filemeta`)
+    .trim()
+    .split('\n')
+    .map((l) => {
+      const [meta, name] = l.split('\t');
+      const oid = meta.split(' ')[2];
+      return { name, oid, lines: r.git('cat-file', 'blob', oid).split('\n').length - 1 };
+    });
+  return { type, parts };
+}
+
+/** The objects `snap` has that `before` (a snapshot, with its whole tree) has not. */
+function newObjects(r: Repo, snap: string, before: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of r.git('rev-list', '--objects', snap, '--not', before, `${before}^{tree}`).trim().split('\n')) {
+    const sp = line.indexOf(' ');
+    if (sp > 0) out.set(line.slice(0, sp), line.slice(sp + 1));
+  }
+  return out;
+}
+
+/** The files tree's blob paths in tree order (the order of filemeta's lines). */
+function filesOrder(r: Repo, snap: string): string[] {
+  return r.git('ls-tree', '-r', '-z', '--name-only', `${snap}:files`).split('\0').filter(Boolean);
+}
+
+/** Which part holds each path's line. */
+function partOf(parts: { lines: number }[], order: string[], rel: string): number {
+  let line = order.indexOf(rel);
+  assert.ok(line >= 0, `${rel} is in the files tree`);
+  for (let i = 0; i < parts.length; i++) {
+    if (line < parts[i].lines) return i;
+    line -= parts[i].lines;
+  }
+  throw new Error(`${rel}: past the last part`);
+}
+
+function mtimeNs(dir: string, rel: string): bigint {
+  return fs.lstatSync(path.join(dir, rel), { bigint: true }).mtimeNs;
+}
+
+function assertSameTree(sb: Sandbox, src: Repo, dir: string, rels: string[], what: string): void {
+  for (const rel of rels) {
+    const a = fs.lstatSync(src.p(rel));
+    const b = fs.lstatSync(path.join(dir, rel));
+    if (EXACT_TIMES) assert.equal(mtimeNs(dir, rel), mtimeNs(src.dir, rel), `${what}: ${rel}'s time`);
+    assert.equal(b.nlink > 1, a.nlink > 1, `${what}: ${rel} is a hard link where the source's is`);
+  }
+  assert.equal(git(sb, dir, ['status', '--porcelain']), src.git('status', '--porcelain'), `${what}: git status`);
+}
+
+test('a large tree keeps its times in a tree of parts, and a re-capture stores only the parts its edits changed', async () => {
+  await withMountSandbox((sb) => {
+    const src = initRepo(sb, 'src');
+    src.commit('base', { 'README.md': 'parts\n' });
+    // At the threshold: the single blob every reader knows, and the version it needs (v1).
+    let rels = populate(src, FILEMETA_PARTED_MIN_ENTRIES - 1);
+    const small = capture(sb, src.dir);
+    assert.equal(filemetaOf(src, small).type, 'blob');
+    assert.equal(showManifest(sb, src.dir, small).schema, 'xet.snapshot/v1');
+
+    // One path more: a tree of parts, v4 (a v1-v3 reader would restore without times or links).
+    rels = rels.concat(populate(src, 1000, FILEMETA_PARTED_MIN_ENTRIES - 1));
+    const first = capture(sb, src.dir);
+    const m1 = filemetaOf(src, first);
+    assert.equal(m1.type, 'tree');
+    assert.equal(showManifest(sb, src.dir, first).schema, 'xet.snapshot/v4');
+    assert.ok(m1.parts.length >= 6, `${m1.parts.length} parts for ${rels.length + 1} entries`);
+    // Groups of parts, each named by its position.
+    const hex = (i: number) => i.toString(16).padStart(8, '0');
+    const groups = new Map<string, string[]>();
+    for (const p of m1.parts) {
+      const [g, name] = p.name.split('/');
+      groups.set(g, [...(groups.get(g) ?? []), name]);
+    }
+    assert.deepEqual(
+      [...groups.keys()],
+      [...groups.keys()].map((_, i) => hex(i)),
+      'groups are named by position',
+    );
+    for (const names of groups.values())
+      assert.deepEqual(
+        names,
+        names.map((_, i) => hex(i)),
+        'so are parts',
+      );
+    const order = filesOrder(src, first);
+    assert.equal(
+      m1.parts.reduce((n, p) => n + p.lines, 0),
+      order.length,
+      'one line per blob entry of files/, across the parts',
+    );
+    const all = ['README.md', ...rels];
+
+    // Restored exactly, by every path that reads filemeta: the default lay, git's checkout, forks.
+    const viaDefault = sb.path('restored');
+    restore(sb, src.dir, first, viaDefault);
+    assertSameTree(sb, src, viaDefault, all, 'restore');
+    expectExit(verify(sb, src.dir, first, viaDefault), 0);
+    const viaGit = sb.path('restored-git');
+    expectExit(xet(sb, src.dir, ['restore', first, viaGit, '--json'], { env: { GIT_XET_LAY: 'git' } }), 0);
+    assertSameTree(sb, src, viaGit, all, 'restore through git checkout');
+    const viaCopy = sb.path('fork-copy');
+    expectExit(xet(sb, src.dir, ['fork', first, viaCopy, '--mode', 'copy', '--json']), 0);
+    assertSameTree(sb, src, viaCopy, all, 'copy fork');
+    if (isRoot) {
+      const viaOverlay = sb.path('fork-overlay');
+      expectExit(xet(sb, src.dir, ['fork', first, viaOverlay, '--mode', 'overlay', '--json']), 0);
+      assertSameTree(sb, src, viaOverlay, all, 'overlay fork');
+      expectExit(verify(sb, src.dir, first, viaOverlay), 0);
+    }
+
+    // Three edits in one directory and one far away: exactly the parts holding their lines are new.
+    const edited = [rels[1200], rels[1201], rels[1203], rels[2900]];
+    for (const [k, rel] of edited.entries()) touchNs(src, rel, 1_700_000_000 + k, 5);
+    const second = capture(sb, src.dir);
+    const m2 = filemetaOf(src, second);
+    assert.equal(m2.parts.length, m1.parts.length, 'times alone move no cut');
+    const touched = new Set(edited.map((rel) => m2.parts[partOf(m2.parts, order, rel)].oid));
+    const added = newObjects(src, second, first);
+    const newParts = m2.parts.filter((p) => added.has(p.oid)).map((p) => p.oid);
+    assert.deepEqual(new Set(newParts), touched, 'the new parts are those holding the edited lines');
+    assert.ok(touched.size <= 2 && touched.size < m2.parts.length / 3);
+    assert.ok(added.has(src.git('rev-parse', `${second}:filemeta`).trim()), 'and the parts tree');
+    const viaSecond = sb.path('restored-2');
+    restore(sb, src.dir, second, viaSecond);
+    assertSameTree(sb, src, viaSecond, all, 'restore after edits');
+
+    // A file added moves at most one cut: at most two parts are new.
+    src.write('f030/added.txt', 'new\n');
+    const third = capture(sb, src.dir);
+    const m3 = filemetaOf(src, third);
+    const added3 = newObjects(src, third, second);
+    const new3 = m3.parts.filter((p) => added3.has(p.oid));
+    assert.ok(new3.length >= 1 && new3.length <= 2, `${new3.length} parts new after one file added`);
+    const viaThird = sb.path('restored-3');
+    restore(sb, src.dir, third, viaThird);
+    assertSameTree(sb, src, viaThird, [...all, 'f030/added.txt'], 'restore after an addition');
+    expectExit(verify(sb, src.dir, third, viaThird), 0);
+  });
+});
+
+test('a crafted tree of filemeta parts is refused before anything is written; the same lines cut elsewhere are accepted', async () => {
+  await withMountSandbox((sb) => {
+    const r = initRepo(sb, 'src');
+    r.commit('base', { 'README.md': 'parts\n' });
+    populate(r, FILEMETA_PARTED_MIN_ENTRIES + 200);
+    const snap = capture(sb, r.dir);
+    const { parts } = filemetaOf(r, snap);
+    const lines = parts.flatMap((p) => r.git('cat-file', 'blob', p.oid).split('\n').slice(0, -1));
+    const top = r.git('ls-tree', snap).trim().split('\n');
+    const blob = (data: string | Buffer) => r.gitInput(data, 'hash-object', '-w', '--stdin').trim();
+    const hex = (i: number) => i.toString(16).padStart(8, '0');
+    const mktree = (rows: string[]) => r.gitInput(rows.map((x) => `${x}\n`).join(''), 'mktree', '--missing').trim();
+    /** A row of the filemeta tree: group `i`, of these rows (mktree lines). */
+    const groupRow = (i: number, rows: string[]) => `040000 tree ${mktree(rows)}\t${hex(i)}`;
+    /** The snapshot with its filemeta entry replaced by a tree of these rows. */
+    const craft = (topRows: string[]): string => {
+      const tree = mktree(topRows);
+      const entries = top.map((l) => (l.endsWith('\tfilemeta') ? `040000 tree ${tree}\tfilemeta` : l));
+      const root = r.gitInput(`${entries.join('\n')}\n`, 'mktree').trim();
+      const commit = r.gitInput('crafted\n', 'commit-tree', root).trim();
+      r.git('update-ref', `refs/xet/snapshots/${commit}`, commit);
+      return commit;
+    };
+    /** One group of these parts. */
+    const one = (rows: string[]) => [groupRow(0, rows)];
+    const row = (i: number, oid: string, mode = '100644 blob') => `${mode} ${oid}\t${hex(i)}`;
+    const cutAt = (ends: number[], from0 = lines): string[] => {
+      const rows: string[] = [];
+      let from = 0;
+      for (const [i, end] of ends.entries()) {
+        rows.push(row(i, blob(`${from0.slice(from, end).join('\n')}\n`)));
+        from = end;
+      }
+      return rows;
+    };
+    const n = lines.length;
+    // A link in a part says how far back its first path is (=-d); the absolute form is a blob's.
+    const linked = lines.findIndex((l) => / =-\d+$/.test(l));
+    assert.ok(linked > 0, 'the tree has hard links');
+    const absolute = lines.map((l, i) => (i === linked ? l.replace(/ =-(\d+)$/, (_, d) => ` =${i - Number(d)}`) : l));
+    const good = cutAt([1, 500, n]);
+    const someTree = r.git('rev-parse', `${snap}:files`).trim();
+    const renumber = (rows: string[], from: number) => rows.map((x, i) => x.replace(/\t\w+$/, `\t${hex(from + i)}`));
+    const cases: [string, string[]][] = [
+      ['a part missing from the names (00000000, 00000002)', one([good[0], good[2]])],
+      ['parts named out of position', one([good[0], good[1].replace(/\t0+1$/, '\t00000005'), good[2]])],
+      ['a part that is a tree', one([good[0], row(1, someTree, '040000 tree'), good[2]])],
+      ['an executable part', one([good[0], good[1].replace('100644', '100755'), good[2]])],
+      [
+        'a line cut across two parts',
+        one([
+          row(0, blob(lines[0].slice(0, 5))),
+          row(1, blob(`${lines[0].slice(5)}\n`)),
+          ...renumber(cutAt([1, 500, n]).slice(1), 2),
+        ]),
+      ],
+      ['a line left out', one(cutAt([1, 500, n - 1]))],
+      ['an empty part', one([good[0], row(1, blob('')), ...renumber(good.slice(1), 2)])],
+      ['a part that is absent', one([good[0], row(1, 'f'.repeat(40)), good[2]])],
+      ['parts far larger than the tree needs', one([good[0], row(1, blob(Buffer.alloc(300_000, 0x31))), good[2]])],
+      ['no groups at all', []],
+      ['an empty group', [groupRow(0, good), groupRow(1, [])]],
+      ['a part where a group belongs', [groupRow(0, good.slice(0, 2)), renumber(good.slice(2), 1)[0]]],
+      ['groups named out of position', [groupRow(0, good.slice(0, 2)), groupRow(2, renumber(good.slice(2), 0))]],
+      ['a group that is absent', [groupRow(0, good.slice(0, 2)), `040000 tree ${'e'.repeat(40)}\t${hex(1)}`]],
+      ["a link in a blob's absolute form", one(cutAt([1, 500, n], absolute))],
+    ];
+    for (const [i, [what, rows]] of cases.entries()) {
+      const bad = craft(rows);
+      const dir = sb.path(`t-${i}`);
+      const err = xet(sb, r.dir, ['restore', bad, dir, '--json']);
+      expectError(err, 'SNAPSHOT_INVALID');
+      assert.ok(!fs.existsSync(dir), `${what}: nothing is left behind`);
+      if (i === 0) {
+        // verify reads filemeta through the same reader (one case is enough to show it).
+        const v = parseJson(xet(sb, r.dir, ['verify', bad, r.dir, '--json']));
+        assert.equal(v.error?.code, 'SNAPSHOT_INVALID', `${what}: verify refuses it too`);
+      }
+    }
+    // The same lines cut and grouped at other places say the same: a reader never depends on where
+    // the cuts are.
+    const recut = craft([groupRow(0, good.slice(0, 2)), groupRow(1, renumber(good.slice(2), 0))]);
+    const dir = sb.path('recut');
+    restore(sb, r.dir, recut, dir);
+    if (EXACT_TIMES) {
+      for (const rel of ['f000/n00000.txt', 'f050/n02001.txt']) assert.equal(mtimeNs(dir, rel), mtimeNs(r.dir, rel));
+    }
+    expectExit(verify(sb, r.dir, recut, dir), 0);
+  });
+});
+
+/** A synthetic files tree's metadata: `paths` in order, every 50th a hard link of the one before. */
+function syntheticMeta(paths: string[]): { meta: FileMeta; blobs: { mode: number; oid: string }[] } {
+  const entries = paths.map((p, i) => ({
+    path: p,
+    mtimeSec: 1_600_000_000 + i,
+    mtimeNsec: (i * 7919) % 1_000_000_000,
+    linkTo: i % 50 === 49 ? i - 1 : -1,
+    externalNlink: i % 333 === 0 ? 3 : 0,
+  }));
+  const blobs = paths.map((_, i) => ({
+    mode: 0o100644,
+    oid: (i % 50 === 49 ? i - 1 : i).toString(16).padStart(40, '0'),
+  }));
+  return { meta: { entries, hardLinks: 0, externalLinks: 0, linkedBytes: 0 }, blobs };
+}
+
+/** The parts of a stored filemeta by walking its trees from the top: [group][part] -> bytes. */
+function walkParts(stored: StoredFileMeta): Buffer[][] {
+  const byId = new Map(stored.objects.map((o) => [o.oid, o]));
+  const rows = (oid: string) => parseTreeObject((byId.get(oid) as { data: Buffer }).data, 20).entries;
+  return rows(stored.oid).map((g) => {
+    assert.equal(g.mode, '40000');
+    return rows(g.oid).map((p) => {
+      assert.equal(p.mode, '100644');
+      return (byId.get(p.oid) as { data: Buffer }).data;
+    });
+  });
+}
+
+test('parts and groups are cut by the paths alone: an edit stores one part, one group and the top tree', () => {
+  const paths: string[] = [];
+  for (let d = 0; d < 400; d++) for (let f = 0; f < 60; f++) paths.push(`pkg${String(d).padStart(3, '0')}/f${f}.js`);
+  paths.sort();
+  const { meta, blobs } = syntheticMeta(paths);
+  const first = storedFileMeta(meta, 'sha1');
+  assert.equal(first.parted, true);
+  assert.equal(first.objects.at(-1)?.oid, first.oid, 'the top tree comes last');
+  assert.equal(new Set(first.objects.map((o) => o.oid)).size, first.objects.length, 'each object once');
+  const groups = walkParts(first);
+  const parts = groups.flat();
+  assert.ok(groups.length >= 3 && groups.every((g) => g.length >= 1 && g.length <= 64), `${groups.length} groups`);
+  assert.ok(parts.length >= 40 && parts.every((p) => p.toString().split('\n').length - 1 <= 4096));
+  // The parts, in order, are the lines; links are relative (=-1 here), read back as absolute.
+  const whole = Buffer.concat([Buffer.from(`${FILEMETA_HEADER}\n${paths.length}\n`), ...parts]);
+  const parsed = parseFileMeta(whole, blobs, true);
+  for (let i = 0; i < paths.length; i++) {
+    assert.equal(parsed.mtimeSec[i], meta.entries[i].mtimeSec);
+    assert.equal(parsed.mtimeNsec[i], meta.entries[i].mtimeNsec);
+    assert.equal(parsed.linkTo[i], meta.entries[i].linkTo);
+    assert.equal(parsed.externalNlink[i], meta.entries[i].externalNlink);
+  }
+  assert.throws(() => parseFileMeta(whole, blobs, false), /link of the other form/, 'a blob reader refuses =-d');
+
+  const ids = new Set(first.objects.map((o) => o.oid));
+  const fresh = (s: StoredFileMeta) => s.objects.filter((o) => !ids.has(o.oid));
+  // One time changed: its part, its group, the top.
+  meta.entries[12_345].mtimeNsec += 1;
+  const edited = fresh(storedFileMeta(meta, 'sha1'));
+  assert.deepEqual(edited.map((o) => o.type).sort(), ['blob', 'tree', 'tree']);
+  meta.entries[12_345].mtimeNsec -= 1;
+  // A path added: at most two parts and two groups (when its own path is a cut), and the top.
+  const added = [...paths, 'pkg200/f0a.js'].sort();
+  const more = syntheticMeta(added).meta;
+  for (const e of more.entries) {
+    const old = paths.indexOf(e.path);
+    if (old >= 0) Object.assign(e, { mtimeSec: meta.entries[old].mtimeSec, mtimeNsec: meta.entries[old].mtimeNsec });
+    e.linkTo = -1;
+    e.externalNlink = 0;
+  }
+  for (const e of meta.entries) e.linkTo = -1;
+  for (const e of meta.entries) e.externalNlink = 0;
+  const base = new Set(storedFileMeta(meta, 'sha1').objects.map((o) => o.oid));
+  const grown = storedFileMeta(more, 'sha1').objects.filter((o) => !base.has(o.oid));
+  const blobsNew = grown.filter((o) => o.type === 'blob').length;
+  const treesNew = grown.filter((o) => o.type === 'tree').length;
+  assert.ok(
+    blobsNew >= 1 && blobsNew <= 2 && treesNew >= 2 && treesNew <= 3,
+    `${blobsNew} parts, ${treesNew} trees new`,
+  );
+  // At the threshold and below: one blob, as before.
+  const small = storedFileMeta(syntheticMeta(paths.slice(0, FILEMETA_PARTED_MIN_ENTRIES)).meta, 'sha1');
+  assert.equal(small.parted, false);
+  assert.deepEqual(
+    small.objects.map((o) => o.type),
+    ['blob'],
+  );
+});
