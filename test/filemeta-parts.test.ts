@@ -170,7 +170,10 @@ test('a large tree keeps its times in a tree of parts, and a re-capture stores o
     // Three edits in one directory and one far away: exactly the parts holding their lines are new.
     const edited = [rels[1200], rels[1201], rels[1203], rels[2900]];
     for (const [k, rel] of edited.entries()) touchNs(src, rel, 1_700_000_000 + k, 5);
+    const inPack = () => Number(/in-pack: (\d+)/.exec(src.git('count-objects', '-v'))?.[1]);
+    const packedBefore = inPack();
     const second = capture(sb, src.dir);
+    const packed = inPack() - packedBefore;
     const m2 = filemetaOf(src, second);
     assert.equal(m2.parts.length, m1.parts.length, 'times alone move no cut');
     const touched = new Set(edited.map((rel) => m2.parts[partOf(m2.parts, order, rel)].oid));
@@ -179,6 +182,8 @@ test('a large tree keeps its times in a tree of parts, and a re-capture stores o
     assert.deepEqual(new Set(newParts), touched, 'the new parts are those holding the edited lines');
     assert.ok(touched.size <= 2 && touched.size < m2.parts.length / 3);
     assert.ok(added.has(src.git('rev-parse', `${second}:filemeta`).trim()), 'and the parts tree');
+    // And only those were written: the previous capture's parts are known held, not stored again.
+    assert.ok(packed > 0 && packed <= added.size, `${packed} objects packed, ${added.size} new`);
     const viaSecond = sb.path('restored-2');
     restore(sb, src.dir, second, viaSecond);
     assertSameTree(sb, src, viaSecond, all, 'restore after edits');

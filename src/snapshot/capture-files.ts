@@ -65,6 +65,8 @@ export interface CaptureFilesSpec {
   /** A files tree all of whose objects are stored (the worktree's last capture, else the newest
    * snapshot's), held by a ref. */
   previousTree?: string | null;
+  /** The filemeta entry of that snapshot (so every object of it is stored). */
+  previousFileMeta?: string | null;
   /** Blob ids known to be stored (the user's index). */
   knownObjects?: Set<string>;
   progress?: (what: string) => void;
@@ -480,19 +482,21 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const t of built.trees) {
       if (!oldTrees.has(t.oid) && !known.hasHex(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
     }
-    // The record's filemeta may have been held only by a snapshot dropped since: it is skipped only
-    // when the repository still has it. Of a tree of parts, only the parts it lacks are stored
-    // (most, after a few edits, are the previous capture's).
-    // (Asked of the object directory itself, object-presence.ts: no git process on this path.)
+    // The previous snapshot's filemeta is stored with all its objects (a ref reaches it); when the
+    // record was written with that filemeta, its list names those objects, and of a tree of parts
+    // only the parts and groups not among them are stored (after a few edits, nearly all are).
+    // The record's filemeta alone may have been held only by a snapshot dropped since: it is
+    // skipped only when the repository still has it (asked of the object directory itself,
+    // object-presence.ts: no git process; but it opens every pack index, so only for this).
+    const prevMeta = spec.previousFileMeta ?? null;
     const oldMeta = backed ? cache?.record?.meta : undefined;
-    if (!(metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid))) {
-      const held = stored.parted
-        ? heldLocally(
-            stored.objects.map((o) => o.oid),
-            spec.objectsDir,
-            format,
-          )
-        : new Set<string>();
+    const whole =
+      metaOid === prevMeta || (metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid));
+    if (!whole) {
+      const held = new Set<string>();
+      if (prevMeta && cache?.record?.meta === prevMeta) {
+        for (const o of cache.record.metaObjects ?? []) if (o.length === hashLen * 2) held.add(o);
+      }
       for (const o of stored.objects) if (!held.has(o.oid)) items.push(o);
     }
     if (spec.extraItems) items.push(...(await spec.extraItems));
@@ -586,6 +590,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       since: Math.floor(runStart / 1000) - 1,
       root: built.root,
       meta: metaOid,
+      // A tree of parts' other objects (the next capture's list of what it need not store).
+      ...(stored.parted ? { metaObjects: stored.objects.slice(0, -1).map((o) => o.oid) } : {}),
       // Without chunking no entry is a pointer: an empty chunk record says so (else every file of
       // 64 KiB or more would be read again next time).
       chunks: chunks ? chunks.record : { schema: 'xet.statcache-chunks/1', startedAt: runStart, files: {} },

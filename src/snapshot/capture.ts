@@ -28,7 +28,7 @@ import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { previousTreeIsHeld } from './previous-tree';
+import { heldPreviousSnapshot } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -273,9 +273,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
     // Read only: a capture refused by the allowance must not have made a sidecar.
     const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
-    const previous =
-      (recorded && (await previousTreeIsHeld(repo.commonDir, wsId, recorded.tree, userOpts)) ? recorded : null) ??
-      (await newestSnapshotBase(userOpts));
+    const heldRecorded = recorded ? await heldPreviousSnapshot(repo.commonDir, wsId, recorded.tree, userOpts) : null;
+    const previous = (heldRecorded ? recorded : null) ?? (await newestSnapshotBase(userOpts));
     // The staged tree's new trees go into the capture's one pack, admitted with it (nothing loose is
     // written before the allowance admits the capture).
     const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries));
@@ -288,6 +287,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       paths: walk.paths,
       write: true,
       previousTree: previous?.tree ?? null,
+      previousFileMeta: heldRecorded?.filemeta ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
       progress,
       meta: true,

@@ -12,15 +12,17 @@ import { recentWorkspaceSnapshots } from './unchanged';
 
 const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
 
-/** Whether `tree` is the files tree of one of this worktree's recent snapshots that a ref still reaches. */
-export async function previousTreeIsHeld(
+/** One of this worktree's recent snapshots that a ref still reaches, whose files tree is `tree`: its
+ * `filemeta` entry (null when it has none), or null when there is no such snapshot. What a ref
+ * reaches is in the repository, so a capture need not store that filemeta's objects again. */
+export async function heldPreviousSnapshot(
   commonDir: string,
   wsId: string,
   tree: string,
   opts: GitOptions,
-): Promise<boolean> {
+): Promise<{ filemeta: string | null } | null> {
   const recent = recentWorkspaceSnapshots(commonDir, wsId);
-  if (!recent.length) return false;
+  if (!recent.length) return null;
   const held = new Set(
     (await gitText(['for-each-ref', '--format=%(refname)', ...HOLDING_REFS], opts))
       .split('\n')
@@ -29,8 +31,14 @@ export async function previousTreeIsHeld(
   );
   for (const oid of recent) {
     if (!held.has(oid)) continue;
-    const r = await git(['rev-parse', '-q', '--verify', `${oid}:files`], { ...opts, okCodes: [1, 128] });
-    if (r.code === 0 && r.stdout.toString('utf8').trim() === tree) return true;
+    const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
+    if (r.code !== 0) continue;
+    const top = new Map<string, string>();
+    for (const rec of r.stdout.toString('utf8').split('\0')) {
+      const tab = rec.indexOf('\t');
+      if (tab > 0) top.set(rec.slice(tab + 1), rec.slice(0, tab).split(' ')[2]);
+    }
+    if (top.get('files') === tree) return { filemeta: top.get('filemeta') ?? null };
   }
-  return false;
+  return null;
 }

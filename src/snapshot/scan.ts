@@ -31,6 +31,8 @@ export interface ScanSpec {
   /** A files tree whose objects are all stored (an earlier capture): only blobs that differ from
    * it are candidates for storing. */
   previousTree?: string | null;
+  /** The filemeta entry of a snapshot a ref reaches whose files tree is `previousTree`. */
+  previousFileMeta?: string | null;
   /** Blob oids known to be stored (the user's index): with no previous tree, these are not looked up. */
   knownObjects?: Set<string>;
   /** Told when hashing is done and storing begins (a progress line's phases). */
@@ -88,6 +90,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         indexFile: spec.indexFile,
         paths: spec.paths,
         previousTree: spec.previousTree,
+        previousFileMeta: spec.previousFileMeta,
         knownObjects: spec.knownObjects,
         progress: spec.progress,
         admission: spec.admission,
