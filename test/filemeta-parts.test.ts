@@ -3,6 +3,7 @@
 // (times to the nanosecond, hard links) by restore, verify and forks. Crafted trees of parts are
 // refused before anything is written. Runs the real CLI and git.
 import assert from 'node:assert/strict';
+import * as crypto from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -12,8 +13,10 @@ import {
   FILEMETA_HEADER,
   FILEMETA_PARTED_MIN_ENTRIES,
   parseFileMeta,
+  setLinkRanks,
   storedFileMeta,
   type FileMeta,
+  type FileMetaEntry,
   type StoredFileMeta,
 } from '../src/snapshot/filemeta';
 import { parseTreeObject } from '../src/git/tree-object';
@@ -238,10 +241,10 @@ test('a crafted tree of filemeta parts is refused before anything is written; th
       return rows;
     };
     const n = lines.length;
-    // A link in a part says how far back its first path is (=-d); the absolute form is a blob's.
-    const linked = lines.findIndex((l) => / =-\d+$/.test(l));
+    // A link in a part names its first path by rank (=^n); the absolute form is a blob's.
+    const linked = lines.findIndex((l) => / =\^\d+$/.test(l));
     assert.ok(linked > 0, 'the tree has hard links');
-    const absolute = lines.map((l, i) => (i === linked ? l.replace(/ =-(\d+)$/, (_, d) => ` =${i - Number(d)}`) : l));
+    const absolute = lines.map((l, i) => (i === linked ? l.replace(/ =\^\d+$/, ' =0') : l));
     const good = cutAt([1, 500, n]);
     const someTree = r.git('rev-parse', `${snap}:files`).trim();
     const renumber = (rows: string[], from: number) => rows.map((x, i) => x.replace(/\t\w+$/, `\t${hex(from + i)}`));
@@ -281,6 +284,12 @@ test('a crafted tree of filemeta parts is refused before anything is written; th
         assert.equal(v.error?.code, 'SNAPSHOT_INVALID', `${what}: verify refuses it too`);
       }
     }
+    // One group named over and over (every row the same small tree): refused by the size of what
+    // the top tree names, counted with its repeats, before the group is expanded even once more.
+    const same = groupRow(0, good).split(' ')[2].split('\t')[0];
+    const repeated = craft(Array.from({ length: 2000 }, (_, i) => `040000 tree ${same}\t${hex(i)}`));
+    const rep = expectError(xet(sb, r.dir, ['restore', repeated, sb.path('t-repeated'), '--json']), 'SNAPSHOT_INVALID');
+    assert.match(rep.message, /has trees of \d+ bytes, too large/);
     // The same lines cut and grouped at other places say the same: a reader never depends on where
     // the cuts are.
     const recut = craft([groupRow(0, good.slice(0, 2)), groupRow(1, renumber(good.slice(2), 0))]);
@@ -293,19 +302,38 @@ test('a crafted tree of filemeta parts is refused before anything is written; th
   });
 });
 
-/** A synthetic files tree's metadata: `paths` in order, every 50th a hard link of the one before. */
+/** A synthetic files tree's metadata, `pkgNNN/<name>` paths: a file under pkg200 and above is a
+ * hard link of the same name 200 packages earlier (a `cp -al` copy); times depend on the path. */
 function syntheticMeta(paths: string[]): { meta: FileMeta; blobs: { mode: number; oid: string }[] } {
-  const entries = paths.map((p, i) => ({
-    path: p,
-    mtimeSec: 1_600_000_000 + i,
-    mtimeNsec: (i * 7919) % 1_000_000_000,
-    linkTo: i % 50 === 49 ? i - 1 : -1,
-    externalNlink: i % 333 === 0 ? 3 : 0,
-  }));
-  const blobs = paths.map((_, i) => ({
+  const at = new Map(paths.map((p, i) => [p, i]));
+  const sourceOf = (p: string): string | null => {
+    const m = /^pkg(\d{3})\/(.*)$/.exec(p);
+    const d = m ? Number(m[1]) : 0;
+    return m && d >= 200 ? `pkg${String(d - 200).padStart(3, '0')}/${m[2]}` : null;
+  };
+  const entries: FileMetaEntry[] = paths.map((p) => {
+    const src = sourceOf(p);
+    const h = crypto
+      .createHash('sha1')
+      .update(src ?? p)
+      .digest();
+    return {
+      path: p,
+      mtimeSec: 1_600_000_000 + h.readUInt16BE(0),
+      mtimeNsec: h.readUInt32BE(2) % 1_000_000_000,
+      linkTo: src !== null && at.has(src) ? (at.get(src) as number) : -1,
+      externalNlink: h[6] === 0 ? 3 : 0,
+    };
+  });
+  const blobs = paths.map((p) => ({
     mode: 0o100644,
-    oid: (i % 50 === 49 ? i - 1 : i).toString(16).padStart(40, '0'),
+    oid: crypto
+      .createHash('sha1')
+      .update(sourceOf(p) ?? p)
+      .digest('hex'),
   }));
+  for (const e of entries) if (e.linkTo >= 0) e.externalNlink = 0;
+  setLinkRanks(entries, (k) => `${blobs[k].mode}:${blobs[k].oid}`);
   return { meta: { entries, hardLinks: 0, externalLinks: 0, linkedBytes: 0 }, blobs };
 }
 
@@ -335,7 +363,7 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
   const parts = groups.flat();
   assert.ok(groups.length >= 3 && groups.every((g) => g.length >= 1 && g.length <= 64), `${groups.length} groups`);
   assert.ok(parts.length >= 40 && parts.every((p) => p.toString().split('\n').length - 1 <= 4096));
-  // The parts, in order, are the lines; links are relative (=-1 here), read back as absolute.
+  // The parts, in order, are the lines; links are by rank (=^1 here), read back as positions.
   const whole = Buffer.concat([Buffer.from(`${FILEMETA_HEADER}\n${paths.length}\n`), ...parts]);
   const parsed = parseFileMeta(whole, blobs, true);
   for (let i = 0; i < paths.length; i++) {
@@ -344,7 +372,7 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
     assert.equal(parsed.linkTo[i], meta.entries[i].linkTo);
     assert.equal(parsed.externalNlink[i], meta.entries[i].externalNlink);
   }
-  assert.throws(() => parseFileMeta(whole, blobs, false), /link of the other form/, 'a blob reader refuses =-d');
+  assert.throws(() => parseFileMeta(whole, blobs, false), /link of the other form/, 'a blob reader refuses =^n');
 
   const ids = new Set(first.objects.map((o) => o.oid));
   const fresh = (s: StoredFileMeta) => s.objects.filter((o) => !ids.has(o.oid));
@@ -353,25 +381,31 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
   const edited = fresh(storedFileMeta(meta, 'sha1'));
   assert.deepEqual(edited.map((o) => o.type).sort(), ['blob', 'tree', 'tree']);
   meta.entries[12_345].mtimeNsec -= 1;
-  // A path added: at most two parts and two groups (when its own path is a cut), and the top.
-  const added = [...paths, 'pkg200/f0a.js'].sort();
-  const more = syntheticMeta(added).meta;
-  for (const e of more.entries) {
-    const old = paths.indexOf(e.path);
-    if (old >= 0) Object.assign(e, { mtimeSec: meta.entries[old].mtimeSec, mtimeNsec: meta.entries[old].mtimeNsec });
-    e.linkTo = -1;
-    e.externalNlink = 0;
-  }
-  for (const e of meta.entries) e.linkTo = -1;
-  for (const e of meta.entries) e.externalNlink = 0;
-  const base = new Set(storedFileMeta(meta, 'sha1').objects.map((o) => o.oid));
-  const grown = storedFileMeta(more, 'sha1').objects.filter((o) => !base.has(o.oid));
+  // A path added between the copied packages and their copies (every link spans it): at most two
+  // parts and two groups (when its own path is a cut), and the top. No link's line changes.
+  const grown = fresh(storedFileMeta(syntheticMeta([...paths, 'pkg100/f0a.js'].sort()).meta, 'sha1'));
   const blobsNew = grown.filter((o) => o.type === 'blob').length;
   const treesNew = grown.filter((o) => o.type === 'tree').length;
   assert.ok(
     blobsNew >= 1 && blobsNew <= 2 && treesNew >= 2 && treesNew <= 3,
     `${blobsNew} parts, ${treesNew} trees new`,
   );
+  // A hard-link group with two firsts of one blob (two copies, each with links): ranks pick each.
+  const twin = syntheticMeta(paths);
+  const shared = twin.blobs[5].oid;
+  twin.blobs[7].oid = shared; // entry 7 is another first of entry 5's blob
+  for (const [i, e] of twin.meta.entries.entries()) e.linkTo = i === 9 ? 5 : i === 11 ? 7 : -1;
+  twin.blobs[9].oid = shared;
+  twin.blobs[11].oid = shared;
+  setLinkRanks(twin.meta.entries, (k) => `${twin.blobs[k].mode}:${twin.blobs[k].oid}`);
+  assert.deepEqual([twin.meta.entries[9].linkRank, twin.meta.entries[11].linkRank], [2, 1]);
+  const twinParts = walkParts(storedFileMeta(twin.meta, 'sha1')).flat();
+  const twinParsed = parseFileMeta(
+    Buffer.concat([Buffer.from(`${FILEMETA_HEADER}\n${paths.length}\n`), ...twinParts]),
+    twin.blobs,
+    true,
+  );
+  assert.deepEqual([twinParsed.linkTo[9], twinParsed.linkTo[11]], [5, 7]);
   // At the threshold and below: one blob, as before.
   const small = storedFileMeta(syntheticMeta(paths.slice(0, FILEMETA_PARTED_MIN_ENTRIES)).meta, 'sha1');
   assert.equal(small.parted, false);

@@ -72,13 +72,17 @@ function manifestWith(schema: string): string {
 
 test('manifest reader refuses other major versions with SCHEMA_UNSUPPORTED, junk with SNAPSHOT_INVALID', () => {
   assert.equal(
-    codeOf(() => parseManifest(manifestWith('xet.snapshot/v4'))),
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v5'))),
     'SCHEMA_UNSUPPORTED',
   );
   assert.equal(
     codeOf(() => parseManifest(manifestWith('xet.snapshot/v1'))),
     'SNAPSHOT_INVALID',
   ); // fields missing
+  assert.equal(
+    codeOf(() => parseManifest(manifestWith('xet.snapshot/v4'))),
+    'SNAPSHOT_INVALID',
+  ); // v4 is read
   assert.equal(
     codeOf(() => parseManifest(manifestWith('something/v1'))),
     'SNAPSHOT_INVALID',

@@ -299,16 +299,16 @@ export function storedZlib(data: Uint8Array): Uint8Array {
   return dst;
 }
 
-/** Objects made in memory (trees, filemeta, manifests, chunk lists) are deflated as git deflates its
- * own packs: they are small (1.6 MB of trees for 34,000 files: 5 ms more than level 1), and they
- * are kept, pushed and fetched with every snapshot that shares them (a 26 KB directory tree: 17.3 KB
- * at level 1, 16.9 KB at 6). */
-const MADE_OBJECT_LEVEL = 6;
+/** Trees are deflated as git deflates its own packs: they are small (1.6 MB of trees for 34,000
+ * files: 5 ms more than level 1), and they are kept, pushed and fetched with every snapshot that
+ * shares them (a 26 KB directory tree: 17.3 KB at level 1, 16.8 KB at 6). Blobs keep the caller's
+ * level: a copy of a store's objects (lazy restore) passes file contents as data too. */
+const TREE_LEVEL = 6;
 
 /** The level an item is stored at: chunks at the chunk level, and stored when they look random;
- * objects made in memory at least at MADE_OBJECT_LEVEL (unless storing is asked for). */
+ * trees at least at TREE_LEVEL (unless storing is asked for). */
 function levelFor(item: WorkItem, data: Uint8Array, level: number, chunkLevel: number): number {
-  if (!item.range) return item.data && level > 0 ? Math.max(level, MADE_OBJECT_LEVEL) : level;
+  if (!item.range) return item.type === 'tree' && level > 0 ? Math.max(level, TREE_LEVEL) : level;
   return chunkLevel > 0 && sampleEntropy(data) > INCOMPRESSIBLE_BITS ? 0 : chunkLevel;
 }
 

@@ -44,7 +44,7 @@ import {
   type ChunkingResult,
   type ChunkingSpec,
 } from './chunked-scan';
-import { storedFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
+import { setLinkRanks, storedFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
@@ -682,6 +682,12 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         entries[k].externalNlink = nl[k];
         externalLinks++;
       }
+    }
+    if (hardLinks) {
+      setLinkRanks(entries, (k) => {
+        const i = final[k];
+        return `${stat.readUInt32BE(i * STAT_BYTES + STAT.mode)}:${oid.toString('latin1', i * hashLen, (i + 1) * hashLen)}`;
+      });
     }
     return { entries, hardLinks, externalLinks, linkedBytes };
   }

@@ -43,8 +43,39 @@ export interface FileMetaEntry {
   mtimeNsec: number;
   /** Index (in this list) of the first path of its hard-link group, or -1. */
   linkTo: number;
+  /** For a link: its first path is the `linkRank`-th nearest earlier entry of the same blob and
+   * mode that is not itself a link (1: the nearest). What filemeta's parts write (setLinkRanks):
+   * unlike a position, it changes only when such an entry is added or removed in between. */
+  linkRank?: number;
   /** The inode's link count when it exceeds the paths captured for it (links outside the tree). */
   externalNlink: number;
+}
+
+/** Set every link's `linkRank` from its entries' blob keys (mode and object id, as the files tree
+ * holds them: `keyOf(k)` for entry k). */
+export function setLinkRanks(entries: FileMetaEntry[], keyOf: (k: number) => string): void {
+  const firsts = new Map<string, number[]>();
+  for (let k = 0; k < entries.length; k++) {
+    const e = entries[k];
+    const key = keyOf(k);
+    const list = firsts.get(key);
+    if (e.linkTo < 0) {
+      if (list) list.push(k);
+      else firsts.set(key, [k]);
+      continue;
+    }
+    // The list ascends: find the link's first path in it.
+    let lo = 0;
+    let hi = (list?.length ?? 0) - 1;
+    while (list && lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid] < e.linkTo) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    if (!list || list[lo] !== e.linkTo)
+      throw new Error(`entry ${k} links to ${e.linkTo}, not an earlier entry of its blob`);
+    e.linkRank = list.length - lo;
+  }
 }
 
 export interface FileMeta {
@@ -394,9 +425,12 @@ function writeLines(entries: FileMetaEntry[], head: string, cuts: number[] | nul
       ns = Math.floor(ns / 10);
     }
     at += 9;
-    // In parts a link says how far back its first path is: an absolute position would change the
-    // line of every link after a file added or removed before it.
-    if (e.linkTo >= 0) at += buf.write(cuts ? ` =-${i - e.linkTo}` : ` =${e.linkTo}`, at, 'latin1');
+    // In parts a link names its first path by rank among the earlier entries of its blob (see
+    // FileMetaEntry): a position would change the line of every link across a file added or removed.
+    if (e.linkTo >= 0) {
+      if (cuts && !e.linkRank) throw new Error(`filemeta entry ${i} is a link without a rank`);
+      at += buf.write(cuts ? ` =^${e.linkRank}` : ` =${e.linkTo}`, at, 'latin1');
+    }
     if (e.externalNlink > 0) at += buf.write(` +${e.externalNlink}`, at, 'latin1');
     buf[at++] = 0x0a;
     if (cuts) {
@@ -464,7 +498,7 @@ export interface StoredFileMeta {
 
 /** The objects of a capture's filemeta: one blob (docs/FORMAT.md `filemeta`), or above
  * `partedMin` entries a tree of groups, each a tree of part blobs, whose lines in name order are
- * the blob's lines (links relative: `=-d`). */
+ * the blob's lines (links by rank: `=^n`, see FileMetaEntry). */
 export function storedFileMeta(
   meta: FileMeta,
   format: 'sha1' | 'sha256',
@@ -520,11 +554,12 @@ export interface ParsedFileMeta {
   externalNlink: number[];
 }
 
-const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(-?)(\d{1,10}))?(?: \+(\d{1,10}))?$/;
+const LINE_RE = /^(-?\d{1,15})\.(\d{9})(?: =(\^?)(\d{1,10}))?(?: \+(\d{1,10}))?$/;
 
 /** Parse a filemeta blob for a files tree whose blob entries (files and symlinks, in tree order)
- * have these modes and oids; `parts`: the lines of a tree of parts, whose links are relative
- * (`=-d`, the entry d before), where a blob's are absolute (`=k`). Anything malformed, or a link
+ * have these modes and oids; `parts`: the lines of a tree of parts, whose links are by rank (`=^n`:
+ * the n-th nearest earlier entry of the same blob and mode that is not a link), where a blob's are
+ * absolute (`=k`). Anything malformed, or a link
  * between entries that are not the same blob with the same mode, is SNAPSHOT_INVALID: a hostile
  * snapshot may only say what git could. */
 export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }[], parts = false): ParsedFileMeta {
@@ -543,18 +578,27 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
     linkTo: new Int32Array(count).fill(-1),
     externalNlink: new Array<number>(count).fill(0),
   };
+  // With parts: per blob and mode, the entries so far that are not links (ascending).
+  const firsts = parts ? new Map<string, number[]>() : null;
   for (let i = 0; i < count; i++) {
     const m = LINE_RE.exec(lines[i + 2]);
     if (!m) throw bad(`line ${i + 3} is malformed`);
     out.mtimeSec[i] = Number(m[1]);
     out.mtimeNsec[i] = Number(m[2]);
+    const key = firsts ? `${blobs[i].mode}:${blobs[i].oid}` : '';
     if (m[4] !== undefined) {
-      if ((m[3] === '-') !== parts) throw bad(`line ${i + 3} has a link of the other form`);
-      const k = parts ? i - Number(m[4]) : Number(m[4]);
+      if ((m[3] === '^') !== parts) throw bad(`line ${i + 3} has a link of the other form`);
+      const list = firsts?.get(key);
+      const n = Number(m[4]);
+      const k = !firsts ? n : list && n >= 1 && n <= list.length ? list[list.length - n] : -1;
       if (k < 0 || k >= i || out.linkTo[k] !== -1 || blobs[k].mode !== blobs[i].mode || blobs[k].oid !== blobs[i].oid) {
         throw bad(`links entry ${i} to entry ${k}, which is not the same file`);
       }
       out.linkTo[i] = k;
+    } else if (firsts) {
+      const list = firsts.get(key);
+      if (list) list.push(i);
+      else firsts.set(key, [i]);
     }
     if (m[5] !== undefined) out.externalNlink[i] = Number(m[5]);
   }
@@ -671,29 +715,38 @@ async function readLevel(
   const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
   const unique = [...new Set(ids)];
   const infos = await objectInfos(unique, opts);
-  let total = 0;
+  const sizeOf = new Map<string, number>();
   unique.forEach((t, i) => {
     const ti = infos[i];
     if (!ti) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta tree ${t} is missing`);
     if (ti.type !== 'tree') throw bad(`has ${t}, a ${ti.type}, where a tree belongs`);
-    total += ti.size;
+    sizeOf.set(t, ti.size);
   });
+  // Counted as often as they are named: a tree named many times is read once but expands each
+  // time, and what the next level holds is bounded by what this one names.
+  let total = 0;
+  for (const t of ids) total += sizeOf.get(t) as number;
   if (total > limit) throw bad(`has trees of ${total} bytes, too large for its files tree`);
   const read = await catFileBatch(unique, opts, limit);
-  const out: string[] = [];
-  for (const t of ids) {
+  const rowsOf = new Map<string, string[]>();
+  for (const t of unique) {
     const obj = read.get(t);
     if (!obj || obj.type !== 'tree') throw bad(`tree ${t} could not be read`);
     const { entries, complete } = parseTreeObject(obj.data, hashLen);
     if (!complete) throw bad(`tree ${t} is malformed`);
     if (!entries.length && !emptyAllowed) throw bad(`tree ${t} is empty`);
-    entries.forEach((e, i) => {
-      if (e.mode !== mode || e.name !== partName(i)) {
-        throw bad(`tree ${t}'s entry ${i} is ${e.mode} ${JSON.stringify(e.name)}, not ${type} ${partName(i)}`);
-      }
-      out.push(e.oid);
-    });
+    rowsOf.set(
+      t,
+      entries.map((e, i) => {
+        if (e.mode !== mode || e.name !== partName(i)) {
+          throw bad(`tree ${t}'s entry ${i} is ${e.mode} ${JSON.stringify(e.name)}, not ${type} ${partName(i)}`);
+        }
+        return e.oid;
+      }),
+    );
   }
+  const out: string[] = [];
+  for (const t of ids) for (const row of rowsOf.get(t) as string[]) out.push(row);
   return out;
 }
 

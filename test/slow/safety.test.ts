@@ -110,7 +110,7 @@ test('a snapshot from a newer major format is refused with SCHEMA_UNSUPPORTED', 
   try {
     const files = r.git('rev-parse', `${base}:files`).trim();
     const snap = craftSnapshot(r, base, files, (m) => {
-      m.schema = 'xet.snapshot/v4';
+      m.schema = 'xet.snapshot/v5';
     });
     expectError(xet(sb, r.dir, ['show', snap, '--json']), 'SCHEMA_UNSUPPORTED');
     expectError(xet(sb, r.dir, ['restore', snap, sb.path('t'), '--json']), 'SCHEMA_UNSUPPORTED');
