@@ -75,14 +75,14 @@ export async function resolveSnapshotOid(spec: string, opts: GitOptions): Promis
   throw new XetError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec} in this repository`, { snapshot: spec });
 }
 
-/** `validated`: this snapshot id was fully validated before (its fork base exists), so its manifest
- * (the same bytes, named by the id) is not checked against the schema again. */
 /** The `filemeta` entry's oid: a blob, or a tree of parts (v4). Another mode is no filemeta, as
  * before trees of parts existed. */
 function filemetaOf(e: { mode: string; oid: string } | undefined): string | null {
   return e && (e.mode === '100644' || e.mode === '040000') ? e.oid : null;
 }
 
+/** `validated`: this snapshot id was fully validated before (its fork base exists), so its manifest
+ * (the same bytes, named by the id) is not checked against the schema again. */
 export async function readSnapshot(oid: string, opts: GitOptions, validated = false): Promise<Snapshot> {
   const names = [`${oid}^{tree}`, `${oid}:manifest.json`];
   const objs = await catFileBatch(names, opts);
