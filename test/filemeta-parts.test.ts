@@ -163,6 +163,25 @@ test('a large tree keeps its times in a tree of parts, and a re-capture stores o
     const viaCopy = sb.path('fork-copy');
     expectExit(xet(sb, src.dir, ['fork', first, viaCopy, '--mode', 'copy', '--json']), 0);
     assertSameTree(sb, src, viaCopy, all, 'copy fork');
+    {
+      // A fork's first capture has the fork's snapshot as its base: of the filemeta it stores the
+      // part its edit changed, that part's group and the top tree, not the parts the base holds.
+      const rel = rels[1500];
+      spawnSync('touch', ['-h', '-d', '@1700000123.000000042', rel], { cwd: viaCopy });
+      const before = packEntries(sb, viaCopy);
+      const forked = parseJson(expectOk(xet(sb, viaCopy, ['capture', '--json']))).snapshot as string;
+      // Every entry of the packs the capture wrote (an object stored again counts again).
+      const written = [...packEntries(sb, viaCopy)].filter(([idx]) => !before.has(idx)).flatMap(([, oids]) => oids);
+      const metaObjects = new Set(
+        git(sb, viaCopy, ['ls-tree', '-r', '-t', '--format=%(objectname)', `${forked}:filemeta`])
+          .trim()
+          .split('\n'),
+      );
+      metaObjects.add(git(sb, viaCopy, ['rev-parse', `${forked}:filemeta`]).trim());
+      const writtenMeta = written.filter((o) => metaObjects.has(o)).length;
+      assert.ok(metaObjects.size >= 10, `${metaObjects.size} filemeta objects`);
+      assert.equal(writtenMeta, 3, `the fork's first capture stored ${writtenMeta} filemeta objects`);
+    }
     if (isRoot) {
       const viaOverlay = sb.path('fork-overlay');
       expectExit(xet(sb, src.dir, ['fork', first, viaOverlay, '--mode', 'overlay', '--json']), 0);
@@ -414,3 +433,29 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
     ['blob'],
   );
 });
+
+function expectOk(r: ReturnType<typeof xet>): ReturnType<typeof xet> {
+  expectExit(r, 0);
+  return r;
+}
+
+/** The entries of every pack of the repository at `dir` (its own object directory), by index file. */
+function packEntries(sb: Sandbox, dir: string): Map<string, string[]> {
+  const packs = path.resolve(dir, git(sb, dir, ['rev-parse', '--git-path', 'objects/pack']).trim());
+  const out = new Map<string, string[]>();
+  for (const idx of fs.readdirSync(packs).filter((f) => f.endsWith('.idx'))) {
+    const listed = spawnSync('git', ['show-index'], {
+      input: fs.readFileSync(path.join(packs, idx)),
+      encoding: 'utf8',
+    });
+    out.set(
+      idx,
+      listed.stdout
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => line.split(' ')[1]),
+    );
+  }
+  return out;
+}

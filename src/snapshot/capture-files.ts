@@ -20,7 +20,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { type GitOptions } from '../git/exec';
+import { git, type GitOptions } from '../git/exec';
 import { BIG_FILE_BYTES, FileState, scanBatch, type ScanDone, type ScanJob } from '../git/file-scan';
 import {
   canonicalMode,
@@ -44,7 +44,13 @@ import {
   type ChunkingResult,
   type ChunkingSpec,
 } from './chunked-scan';
-import { setLinkRanks, storedFileMeta, type FileMeta, type FileMetaEntry } from './filemeta';
+import {
+  FILEMETA_PARTED_MIN_ENTRIES,
+  setLinkRanks,
+  storedFileMeta,
+  type FileMeta,
+  type FileMetaEntry,
+} from './filemeta';
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
@@ -233,6 +239,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
   // --- which objects the repository is known to hold ---
   tracePhase('files: known objects');
+  // The objects of the previous snapshot's filemeta when it is a tree of parts: listed by git now,
+  // beside the work below, for a tree large enough that its own filemeta will be in parts.
+  const prevMeta = spec.previousFileMeta ?? null;
+  const prevMetaObjects =
+    prevMeta && n > FILEMETA_PARTED_MIN_ENTRIES ? heldFileMetaObjects(prevMeta, spec.gitOptions) : null;
   const byRecord = !!cache && !!spec.previousTree && cache.record?.root === spec.previousTree;
   const backed = byRecord || (!!cache && !!spec.previousTree && cacheRoot(cache, format) === spec.previousTree);
   tracePhase(
@@ -482,21 +493,16 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const t of built.trees) {
       if (!oldTrees.has(t.oid) && !known.hasHex(t.oid)) items.push({ oid: t.oid, type: 'tree', data: t.data });
     }
-    // The previous snapshot's filemeta is stored with all its objects (a ref reaches it); when the
-    // record was written with that filemeta, its list names those objects, and of a tree of parts
-    // only the parts and groups not among them are stored (after a few edits, nearly all are).
-    // The record's filemeta alone may have been held only by a snapshot dropped since: it is
-    // skipped only when the repository still has it (asked of the object directory itself,
-    // object-presence.ts: no git process; but it opens every pack index, so only for this).
-    const prevMeta = spec.previousFileMeta ?? null;
+    // The previous snapshot's filemeta is stored with all its objects (a ref reaches it): of a tree
+    // of parts, only the parts and groups it does not hold are stored (after a few edits, nearly
+    // all are its). The record's filemeta alone may have been held only by a snapshot dropped
+    // since: it is skipped only when the repository still has it (asked of the object directory
+    // itself, object-presence.ts: no git process; but it opens every pack index, so only for this).
     const oldMeta = backed ? cache?.record?.meta : undefined;
     const whole =
       metaOid === prevMeta || (metaOid === oldMeta && heldLocally([metaOid], spec.objectsDir, format).has(metaOid));
     if (!whole) {
-      const held = new Set<string>();
-      if (prevMeta && cache?.record?.meta === prevMeta) {
-        for (const o of cache.record.metaObjects ?? []) if (o.length === hashLen * 2) held.add(o);
-      }
+      const held = stored.parted && prevMetaObjects ? await prevMetaObjects : new Set<string>();
       for (const o of stored.objects) if (!held.has(o.oid)) items.push(o);
     }
     if (spec.extraItems) items.push(...(await spec.extraItems));
@@ -590,8 +596,6 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       since: Math.floor(runStart / 1000) - 1,
       root: built.root,
       meta: metaOid,
-      // A tree of parts' other objects (the next capture's list of what it need not store).
-      ...(stored.parted ? { metaObjects: stored.objects.slice(0, -1).map((o) => o.oid) } : {}),
       // Without chunking no entry is a pointer: an empty chunk record says so (else every file of
       // 64 KiB or more would be read again next time).
       chunks: chunks ? chunks.record : { schema: 'xet.statcache-chunks/1', startedAt: runStart, files: {} },
@@ -781,4 +785,17 @@ function scanError(e: NonNullable<ScanDone['error']>, worktree: string): Error {
     path: e.path,
     dir: worktree,
   });
+}
+
+/** The objects of a filemeta that a ref reaches (so all are stored): itself and, for a tree of
+ * parts, its groups and parts. Empty when git cannot list it: then nothing is assumed held. */
+async function heldFileMetaObjects(filemeta: string, opts: GitOptions): Promise<Set<string>> {
+  const held = new Set<string>([filemeta]);
+  const r = await git(['ls-tree', '-r', '-t', '-z', '--format=%(objectname)', filemeta], {
+    ...opts,
+    okCodes: [128],
+  }).catch(() => null);
+  if (!r || r.code !== 0) return new Set();
+  for (const oid of r.stdout.toString('latin1').split('\0')) if (oid) held.add(oid);
+  return held;
 }

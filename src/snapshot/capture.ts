@@ -274,7 +274,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // Read only: a capture refused by the allowance must not have made a sidecar.
     const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
     const heldRecorded = recorded ? await heldPreviousSnapshot(repo.commonDir, wsId, recorded.tree, userOpts) : null;
-    const previous = (heldRecorded ? recorded : null) ?? (await newestSnapshotBase(userOpts));
+    const previous =
+      (heldRecorded && recorded ? { ...recorded, ...heldRecorded } : null) ?? (await newestSnapshotBase(userOpts));
     // The staged tree's new trees go into the capture's one pack, admitted with it (nothing loose is
     // written before the allowance admits the capture).
     const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries));
@@ -287,7 +288,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       paths: walk.paths,
       write: true,
       previousTree: previous?.tree ?? null,
-      previousFileMeta: heldRecorded?.filemeta ?? null,
+      previousFileMeta: previous?.filemeta ?? null,
       knownObjects: new Set(entries.filter((e) => !(e.flags & CE_INTENT_TO_ADD)).map((e) => e.oid)),
       progress,
       meta: true,
@@ -676,7 +677,9 @@ interface Totals {
 }
 
 /** The files tree and totals of the newest snapshot in the repository, if any. */
-async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: string } & Totals) | null> {
+async function newestSnapshotBase(opts: {
+  cwd: string;
+}): Promise<({ tree: string; filemeta: string | null } & Totals) | null> {
   // Only a ref that names its own commit is a snapshot (a fetched one may point anywhere).
   const newest = (
     await gitText(
@@ -692,12 +695,20 @@ async function newestSnapshotBase(opts: { cwd: string }): Promise<({ tree: strin
   const manifest = objs.get(`${newest}:manifest.json`);
   // No manifest (or one too large to read: its top tree may be too): no base, and nothing more read.
   if (!manifest) return null;
-  const tree = await git(['rev-parse', '-q', '--verify', `${newest}:files`], { ...opts, okCodes: [1, 128] });
-  if (tree.code !== 0) return null;
+  // Its files tree and its filemeta (whose objects a capture then need not store again).
+  const top = await git(['ls-tree', '-z', newest], { ...opts, okCodes: [128] });
+  if (top.code !== 0) return null;
+  const entries = new Map<string, string>();
+  for (const rec of top.stdout.toString('utf8').split('\0')) {
+    const tab = rec.indexOf('\t');
+    if (tab > 0) entries.set(rec.slice(tab + 1), rec.slice(0, tab));
+  }
+  const files = entries.get('files')?.split(' ');
+  if (!files || files[1] !== 'tree') return null;
   try {
     const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
     if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;
-    return { tree: tree.stdout.toString('utf8').trim(), ...(counts as Totals) };
+    return { tree: files[2], filemeta: entries.get('filemeta')?.split(' ')[2] ?? null, ...(counts as Totals) };
   } catch {
     return null;
   }

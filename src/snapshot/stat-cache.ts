@@ -30,9 +30,6 @@ export interface StatCacheRecord {
   root: string;
   /** The filemeta stored with that tree: its blob, or its tree of parts. */
   meta?: string;
-  /** Of a tree of parts, its groups and parts (each once): what a capture whose previous snapshot
-   * has this filemeta need not store again. */
-  metaObjects?: string[];
   /** Chunked paths: their pointers and chunks (chunked-scan.ts), at the threshold they were cut at. */
   chunks?: ChunkRecord;
 }
@@ -63,7 +60,6 @@ export interface StatCache {
 let memo: { file: string; format: string; key: string; cache: StatCache | null } | null = null;
 let keepInMemory = false;
 const written = new Map<string, 'sha1' | 'sha256'>();
-const OID_HEX = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
 export function keepStatCachesInMemory(): void {
   keepInMemory = true;
@@ -129,8 +125,7 @@ function readStatCache(file: string, format: 'sha1' | 'sha256'): StatCache | nul
       r.schema === STAT_CACHE_SCHEMA &&
       r.index === trailer.toString('hex') &&
       Number.isSafeInteger(r.since) &&
-      typeof r.root === 'string' &&
-      (r.metaObjects === undefined || (Array.isArray(r.metaObjects) && r.metaObjects.every((o) => OID_HEX.test(o))))
+      typeof r.root === 'string'
     ) {
       record = r;
     }
