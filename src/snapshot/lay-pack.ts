@@ -110,6 +110,10 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     left.push(...job);
     if (!spec.deferChunked && chunkedLeaders.length) {
       const byGitNow = job.map((i) => blobs[i].path);
+      // The chunked files' directories exist before git starts: git caches what it saw missing
+      // and, finding a directory made meanwhile in its way (EEXIST), unlinks it and dies ("cannot
+      // create directory at 'build'": seen once in the suite).
+      for (const c of chunkedLeaders) spec.mkdirSafe(path.dirname(path.join(worktree, c.path)));
       const settled = await Promise.allSettled([
         byGitNow.length
           ? git([...checkoutBesideWork(), 'checkout-index', '--force', '-u', '-z', '--stdin'], {

@@ -128,6 +128,9 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       // git only makes directories on the chunked files' way, never a symlink or a file, and writes
       // no path of theirs. Both run to their end before a failure is reported, so nothing writes
       // into a tree its caller is already removing.
+      // Their directories first: git, finding one made meanwhile where it saw none, dies
+      // (lay-pack.ts says how).
+      for (const e of leaders) mkdirSafe(path.dirname(path.join(worktree, e.path)));
       const results = await Promise.allSettled([
         checkOut(checkoutBesideWork()),
         writeChunkedFiles(worktree, leaders, { git: o, format }),
