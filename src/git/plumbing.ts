@@ -134,6 +134,18 @@ export interface ObjectInfo {
   size: number;
 }
 
+/** The entries of one tree as `git ls-tree -z <tree>` prints them (not recursive), by name. */
+export function parseTopListing(text: string): Map<string, { mode: string; type: string; oid: string }> {
+  const entries = new Map<string, { mode: string; type: string; oid: string }>();
+  for (const rec of text.split('\0')) {
+    const tab = rec.indexOf('\t');
+    if (tab <= 0) continue;
+    const [mode, type, oid] = rec.slice(0, tab).split(' ');
+    entries.set(rec.slice(tab + 1), { mode, type, oid });
+  }
+  return entries;
+}
+
 /** `cat-file --batch-check` of many names, in order: oid, type and size, or null when missing. */
 export async function objectInfos(names: string[], opts: GitOptions): Promise<(ObjectInfo | null)[]> {
   if (!names.length) return [];

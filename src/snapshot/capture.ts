@@ -19,6 +19,7 @@ import {
   indexFileTree,
   mktree,
   readIndexEntries,
+  parseTopListing,
   readLocalConfig,
   readStash,
   type TreeEntryInput,
@@ -698,17 +699,13 @@ async function newestSnapshotBase(opts: {
   // Its files tree and its filemeta (whose objects a capture then need not store again).
   const top = await git(['ls-tree', '-z', newest], { ...opts, okCodes: [128] });
   if (top.code !== 0) return null;
-  const entries = new Map<string, string>();
-  for (const rec of top.stdout.toString('utf8').split('\0')) {
-    const tab = rec.indexOf('\t');
-    if (tab > 0) entries.set(rec.slice(tab + 1), rec.slice(0, tab));
-  }
-  const files = entries.get('files')?.split(' ');
-  if (!files || files[1] !== 'tree') return null;
+  const entries = parseTopListing(top.stdout.toString('utf8'));
+  const files = entries.get('files');
+  if (files?.type !== 'tree') return null;
   try {
     const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
     if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;
-    return { tree: files[2], filemeta: entries.get('filemeta')?.split(' ')[2] ?? null, ...(counts as Totals) };
+    return { tree: files.oid, filemeta: entries.get('filemeta')?.oid ?? null, ...(counts as Totals) };
   } catch {
     return null;
   }

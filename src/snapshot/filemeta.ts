@@ -409,9 +409,15 @@ export function serializeFileMeta(meta: FileMeta): Buffer {
   return writeLines(meta.entries, head, null);
 }
 
+/** Where a part ends: the offset after its last line, and whether its group ends there too. */
+interface Cut {
+  at: number;
+  group: boolean;
+}
+
 /** The header and one line per entry, straight into one buffer (this runs on every capture, for
- * every file). With `cuts`, the offset after each line that ends a part is pushed to it. */
-function writeLines(entries: FileMetaEntry[], head: string, cuts: number[] | null): Buffer {
+ * every file). With `cuts`, every part's end is pushed to it. */
+function writeLines(entries: FileMetaEntry[], head: string, cuts: Cut[] | null): Buffer {
   const buf = Buffer.allocUnsafe(head.length + entries.length * 48);
   let at = buf.write(head, 0, 'latin1');
   let lines = 0;
@@ -436,14 +442,14 @@ function writeLines(entries: FileMetaEntry[], head: string, cuts: number[] | nul
     if (cuts) {
       const h = pathHash(e.path);
       if (++lines === PART_MAX_LINES || (h & PART_CUT_MASK) === 0) {
-        // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta);
-        // kept as a negative offset.
-        cuts.push((h & GROUP_CUT_MASK) === 0 ? -at : at);
+        // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta).
+        cuts.push({ at, group: (h & GROUP_CUT_MASK) === 0 });
         lines = 0;
       }
     }
   }
-  if (cuts && lines) cuts.push(at);
+  if (cuts && lines) cuts.push({ at, group: true });
+  if (cuts?.length) cuts[cuts.length - 1].group = true; // the last part ends the last group
   return buf.subarray(0, at);
 }
 
@@ -509,7 +515,7 @@ export function storedFileMeta(
     const oid = blobOid(data, format);
     return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
   }
-  const cuts: number[] = [];
+  const cuts: Cut[] = [];
   const body = writeLines(meta.entries, '', cuts);
   const objects: FileMetaObject[] = [];
   const seen = new Set<string>();
@@ -529,11 +535,10 @@ export function storedFileMeta(
   const top: Buffer[] = [];
   let group: Buffer[] = [];
   let from = 0;
-  for (let i = 0; i < cuts.length; i++) {
-    const end = Math.abs(cuts[i]);
-    group.push(...row('100644', group.length / 2, add('blob', body.subarray(from, end))));
-    from = end;
-    if (cuts[i] < 0 || group.length / 2 === GROUP_MAX_PARTS || i === cuts.length - 1) {
+  for (const cut of cuts) {
+    group.push(...row('100644', group.length / 2, add('blob', body.subarray(from, cut.at))));
+    from = cut.at;
+    if (cut.group || group.length / 2 === GROUP_MAX_PARTS) {
       top.push(...row('40000', top.length / 2, add('tree', Buffer.concat(group))));
       group = [];
     }
@@ -699,10 +704,44 @@ function maxPartsTreeBytes(entries: number, hashLen: number): number {
   return Math.max(entries, 1) * (16 + hashLen);
 }
 
+/** The objects `ids` of one level of a filemeta tree (each read once, however often named), after
+ * checking that each is a `type` and that their sizes, counted as often as they are named, add up
+ * to at most `limit`: what a tree named many times holds is expanded each time, so the next level
+ * is bounded by what this one names. `total` is that sum. */
+async function readChecked(
+  ids: string[],
+  type: 'blob' | 'tree',
+  limit: number,
+  opts: GitOptions,
+): Promise<{ data: Map<string, Buffer>; total: number }> {
+  const what = type === 'tree' ? 'tree' : 'part';
+  const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
+  const unique = [...new Set(ids)];
+  const infos = await objectInfos(unique, opts);
+  const sizeOf = new Map<string, number>();
+  unique.forEach((id, i) => {
+    const info = infos[i];
+    if (!info) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${what} ${id} is missing`);
+    if (info.type !== type) throw bad(`has ${id}, a ${info.type}, where a ${type} belongs`);
+    sizeOf.set(id, info.size);
+  });
+  let total = 0;
+  for (const id of ids) total += sizeOf.get(id) as number;
+  if (total > limit) throw bad(`has ${what}s of ${total} bytes, too large for its files tree`);
+  const read = await catFileBatch(unique, opts, limit);
+  const data = new Map<string, Buffer>();
+  for (const id of unique) {
+    const obj = read.get(id);
+    if (!obj || obj.type !== type || obj.data.length !== sizeOf.get(id)) throw bad(`${what} ${id} could not be read`);
+    data.set(id, obj.data);
+  }
+  return { data, total };
+}
+
 /** The rows of the trees `ids` (one level of a filemeta tree), in order: each must be `mode`
  * `type` and named by its position in its tree; a tree may be empty only with `emptyAllowed` (the
  * top tree of a files tree without files). Their sizes together are checked against `limit`
- * before any is read. */
+ * before any is read (readChecked). */
 async function readLevel(
   ids: string[],
   mode: string,
@@ -713,26 +752,10 @@ async function readLevel(
   opts: GitOptions,
 ): Promise<string[]> {
   const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
-  const unique = [...new Set(ids)];
-  const infos = await objectInfos(unique, opts);
-  const sizeOf = new Map<string, number>();
-  unique.forEach((t, i) => {
-    const ti = infos[i];
-    if (!ti) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta tree ${t} is missing`);
-    if (ti.type !== 'tree') throw bad(`has ${t}, a ${ti.type}, where a tree belongs`);
-    sizeOf.set(t, ti.size);
-  });
-  // Counted as often as they are named: a tree named many times is read once but expands each
-  // time, and what the next level holds is bounded by what this one names.
-  let total = 0;
-  for (const t of ids) total += sizeOf.get(t) as number;
-  if (total > limit) throw bad(`has trees of ${total} bytes, too large for its files tree`);
-  const read = await catFileBatch(unique, opts, limit);
+  const { data } = await readChecked(ids, 'tree', limit, opts);
   const rowsOf = new Map<string, string[]>();
-  for (const t of unique) {
-    const obj = read.get(t);
-    if (!obj || obj.type !== 'tree') throw bad(`tree ${t} could not be read`);
-    const { entries, complete } = parseTreeObject(obj.data, hashLen);
+  for (const [t, tree] of data) {
+    const { entries, complete } = parseTreeObject(tree, hashLen);
     if (!complete) throw bad(`tree ${t} is malformed`);
     if (!entries.length && !emptyAllowed) throw bad(`tree ${t} is empty`);
     rowsOf.set(
@@ -776,28 +799,16 @@ export async function readFileMeta(
   if (info.size > treeLimit) throw bad(`is a tree of ${info.size} bytes, too large for its files tree`);
   const groupIds = await readLevel([oid], '40000', 'tree', treeLimit, true, hashLen, opts);
   const partIds = await readLevel(groupIds, '100644', 'blob', treeLimit, false, hashLen, opts);
-  const unique = [...new Set(partIds)];
-  const infos = await objectInfos(unique, opts);
-  const sizeOf = new Map<string, number>();
-  unique.forEach((p, i) => {
-    const pi = infos[i];
-    if (!pi) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta part ${p} is missing`);
-    if (pi.type !== 'blob' || pi.size === 0) throw bad(`part ${p} is not a blob of lines`);
-    sizeOf.set(p, pi.size);
-  });
-  let total = 0;
-  for (const p of partIds) total += sizeOf.get(p) as number;
-  if (total > limit) throw bad(`parts hold ${total} bytes, too many for its files tree`);
-  const read = await catFileBatch(unique, opts, limit);
+  const { data: parts, total } = await readChecked(partIds, 'blob', limit, opts);
   const head = Buffer.from(`${FILEMETA_HEADER}\n${blobs.length}\n`, 'latin1');
   const whole = Buffer.allocUnsafe(head.length + total);
   let at = head.copy(whole, 0);
   for (const p of partIds) {
-    const part = read.get(p);
-    if (!part || part.type !== 'blob' || part.data.length !== sizeOf.get(p)) throw bad(`part ${p} could not be read`);
+    const part = parts.get(p) as Buffer;
+    if (!part.length) throw bad(`part ${p} is not a blob of lines`);
     // A part holds whole lines: one cut short would join its last line to the next part's first.
-    if (part.data[part.data.length - 1] !== 0x0a) throw bad(`part ${p} does not end with a line`);
-    at += part.data.copy(whole, at);
+    if (part[part.length - 1] !== 0x0a) throw bad(`part ${p} does not end with a line`);
+    at += part.copy(whole, at);
   }
   return parseFileMeta(whole, blobs, true);
 }

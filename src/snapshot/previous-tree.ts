@@ -8,6 +8,7 @@
 // every blob up.
 
 import { git, gitText, type GitOptions } from '../git/exec';
+import { parseTopListing } from '../git/plumbing';
 import { recentWorkspaceSnapshots } from './unchanged';
 
 const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
@@ -33,12 +34,8 @@ export async function heldPreviousSnapshot(
     if (!held.has(oid)) continue;
     const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
     if (r.code !== 0) continue;
-    const top = new Map<string, string>();
-    for (const rec of r.stdout.toString('utf8').split('\0')) {
-      const tab = rec.indexOf('\t');
-      if (tab > 0) top.set(rec.slice(tab + 1), rec.slice(0, tab).split(' ')[2]);
-    }
-    if (top.get('files') === tree) return { filemeta: top.get('filemeta') ?? null };
+    const top = parseTopListing(r.stdout.toString('utf8'));
+    if (top.get('files')?.oid === tree) return { filemeta: top.get('filemeta')?.oid ?? null };
   }
   return null;
 }

@@ -3,7 +3,7 @@
 
 import { XetError } from '../errors';
 import { git, gitText, type GitOptions } from '../git/exec';
-import { catFileBatch, listRefs } from '../git/plumbing';
+import { catFileBatch, listRefs, parseTopListing } from '../git/plumbing';
 import { parseManifest, type Manifest } from './manifest';
 import { SNAPSHOT_REF_PREFIX } from './refs';
 
@@ -99,14 +99,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     throw new XetError('SNAPSHOT_INVALID', `${oid} is not a git xet snapshot (no manifest.json)`, { snapshot: oid });
   }
   const manifest = parseManifest(manifestObj.data, `${oid.slice(0, 12)}:manifest.json`, validated);
-  const entries = new Map<string, { mode: string; oid: string }>();
-  const text = await gitText(['ls-tree', '-z', oid], opts);
-  for (const rec of text.split('\0')) {
-    if (!rec) continue;
-    const tab = rec.indexOf('\t');
-    const [mode, , o] = rec.slice(0, tab).split(' ');
-    entries.set(rec.slice(tab + 1), { mode, oid: o });
-  }
+  const entries = parseTopListing(await gitText(['ls-tree', '-z', oid], opts));
   const treeOf = (name: string, required: boolean): string | null => {
     const e = entries.get(name);
     if (!e || e.mode !== '040000') {
