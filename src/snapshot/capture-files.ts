@@ -687,7 +687,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         externalLinks++;
       }
     }
-    if (hardLinks) {
+    // Ranks are written only by a filemeta in parts (filemeta.ts).
+    if (hardLinks && entries.length > FILEMETA_PARTED_MIN_ENTRIES) {
       setLinkRanks(entries, (k) => {
         const i = final[k];
         return `${stat.readUInt32BE(i * STAT_BYTES + STAT.mode)}:${oid.toString('latin1', i * hashLen, (i + 1) * hashLen)}`;

@@ -503,14 +503,10 @@ export interface StoredFileMeta {
 }
 
 /** The objects of a capture's filemeta: one blob (docs/FORMAT.md `filemeta`), or above
- * `partedMin` entries a tree of groups, each a tree of part blobs, whose lines in name order are
+ * FILEMETA_PARTED_MIN_ENTRIES entries a tree of groups, each a tree of part blobs, whose lines in name order are
  * the blob's lines (links by rank: `=^n`, see FileMetaEntry). */
-export function storedFileMeta(
-  meta: FileMeta,
-  format: 'sha1' | 'sha256',
-  partedMin = FILEMETA_PARTED_MIN_ENTRIES,
-): StoredFileMeta {
-  if (meta.entries.length <= partedMin) {
+export function storedFileMeta(meta: FileMeta, format: 'sha1' | 'sha256'): StoredFileMeta {
+  if (meta.entries.length <= FILEMETA_PARTED_MIN_ENTRIES) {
     const data = serializeFileMeta(meta);
     const oid = blobOid(data, format);
     return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
