@@ -22,6 +22,10 @@
  * - reading every directory of a worktree for a capture's walk, on two threads: node's readdir
  *   makes a Dirent object and a string per entry and reads one directory per call
  *   (docs/DESIGN-NOTES.md "The walk's directories read in C").
+ * - inotify for the daemon's walk (src/daemon/tree-watch.ts): node's fs.watch reads its events
+ *   only when the event loop gets to them and drops an overflow silently, and the walk must know,
+ *   at the moment it starts, every directory that changed before (docs/DESIGN-NOTES.md "A daemon
+ *   that re-reads only the directories that changed").
  *
  * Built by scripts/build-native.mjs with the system C compiler; src/native.ts loads it, and every
  * caller falls back to node's zlib or mount(8) when it is absent. Written against Node-API, whose functions node
@@ -68,6 +72,12 @@
  *                                       below it (see read_dirs), except those named in skip
  *                                       (NUL-ended paths relative to root), any named .git in any
  *                                       case, and the subdirectories of one that holds a .git
+ *   watchOpen()                      -> a new inotify descriptor (non-blocking, close-on-exec), or
+ *                                       -errno
+ *   watchAdd(fd, dir, mask)          -> the watch descriptor of dir (not followed if a symlink;
+ *                                       IN_ONLYDIR), or -errno
+ *   watchRead(fd, out)               -> bytes of whole events read into out, 0 when none is queued,
+ *                                       or -errno (-EINVAL: out is too small for the next event)
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
@@ -85,6 +95,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -1347,6 +1358,46 @@ static napi_value read_dirs(napi_env env, napi_callback_info info) {
   return out;
 }
 
+static napi_value watch_open(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  if (napi_get_cb_info(env, info, &argc, NULL, NULL, NULL) != NAPI_OK || argc != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_COUNT", "watchOpen()");
+    return NULL;
+  }
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  return int64(env, fd < 0 ? -errno : fd);
+}
+
+static napi_value watch_add(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  int64_t fd, mask;
+  if (!args_of(env, info, 3, argv, "watchAdd(fd, dir, mask)")) return NULL;
+  if (!int_arg(env, argv[0], 0, INT32_MAX, &fd) || !int_arg(env, argv[2], 1, UINT32_MAX, &mask)) return NULL;
+  char *dir = string_arg(env, argv[1]);
+  if (!dir) return NULL;
+  /* Never a symlink's target, and only a directory: a path that became something else meanwhile
+   * fails instead of watching what it now names. */
+  int wd = inotify_add_watch((int)fd, dir, (uint32_t)mask | IN_DONT_FOLLOW | IN_ONLYDIR);
+  int err = wd < 0 ? errno : 0;
+  free(dir);
+  return int64(env, wd < 0 ? -err : wd);
+}
+
+static napi_value watch_read(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  int64_t fd;
+  uint8_t *out;
+  size_t out_len;
+  if (!args_of(env, info, 2, argv, "watchRead(fd, out)")) return NULL;
+  if (!int_arg(env, argv[0], 0, INT32_MAX, &fd) || !buffer_arg(env, argv[1], &out, &out_len)) return NULL;
+  ssize_t r;
+  do
+    r = read((int)fd, out, out_len);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) return int64(env, errno == EAGAIN ? 0 : -errno);
+  return int64(env, r);
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -1365,7 +1416,9 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "lstatMany", lstat_many) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
       !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many) ||
       !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into) ||
-      !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match))
+      !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match) ||
+      !export_fn(env, exports, "watchOpen", watch_open) || !export_fn(env, exports, "watchAdd", watch_add) ||
+      !export_fn(env, exports, "watchRead", watch_read))
     return NULL;
   return exports;
 }

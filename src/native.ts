@@ -51,6 +51,12 @@ export interface XetNative {
    * stage-0 entry's into `match` (int32, -1 for none); -1 when the index is damaged
    * (src/snapshot/stat-cache.ts). */
   indexMatch(index: Buffer, hashLen: number, names: Buffer, match: Buffer, offsets: Buffer): number;
+  /** A new inotify descriptor (non-blocking, close-on-exec), or -errno (src/daemon/tree-watch.ts). */
+  watchOpen(): number;
+  /** The watch descriptor of the directory `dir` (a symlink is not followed), or -errno. */
+  watchAdd(fd: number, dir: string, mask: number): number;
+  /** Bytes of whole inotify events read into `out`, 0 when none is queued, or -errno. */
+  watchRead(fd: number, out: Buffer): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

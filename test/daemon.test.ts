@@ -52,6 +52,16 @@ function edit(d: string, step: number): void {
   if (step % 2) fs.rmSync(path.join(d, `f${step + 10}.txt`));
   if (step === 2) fs.renameSync(path.join(d, 'sub'), path.join(d, 'sub2'));
   if (step === 3) git(d, 'add', 'new1.txt');
+  // Directories made, moved, replaced and removed (the daemon's watch reads only these again).
+  if (step === 5) fs.mkdirSync(path.join(d, 'deep', 'er', 'est'), { recursive: true });
+  if (step === 6) fs.writeFileSync(path.join(d, 'deep', 'er', 'est', 'x'), 'x\n');
+  if (step === 7) fs.renameSync(path.join(d, 'deep', 'er'), path.join(d, 'sub2', 'er'));
+  if (step === 8) {
+    fs.mkdirSync(path.join(d, 'deep', 'er'));
+    fs.writeFileSync(path.join(d, 'deep', 'er', 'y'), 'y\n');
+  }
+  if (step === 9) fs.rmSync(path.join(d, 'sub2'), { recursive: true });
+  if (step === 10) fs.writeFileSync(path.join(d, '.gitignore'), 'build/\ndeep/\n');
 }
 
 test('daemon start|status|stop, and a second start finds the running one', () => {
@@ -72,11 +82,11 @@ test('daemon start|status|stop, and a second start finds the running one', () =>
   }
 });
 
-test('the same edits captured through the daemon and without it give the same snapshot', () => {
+test('the same edits captured through the daemon and without it give the same snapshot', (t) => {
   const d = repo();
   try {
     const pid = xet(d, ['daemon', 'start']).pid as number;
-    for (let step = 0; step < 5; step++) {
+    for (let step = 0; step < 12; step++) {
       edit(d, step);
       const via = xet(d, ['capture']);
       const direct = xet(d, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' });
@@ -85,8 +95,13 @@ test('the same edits captured through the daemon and without it give the same sn
       for (const k of ['files', 'bytes', 'tracked', 'untracked', 'ignored'])
         assert.equal(via[k], direct[k], `${k} at step ${step}`);
     }
-    // The daemon made them: it is the same process, still running.
-    assert.equal(xet(d, ['daemon', 'status']).pid, pid);
+    // The daemon made them: it is the same process, still running, and watching.
+    const status = xet(d, ['daemon', 'status']);
+    assert.equal(status.pid, pid);
+    const watch = status.watch as { watching: boolean; dirs: number; reason: string | null };
+    if (watch.reason?.startsWith('the native module')) return t.diagnostic(`watch not checked: ${watch.reason}`);
+    assert.equal(watch.watching, true, String(watch.reason));
+    assert.ok(watch.dirs >= 4, `${watch.dirs} directories watched`);
   } finally {
     xet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });

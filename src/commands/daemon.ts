@@ -15,16 +15,27 @@ export const daemonCommand = defineCommand({
   },
   args: ['action'],
   annotations: { readOnly: false, destructive: false, idempotent: true },
-  output: s.looseObject({ running: s.boolean(), pid: s.number().nullable(), answering: s.boolean().optional() }),
+  output: s.looseObject({
+    running: s.boolean(),
+    pid: s.number().nullable(),
+    answering: s.boolean().optional(),
+    watch: s
+      .looseObject({ watching: s.boolean(), dirs: s.number(), reason: s.string().nullable() })
+      .optional()
+      .describe('status: whether captures read only the directories that changed, and if not, why'),
+  }),
   async run(input, ctx) {
     const { locateDaemon } = await import('../daemon/locate');
     const p = locateDaemon(ctx.cwd);
     if (!p) throw new XetError('NOT_A_REPOSITORY', `${ctx.cwd} is not inside a worktree`);
     const { runningPid, serveDaemon } = await import('../daemon/server');
     const { sendToDaemon } = await import('../daemon/client');
+    let watch: unknown;
     const ask = async (): Promise<number | null> => {
       const r = await sendToDaemon(p, { op: 'status', cwd: ctx.cwd }, 2000);
-      return r?.ok ? (r.result as { pid: number }).pid : null;
+      if (!r?.ok) return null;
+      watch = (r.result as { watch?: unknown }).watch;
+      return (r.result as { pid: number }).pid;
     };
     if (input.action === 'run') {
       await serveDaemon(p);
@@ -37,7 +48,7 @@ export const daemonCommand = defineCommand({
     if (input.action === 'status') {
       if (pid === null) return { running: false, pid, socket: p.socket };
       if (answered === null) return { running: true, pid, socket: p.socket, answering: false };
-      return { running: true, pid, socket: p.socket };
+      return { running: true, pid, socket: p.socket, ...(watch ? { watch } : {}) };
     }
     if (input.action === 'stop') {
       if (pid === null) return { running: false, pid };

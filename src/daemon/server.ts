@@ -16,6 +16,8 @@ import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
 import { configMemo } from './config-memo';
 import { ownerAlive } from '../snapshot/leftovers';
+import { lendWorktreeWatch } from '../snapshot/walk-watch';
+import { TreeWatch } from './tree-watch';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
  * or its pid reused by another program, as after a SIGKILL or a reboot). */
@@ -122,6 +124,9 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const { findRepo } = await import('../git/repo');
   const statCaches = await import('../snapshot/stat-cache');
   statCaches.keepStatCachesInMemory();
+  // Captures of this worktree read again only the directories that changed (src/daemon/tree-watch.ts).
+  const treeWatch = new TreeWatch(p.worktree);
+  lendWorktreeWatch(treeWatch);
   // The repository as the CLI finds it from any directory of this worktree (rev-parse), asked once:
   // a request from a directory whose nearest .git is this worktree's gets it. With GIT_DIR or
   // GIT_WORK_TREE set, git decides differently, so every request asks again.
@@ -163,6 +168,8 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     server.close();
     clearInterval(gone);
     rebuilt.close();
+    lendWorktreeWatch(null);
+    treeWatch.close();
     if (idle) clearTimeout(idle);
   };
   const armIdle = (): void => {
@@ -191,7 +198,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
 
   const handle = async (req: DaemonRequest & { version?: string; env?: string }): Promise<DaemonReply> => {
     if (req.op === 'status')
-      return { ok: true, result: { pid: process.pid, worktree: p.worktree, version: TOOL_VERSION } };
+      return {
+        ok: true,
+        result: { pid: process.pid, worktree: p.worktree, version: TOOL_VERSION, watch: treeWatch.state() },
+      };
     if (req.op === 'stop') {
       setImmediate(stop);
       return { ok: true, result: { stopped: process.pid } };

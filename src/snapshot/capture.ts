@@ -37,7 +37,8 @@ import { looseObjects, scanToTree, scratchDir, type ScanResult } from './scan';
 import { CaptureAllowance } from './capture-allowance';
 import type { AdmissionClass } from '../allowance/model';
 import type { PackItem } from '../git/pack-writer';
-import { walkWorktree } from './walk';
+import { walkWorktree, type WalkResult } from './walk';
+import { worktreeWatch } from './walk-watch';
 import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
@@ -234,13 +235,24 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const progress = options.progress ?? (() => undefined);
     progress('scanning the working tree');
     tracePhase('capture: walk');
-    const walk = walkWorktree({
+    const walkInputs = {
       root: repo.worktree,
       tracked,
       ignored: new Set(ignoredList),
       policy,
       gitDirs: [repo.gitDir, repo.commonDir],
-    });
+    };
+    // A resident process watching this worktree lends the last walk (src/daemon/tree-watch.ts).
+    const watch = options.inner || options.worktreeAs ? null : worktreeWatch();
+    const memo = watch?.begin(walkInputs) ?? null;
+    let walk: WalkResult;
+    try {
+      walk = walkWorktree({ ...walkInputs, memo: memo ?? undefined });
+    } catch (e) {
+      if (memo) watch?.end(memo, null);
+      throw e;
+    }
+    if (memo) watch?.end(memo, memo.next ?? null);
     tracePhase('capture: lfs check');
     progress(`checking ${walk.paths.length} files for Git LFS pointers`);
     await refuseMissingLfs(repo, walk.paths, walk.attributeFiles);

@@ -44,6 +44,53 @@ export interface WalkInput {
   /** 'js' reads each directory with node's readdirSync even where the native module loaded (the
    * tests hold the two to the same result). */
   listing?: 'auto' | 'js';
+  /** The last walk's directories, kept by a process that watches them (src/daemon/tree-watch.ts):
+   * a directory nothing changed in is not read again, and where the walk's inputs are the same its
+   * decisions are replayed. Absent: every directory is read. */
+  memo?: WalkMemo;
+}
+
+/** One directory as the walk last saw it: its listing and what the walk made of it, in order. */
+export interface DirRecord {
+  names: string[];
+  kinds: Uint8Array;
+  dirIgnored: boolean;
+  ops: WalkOp[];
+  /** Whether its own entries (not its subdirectories') captured something. */
+  captured: boolean;
+  /** Its listing was read after its watch began: an unchanged directory still lists this. */
+  trusted: boolean;
+}
+
+/** What the walk did with one entry of a directory, replayed into a later walk's result. */
+export type WalkOp =
+  | { op: 'path'; path: string; as: 'tracked' | 'untracked' | 'ignored'; attributes: boolean }
+  | { op: 'skip'; path: string; reason: SkipReasonName }
+  | { op: 'secret'; path: string }
+  | { op: 'excluded' }
+  | { op: 'not-captured' }
+  | { op: 'empty'; path: string }
+  | { op: 'repository'; repository: FoundRepository }
+  | { op: 'dir'; name: string; ignored: boolean };
+
+/** What a watching process gives the walk (src/daemon/tree-watch.ts holds the proof obligations). */
+export interface WalkMemo {
+  /** The last walk's records, by directory relative to the root ('' is the root). */
+  records: ReadonlyMap<string, DirRecord>;
+  /** Whether the decisions in the records were made with this walk's inputs (tracked and ignored
+   * paths, policy, git dirs); if not, the listings still serve and the decisions are made again. */
+  sameInputs: boolean;
+  /** Whether nothing in `rel` changed since its record's listing was read. */
+  unchanged(rel: string): boolean;
+  /** Called before `rel` is read: watch it from now on. 'before': it was watched before this walk
+   * began (a listing read ahead is trusted); 'now': from this call (one read now is trusted);
+   * 'no': not watched (its listing is never trusted). */
+  watch(rel: string, abs: string): 'before' | 'now' | 'no';
+  /** Whether to read every directory ahead (many changed): the read-ahead is then trusted only for
+   * directories watched before. */
+  readAhead: boolean;
+  /** Set by the walk: the records of this walk, for the next. */
+  next?: Map<string, DirRecord>;
 }
 
 export interface WalkResult {
@@ -211,7 +258,9 @@ export function walkWorktree(input: WalkInput): WalkResult {
   const pruned = [...gitDirsInside];
   if (!canIncludeIgnored)
     for (const i of ignored) if (i.endsWith('/') && !hasTrackedUnder(i.slice(0, -1))) pruned.push(i.slice(0, -1));
-  const ahead = input.listing === 'js' ? null : readListings(root, pruned);
+  const memo = input.memo;
+  const next = memo ? new Map<string, DirRecord>() : null;
+  const ahead = input.listing === 'js' || (memo && !memo.readAhead) ? null : readListings(root, pruned);
 
   const list = (abs: string, at: number): DirEntries => {
     if (ahead && at >= 0 && ahead.dirs[3 * at + 2] === 0) {
@@ -225,21 +274,117 @@ export function walkWorktree(input: WalkInput): WalkResult {
     return { names: entries.map((d) => d.name), kinds: k, child: null, from: 0, to: entries.length };
   };
 
+  // What a directory's walk does to the result, applied now and (with a memo) recorded for the next.
+  const apply = (o: WalkOp, ops: WalkOp[] | null): void => {
+    if (ops) ops.push(o);
+    switch (o.op) {
+      case 'path':
+        res.paths.push(o.path);
+        res.counts[o.as]++;
+        if (o.attributes) res.attributeFiles.push(o.path);
+        return;
+      case 'skip':
+        res.skipped.push({ path: o.path, reason: o.reason });
+        return;
+      case 'secret':
+        res.excludedSecrets.push(o.path);
+        return;
+      case 'excluded':
+        res.excludedByPattern++;
+        return;
+      case 'not-captured':
+        res.ignoredNotCaptured++;
+        return;
+      case 'empty':
+        res.emptyDirs.push(o.path);
+        return;
+      case 'repository':
+        res.repositories.push(o.repository);
+        return;
+      case 'dir':
+        return; // the caller walks it
+    }
+  };
+
+  // A directory the memo vouches for, its decisions replayed; its subdirectories walked (each
+  // replayed in turn where nothing changed in it).
+  const replay = (abs: string, rel: string, rec: DirRecord): boolean => {
+    (next as Map<string, DirRecord>).set(rel, rec);
+    let captured = rec.captured;
+    for (const o of rec.ops) {
+      if (o.op !== 'dir') apply(o, null);
+      else if (walkDir(abs + path.sep + o.name, rel === '' ? o.name : `${rel}/${o.name}`, o.ignored, -1))
+        captured = true;
+    }
+    return captured;
+  };
+
   // Returns whether anything under `rel` was captured (a file, a link or an empty dir). `at` is its
   // listing read ahead, or -1.
   const walkDir = (abs: string, rel: string, dirIgnored: boolean, at: number): boolean => {
+    if (!memo) return readDir(abs, rel, dirIgnored, at, null);
+    const rec = memo.records.get(rel);
+    if (rec && rec.trusted && memo.unchanged(rel)) {
+      if (memo.sameInputs && rec.dirIgnored === dirIgnored) return replay(abs, rel, rec);
+      return readDir(abs, rel, dirIgnored, -1, rec);
+    }
+    // Watched before it is read: a change after the read is an event the next walk sees.
+    const watched = memo.watch(rel, abs);
+    const trusted = watched === 'now' ? at < 0 : watched === 'before';
+    return readDir(abs, rel, dirIgnored, at, null, trusted);
+  };
+
+  // A directory read (or its listing taken from `known`) and decided entry by entry.
+  const readDir = (
+    abs: string,
+    rel: string,
+    dirIgnored: boolean,
+    at: number,
+    known: DirRecord | null,
+    trusted = known !== null,
+  ): boolean => {
+    const ops: WalkOp[] | null = memo ? [] : null;
+    const captured = decideDir(abs, rel, dirIgnored, at, known, ops);
+    if (next && ops) {
+      const own = captured.listing;
+      next.set(rel, {
+        names: own ? own.names.slice(own.from, own.to) : [],
+        kinds: own ? own.kinds.slice(own.from, own.to) : new Uint8Array(0),
+        dirIgnored,
+        ops,
+        captured: captured.own,
+        // An unreadable directory is read again next time (its permissions may change back
+        // without an event in it).
+        trusted: trusted && own !== null,
+      });
+    }
+    return captured.any;
+  };
+
+  const decideDir = (
+    abs: string,
+    rel: string,
+    dirIgnored: boolean,
+    at: number,
+    known: DirRecord | null,
+    ops: WalkOp[] | null,
+  ): { any: boolean; own: boolean; listing: DirEntries | null } => {
     let entries: DirEntries;
     try {
-      entries = list(abs, at);
-      resolveUnknown(abs, entries);
+      if (known) entries = { names: known.names, kinds: known.kinds, child: null, from: 0, to: known.names.length };
+      else {
+        entries = list(abs, at);
+        resolveUnknown(abs, entries);
+      }
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
-        res.skipped.push({ path: rel, reason: 'unreadable' });
-        return true; // named as skipped; not an empty dir
+        apply({ op: 'skip', path: rel, reason: 'unreadable' }, ops);
+        return { any: true, own: true, listing: null }; // named as skipped; not an empty dir
       }
       throw e;
     }
+    const done = (any: boolean, own = any) => ({ any, own, listing: entries });
     const { names: dNames, kinds: dKinds, child: dChild, from, to } = entries;
     let innerGit = false;
     let hasGit = false;
@@ -255,27 +400,28 @@ export function walkWorktree(input: WalkInput): WalkResult {
       // A checked-out submodule (a gitlink here) or a nested repository is captured as a snapshot of
       // its own; an exclude pattern or `--ignored none` still leaves a nested one out on purpose.
       if (tracked.has(rel)) {
-        res.repositories.push({ path: rel, kind: 'submodule' });
-        return true;
+        apply({ op: 'repository', repository: { path: rel, kind: 'submodule' } }, ops);
+        return done(true);
       }
       if (!hasTrackedUnder(rel)) {
         const included = policy.isIncluded(`${rel}/`);
         if (dirIgnored && policy.ignored === 'none' && !included) {
-          res.ignoredNotCaptured++;
-          return false;
+          apply({ op: 'not-captured' }, ops);
+          return done(false);
         }
         if (!included && policy.isExcluded(`${rel}/`)) {
-          res.excludedByPattern++;
-          return false;
+          apply({ op: 'excluded' }, ops);
+          return done(false);
         }
-        res.repositories.push({ path: rel, kind: 'nested' });
-        return true;
+        apply({ op: 'repository', repository: { path: rel, kind: 'nested' } }, ops);
+        return done(true);
       }
-      res.skipped.push({ path: `${rel}/.git`, reason: 'nested-repository' });
+      apply({ op: 'skip', path: `${rel}/.git`, reason: 'nested-repository' }, ops);
       innerGit = true;
     }
     if (replaced) assertUtf8Names(abs, rel);
     let captured = false;
+    let capturedOwn = false;
     let sawAny = false;
     for (let i = from; i < to; i++) {
       const name = dNames[i];
@@ -286,70 +432,70 @@ export function walkWorktree(input: WalkInput): WalkResult {
       const kind = KINDS[dKinds[i]];
       sawAny = true;
       if (gitRefusesName(name, kind === 'symlink')) {
-        res.skipped.push({ path: childRel, reason: 'git-refuses-path' });
-        captured = true;
+        apply({ op: 'skip', path: childRel, reason: 'git-refuses-path' }, ops);
+        captured = capturedOwn = true;
         continue;
       }
       if (kind === 'dir') {
         if (gitDirsInside.has(childRel)) continue;
         const ign = !dirIgnored ? ignored.has(`${childRel}/`) : true;
         if (ign && !canIncludeIgnored && !hasTrackedUnder(childRel)) {
-          res.ignoredNotCaptured++;
+          apply({ op: 'not-captured' }, ops);
           continue;
         }
         refuseTooLong(root, childRel, 'capture');
+        if (ops) ops.push({ op: 'dir', name, ignored: ign });
         if (walkDir(childAbs, childRel, ign, dChild ? dChild[i] : -1)) captured = true;
         continue;
       }
       if (kind !== 'file' && kind !== 'symlink') {
-        res.skipped.push({ path: childRel, reason: kind === 'unknown' ? 'unreadable' : kind });
-        captured = true;
+        apply({ op: 'skip', path: childRel, reason: kind === 'unknown' ? 'unreadable' : kind }, ops);
+        captured = capturedOwn = true;
         continue;
       }
       refuseTooLong(root, childRel, 'capture');
       if (tracked.has(childRel)) {
-        res.paths.push(childRel);
-        res.counts.tracked++;
-        if (name === '.gitattributes') res.attributeFiles.push(childRel);
-        captured = true;
+        apply({ op: 'path', path: childRel, as: 'tracked', attributes: name === '.gitattributes' }, ops);
+        captured = capturedOwn = true;
         continue;
       }
       const isIgnored = dirIgnored || ignored.has(childRel);
       const included = policy.isIncluded(childRel);
       if (isIgnored && policy.ignored === 'none' && !included) {
-        res.ignoredNotCaptured++;
+        apply({ op: 'not-captured' }, ops);
         continue;
       }
       if (!included && policy.isExcluded(childRel)) {
-        res.excludedByPattern++;
+        apply({ op: 'excluded' }, ops);
         continue;
       }
       if (!included && policy.isSecret(childRel)) {
-        res.excludedSecrets.push(childRel);
+        apply({ op: 'secret', path: childRel }, ops);
         continue;
       }
       if (kind === 'file' && !readable(childAbs)) {
         // Not ours to read (another user's file): named, not fatal. A tracked one stays fatal.
-        res.skipped.push({ path: childRel, reason: 'unreadable' });
+        apply({ op: 'skip', path: childRel, reason: 'unreadable' }, ops);
         continue;
       }
-      res.paths.push(childRel);
-      if (isIgnored) res.counts.ignored++;
-      else res.counts.untracked++;
-      if (name === '.gitattributes') res.attributeFiles.push(childRel);
-      captured = true;
+      apply(
+        { op: 'path', path: childRel, as: isIgnored ? 'ignored' : 'untracked', attributes: name === '.gitattributes' },
+        ops,
+      );
+      captured = capturedOwn = true;
     }
     if (!sawAny && rel !== '') {
       // A directory with nothing at all in it is recorded, so the tree's shape survives (git
       // cannot hold one). Its parents need no record: restore creates them on the way.
-      if (dirIgnored && policy.ignored === 'none' && !policy.isIncluded(`${rel}/`)) return false;
-      res.emptyDirs.push(rel);
-      return true;
+      if (dirIgnored && policy.ignored === 'none' && !policy.isIncluded(`${rel}/`)) return done(false);
+      apply({ op: 'empty', path: rel }, ops);
+      return done(true);
     }
-    return captured;
+    return done(captured, capturedOwn);
   };
 
   walkDir(root, '', false, ahead ? 0 : -1);
+  if (memo && next) memo.next = next;
   // Directory order is whatever the filesystem gives; what goes into the manifest is sorted.
   const byPath = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   res.emptyDirs.sort(byPath);
