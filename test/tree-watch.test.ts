@@ -371,7 +371,7 @@ test('the watch reads everything again after what it cannot vouch for', async (t
     walkBoth(w, inputs);
     assert.match(String(w.state().reason), /are one directory/);
     fs.writeFileSync(path.join(root, 'a', 'through-a'), 'x');
-    r = walkBoth(w, inputs); // (and the same through b, compared with a fresh walk)
+    walkBoth(w, inputs); // (and the same through b, compared with a fresh walk)
     assert.equal(spawnSync('umount', [mnt]).status, 0);
     settle();
 
