@@ -32,7 +32,10 @@ function sorted(r: WalkResult): WalkResult {
 }
 
 /** One watched walk (begin, walk, end) and a fresh one, held to one result. */
-function walkBoth(w: TreeWatch, inputs: WalkInputs): { memoUsed: boolean; reused: number; records: number } {
+function walkBoth(
+  w: TreeWatch,
+  inputs: WalkInputs,
+): { memoUsed: boolean; reused: number; reusedDirs: Set<string>; records: number } {
   const memo = w.begin(inputs);
   const before = memo ? new Map(memo.records) : new Map();
   const input = {
@@ -51,9 +54,9 @@ function walkBoth(w: TreeWatch, inputs: WalkInputs): { memoUsed: boolean; reused
   if (memo) w.end(memo, memo.next ?? null);
   const fresh = walkWorktree({ ...input, listing: 'js' });
   assert.deepEqual(sorted(watched), sorted(fresh));
-  let reused = 0;
-  for (const [rel, rec] of memo?.next ?? []) if (before.get(rel) === rec) reused++;
-  return { memoUsed: memo !== null, reused, records: memo?.next?.size ?? 0 };
+  const reusedDirs = new Set<string>();
+  for (const [rel, rec] of memo?.next ?? []) if (before.get(rel) === rec) reusedDirs.add(rel);
+  return { memoUsed: memo !== null, reused: reusedDirs.size, reusedDirs, records: memo?.next?.size ?? 0 };
 }
 
 /** Every directory and file (symlinks count as files) under root, relative, without .git dirs. */
@@ -293,6 +296,12 @@ test('a directory replaced at its path by another is read, not replayed', async 
       settle();
       assert.equal(w.state().watching, true, `${what}: ${w.state().reason}`);
     }
+    // A directory's own permissions decide what a reader other than root may open below it, with
+    // no event down there: its whole subtree is read again, and nothing else.
+    fs.chmodSync(path.join(root, 'a'), 0o700);
+    const after = walkBoth(w, inputs);
+    for (const d of after.reusedDirs) assert.ok(d !== 'a' && !d.startsWith('a/'), `${d} replayed`);
+    assert.ok(after.reusedDirs.has('c'), 'what is beside it replayed');
     w.close();
   });
 });

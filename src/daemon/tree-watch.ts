@@ -163,9 +163,12 @@ export class TreeWatch implements WorktreeWatch {
           forget.add(rel);
         }
         // A directory made, removed or moved below: what its path named before is not what it
-        // names now (its old watch, if it moved, now reports for another path).
-        if (mask & IN_ISDIR && mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO) && name)
+        // names now (its old watch, if it moved, now reports for another path). And a directory
+        // whose own permissions changed: what a reader other than root may open below it differs,
+        // with no event in those directories.
+        if (mask & IN_ISDIR && mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB) && name)
           forget.add(rel === '' ? name : `${rel}/${name}`);
+        if (mask & IN_ATTRIB && !name) forget.add(rel);
       }
     }
     if (forget.size) this.forget(forget);
@@ -182,6 +185,8 @@ export class TreeWatch implements WorktreeWatch {
         p = p.slice(0, slash);
       }
     };
+    // The root's own permissions: every record goes (its watches stay: the root did not move).
+    if (dirs.delete('')) this.records.clear();
     for (const rel of [...this.records.keys()]) if (rel !== '' && under(rel)) this.records.delete(rel);
     for (const [rel, wd] of [...this.wdOf]) {
       if (rel === '' || !under(rel)) continue;
