@@ -111,6 +111,11 @@ export class TreeWatch implements WorktreeWatch {
       readAhead: this.records.size === 0 || stale > READ_AHEAD_ABOVE,
       unchanged: (rel) => !this.dirty.has(rel),
       watch: (rel, abs) => this.watch(rel, abs),
+      prewatch: (dirs) => {
+        for (const [rel, abs] of dirs) if (this.watch(rel, abs) === 'no' && (this.disabled || this.fd < 0)) break;
+        // Watched before the read that follows: as if by an earlier walk.
+        this.addedNow.clear();
+      },
     };
     return memo;
   }

@@ -89,6 +89,9 @@ export interface WalkMemo {
   /** Whether to read every directory ahead (many changed): the read-ahead is then trusted only for
    * directories watched before. */
   readAhead: boolean;
+  /** With no records yet: watch these directories (relative, absolute) before they are read
+   * again, so that the first walk's listings are trusted (one more read ahead, ~40 ms here). */
+  prewatch?(dirs: [string, string][]): void;
   /** Set by the walk: the records of this walk, for the next. */
   next?: Map<string, DirRecord>;
 }
@@ -200,6 +203,26 @@ export function readListings(root: string, skip: readonly string[]): Listings | 
   };
 }
 
+/** Every directory in `ahead` (relative, absolute), the root first. */
+function listedDirs(root: string, ahead: Listings): [string, string][] {
+  const out: [string, string][] = [['', root]];
+  const listingOf: number[] = [0];
+  for (let k = 0; k < out.length; k++) {
+    const at = listingOf[k];
+    if (ahead.dirs[3 * at + 2] !== 0) continue; // its read failed: nothing below is known
+    const from = ahead.dirs[3 * at];
+    const to = from + ahead.dirs[3 * at + 1];
+    const [rel, abs] = out[k];
+    for (let i = from; i < to; i++) {
+      if (ahead.child[i] < 0) continue;
+      const name = ahead.names[i];
+      out.push([rel === '' ? name : `${rel}/${name}`, abs + path.sep + name]);
+      listingOf.push(ahead.child[i]);
+    }
+  }
+  return out;
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** PATH_ENCODING if a name in `abs` is not valid UTF-8 (`rel` names the directory in messages,
@@ -260,7 +283,13 @@ export function walkWorktree(input: WalkInput): WalkResult {
     for (const i of ignored) if (i.endsWith('/') && !hasTrackedUnder(i.slice(0, -1))) pruned.push(i.slice(0, -1));
   const memo = input.memo;
   const next = memo ? new Map<string, DirRecord>() : null;
-  const ahead = input.listing === 'js' || (memo && !memo.readAhead) ? null : readListings(root, pruned);
+  let ahead = input.listing === 'js' || (memo && !memo.readAhead) ? null : readListings(root, pruned);
+  if (ahead && memo?.prewatch && memo.records.size === 0) {
+    // A first walk: every directory read ahead is watched, then read again (a directory made in
+    // between is watched as the walk meets it, and not trusted until the next walk reads it).
+    memo.prewatch(listedDirs(root, ahead));
+    ahead = readListings(root, pruned);
+  }
 
   const list = (abs: string, at: number): DirEntries => {
     if (ahead && at >= 0 && ahead.dirs[3 * at + 2] === 0) {
