@@ -4,7 +4,10 @@
 // each entry is. Measured the way the CLI meets it, in a fresh node process each time (nothing
 // compiled yet): src/snapshot/walk.ts's walkWorktree over the workload with its directories read
 // ahead by the native module, and reading each one with node's readdirSync, against `find` listing
-// the same tree (the obvious way to list a tree; it reads directories and prints, no stat).
+// the same tree (the obvious way to list a tree; it reads directories and prints, no stat). And
+// the daemon's walk (docs/DESIGN-NOTES.md "A daemon that re-reads only the directories that
+// changed"): a warm process whose watch (src/daemon/tree-watch.ts) has seen one walk, timed on its
+// next walk after ten files were appended to and one file was made (one directory changed).
 //
 //   npm run build && node bench/walk.mjs [--reps 5] [--tmp-base /dev/shm]
 
@@ -55,6 +58,36 @@ const ms = performance.now() - t0;
 process.stdout.write(JSON.stringify({ ms, paths: w.paths.length, emptyDirs: w.emptyDirs.length }));
 `;
 
+// The daemon's child: one watched walk to settle (and warm the code), ten edits, the walk timed.
+const WATCHED = `
+const { readFileSync, appendFileSync, writeFileSync, rmSync } = require('node:fs');
+const { performance } = require('node:perf_hooks');
+const [dist, root, trackedFile, ignoredFile, edited] = process.argv.slice(1);
+const { walkWorktree } = require(dist + '/snapshot/walk.js');
+const { resolvePolicy } = require(dist + '/snapshot/policy.js');
+const { GitConfig } = require(dist + '/git/config.js');
+const { TreeWatch } = require(dist + '/daemon/tree-watch.js');
+const split = (f) => readFileSync(f, 'utf8').split('\0').filter(Boolean);
+const inputs = { root, tracked: new Set(split(trackedFile)), ignored: new Set(split(ignoredFile)),
+  policy: resolvePolicy(new GitConfig([]), {}), gitDirs: [root + '/.git'] };
+const w = new TreeWatch(root);
+const walk = () => {
+  const memo = w.begin(inputs);
+  if (!memo) throw new Error('not watched: ' + w.state().reason);
+  const r = walkWorktree({ ...inputs, memo });
+  w.end(memo, memo.next);
+  return r;
+};
+walk();
+for (const f of split(edited)) appendFileSync(root + '/' + f, '// edit\n');
+writeFileSync(root + '/bench-walk-new.txt', 'new');
+const t0 = performance.now();
+const r = walk();
+const ms = performance.now() - t0;
+rmSync(root + '/bench-walk-new.txt');
+process.stdout.write(JSON.stringify({ ms, paths: r.paths.length - 1, emptyDirs: r.emptyDirs.length }));
+`;
+
 async function main() {
   const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString() };
   const rec = recorder(results);
@@ -75,7 +108,15 @@ async function main() {
     writeFileSync(trackedFile, git(['ls-files', '-z']));
     writeFileSync(ignoredFile, git(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory']));
     const dist = join(ROOT, 'dist', 'src');
-    const runs = { auto: [], js: [], find: [] };
+    const editedFile = join(tmp, 'edited');
+    const tenFiles = git(['ls-files', '-z', 'vendor/lodash'])
+      .toString('utf8')
+      .split('\0')
+      .filter((f) => f.endsWith('.js'))
+      .slice(0, 10);
+    if (tenFiles.length < 10) throw new Error('the workload has fewer than ten files in vendor/lodash');
+    writeFileSync(editedFile, tenFiles.map((f) => `${f}\0`).join(''));
+    const runs = { auto: [], js: [], find: [], watched: [] };
     let shape = null;
     for (let r = 0; r < opts.reps; r++) {
       for (const listing of ['auto', 'js']) {
@@ -89,6 +130,14 @@ async function main() {
         shape = s;
         runs[listing].push(o.ms);
       }
+      const wc = spawnSync(process.execPath, ['-e', WATCHED, dist, root, trackedFile, ignoredFile, editedFile], {
+        encoding: 'utf8',
+      });
+      if (wc.status !== 0) throw new Error(`watched child failed: ${wc.stderr}`);
+      const wo = JSON.parse(wc.stdout);
+      if (shape && `${wo.paths} paths, ${wo.emptyDirs} empty directories` !== shape)
+        throw new Error(`the watched walk differs: ${wo.paths} paths against ${shape}`);
+      runs.watched.push(wo.ms);
       const t0 = performance.now();
       const f = spawnSync('find', [root, '-path', join(root, '.git'), '-prune', '-o', '-print0'], {
         maxBuffer: 1 << 30,
@@ -96,7 +145,12 @@ async function main() {
       if (f.status !== 0) throw new Error(`find failed: ${f.stderr}`);
       runs.find.push(performance.now() - t0);
     }
-    const m = { auto: median(runs.auto), js: median(runs.js), find: median(runs.find) };
+    const m = {
+      auto: median(runs.auto),
+      js: median(runs.js),
+      find: median(runs.find),
+      watched: median(runs.watched),
+    };
     results.median = m;
     results.shape = shape;
     log(`walk: ${shape}`);
@@ -112,6 +166,8 @@ async function main() {
           'find -print0',
           'read ahead / readdirSync',
           'read ahead / find',
+          'daemon, watched, 10 edits',
+          'watched / find',
         ],
         [
           [
@@ -120,6 +176,8 @@ async function main() {
             `${m.find.toFixed(1)} ms`,
             fmtX(m.auto / m.js),
             fmtX(m.auto / m.find),
+            `${m.watched.toFixed(1)} ms`,
+            fmtX(m.watched / m.find),
           ],
         ],
       ),
