@@ -19,7 +19,6 @@ import {
   indexFileTree,
   mktree,
   readIndexEntries,
-  parseTopListing,
   readLocalConfig,
   readStash,
   type TreeEntryInput,
@@ -29,7 +28,7 @@ import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { heldPreviousSnapshot } from './previous-tree';
+import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -203,6 +202,20 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         dir: repo.worktree,
       });
     }
+    // The base to store changes against: this worktree's last capture, else the newest snapshot in
+    // the repository (another worktree of the same project shares most of its files).
+    // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
+    // Read only: a capture refused by the allowance must not have made a sidecar. Its git
+    // processes run beside the reads below.
+    const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
+    const previousP = (async () => {
+      const held = recorded ? await heldPreviousSnapshot(repo.commonDir, wsId, recorded.tree, userOpts) : null;
+      return (
+        (held && recorded ? { ...recorded, ...held } : null) ?? (await newestSnapshotBase(repo.commonDir, userOpts))
+      );
+    })();
+    // Awaited below; a refusal before then must not leave its failure unhandled.
+    previousP.catch(() => undefined);
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
     tracePhase('capture: reads');
     const [entries, config, ignoredList, refView, stash, localConfig, statDirty] = await Promise.all([
@@ -281,14 +294,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     fs.mkdirSync(path.dirname(cacheIndex), { recursive: true });
     const incremental = fs.existsSync(cacheIndex);
     const tmpBase = path.join(xetDir, 'tmp');
-    // The base to store changes against: this worktree's last capture, else the newest snapshot in
-    // the repository (another worktree of the same project shares most of its files).
-    // (Only while a ref still holds that tree's snapshot: src/snapshot/previous-tree.ts.)
-    // Read only: a capture refused by the allowance must not have made a sidecar.
-    const recorded = withExistingSidecar(repo.commonDir, (db) => lastFilesTree(db, wsId));
-    const heldRecorded = recorded ? await heldPreviousSnapshot(repo.commonDir, wsId, recorded.tree, userOpts) : null;
-    const previous =
-      (heldRecorded && recorded ? { ...recorded, ...heldRecorded } : null) ?? (await newestSnapshotBase(userOpts));
+    const previous = await previousP;
     // The staged tree's new trees go into the capture's one pack, admitted with it (nothing loose is
     // written before the allowance admits the capture).
     const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries));
@@ -690,9 +696,12 @@ interface Totals {
 }
 
 /** The files tree and totals of the newest snapshot in the repository, if any. */
-async function newestSnapshotBase(opts: {
-  cwd: string;
-}): Promise<({ tree: string; filemeta: string | null } & Totals) | null> {
+async function newestSnapshotBase(
+  commonDir: string,
+  opts: {
+    cwd: string;
+  },
+): Promise<({ tree: string; filemeta: string | null } & Totals) | null> {
   // Only a ref that names its own commit is a snapshot (a fetched one may point anywhere).
   const newest = (
     await gitText(
@@ -709,9 +718,8 @@ async function newestSnapshotBase(opts: {
   // No manifest (or one too large to read: its top tree may be too): no base, and nothing more read.
   if (!manifest) return null;
   // Its files tree and its filemeta (whose objects a capture then need not store again).
-  const top = await git(['ls-tree', '-z', newest], { ...opts, okCodes: [128] });
-  if (top.code !== 0) return null;
-  const entries = parseTopListing(top.stdout.toString('utf8'));
+  const entries = await snapshotTop(commonDir, newest, opts);
+  if (!entries) return null;
   const files = entries.get('files');
   if (files?.type !== 'tree') return null;
   try {

@@ -32,10 +32,31 @@ export async function heldPreviousSnapshot(
   );
   for (const oid of recent) {
     if (!held.has(oid)) continue;
-    const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
-    if (r.code !== 0) continue;
-    const top = parseTopListing(r.stdout.toString('utf8'));
-    if (top.get('files')?.oid === tree) return { filemeta: top.get('filemeta')?.oid ?? null };
+    const top = await snapshotTop(commonDir, oid, opts);
+    if (top?.get('files')?.oid === tree) return { filemeta: top.get('filemeta')?.oid ?? null };
   }
   return null;
+}
+
+/** A few snapshots' top-level entries, by repository and commit: a commit's tree never changes,
+ * and a resident process asks for its last snapshot's on every capture (one git process less).
+ * Only asked for a commit a ref was just seen to reach. */
+const tops = new Map<string, Map<string, { oid: string; type: string }>>();
+const TOPS_KEPT = 16;
+
+/** The top-level entries of snapshot commit `oid` (null: not a commit this repository has). */
+export async function snapshotTop(
+  commonDir: string,
+  oid: string,
+  opts: GitOptions,
+): Promise<Map<string, { oid: string; type: string }> | null> {
+  const key = `${commonDir}\0${oid}`;
+  const kept = tops.get(key);
+  if (kept) return kept;
+  const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
+  if (r.code !== 0) return null;
+  const top = parseTopListing(r.stdout.toString('utf8'));
+  if (tops.size >= TOPS_KEPT) tops.delete(tops.keys().next().value as string);
+  tops.set(key, top);
+  return top;
 }
