@@ -29,6 +29,7 @@ import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
+import { treeContent, writeLooseObject } from '../git/loose-writer';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -480,11 +481,19 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         return resultOf(last, { unchanged: true, repacked: false, warnings: leftoverWarning(cleaned) });
       }
     }
-    const [manifestBlob] = await writeBlobs([serializeManifest(manifest)], 'blob', userOpts);
-    const top = await mktree(
-      [...topEntries, { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' }],
-      userOpts,
-    );
+    // Written here, not by two git processes in a row, unless git must set shared permissions.
+    const manifestData = serializeManifest(manifest);
+    const inProcess = config.get('core.sharedrepository') === undefined;
+    const manifestBlob = inProcess
+      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'blob', manifestData)
+      : (await writeBlobs([manifestData], 'blob', userOpts))[0];
+    const topWithManifest: TreeEntryInput[] = [
+      ...topEntries,
+      { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
+    ];
+    const top = inProcess
+      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'tree', treeContent(topWithManifest, repo.objectFormat))
+      : await mktree(topWithManifest, userOpts);
 
     const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: { ...userOpts.env, ...identity } };
