@@ -303,14 +303,20 @@ export function walkWorktree(input: WalkInput): WalkResult {
     return { names: entries.map((d) => d.name), kinds: k, child: null, from: 0, to: entries.length };
   };
 
+  // A path to capture (the walk's hot case: no object made for it without a memo).
+  const addPath = (p: string, as: 'tracked' | 'untracked' | 'ignored', attributes: boolean, ops: WalkOp[] | null) => {
+    res.paths.push(p);
+    res.counts[as]++;
+    if (attributes) res.attributeFiles.push(p);
+    if (ops) ops.push({ op: 'path', path: p, as, attributes });
+  };
+
   // What a directory's walk does to the result, applied now and (with a memo) recorded for the next.
   const apply = (o: WalkOp, ops: WalkOp[] | null): void => {
     if (ops) ops.push(o);
     switch (o.op) {
       case 'path':
-        res.paths.push(o.path);
-        res.counts[o.as]++;
-        if (o.attributes) res.attributeFiles.push(o.path);
+        addPath(o.path, o.as, o.attributes, null);
         return;
       case 'skip':
         res.skipped.push({ path: o.path, reason: o.reason });
@@ -484,7 +490,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
       }
       refuseTooLong(root, childRel, 'capture');
       if (tracked.has(childRel)) {
-        apply({ op: 'path', path: childRel, as: 'tracked', attributes: name === '.gitattributes' }, ops);
+        addPath(childRel, 'tracked', name === '.gitattributes', ops);
         captured = capturedOwn = true;
         continue;
       }
@@ -507,10 +513,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
         apply({ op: 'skip', path: childRel, reason: 'unreadable' }, ops);
         continue;
       }
-      apply(
-        { op: 'path', path: childRel, as: isIgnored ? 'ignored' : 'untracked', attributes: name === '.gitattributes' },
-        ops,
-      );
+      addPath(childRel, isIgnored ? 'ignored' : 'untracked', name === '.gitattributes', ops);
       captured = capturedOwn = true;
     }
     if (!sawAny && rel !== '') {
