@@ -17,7 +17,7 @@ import { createServer } from '../src/mcp/server';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { initRepo, pseudoRandomBytes, type Repo } from './support/git';
-import { callError, callOk, withMcp, type McpSession } from './support/mcp';
+import { callError, callOk, waitGone, withMcp, type McpSession } from './support/mcp';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectError, parseJson, verify, xet } from './support/xet';
 
@@ -184,6 +184,38 @@ function repoWithFiles(sb: Sandbox): Repo {
 }
 
 type JsonSchema = { properties?: Record<string, { default?: unknown }>; required?: string[] };
+
+test('mcp --daemon keeps the worktree daemon for the session: captures go to it, and it stops with the server', async (t) => {
+  await withSandbox(async (sb) => {
+    const r = repoWithFiles(sb);
+    let pid = 0;
+    await withMcp(sb, ['--repo', r.dir, '--daemon'], async (s) => {
+      const status = parseJson(xet(sb, r.dir, ['daemon', 'status', '--json']));
+      assert.equal(status.running, true, s.stderr());
+      pid = status.pid;
+      const before = status.watch as { dirs: number; reason: string | null };
+      assert.equal(before.dirs, 0, 'no capture yet');
+      const cap = await callOk(s, 'capture', { message: 'through the daemon' });
+      assert.equal(cap.unchanged, false);
+      // The daemon made it: its watch now follows the worktree's directories.
+      const after = parseJson(xet(sb, r.dir, ['daemon', 'status', '--json'])).watch as {
+        watching: boolean;
+        dirs: number;
+        reason: string | null;
+      };
+      if (after.reason?.startsWith('the native module')) t.diagnostic(`watch not checked: ${after.reason}`);
+      else {
+        assert.equal(after.watching, true, String(after.reason));
+        assert.ok(after.dirs >= 3, `${after.dirs} directories watched`);
+      }
+      // The same snapshot the CLI makes of the same tree.
+      const cli = parseJson(xet(sb, r.dir, ['capture', '--json'], { env: { GIT_XET_NO_DAEMON: '1' } }));
+      assert.equal(cli.snapshot, cap.snapshot);
+    });
+    assert.ok(pid > 0);
+    await waitGone(pid, 15_000, 'the daemon this server started');
+  });
+});
 
 test('tools/list: one tool per definition with a tool name, its annotations, the CLI argument names, output schemas', async () => {
   await withSandbox(async (sb) => {

@@ -13,6 +13,12 @@ export const mcpCommand = defineCommand({
     root: repeatable('another directory path arguments may name (fork and restore targets; repeatable)'),
     tools: s.string().optional().describe('offer only these tools (comma-separated names, e.g. capture,verify)'),
     readOnly: s.boolean().optional().describe('offer only the read-only tools'),
+    daemon: s
+      .boolean()
+      .optional()
+      .describe(
+        "keep the worktree's daemon running while serving (started if none runs, stopped at exit if this server started it): captures and forks skip a start-up and re-read only the directories that changed",
+      ),
   },
   flags: { repo: { value: '<dir>' }, root: { value: '<dir>' }, tools: { value: '<list>' } },
   annotations: { readOnly: false, destructive: false, idempotent: false },
@@ -28,6 +34,7 @@ export const mcpCommand = defineCommand({
       roots: input.root,
       tools: input.tools,
       readOnly: input.readOnly === true,
+      daemon: input.daemon === true,
     });
   },
 });

@@ -9,6 +9,7 @@
 // McpServer validates arguments itself and answers a bad one with untyped text: here the one
 // validation is parseInput's, and a bad argument is a USAGE error like on the command line.
 
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
@@ -31,7 +32,7 @@ import { COMMANDS } from '../commands/registry';
 import { isLong, type AnyCommandSpec } from '../commands/spec';
 import { toZod, type Field } from '../commands/schema';
 import { confineInput, readReach } from './confine';
-import { runChild, stopChildren } from './child';
+import { XET_BIN, runChild, stopChildren } from './child';
 
 export interface ServeOptions {
   /** Where `git xet mcp` was started (relative --repo and --root are relative to it). */
@@ -41,6 +42,9 @@ export interface ServeOptions {
   /** Comma-separated tool names. */
   tools?: string;
   readOnly: boolean;
+  /** Keep the worktree's daemon running while serving (started if none runs; stopped at the end
+   * if this server started it). */
+  daemon?: boolean;
 }
 
 /** The tools offered: every definition with a tool name, only those of `tools` when given (an
@@ -232,6 +236,33 @@ export function createServer(host: ToolHost): { server: Server; inflight: Set<Pr
 
 /** Runs the server on stdio until stdin closes (or SIGTERM/SIGINT): then stops the child CLIs, lets
  * the in-process calls end (10 s at most) and resolves. */
+/** `git xet daemon <action> --json` in `dir`, with this server's environment (the children's, which
+ * the daemon must share to be handed their lines). */
+function daemonCli(dir: string, action: 'status' | 'start' | 'stop'): Promise<{ running?: boolean; pid?: number }> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [XET_BIN, 'daemon', action, '--json'], { cwd: dir }, (err, stdout) => {
+      if (err) return reject(err);
+      try {
+        resolve(JSON.parse(stdout) as { running?: boolean; pid?: number });
+      } catch (e) {
+        reject(e as Error);
+      }
+    });
+  });
+}
+
+/** The worktree's daemon, started unless one runs; never fatal (the CLI does not need it). */
+async function ensureDaemon(dir: string): Promise<{ started: boolean } | null> {
+  try {
+    if ((await daemonCli(dir, 'status')).running) return { started: false };
+    await daemonCli(dir, 'start');
+    return { started: true };
+  } catch (e) {
+    process.stderr.write(`git xet mcp: no daemon (${(e as Error).message.split('\n')[0]}); tools run without it\n`);
+    return null;
+  }
+}
+
 export async function serveStdio(opts: ServeOptions): Promise<void> {
   const repo = await findRepo(path.resolve(opts.cwd, opts.repo ?? '.'));
   const roots = opts.roots.map((r) => {
@@ -255,6 +286,10 @@ export async function serveStdio(opts: ServeOptions): Promise<void> {
   console.info = console.error;
   const { server, inflight } = createServer({ repo: top, roots, specs });
   const transport = new StdioServerTransport();
+  // The long tools run as child CLIs, which hand capture and fork to a running daemon; with one
+  // kept for the session they skip node's start-up and re-read only the directories that changed.
+  // Started before the first call can come.
+  const daemon = opts.daemon ? await ensureDaemon(top) : null;
   await server.connect(transport);
   await new Promise<void>((resolve) => {
     process.stdin.once('end', resolve);
@@ -263,6 +298,7 @@ export async function serveStdio(opts: ServeOptions): Promise<void> {
     process.once('SIGINT', resolve);
   });
   await stopChildren();
+  if (daemon?.started) await daemonCli(top, 'stop').catch(() => undefined);
   await Promise.race([Promise.allSettled([...inflight]), new Promise((r) => setTimeout(r, 10_000).unref())]);
   await server.close().catch(() => undefined);
   // Whatever handle an in-process command left open must not keep a server without a client alive.
