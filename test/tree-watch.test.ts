@@ -390,6 +390,28 @@ test('the watch reads everything again after what it cannot vouch for', async (t
     assert.equal(spawnSync('umount', [mnt]).status, 0);
     settle();
 
+    // One directory at two paths found in the middle of a walk (what a bind mount made while the
+    // walk runs gives): the watch resets, and nothing is vouched for in the rest of the walk, not
+    // even the directories the events drained before it named (their marks went with it).
+    for (let i = 0; i < 12; i++) {
+      fs.mkdirSync(path.join(root, `d${i}`), { recursive: true });
+      fs.writeFileSync(path.join(root, `d${i}`, 'f'), 'x');
+    }
+    settle();
+    for (let i = 0; i < 12; i++) fs.writeFileSync(path.join(root, `d${i}`, 'new'), 'x');
+    const memo = w.begin(inputs);
+    assert.ok(memo && !memo.readAhead);
+    assert.equal(memo.unchanged('d0'), false);
+    assert.equal(memo.unchanged('a'), true);
+    assert.equal(memo.watch('alias', path.join(root, 'a')), 'no');
+    assert.match(String(w.state().reason), /alias and a are one directory/);
+    for (const rel of ['', 'a', 'd0', 'd11']) assert.equal(memo.unchanged(rel), false, rel);
+    const plain = { ...inputs, tracked: new Set<string>(), ignored: new Set<string>(), gitDirs: [] };
+    const midWalk = walkWorktree({ ...plain, memo });
+    w.end(memo, memo.next ?? null);
+    assert.deepEqual(sorted(midWalk), sorted(walkWorktree({ ...plain, listing: 'js' })));
+    settle();
+
     // A file system that changes without local events is not watched at all.
     assert.equal(spawnSync('mount', ['-t', 'proc', 'proc', mnt]).status, 0);
     assert.equal(w.begin(inputs), null);

@@ -61,6 +61,8 @@ export class TreeWatch implements WorktreeWatch {
   private mounts: string | null = null;
   private last: WalkInputs | null = null;
   private pending: WalkInputs | null = null;
+  /** Set when the watch was reset during a walk: nothing is unchanged for the rest of it. */
+  private broken = false;
   private reason: string | null = 'no walk yet';
   /** Set for good: out of watches, or no inotify here. */
   private disabled: string | null = null;
@@ -102,6 +104,7 @@ export class TreeWatch implements WorktreeWatch {
     }
     this.addedNow.clear();
     this.pending = inputs;
+    this.broken = false;
     let stale = 0;
     for (const [rel, rec] of this.records) if (!rec.trusted || this.dirty.has(rel)) stale++;
     const sameInputs = !why && this.last !== null && sameWalkInputs(this.last, inputs);
@@ -109,7 +112,8 @@ export class TreeWatch implements WorktreeWatch {
       records: this.records,
       sameInputs,
       readAhead: this.records.size === 0 || stale > READ_AHEAD_ABOVE,
-      unchanged: (rel) => !this.dirty.has(rel),
+      // After a reset mid-walk the events drained for it are gone with `dirty`: nothing is vouched for.
+      unchanged: (rel) => !this.broken && !this.dirty.has(rel),
       watch: (rel, abs) => this.watch(rel, abs),
       prewatch: (dirs) => {
         for (const [rel, abs] of dirs) if (this.watch(rel, abs) === 'no' && (this.disabled || this.fd < 0)) break;
@@ -125,6 +129,12 @@ export class TreeWatch implements WorktreeWatch {
     const inputs = this.pending;
     this.pending = null;
     if (!records || !inputs) return; // a failed walk: the old records and the events stand
+    if (this.broken) {
+      // Reset during the walk: its records were made partly from what the watch no longer vouches for.
+      this.broken = false;
+      this.last = null;
+      return;
+    }
     this.records = records;
     this.dirty.clear();
     this.last = inputs;
@@ -215,6 +225,7 @@ export class TreeWatch implements WorktreeWatch {
       // One directory at two paths (a bind mount, or a move not seen yet): neither path's events
       // can be told apart. Everything is read again next time.
       this.reason = `${rel || '.'} and ${other || '.'} are one directory`;
+      this.broken = true;
       this.reset();
       return 'no';
     }
