@@ -78,6 +78,10 @@
  *                                       IN_ONLYDIR), or -errno
  *   watchRead(fd, out)               -> bytes of whole events read into out, 0 when none is queued,
  *                                       or -errno (-EINVAL: out is too small for the next event)
+ *   watchRemove(fd, wd)              -> 0, or -errno of inotify_rm_watch
+ *   pollPri(fd)                      -> 1 when fd has a priority event pending (POLLPRI or POLLERR:
+ *                                       for /proc/self/mountinfo, the mount table changed since the
+ *                                       last call), 0 when not, or -errno
  *
  * Each thread (node's main thread, every worker) gets its own compressors and decompressor: libdeflate's
  * are not shared between threads.
@@ -95,6 +99,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <poll.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
@@ -1398,6 +1403,28 @@ static napi_value watch_read(napi_env env, napi_callback_info info) {
   return int64(env, r);
 }
 
+static napi_value watch_remove(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  int64_t fd, wd;
+  if (!args_of(env, info, 2, argv, "watchRemove(fd, wd)")) return NULL;
+  if (!int_arg(env, argv[0], 0, INT32_MAX, &fd) || !int_arg(env, argv[1], 0, INT32_MAX, &wd)) return NULL;
+  return int64(env, inotify_rm_watch((int)fd, (int)wd) == 0 ? 0 : -errno);
+}
+
+static napi_value poll_pri(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  int64_t fd;
+  if (!args_of(env, info, 1, argv, "pollPri(fd)")) return NULL;
+  if (!int_arg(env, argv[0], 0, INT32_MAX, &fd)) return NULL;
+  struct pollfd p = {(int)fd, POLLPRI, 0};
+  int r;
+  do
+    r = poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) return int64(env, -errno);
+  return int64(env, r > 0 && (p.revents & (POLLPRI | POLLERR)) ? 1 : 0);
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -1418,7 +1445,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into) ||
       !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match) ||
       !export_fn(env, exports, "watchOpen", watch_open) || !export_fn(env, exports, "watchAdd", watch_add) ||
-      !export_fn(env, exports, "watchRead", watch_read))
+      !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
+      !export_fn(env, exports, "pollPri", poll_pri))
     return NULL;
   return exports;
 }

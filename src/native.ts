@@ -57,6 +57,11 @@ export interface XetNative {
   watchAdd(fd: number, dir: string, mask: number): number;
   /** Bytes of whole inotify events read into `out`, 0 when none is queued, or -errno. */
   watchRead(fd: number, out: Buffer): number;
+  /** 0, or -errno of inotify_rm_watch. */
+  watchRemove(fd: number, wd: number): number;
+  /** 1 when `fd` has a priority event pending (for /proc/self/mountinfo: the mount table changed
+   * since the last call), 0 when not, or -errno. */
+  pollPri(fd: number): number;
 }
 
 /** Why the native module is not in use, or null when it is. */

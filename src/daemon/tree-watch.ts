@@ -59,6 +59,8 @@ export class TreeWatch implements WorktreeWatch {
   /** Watches added during the current walk (their listing read ahead predates them). */
   private readonly addedNow = new Set<string>();
   private mounts: string | null = null;
+  /** /proc/self/mountinfo, open: the kernel marks it (POLLPRI) at every change of the mount table. */
+  private mountFd = -1;
   private last: WalkInputs | null = null;
   private pending: WalkInputs | null = null;
   /** Set when the watch was reset during a walk: nothing is unchanged for the rest of it. */
@@ -81,6 +83,9 @@ export class TreeWatch implements WorktreeWatch {
 
   begin(inputs: WalkInputs): WalkMemo | null {
     if (this.disabled || !sameDir(inputs.root, this.root)) return null;
+    // A mount made and removed again between two captures is seen here even though the table
+    // looks the same: its listing may have been read by nothing, but nothing is assumed.
+    const remounted = this.mountsMoved();
     const mounts = mountsAt(this.root);
     if (typeof mounts !== 'string') {
       // Not watchable now (a mount may go away again): every walk reads everything meanwhile.
@@ -90,7 +95,9 @@ export class TreeWatch implements WorktreeWatch {
       return null;
     }
     const why =
-      this.mounts !== null && this.mounts !== mounts ? 'the mounts under the worktree changed' : this.refresh();
+      this.mounts !== null && (this.mounts !== mounts || remounted)
+        ? 'the mounts under the worktree changed'
+        : this.refresh();
     this.mounts = mounts;
     this.reason = why;
     if (why) this.reset();
@@ -107,7 +114,10 @@ export class TreeWatch implements WorktreeWatch {
     this.broken = false;
     let stale = 0;
     for (const [rel, rec] of this.records) if (!rec.trusted || this.dirty.has(rel)) stale++;
-    const sameInputs = !why && this.last !== null && sameWalkInputs(this.last, inputs);
+    // A reader other than root decides whether it may read each file, and a chmod through another
+    // hard link changes that with no event in a watched directory: its decisions are made again
+    // from the kept listings every time (root reads everything).
+    const sameInputs = !why && isRoot && this.last !== null && sameWalkInputs(this.last, inputs);
     const memo: WalkMemo = {
       records: this.records,
       sameInputs,
@@ -129,6 +139,13 @@ export class TreeWatch implements WorktreeWatch {
     const inputs = this.pending;
     this.pending = null;
     if (!records || !inputs) return; // a failed walk: the old records and the events stand
+    if (this.mountsMoved()) {
+      // A mount made (and maybe removed again) while the walk ran: a listing it read may be the
+      // mounted file system's, which no event will ever correct.
+      this.reason = 'the mounts changed during the walk';
+      this.broken = true;
+      this.reset();
+    }
     if (this.broken) {
       // Reset during the walk: its records were made partly from what the watch no longer vouches for.
       this.broken = false;
@@ -142,7 +159,22 @@ export class TreeWatch implements WorktreeWatch {
 
   close(): void {
     this.reset();
+    if (this.mountFd >= 0) fs.closeSync(this.mountFd);
+    this.mountFd = -1;
     this.disabled = 'closed';
+  }
+
+  /** Whether the mount table changed since the last call (true the first time, and when it cannot tell). */
+  private mountsMoved(): boolean {
+    if (this.mountFd < 0) {
+      try {
+        this.mountFd = fs.openSync('/proc/self/mountinfo', 'r');
+      } catch {
+        return true;
+      }
+      return true;
+    }
+    return (native as NonNullable<typeof native>).pollPri(this.mountFd) !== 0;
   }
 
   /** Drains the events queued since the last walk into `dirty`; a reason to read everything, or null. */
@@ -207,6 +239,9 @@ export class TreeWatch implements WorktreeWatch {
       if (rel === '' || !under(rel)) continue;
       this.wdOf.delete(rel);
       if (this.relOf.get(wd) === rel) this.relOf.delete(wd);
+      // The kernel's watch goes too: a directory moved out of the tree would keep it (and count
+      // against the user's watches) for as long as it exists. One moved within is watched again.
+      if (this.fd >= 0) (native as NonNullable<typeof native>).watchRemove(this.fd, wd);
     }
   }
 
@@ -217,7 +252,12 @@ export class TreeWatch implements WorktreeWatch {
     if (wd < 0) {
       // ENOSPC: out of watches (fs.inotify.max_user_watches); the rest is a directory gone or
       // replaced meanwhile, which its parent's event will make the next walk read again.
-      if (wd === -28) this.disabled = 'out of inotify watches (fs.inotify.max_user_watches)';
+      if (wd === -28) {
+        // Every watch this process holds goes back to the user's other programs.
+        this.disabled = 'out of inotify watches (fs.inotify.max_user_watches)';
+        this.broken = true;
+        this.reset();
+      }
       return 'no';
     }
     const other = this.relOf.get(wd);
@@ -245,6 +285,8 @@ export class TreeWatch implements WorktreeWatch {
     this.addedNow.clear();
   }
 }
+
+const isRoot = process.getuid?.() === 0;
 
 function sameDir(a: string, b: string): boolean {
   if (a === b) return true;
