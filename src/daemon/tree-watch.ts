@@ -7,12 +7,16 @@
 // every path against its stat cache, so a write inotify cannot see (through a shared mapping, or a
 // hard link from outside the tree) is found exactly as without the watch. A listing changes only
 // through the directory's own inode, and the kernel reports every such change to a watch on it, on
-// a local file system, before the call that made it returns. What stays outside that proof is
-// refused: a file system other than ext2/3/4, xfs, btrfs, tmpfs and overlay anywhere at or under
-// the worktree (network and FUSE file systems change without local events), a change in the mounts
-// there, a full event queue, or a directory reached twice (a bind mount). Each makes the next walk
-// read everything, as the CLI does (docs/DESIGN-NOTES.md "A daemon that re-reads only the
-// directories that changed").
+// a local file system, before the call that made it returns. The walk's decisions are replayed only
+// for root, who may read every file: for anyone else whether a file may be read is a decision a
+// chmod through another hard link changes with no event here, so they are made again from the
+// kept listings. What stays outside that proof is refused: a file system other than ext2/3/4, xfs,
+// btrfs, tmpfs and overlay at or under the worktree (network and FUSE file systems change without
+// local events); any change of the mount table before or during a walk (polled on
+// /proc/self/mountinfo: a mount made and removed during a walk leaves the table as it was); a full
+// event queue; a directory reached at two paths (a bind mount), even in the middle of a walk, which
+// then trusts nothing more. Each makes the walk (or the next) read everything, as the CLI does
+// (docs/DESIGN-NOTES.md "A daemon that re-reads only the directories that changed").
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
