@@ -67,7 +67,7 @@ const { walkWorktree } = require(dist + '/snapshot/walk.js');
 const { resolvePolicy } = require(dist + '/snapshot/policy.js');
 const { GitConfig } = require(dist + '/git/config.js');
 const { TreeWatch } = require(dist + '/daemon/tree-watch.js');
-const split = (f) => readFileSync(f, 'utf8').split('\0').filter(Boolean);
+const split = (f) => readFileSync(f, 'utf8').split('\\0').filter(Boolean);
 const inputs = { root, tracked: new Set(split(trackedFile)), ignored: new Set(split(ignoredFile)),
   policy: resolvePolicy(new GitConfig([]), {}), gitDirs: [root + '/.git'] };
 const w = new TreeWatch(root);
@@ -79,7 +79,7 @@ const walk = () => {
   return r;
 };
 walk();
-for (const f of split(edited)) appendFileSync(root + '/' + f, '// edit\n');
+for (const f of split(edited)) appendFileSync(root + '/' + f, '// edit\\n');
 writeFileSync(root + '/bench-walk-new.txt', 'new');
 const t0 = performance.now();
 const r = walk();
