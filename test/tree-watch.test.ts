@@ -82,6 +82,26 @@ function policyOf(ignored: 'all' | 'none', include: string[] = []) {
   return resolvePolicy(cfg, { ignored, include });
 }
 
+/** A walk of `root` with nothing tracked or ignored, in the shape both the walk and the watch take. */
+function plainInputs(root: string) {
+  return {
+    root,
+    tracked: new Set<string>(),
+    ignored: new Set<string>(),
+    policy: policyOf('all'),
+    gitDirs: [] as string[],
+  };
+}
+
+/** Walks until the watch vouches for every directory, and checks it does: a first walk reads ahead
+ * before its watches exist, the second reads what they vouch for, the third replays everything. */
+function settleWatch(w: TreeWatch, inputs: WalkInputs): void {
+  walkBoth(w, inputs);
+  walkBoth(w, inputs);
+  const r = walkBoth(w, inputs);
+  assert.equal(r.reused, r.records, 'settled: nothing read again');
+}
+
 test('a watched walk gives what a fresh walk gives, after every batch of random changes', async (t) => {
   const why = unavailable();
   if (why) return t.diagnostic(`skipped: ${why}`);
@@ -225,15 +245,9 @@ test('a directory replaced at its path by another is read, not replayed', async 
     mk('a/x/deep', ['one', 'two']);
     mk('a/y', ['three']);
     mk('c', ['four']);
-    const inputs: WalkInputs = { root, tracked: new Set(), ignored: new Set(), policy: policyOf('all'), gitDirs: [] };
+    const inputs = plainInputs(root);
     const w = new TreeWatch(root);
-    // A first walk reads ahead before its watches exist; the second reads what they vouch for.
-    const settle = () => {
-      walkBoth(w, inputs);
-      walkBoth(w, inputs);
-      const r = walkBoth(w, inputs);
-      assert.equal(r.reused, r.records);
-    };
+    const settle = () => settleWatch(w, inputs);
     settle();
     const changes: [string, () => void][] = [
       [
@@ -315,7 +329,7 @@ test('a directory changed between its read-ahead and its watch is read again', a
       fs.mkdirSync(path.join(root, d), { recursive: true });
       fs.writeFileSync(path.join(root, d, 'f'), 'x');
     }
-    const inputs: WalkInputs = { root, tracked: new Set(), ignored: new Set(), policy: policyOf('all'), gitDirs: [] };
+    const inputs = plainInputs(root);
     const w = new TreeWatch(root);
     // The first walk reads every directory ahead, watches them all and reads them again; a
     // directory made in between is in the second read but not watched until the walk gets to it:
@@ -336,7 +350,7 @@ test('a directory changed between its read-ahead and its watch is read again', a
       }
       return watch(rel, abs);
     };
-    const first = walkWorktree({ ...inputs, tracked: new Set(), ignored: new Set(), gitDirs: [], memo });
+    const first = walkWorktree({ ...inputs, memo });
     w.end(memo, memo.next ?? null);
     assert.ok(late);
     assert.ok(first.paths.includes('b/new/f') && !first.paths.includes('b/new/late'), 'the read-ahead predates it');
@@ -356,14 +370,9 @@ test('the watch reads everything again after what it cannot vouch for', async (t
     fs.mkdirSync(path.join(root, 'a'));
     fs.writeFileSync(path.join(root, 'a', 'f'), 'x');
     fs.mkdirSync(path.join(root, 'b'));
-    const inputs: WalkInputs = { root, tracked: new Set(), ignored: new Set(), policy: policyOf('all'), gitDirs: [] };
+    const inputs = plainInputs(root);
     const w = new TreeWatch(root);
-    const settle = () => {
-      walkBoth(w, inputs);
-      walkBoth(w, inputs);
-      const r = walkBoth(w, inputs);
-      assert.equal(r.reused, r.records, 'settled: nothing read again');
-    };
+    const settle = () => settleWatch(w, inputs);
     settle();
 
     // A file system mounted below: its directories' listings changed without an event here.
@@ -406,10 +415,9 @@ test('the watch reads everything again after what it cannot vouch for', async (t
     assert.equal(memo.watch('alias', path.join(root, 'a')), 'no');
     assert.match(String(w.state().reason), /alias and a are one directory/);
     for (const rel of ['', 'a', 'd0', 'd11']) assert.equal(memo.unchanged(rel), false, rel);
-    const plain = { ...inputs, tracked: new Set<string>(), ignored: new Set<string>(), gitDirs: [] };
-    const midWalk = walkWorktree({ ...plain, memo });
+    const midWalk = walkWorktree({ ...inputs, memo });
     w.end(memo, memo.next ?? null);
-    assert.deepEqual(sorted(midWalk), sorted(walkWorktree({ ...plain, listing: 'js' })));
+    assert.deepEqual(sorted(midWalk), sorted(walkWorktree({ ...inputs, listing: 'js' })));
     settle();
 
     // A file system that changes without local events is not watched at all.

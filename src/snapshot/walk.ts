@@ -56,8 +56,6 @@ export interface DirRecord {
   kinds: Uint8Array;
   dirIgnored: boolean;
   ops: WalkOp[];
-  /** Whether its own entries (not its subdirectories') captured something. */
-  captured: boolean;
   /** Its listing was read after its watch began: an unchanged directory still lists this. */
   trusted: boolean;
 }
@@ -345,20 +343,16 @@ export function walkWorktree(input: WalkInput): WalkResult {
 
   // A directory the memo vouches for, its decisions replayed; its subdirectories walked (each
   // replayed in turn where nothing changed in it).
-  const replay = (abs: string, rel: string, rec: DirRecord): boolean => {
+  const replay = (abs: string, rel: string, rec: DirRecord): void => {
     (next as Map<string, DirRecord>).set(rel, rec);
-    let captured = rec.captured;
     for (const o of rec.ops) {
       if (o.op !== 'dir') apply(o, null);
-      else if (walkDir(abs + path.sep + o.name, rel === '' ? o.name : `${rel}/${o.name}`, o.ignored, -1))
-        captured = true;
+      else walkDir(abs + path.sep + o.name, rel === '' ? o.name : `${rel}/${o.name}`, o.ignored, -1);
     }
-    return captured;
   };
 
-  // Returns whether anything under `rel` was captured (a file, a link or an empty dir). `at` is its
-  // listing read ahead, or -1.
-  const walkDir = (abs: string, rel: string, dirIgnored: boolean, at: number): boolean => {
+  // `at` is the directory's listing read ahead, or -1.
+  const walkDir = (abs: string, rel: string, dirIgnored: boolean, at: number): void => {
     if (!memo) return readDir(abs, rel, dirIgnored, at, null);
     const rec = memo.records.get(rel);
     if (rec && rec.trusted && memo.unchanged(rel)) {
@@ -379,25 +373,23 @@ export function walkWorktree(input: WalkInput): WalkResult {
     at: number,
     known: DirRecord | null,
     trusted = known !== null,
-  ): boolean => {
+  ): void => {
     const ops: WalkOp[] | null = memo ? [] : null;
-    const captured = decideDir(abs, rel, dirIgnored, at, known, ops);
+    const own = decideDir(abs, rel, dirIgnored, at, known, ops);
     if (next && ops) {
-      const own = captured.listing;
       next.set(rel, {
         names: own ? own.names.slice(own.from, own.to) : [],
         kinds: own ? own.kinds.slice(own.from, own.to) : new Uint8Array(0),
         dirIgnored,
         ops,
-        captured: captured.own,
         // An unreadable directory is read again next time (its permissions may change back
         // without an event in it).
         trusted: trusted && own !== null,
       });
     }
-    return captured.any;
   };
 
+  // Its listing, or null where it could not be read (named in `skipped`).
   const decideDir = (
     abs: string,
     rel: string,
@@ -405,7 +397,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     at: number,
     known: DirRecord | null,
     ops: WalkOp[] | null,
-  ): { any: boolean; own: boolean; listing: DirEntries | null } => {
+  ): DirEntries | null => {
     let entries: DirEntries;
     try {
       if (known) entries = { names: known.names, kinds: known.kinds, child: null, from: 0, to: known.names.length };
@@ -417,11 +409,10 @@ export function walkWorktree(input: WalkInput): WalkResult {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
         apply({ op: 'skip', path: rel, reason: 'unreadable' }, ops);
-        return { any: true, own: true, listing: null }; // named as skipped; not an empty dir
+        return null; // named as skipped; not an empty dir
       }
       throw e;
     }
-    const done = (any: boolean, own = any) => ({ any, own, listing: entries });
     const { names: dNames, kinds: dKinds, child: dChild, from, to } = entries;
     let innerGit = false;
     let hasGit = false;
@@ -438,27 +429,25 @@ export function walkWorktree(input: WalkInput): WalkResult {
       // its own; an exclude pattern or `--ignored none` still leaves a nested one out on purpose.
       if (tracked.has(rel)) {
         apply({ op: 'repository', repository: { path: rel, kind: 'submodule' } }, ops);
-        return done(true);
+        return entries;
       }
       if (!hasTrackedUnder(rel)) {
         const included = policy.isIncluded(`${rel}/`);
         if (dirIgnored && policy.ignored === 'none' && !included) {
           apply({ op: 'not-captured' }, ops);
-          return done(false);
+          return entries;
         }
         if (!included && policy.isExcluded(`${rel}/`)) {
           apply({ op: 'excluded' }, ops);
-          return done(false);
+          return entries;
         }
         apply({ op: 'repository', repository: { path: rel, kind: 'nested' } }, ops);
-        return done(true);
+        return entries;
       }
       apply({ op: 'skip', path: `${rel}/.git`, reason: 'nested-repository' }, ops);
       innerGit = true;
     }
     if (replaced) assertUtf8Names(abs, rel);
-    let captured = false;
-    let capturedOwn = false;
     let sawAny = false;
     for (let i = from; i < to; i++) {
       const name = dNames[i];
@@ -470,7 +459,6 @@ export function walkWorktree(input: WalkInput): WalkResult {
       sawAny = true;
       if (gitRefusesName(name, kind === 'symlink')) {
         apply({ op: 'skip', path: childRel, reason: 'git-refuses-path' }, ops);
-        captured = capturedOwn = true;
         continue;
       }
       if (kind === 'dir') {
@@ -482,18 +470,16 @@ export function walkWorktree(input: WalkInput): WalkResult {
         }
         refuseTooLong(root, childRel, 'capture');
         if (ops) ops.push({ op: 'dir', name, ignored: ign });
-        if (walkDir(childAbs, childRel, ign, dChild ? dChild[i] : -1)) captured = true;
+        walkDir(childAbs, childRel, ign, dChild ? dChild[i] : -1);
         continue;
       }
       if (kind !== 'file' && kind !== 'symlink') {
         apply({ op: 'skip', path: childRel, reason: kind === 'unknown' ? 'unreadable' : kind }, ops);
-        captured = capturedOwn = true;
         continue;
       }
       refuseTooLong(root, childRel, 'capture');
       if (tracked.has(childRel)) {
         addPath(childRel, 'tracked', name === '.gitattributes', ops);
-        captured = capturedOwn = true;
         continue;
       }
       const isIgnored = dirIgnored || ignored.has(childRel);
@@ -516,16 +502,14 @@ export function walkWorktree(input: WalkInput): WalkResult {
         continue;
       }
       addPath(childRel, isIgnored ? 'ignored' : 'untracked', name === '.gitattributes', ops);
-      captured = capturedOwn = true;
     }
     if (!sawAny && rel !== '') {
       // A directory with nothing at all in it is recorded, so the tree's shape survives (git
       // cannot hold one). Its parents need no record: restore creates them on the way.
-      if (dirIgnored && policy.ignored === 'none' && !policy.isIncluded(`${rel}/`)) return done(false);
-      apply({ op: 'empty', path: rel }, ops);
-      return done(true);
+      if (!(dirIgnored && policy.ignored === 'none' && !policy.isIncluded(`${rel}/`)))
+        apply({ op: 'empty', path: rel }, ops);
     }
-    return done(captured, capturedOwn);
+    return entries;
   };
 
   walkDir(root, '', false, ahead ? 0 : -1);
