@@ -3,7 +3,9 @@
 // the system C compiler and Debian's libdeflate-dev; run by `npm run build` after tsc. Where either
 // is missing the build says why and goes on: src/native.ts finds no module and its callers use
 // node's zlib and mount(8), the same work more slowly. GIT_XET_REQUIRE_NATIVE=1 makes a failed
-// build an error.
+// build an error. With Debian's libisal-dev too it is built with ISA-L's igzip (deflateFastInto,
+// for the bulk of large captures); without it, the same module without that one function, and a
+// line saying so.
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync } from 'node:fs';
@@ -19,38 +21,60 @@ const scratch = join(dirname(target), `.xet-native.${process.pid}.node`);
 const [cc, ...ccArgs] = (process.env.CC || 'cc').trim().split(/\s+/);
 
 mkdirSync(dirname(target), { recursive: true });
-const args = [...ccArgs, '-O2', '-Wall', '-shared', '-fPIC', '-fvisibility=hidden', '-o', scratch, source, '-ldeflate'];
-const r = spawnSync(cc, args, { encoding: 'utf8' });
-// A module that built must also load and work in a fresh node (a library missing at run time, an
-// ABI mismatch) before it replaces anything.
-const loads =
-  r.status === 0 &&
-  spawnSync(
-    process.execPath,
-    [
-      '-e',
-      `const m = require(${JSON.stringify(scratch)}); const b = Buffer.alloc(m.deflateBound(3)); ` +
-        `if (!(m.deflateInto(Buffer.from('abc'), 1, b, 0) > 0)) process.exit(1)`,
-    ],
-    { encoding: 'utf8' },
-  );
-if (loads && loads.status === 0) {
-  renameSync(scratch, target);
-  process.exit(0);
-}
-rmSync(scratch, { force: true });
-// A module built from an older source must not outlive a failed build of the new one.
-rmSync(target, { force: true });
+const base = [...ccArgs, '-O2', '-Wall', '-shared', '-fPIC', '-fvisibility=hidden', '-o', scratch, source];
 const errors = (text) => {
   const lines = (text || '').trim().split('\n');
   const bad = lines.filter((l) => /error|undefined reference|cannot find/i.test(l));
   return (bad.length ? bad : lines).slice(0, 3).join(' / ');
 };
-const why = r.error
-  ? r.error.message
-  : r.status !== 0
-    ? errors(r.stderr)
-    : `it built but did not load: ${errors(loads.stderr) || `exit ${loads.status}`}`;
+function describe({ r, loads }) {
+  return r.error
+    ? r.error.message
+    : r.status !== 0
+      ? errors(r.stderr)
+      : `it built but did not load: ${errors(loads.stderr) || `exit ${loads.status}`}`;
+}
+/** Builds with `extra` flags; the result of the compiler and of loading what it built. */
+function attempt(extra, check) {
+  const args = [...base, ...extra];
+  const r = spawnSync(cc, args, { encoding: 'utf8' });
+  // A module that built must also load and work in a fresh node (a library missing at run time, an
+  // ABI mismatch) before it replaces anything.
+  const loads =
+    r.status === 0 &&
+    spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `const m = require(${JSON.stringify(scratch)}); const b = Buffer.alloc(m.deflateBound(3)); ` +
+          `if (!(m.deflateInto(Buffer.from('abc'), 1, b, 0) > 0)) process.exit(1); ${check}`,
+      ],
+      { encoding: 'utf8' },
+    );
+  return { args, r, loads, ok: Boolean(loads && loads.status === 0) };
+}
+const withIsal = attempt(
+  ['-DXET_HAVE_ISAL', '-ldeflate', '-lisal'],
+  `if (!(m.deflateFastInto(Buffer.from('abc'), b, 0) > 0)) process.exit(1)`,
+);
+if (withIsal.ok) {
+  renameSync(scratch, target);
+  process.exit(0);
+}
+const plain = attempt(['-ldeflate'], '');
+if (plain.ok) {
+  renameSync(scratch, target);
+  process.stderr.write(
+    `git xet: the native module was built without ISA-L (${describe(withIsal)}); ` +
+      'large captures deflate with libdeflate, more slowly (install libisal-dev, then npm run build)\n',
+  );
+  process.exit(0);
+}
+const { args, r, loads } = plain;
+rmSync(scratch, { force: true });
+// A module built from an older source must not outlive a failed build of the new one.
+rmSync(target, { force: true });
+const why = describe({ r, loads });
 process.stderr.write(
   `git xet: the native module was not built (${cc} ${args.join(' ')}: ${why}); ` +
     "node's zlib and mount(8) are used instead (install a C compiler and libdeflate-dev, then npm run build)\n",

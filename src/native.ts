@@ -8,6 +8,17 @@ import * as path from 'node:path';
 export interface XetNative {
   deflateInto(src: Buffer, level: number, dst: Buffer, at: number): number;
   deflateBound(n: number): number;
+  /** Only in a module built with ISA-L (scripts/build-native.mjs): deflateInto through igzip's
+   * level 1, or -1 when the stream would not fit (the caller then deflates another way). */
+  deflateFastInto?(src: Buffer, dst: Buffer, at: number): number;
+  /** The Adler-32 of `buf` (zlib's trailer). */
+  adler32(buf: Uint8Array): number;
+  /** A capture's read of one regular file (src/git/file-scan.ts readOne): opened without following
+   * a symlink or blocking, fstat-ed into `stat` (9 int64: dev, ino, mode, nlink, uid, gid, size,
+   * mtime ns, ctime ns), read whole into `buf` unless it is linked (`deferLinks`), at least
+   * `largeAt` (0: none is) or over `big`, and fstat-ed again. The bytes read, -errno, or one of
+   * file-scan.ts's READ_* codes. */
+  readFile(path: string, largeAt: number, deferLinks: 0 | 1, big: number, buf: Buffer, stat: Buffer): number;
   inflateInto(src: Buffer, dst: Buffer): number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;

@@ -10,10 +10,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as crypto from 'node:crypto';
 import { PackReader } from '../src/git/pack-reader';
+import { deflateInto, fastDeflateAvailable, zlibStreamBound } from '../src/git/zlib-fast';
+import { entryHeader } from '../src/git/pack-worker';
 import { native, nativeMissing } from '../src/native';
 import { absent, lstatMany, ROW, STAT_ROW } from '../src/git/lstat-many';
 import { initRepo, pseudoRandomBytes } from './support/git';
@@ -25,12 +28,15 @@ import { collectGitState, compareGitStates, compareTrees, walkTree } from './sup
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 import { FORK_STATE } from './support/forks';
 
-test('the native module is built where CI installs libdeflate-dev', (t) => {
+test('the native module is built, with igzip, where CI installs libdeflate-dev and libisal-dev', (t) => {
   if (!process.env.CI) {
-    t.diagnostic(`not CI: the native module is ${native ? 'loaded' : `not loaded (${nativeMissing})`}`);
+    t.diagnostic(
+      `not CI: the native module is ${native ? `loaded (igzip: ${fastDeflateAvailable})` : `not loaded (${nativeMissing})`}`,
+    );
     return;
   }
   assert.equal(native !== null, true, `CI must exercise libdeflate: ${nativeMissing}`);
+  assert.equal(fastDeflateAvailable, true, 'CI must exercise igzip (the build says why it left it out)');
 });
 
 test('zlib-fast: every stream it writes inflates, and it reads every stream zlib writes', () => roundTrips());
@@ -118,6 +124,86 @@ test('the native module checks its arguments before it touches memory', (t) => {
   // At the very end there is no room: -1, which the wrapper turns into a RangeError, never a write.
   assert.equal(m.deflateInto(src, 1, dst, dst.length), -1);
   assert.equal(m.deflateInto(Buffer.alloc(0), 1, Buffer.alloc(0), 0), -1);
+  typeError(() => m.adler32('abc'), 'a string for a buffer');
+  const statOut = Buffer.alloc(72);
+  typeError(() => m.readFile('/etc/hostname', 0, 0, 100, Buffer.alloc(9)), 'a missing argument');
+  typeError(() => m.readFile('/etc/hostname', 0, 2, 100, Buffer.alloc(9), statOut), 'deferLinks that is not 0 or 1');
+  typeError(() => m.readFile('/etc/hostname', -1, 0, 100, Buffer.alloc(9), statOut), 'a negative largeAt');
+  typeError(() => m.readFile('/etc/hostname', 0, 0, 100, Buffer.alloc(9), Buffer.alloc(71)), 'a short stat');
+  typeError(
+    () => m.readFile('/etc/hostname', 0, 0, 100, Buffer.alloc(9), Buffer.alloc(80).subarray(1, 73)),
+    'an unaligned stat',
+  );
+  typeError(() => m.readFile('/etc\0/hostname', 0, 0, 100, Buffer.alloc(9), statOut), 'a path with a NUL inside');
+  if (typeof m.deflateFastInto === 'function') {
+    typeError(() => m.deflateFastInto(src, dst, dst.length + 1), 'an offset past the end');
+    typeError(() => m.deflateFastInto(src, dst), 'a missing argument');
+    // No room: -1 (zlib-fast.ts then deflates with libdeflate), nothing past dst written.
+    const small = Buffer.alloc(12, 0xee);
+    assert.equal(m.deflateFastInto(src, small.subarray(0, 8), 0), -1);
+    assert.deepEqual(small.subarray(8), Buffer.alloc(4, 0xee));
+  } else t.diagnostic('deflateFastInto: the module was built without ISA-L');
+});
+
+test("readFile: how a capture reads one file, each outcome against node's own calls", (t) => {
+  if (!native) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const m = native;
+  const sb = createSandbox();
+  try {
+    const dir = sb.root;
+    const cells = new BigInt64Array(9);
+    const statOut = Buffer.from(cells.buffer);
+    const asNode = (file: string) => {
+      const st = fs.lstatSync(file, { bigint: true });
+      return [st.dev, st.ino, st.mode, st.nlink, st.uid, st.gid, st.size, st.mtimeNs, st.ctimeNs];
+    };
+    const errno = os.constants.errno;
+    const buf = Buffer.alloc(1 << 16);
+    // A regular file: its bytes, and the stat data node's lstat gives.
+    const text = path.join(dir, 'text');
+    fs.writeFileSync(text, 'hello, file\n'.repeat(100));
+    const n = m.readFile(text, 0, 0, 1 << 20, buf, statOut);
+    assert.equal(n, 1200);
+    assert.deepEqual(buf.subarray(0, n), fs.readFileSync(text));
+    assert.deepEqual([...cells], asNode(text));
+    // Empty.
+    fs.writeFileSync(path.join(dir, 'empty'), '');
+    assert.equal(m.readFile(path.join(dir, 'empty'), 0, 0, 1 << 20, buf, statOut), 0);
+    // Too little room: READ_ROOM (-1002) with the stat data, so the caller can grow its buffer.
+    assert.equal(m.readFile(text, 0, 0, 1 << 20, Buffer.alloc(1200), statOut), -1002, 'needs size + 1 bytes');
+    assert.equal(cells[6], 1200n);
+    // Not read, stat data given (READ_UNREAD): at least largeAt, over big, or linked when deferred.
+    assert.equal(m.readFile(text, 1200, 0, 1 << 20, buf, statOut), -1001);
+    assert.equal(m.readFile(text, 1201, 0, 1 << 20, buf, statOut), 1200);
+    assert.equal(m.readFile(text, 0, 0, 1199, buf, statOut), -1001);
+    fs.linkSync(text, path.join(dir, 'text-link'));
+    assert.equal(m.readFile(text, 0, 1, 1 << 20, buf, statOut), -1001);
+    assert.equal(cells[3], 2n);
+    assert.equal(m.readFile(text, 0, 0, 1 << 20, buf, statOut), 1200, 'linked but not deferred: read');
+    // Gone, under a file, a symlink (never followed), a directory, a fifo (never blocked on).
+    assert.equal(m.readFile(path.join(dir, 'missing'), 0, 0, 1 << 20, buf, statOut), -errno.ENOENT);
+    assert.equal(m.readFile(path.join(text, 'below'), 0, 0, 1 << 20, buf, statOut), -errno.ENOTDIR);
+    fs.symlinkSync('text', path.join(dir, 'sym'));
+    assert.equal(m.readFile(path.join(dir, 'sym'), 0, 0, 1 << 20, buf, statOut), -errno.ELOOP);
+    fs.mkdirSync(path.join(dir, 'sub'));
+    assert.equal(m.readFile(path.join(dir, 'sub'), 0, 0, 1 << 20, buf, statOut), -1000, 'a directory');
+    const fifo = path.join(dir, 'fifo');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+    assert.equal(m.readFile(fifo, 0, 0, 1 << 20, buf, statOut), -1000, 'a fifo, without blocking');
+    // A file whose size says 0 but that reads more (procfs): READ_CHANGED, never a short blob.
+    assert.equal(m.readFile('/proc/self/status', 0, 0, 1 << 20, buf, statOut), -1003);
+    // Not readable: -EACCES (only a process without CAP_DAC_OVERRIDE sees it).
+    const secret = path.join(dir, 'secret');
+    fs.writeFileSync(secret, 'x');
+    fs.chmodSync(secret, 0);
+    if (process.getuid?.() !== 0) assert.equal(m.readFile(secret, 0, 0, 1 << 20, buf, statOut), -errno.EACCES);
+    else t.diagnostic('EACCES not checked: root reads a mode-0 file');
+  } finally {
+    sb.cleanup();
+  }
 });
 
 test('lstatMany: the native rows are the bigint lstat rows, absent paths are rows and other errors throw', (t) => {
@@ -311,14 +397,44 @@ test('a capture stores the same objects with and without the native module, in p
       r.commit('base');
       r.write('new/untracked.txt', 'untracked\n'.repeat(100));
       r.write('text.js', 'export const y = 2;\n'.repeat(4000));
+      // Enough files that a first capture (16 KiB counted a file) deflates them with igzip
+      // (capture-files.ts FAST_DEFLATE_MIN_BYTES), where the module has it.
+      for (let i = 0; i < 2100; i++) r.write(`many/${i % 30}/f${i}.txt`, `line ${i} of many\n`.repeat(20 + (i % 50)));
       const env = { GIT_XET_NATIVE: native };
       const res = xet(sb, r.dir, ['capture', '--json'], { env });
       assert.equal(res.status, 0, res.stderr);
       const snap = JSON.parse(res.stdout).snapshot as string;
       trees.push(r.git('rev-parse', `${snap}:files`).trim());
       const packDir = path.join(r.commonDir(), 'objects', 'pack');
+      const entries = new Map<string, { pack: string; size: number; inPack: number; offset: number }>();
       for (const idx of fs.readdirSync(packDir).filter((n) => n.endsWith('.idx'))) {
-        r.git('verify-pack', path.join(packDir, idx));
+        const out = r.git('verify-pack', '-v', path.join(packDir, idx));
+        for (const line of out.split('\n')) {
+          const f = line.split(/\s+/);
+          if (f[1] === 'blob' && f.length >= 5) {
+            const pack = path.join(packDir, idx.replace(/\.idx$/, '.pack'));
+            entries.set(f[0], { pack, size: Number(f[2]), inPack: Number(f[3]), offset: Number(f[4]) });
+          }
+        }
+      }
+      if (native === '1' && fastDeflateAvailable) {
+        // The bytes stored for one of them are igzip's stream of it (so the fast path ran), after
+        // the entry's header.
+        const content = fs.readFileSync(path.join(r.dir, 'many/7/f7.txt'));
+        const oid = r.git('hash-object', 'many/7/f7.txt').trim();
+        const e = entries.get(oid);
+        assert.ok(e, 'the blob is in a pack');
+        const stored = Buffer.alloc(e.inPack);
+        const fd = fs.openSync(e.pack, 'r');
+        fs.readSync(fd, stored, 0, e.inPack, e.offset);
+        fs.closeSync(fd);
+        const header = entryHeader('blob', content.length);
+        const body = Buffer.alloc(zlibStreamBound(content.length));
+        const n = deflateInto(content, 1, body, 0, true);
+        assert.deepEqual(stored, Buffer.concat([header, body.subarray(0, n)]), 'stored as igzip deflates it');
+        const slow = Buffer.alloc(zlibStreamBound(content.length));
+        const k = deflateInto(content, 1, slow, 0, false);
+        assert.notDeepEqual(body.subarray(0, n), slow.subarray(0, k), 'igzip and libdeflate differ on it');
       }
       r.git('fsck', '--full', '--strict', '--no-dangling');
       // The pack reader (restore by workers) of the other kind reads it: libdeflate what zlib wrote,

@@ -1,5 +1,6 @@
 // git xet version: this git xet's version, the git and Node.js it runs with, and whether its native
-// module (libdeflate, mount(2); src/native.ts) loaded, with the reason when it did not.
+// module (libdeflate, mount(2); src/native.ts) loaded, with the reason when it did not, and whether it
+// has ISA-L's igzip (scripts/build-native.mjs).
 import { s } from './schema';
 import { TOOL_VERSION } from '../version';
 import { defineCommand } from './spec';
@@ -16,7 +17,7 @@ export const versionCommand = defineCommand({
     version: s.string(),
     git: s.string(),
     node: s.string(),
-    native: s.looseObject({ loaded: s.boolean(), missing: s.string().nullable() }),
+    native: s.looseObject({ loaded: s.boolean(), missing: s.string().nullable(), igzip: s.boolean() }),
   }),
   async run() {
     const { gitVersion } = await import('../git/exec');
@@ -25,7 +26,7 @@ export const versionCommand = defineCommand({
       version: TOOL_VERSION,
       git: gitVersion().join('.'),
       node: process.versions.node,
-      native: { loaded: native !== null, missing: nativeMissing },
+      native: { loaded: native !== null, missing: nativeMissing, igzip: typeof native?.deflateFastInto === 'function' },
     };
   },
   human: () => TOOL_VERSION,

@@ -11,8 +11,11 @@
 
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as util from 'node:util';
 import * as zlib from 'node:zlib';
-import { canonicalMode, STAT_BYTES, statBlockInto } from './index-writer';
+import { native } from '../native';
+import { canonicalMode, STAT_BYTES, statBlockInto, type StatFields } from './index-writer';
 import { INSERTED, SharedOidSet } from './oid-set';
 import { deflateInto, zlibStreamBound } from './zlib-fast';
 
@@ -34,6 +37,8 @@ export interface ScanJob {
   batch: number;
   format: 'sha1' | 'sha256';
   level: number;
+  /** Deflate at level 1 with the faster, larger igzip where there is one (zlib-fast.ts). */
+  fast?: boolean;
   root: string;
   paths: string[];
   /** Regular files of this many bytes or more are returned as Large, unread (0: none are). */
@@ -104,18 +109,64 @@ function headerInto(type: number, size: number, dst: Buffer, at: number): number
 
 class Changed extends Error {}
 
+/** A file's stat data as the scan uses it. */
+type FileStat = StatFields & Pick<fs.BigIntStats, 'nlink'>;
+
 interface ReadFile {
-  st: fs.BigIntStats;
+  st: FileStat;
   data: Buffer | null;
   link: boolean;
 }
 
 const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
+// The native read's results other than a length or -errno (native/xet-native.c READ_*).
+const READ_NOT_FILE = -1000;
+const READ_UNREAD = -1001;
+const READ_ROOM = -1002;
+const READ_CHANGED = -1003;
+const nativeStat = new BigInt64Array(9);
+const nativeStatBytes = Buffer.from(nativeStat.buffer);
+
 /** Stat and (unless it is Large, Linked or Big) read one path, consistently: the stat data is taken
  * before and after the read, and must agree with each other and with the bytes read. */
 function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | null {
   for (let attempt = 0; ; attempt++) {
+    if (native) {
+      const r = native.readFile(abs, largeAt, deferLinks ? 1 : 0, BIG_FILE_BYTES, scratch, nativeStatBytes);
+      if (r === READ_ROOM) {
+        const limit = Number(nativeStat[6]) + 1;
+        scratch = Buffer.allocUnsafe(limit + (limit >> 3));
+        attempt--; // not a change: the same file again with room for it
+        continue;
+      }
+      if (r === READ_CHANGED) {
+        if (attempt >= READ_TRIES) throw new Changed('it changed while it was read');
+        continue;
+      }
+      if (r === -fsErrno.ELOOP) {
+        const link = readLink(abs);
+        if (link) return link;
+        if (attempt >= READ_TRIES) throw new Changed('its link target changed while it was read');
+        continue;
+      }
+      if (r === -fsErrno.ENOENT || r === -fsErrno.ENOTDIR || r === READ_NOT_FILE) return null;
+      if (r < 0 && r > READ_NOT_FILE) throw systemError(-r, abs);
+      if (r < 0 && r !== READ_UNREAD) throw new Error(`readFile returned ${r} for ${abs}`);
+      const c = nativeStat;
+      const st: FileStat = {
+        dev: c[0],
+        ino: c[1],
+        mode: c[2],
+        nlink: c[3],
+        uid: c[4],
+        gid: c[5],
+        size: c[6],
+        mtimeNs: c[7],
+        ctimeNs: c[8],
+      };
+      return { st, data: r === READ_UNREAD ? null : scratch.subarray(0, r), link: false };
+    }
     let fd: number;
     try {
       fd = fs.openSync(abs, OPEN_FLAGS);
@@ -123,15 +174,8 @@ function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | 
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'ENOTDIR') return null;
       if (code !== 'ELOOP') throw e;
-      // A symlink: its blob is its target. The lstat before and after brackets the readlink.
-      const st = lstatOrNull(abs);
-      if (!st) return null;
-      if (!st.isSymbolicLink()) continue; // replaced meanwhile: look again
-      const target = fs.readlinkSync(abs, { encoding: 'buffer' });
-      const again = lstatOrNull(abs);
-      if (again && again.ctimeNs === st.ctimeNs && again.ino === st.ino && BigInt(target.length) === st.size) {
-        return { st, data: target, link: true };
-      }
+      const link = readLink(abs);
+      if (link) return link;
       if (attempt >= READ_TRIES) throw new Changed('its link target changed while it was read');
       continue;
     }
@@ -160,6 +204,40 @@ function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | 
   }
 }
 
+const fsErrno = os.constants.errno;
+
+/** What node's fs would have thrown for `errno` opening or reading `abs`. */
+function systemError(errno: number, abs: string): NodeJS.ErrnoException {
+  const code = util.getSystemErrorName(-errno);
+  return Object.assign(new Error(`${code}: ${errnoText(code)}, open '${abs}'`), { errno: -errno, code, path: abs });
+}
+
+function errnoText(code: string): string {
+  const known: Record<string, string> = {
+    EACCES: 'permission denied',
+    EPERM: 'operation not permitted',
+    EIO: 'i/o error',
+    EMFILE: 'too many open files',
+    ENFILE: 'file table overflow',
+    ENAMETOOLONG: 'name too long',
+    EISDIR: 'illegal operation on a directory',
+  };
+  return known[code] ?? 'system error';
+}
+
+/** A symlink: its blob is its target. The lstat before and after brackets the readlink; null when
+ * it is gone, was replaced meanwhile, or changed while it was read (the caller looks again). */
+function readLink(abs: string): ReadFile | null {
+  const st = lstatOrNull(abs);
+  if (!st || !st.isSymbolicLink()) return null;
+  const target = fs.readlinkSync(abs, { encoding: 'buffer' });
+  const again = lstatOrNull(abs);
+  if (again && again.ctimeNs === st.ctimeNs && again.ino === st.ino && BigInt(target.length) === st.size) {
+    return { st, data: target, link: true };
+  }
+  return null;
+}
+
 function lstatOrNull(abs: string): fs.BigIntStats | null {
   try {
     return fs.lstatSync(abs, { bigint: true });
@@ -169,7 +247,7 @@ function lstatOrNull(abs: string): fs.BigIntStats | null {
 }
 
 /** Hash a file too big to hold, a MiB at a time, and check it did not change meanwhile. */
-function hashBig(abs: string, st: fs.BigIntStats, format: 'sha1' | 'sha256'): Buffer {
+function hashBig(abs: string, st: FileStat, format: 'sha1' | 'sha256'): Buffer {
   const fd = fs.openSync(abs, OPEN_FLAGS);
   try {
     const size = Number(st.size);
@@ -278,7 +356,7 @@ export function scanBatch(job: ScanJob): ScanDone {
     room(length, 16 + zlibStreamBound(data.length));
     const start = length;
     length = headerInto(TYPE_BLOB, data.length, out, length);
-    length += deflateInto(data, job.level, out, length);
+    length += deflateInto(data, job.level, out, length, job.fast);
     starts.push(start);
     done.packed.push({ index: i, offset: start, crc: zlib.crc32(out.subarray(start, length)) });
   }

@@ -70,7 +70,10 @@ export function canonicalMode(stMode: number): number {
 }
 
 /** The 40 bytes git records for this lstat (fill_stat_data), written at `at` of `out`. */
-export function statBlockInto(st: fs.BigIntStats, out: Buffer, at: number): void {
+/** What git's stat data is made of (an fs.BigIntStats has it; so does the native read's). */
+export type StatFields = Pick<fs.BigIntStats, 'dev' | 'ino' | 'mode' | 'uid' | 'gid' | 'size' | 'mtimeNs' | 'ctimeNs'>;
+
+export function statBlockInto(st: StatFields, out: Buffer, at: number): void {
   const ctime = floorDiv(st.ctimeNs);
   const mtime = floorDiv(st.mtimeNs);
   out.writeUInt32BE(u32(ctime), at);

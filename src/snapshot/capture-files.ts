@@ -112,6 +112,10 @@ const BATCH_FILES = 192;
 const LOOKUP_LIMIT = 2000;
 const LOOKUP_BYTES = 64 * 1024 * 1024;
 const BATCH_BYTES = 2 * 1024 * 1024;
+/** From this many bytes to read (16 KiB a file where no stat cache knows their sizes), files are
+ * deflated with igzip (zlib-fast.ts): the time saved outweighs ~6% more bytes. Below it (a few
+ * edits, the objects a handoff pushes) they keep libdeflate's smaller streams. */
+const FAST_DEFLATE_MIN_BYTES = 32 * 1024 * 1024;
 
 const enum Slot {
   /** To be read. */
@@ -306,6 +310,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   let pack: PackStream | null = null;
   let pool: WorkerPool | null = null;
   const deflateLevel = 1;
+  // A capture with much to read deflates it with the faster, larger igzip; one with little (a
+  // re-capture after a few edits, what a handoff sends) keeps libdeflate's smaller output.
+  const fastDeflate = estimate >= FAST_DEFLATE_MIN_BYTES;
   /** The pack, opened (and, without a limit, admitted) when something may go into it. */
   const ensurePack = async (): Promise<PackStream> => {
     if (!pack) {
@@ -363,6 +370,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         batch: jobs.length,
         format,
         level: deflateLevel,
+        fast: fastDeflate,
         root: spec.worktree,
         paths: at.map((i) => paths[i]),
         largeAt: o.largeAt,
