@@ -372,7 +372,10 @@ static napi_value read_file(napi_env env, napi_callback_info info) {
     result = READ_UNREAD;
     goto done;
   }
-  /* One byte past the size: a file that grew since fstat is seen to have. */
+  /* One byte past the size is asked for: a file that holds more than fstat said (grown since, or
+   * one whose size says 0, as in procfs) gives it. A read that stops at the size is the end of the
+   * file, as git takes it (it reads st_size bytes): no second read to see 0, which was a system
+   * call per file; a file that grows after that read has another size or time at the fstat below. */
   size_t limit = (size_t)st.st_size + 1;
   if (buf_len < limit) {
     result = READ_ROOM;
@@ -388,6 +391,7 @@ static napi_value read_file(napi_env env, napi_callback_info info) {
     }
     if (got == 0) break;
     n += (size_t)got;
+    if (n == (size_t)st.st_size) break;
   }
   if (fstat(fd, &after) != 0) {
     result = -(int64_t)errno;
