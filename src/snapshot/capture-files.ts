@@ -600,7 +600,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       const rest = restItems.filter((it) => !pk.has(it.oid));
       if (rest.length) {
         if (!pool && chunkBytes >= PARALLEL_MIN_BYTES && WorkerPool.size() > 1) pool = new WorkerPool();
-        await pk.appendItems(rest, deflateLevel, chunkLevel, pool);
+        // The last append: the trailer's hash runs beside it (pack-stream.ts).
+        await pk.appendItems(rest, deflateLevel, chunkLevel, pool, true);
       }
       if (pk.entries.length) spec.progress?.(`storing ${pk.entries.length} new objects`);
     }
