@@ -2,11 +2,14 @@
  * git xet's one native module, for the two things node does slowly here:
  * - zlib streams through libdeflate (Debian's libdeflate-dev), which on these machines deflates at
  *   level 1 about 1.8 times and inflates about 2.4 times as fast as the zlib node bundles
- *   (docs/DESIGN-NOTES.md "Deflate through libdeflate"). Whole buffers only: a pack entry is
+ *   (docs/DESIGN-NOTES.md "The native module: libdeflate and mount(2)"). Whole buffers only: a pack entry is
  *   deflated or inflated in one call; streams (files too big to hold) stay with node's zlib.
  * - where Debian's libisal-dev was there at build time (XET_HAVE_ISAL), ISA-L's igzip at its level
  *   1 for the bulk of a large capture: 2.1 times as fast again as libdeflate's level 1 on the bench
- *   tree's files, for 6% more bytes (docs/DESIGN-NOTES.md "A faster deflate for large captures").
+ *   tree's files, for 6% more bytes (docs/DESIGN-NOTES.md "A faster deflate for large captures, one
+ *   call to read a file, the trailer beside the writes").
+ * - reading a capture's files: open, fstat, read, fstat and close in one call per file, where each
+ *   of node's fs calls costs ~10 us of its own here (the same section).
  * - lstat of every path of a worktree, for a capture's stat cache: node's lstatSync makes a Stats
  *   object per call, and with a large heap the collector doubles the cost (34k paths: ~350 ms in
  *   node, ~90 ms here on one thread, ~48 ms on two).
@@ -40,11 +43,12 @@
  *   deflateFastInto(src, dst, at)    -> (only when built with ISA-L) like deflateInto through igzip
  *                                       level 1; -1 when the stream would not fit
  *   adler32(buf)                     -> the Adler-32 of buf (libdeflate's, vectorised)
- *   readFile(path, largeAt, deferLinks, buf, stat)
+ *   readFile(path, largeAt, deferLinks, big, buf, stat)
  *                                    -> a capture's read of one file (src/git/file-scan.ts readOne):
  *                                       open without following a symlink or blocking on a fifo,
  *                                       fstat into `stat` (READ_STAT int64), read it whole into
- *                                       buf, fstat again; the bytes read, or READ_* below
+ *                                       buf unless linked (deferLinks), at least largeAt or over
+ *                                       big, fstat again; the bytes read, -errno, or READ_* below
  *   inflateInto(src, dst)            -> bytes of src the stream took; dst is filled exactly, else
  *                                       a negative code: -1 bad data, -2 short, -3 too long
  *   mountOverlay(target, data, ro)   -> 0, or the errno of mount("overlay", target, "overlay",

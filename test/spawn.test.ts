@@ -121,8 +121,15 @@ test('the program is found on the child PATH as execvp finds it', async (t) => {
   fs.writeFileSync(path.join(notExec, 'git'), '#!/bin/sh\necho wrong\n', { mode: 0o644 });
   fs.mkdirSync(path.join(notExec, 'sub'));
   fs.writeFileSync(path.join(shim, 'git'), '#!/bin/sh\necho "shim $*"\n', { mode: 0o755 });
-  const opts = { env: { ...env(), PATH: `${notExec}:${shim}:${process.env.PATH}` } };
+  // A file on PATH (ENOTDIR below it) and, for a user other than root, a directory it may not
+  // search (EACCES): execvp goes past both, and so must the lookup.
+  const closed = scratch(t, 'c');
+  fs.writeFileSync(path.join(closed, 'git'), '#!/bin/sh\necho closed\n', { mode: 0o644 });
+  fs.chmodSync(closed, 0o000);
+  const aFile = path.join(notExec, 'git');
+  const opts = { env: { ...env(), PATH: `${aFile}:${closed}:${notExec}:${shim}:${process.env.PATH}` } };
   const r = await both(t, 'git', ['--version'], opts);
+  fs.chmodSync(closed, 0o755);
   if (!r) return;
   assert.deepEqual(r[0], { stdout: 'shim --version\n', stderr: '', code: 0, signal: null });
   assert.deepEqual(r[0], r[1]);

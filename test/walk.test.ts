@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { GitConfig } from '../src/git/config';
 import { native, nativeMissing } from '../src/native';
 import { resolvePolicy } from '../src/snapshot/policy';
-import { readListings, walkWorktree, type WalkInput } from '../src/snapshot/walk';
+import { readListings, walkWorktree, type DirRecord, type WalkInput, type WalkMemo } from '../src/snapshot/walk';
 import { withSandbox } from './support/sandbox';
 import { codeOf } from './support/errors';
 import { withMountSandbox } from './support/mounts';
@@ -278,3 +278,50 @@ test(
     });
   },
 );
+
+test('a directory removed or made a file between its listing and its read is WORKTREE_CHANGED, not a crash', async () => {
+  await withSandbox((sb) => {
+    const root = sb.path('tree');
+    fs.mkdirSync(path.join(root, 'sub', 'deeper'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'sub', 'deeper', 'f.txt'), 'f');
+    fs.writeFileSync(path.join(root, 'top.txt'), 't');
+    const input = {
+      root,
+      tracked: new Set<string>(),
+      ignored: new Set<string>(),
+      policy: resolvePolicy(new GitConfig([]), {}),
+      gitDirs: [path.join(root, '.git')],
+    };
+    // A first walk keeps its listings (a memo that vouches for nothing).
+    const first: WalkMemo = {
+      records: new Map(),
+      sameInputs: false,
+      unchanged: () => false,
+      watch: () => 'now',
+      readAhead: false,
+    };
+    walkWorktree({ ...input, memo: first });
+    assert.ok(first.next?.get('')?.names.includes('sub'));
+    // The window a live tree opens: the parent's listing (here replayed) names `sub` as a directory,
+    // and by the time `sub` is read it is a file, or gone. The same as a package manager swapping a
+    // directory while a capture lists it.
+    for (const change of ['file', 'gone'] as const) {
+      fs.rmSync(path.join(root, 'sub'), { recursive: true, force: true });
+      if (change === 'file') fs.writeFileSync(path.join(root, 'sub'), 'now a file');
+      const replay: WalkMemo = {
+        records: first.next as Map<string, DirRecord>,
+        sameInputs: true,
+        unchanged: (rel) => rel === '',
+        watch: () => 'now',
+        readAhead: false,
+      };
+      assert.equal(
+        codeOf(() => walkWorktree({ ...input, memo: replay })),
+        'WORKTREE_CHANGED',
+        change,
+      );
+      fs.rmSync(path.join(root, 'sub'), { force: true });
+      fs.mkdirSync(path.join(root, 'sub', 'deeper'), { recursive: true });
+    }
+  });
+});

@@ -206,23 +206,10 @@ function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | 
 
 const fsErrno = os.constants.errno;
 
-/** What node's fs would have thrown for `errno` opening or reading `abs`. */
+/** What node's fs would have thrown for `errno` opening or reading `abs`, in libuv's words. */
 function systemError(errno: number, abs: string): NodeJS.ErrnoException {
-  const code = util.getSystemErrorName(-errno);
-  return Object.assign(new Error(`${code}: ${errnoText(code)}, open '${abs}'`), { errno: -errno, code, path: abs });
-}
-
-function errnoText(code: string): string {
-  const known: Record<string, string> = {
-    EACCES: 'permission denied',
-    EPERM: 'operation not permitted',
-    EIO: 'i/o error',
-    EMFILE: 'too many open files',
-    ENFILE: 'file table overflow',
-    ENAMETOOLONG: 'name too long',
-    EISDIR: 'illegal operation on a directory',
-  };
-  return known[code] ?? 'system error';
+  const [code, text] = util.getSystemErrorMap().get(-errno) ?? [`errno ${errno}`, 'unknown error'];
+  return Object.assign(new Error(`${code}: ${text}, open '${abs}'`), { errno: -errno, code, path: abs });
 }
 
 /** A symlink: its blob is its target. The lstat before and after brackets the readlink; null when

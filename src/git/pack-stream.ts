@@ -123,6 +123,8 @@ export class PackStream {
     landed: Map<number, number>;
     /** Whether a pass of catchUp is under way. */
     running: boolean;
+    /** What stopped catchUp (a read of the pack failed): finish() throws it. */
+    failed?: Error;
   } | null = null;
 
   private constructor(
@@ -198,7 +200,13 @@ export class PackStream {
         t.running = false;
         return;
       }
-      this.hashTo(Math.min(t.joined, t.hashed + HASH_STEP));
+      try {
+        this.hashTo(Math.min(t.joined, t.hashed + HASH_STEP));
+      } catch (e) {
+        // Out of every caller's reach here: kept for finish(), which fails the capture with it.
+        t.failed = e as Error;
+        return;
+      }
       setImmediate(step);
     };
     setImmediate(step);
@@ -384,6 +392,7 @@ export class PackStream {
     const end = this.size;
     // A count fixed before the last append, or one that turned out wrong (something appended after
     // it): the count written now and the whole file hashed.
+    if (this.trailer?.failed) throw this.trailer.failed;
     if (this.trailer?.count !== this.entries.length) this.fixCount(this.entries.length);
     this.hashTo(end);
     const t = this.trailer as NonNullable<PackStream['trailer']>;

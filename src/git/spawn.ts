@@ -44,7 +44,12 @@ function onPath(file: string, env: NodeJS.ProcessEnv, cwd: string): string | nul
   // execvp's default when PATH is unset.
   for (const dir of (env.PATH ?? '/bin:/usr/bin').split(':')) {
     const candidate = path.resolve(cwd, dir || '.', file);
-    const st = fs.statSync(candidate, { throwIfNoEntry: false });
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.statSync(candidate, { throwIfNoEntry: false });
+    } catch {
+      continue; // a directory not searchable by this user, or a file on PATH: execvp skips them too
+    }
     if (st?.isFile() && st.mode & 0o111) {
       try {
         fs.accessSync(candidate, fs.constants.X_OK);

@@ -35,7 +35,8 @@ export const fastDeflateAvailable = typeof native?.deflateFastInto === 'function
 /** Deflate `data` at `level` into `out` at `at` (which must have zlibStreamBound(data.length) bytes
  * of room there); the bytes written. `fast` at level 1 takes igzip where the module has it: about
  * twice libdeflate's speed for ~6% more bytes (docs/DESIGN-NOTES.md "A faster deflate for large
- * captures"); anything igzip cannot fit goes through libdeflate. */
+ * captures, one call to read a file, the trailer beside the writes"); anything igzip cannot fit
+ * goes through libdeflate. */
 export function deflateInto(data: Buffer, level: number, out: Buffer, at: number, fast = false): number {
   checkLevel(level);
   if (!Number.isInteger(at) || at < 0 || at > out.length)

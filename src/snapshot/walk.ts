@@ -411,6 +411,15 @@ export function walkWorktree(input: WalkInput): WalkResult {
         apply({ op: 'skip', path: rel, reason: 'unreadable' }, ops);
         return null; // named as skipped; not an empty dir
       }
+      // Listed as a directory a moment ago, gone or a file now: the tree is changing under the
+      // capture (a package manager, a build), which a capture says as such, not as a crash.
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
+        throw new XetError(
+          'WORKTREE_CHANGED',
+          `${rel} was removed or replaced while the worktree was being read; capture again`,
+          { path: rel },
+        );
+      }
       throw e;
     }
     const { names: dNames, kinds: dKinds, child: dChild, from, to } = entries;
