@@ -22,11 +22,12 @@ export const versionCommand = defineCommand({
   async run() {
     const { gitVersion } = await import('../git/exec');
     const { native, nativeMissing } = await import('../native');
+    const { fastDeflateAvailable } = await import('../git/zlib-fast');
     return {
       version: TOOL_VERSION,
       git: gitVersion().join('.'),
       node: process.versions.node,
-      native: { loaded: native !== null, missing: nativeMissing, igzip: typeof native?.deflateFastInto === 'function' },
+      native: { loaded: native !== null, missing: nativeMissing, igzip: fastDeflateAvailable },
     };
   },
   human: () => TOOL_VERSION,

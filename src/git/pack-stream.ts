@@ -6,7 +6,8 @@
 // cache. The hash cannot start before the count (it is in the first bytes hashed); the caller's
 // last append (`last`) knows it, so from there the bytes already written and each batch as it lands
 // are hashed while the workers write the rest, and finish hashes only what is left (on the bench
-// tree's cold capture ~300 ms of one core at the very end became ~80). Publishing is
+// tree's cold capture finish went from ~315 to ~100 ms of one core; the rest of the pack grew by
+// most of that, its two cores being busy already). Publishing is
 // pack-writer.ts's: fsync, the .idx written, both renamed into place with the .idx last.
 
 import * as crypto from 'node:crypto';
@@ -170,8 +171,8 @@ export class PackStream {
     this.entries.push(entry);
   }
 
-  /** Writes the object count into the header and starts the trailer's hash over what is written
-   * (everything below the end: no writer may be running). finish() checks the count again. */
+  /** Writes the object count into the header and sets the trailer's hash up from the start, with
+   * everything below the end written (no writer may be running). finish() checks the count again. */
   private fixCount(count: number): void {
     const header = Buffer.alloc(4);
     header.writeUInt32BE(count, 0);
@@ -185,7 +186,6 @@ export class PackStream {
       landed: new Map(),
       running: false,
     };
-    this.catchUp();
   }
 
   /** Hashes what is joined a block at a time, letting the event loop run between blocks: the
@@ -255,7 +255,10 @@ export class PackStream {
   ): Promise<void> {
     const todo = [...new Map(items.filter((i) => !this.oids.has(i.oid)).map((i) => [i.oid, i])).values()];
     if (!todo.length) return;
-    if (last && pool) this.fixCount(this.entries.length + todo.length);
+    if (last && pool) {
+      this.fixCount(this.entries.length + todo.length);
+      this.catchUp();
+    }
     if (!pool) {
       for (const item of todo) {
         const r = processItem(
