@@ -33,16 +33,13 @@ import {
   fmtX,
   loadNow,
   log,
-  machineInfo,
   median,
   openRunDir,
   parseArgs,
-  printReport,
-  recorder,
+  reportRun,
   run,
   start,
   table,
-  writeResults,
 } from './lib/harness.mjs';
 
 const require = createRequire(import.meta.url);
@@ -108,121 +105,117 @@ async function timed(reps, fn) {
 }
 
 async function main() {
-  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString(), stages: {} };
-  const rec = recorder(results);
   const { dir, cleanup } = openRunDir(opts.tmpBase, 'xet-bench-chunker-', { keep: opts.keep });
-  try {
-    const { chunkFile } = require(dist('chunks/chunk-file.js'));
-    const { GearChunker } = require(dist('chunks/gear.js'));
-    const { chunkParamsFor } = require(dist('chunks/params.js'));
-    const { buildChunkList } = require(dist('chunks/list-tree.js'));
-    const { writePack } = require(dist('git/pack-writer.js'));
-    const { ChunkList, readRange } = require(dist('chunks/reader.js'));
-    let file = opts.file;
-    if (!file) {
-      file = join(dir, 'pages.bin');
-      log(`building a ${opts.mib} MiB page file`);
-      buildWorkload(file, opts.mib * MB);
-    }
-    const size = statSync(file).size;
-    results.file = { path: opts.file ?? 'synthetic page file', bytes: size };
-    const S = results.stages;
-    const reps = opts.reps;
+  await reportRun(
+    opts,
+    { stages: {} },
+    async (results, rec) => {
+      const { chunkFile } = require(dist('chunks/chunk-file.js'));
+      const { GearChunker } = require(dist('chunks/gear.js'));
+      const { chunkParamsFor } = require(dist('chunks/params.js'));
+      const { buildChunkList } = require(dist('chunks/list-tree.js'));
+      const { writePack } = require(dist('git/pack-writer.js'));
+      const { ChunkList, readRange } = require(dist('chunks/reader.js'));
+      let file = opts.file;
+      if (!file) {
+        file = join(dir, 'pages.bin');
+        log(`building a ${opts.mib} MiB page file`);
+        buildWorkload(file, opts.mib * MB);
+      }
+      const size = statSync(file).size;
+      results.file = { path: opts.file ?? 'synthetic page file', bytes: size };
+      const S = results.stages;
+      const reps = opts.reps;
 
-    log('sha1 (one core)');
-    const data = size <= 1024 * MB ? readFileSync(file) : null;
-    if (data) S.sha1 = await timed(reps, () => createHash('sha1').update(data).digest('hex'));
-    log('cuts (GearChunker, one core)');
-    if (data) {
-      S.cuts = await timed(reps, () => {
-        const cuts = [];
-        new GearChunker(chunkParamsFor(size)).push(data, cuts);
-        return cuts.length;
+      log('sha1 (one core)');
+      const data = size <= 1024 * MB ? readFileSync(file) : null;
+      if (data) S.sha1 = await timed(reps, () => createHash('sha1').update(data).digest('hex'));
+      log('cuts (GearChunker, one core)');
+      if (data) {
+        S.cuts = await timed(reps, () => {
+          const cuts = [];
+          new GearChunker(chunkParamsFor(size)).push(data, cuts);
+          return cuts.length;
+        });
+      }
+      log('chunkFile, sequential and parallel');
+      S.seq = await timed(reps, () => chunkFile(file, { format: 'sha1', workers: 0 }));
+      S.par = await timed(reps, () => chunkFile(file, { format: 'sha1' }));
+      const cf = S.par.last;
+      if (JSON.stringify(cf) !== JSON.stringify(S.seq.last)) rec.problem('parallel chunks differ from sequential ones');
+      results.chunks = cf.chunks.length;
+      const { list, segments } = buildChunkList(cf.chunks, 'sha1');
+      const repo = join(dir, 'repo');
+      await run('git', ['init', '-q', repo]);
+      const items = () => [
+        ...cf.chunks.map((c) => ({ oid: c.oid, type: 'blob', file, range: { offset: c.offset, size: c.size } })),
+        ...[list, ...segments].map((t) => ({ oid: t.oid, type: 'tree', data: t.data })),
+      ];
+      for (const level of [0, 1]) {
+        log(`pack at level ${level}`);
+        S[`pack${level}`] = await timed(reps, async () => {
+          rmSync(join(repo, '.git/objects/pack'), { recursive: true, force: true });
+          return writePack(join(repo, '.git/objects'), 'sha1', items(), 1, undefined, { chunkLevel: level });
+        });
+        S[`pack${level}`].bytes = S[`pack${level}`].last.bytes;
+      }
+      rmSync(join(repo, '.git/objects/pack'), { recursive: true, force: true });
+      await writePack(join(repo, '.git/objects'), 'sha1', items(), 1, undefined, { chunkLevel: 0 });
+      log('zstd -1 -T0');
+      S.zstd = await timed(reps, () => run('bash', ['-c', `zstd -1 -T0 -q -c '${file}' > /dev/null`]));
+      S.zstd.cpu = null;
+      log('read the whole file back');
+      const pointer = { size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
+      const ctx = { git: { cwd: repo }, format: 'sha1' };
+      const out = join(dir, 'out.bin');
+      S.read = await timed(reps, async () => {
+        const cl = await ChunkList.fromPointer(pointer, 'f', ctx);
+        const w = createWriteStream(out);
+        const n = await readRange(cl, 0, size, w, ctx);
+        await new Promise((r) => w.end(r));
+        return n;
       });
-    }
-    log('chunkFile, sequential and parallel');
-    S.seq = await timed(reps, () => chunkFile(file, { format: 'sha1', workers: 0 }));
-    S.par = await timed(reps, () => chunkFile(file, { format: 'sha1' }));
-    const cf = S.par.last;
-    if (JSON.stringify(cf) !== JSON.stringify(S.seq.last)) rec.problem('parallel chunks differ from sequential ones');
-    results.chunks = cf.chunks.length;
-    const { list, segments } = buildChunkList(cf.chunks, 'sha1');
-    const repo = join(dir, 'repo');
-    await run('git', ['init', '-q', repo]);
-    const items = () => [
-      ...cf.chunks.map((c) => ({ oid: c.oid, type: 'blob', file, range: { offset: c.offset, size: c.size } })),
-      ...[list, ...segments].map((t) => ({ oid: t.oid, type: 'tree', data: t.data })),
-    ];
-    for (const level of [0, 1]) {
-      log(`pack at level ${level}`);
-      S[`pack${level}`] = await timed(reps, async () => {
-        rmSync(join(repo, '.git/objects/pack'), { recursive: true, force: true });
-        return writePack(join(repo, '.git/objects'), 'sha1', items(), 1, undefined, { chunkLevel: level });
-      });
-      S[`pack${level}`].bytes = S[`pack${level}`].last.bytes;
-    }
-    rmSync(join(repo, '.git/objects/pack'), { recursive: true, force: true });
-    await writePack(join(repo, '.git/objects'), 'sha1', items(), 1, undefined, { chunkLevel: 0 });
-    log('zstd -1 -T0');
-    S.zstd = await timed(reps, () => run('bash', ['-c', `zstd -1 -T0 -q -c '${file}' > /dev/null`]));
-    S.zstd.cpu = null;
-    log('read the whole file back');
-    const pointer = { size, blob: cf.blob, list: list.oid, chunks: cf.chunks.length, params: cf.params };
-    const ctx = { git: { cwd: repo }, format: 'sha1' };
-    const out = join(dir, 'out.bin');
-    S.read = await timed(reps, async () => {
-      const cl = await ChunkList.fromPointer(pointer, 'f', ctx);
-      const w = createWriteStream(out);
-      const n = await readRange(cl, 0, size, w, ctx);
-      await new Promise((r) => w.end(r));
-      return n;
-    });
-    S.cat = await timed(reps, () => run('bash', ['-c', `cat '${file}' > '${out}.cat'`]));
-    S.cat.cpu = null;
+      S.cat = await timed(reps, () => run('bash', ['-c', `cat '${file}' > '${out}.cat'`]));
+      S.cat.cpu = null;
 
-    const rate = (s) => (s ? `${(size / s / 1e6).toFixed(0)} MB/s` : '-');
-    const rows = [];
-    const row = (name, st, base, baseName, note = '') =>
-      st &&
-      rows.push([
-        name,
-        fmtS(st.wall),
-        rate(st.wall),
-        rate(st.cpu),
-        base ? `${fmtX(st.wall / base.wall)} ${baseName}` : '',
-        note,
-      ]);
-    row('sha1 (1 core)', S.sha1);
-    row('cuts (1 core)', S.cuts, S.sha1, 'sha1', 'goal ≥ 500 MB/s per core');
-    row('chunkFile seq', S.seq, S.sha1, 'sha1');
-    row('chunkFile par', S.par, S.sha1, 'sha1', `${os.availableParallelism()} cores`);
-    row('pack L0', S.pack0, S.zstd, 'zstd', `pack ${(S.pack0.bytes / size).toFixed(3)} of the file`);
-    row('pack L1', S.pack1, S.zstd, 'zstd', `pack ${(S.pack1.bytes / size).toFixed(3)} of the file`);
-    row('zstd -1 -T0', S.zstd);
-    for (const l of [0, 1]) {
-      const cold = { wall: S.par.wall + S[`pack${l}`].wall, cpu: S.par.cpu + S[`pack${l}`].cpu };
-      S[`cold${l}`] = cold;
-      row(`cold L${l}`, cold, S.zstd, 'zstd', 'goal ≤ 2x zstd -1 -T0');
-    }
-    row('read (restore)', S.read, S.cat, 'cat');
-    row('cat', S.cat);
-    for (const st of Object.values(S)) delete st.last;
-    const report = [
-      '',
-      `chunker engine: ${fmtMB(size)} (${results.file.path}), ${results.chunks} chunks, median of ${reps}`,
-      loadNow(),
-      '',
-      ...table(['stage', 'wall s', 'wall rate', 'per-core (CPU)', 'vs baseline', 'note'], rows),
-    ];
-    await writeResults(opts, results);
-    printReport(report, results);
-  } catch (e) {
-    rec.fail('run', e);
-    printReport([], results);
-    process.exitCode = 1;
-  } finally {
-    cleanup();
-  }
+      const rate = (s) => (s ? `${(size / s / 1e6).toFixed(0)} MB/s` : '-');
+      const rows = [];
+      const row = (name, st, base, baseName, note = '') =>
+        st &&
+        rows.push([
+          name,
+          fmtS(st.wall),
+          rate(st.wall),
+          rate(st.cpu),
+          base ? `${fmtX(st.wall / base.wall)} ${baseName}` : '',
+          note,
+        ]);
+      row('sha1 (1 core)', S.sha1);
+      row('cuts (1 core)', S.cuts, S.sha1, 'sha1', 'goal ≥ 500 MB/s per core');
+      row('chunkFile seq', S.seq, S.sha1, 'sha1');
+      row('chunkFile par', S.par, S.sha1, 'sha1', `${os.availableParallelism()} cores`);
+      row('pack L0', S.pack0, S.zstd, 'zstd', `pack ${(S.pack0.bytes / size).toFixed(3)} of the file`);
+      row('pack L1', S.pack1, S.zstd, 'zstd', `pack ${(S.pack1.bytes / size).toFixed(3)} of the file`);
+      row('zstd -1 -T0', S.zstd);
+      for (const l of [0, 1]) {
+        const cold = { wall: S.par.wall + S[`pack${l}`].wall, cpu: S.par.cpu + S[`pack${l}`].cpu };
+        S[`cold${l}`] = cold;
+        row(`cold L${l}`, cold, S.zstd, 'zstd', 'goal ≤ 2x zstd -1 -T0');
+      }
+      row('read (restore)', S.read, S.cat, 'cat');
+      row('cat', S.cat);
+      for (const st of Object.values(S)) delete st.last;
+      const report = [
+        '',
+        `chunker engine: ${fmtMB(size)} (${results.file.path}), ${results.chunks} chunks, median of ${reps}`,
+        loadNow(),
+        '',
+        ...table(['stage', 'wall s', 'wall rate', 'per-core (CPU)', 'vs baseline', 'note'], rows),
+      ];
+      return report;
+    },
+    () => cleanup(),
+  );
 }
 
 mkdirSync(opts.tmpBase, { recursive: true });

@@ -13,21 +13,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
-import {
-  ROOT,
-  fmtB,
-  fmtX,
-  loadNow,
-  log,
-  machineInfo,
-  median,
-  parseArgs,
-  printReport,
-  recorder,
-  start,
-  table,
-  writeResults,
-} from './lib/harness.mjs';
+import { ROOT, fmtB, fmtX, loadNow, log, median, parseArgs, reportRun, start, table } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
 const opts = parseArgs(process.argv.slice(2), {
@@ -52,9 +38,7 @@ function filesOf(dir, out = []) {
 }
 
 async function main() {
-  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString() };
-  const rec = recorder(results);
-  try {
+  await reportRun(opts, {}, async (results) => {
     const { native } = require(join(ROOT, 'dist', 'src', 'native.js'));
     if (!native) throw new Error('the native module is not built (npm run build with libdeflate-dev)');
     const wl = await ensureWorkload(opts);
@@ -116,13 +100,8 @@ async function main() {
       '',
       ...table(['method', 'time', 'speed', 'output', 'of input', 'time / libdeflate', 'bytes / libdeflate'], rows),
     ];
-    await writeResults(opts, results);
-    printReport(report, results);
-  } catch (e) {
-    rec.fail('run', e);
-    printReport([], results);
-    process.exitCode = 1;
-  }
+    return report;
+  });
 }
 
 start(main);

@@ -11,20 +11,7 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import {
-  ROOT,
-  fmtX,
-  loadNow,
-  log,
-  machineInfo,
-  median,
-  parseArgs,
-  printReport,
-  recorder,
-  start,
-  table,
-  writeResults,
-} from './lib/harness.mjs';
+import { ROOT, fmtX, loadNow, log, median, parseArgs, reportRun, start, table } from './lib/harness.mjs';
 
 const require = createRequire(import.meta.url);
 const opts = parseArgs(process.argv.slice(2), {
@@ -66,11 +53,9 @@ async function starts(route, count) {
 }
 
 async function main() {
-  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString(), sizes: [] };
-  const rec = recorder(results);
   const held = [];
   const rows = [];
-  try {
+  await reportRun(opts, { sizes: [] }, async (results) => {
     for (const mb of [0, 200, 400]) {
       while (held.length < mb) held.push(Buffer.alloc(1 << 20, 1)); // touched: resident, as a heap is
       const rss = process.memoryUsage().rss / 2 ** 20;
@@ -109,13 +94,8 @@ async function main() {
         rows,
       ),
     ];
-    await writeResults(opts, results);
-    printReport(report, results);
-  } catch (e) {
-    rec.fail('run', e);
-    printReport([], results);
-    process.exitCode = 1;
-  }
+    return report;
+  });
 }
 
 start(main);

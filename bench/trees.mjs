@@ -19,16 +19,13 @@ import {
   fmtX,
   loadNow,
   log,
-  machineInfo,
   median,
   parseArgs,
-  printReport,
-  recorder,
+  reportRun,
   rmrf,
   start,
   table,
   walk,
-  writeResults,
 } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
@@ -72,79 +69,75 @@ process.stdout.write(JSON.stringify({ root: built.root, trees: built.trees.lengt
 `;
 
 async function main() {
-  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString() };
-  const rec = recorder(results);
   const tmp = mkdtempSync(join(opts.tmpBase, 'xet-bench-trees-'));
-  try {
-    const wl = await ensureWorkload(opts);
-    const entries = walk(wl.repo, { skipTop: ['.git'] }).entries.filter((e) => e.type === 'f' || e.type === 'l');
-    // Ids are made up (git's write-tree is run with --missing-ok): the cost is in the entries.
-    const list = entries
-      .map((e) => ({
-        path: e.path,
-        mode: e.type === 'l' ? '120000' : e.exec ? '100755' : '100644',
-        oid: createHash('sha1').update(e.path).digest('hex'),
-      }))
-      .sort((x, y) => Buffer.compare(Buffer.from(x.path), Buffer.from(y.path)));
-    const listFile = join(tmp, 'entries.txt');
-    writeFileSync(listFile, list.map((e) => `${e.mode} ${e.oid} ${e.path}\n`).join(''));
-    const indexInfo = list.map((e) => `${e.mode} ${e.oid}\t${e.path}\n`).join('');
-    const repo = join(tmp, 'repo');
-    spawnSync('git', ['init', '-q', repo], { env: GIT_ENV });
-    results.paths = list.length;
-    log(`${list.length} paths from the workload`);
+  await reportRun(
+    opts,
+    {},
+    async (results) => {
+      const wl = await ensureWorkload(opts);
+      const entries = walk(wl.repo, { skipTop: ['.git'] }).entries.filter((e) => e.type === 'f' || e.type === 'l');
+      // Ids are made up (git's write-tree is run with --missing-ok): the cost is in the entries.
+      const list = entries
+        .map((e) => ({
+          path: e.path,
+          mode: e.type === 'l' ? '120000' : e.exec ? '100755' : '100644',
+          oid: createHash('sha1').update(e.path).digest('hex'),
+        }))
+        .sort((x, y) => Buffer.compare(Buffer.from(x.path), Buffer.from(y.path)));
+      const listFile = join(tmp, 'entries.txt');
+      writeFileSync(listFile, list.map((e) => `${e.mode} ${e.oid} ${e.path}\n`).join(''));
+      const indexInfo = list.map((e) => `${e.mode} ${e.oid}\t${e.path}\n`).join('');
+      const repo = join(tmp, 'repo');
+      spawnSync('git', ['init', '-q', repo], { env: GIT_ENV });
+      results.paths = list.length;
+      log(`${list.length} paths from the workload`);
 
-    const ours = [];
-    const gits = [];
-    let root = null;
-    for (let r = 0; r < opts.reps; r++) {
-      const c = spawnSync(process.execPath, ['-e', CHILD, join(ROOT, 'dist', 'src'), listFile], { encoding: 'utf8' });
-      if (c.status !== 0) throw new Error(`child failed: ${c.stderr}`);
-      const o = JSON.parse(c.stdout);
-      ours.push(o);
-      rmrf(join(repo, '.git', 'index'));
-      const t0 = performance.now();
-      const u = spawnSync('git', ['update-index', '--index-info'], { cwd: repo, env: GIT_ENV, input: indexInfo });
-      if (u.status !== 0) throw new Error(`git update-index failed: ${u.stderr}`);
-      const w = spawnSync('git', ['write-tree', '--missing-ok'], { cwd: repo, env: GIT_ENV, encoding: 'utf8' });
-      const ms = performance.now() - t0;
-      if (w.status !== 0) throw new Error(`git write-tree failed: ${w.stderr}`);
-      root = w.stdout.trim();
-      if (o.root !== root) throw new Error(`buildTrees gave ${o.root}, git write-tree ${root}`);
-      gits.push(ms);
-    }
-    const treesMs = median(ours.map((o) => o.treesMs));
-    const indexMs = median(ours.map((o) => o.indexMs));
-    const gitMs = median(gits);
-    results.median = { treesMs, indexMs, gitMs, trees: ours[0].trees, indexBytes: ours[0].indexBytes };
-    const report = [
-      '',
-      `trees and the stat cache of ${list.length} paths (${ours[0].trees} trees), fresh process each, median of ${opts.reps}`,
-      loadNow(),
-      '',
-      ...table(
-        ['buildTrees', 'serializeIndex', 'together', 'git update-index --index-info + write-tree', 'ratio'],
-        [
+      const ours = [];
+      const gits = [];
+      let root = null;
+      for (let r = 0; r < opts.reps; r++) {
+        const c = spawnSync(process.execPath, ['-e', CHILD, join(ROOT, 'dist', 'src'), listFile], { encoding: 'utf8' });
+        if (c.status !== 0) throw new Error(`child failed: ${c.stderr}`);
+        const o = JSON.parse(c.stdout);
+        ours.push(o);
+        rmrf(join(repo, '.git', 'index'));
+        const t0 = performance.now();
+        const u = spawnSync('git', ['update-index', '--index-info'], { cwd: repo, env: GIT_ENV, input: indexInfo });
+        if (u.status !== 0) throw new Error(`git update-index failed: ${u.stderr}`);
+        const w = spawnSync('git', ['write-tree', '--missing-ok'], { cwd: repo, env: GIT_ENV, encoding: 'utf8' });
+        const ms = performance.now() - t0;
+        if (w.status !== 0) throw new Error(`git write-tree failed: ${w.stderr}`);
+        root = w.stdout.trim();
+        if (o.root !== root) throw new Error(`buildTrees gave ${o.root}, git write-tree ${root}`);
+        gits.push(ms);
+      }
+      const treesMs = median(ours.map((o) => o.treesMs));
+      const indexMs = median(ours.map((o) => o.indexMs));
+      const gitMs = median(gits);
+      results.median = { treesMs, indexMs, gitMs, trees: ours[0].trees, indexBytes: ours[0].indexBytes };
+      const report = [
+        '',
+        `trees and the stat cache of ${list.length} paths (${ours[0].trees} trees), fresh process each, median of ${opts.reps}`,
+        loadNow(),
+        '',
+        ...table(
+          ['buildTrees', 'serializeIndex', 'together', 'git update-index --index-info + write-tree', 'ratio'],
           [
-            `${treesMs.toFixed(1)} ms`,
-            `${indexMs.toFixed(1)} ms`,
-            `${(treesMs + indexMs).toFixed(1)} ms`,
-            `${gitMs.toFixed(1)} ms`,
-            fmtX((treesMs + indexMs) / gitMs),
+            [
+              `${treesMs.toFixed(1)} ms`,
+              `${indexMs.toFixed(1)} ms`,
+              `${(treesMs + indexMs).toFixed(1)} ms`,
+              `${gitMs.toFixed(1)} ms`,
+              fmtX((treesMs + indexMs) / gitMs),
+            ],
           ],
-        ],
-      ),
-      `same root as git's write-tree: ${root}`,
-    ];
-    await writeResults(opts, results);
-    printReport(report, results);
-  } catch (e) {
-    rec.fail('run', e);
-    printReport([], results);
-    process.exitCode = 1;
-  } finally {
-    rmrf(tmp);
-  }
+        ),
+        `same root as git's write-tree: ${root}`,
+      ];
+      return report;
+    },
+    () => rmrf(tmp),
+  );
 }
 
 start(main);

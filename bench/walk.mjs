@@ -15,22 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import {
-  GIT_ENV,
-  ROOT,
-  fmtX,
-  loadNow,
-  log,
-  machineInfo,
-  median,
-  parseArgs,
-  printReport,
-  recorder,
-  rmrf,
-  start,
-  table,
-  writeResults,
-} from './lib/harness.mjs';
+import { GIT_ENV, ROOT, fmtX, loadNow, log, median, parseArgs, reportRun, rmrf, start, table } from './lib/harness.mjs';
 import { ensureWorkload } from './lib/workload.mjs';
 
 const opts = parseArgs(process.argv.slice(2), {
@@ -89,108 +74,104 @@ process.stdout.write(JSON.stringify({ ms, paths: r.paths.length - 1, emptyDirs: 
 `;
 
 async function main() {
-  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString() };
-  const rec = recorder(results);
   const tmp = mkdtempSync(join(opts.tmpBase, 'xet-bench-walk-'));
-  try {
-    const wl = await ensureWorkload(opts);
-    // A copy on the file system measured (tmpfs by default), as the main bench does.
-    const root = join(tmp, 'repo');
-    const cp = spawnSync('cp', ['-a', wl.repo, root]);
-    if (cp.status !== 0) throw new Error(`cp -a failed: ${cp.stderr}`);
-    const git = (args) => {
-      const r = spawnSync('git', args, { cwd: root, env: GIT_ENV, maxBuffer: 1 << 30 });
-      if (r.status !== 0) throw new Error(`git ${args.join(' ')} failed: ${r.stderr}`);
-      return r.stdout;
-    };
-    const trackedFile = join(tmp, 'tracked');
-    const ignoredFile = join(tmp, 'ignored');
-    writeFileSync(trackedFile, git(['ls-files', '-z']));
-    writeFileSync(ignoredFile, git(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory']));
-    const dist = join(ROOT, 'dist', 'src');
-    const editedFile = join(tmp, 'edited');
-    const tenFiles = git(['ls-files', '-z', 'vendor/lodash'])
-      .toString('utf8')
-      .split('\0')
-      .filter((f) => f.endsWith('.js'))
-      .slice(0, 10);
-    if (tenFiles.length < 10) throw new Error('the workload has fewer than ten files in vendor/lodash');
-    writeFileSync(editedFile, tenFiles.map((f) => `${f}\0`).join(''));
-    const runs = { auto: [], js: [], find: [], watched: [] };
-    let shape = null;
-    for (let r = 0; r < opts.reps; r++) {
-      for (const listing of ['auto', 'js']) {
-        const c = spawnSync(process.execPath, ['-e', CHILD, dist, root, trackedFile, ignoredFile, listing], {
+  await reportRun(
+    opts,
+    {},
+    async (results) => {
+      const wl = await ensureWorkload(opts);
+      // A copy on the file system measured (tmpfs by default), as the main bench does.
+      const root = join(tmp, 'repo');
+      const cp = spawnSync('cp', ['-a', wl.repo, root]);
+      if (cp.status !== 0) throw new Error(`cp -a failed: ${cp.stderr}`);
+      const git = (args) => {
+        const r = spawnSync('git', args, { cwd: root, env: GIT_ENV, maxBuffer: 1 << 30 });
+        if (r.status !== 0) throw new Error(`git ${args.join(' ')} failed: ${r.stderr}`);
+        return r.stdout;
+      };
+      const trackedFile = join(tmp, 'tracked');
+      const ignoredFile = join(tmp, 'ignored');
+      writeFileSync(trackedFile, git(['ls-files', '-z']));
+      writeFileSync(ignoredFile, git(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory']));
+      const dist = join(ROOT, 'dist', 'src');
+      const editedFile = join(tmp, 'edited');
+      const tenFiles = git(['ls-files', '-z', 'vendor/lodash'])
+        .toString('utf8')
+        .split('\0')
+        .filter((f) => f.endsWith('.js'))
+        .slice(0, 10);
+      if (tenFiles.length < 10) throw new Error('the workload has fewer than ten files in vendor/lodash');
+      writeFileSync(editedFile, tenFiles.map((f) => `${f}\0`).join(''));
+      const runs = { auto: [], js: [], find: [], watched: [] };
+      let shape = null;
+      for (let r = 0; r < opts.reps; r++) {
+        for (const listing of ['auto', 'js']) {
+          const c = spawnSync(process.execPath, ['-e', CHILD, dist, root, trackedFile, ignoredFile, listing], {
+            encoding: 'utf8',
+          });
+          if (c.status !== 0) throw new Error(`child failed: ${c.stderr}`);
+          const o = JSON.parse(c.stdout);
+          const s = `${o.paths} paths, ${o.emptyDirs} empty directories`;
+          if (shape && s !== shape) throw new Error(`the walks differ: ${s} against ${shape}`);
+          shape = s;
+          runs[listing].push(o.ms);
+        }
+        const wc = spawnSync(process.execPath, ['-e', WATCHED, dist, root, trackedFile, ignoredFile, editedFile], {
           encoding: 'utf8',
         });
-        if (c.status !== 0) throw new Error(`child failed: ${c.stderr}`);
-        const o = JSON.parse(c.stdout);
-        const s = `${o.paths} paths, ${o.emptyDirs} empty directories`;
-        if (shape && s !== shape) throw new Error(`the walks differ: ${s} against ${shape}`);
-        shape = s;
-        runs[listing].push(o.ms);
+        if (wc.status !== 0) throw new Error(`watched child failed: ${wc.stderr}`);
+        const wo = JSON.parse(wc.stdout);
+        if (shape && `${wo.paths} paths, ${wo.emptyDirs} empty directories` !== shape)
+          throw new Error(`the watched walk differs: ${wo.paths} paths against ${shape}`);
+        runs.watched.push(wo.ms);
+        const t0 = performance.now();
+        const f = spawnSync('find', [root, '-path', join(root, '.git'), '-prune', '-o', '-print0'], {
+          maxBuffer: 1 << 30,
+        });
+        if (f.status !== 0) throw new Error(`find failed: ${f.stderr}`);
+        runs.find.push(performance.now() - t0);
       }
-      const wc = spawnSync(process.execPath, ['-e', WATCHED, dist, root, trackedFile, ignoredFile, editedFile], {
-        encoding: 'utf8',
-      });
-      if (wc.status !== 0) throw new Error(`watched child failed: ${wc.stderr}`);
-      const wo = JSON.parse(wc.stdout);
-      if (shape && `${wo.paths} paths, ${wo.emptyDirs} empty directories` !== shape)
-        throw new Error(`the watched walk differs: ${wo.paths} paths against ${shape}`);
-      runs.watched.push(wo.ms);
-      const t0 = performance.now();
-      const f = spawnSync('find', [root, '-path', join(root, '.git'), '-prune', '-o', '-print0'], {
-        maxBuffer: 1 << 30,
-      });
-      if (f.status !== 0) throw new Error(`find failed: ${f.stderr}`);
-      runs.find.push(performance.now() - t0);
-    }
-    const m = {
-      auto: median(runs.auto),
-      js: median(runs.js),
-      find: median(runs.find),
-      watched: median(runs.watched),
-    };
-    results.median = m;
-    results.shape = shape;
-    log(`walk: ${shape}`);
-    const report = [
-      '',
-      `the walk of the workload (${shape}), fresh process each, median of ${opts.reps}`,
-      loadNow(),
-      '',
-      ...table(
-        [
-          'walk, read ahead (readDirs)',
-          'walk, readdirSync',
-          'find -print0',
-          'read ahead / readdirSync',
-          'read ahead / find',
-          'daemon, watched, 10 edits',
-          'watched / find',
-        ],
-        [
+      const m = {
+        auto: median(runs.auto),
+        js: median(runs.js),
+        find: median(runs.find),
+        watched: median(runs.watched),
+      };
+      results.median = m;
+      results.shape = shape;
+      log(`walk: ${shape}`);
+      const report = [
+        '',
+        `the walk of the workload (${shape}), fresh process each, median of ${opts.reps}`,
+        loadNow(),
+        '',
+        ...table(
           [
-            `${m.auto.toFixed(1)} ms`,
-            `${m.js.toFixed(1)} ms`,
-            `${m.find.toFixed(1)} ms`,
-            fmtX(m.auto / m.js),
-            fmtX(m.auto / m.find),
-            `${m.watched.toFixed(1)} ms`,
-            fmtX(m.watched / m.find),
+            'walk, read ahead (readDirs)',
+            'walk, readdirSync',
+            'find -print0',
+            'read ahead / readdirSync',
+            'read ahead / find',
+            'daemon, watched, 10 edits',
+            'watched / find',
           ],
-        ],
-      ),
-    ];
-    await writeResults(opts, results);
-    printReport(report, results);
-  } catch (e) {
-    rec.fail('run', e);
-    printReport([], results);
-    process.exitCode = 1;
-  } finally {
-    rmrf(tmp);
-  }
+          [
+            [
+              `${m.auto.toFixed(1)} ms`,
+              `${m.js.toFixed(1)} ms`,
+              `${m.find.toFixed(1)} ms`,
+              fmtX(m.auto / m.js),
+              fmtX(m.auto / m.find),
+              `${m.watched.toFixed(1)} ms`,
+              fmtX(m.watched / m.find),
+            ],
+          ],
+        ),
+      ];
+      return report;
+    },
+    () => rmrf(tmp),
+  );
 }
 
 start(main);

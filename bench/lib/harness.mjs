@@ -709,6 +709,28 @@ export async function writeResults(opts, results) {
   log(`wrote ${relative(ROOT, opts.resultsFile)}`);
 }
 
+/**
+ * One script's run, measured as a whole: the results (the machine, the start time and `fields`) and
+ * their recorder go to `body`, which returns the report's lines. The results are then written and
+ * the report printed; a failure is recorded and printed instead, with exit status 1. `cleanup` runs
+ * last either way.
+ */
+export async function reportRun(opts, fields, body, cleanup = () => {}) {
+  const results = { machine: await machineInfo(opts.tmpBase), startedAt: new Date().toISOString(), ...fields };
+  const rec = recorder(results);
+  try {
+    const report = await body(results, rec);
+    await writeResults(opts, results);
+    printReport(report, results);
+  } catch (e) {
+    rec.fail('run', e);
+    printReport([], results);
+    process.exitCode = 1;
+  } finally {
+    cleanup();
+  }
+}
+
 /** Runs main(); an exception escaping it is the harness's own bug: print it and exit 1. */
 export function start(main) {
   main().catch((e) => {
