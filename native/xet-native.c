@@ -49,6 +49,17 @@
  *                                       fstat into `stat` (READ_STAT int64), read it whole into
  *                                       buf unless linked (deferLinks), at least largeAt or over
  *                                       big, fstat again; the bytes read, -errno, or READ_* below
+ *   createFile(path, data, length, perm, sec, nsec, out)
+ *                                    -> 0 or -errno: a restore's write of one new file (O_EXCL,
+ *                                       O_NOFOLLOW), data[0..length) written, its mtime set to
+ *                                       sec.nsec on the descriptor (atime: now; not when nsec is
+ *                                       -1), its fstat into out as git's index stat block (40
+ *                                       big-endian bytes: ctime, mtime, dev, ino, 0, uid, gid, size)
+ *   layBlob(z, size, oid, scratch, path, perm, sec, nsec, out)
+ *                                    -> 0, a LAY_* code or -errno: the zlib stream z inflated to
+ *                                       exactly size bytes in scratch, hashed as a blob and
+ *                                       compared with oid (20 or 32 raw bytes), then written as
+ *                                       createFile writes (nothing is created if it fails first)
  *   inflateInto(src, dst)            -> bytes of src the stream took; dst is filled exactly, else
  *                                       a negative code: -1 bad data, -2 short, -3 too long
  *   mountOverlay(target, data, ro)   -> 0, or the errno of mount("overlay", target, "overlay",
@@ -410,6 +421,103 @@ static napi_value read_file(napi_env env, napi_callback_info info) {
 done:
   close(fd);
   return int64(env, result);
+}
+
+/* Big-endian 32 bits at p: git's index stores every stat field so. */
+static void put_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+#define CREATE_STAT 40 /* bytes of git's index stat block (ctime .. size), the mode's 4 left zero */
+
+/* A restore's write of one file (src/snapshot/lay-worker.ts): created new (O_EXCL, never through
+ * a symlink at its last component: the caller made and checked every directory above it), its
+ * bytes written, its mtime set on the open descriptor (atime: now) unless nsec is -1 (a hard-link
+ * group's file, whose ctime its links will move: stamped later), and its fstat afterwards written
+ * as git's index holds it (fill_stat_data: each field cast to 32 bits, big-endian). One call where
+ * node took six (open, write, close, then utimensat and lstat by path on another thread).
+ * 0, or -errno. */
+static int64_t create_stamped(const char *file, const uint8_t *data, size_t length, int64_t perm, int64_t sec,
+                              int64_t nsec, uint8_t *out) {
+  /* A relative name would be taken from this process's directory: absolute only. */
+  if (file[0] != '/') return -EINVAL;
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)perm);
+  if (fd < 0) return -(int64_t)errno;
+  int64_t result = 0;
+  size_t n = 0;
+  while (n < length) {
+    ssize_t put = write(fd, data + n, length - n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) {
+      result = -(int64_t)errno;
+      goto done;
+    }
+    n += (size_t)put;
+  }
+  if (nsec >= 0) {
+    struct timespec ts[2];
+    ts[0].tv_sec = 0;
+    ts[0].tv_nsec = UTIME_NOW;
+    ts[1].tv_sec = (time_t)sec;
+    ts[1].tv_nsec = (long)nsec;
+    if (futimens(fd, ts) != 0) {
+      result = -(int64_t)errno;
+      goto done;
+    }
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    result = -(int64_t)errno;
+    goto done;
+  }
+  put_be32(out, (uint32_t)st.st_ctim.tv_sec);
+  put_be32(out + 4, (uint32_t)st.st_ctim.tv_nsec);
+  put_be32(out + 8, (uint32_t)st.st_mtim.tv_sec);
+  put_be32(out + 12, (uint32_t)st.st_mtim.tv_nsec);
+  put_be32(out + 16, (uint32_t)st.st_dev);
+  put_be32(out + 20, (uint32_t)st.st_ino);
+  put_be32(out + 24, 0);
+  put_be32(out + 28, (uint32_t)st.st_uid);
+  put_be32(out + 32, (uint32_t)st.st_gid);
+  put_be32(out + 36, (uint32_t)st.st_size);
+done:
+  if (close(fd) != 0 && result == 0 && errno != EINTR) result = -(int64_t)errno;
+  return result;
+}
+
+/* The arguments createFile and layBlob share at their end: path, perm, sec, nsec, out. */
+static char *file_args(napi_env env, napi_value *argv, int64_t *perm, int64_t *sec, int64_t *nsec, uint8_t **out) {
+  size_t out_len;
+  if (!int_arg(env, argv[1], 0, 07777, perm) || !int_arg(env, argv[2], INT64_MIN, INT64_MAX, sec) ||
+      !int_arg(env, argv[3], -1, 999999999, nsec) || !buffer_arg(env, argv[4], out, &out_len))
+    return NULL;
+  if (out_len < CREATE_STAT) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out needs 40 bytes");
+    return NULL;
+  }
+  return string_arg(env, argv[0]);
+}
+
+static napi_value create_file(napi_env env, napi_callback_info info) {
+  napi_value argv[7];
+  if (!args_of(env, info, 7, argv, "createFile(path, data, length, perm, sec, nsec, out)")) return NULL;
+  uint8_t *data, *out;
+  size_t data_len;
+  int64_t length, perm, sec, nsec;
+  if (!buffer_arg(env, argv[1], &data, &data_len) || !int_arg(env, argv[2], 0, INT64_C(1) << 50, &length)) return NULL;
+  if ((size_t)length > data_len) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: length beyond data");
+    return NULL;
+  }
+  napi_value rest[5] = {argv[0], argv[3], argv[4], argv[5], argv[6]};
+  char *file = file_args(env, rest, &perm, &sec, &nsec, &out);
+  if (!file) return NULL;
+  int64_t r = create_stamped(file, data, (size_t)length, perm, sec, nsec, out);
+  free(file);
+  return int64(env, r);
 }
 
 static napi_value inflate_into(napi_env env, napi_callback_info info) {
@@ -774,6 +882,60 @@ static digest_fn digest_of(size_t hash_len) {
     looked = 1;
   }
   return hash_len == 20 ? sha1 : hash_len == 32 ? sha256 : NULL;
+}
+
+#define LAY_BAD_STREAM (-1001) /* z does not inflate to exactly `size` bytes (or fails its adler32) */
+#define LAY_HASH (-1002)       /* the blob's bytes do not hash to `oid` */
+#define LAY_ROOM (-1003)       /* scratch is smaller than the header and `size` */
+#define LAY_NO_DIGEST (-1004)  /* no SHA-1/SHA-256 of this length in the process */
+#define LAY_HEADER_ROOM 32     /* "blob <size>\0" is written before the bytes, hashed with them */
+
+/* A restore's write of one blob straight from its pack entry (src/snapshot/lay-worker.ts): the
+ * zlib stream z inflated into scratch behind its "blob <size>\0" header, the whole hashed and
+ * compared with oid (git's checkout does not hash what it writes; this does), then the file
+ * created and stamped as createFile does. Nothing is created unless the bytes are the blob's.
+ * 0, a LAY_* code, or -errno. */
+static napi_value lay_blob(napi_env env, napi_callback_info info) {
+  napi_value argv[9];
+  if (!args_of(env, info, 9, argv, "layBlob(z, size, oid, scratch, path, perm, sec, nsec, out)")) return NULL;
+  uint8_t *z, *oid, *scratch, *out;
+  size_t z_len, oid_len, scratch_len;
+  int64_t size, perm, sec, nsec;
+  if (!buffer_arg(env, argv[0], &z, &z_len) || !int_arg(env, argv[1], 0, INT64_C(1) << 50, &size) ||
+      !buffer_arg(env, argv[2], &oid, &oid_len) || !buffer_arg(env, argv[3], &scratch, &scratch_len))
+    return NULL;
+  struct state *s = state_of(env);
+  if (!s) return NULL;
+  digest_fn digest = digest_of(oid_len);
+  if (!digest) return int64(env, LAY_NO_DIGEST);
+  if (scratch_len < LAY_HEADER_ROOM || (uint64_t)size > scratch_len - LAY_HEADER_ROOM) return int64(env, LAY_ROOM);
+  char *file = file_args(env, argv + 4, &perm, &sec, &nsec, &out);
+  if (!file) return NULL;
+  int64_t result;
+  int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %lld", (long long)size) + 1;
+  if (!s->d) s->d = libdeflate_alloc_decompressor();
+  if (!s->d) {
+    free(file);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  size_t in_used = 0, out_made = 0;
+  enum libdeflate_result r =
+      libdeflate_zlib_decompress_ex(s->d, z, z_len, scratch + head, (size_t)size, &in_used, &out_made);
+  if (r != LIBDEFLATE_SUCCESS || out_made != (size_t)size) {
+    result = LAY_BAD_STREAM;
+    goto done;
+  }
+  uint8_t md[32];
+  digest(scratch, (size_t)head + (size_t)size, md);
+  if (memcmp(md, oid, oid_len) != 0) {
+    result = LAY_HASH;
+    goto done;
+  }
+  result = create_stamped(file, scratch + head, (size_t)size, perm, sec, nsec, out);
+done:
+  free(file);
+  return int64(env, result);
 }
 
 /* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
@@ -1619,7 +1781,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "watchOpen", watch_open) || !export_fn(env, exports, "watchAdd", watch_add) ||
       !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||
-      !export_fn(env, exports, "readFile", read_file))
+      !export_fn(env, exports, "readFile", read_file) || !export_fn(env, exports, "createFile", create_file) ||
+      !export_fn(env, exports, "layBlob", lay_blob))
     return NULL;
 #ifdef XET_HAVE_ISAL
   if (!export_fn(env, exports, "deflateFastInto", deflate_fast_into)) return NULL;

@@ -4,6 +4,7 @@
 // GIT_XET_NATIVE=0 turns it off.
 
 import * as path from 'node:path';
+import * as util from 'node:util';
 
 export interface XetNative {
   deflateInto(src: Buffer, level: number, dst: Buffer, at: number): number;
@@ -20,6 +21,27 @@ export interface XetNative {
    * file-scan.ts's READ_* codes. */
   readFile(path: string, largeAt: number, deferLinks: 0 | 1, big: number, buf: Buffer, stat: Buffer): number;
   inflateInto(src: Buffer, dst: Buffer): number;
+  /** A restore's write of one new file (src/snapshot/lay-worker.ts): created with O_EXCL and
+   * O_NOFOLLOW at `perm` (less the umask), `data[0..length)` written, its mtime set to `sec`.`nsec`
+   * on the descriptor (atime now; not when `nsec` is -1), and its fstat written into `out` as git's
+   * index stat block (40 big-endian bytes: ctime s/ns, mtime s/ns, dev, ino, 0 for the mode, uid,
+   * gid, size; each cast to 32 bits). 0, or -errno. `path` must be absolute. */
+  createFile(path: string, data: Buffer, length: number, perm: number, sec: number, nsec: number, out: Buffer): number;
+  /** A restore's write of one blob from its pack entry: the zlib stream `z` inflated to exactly
+   * `size` bytes in `scratch` (behind 32 bytes for its header), hashed as a blob and compared with
+   * `oid` (raw, 20 or 32 bytes), then written as createFile writes it. Nothing is created unless
+   * the bytes are the blob's. 0, -errno, or a LAY_* code of src/snapshot/lay-worker.ts. */
+  layBlob(
+    z: Buffer,
+    size: number,
+    oid: Buffer,
+    scratch: Buffer,
+    path: string,
+    perm: number,
+    sec: number,
+    nsec: number,
+    out: Buffer,
+  ): number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;
   /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12
@@ -95,3 +117,15 @@ function load(): XetNative | null {
 }
 
 export const native: XetNative | null = load();
+
+/** What node's fs would have thrown for an `errno` the module returned (negated) from `syscall` on
+ * `file`, in libuv's words, so callers see one kind of error whichever path ran. */
+export function errnoError(errno: number, syscall: string, file: string): NodeJS.ErrnoException {
+  const [code, text] = util.getSystemErrorMap().get(-errno) ?? [`errno ${errno}`, 'unknown error'];
+  return Object.assign(new Error(`${code}: ${text}, ${syscall} '${file}'`), {
+    errno: -errno,
+    code,
+    syscall,
+    path: file,
+  });
+}

@@ -14,6 +14,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as crypto from 'node:crypto';
+import * as zlib from 'node:zlib';
 import { PackReader } from '../src/git/pack-reader';
 import { deflateInto, fastDeflateAvailable, zlibStreamBound } from '../src/git/zlib-fast';
 import { entryHeader } from '../src/git/pack-worker';
@@ -201,6 +202,113 @@ test("readFile: how a capture reads one file, each outcome against node's own ca
     fs.chmodSync(secret, 0);
     if (process.getuid?.() !== 0) assert.equal(m.readFile(secret, 0, 0, 1 << 20, buf, statOut), -errno.EACCES);
     else t.diagnostic('EACCES not checked: root reads a mode-0 file');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+/** Git's index stat block for `file` (fill_stat_data: every field cast to 32 bits; mode left 0),
+ * from node's own lstat: what createFile and layBlob must have written. */
+function indexStatBlock(file: string): Buffer {
+  const st = fs.lstatSync(file, { bigint: true });
+  const b = Buffer.alloc(40);
+  const u32 = (v: bigint) => Number(BigInt.asUintN(32, v));
+  const NS = 1_000_000_000n;
+  const sec = (ns: bigint) => (ns >= 0n || ns % NS === 0n ? ns / NS : ns / NS - 1n);
+  const fields = [
+    u32(sec(st.ctimeNs)),
+    Number(st.ctimeNs - sec(st.ctimeNs) * NS),
+    u32(sec(st.mtimeNs)),
+    Number(st.mtimeNs - sec(st.mtimeNs) * NS),
+    u32(st.dev),
+    u32(st.ino),
+    0,
+    u32(st.uid),
+    u32(st.gid),
+    u32(st.size),
+  ];
+  fields.forEach((v, k) => b.writeUInt32BE(v, 4 * k));
+  return b;
+}
+
+test('createFile and layBlob: a restore writes each file once, stamped, with the stat block git records', (t) => {
+  if (!native) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const m = native;
+  const sb = createSandbox();
+  try {
+    const dir = sb.root;
+    const errno = os.constants.errno;
+    const out = Buffer.alloc(40);
+    const umask = process.umask();
+    // createFile: the bytes (only `length` of them), the mode less the umask, the time to the ns.
+    const a = path.join(dir, 'a.txt');
+    const data = Buffer.from('hello, restore\n'.repeat(50));
+    assert.equal(m.createFile(a, data, 700, 0o777, 1_600_000_000, 123_456_789, out), 0);
+    assert.deepEqual(fs.readFileSync(a), data.subarray(0, 700));
+    assert.equal(fs.statSync(a).mode & 0o7777, 0o777 & ~umask);
+    assert.equal(fs.lstatSync(a, { bigint: true }).mtimeNs, 1_600_000_000_123_456_789n);
+    assert.deepEqual(out, indexStatBlock(a));
+    // A time before 1970: seconds floored, nanoseconds positive, as the kernel and git keep them.
+    const old = path.join(dir, 'old.txt');
+    assert.equal(m.createFile(old, data, 1, 0o666, -2, 5, out), 0);
+    assert.equal(fs.lstatSync(old, { bigint: true }).mtimeNs, -1_999_999_995n);
+    assert.deepEqual(out, indexStatBlock(old));
+    // nsec -1: no time set (a hard-link group's file, stamped after its links): the stat still given.
+    const now = path.join(dir, 'now.txt');
+    const before = Date.now();
+    assert.equal(m.createFile(now, data, 3, 0o666, 0, -1, out), 0);
+    assert.ok(fs.statSync(now).mtimeMs >= before - 1000, 'mtime left as the write made it');
+    assert.deepEqual(out, indexStatBlock(now));
+    // Never over an existing file, never through a symlink at the last component, never relative.
+    assert.equal(m.createFile(a, data, 1, 0o666, 0, 0, out), -errno.EEXIST);
+    fs.symlinkSync(path.join(dir, 'target'), path.join(dir, 'sym'));
+    assert.equal(m.createFile(path.join(dir, 'sym'), data, 1, 0o666, 0, 0, out), -errno.EEXIST);
+    assert.equal(fs.existsSync(path.join(dir, 'target')), false, 'nothing written through the link');
+    assert.equal(m.createFile('relative.txt', data, 1, 0o666, 0, 0, out), -errno.EINVAL);
+    assert.equal(m.createFile(path.join(dir, 'none', 'x'), data, 1, 0o666, 0, 0, out), -errno.ENOENT);
+    const call = m as unknown as Record<string, (...a: unknown[]) => unknown>;
+    assert.throws(() => call.createFile(a, data, data.length + 1, 0o666, 0, 0, out), TypeError, 'length past data');
+    assert.throws(() => call.createFile(a, data, 1, 0o666, 0, 0, Buffer.alloc(39)), TypeError, 'out too small');
+    assert.throws(() => call.createFile(a, data, 1, 0o10000, 0, 0, out), TypeError, 'perm past 07777');
+    assert.throws(() => call.createFile(a, data, 1, 0o666, 0, 1_000_000_000, out), TypeError, 'nsec past 1e9');
+    assert.throws(() => call.createFile(a, data, 1, 0o666, 0, 0), TypeError, 'a missing argument');
+
+    // layBlob: a blob's zlib stream in, its file out, only when the bytes hash to its id.
+    const body = pseudoRandomBytes(300_000, 9);
+    const z = zlib.deflateSync(body, { level: 1 });
+    const id = (format: 'sha1' | 'sha256', b: Buffer) =>
+      crypto.createHash(format).update(`blob ${b.length}\0`).update(b).digest();
+    const scratch = Buffer.alloc(body.length + 32);
+    for (const format of ['sha1', 'sha256'] as const) {
+      const f = path.join(dir, `blob-${format}`);
+      // A stream with bytes after it (the next pack entry) is fine: the stream's end is its own.
+      const zz = Buffer.concat([z, Buffer.from('next entry')]);
+      assert.equal(m.layBlob(zz, body.length, id(format, body), scratch, f, 0o666, 1_700_000_000, 1, out), 0);
+      assert.deepEqual(fs.readFileSync(f), body);
+      assert.equal(fs.lstatSync(f, { bigint: true }).mtimeNs, 1_700_000_000_000_000_001n);
+      assert.deepEqual(out, indexStatBlock(f));
+    }
+    const refused = (name: string, code: number, zz: Buffer, size: number, oid: Buffer, room = scratch) => {
+      const f = path.join(dir, name);
+      assert.equal(m.layBlob(zz, size, oid, room, f, 0o666, 0, 0, out), code, name);
+      assert.equal(fs.existsSync(f), false, `${name}: nothing created`);
+    };
+    const other = Buffer.from(body);
+    other[12345] ^= 1;
+    refused('misnamed', -1002, z, body.length, id('sha1', other));
+    const damaged = Buffer.from(z);
+    damaged[z.length >> 1] ^= 0x55;
+    refused('damaged', -1001, damaged, body.length, id('sha1', body));
+    refused('short', -1001, z.subarray(0, z.length - 100), body.length, id('sha1', body));
+    refused('smaller size', -1001, z, body.length - 1, id('sha1', body.subarray(0, body.length - 1)));
+    refused('larger size', -1001, z, body.length + 1, id('sha1', body), Buffer.alloc(body.length + 64));
+    refused('no room', -1003, z, body.length, id('sha1', body), Buffer.alloc(body.length + 31));
+    refused('no such digest', -1004, z, body.length, Buffer.alloc(21));
+    assert.equal(m.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0, 0, out), -errno.EEXIST);
+    assert.throws(() => call.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0), TypeError, 'too few');
   } finally {
     sb.cleanup();
   }

@@ -1,5 +1,5 @@
-// Restore lays files by git's checkout with its own times and stat data (the default), or from
-// the packs with its own workers (GIT_XET_LAY=packs, src/snapshot/lay-pack.ts). These tests hold
+// Restore lays files from the packs with its own workers (the default, src/snapshot/lay-pack.ts),
+// or by git's checkout with its own times and stat data (GIT_XET_LAY=checkout). These tests hold
 // both and the older path (GIT_XET_LAY=git) to the same result, byte for byte and stat for stat,
 // on a tree with every kind of entry and object (packed, deltified, loose, chunked, too large for
 // a worker), and show that in the workers a damaged pack or loose object fails the restore with a
@@ -229,20 +229,20 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
       .readFileSync(trace(name), 'utf8')
       .split('\n')
       .filter((l) => /built-in: git checkout-index/.test(l)).length;
-  restoreWith(sb, r, snap, ours, { ...common, GIT_XET_LAY: 'packs', GIT_TRACE: trace('ours') });
+  restoreWith(sb, r, snap, ours, { ...common, GIT_TRACE: trace('ours') });
   restoreWith(sb, r, snap, gits, { ...common, GIT_XET_LAY: 'git' });
   // The workers laid everything but the files over their limit, which git checked out once.
   assert.equal(checkouts('ours'), 1, 'one checkout-index, for the large files');
   const all = sb.path('all');
-  restoreWith(sb, r, snap, all, { ...env, GIT_XET_LAY: 'packs', GIT_TRACE: trace('all') });
+  restoreWith(sb, r, snap, all, { ...env, GIT_TRACE: trace('all') });
   assert.equal(checkouts('all'), 0, 'no checkout-index at the usual limit');
   assert.deepEqual(describeTree(all), describeTree(ours));
-  // The default: git's checkout writes the files, times and stat data as with the workers.
-  const dflt = sb.path('default');
-  restoreWith(sb, r, snap, dflt, env);
+  // GIT_XET_LAY=checkout: git's checkout writes the files, times and stat data as with the workers.
+  const dflt = sb.path('checkout');
+  restoreWith(sb, r, snap, dflt, { ...env, GIT_XET_LAY: 'checkout' });
   assert.deepEqual(describeTree(dflt), describeTree(ours));
-  assert.deepEqual(statMismatches(sb, dflt), [], 'default: index stat data');
-  assert.deepEqual(statMismatches(sb, dflt, cacheIndex(dflt)), [], 'default: files index stat data');
+  assert.deepEqual(statMismatches(sb, dflt), [], 'checkout: index stat data');
+  assert.deepEqual(statMismatches(sb, dflt, cacheIndex(dflt)), [], 'checkout: files index stat data');
   assert.equal(
     gitOut(sb, dflt, ['status', '--porcelain=v1', '-uall', '--ignored']),
     gitOut(sb, r.dir, ['status', '--porcelain=v1', '-uall', '--ignored']),
@@ -252,7 +252,7 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
     assert.deepEqual(
       opened.filter((p) => !edits.includes(p)),
       [],
-      'default: git status reads no clean file',
+      'checkout: git status reads no clean file',
     );
   }
 
@@ -380,19 +380,23 @@ function packEntry(r: Repo, oid: string): { pack: string; idx: string; at: numbe
   throw new Error(`${oid} is in no pack`);
 }
 
-/** Restore fails with `code` and leaves neither the target nor a temporary sibling. */
-function refused(sb: Sandbox, r: Repo, snap: string, code: string): Record<string, unknown> {
-  const target = sb.path('copy');
-  // The workers' reads (git's checkout does not hash what it writes: a misnamed object passes it).
-  const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env: { GIT_XET_LAY: 'packs' } });
-  const err = expectError(res, code);
-  assert.equal(fs.existsSync(target), false, describeRun(res));
-  assert.deepEqual(
-    fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
-    [],
-    'no temporary sibling is left',
-  );
-  return err;
+/** Restore by the workers (the default; git's checkout does not hash what it writes: a misnamed
+ * object passes it) fails with `code` and leaves neither the target nor a temporary sibling, both
+ * with the native module (layBlob inflates and hashes) and without it (node does): the errors. */
+function refused(sb: Sandbox, r: Repo, snap: string, code: string): Record<string, unknown>[] {
+  const errors: Record<string, unknown>[] = [];
+  for (const env of [{}, { GIT_XET_NATIVE: '0' }]) {
+    const target = sb.path('copy');
+    const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env });
+    errors.push(expectError(res, code));
+    assert.equal(fs.existsSync(target), false, describeRun(res));
+    assert.deepEqual(
+      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+      [],
+      'no temporary sibling is left',
+    );
+  }
+  return errors;
 }
 
 function patch(file: string, at: number, bytes: Buffer): void {
@@ -416,8 +420,9 @@ test('a damaged byte inside a packed blob: restore fails INTEGRITY_MISMATCH, not
     fs.closeSync(fd);
     b[0] ^= 0x55;
     patch(e.pack, at, b);
-    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
-    assert.equal(err.details && (err.details as { oid?: string }).oid, victim);
+    for (const err of refused(sb, r, snap, 'INTEGRITY_MISMATCH')) {
+      assert.equal(err.details && (err.details as { oid?: string }).oid, victim);
+    }
   } finally {
     sb.cleanup();
   }
@@ -441,8 +446,9 @@ test('a packed blob whose stream ends before its stated size: restore fails INTE
     const short = zlib.deflateSync(content.subarray(0, content.length >> 1), { level: 9 });
     assert.ok(short.length <= e.len - h, 'the shorter stream fits where the old one was');
     patch(e.pack, e.at + h, Buffer.concat([short, Buffer.alloc(e.len - h - short.length)]));
-    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
-    assert.match(String(err.message), /inflates to|does not inflate/);
+    for (const err of refused(sb, r, snap, 'INTEGRITY_MISMATCH')) {
+      assert.match(String(err.message), /inflates to|does not inflate/);
+    }
   } finally {
     sb.cleanup();
   }
@@ -470,8 +476,7 @@ test('a pack index naming another object under a blob id: restore fails INTEGRIT
     idx.writeUInt32BE(v, offsets + po * 4);
     fs.chmodSync(e.idx, 0o644);
     fs.writeFileSync(e.idx, idx);
-    const err = refused(sb, r, snap, 'INTEGRITY_MISMATCH');
-    assert.match(String(err.message), /hashes to/);
+    for (const err of refused(sb, r, snap, 'INTEGRITY_MISMATCH')) assert.match(String(err.message), /hashes to/);
   } finally {
     sb.cleanup();
   }

@@ -12,9 +12,8 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import * as util from 'node:util';
 import * as zlib from 'node:zlib';
-import { native } from '../native';
+import { errnoError, native } from '../native';
 import { canonicalMode, STAT_BYTES, statBlockInto, type StatFields } from './index-writer';
 import { INSERTED, SharedOidSet } from './oid-set';
 import { deflateInto, zlibStreamBound } from './zlib-fast';
@@ -151,7 +150,7 @@ function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | 
         continue;
       }
       if (r === -fsErrno.ENOENT || r === -fsErrno.ENOTDIR || r === READ_NOT_FILE) return null;
-      if (r < 0 && r > READ_NOT_FILE) throw systemError(-r, abs);
+      if (r < 0 && r > READ_NOT_FILE) throw errnoError(-r, 'open', abs);
       if (r < 0 && r !== READ_UNREAD) throw new Error(`readFile returned ${r} for ${abs}`);
       const c = nativeStat;
       const st: FileStat = {
@@ -205,12 +204,6 @@ function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | 
 }
 
 const fsErrno = os.constants.errno;
-
-/** What node's fs would have thrown for `errno` opening or reading `abs`, in libuv's words. */
-function systemError(errno: number, abs: string): NodeJS.ErrnoException {
-  const [code, text] = util.getSystemErrorMap().get(-errno) ?? [`errno ${errno}`, 'unknown error'];
-  return Object.assign(new Error(`${code}: ${text}, open '${abs}'`), { errno: -errno, code, path: abs });
-}
 
 /** A symlink: its blob is its target. The lstat before and after brackets the readlink; null when
  * it is gone, was replaced meanwhile, or changed while it was read (the caller looks again). */

@@ -1,12 +1,13 @@
 // Laying a snapshot's files into a tree that holds nothing but its git dir, when the snapshot
-// records file times (filemeta): the path restore, forks and bases take. The files are written by
-// git's checkout (chunked files reassembled alongside on this thread, lay-chunked.ts) or, with
-// GIT_XET_LAY=packs, by worker threads (lay-worker.ts) that read, hash-check, inflate and write
-// them on every core. Each finished file is handed to one python3 process, which sets its time to
-// the nanosecond and lstat-s it (set-times.ts Stamper); the stat data it returns goes straight
-// into the files index, so no second pass over the tree is made. What the workers cannot take
-// (in no local pack and not loose, too large to hold, not a file or symlink) is checked out by
-// git and stamped the same way.
+// records file times (filemeta): the path restore, forks and bases take. Worker threads
+// (lay-worker.ts) read each blob from the packs, hash-check it, and write it with its time set,
+// reporting the stat data git's index records (native layBlob: one call per file); the main thread
+// copies those blocks into the files index. What the workers cannot take (in no local pack and not
+// loose, too large to hold, not a file or symlink), the hard-link groups' files (stamped once
+// their links exist), symlinks and chunked files are stamped by set-times.ts's Stamper (native
+// stampMany, else one python3 process), which returns their stat data too, so no second pass over
+// the tree is made. With GIT_XET_LAY=checkout git's checkout writes every file instead (chunked
+// files reassembled alongside on this thread, lay-chunked.ts), and the Stamper stamps them all.
 //
 // Why: docs/DESIGN-NOTES.md "Laying files from the packs (issue 14)".
 
@@ -22,7 +23,7 @@ import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex }
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
 import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import type { LayDone, LayFailure, LayJob } from './lay-worker';
+import { CREATE_STAT, type LayDone, type LayFailure, type LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
 
 /** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
@@ -97,15 +98,23 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     }
   }
   const left: number[] = [];
+  // Files the workers stamped themselves: their stat block is row rowOf[i] of `rows`.
+  const rowOf = new Int32Array(blobs.length).fill(-1);
+  const rows = new SharedArrayBuffer(spec.pool ? job.length * CREATE_STAT : 0);
   tracePhase('lay: checkout and chunked files');
   if (spec.pool) {
-    await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, (m) => {
-      for (const k of m.done) complete(job[k]);
+    const times = {
+      sec: job.map((i) => meta.mtimeSec[i]),
+      nsec: job.map((i) => (leaders.has(i) ? -1 : meta.mtimeNsec[i])),
+    };
+    await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, times, rows, (m) => {
+      for (const k of m.stamped) rowOf[job[k]] = k;
+      for (const k of m.done) if (rowOf[job[k]] < 0) complete(job[k]);
       for (const k of m.left) left.push(job[k]);
       for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
     });
   } else {
-    // No workers (the default; GIT_XET_LAY=packs has them): git checks every file out, the
+    // No workers (GIT_XET_LAY=checkout): git checks every file out, the
     // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
     left.push(...job);
     if (!spec.deferChunked && chunkedLeaders.length) {
@@ -160,8 +169,18 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   if (nowBlobs.length !== blobs.length) {
     throw new XetError('GIT_FAILED', `the files index changed while the files were laid`, { file: spec.filesIndex });
   }
+  const rowBytes = Buffer.from(rows);
   for (let i = 0; i < blobs.length; i++) {
-    const at = stampOf[meta.linkTo[i] >= 0 ? meta.linkTo[i] : i];
+    const from = meta.linkTo[i] >= 0 ? meta.linkTo[i] : i;
+    const row = rowOf[from];
+    if (row >= 0) {
+      // Already in the index's form: every field but the mode (the entry keeps read-tree's).
+      const at = nowBlobs[i].offset;
+      rowBytes.copy(now.buf, at, row * CREATE_STAT, row * CREATE_STAT + 24);
+      rowBytes.copy(now.buf, at + 28, row * CREATE_STAT + 28, (row + 1) * CREATE_STAT);
+      continue;
+    }
+    const at = stampOf[from];
     if (at < 0) throw new XetError('GIT_FAILED', `${blobs[i].path} was not laid`, { path: blobs[i].path });
     writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
   }
@@ -248,6 +267,8 @@ async function runWorkers(
   blobs: { path: string; mode: number; oid: string }[],
   job: number[],
   chunked: ChunkedEntry[],
+  times: { sec: number[]; nsec: number[] },
+  stats: SharedArrayBuffer,
   onBatch: (m: LayDone) => void,
 ): Promise<void> {
   const layJob: LayJob = {
@@ -257,6 +278,9 @@ async function runWorkers(
     paths: job.map((i) => blobs[i].path),
     oids: job.map((i) => blobs[i].oid),
     modes: job.map((i) => blobs[i].mode),
+    mtimeSec: times.sec,
+    mtimeNsec: times.nsec,
+    stats,
     chunked,
     git: { cwd: spec.shadow.cwd ?? spec.worktree, env: { ...spec.shadow.env } },
     shared: new SharedArrayBuffer(12),

@@ -3,6 +3,10 @@
 // (src/git/pack-reader.ts: sizes checked before anything is allocated or inflated, deltas resolved,
 // every object hashed and refused unless it is the blob its id names). Entries are claimed in
 // batches from a counter shared by all workers, so a worker that meets large files takes fewer.
+// A blob a pack holds whole is laid in one native call (layBlob: inflated behind its header into
+// a buffer kept for it, hashed, created, its time set on the descriptor, fstat-ed into the stat
+// block git's index records); deltas, loose objects and a process without the native module take
+// the same steps in JavaScript (createFile, else node's fs and the main thread's stamper).
 //
 // Nothing is written through a symlink: every directory is made by this thread one component at
 // a time (or found to be a real directory, never a link), files are created with O_EXCL and
@@ -20,6 +24,8 @@ import { PackReader, type PackObject } from '../git/pack-reader';
 import { LocalPacks } from '../chunks/local-packs';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { writeChunkedFile } from './lay-chunked';
+import { tracePhase } from '../testing/trace';
+import { errnoError, native, type XetNative } from '../native';
 
 export interface LayJob {
   worktree: string;
@@ -30,6 +36,12 @@ export interface LayJob {
   paths: string[];
   oids: string[];
   modes: number[];
+  /** Each entry's mtime (seconds, nanoseconds), set as the file is written; nanoseconds -1: not
+   * here (a hard-link group's file: its links move its ctime, so the main thread stamps it last). */
+  mtimeSec: number[];
+  mtimeNsec: number[];
+  /** CREATE_STAT bytes per entry: the stat block git's index records, for the files stamped here. */
+  stats: SharedArrayBuffer;
   /** Chunked files, largest first: reassembled by lay-chunked.ts (the packs read directly). */
   chunked: ChunkedEntry[];
   /** Where git finds the objects, for what the packs lack (chunk lists, loose chunks). */
@@ -44,6 +56,8 @@ export interface LayJob {
 /** Per batch: the entries written, those left to git, and the chunked files written. */
 export interface LayDone {
   done: number[];
+  /** Those of `done` whose times were set here and whose stat block is in the job's `stats`. */
+  stamped: number[];
   left: number[];
   chunked: number[];
 }
@@ -61,6 +75,13 @@ const PRELOAD_MAX_OBJECTS = 4_000_000;
 const NEXT = 0;
 const FAILED = 1;
 const NEXT_CHUNKED = 2;
+/** layBlob's results other than 0 and -errno (native/xet-native.c LAY_*). */
+const LAY_BAD_STREAM = -1001;
+const LAY_HASH = -1002;
+/** Bytes layBlob keeps before a blob in its scratch buffer, for the "blob <size>\0" it hashes. */
+const LAY_HEADER_ROOM = 32;
+/** Bytes of git's index stat block (ctime .. size) per entry in LayJob.stats. */
+export const CREATE_STAT = 40;
 const CREATE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
 
 function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
@@ -146,24 +167,41 @@ function readLoose(
 /** Positions [start, end) sorted by where their objects lie (pack, then offset; the others last),
  * so the pack is read forward through its window, not back and forth (a blob shared by paths far
  * apart, a loose object between packed ones). */
-function packOrder(readers: PackReader[], oids: string[], start: number, end: number): number[] {
-  const keys: { i: number; at: number }[] = [];
+function packOrder(readers: PackReader[], oids: string[], start: number, end: number): Placed[] {
+  const keys: (Placed & { at: number })[] = [];
   for (let i = start; i < end; i++) {
     let at = Number.MAX_SAFE_INTEGER;
+    let reader = -1;
+    let offset = 0;
     for (let r = 0; r < readers.length; r++) {
       const off = readers[r].index.find(oids[i]);
       if (off !== null) {
         at = r * 2 ** 40 + off;
+        reader = r;
+        offset = off;
         break;
       }
     }
-    keys.push({ i, at });
+    keys.push({ i, at, reader, offset });
   }
   keys.sort((a, b) => a.at - b.at || a.i - b.i);
-  return keys.map((k) => k.i);
+  return keys;
+}
+
+/** An entry of a batch and where its object is: the first pack whose index lists it (reader -1:
+ * none does) and its offset there, looked up once for both the sort and the read. */
+interface Placed {
+  i: number;
+  reader: number;
+  offset: number;
 }
 
 export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promise<void> {
+  const notBlob = (i: number, type: string): XetError =>
+    new XetError('INTEGRITY_MISMATCH', `${job.paths[i]}: ${job.oids[i]} is a ${type}, not a blob`, {
+      path: job.paths[i],
+      oid: job.oids[i],
+    });
   const counter = new Int32Array(job.shared);
   const readers = openPacks(path.join(job.objectsDir, 'pack'), job.format);
   const made = new Set<string>([job.worktree]);
@@ -182,6 +220,51 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
     made.add(dir);
   };
   const n = job.paths.length;
+  const create = native?.createFile;
+  const stats = Buffer.from(job.stats);
+  const tooLarge = (e: unknown, oid: string): boolean =>
+    e instanceof XetError && e.details.limit === job.maxObject && e.details.oid === oid;
+  let scratch = Buffer.alloc(0);
+  /** Entry i laid in one native call (inflated, hash-checked, written, stamped) when a pack holds
+   * its blob whole; 'large' when it is too large to hold (git streams it); 'no' for the rest (a
+   * delta, a loose object: read() and readLoose below resolve and check them). */
+  const layWhole = ({ i, reader, offset }: Placed): 'laid' | 'large' | 'no' => {
+    if (reader < 0) return 'no';
+    const oid = job.oids[i];
+    const r = readers[reader];
+    let e: ReturnType<PackReader['wholeEntry']>;
+    try {
+      e = r.wholeEntry(oid, job.maxObject, offset);
+    } catch (err) {
+      if (tooLarge(err, oid)) return 'large';
+      throw err;
+    }
+    if (e === null || e === 'delta') return 'no';
+    if (e.type !== 'blob') throw notBlob(i, e.type);
+    const abs = path.join(job.worktree, job.paths[i]);
+    ensureDir(path.dirname(abs));
+    if (scratch.length < e.size + LAY_HEADER_ROOM)
+      scratch = Buffer.allocUnsafe(Math.max(e.size + LAY_HEADER_ROOM, 2 * scratch.length, 1 << 20));
+    const perm = job.modes[i] === 0o100755 ? 0o777 : 0o666;
+    const out = stats.subarray(i * CREATE_STAT);
+    const code = (native as XetNative).layBlob(
+      e.z,
+      e.size,
+      Buffer.from(oid, 'hex'),
+      scratch,
+      abs,
+      perm,
+      job.mtimeSec[i],
+      job.mtimeNsec[i],
+      out,
+    );
+    if (code === 0) return 'laid';
+    if (code === LAY_BAD_STREAM) throw r.notInflating(oid, 'bad or short zlib data');
+    if (code === LAY_HASH) throw r.misnamed(oid);
+    if (code <= LAY_BAD_STREAM) return 'no'; // no digest of this length here: node hashes it
+    throw errnoError(-code, 'open', abs);
+  };
+
   let chunkPacks: LocalPacks | null = null;
   try {
     for (;;) {
@@ -191,15 +274,28 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
       if (c < job.chunked.length) {
         chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format);
         await writeChunkedFile(job.worktree, job.chunked[c], { git: job.git, format: job.format, packs: chunkPacks });
-        post({ done: [], left: [], chunked: [c] });
+        tracePhase(`lay worker: chunked file ${c} done`);
+        post({ done: [], stamped: [], left: [], chunked: [c] });
         continue;
       }
       const start = Atomics.add(counter, NEXT, job.batch);
       if (start >= n) return;
       const done: number[] = [];
+      const stamped: number[] = [];
       const left: number[] = [];
-      for (const i of packOrder(readers, job.oids, start, Math.min(n, start + job.batch))) {
+      for (const placed of packOrder(readers, job.oids, start, Math.min(n, start + job.batch))) {
+        const { i } = placed;
         const oid = job.oids[i];
+        const laid = native?.layBlob && job.modes[i] !== 0o120000 ? layWhole(placed) : 'no';
+        if (laid === 'laid') {
+          done.push(i);
+          if (job.mtimeNsec[i] >= 0) stamped.push(i);
+          continue;
+        }
+        if (laid === 'large') {
+          left.push(i);
+          continue;
+        }
         let obj: PackObject | null = null;
         let large = false;
         for (const r of readers) {
@@ -207,7 +303,7 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
             obj = r.read(oid, job.maxObject);
           } catch (e) {
             // Too large to hold here is not damage: git streams it. (A forged size lands there too.)
-            if (e instanceof XetError && e.details.limit === job.maxObject && e.details.oid === oid) {
+            if (tooLarge(e, oid)) {
               large = true;
               break;
             }
@@ -223,17 +319,26 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
           left.push(i);
           continue;
         }
-        if (obj.type !== 'blob') {
-          throw new XetError('INTEGRITY_MISMATCH', `${job.paths[i]}: ${oid} is a ${obj.type}, not a blob`, {
-            path: job.paths[i],
-            oid,
-          });
-        }
+        if (obj.type !== 'blob') throw notBlob(i, obj.type);
         const abs = path.join(job.worktree, job.paths[i]);
         ensureDir(path.dirname(abs));
         const mode = job.modes[i];
         if (mode === 0o120000) {
           fs.symlinkSync(obj.data, abs);
+        } else if (create) {
+          // One call: create, write, set the time, fstat into the stat block git will record.
+          const perm = mode === 0o100755 ? 0o777 : 0o666;
+          const r = create(
+            abs,
+            obj.data,
+            obj.data.length,
+            perm,
+            job.mtimeSec[i],
+            job.mtimeNsec[i],
+            stats.subarray(i * CREATE_STAT),
+          );
+          if (r < 0) throw errnoError(-r, 'open', abs);
+          if (job.mtimeNsec[i] >= 0) stamped.push(i);
         } else {
           // As git creates files: 0777 or 0666, less the umask.
           const fd = fs.openSync(abs, CREATE, mode === 0o100755 ? 0o777 : 0o666);
@@ -246,7 +351,7 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
         }
         done.push(i);
       }
-      post({ done, left, chunked: [] });
+      post({ done, stamped, left, chunked: [] });
     }
   } catch (e) {
     Atomics.store(counter, FAILED, 1);
@@ -263,6 +368,7 @@ if (parentPort && workerData?.layPool) {
   port.once('message', (job: LayJob) => {
     layEntries(job, (m) => port.postMessage(m)).then(
       () => {
+        tracePhase('lay worker: done');
         port.postMessage({ end: true });
         port.close();
       },

@@ -22,6 +22,7 @@ import { indexBlobs, planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFromPacks, LayPool } from './lay-pack';
 import { Stamper } from './set-times';
+import { tracePhase } from '../testing/trace';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
  * git dir (so the file could not be copied), fsmonitor runs a command, the untracked cache records
@@ -62,20 +63,24 @@ export async function layFiles(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
   const { scratch, shadow } = shadowFor(spec, spec.filesIndex);
   // Into a tree holding nothing but its git dir, a snapshot with recorded times is laid by
-  // lay-pack.ts: git's checkout writes the files (GIT_XET_LAY=packs: our workers read them from
-  // the packs, hash-checked), one python3 sets times and reports stat data as they are finished.
-  // Measured on the shared 2 cores, git's checkout used less CPU than the workers and the whole
-  // restore took 20-25% less time (docs/BENCHMARKS.md "Restore laid from the packs").
-  // GIT_XET_LAY=git keeps the older path (checkout, then links, times and an lstat pass); tests
-  // compare the three. The stamper's python3 starts now, so its start-up overlaps the reading.
+  // lay-pack.ts: worker threads read each blob from the packs, hash-check it and write it with its
+  // time in one native call (GIT_XET_LAY=checkout: git's checkout writes them, and the times and
+  // stat data are set after). Measured on a quiet machine at stop 34 the workers took 0.6-1.0 s
+  // less than git's checkout for the same CPU; at stop 27, on the shared cores and before the
+  // native call, git's checkout had used less CPU (docs/DESIGN-NOTES.md "Laying files from the
+  // packs"). GIT_XET_LAY=git keeps the older path (checkout, then links, times and an lstat pass);
+  // tests compare the three. The stamper's python3 starts now, so its start-up overlaps the reading.
   const how = process.env.GIT_XET_LAY;
   const fromPacks = snap.filemeta !== null && how !== 'git' && holdsOnlyGitDir(worktree);
   const stamper = fromPacks ? new Stamper() : null;
-  const pool = fromPacks && how === 'packs' ? new LayPool(snap.manifest.counts.files) : null;
+  const pool = fromPacks && how !== 'checkout' ? new LayPool(snap.manifest.counts.files) : null;
   let stamped = false;
   try {
     const o = { cwd: worktree, env: shadow.env };
+    // The chunk lists are read beside read-tree (they do not need the index; memoised per snapshot).
+    if (stamper) void chunkedOf(snap, o);
     await git(['read-tree', snap.filesTree], o);
+    tracePhase('lay: files index read');
     const format = snap.manifest.git.objectFormat;
     const mkdirSafe = (abs: string) => {
       assertNoSymlinkBetween(worktree, abs);
@@ -85,6 +90,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
       const parsed = parseIndex(spec.filesIndex, format);
       const blobs = indexBlobs(parsed);
       const [meta, chunked] = await Promise.all([readFileMeta(snap.filemeta, blobs, o), chunkedOf(snap, o)]);
+      tracePhase('lay: times and chunk lists read');
       await layFromPacks({
         worktree,
         objectsDir: spec.objectsDir,
