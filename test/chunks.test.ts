@@ -14,8 +14,10 @@ import { chunkSizes, GearChunker } from '../src/chunks/gear';
 import { buildChunkList, offsetName } from '../src/chunks/list-tree';
 import { chunkParamsFor, parseChunkThreshold } from '../src/chunks/params';
 import { parsePointer, pointerOf, serializePointer } from '../src/chunks/pointer';
-import { ChunkList, readRange } from '../src/chunks/reader';
-import { writeChunkedFiles } from '../src/snapshot/lay-chunked';
+import { ChunkList, packsHolding, readRange } from '../src/chunks/reader';
+import { LocalPacks } from '../src/chunks/local-packs';
+import { PackReader } from '../src/git/pack-reader';
+import { writeChunkedFile, writeChunkedFiles } from '../src/snapshot/lay-chunked';
 import { git, initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 
@@ -170,6 +172,92 @@ test('a chunked file round-trips through a pack git verifies, and every range re
     await writeChunkedFiles(wt, [{ ...entry, pointer }], ctx);
     assert.deepEqual(fs.readdirSync(`${wt}/d`), ['big.bin']);
     assert.ok(fs.readFileSync(`${wt}/d/big.bin`).equals(data));
+    // A worker's synchronous writer (straight from the packs, through windows it reuses): the same
+    // bytes, and the same refusal with nothing left behind. Then again after a repack that stores
+    // the chunks as deltas of each other (a base must not be a view the delta's read overwrites).
+    for (const repack of [false, true]) {
+      if (repack) {
+        // Chunks that share most bytes: git deltifies them against each other.
+        const base = bytes(10_000, 'base'); // one stored block: a view, unless copied
+        const near = Buffer.from(base);
+        near[5_000] ^= 1;
+        const near2 = Buffer.concat([base.subarray(0, 7_000), bytes(3_000, 'tail')]);
+        const parts = [base, near, near2];
+        const offsets = [0, base.length, 2 * base.length];
+        const sims = parts.map((d, k) => ({
+          oid: git(sb, r, ['hash-object', '-w', '--stdin'], { input: d }).trim(),
+          offset: offsets[k],
+          size: d.length,
+        }));
+        const whole = Buffer.concat(parts);
+        const simFile = {
+          blob: crypto.createHash('sha1').update(`blob ${whole.length}\0`).update(whole).digest('hex'),
+          size: whole.length,
+          chunks: sims,
+          params: cf.params,
+        };
+        const built = buildChunkList(sims, 'sha1');
+        await writePack(
+          `${r}/.git/objects`,
+          'sha1',
+          [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
+        );
+        // Unreachable, so no repack would keep them: pack them by name, deltas searched.
+        git(sb, r, ['pack-objects', '-q', '--window=10', '--depth=5', '.git/objects/pack/pack'], {
+          input: sims.map((c) => `${c.oid}\n`).join(''),
+        });
+        const deltas = git(sb, r, [
+          'verify-pack',
+          '-v',
+          ...fs
+            .readdirSync(`${r}/.git/objects/pack`)
+            .filter((n) => n.endsWith('.idx'))
+            .map((n) => `${r}/.git/objects/pack/${n}`),
+        ]);
+        assert.ok(
+          sims.some((c) => new RegExp(`^${c.oid} blob\\s+\\d+ \\d+ \\d+ \\d+ [0-9a-f]{40}`, 'm').test(deltas)),
+          'a chunk is stored as a delta',
+        );
+        // Through a window smaller than the entries, every read lands in the one buffer kept for
+        // large reads: the base must not be a view of it when the delta is read after it.
+        const packDir = `${r}/.git/objects/pack`;
+        for (const idx of fs.readdirSync(packDir).filter((n) => n.endsWith('.idx'))) {
+          const small = PackReader.open(`${packDir}/${idx.replace(/\.idx$/, '.pack')}`, `${packDir}/${idx}`, 'sha1', {
+            window: 16,
+            reuseWindow: true,
+          });
+          try {
+            sims.forEach((c, k) => {
+              const got = small.readUnhashed(c.oid);
+              if (got) assert.ok(got.data.equals(parts[k]), `chunk ${k} read whole through a small window`);
+            });
+          } finally {
+            small.close();
+          }
+        }
+        await checkSync(pointerOf(simFile, built.list.oid), whole, 'wt-sync-repacked');
+      } else await checkSync(pointer, data, 'wt-sync');
+    }
+    async function checkSync(p: ReturnType<typeof pointerOf>, want: Buffer, name: string): Promise<void> {
+      const dir = sb.path(name);
+      fs.mkdirSync(dir);
+      const packs = LocalPacks.openDir(`${r}/.git/objects`, 'sha1', { reuseWindow: true });
+      try {
+        const sync = { ...ctx, packs };
+        const e = { path: 'd/big.bin', mode: '100644', pointerOid: '1'.repeat(40), pointer: p };
+        const cl2 = await ChunkList.fromPointer(p, 'big.bin', sync);
+        assert.ok(packsHolding(await cl2.chunksFor(0, p.size), packs), 'every chunk is in a pack');
+        await assert.rejects(
+          writeChunkedFile(dir, { ...e, pointer: { ...p, blob: '0'.repeat(40) } }, sync, { sync: true }),
+          (err: unknown) => isXetError(err) && err.code === 'INTEGRITY_MISMATCH',
+        );
+        assert.deepEqual(fs.readdirSync(`${dir}/d`), [], 'nothing left beside it');
+        await writeChunkedFile(dir, e, sync, { sync: true });
+        assert.ok(fs.readFileSync(`${dir}/d/big.bin`).equals(want), `${name}: the file's bytes`);
+      } finally {
+        packs.close();
+      }
+    }
     assert.throws(
       () => parsePointer(Buffer.from('xet.chunked/v9\n'), 'sha1', 'big.bin'),
       (e: unknown) => isXetError(e) && e.code === 'SCHEMA_UNSUPPORTED',

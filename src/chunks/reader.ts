@@ -356,6 +356,33 @@ class Prefetch {
   }
 }
 
+/** The pack holding each chunk, or null when the packs lack one of them. */
+export function packsHolding(chunks: ChunkRef[], packs: LocalPacks): PackReader[] | null {
+  const from: PackReader[] = [];
+  for (const c of chunks) {
+    const r = packs.find(c.oid);
+    if (!r) return null;
+    from.push(r);
+  }
+  return from;
+}
+
+/** A chunk's bytes from its pack, NOT hashed (for a withheld read, whose caller hashes the whole
+ * file), its type and size checked. On a reader that reuses its window the bytes are valid only
+ * until that reader's next read. */
+export function chunkFromPack(reader: PackReader, c: ChunkRef, where: string): Buffer {
+  // Bounded at 1 MiB (over any chunk's size), so that a wrong size is told as such.
+  const got = reader.readUnhashed(c.oid, Math.max(c.size, 1 << 20));
+  if (!got || got.type !== 'blob' || got.data.length !== c.size) {
+    const what = got ? `${got.type} ${got.data.length}` : 'missing';
+    throw new XetError('SNAPSHOT_INVALID', `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${what})`, {
+      path: where,
+      chunk: c.oid,
+    });
+  }
+  return got.data;
+}
+
 /**
  * The chunks' contents in order, each checked (type, size, hash) before it is yielded. `parallel`
  * (whole-file reads: restore, archive, hydrate) reads alternate runs through two cat-files, for
@@ -372,30 +399,11 @@ export async function* readChunks(
   if (opts.hash === false && ctx.packs) {
     // Straight from the packs when they hold every chunk (else all through git, which knows
     // loose objects, alternates and promisors, and says which chunk is missing).
-    const from: PackReader[] = [];
-    for (const c of chunks) {
-      const r = ctx.packs.find(c.oid);
-      if (!r) break;
-      from.push(r);
-    }
-    if (from.length === chunks.length) {
+    const from = packsHolding(chunks, ctx.packs);
+    if (from) {
       for (let i = 0; i < chunks.length; i++) {
         ctx.signal?.throwIfAborted();
-        const c = chunks[i];
-        // Bounded at 1 MiB (over any chunk's size), so that a wrong size is told as such.
-        const got = from[i].readUnhashed(c.oid, Math.max(c.size, 1 << 20));
-        if (!got || got.type !== 'blob' || got.data.length !== c.size) {
-          const what = got ? `${got.type} ${got.data.length}` : 'missing';
-          throw new XetError(
-            'SNAPSHOT_INVALID',
-            `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${what})`,
-            {
-              path: where,
-              chunk: c.oid,
-            },
-          );
-        }
-        yield { chunk: c, data: got.data };
+        yield { chunk: chunks[i], data: chunkFromPack(from[i], chunks[i], where) };
       }
       return;
     }

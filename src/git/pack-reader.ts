@@ -238,8 +238,8 @@ export interface PackReaderOptions {
   /** Read the pack in windows of this many bytes (for readers of many neighbouring objects). */
   window?: number;
   /** With `window`: one window buffer, read into again and again instead of a fresh one per
-   * window (for a reader of hundreds of thousands of objects). Such a reader only reads hashed
-   * objects (`read`): `readUnhashed` may return a view into the window, and refuses. */
+   * window (for a reader of hundreds of thousands of objects). What `readUnhashed` and
+   * `wholeEntry` return may be a view into it, valid until the reader's next read. */
   reuseWindow?: boolean;
 }
 
@@ -371,9 +371,10 @@ export class PackReader {
    * The object `oid` NOT hashed, or null when the index does not list it: only for a caller that
    * proves the bytes another way (chunks/reader.ts's withheld reads hash the whole file they make
    * up). Everything else is checked as for read (sizes before any allocation, offsets, deltas).
+   * The data may be a view into the pack's window: on a reader that reuses its window, it is valid
+   * only until this reader's next read (a caller that copies or writes it at once, as readRange does).
    */
   readUnhashed(oid: string, maxBytes = this.maxBytes): PackObject | null {
-    if (this.reusesWindow) throw new Error('PackReader.readUnhashed: not on a reader that reuses its window');
     const at = this.index.find(oid);
     if (at === null) return null;
     return this.resolve(at, Math.min(maxBytes, this.maxBytes), oid, true);
@@ -405,7 +406,9 @@ export class PackReader {
     const type = TYPES[head.kind];
     if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${head.kind}`, { oid });
     if (head.size > limit) throw tooBig(this.pack.file, oid, head.size, limit);
-    let data = this.inflate(head, oid, unhashed);
+    // A base under deltas is inflated into its own buffer: a stored view into a reused window
+    // would be overwritten by the next read (the delta's).
+    let data = this.inflate(head, oid, unhashed && chain.length === 0);
     for (let i = chain.length - 1; i >= 0; i--) {
       // A delta is at most a little more than its result (inserts carry a length byte per 127).
       if (chain[i].size > limit + Math.ceil(limit / 127) + 32) throw tooBig(this.pack.file, oid, chain[i].size, limit);

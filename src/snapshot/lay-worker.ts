@@ -272,8 +272,13 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
       // Chunked files first (largest first): one of them is as much work as thousands of files.
       const c = Atomics.add(counter, NEXT_CHUNKED, 1);
       if (c < job.chunked.length) {
-        chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format);
-        await writeChunkedFile(job.worktree, job.chunked[c], { git: job.git, format: job.format, packs: chunkPacks });
+        chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format, { reuseWindow: true });
+        await writeChunkedFile(
+          job.worktree,
+          job.chunked[c],
+          { git: job.git, format: job.format, packs: chunkPacks },
+          { sync: true },
+        );
         tracePhase(`lay worker: chunked file ${c} done`);
         post({ done: [], stamped: [], left: [], chunked: [c] });
         continue;
