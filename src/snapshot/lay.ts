@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
-import { git, gitText, gitZ, joinZ } from '../git/exec';
+import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, setRecordedSizes } from '../git/index-file';
 import { diffTrees } from '../git/plumbing';
 import { checkoutBesideWork, createShadow } from '../git/shadow';
@@ -169,6 +169,11 @@ export async function layIndex(spec: LaySpec): Promise<void> {
   try {
     fs.copyFileSync(spec.filesIndex, spec.indexFile);
     const o = { cwd: worktree, env: shadow.env };
+    // Both refreshes look at the same differences between the staged tree and the files tree, and
+    // only at paths in both (the untracked and ignored files, most of a tree, are not listed);
+    // listed while read-tree merges the staged tree in.
+    const listed = diffTrees(snap.indexTree, snap.filesTree, o, 'M');
+    listed.catch(() => undefined);
     await git(['read-tree', '-m', '-i', snap.indexTree], o);
     const repoEnv = {
       ...NEUTRAL_INDEX_CONFIG,
@@ -178,9 +183,7 @@ export async function layIndex(spec: LaySpec): Promise<void> {
       GIT_OBJECT_DIRECTORY: spec.objectsDir,
     };
     const chunked = await chunkedOf(snap, o);
-    // Both refreshes look at the same differences between the staged tree and the files tree, and
-    // only at paths in both (the untracked and ignored files, most of a tree, are not listed).
-    const changes = await diffTrees(snap.indexTree, snap.filesTree, o, 'M');
+    const changes = await listed;
     await refreshConverted(snap, { cwd: worktree, env: repoEnv }, chunked, changes);
     await refreshChunked(spec, chunked, changes);
     await setIndexFlags(spec, repoEnv);
@@ -189,10 +192,11 @@ export async function layIndex(spec: LaySpec): Promise<void> {
   }
 }
 
-/** A snapshot's chunked files, read once for layFiles and layIndex of one lay (the same snapshot
- * object): the answer depends on the snapshot's objects alone. Failures are not kept. */
+/** A snapshot's chunked files, read once for layFiles, layIndex and the restore's sealed stat
+ * cache of one lay (the same snapshot object): the answer depends on the snapshot's objects alone,
+ * so any repository holding them may be asked. Failures are not kept. */
 const chunkedMemo = new WeakMap<Snapshot, Promise<Map<string, ChunkedEntry>>>();
-function chunkedOf(snap: Snapshot, o: Opts): Promise<Map<string, ChunkedEntry>> {
+export function chunkedOf(snap: Snapshot, o: GitOptions): Promise<Map<string, ChunkedEntry>> {
   let got = chunkedMemo.get(snap);
   if (!got) {
     got = chunkedFiles(snap, o);
@@ -347,5 +351,19 @@ async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Pr
     setRecordedSizes(spec.indexFile, new Map(stale.map((e) => [e.path, e.size])), spec.snap.manifest.git.objectFormat);
   }
   const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
-  await git(['update-index', `--index-version=${version}`], opts);
+  // A rewrite only to state the version it has already (read-tree writes 2) is a git process saved.
+  if (stale.length || ix.intentToAdd.length || indexVersion(spec.indexFile) !== version) {
+    await git(['update-index', `--index-version=${version}`], opts);
+  }
+}
+
+/** The version in an index file's header (the 32 bits after "DIRC"), or -1 when it has none. */
+function indexVersion(file: string): number {
+  const head = Buffer.alloc(8);
+  const fd = fs.openSync(file, 'r');
+  try {
+    return fs.readSync(fd, head, 0, 8, 0) === 8 && head.toString('latin1', 0, 4) === 'DIRC' ? head.readUInt32BE(4) : -1;
+  } finally {
+    fs.closeSync(fd);
+  }
 }

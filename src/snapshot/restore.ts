@@ -224,6 +224,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       ...leftoverWarning(cleaned),
       ...(await seedWorkspace(target, snap, lazy === null ? startedAt : null)),
     ];
+    tracePhase('restore: done');
     if (snap.manifest.repositories?.length) {
       warnings.push(
         ...(await seedRepositories(snap, target, { cwd: target, env: { GIT_DIR: path.join(target, '.git') } })),
@@ -472,6 +473,7 @@ async function seedWorkspace(target: string, snap: Snapshot, sealSince: number |
   const filesIndex = path.join(target, '.git', FILES_INDEX);
   try {
     const repo = await findRepo(target);
+    tracePhase('restore: record in the sidecar');
     const c = snap.manifest.counts;
     const id = workspaceId(repo.gitDir);
     // The files index holds every file's stat data: the first capture here hashes only what changed.
@@ -488,6 +490,7 @@ async function seedWorkspace(target: string, snap: Snapshot, sealSince: number |
       );
       recordRestoredFrom(db, id, snap.oid);
     });
+    tracePhase('restore: seal the stat cache');
     // Only a restore that brought every object may vouch for them (restored-cache.ts).
     if (sealSince !== null) {
       try {

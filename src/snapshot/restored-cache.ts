@@ -13,7 +13,6 @@
 import * as fs from 'node:fs';
 import { LocalPacks } from '../chunks/local-packs';
 import { ChunkList } from '../chunks/reader';
-import { chunkedFiles } from '../chunks/snapshot-files';
 import { parseChunkThreshold } from '../chunks/params';
 import { serializePointer } from '../chunks/pointer';
 import { readConfig } from '../git/config';
@@ -22,6 +21,7 @@ import { findEntry, parseIndex } from '../git/index-file';
 import { STAT } from '../git/index-writer';
 import type { ChunkRecord } from './chunked-scan';
 import { blobOid } from './filemeta';
+import { chunkedOf } from './lay';
 import { STAT_CACHE_RECORD_SUFFIX, STAT_CACHE_SCHEMA, type StatCacheRecord } from './stat-cache';
 import type { Snapshot } from './store';
 
@@ -45,7 +45,7 @@ export async function sealRestoredCache(
     ...(threshold !== null ? { threshold } : {}),
     files: {},
   };
-  const chunked = await chunkedFiles(snap, opts);
+  const chunked = await chunkedOf(snap, opts);
   // The lists of the laid files, read from the restored repository's packs (no git per file).
   const packs = chunked.size ? await LocalPacks.open(opts, format) : null;
   try {
