@@ -50,8 +50,10 @@
  *                                       buf unless linked (deferLinks), at least largeAt or over
  *                                       big, fstat again; the bytes read, -errno, or READ_* below
  *   createFile(path, data, length, perm, sec, nsec, out)
- *                                    -> 0 or -errno: a restore's write of one new file (O_EXCL,
- *                                       O_NOFOLLOW), data[0..length) written, its mtime set to
+ *                                    -> 0 or -errno (the failed step, STEP_*, in out[0]): a
+ *                                       restore's write of one new file (O_EXCL, O_NOFOLLOW),
+ *                                       data[0..length) written (whole 16 KiB blocks of zeros
+ *                                       left as holes, as git's checkout does), its mtime set to
  *                                       sec.nsec on the descriptor (atime: now; not when nsec is
  *                                       -1), its fstat into out as git's index stat block (40
  *                                       big-endian bytes: ctime, mtime, dev, ino, 0, uid, gid, size)
@@ -433,30 +435,75 @@ static void put_be32(uint8_t *p, uint32_t v) {
 
 #define CREATE_STAT 40 /* bytes of git's index stat block (ctime .. size), the mode's 4 left zero */
 
+#define HOLE_BLOCK 16384 /* git's stream_blob_to_fd: a whole block of zeros is skipped, not written */
+
+/* Which step of create_stamped failed, in out[0] (the stat block is not written then). */
+enum { STEP_OPEN = 1, STEP_WRITE = 2, STEP_TIMES = 3, STEP_STAT = 4, STEP_CLOSE = 5 };
+
+/* Whether p[0..n) is all zeros (stops at the first byte that is not: cheap on ordinary data). */
+static int all_zero(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* data[0..length) written to fd from offset 0, leaving a hole for every whole block of HOLE_BLOCK
+ * zeros as git's checkout does (stream_blob_to_fd): a mostly empty file (a disk image, a sparse
+ * database) takes its data's blocks, not its length. A file that ends in a hole gets its length
+ * from ftruncate. 0 or -errno. */
+static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
+  size_t at = 0;
+  int hole_at_end = 0;
+  while (at < length) {
+    size_t n = length - at < HOLE_BLOCK ? length - at : HOLE_BLOCK;
+    if (n == HOLE_BLOCK && all_zero(data + at, n)) {
+      at += n;
+      hole_at_end = 1;
+      continue;
+    }
+    hole_at_end = 0;
+    size_t put_all = 0;
+    /* Runs of blocks that are not holes go out in one write: a file of no zero block is one call. */
+    size_t run = n;
+    while (at + run < length) {
+      size_t m = length - at - run < HOLE_BLOCK ? length - at - run : HOLE_BLOCK;
+      if (m == HOLE_BLOCK && all_zero(data + at + run, m)) break;
+      run += m;
+    }
+    while (put_all < run) {
+      ssize_t put = pwrite(fd, data + at + put_all, run - put_all, (off_t)(at + put_all));
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) return -(int64_t)errno;
+      put_all += (size_t)put;
+    }
+    at += run;
+  }
+  if (hole_at_end && ftruncate(fd, (off_t)length) != 0) return -(int64_t)errno;
+  return 0;
+}
+
 /* A restore's write of one file (src/snapshot/lay-worker.ts): created new (O_EXCL, never through
  * a symlink at its last component: the caller made and checked every directory above it), its
- * bytes written, its mtime set on the open descriptor (atime: now) unless nsec is -1 (a hard-link
- * group's file, whose ctime its links will move: stamped later), and its fstat afterwards written
- * as git's index holds it (fill_stat_data: each field cast to 32 bits, big-endian). One call where
- * node took six (open, write, close, then utimensat and lstat by path on another thread).
- * 0, or -errno. */
+ * bytes written (holes where git's checkout leaves them), its mtime set on the open descriptor
+ * (atime: now) unless nsec is -1 (a hard-link group's file, whose ctime its links will move:
+ * stamped later), and its fstat afterwards written as git's index holds it (fill_stat_data: each
+ * field cast to 32 bits, big-endian). One call where node took six (open, write, close, then
+ * utimensat and lstat by path on another thread). 0, or -errno with the failed STEP_* in out[0]. */
 static int64_t create_stamped(const char *file, const uint8_t *data, size_t length, int64_t perm, int64_t sec,
                               int64_t nsec, uint8_t *out) {
   /* A relative name would be taken from this process's directory: absolute only. */
-  if (file[0] != '/') return -EINVAL;
-  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)perm);
-  if (fd < 0) return -(int64_t)errno;
-  int64_t result = 0;
-  size_t n = 0;
-  while (n < length) {
-    ssize_t put = write(fd, data + n, length - n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) {
-      result = -(int64_t)errno;
-      goto done;
-    }
-    n += (size_t)put;
+  if (file[0] != '/') {
+    out[0] = STEP_OPEN;
+    return -EINVAL;
   }
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)perm);
+  if (fd < 0) {
+    out[0] = STEP_OPEN;
+    return -(int64_t)errno;
+  }
+  int64_t result = write_sparse(fd, data, length);
+  int step = STEP_WRITE;
+  if (result != 0) goto done;
   if (nsec >= 0) {
     struct timespec ts[2];
     ts[0].tv_sec = 0;
@@ -465,12 +512,14 @@ static int64_t create_stamped(const char *file, const uint8_t *data, size_t leng
     ts[1].tv_nsec = (long)nsec;
     if (futimens(fd, ts) != 0) {
       result = -(int64_t)errno;
+      step = STEP_TIMES;
       goto done;
     }
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     result = -(int64_t)errno;
+    step = STEP_STAT;
     goto done;
   }
   put_be32(out, (uint32_t)st.st_ctim.tv_sec);
@@ -484,7 +533,11 @@ static int64_t create_stamped(const char *file, const uint8_t *data, size_t leng
   put_be32(out + 32, (uint32_t)st.st_gid);
   put_be32(out + 36, (uint32_t)st.st_size);
 done:
-  if (close(fd) != 0 && result == 0 && errno != EINTR) result = -(int64_t)errno;
+  if (close(fd) != 0 && result == 0 && errno != EINTR) {
+    result = -(int64_t)errno;
+    step = STEP_CLOSE;
+  }
+  if (result != 0) out[0] = (uint8_t)step;
   return result;
 }
 
@@ -873,15 +926,16 @@ static napi_value stamp_many(napi_env env, napi_callback_info info) {
  * JavaScript. (The low-level SHA1_Init/Update/Final calls measured the same for the bench tree's
  * 3,700 trees, and need the size of OpenSSL's context.) */
 typedef unsigned char *(*digest_fn)(const unsigned char *, size_t, unsigned char *);
+static digest_fn sha1_fn, sha256_fn;
+static pthread_once_t digests_once = PTHREAD_ONCE_INIT;
+static void look_up_digests(void) {
+  sha1_fn = (digest_fn)dlsym(RTLD_DEFAULT, "SHA1");
+  sha256_fn = (digest_fn)dlsym(RTLD_DEFAULT, "SHA256");
+}
+/* Worker threads call this at once (layBlob): the lookup runs once, and every caller sees it done. */
 static digest_fn digest_of(size_t hash_len) {
-  static digest_fn sha1, sha256;
-  static int looked;
-  if (!looked) {
-    sha1 = (digest_fn)dlsym(RTLD_DEFAULT, "SHA1");
-    sha256 = (digest_fn)dlsym(RTLD_DEFAULT, "SHA256");
-    looked = 1;
-  }
-  return hash_len == 20 ? sha1 : hash_len == 32 ? sha256 : NULL;
+  pthread_once(&digests_once, look_up_digests);
+  return hash_len == 20 ? sha1_fn : hash_len == 32 ? sha256_fn : NULL;
 }
 
 #define LAY_BAD_STREAM (-1001) /* z does not inflate to exactly `size` bytes (or fails its adler32) */
@@ -906,12 +960,18 @@ static napi_value lay_blob(napi_env env, napi_callback_info info) {
     return NULL;
   struct state *s = state_of(env);
   if (!s) return NULL;
-  digest_fn digest = digest_of(oid_len);
-  if (!digest) return int64(env, LAY_NO_DIGEST);
-  if (scratch_len < LAY_HEADER_ROOM || (uint64_t)size > scratch_len - LAY_HEADER_ROOM) return int64(env, LAY_ROOM);
   char *file = file_args(env, argv + 4, &perm, &sec, &nsec, &out);
   if (!file) return NULL;
+  digest_fn digest = digest_of(oid_len);
   int64_t result;
+  if (!digest) {
+    result = LAY_NO_DIGEST;
+    goto done;
+  }
+  if (scratch_len < LAY_HEADER_ROOM || (uint64_t)size > scratch_len - LAY_HEADER_ROOM) {
+    result = LAY_ROOM;
+    goto done;
+  }
   int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %lld", (long long)size) + 1;
   if (!s->d) s->d = libdeflate_alloc_decompressor();
   if (!s->d) {

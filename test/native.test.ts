@@ -264,6 +264,15 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     assert.deepEqual(out, indexStatBlock(now));
     // Never over an existing file, never through a symlink at the last component, never relative.
     assert.equal(m.createFile(a, data, 1, 0o666, 0, 0, out), -errno.EEXIST);
+    assert.equal(out[0], 1, 'the step that failed: open');
+    // Whole 16 KiB blocks of zeros are holes (as git's checkout leaves them), a file's last too.
+    const sparse = Buffer.alloc(10 * 16384);
+    sparse.fill(7, 16384, 16384 + 10);
+    const holes = path.join(dir, 'holes.img');
+    assert.equal(m.createFile(holes, sparse, sparse.length, 0o666, 0, 0, out), 0);
+    assert.deepEqual(fs.readFileSync(holes), sparse);
+    assert.ok(fs.statSync(holes).blocks * 512 < 5 * 16384, `${fs.statSync(holes).blocks} blocks`);
+    assert.deepEqual(out, indexStatBlock(holes), 'the length set by ftruncate is in the stat block');
     fs.symlinkSync(path.join(dir, 'target'), path.join(dir, 'sym'));
     assert.equal(m.createFile(path.join(dir, 'sym'), data, 1, 0o666, 0, 0, out), -errno.EEXIST);
     assert.equal(fs.existsSync(path.join(dir, 'target')), false, 'nothing written through the link');

@@ -15,6 +15,7 @@ import { test } from 'node:test';
 import { initRepo, pseudoRandomBytes, run, type Repo } from './support/git';
 import { writeLargeFile } from './support/fixtures';
 import { createSandbox, type Sandbox } from './support/sandbox';
+import { mountTmpfs, withMountSandbox } from './support/mounts';
 import { capture, describeRun, expectError, expectExit, parseJson, verify, xet, XET_BIN } from './support/xet';
 
 const hasStrace = spawnSync('strace', ['-V']).status === 0;
@@ -499,3 +500,69 @@ test('a loose object with other bytes under its name: restore fails INTEGRITY_MI
     sb.cleanup();
   }
 });
+
+/** Bytes of `size` with data in a few 16 KiB blocks and zeros elsewhere (a disk image's shape). */
+function mostlyZeros(size: number, seed: number): Buffer {
+  const b = Buffer.alloc(size);
+  for (const at of [0, 5 * 16384 + 100, size - 3000]) pseudoRandomBytes(3000, seed + at).copy(b, at);
+  return b;
+}
+
+test('a mostly empty file is laid with holes where git checkout leaves them, every way, chunked or not', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    run(sb, r.dir, 'git', ['config', '--global', 'xet.chunk.threshold', '1m']);
+    r.write('disk.img', mostlyZeros(900_000, 1)); // a blob
+    r.write('big.img', mostlyZeros(3_000_000, 2)); // chunked
+    r.write('dense.bin', pseudoRandomBytes(400_000, 3));
+    r.commit('images');
+    const snap = capture(sb, r.dir);
+    const blocks = (dir: string, p: string) => fs.statSync(path.join(dir, p)).blocks * 512;
+    for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
+      const dir = sb.path(`copy-${Object.values(env).join('-') || 'default'}`);
+      restoreWith(sb, r, snap, dir, env);
+      for (const p of ['disk.img', 'big.img', 'dense.bin']) {
+        assert.deepEqual(fs.readFileSync(path.join(dir, p)), fs.readFileSync(r.p(p)), `${p}: bytes`);
+      }
+      // Three blocks of data each (with the file system's own block rounding), not the length.
+      assert.ok(
+        blocks(dir, 'disk.img') <= 200_000,
+        `disk.img takes ${blocks(dir, 'disk.img')} bytes (${JSON.stringify(env)})`,
+      );
+      if (!env.GIT_XET_LAY) {
+        assert.ok(
+          blocks(dir, 'big.img') <= 200_000,
+          `big.img takes ${blocks(dir, 'big.img')} bytes (${JSON.stringify(env)})`,
+        );
+      }
+      assert.ok(blocks(dir, 'dense.bin') >= 400_000, 'a file without zero blocks is all there');
+      assert.equal(gitOut(sb, dir, ['status', '--porcelain']), '');
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+const rootOnly = process.getuid?.() === 0 ? false : 'needs root to mount a small tmpfs (CI runs as root)';
+
+test(
+  'a full disk while the files are laid: DISK_FULL, no target and no temporary sibling, either way',
+  { skip: rootOnly },
+  () =>
+    withMountSandbox((sb) => {
+      const r = initRepo(sb, 'src');
+      for (let i = 0; i < 40; i++) r.write(`data/${i}.bin`, pseudoRandomBytes(100_000, 500 + i));
+      r.commit('data');
+      const snap = capture(sb, r.dir);
+      // Room for the objects the clone copies over (~4 MB: incompressible), not for the files too.
+      const disk = mountTmpfs(sb, 'disk', 6 * 1024);
+      for (const env of [{}, { GIT_XET_NATIVE: '0' }]) {
+        const target = path.join(disk, 'copy');
+        const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env });
+        const err = expectError(res, 'DISK_FULL');
+        assert.match(String(err.message), /no space left/);
+        assert.deepEqual(fs.readdirSync(disk), [], `nothing left on the disk (${JSON.stringify(env)})`);
+      }
+    }),
+);

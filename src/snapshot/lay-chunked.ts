@@ -16,6 +16,7 @@ import { XetError } from '../errors';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
 import { assertNoSymlinkBetween } from './lay';
+import { finishSparse, writeSparse } from './sparse-write';
 
 /** Files reassembled at once: each has its own `cat-file`, and disks like a few writers. */
 const PARALLEL = 4;
@@ -124,8 +125,11 @@ function writeFromPacks(
   const batch = Buffer.allocUnsafe(WRITE_BATCH);
   let used = 0;
   let total = 0;
+  let flushed = 0; // the batch's offset in the file
+  let written = 0; // past the last byte written (holes are not)
   const flush = (): void => {
-    for (let at = 0; at < used;) at += fs.writeSync(fd, batch, at, used - at);
+    if (used) written = Math.max(written, writeSparse(fd, batch.subarray(0, used), flushed));
+    flushed += used;
     used = 0;
   };
   for (let i = 0; i < chunks.length; i++) {
@@ -140,13 +144,15 @@ function writeFromPacks(
     total += data.length;
     if (used + data.length > batch.length) flush();
     if (data.length > batch.length) {
-      for (let at = 0; at < data.length;) at += fs.writeSync(fd, data, at, data.length - at);
+      written = Math.max(written, writeSparse(fd, data, flushed));
+      flushed += data.length;
     } else {
       data.copy(batch, used);
       used += data.length;
     }
   }
   flush();
+  finishSparse(fd, written, total);
   if (total !== list.size || whole.digest('hex') !== list.pointer.blob) {
     throw new XetError(
       'INTEGRITY_MISMATCH',

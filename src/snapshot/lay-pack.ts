@@ -291,6 +291,30 @@ async function runWorkers(
   await (spec.pool as LayPool).run(layJob, onBatch);
 }
 
+/** A failure of the file system while laying (a worker's or this thread's) as the typed error a
+ * user can act on: no space is DISK_FULL, any other errno (EACCES, EROFS, EIO…) TARGET_UNUSABLE.
+ * The caller removes the tree, so nothing is kept half written. Anything else is left as it is. */
+export function layFailure(e: unknown, worktree: string): unknown {
+  if (e instanceof XetError) return e;
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return e;
+  const message = (e as Error).message;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new XetError(
+      'DISK_FULL',
+      `no space left while laying the files in ${worktree} (${message}); nothing was kept`,
+      {
+        dir: worktree,
+        errno: code,
+      },
+    );
+  }
+  return new XetError('TARGET_UNUSABLE', `cannot write the files in ${worktree}: ${message}`, {
+    dir: worktree,
+    errno: code,
+  });
+}
+
 function asError(e: LayFailure['error']): Error {
   if (e.xet) return new XetError(e.code as ErrorCode, e.message, e.details);
   // An errno (ENOSPC, EACCES…) keeps its code and message, as a failed write in this thread would.

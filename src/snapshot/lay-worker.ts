@@ -24,6 +24,7 @@ import { PackReader, type PackObject } from '../git/pack-reader';
 import { LocalPacks } from '../chunks/local-packs';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { writeChunkedFile } from './lay-chunked';
+import { finishSparse, writeSparse } from './sparse-write';
 import { tracePhase } from '../testing/trace';
 import { errnoError, native, type XetNative } from '../native';
 
@@ -75,6 +76,8 @@ const PRELOAD_MAX_OBJECTS = 4_000_000;
 const NEXT = 0;
 const FAILED = 1;
 const NEXT_CHUNKED = 2;
+/** The step of a native createFile or layBlob that failed (native/xet-native.c STEP_*, out[0]). */
+const STEPS = ['', 'open', 'write', 'futimens', 'fstat', 'close'];
 /** layBlob's results other than 0 and -errno (native/xet-native.c LAY_*). */
 const LAY_BAD_STREAM = -1001;
 const LAY_HASH = -1002;
@@ -260,9 +263,12 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
     );
     if (code === 0) return 'laid';
     if (code === LAY_BAD_STREAM) throw r.notInflating(oid, 'bad or short zlib data');
-    if (code === LAY_HASH) throw r.misnamed(oid);
+    if (code === LAY_HASH) {
+      r.read(oid, job.maxObject); // throws, naming the id the bytes hash to
+      throw r.misnamed(oid);
+    }
     if (code <= LAY_BAD_STREAM) return 'no'; // no digest of this length here: node hashes it
-    throw errnoError(-code, 'open', abs);
+    throw errnoError(-code, STEPS[out[0]] ?? 'open', abs);
   };
 
   let chunkPacks: LocalPacks | null = null;
@@ -333,23 +339,15 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
         } else if (create) {
           // One call: create, write, set the time, fstat into the stat block git will record.
           const perm = mode === 0o100755 ? 0o777 : 0o666;
-          const r = create(
-            abs,
-            obj.data,
-            obj.data.length,
-            perm,
-            job.mtimeSec[i],
-            job.mtimeNsec[i],
-            stats.subarray(i * CREATE_STAT),
-          );
-          if (r < 0) throw errnoError(-r, 'open', abs);
+          const out = stats.subarray(i * CREATE_STAT);
+          const r = create(abs, obj.data, obj.data.length, perm, job.mtimeSec[i], job.mtimeNsec[i], out);
+          if (r < 0) throw errnoError(-r, STEPS[out[0]] ?? 'open', abs);
           if (job.mtimeNsec[i] >= 0) stamped.push(i);
         } else {
           // As git creates files: 0777 or 0666, less the umask.
           const fd = fs.openSync(abs, CREATE, mode === 0o100755 ? 0o777 : 0o666);
           try {
-            let at = 0;
-            while (at < obj.data.length) at += fs.writeSync(fd, obj.data, at, obj.data.length - at);
+            finishSparse(fd, writeSparse(fd, obj.data, 0), obj.data.length);
           } finally {
             fs.closeSync(fd);
           }

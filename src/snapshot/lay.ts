@@ -20,7 +20,7 @@ import { checkoutBesideWork, createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
 import { indexBlobs, planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import { layFromPacks, LayPool } from './lay-pack';
+import { layFailure, layFromPacks, LayPool } from './lay-pack';
 import { Stamper } from './set-times';
 import { tracePhase } from '../testing/trace';
 
@@ -105,6 +105,8 @@ export async function layFiles(spec: LaySpec): Promise<void> {
         emptyDirs: snap.manifest.emptyDirs,
         stamper,
         pool,
+      }).catch((e: unknown) => {
+        throw layFailure(e, worktree);
       });
       stamped = true;
       return;
