@@ -73,36 +73,27 @@ class RandomFile {
    * worker on the bench tree). */
   private readLarge(pos: number, len: number): Buffer {
     const want = Math.max(0, Math.min(len, this.size - pos));
-    if (!this.large || this.large.length < want)
+    if (!this.large || this.large.length < want) {
       this.large = Buffer.allocUnsafe(Math.max(want, 2 * (this.large?.length ?? 0)));
-    let n = 0;
-    while (n < want) {
-      const got = fs.readSync(this.fd, this.large, n, want - n, pos + n);
-      if (got === 0) break;
-      n += got;
     }
-    this.bytesRead += n;
-    return this.large.subarray(0, n);
+    return this.fill(this.large, pos, want);
   }
 
   private readInto(pos: number, len: number): Buffer {
     this.spare ??= Buffer.allocUnsafe(len);
-    const want = Math.max(0, Math.min(len, this.size - pos));
-    let n = 0;
-    while (n < want) {
-      const got = fs.readSync(this.fd, this.spare, n, want - n, pos + n);
-      if (got === 0) break;
-      n += got;
-    }
-    this.bytesRead += n;
-    return this.spare.subarray(0, n);
+    return this.fill(this.spare, pos, Math.max(0, Math.min(len, this.size - pos)));
   }
 
   private readDirect(pos: number, len: number): Buffer {
-    const buf = Buffer.allocUnsafe(Math.max(0, Math.min(len, this.size - pos)));
+    const want = Math.max(0, Math.min(len, this.size - pos));
+    return this.fill(Buffer.allocUnsafe(want), pos, want);
+  }
+
+  /** buf[0..want) read from `pos` (short only at the file's end), counted in bytesRead. */
+  private fill(buf: Buffer, pos: number, want: number): Buffer {
     let n = 0;
-    while (n < buf.length) {
-      const got = fs.readSync(this.fd, buf, n, buf.length - n, pos + n);
+    while (n < want) {
+      const got = fs.readSync(this.fd, buf, n, want - n, pos + n);
       if (got === 0) break;
       n += got;
     }
