@@ -18,6 +18,7 @@ import { ChunkList, packsHolding, readRange } from '../src/chunks/reader';
 import { LocalPacks } from '../src/chunks/local-packs';
 import { PackReader } from '../src/git/pack-reader';
 import { writeChunkedFile, writeChunkedFiles } from '../src/snapshot/lay-chunked';
+import { finishSparse, writeSparse } from '../src/snapshot/sparse-write';
 import { git, initRepo } from './support/git';
 import { createSandbox } from './support/sandbox';
 
@@ -238,7 +239,7 @@ test('a chunked file round-trips through a pack git verifies, and every range re
         await checkSync(pointerOf(simFile, built.list.oid), whole, 'wt-sync-repacked');
       } else await checkSync(pointer, data, 'wt-sync');
     }
-    async function checkSync(p: ReturnType<typeof pointerOf>, want: Buffer, name: string): Promise<void> {
+    async function checkSync(p: ReturnType<typeof pointerOf>, want: Buffer, name: string): Promise<string> {
       const dir = sb.path(name);
       fs.mkdirSync(dir);
       const packs = LocalPacks.openDir(`${r}/.git/objects`, 'sha1', { reuseWindow: true });
@@ -254,9 +255,43 @@ test('a chunked file round-trips through a pack git verifies, and every range re
         assert.deepEqual(fs.readdirSync(`${dir}/d`), [], 'nothing left beside it');
         await writeChunkedFile(dir, e, sync, { sync: true });
         assert.ok(fs.readFileSync(`${dir}/d/big.bin`).equals(want), `${name}: the file's bytes`);
+        return `${dir}/d/big.bin`;
       } finally {
         packs.close();
       }
+    }
+    // Mostly zeros, in chunks of 10,000 bytes: the writer's batches end off the 16 KiB blocks, and
+    // a block of zeros split between two of them must still be a hole, as one write makes it.
+    {
+      const zero = Buffer.alloc(10_000);
+      const blip = Buffer.alloc(10_000);
+      blip[5_000] = 1;
+      const ids = [zero, blip].map((d) => git(sb, r, ['hash-object', '-w', '--stdin'], { input: d }).trim());
+      git(sb, r, ['pack-objects', '-q', '.git/objects/pack/pack'], { input: ids.map((o) => `${o}\n`).join('') });
+      const parts = Array.from({ length: 250 }, (_, k) => (k === 150 ? blip : zero));
+      const sims = parts.map((d, k) => ({ oid: ids[d === blip ? 1 : 0], offset: k * 10_000, size: d.length }));
+      const whole = Buffer.concat(parts);
+      const built = buildChunkList(sims, 'sha1');
+      await writePack(
+        `${r}/.git/objects`,
+        'sha1',
+        [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
+      );
+      const blob = crypto.createHash('sha1').update(`blob ${whole.length}\0`).update(whole).digest('hex');
+      const laid = await checkSync(
+        pointerOf({ blob, size: whole.length, chunks: sims, params: cf.params }, built.list.oid),
+        whole,
+        'wt-sync-sparse',
+      );
+      const reference = sb.path('sparse-reference.bin');
+      const fd = fs.openSync(reference, 'wx');
+      try {
+        finishSparse(fd, writeSparse(fd, whole, 0), whole.length);
+      } finally {
+        fs.closeSync(fd);
+      }
+      assert.ok(fs.statSync(reference).blocks * 512 < 100_000, 'one write leaves holes here');
+      assert.equal(fs.statSync(laid).blocks, fs.statSync(reference).blocks, 'the holes of one write');
     }
     assert.throws(
       () => parsePointer(Buffer.from('xet.chunked/v9\n'), 'sha1', 'big.bin'),

@@ -16,7 +16,7 @@ import { XetError } from '../errors';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
 import { assertNoSymlinkBetween } from './lay';
-import { finishSparse, writeSparse } from './sparse-write';
+import { finishSparse, HOLE_BLOCK, writeSparse } from './sparse-write';
 
 /** Files reassembled at once: each has its own `cat-file`, and disks like a few writers. */
 const PARALLEL = 4;
@@ -127,10 +127,15 @@ function writeFromPacks(
   let total = 0;
   let flushed = 0; // the batch's offset in the file
   let written = 0; // past the last byte written (holes are not)
-  const flush = (): void => {
-    if (used) written = Math.max(written, writeSparse(fd, batch.subarray(0, used), flushed));
-    flushed += used;
-    used = 0;
+  // Written up to the last whole hole block in the batch unless `all`: the rest moves to the
+  // batch's start, so a block of zeros that chunk boundaries split is still seen whole (a hole).
+  const flush = (all: boolean): void => {
+    const end = all ? used : Math.floor((flushed + used) / HOLE_BLOCK) * HOLE_BLOCK - flushed;
+    if (end <= 0) return;
+    written = Math.max(written, writeSparse(fd, batch.subarray(0, end), flushed));
+    batch.copyWithin(0, end, used);
+    used -= end;
+    flushed += end;
   };
   for (let i = 0; i < chunks.length; i++) {
     if (chunks[i].offset !== total) {
@@ -142,8 +147,10 @@ function writeFromPacks(
     const data = chunkFromPack(from[i], chunks[i], list.where);
     whole.update(data);
     total += data.length;
-    if (used + data.length > batch.length) flush();
-    if (data.length > batch.length) {
+    if (used + data.length > batch.length) flush(false);
+    if (used + data.length > batch.length) {
+      // Larger than the batch holds (no chunk is): written as it is.
+      flush(true);
       written = Math.max(written, writeSparse(fd, data, flushed));
       flushed += data.length;
     } else {
@@ -151,7 +158,7 @@ function writeFromPacks(
       used += data.length;
     }
   }
-  flush();
+  flush(true);
   finishSparse(fd, written, total);
   if (total !== list.size || whole.digest('hex') !== list.pointer.blob) {
     throw new XetError(

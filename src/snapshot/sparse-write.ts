@@ -11,9 +11,10 @@ const ZEROS = Buffer.alloc(HOLE_BLOCK);
 
 /**
  * Write `data` at offset `at` of `fd`, positionally, leaving a hole for each whole block of zeros
- * it covers (blocks aligned to the file's start, so pieces of one file written in turn make the
- * holes one write would). Returns the offset after the last byte written (not skipped): a caller
- * whose file ends in a hole sets its length with `finishSparse`.
+ * it covers (blocks aligned to the file's start). A block split between two calls is written, not
+ * left: a caller writing a file in pieces ends each piece but the last on a block boundary to get
+ * the holes one call would make. Returns the offset after the last byte written (not skipped): a
+ * caller whose file ends in a hole sets its length with `finishSparse`.
  */
 export function writeSparse(fd: number, data: Buffer, at: number): number {
   let end = at;
