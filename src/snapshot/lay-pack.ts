@@ -293,24 +293,26 @@ async function runWorkers(
 
 /** A failure of the file system while laying (a worker's or this thread's) as the typed error a
  * user can act on: no space is DISK_FULL, any other errno (EACCES, EROFS, EIO…) TARGET_UNUSABLE.
- * The caller removes the tree, so nothing is kept half written. Anything else is left as it is. */
-export function layFailure(e: unknown, worktree: string): unknown {
+ * The caller removes the tree, so nothing is kept half written. Paths under `worktree` are named
+ * under `shownAs` (a restore's temporary tree becomes the target the user named). Anything that
+ * is not an errno is left as it is. */
+export function layFailure(e: unknown, worktree: string, shownAs = worktree): unknown {
   if (e instanceof XetError) return e;
   const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return e;
-  const message = (e as Error).message;
+  const message = (e as Error).message.split(worktree).join(shownAs);
   if (code === 'ENOSPC' || code === 'EDQUOT') {
     return new XetError(
       'DISK_FULL',
-      `no space left while laying the files in ${worktree} (${message}); nothing was kept`,
+      `no space left while laying the files of ${shownAs} (${message}); nothing was kept`,
       {
-        dir: worktree,
+        dir: shownAs,
         errno: code,
       },
     );
   }
-  return new XetError('TARGET_UNUSABLE', `cannot write the files in ${worktree}: ${message}`, {
-    dir: worktree,
+  return new XetError('TARGET_UNUSABLE', `cannot write the files of ${shownAs}: ${message}`, {
+    dir: shownAs,
     errno: code,
   });
 }

@@ -56,6 +56,9 @@ export interface LaySpec {
    * empty placeholder with their mode stands at their paths so links and times apply, for the
    * lazy hook to remove with their files-index entries. */
   deferChunked?: boolean;
+  /** What errors name as the tree being laid when `worktree` is a temporary one (a restore's
+   * hidden sibling): the directory the user asked for. */
+  shownAs?: string;
 }
 
 /** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
@@ -106,7 +109,7 @@ export async function layFiles(spec: LaySpec): Promise<void> {
         stamper,
         pool,
       }).catch((e: unknown) => {
-        throw layFailure(e, worktree);
+        throw layFailure(e, worktree, spec.shownAs);
       });
       stamped = true;
       return;

@@ -178,6 +178,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       scratchParent: gitDir,
       repoGitDir: gitDir,
       deferChunked: lazy !== null,
+      shownAs: target,
     };
     // Refs and config do not depend on the files (the files are laid through a shadow git dir
     // with its own config), so their dozen short git processes run while the files are written.
