@@ -449,8 +449,8 @@ static int all_zero(const uint8_t *p, size_t n) {
 
 /* data[0..length) written to fd from offset 0, leaving a hole for every whole block of HOLE_BLOCK
  * zeros as git's checkout does (stream_blob_to_fd): a mostly empty file (a disk image, a sparse
- * database) takes its data's blocks, not its length. A file that ends in a hole gets its length
- * from ftruncate. 0 or -errno. */
+ * database) takes its data's blocks, not its length. A file that ends in a hole gets its last
+ * byte written, as git's does. 0 or -errno. */
 static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
   size_t at = 0;
   int hole_at_end = 0;
@@ -478,7 +478,14 @@ static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
     }
     at += run;
   }
-  if (hole_at_end && ftruncate(fd, (off_t)length) != 0) return -(int64_t)errno;
+  /* Ending in a hole: its last byte is written (a zero), as git does, which gives the length. */
+  if (hole_at_end) {
+    ssize_t put;
+    do
+      put = pwrite(fd, "", 1, (off_t)length - 1);
+    while (put < 0 && errno == EINTR);
+    if (put != 1) return put < 0 ? -(int64_t)errno : -EIO;
+  }
   return 0;
 }
 

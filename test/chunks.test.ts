@@ -260,6 +260,44 @@ test('a chunked file round-trips through a pack git verifies, and every range re
         packs.close();
       }
     }
+    // A chunk that a repack stored as a delta of a large blob (git gc does this against a tracked
+    // file with the same bytes): its base is over the 1 MiB a chunk read starts with, and is read.
+    {
+      const large = bytes(1_800_000, 'large base');
+      const piece = Buffer.from(large.subarray(0, 64_000));
+      piece[32_000] ^= 1;
+      const ids = [large, piece].map((d) => git(sb, r, ['hash-object', '-w', '--stdin'], { input: d }).trim());
+      git(sb, r, ['pack-objects', '-q', '--window=10', '--depth=5', '.git/objects/pack/pack'], {
+        input: ids.map((o) => `${o}\n`).join(''),
+      });
+      const packDir = `${r}/.git/objects/pack`;
+      const listed = git(sb, r, [
+        'verify-pack',
+        '-v',
+        ...fs
+          .readdirSync(packDir)
+          .filter((n) => n.endsWith('.idx'))
+          .map((n) => `${packDir}/${n}`),
+      ]);
+      assert.match(
+        listed,
+        new RegExp(`^${ids[1]} blob\\s+\\d+ \\d+ \\d+ 1 ${ids[0]}`, 'm'),
+        'the chunk is a delta of the large blob',
+      );
+      const sims = [{ oid: ids[1], offset: 0, size: piece.length }];
+      const built = buildChunkList(sims, 'sha1');
+      await writePack(
+        `${r}/.git/objects`,
+        'sha1',
+        [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
+      );
+      const blob = crypto.createHash('sha1').update(`blob ${piece.length}\0`).update(piece).digest('hex');
+      await checkSync(
+        pointerOf({ blob, size: piece.length, chunks: sims, params: cf.params }, built.list.oid),
+        piece,
+        'wt-sync-large-base',
+      );
+    }
     // Mostly zeros, in chunks of 10,000 bytes: the writer's batches end off the 16 KiB blocks, and
     // a block of zeros split between two of them must still be a hole, as one write makes it.
     {

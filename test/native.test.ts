@@ -272,7 +272,11 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     assert.equal(m.createFile(holes, sparse, sparse.length, 0o666, 0, 0, out), 0);
     assert.deepEqual(fs.readFileSync(holes), sparse);
     assert.ok(fs.statSync(holes).blocks * 512 < 5 * 16384, `${fs.statSync(holes).blocks} blocks`);
-    assert.deepEqual(out, indexStatBlock(holes), 'the length set by ftruncate is in the stat block');
+    assert.deepEqual(
+      out,
+      indexStatBlock(holes),
+      'a file ending in a hole: its last byte written, as git writes it; its length in the stat block',
+    );
     fs.symlinkSync(path.join(dir, 'target'), path.join(dir, 'sym'));
     assert.equal(m.createFile(path.join(dir, 'sym'), data, 1, 0o666, 0, 0, out), -errno.EEXIST);
     assert.equal(fs.existsSync(path.join(dir, 'target')), false, 'nothing written through the link');

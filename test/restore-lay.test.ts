@@ -514,14 +514,22 @@ test('a mostly empty file is laid with holes where git checkout leaves them, eve
     const r = initRepo(sb, 'src');
     run(sb, r.dir, 'git', ['config', '--global', 'xet.chunk.threshold', '1m']);
     r.write('disk.img', mostlyZeros(900_000, 1)); // a blob
-    r.write('big.img', mostlyZeros(3_000_000, 2)); // chunked
     r.write('dense.bin', pseudoRandomBytes(400_000, 3));
     r.commit('images');
+    // Untracked and over the threshold: chunked (a build output, a downloaded image).
+    r.write('big.img', mostlyZeros(3_000_000, 2));
     const snap = capture(sb, r.dir);
+    const m = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
+    assert.deepEqual(m.chunked, ['big.img'], 'big.img is laid from its chunks');
     const blocks = (dir: string, p: string) => fs.statSync(path.join(dir, p)).blocks * 512;
     // What git's own checkout makes of them (it streams a blob, seeking over whole 16 KiB blocks of zeros).
     const byGit = sb.path('by-git');
     run(sb, sb.root, 'git', ['clone', '-q', r.dir, byGit]);
+    // The untracked big.img as git's checkout writes it: staged in the clone, then checked out.
+    const bigBlob = gitOut(sb, byGit, ['hash-object', '-w', '--', path.join(r.dir, 'big.img')]).trim();
+    run(sb, byGit, 'git', ['update-index', '--add', '--cacheinfo', `100644,${bigBlob},big.img`]);
+    run(sb, byGit, 'git', ['checkout-index', '-f', '--', 'big.img']);
+    assert.deepEqual(fs.readFileSync(path.join(byGit, 'big.img')), fs.readFileSync(r.p('big.img')));
     assert.ok(blocks(byGit, 'big.img') <= 200_000, `git's checkout leaves holes: ${blocks(byGit, 'big.img')}`);
     for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
       const dir = sb.path(`copy-${Object.values(env).join('-') || 'default'}`);
@@ -536,7 +544,7 @@ test('a mostly empty file is laid with holes where git checkout leaves them, eve
         assert.equal(blocks(dir, 'big.img'), blocks(byGit, 'big.img'), `big.img (${JSON.stringify(env)})`);
       }
       assert.ok(blocks(dir, 'dense.bin') >= 400_000, 'a file without zero blocks is all there');
-      assert.equal(gitOut(sb, dir, ['status', '--porcelain']), '');
+      assert.equal(gitOut(sb, dir, ['status', '--porcelain']), gitOut(sb, r.dir, ['status', '--porcelain']));
     }
   } finally {
     sb.cleanup();
@@ -546,7 +554,7 @@ test('a mostly empty file is laid with holes where git checkout leaves them, eve
 const rootOnly = process.getuid?.() === 0 ? false : 'needs root to mount a small tmpfs (CI runs as root)';
 
 test(
-  'a full disk while the files are laid: DISK_FULL, no target and no temporary sibling, either way',
+  'a full disk while the files are laid: DISK_FULL, no target and no temporary sibling, every way',
   { skip: rootOnly },
   () =>
     withMountSandbox((sb) => {
@@ -556,7 +564,7 @@ test(
       const snap = capture(sb, r.dir);
       // Room for the objects the clone copies over (~4 MB: incompressible), not for the files too.
       const disk = mountTmpfs(sb, 'disk', 6 * 1024);
-      for (const env of [{}, { GIT_XET_NATIVE: '0' }]) {
+      for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }, { GIT_XET_LAY: 'git' }]) {
         const target = path.join(disk, 'copy');
         const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env });
         const err = expectError(res, 'DISK_FULL');

@@ -19,7 +19,7 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { XetError } from '../errors';
 import { gitStream, type GitOptions, type GitStream } from '../git/exec';
-import type { PackReader } from '../git/pack-reader';
+import type { PackObject, PackReader } from '../git/pack-reader';
 import { catFileBatch } from '../git/plumbing';
 import { parseListTree, parseSegment, SEGMENT_CHUNKS, type ChunkRef } from './list-tree';
 import type { LocalPacks } from './local-packs';
@@ -368,11 +368,37 @@ export function packsHolding(chunks: ChunkRef[], packs: LocalPacks): PackReader[
 }
 
 /** A chunk's bytes from its pack, NOT hashed (for a withheld read, whose caller hashes the whole
- * file), its type and size checked. On a reader that reuses its window the bytes are valid only
- * until that reader's next read. */
-export function chunkFromPack(reader: PackReader, c: ChunkRef, where: string): Buffer {
-  // Bounded at 1 MiB (over any chunk's size), so that a wrong size is told as such.
-  const got = reader.readUnhashed(c.oid, Math.max(c.size, 1 << 20));
+ * file), its type and size checked; null when the pack gives it only past the reader's bound (a
+ * delta whose chain ends in a base over 64 MiB), for the caller to read through git
+ * (chunkThroughGit). On a reader that reuses its window the bytes are valid only until that
+ * reader's next read. */
+export function chunkFromPack(reader: PackReader, c: ChunkRef, where: string): Buffer | null {
+  // Bounded at 1 MiB (over any chunk's size) first, so that a wrong size is told as such. A repack
+  // may store a chunk as a delta whose chain ends in a large blob (git gc does, against a tracked
+  // file of the same bytes): the base is then read within the reader's own bound.
+  let got: PackObject | null = null;
+  for (const bound of [Math.max(c.size, 1 << 20), undefined]) {
+    try {
+      got = reader.readUnhashed(c.oid, bound);
+      break;
+    } catch (e) {
+      const over = e instanceof XetError && e.details.oid === c.oid && e.details.limit !== undefined;
+      if (!over) throw e;
+      if (bound === undefined) return null;
+    }
+  }
+  return checkedChunk(got, c, where);
+}
+
+/** A chunk read through git (`cat-file`, which knows every way git stores an object), checked as
+ * chunkFromPack checks it: for the chunks the packs give only past their bound. */
+export async function chunkThroughGit(c: ChunkRef, ctx: ReadContext, where: string): Promise<Buffer> {
+  const objs = await readSmall([c.oid], { ...ctx, packs: undefined }, Math.max(c.size, 1 << 20));
+  const got = objs.get(c.oid) ?? null;
+  return checkedChunk(got ? { type: got.type as PackObject['type'], data: got.data } : null, c, where);
+}
+
+function checkedChunk(got: PackObject | null, c: ChunkRef, where: string): Buffer {
   if (!got || got.type !== 'blob' || got.data.length !== c.size) {
     const what = got ? `${got.type} ${got.data.length}` : 'missing';
     throw new XetError('SNAPSHOT_INVALID', `${where}: chunk ${c.oid} is not a blob of ${c.size} bytes (${what})`, {
@@ -403,7 +429,8 @@ export async function* readChunks(
     if (from) {
       for (let i = 0; i < chunks.length; i++) {
         ctx.signal?.throwIfAborted();
-        yield { chunk: chunks[i], data: chunkFromPack(from[i], chunks[i], where) };
+        const data = chunkFromPack(from[i], chunks[i], where) ?? (await chunkThroughGit(chunks[i], ctx, where));
+        yield { chunk: chunks[i], data };
       }
       return;
     }

@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LocalPacks } from '../chunks/local-packs';
-import { chunkFromPack, ChunkList, packsHolding, readRange, type ReadContext } from '../chunks/reader';
+import { chunkFromPack, ChunkList, chunkThroughGit, packsHolding, readRange, type ReadContext } from '../chunks/reader';
 import type { ChunkRef } from '../chunks/list-tree';
 import type { PackReader } from '../git/pack-reader';
 import { XetError } from '../errors';
@@ -82,7 +82,7 @@ export async function writeChunkedFile(
     const chunks = opts.sync && ctx.packs ? await list.chunksFor(0, e.pointer.size) : null;
     const from = chunks && ctx.packs ? packsHolding(chunks, ctx.packs) : null;
     if (chunks && from) {
-      writeFromPacks(fd, list, chunks, from, ctx.format);
+      await writeFromPacks(fd, list, chunks, from, ctx);
       const closing = fd;
       fd = null;
       fs.closeSync(closing);
@@ -114,14 +114,14 @@ const WRITE_BATCH = 1024 * 1024;
 
 /** A chunked file's chunks (`from[i]` holds `chunks[i]`) written to `fd` in order through one
  * buffer, the whole hashed as its blob: INTEGRITY_MISMATCH unless it is the pointer's. */
-function writeFromPacks(
+async function writeFromPacks(
   fd: number,
   list: ChunkList,
   chunks: ChunkRef[],
   from: PackReader[],
-  format: 'sha1' | 'sha256',
-): void {
-  const whole = crypto.createHash(format).update(`blob ${list.size}\0`);
+  ctx: ReadContext,
+): Promise<void> {
+  const whole = crypto.createHash(ctx.format).update(`blob ${list.size}\0`);
   const batch = Buffer.allocUnsafe(WRITE_BATCH);
   let used = 0;
   let total = 0;
@@ -144,7 +144,7 @@ function writeFromPacks(
         chunk: chunks[i].oid,
       });
     }
-    const data = chunkFromPack(from[i], chunks[i], list.where);
+    const data = chunkFromPack(from[i], chunks[i], list.where) ?? (await chunkThroughGit(chunks[i], ctx, list.where));
     whole.update(data);
     total += data.length;
     if (used + data.length > batch.length) flush(false);

@@ -25,6 +25,7 @@ import { indexBlobs, type ParsedFileMeta } from './filemeta';
 import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { CREATE_STAT, type LayDone, type LayFailure, type LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
+import { isNoSpace } from '../workspace/tools';
 
 /** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
 const BATCH = 128;
@@ -292,15 +293,34 @@ async function runWorkers(
 }
 
 /** A failure of the file system while laying (a worker's or this thread's) as the typed error a
- * user can act on: no space is DISK_FULL, any other errno (EACCES, EROFS, EIO…) TARGET_UNUSABLE.
+ * user can act on: no space is DISK_FULL, another errno on a path in the tree (EACCES, EROFS,
+ * EIO…) TARGET_UNUSABLE.
  * The caller removes the tree, so nothing is kept half written. Paths under `worktree` are named
  * under `shownAs` (a restore's temporary tree becomes the target the user named). Anything that
  * is not an errno is left as it is. */
 export function layFailure(e: unknown, worktree: string, shownAs = worktree): unknown {
+  // git's checkout (GIT_XET_LAY=checkout, git, a snapshot without filemeta) says it in its stderr,
+  // or only that a write failed: then the tree's file system is asked whether it is full.
+  if (e instanceof XetError && e.code === 'GIT_FAILED') {
+    const said = `${e.message} ${String(e.details.stderr ?? '')}`;
+    if (
+      isNoSpace(said) ||
+      (/unable to write|write error|short write|failed to write/i.test(said) && nearlyFull(worktree))
+    ) {
+      return new XetError(
+        'DISK_FULL',
+        `no space left while laying the files of ${shownAs} (git: ${e.message.split(worktree).join(shownAs)}); nothing was kept`,
+        {
+          dir: shownAs,
+        },
+      );
+    }
+  }
   if (e instanceof XetError) return e;
   const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return e;
   const message = (e as Error).message.split(worktree).join(shownAs);
+  const where = (e as NodeJS.ErrnoException).path;
   if (code === 'ENOSPC' || code === 'EDQUOT') {
     return new XetError(
       'DISK_FULL',
@@ -311,10 +331,24 @@ export function layFailure(e: unknown, worktree: string, shownAs = worktree): un
       },
     );
   }
+  // Only a failure on a path in the tree is the target's; anything else (a pack that will not
+  // read, too many open files) is left as it is.
+  if (typeof where !== 'string' || !(where === worktree || where.startsWith(`${worktree}/`))) return e;
   return new XetError('TARGET_UNUSABLE', `cannot write the files of ${shownAs}: ${message}`, {
     dir: shownAs,
     errno: code,
   });
+}
+
+/** Whether the file system holding `dir` has under 1 MiB left (git's "unable to write file" is a
+ * full disk then, as fork.ts judges it). */
+function nearlyFull(dir: string): boolean {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.bavail * st.bsize < 1 << 20;
+  } catch {
+    return false;
+  }
 }
 
 function asError(e: LayFailure['error']): Error {

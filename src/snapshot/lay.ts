@@ -61,8 +61,18 @@ export interface LaySpec {
   shownAs?: string;
 }
 
-/** Write every file, symlink and empty directory of the snapshot into the worktree, and the files index. */
+/** Write every file, symlink and empty directory of the snapshot into the worktree, and the files
+ * index. A full disk is DISK_FULL and another failure of the tree's file system TARGET_UNUSABLE,
+ * whichever way the files were written (lay-pack.ts layFailure). */
 export async function layFiles(spec: LaySpec): Promise<void> {
+  try {
+    await layFilesAnyWay(spec);
+  } catch (e) {
+    throw layFailure(e, spec.worktree, spec.shownAs);
+  }
+}
+
+async function layFilesAnyWay(spec: LaySpec): Promise<void> {
   const { snap, worktree } = spec;
   const { scratch, shadow } = shadowFor(spec, spec.filesIndex);
   // Into a tree holding nothing but its git dir, a snapshot with recorded times is laid by
@@ -108,8 +118,6 @@ export async function layFiles(spec: LaySpec): Promise<void> {
         emptyDirs: snap.manifest.emptyDirs,
         stamper,
         pool,
-      }).catch((e: unknown) => {
-        throw layFailure(e, worktree, spec.shownAs);
       });
       stamped = true;
       return;

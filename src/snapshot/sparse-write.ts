@@ -39,7 +39,8 @@ export function writeSparse(fd: number, data: Buffer, at: number): number {
   return end;
 }
 
-/** Give a file whose last bytes were holes its length (`written`: what writeSparse returned last). */
+/** Give a file whose last bytes were holes its length (`written`: what writeSparse returned last):
+ * its last byte is written, a zero, as git's checkout writes it. */
 export function finishSparse(fd: number, written: number, size: number): void {
-  if (written < size) fs.ftruncateSync(fd, size);
+  if (written < size) fs.writeSync(fd, ZEROS, 0, 1, size - 1);
 }
