@@ -190,19 +190,6 @@ test('a chunked file round-trips through a pack git verifies, and every range re
           offset: offsets[k],
           size: d.length,
         }));
-        const whole = Buffer.concat(parts);
-        const simFile = {
-          blob: crypto.createHash('sha1').update(`blob ${whole.length}\0`).update(whole).digest('hex'),
-          size: whole.length,
-          chunks: sims,
-          params: cf.params,
-        };
-        const built = buildChunkList(sims, 'sha1');
-        await writePack(
-          `${r}/.git/objects`,
-          'sha1',
-          [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
-        );
         // Unreachable, so no repack would keep them: pack them by name, deltas searched.
         git(sb, r, ['pack-objects', '-q', '--window=10', '--depth=5', '.git/objects/pack/pack'], {
           input: sims.map((c) => `${c.oid}\n`).join(''),
@@ -236,8 +223,24 @@ test('a chunked file round-trips through a pack git verifies, and every range re
             small.close();
           }
         }
-        await checkSync(pointerOf(simFile, built.list.oid), whole, 'wt-sync-repacked');
+        await layListed(sims, Buffer.concat(parts), 'wt-sync-repacked');
       } else await checkSync(pointer, data, 'wt-sync');
+    }
+    /** A chunked file of `sims` (chunks already in the repository) holding `whole`: its list packed,
+     * then laid by the worker's writer (checkSync); the laid file's path. */
+    async function layListed(sims: { oid: string; offset: number; size: number }[], whole: Buffer, name: string) {
+      const built = buildChunkList(sims, 'sha1');
+      await writePack(
+        `${r}/.git/objects`,
+        'sha1',
+        [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
+      );
+      const blob = crypto.createHash('sha1').update(`blob ${whole.length}\0`).update(whole).digest('hex');
+      return checkSync(
+        pointerOf({ blob, size: whole.length, chunks: sims, params: cf.params }, built.list.oid),
+        whole,
+        name,
+      );
     }
     async function checkSync(p: ReturnType<typeof pointerOf>, want: Buffer, name: string): Promise<string> {
       const dir = sb.path(name);
@@ -284,19 +287,7 @@ test('a chunked file round-trips through a pack git verifies, and every range re
         new RegExp(`^${ids[1]} blob\\s+\\d+ \\d+ \\d+ 1 ${ids[0]}`, 'm'),
         'the chunk is a delta of the large blob',
       );
-      const sims = [{ oid: ids[1], offset: 0, size: piece.length }];
-      const built = buildChunkList(sims, 'sha1');
-      await writePack(
-        `${r}/.git/objects`,
-        'sha1',
-        [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
-      );
-      const blob = crypto.createHash('sha1').update(`blob ${piece.length}\0`).update(piece).digest('hex');
-      await checkSync(
-        pointerOf({ blob, size: piece.length, chunks: sims, params: cf.params }, built.list.oid),
-        piece,
-        'wt-sync-large-base',
-      );
+      await layListed([{ oid: ids[1], offset: 0, size: piece.length }], piece, 'wt-sync-large-base');
     }
     // Mostly zeros, in chunks of 10,000 bytes: the writer's batches end off the 16 KiB blocks, and
     // a block of zeros split between two of them must still be a hole, as one write makes it.
@@ -309,18 +300,7 @@ test('a chunked file round-trips through a pack git verifies, and every range re
       const parts = Array.from({ length: 250 }, (_, k) => (k === 150 ? blip : zero));
       const sims = parts.map((d, k) => ({ oid: ids[d === blip ? 1 : 0], offset: k * 10_000, size: d.length }));
       const whole = Buffer.concat(parts);
-      const built = buildChunkList(sims, 'sha1');
-      await writePack(
-        `${r}/.git/objects`,
-        'sha1',
-        [built.list, ...built.segments].map((t) => ({ oid: t.oid, type: 'tree' as const, data: t.data })),
-      );
-      const blob = crypto.createHash('sha1').update(`blob ${whole.length}\0`).update(whole).digest('hex');
-      const laid = await checkSync(
-        pointerOf({ blob, size: whole.length, chunks: sims, params: cf.params }, built.list.oid),
-        whole,
-        'wt-sync-sparse',
-      );
+      const laid = await layListed(sims, whole, 'wt-sync-sparse');
       const reference = sb.path('sparse-reference.bin');
       const fd = fs.openSync(reference, 'wx');
       try {

@@ -12,13 +12,13 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import * as crypto from 'node:crypto';
 import * as zlib from 'node:zlib';
 import { PackReader } from '../src/git/pack-reader';
 import { deflateInto, fastDeflateAvailable, zlibStreamBound } from '../src/git/zlib-fast';
 import { entryHeader } from '../src/git/pack-worker';
-import { native, nativeMissing } from '../src/native';
+import { native, nativeMissing, type XetNative } from '../src/native';
 import { absent, lstatMany, ROW, STAT_ROW } from '../src/git/lstat-many';
 import { initRepo, pseudoRandomBytes } from './support/git';
 import { refusals, roundTrips } from './support/zlib-cases';
@@ -28,6 +28,21 @@ import { createSandbox } from './support/sandbox';
 import { collectGitState, compareGitStates, compareTrees, walkTree } from './support/state';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
 import { FORK_STATE } from './support/forks';
+
+/** Runs `fn` with the native module and a sandbox directory (removed after); without the module
+ * it says why it is skipped. */
+function withNativeSandbox(t: TestContext, fn: (m: XetNative, dir: string) => void): void {
+  if (!native) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    fn(native, sb.root);
+  } finally {
+    sb.cleanup();
+  }
+}
 
 test('the native module is built, with igzip, where CI installs libdeflate-dev and libisal-dev', (t) => {
   if (!process.env.CI) {
@@ -146,15 +161,8 @@ test('the native module checks its arguments before it touches memory', (t) => {
   } else t.diagnostic('deflateFastInto: the module was built without ISA-L');
 });
 
-test("readFile: how a capture reads one file, each outcome against node's own calls", (t) => {
-  if (!native) {
-    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
-    return;
-  }
-  const m = native;
-  const sb = createSandbox();
-  try {
-    const dir = sb.root;
+test("readFile: how a capture reads one file, each outcome against node's own calls", (t) =>
+  withNativeSandbox(t, (m, dir) => {
     const cells = new BigInt64Array(9);
     const statOut = Buffer.from(cells.buffer);
     const asNode = (file: string) => {
@@ -202,10 +210,7 @@ test("readFile: how a capture reads one file, each outcome against node's own ca
     fs.chmodSync(secret, 0);
     if (process.getuid?.() !== 0) assert.equal(m.readFile(secret, 0, 0, 1 << 20, buf, statOut), -errno.EACCES);
     else t.diagnostic('EACCES not checked: root reads a mode-0 file');
-  } finally {
-    sb.cleanup();
-  }
-});
+  }));
 
 /** Git's index stat block for `file` (fill_stat_data: every field cast to 32 bits; mode left 0),
  * from node's own lstat: what createFile and layBlob must have written. */
@@ -231,15 +236,8 @@ function indexStatBlock(file: string): Buffer {
   return b;
 }
 
-test('createFile and layBlob: a restore writes each file once, stamped, with the stat block git records', (t) => {
-  if (!native) {
-    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
-    return;
-  }
-  const m = native;
-  const sb = createSandbox();
-  try {
-    const dir = sb.root;
+test('createFile and layBlob: a restore writes each file once, stamped, with the stat block git records', (t) =>
+  withNativeSandbox(t, (m, dir) => {
     const errno = os.constants.errno;
     const out = Buffer.alloc(40);
     const umask = process.umask();
@@ -322,10 +320,7 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     refused('no such digest', -1004, z, body.length, Buffer.alloc(21));
     assert.equal(m.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0, 0, out), -errno.EEXIST);
     assert.throws(() => call.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0), TypeError, 'too few');
-  } finally {
-    sb.cleanup();
-  }
-});
+  }));
 
 test('lstatMany: the native rows are the bigint lstat rows, absent paths are rows and other errors throw', (t) => {
   const sb = createSandbox('xet-lstat-many-');
