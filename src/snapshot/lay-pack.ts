@@ -25,7 +25,7 @@ import { indexBlobs, type ParsedFileMeta } from './filemeta';
 import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { CREATE_STAT, type LayDone, type LayFailure, type LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
-import { isNoSpace } from '../workspace/tools';
+import { diskFull } from '../workspace/tools';
 
 /** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
 const BATCH = 128;
@@ -301,36 +301,19 @@ async function runWorkers(
 export function layFailure(e: unknown, worktree: string, shownAs = worktree): unknown {
   // git's checkout (GIT_XET_LAY=checkout, git, a snapshot without filemeta) says it in its stderr,
   // or only that a write failed: then the tree's file system is asked whether it is full.
-  if (e instanceof XetError && e.code === 'GIT_FAILED') {
-    const said = `${e.message} ${String(e.details.stderr ?? '')}`;
-    if (
-      isNoSpace(said) ||
-      (/unable to write|write error|short write|failed to write/i.test(said) && nearlyFull(worktree))
-    ) {
-      return new XetError(
-        'DISK_FULL',
-        `no space left while laying the files of ${shownAs} (git: ${e.message.split(worktree).join(shownAs)}); nothing was kept`,
-        {
-          dir: shownAs,
-        },
-      );
-    }
+  if ((!(e instanceof XetError) || e.code === 'GIT_FAILED') && diskFull(e, [worktree])) {
+    const errno = (e as NodeJS.ErrnoException).code;
+    return new XetError(
+      'DISK_FULL',
+      `no space left while laying the files of ${shownAs} (${(e as Error).message.split(worktree).join(shownAs)}); nothing was kept`,
+      { dir: shownAs, ...(e instanceof XetError || typeof errno !== 'string' ? {} : { errno }) },
+    );
   }
   if (e instanceof XetError) return e;
   const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return e;
   const message = (e as Error).message.split(worktree).join(shownAs);
   const where = (e as NodeJS.ErrnoException).path;
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
-    return new XetError(
-      'DISK_FULL',
-      `no space left while laying the files of ${shownAs} (${message}); nothing was kept`,
-      {
-        dir: shownAs,
-        errno: code,
-      },
-    );
-  }
   // Only a failure on a path in the tree is the target's; anything else (a pack that will not
   // read, too many open files) is left as it is.
   if (typeof where !== 'string' || !(where === worktree || where.startsWith(`${worktree}/`))) return e;
@@ -338,17 +321,6 @@ export function layFailure(e: unknown, worktree: string, shownAs = worktree): un
     dir: shownAs,
     errno: code,
   });
-}
-
-/** Whether the file system holding `dir` has under 1 MiB left (git's "unable to write file" is a
- * full disk then, as fork.ts judges it). */
-function nearlyFull(dir: string): boolean {
-  try {
-    const st = fs.statfsSync(dir);
-    return st.bavail * st.bsize < 1 << 20;
-  } catch {
-    return false;
-  }
 }
 
 function asError(e: LayFailure['error']): Error {

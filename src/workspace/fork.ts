@@ -33,7 +33,7 @@ import { baseFor, basesDir, ensureBase, readBaseRecord, writeBaseRecord, type Ba
 import { addForkWorktree } from './worktree';
 import { cloneTree, probeReflink, removeDeep } from './copy';
 import { isMounted, mountOverlay, probeOverlay, unmount, unmountLazy } from './overlay';
-import { isNoSpace } from './tools';
+import { diskFull } from './tools';
 import { faultPoint } from '../testing/fault-points';
 import { admitRepository, enforce, type Admission } from '../allowance/admit';
 import { forkAllowance } from '../allowance/config';
@@ -434,24 +434,6 @@ function nearestExisting(p: string): string {
   let at = p;
   while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
   return at;
-}
-
-/** Whether a failure was a full filesystem: said so outright (ENOSPC), or a write that failed (git
- * only says "unable to write file") where one of the filesystems involved has no space left. */
-function diskFull(e: unknown, dirs: string[]): string | null {
-  const text = e instanceof XetError ? `${e.message} ${String(e.details.stderr ?? '')}` : String((e as Error)?.message);
-  const code = (e as NodeJS.ErrnoException)?.code;
-  const said = isNoSpace(text) || isNoSpace(code);
-  if (!said && !/unable to write|write error|short write|failed to write/i.test(text)) return null;
-  for (const d of dirs) {
-    try {
-      const st = fs.statfsSync(d);
-      if (st.bavail * st.bsize < 1 << 20) return d;
-    } catch {
-      // gone: not the one that filled up
-    }
-  }
-  return said ? dirs[0] : null;
 }
 
 /** The fork's linked worktree (empty, detached at the snapshot's HEAD commit), locked so `git
