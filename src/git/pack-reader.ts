@@ -335,16 +335,8 @@ export class PackReader {
     if (at === null) return null;
     const head = this.head(at, oid);
     if (head.kind === OFS_DELTA || head.kind === REF_DELTA) return 'delta';
-    const type = TYPES[head.kind];
-    if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${head.kind}`, { oid });
-    const limit = Math.min(maxBytes, this.maxBytes);
-    if (head.size > limit) throw tooBig(this.pack.file, oid, head.size, limit);
-    const end = this.pack.size - hashLen(this.format);
-    return {
-      type,
-      size: head.size,
-      z: this.pack.read(head.dataAt, Math.min(zlibStreamBound(head.size), end - head.dataAt)),
-    };
+    const type = this.wholeType(head, oid, Math.min(maxBytes, this.maxBytes));
+    return { type, size: head.size, z: this.stream(head) };
   }
 
   /** The error read() throws for an entry that does not inflate to its size (for wholeEntry's
@@ -394,9 +386,7 @@ export class PackReader {
       seen.add(base);
       head = this.head(base, oid);
     }
-    const type = TYPES[head.kind];
-    if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${head.kind}`, { oid });
-    if (head.size > limit) throw tooBig(this.pack.file, oid, head.size, limit);
+    const type = this.wholeType(head, oid, limit);
     // A base under deltas is inflated into its own buffer: a stored view into a reused window
     // would be overwritten by the next read (the delta's).
     let data = this.inflate(head, oid, unhashed && chain.length === 0);
@@ -453,12 +443,26 @@ export class PackReader {
     return out;
   }
 
+  /** The type of an entry stored whole (not a delta), refused when unknown or over `limit`. */
+  private wholeType(h: EntryHead, oid: string, limit: number): ObjectType {
+    const type = TYPES[h.kind];
+    if (!type) throw forged(this.pack.file, `${oid}: an entry of unknown type ${h.kind}`, { oid });
+    if (h.size > limit) throw tooBig(this.pack.file, oid, h.size, limit);
+    return type;
+  }
+
+  /** The entry's zlib stream: as many bytes as deflate may make of its size, short at the pack's
+   * end (a view into the window on a reader that has one). */
+  private stream(h: EntryHead): Buffer {
+    const end = this.pack.size - hashLen(this.format);
+    return this.pack.read(h.dataAt, Math.min(zlibStreamBound(h.size), end - h.dataAt));
+  }
+
   /** The entry's zlib stream inflated to exactly its size (sizes were checked by the caller). With
    * `unhashed`, a stream of stored blocks (how capture packs most chunks) is taken as it is, its
    * adler32 unchecked: the caller proves the bytes (readUnhashed). */
   private inflate(h: EntryHead, oid: string, unhashed = false): Buffer {
-    const end = this.pack.size - hashLen(this.format);
-    const window = this.pack.read(h.dataAt, Math.min(zlibStreamBound(h.size), end - h.dataAt));
+    const window = this.stream(h);
     if (unhashed) {
       const stored = storedBlocks(window, h.size);
       if (stored) return stored;
