@@ -42,6 +42,9 @@ export interface XetNative {
     nsec: number,
     out: Buffer,
   ): number;
+  /** The first `size` bytes of the regular file `fd` mapped read only (a Buffer over the mapping,
+   * unmapped when collected), or -errno; -EINVAL when the file is shorter (src/git/pack-reader.ts). */
+  mapFile?(fd: number, size: number): Buffer | number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;
   /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12

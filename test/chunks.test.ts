@@ -16,6 +16,7 @@ import { chunkParamsFor, parseChunkThreshold } from '../src/chunks/params';
 import { parsePointer, pointerOf, serializePointer } from '../src/chunks/pointer';
 import { ChunkList, packsHolding, readRange } from '../src/chunks/reader';
 import { LocalPacks } from '../src/chunks/local-packs';
+import { native } from '../src/native';
 import { PackReader } from '../src/git/pack-reader';
 import { writeChunkedFile, writeChunkedFiles } from '../src/snapshot/lay-chunked';
 import { finishSparse, writeSparse } from '../src/snapshot/sparse-write';
@@ -214,13 +215,30 @@ test('a chunked file round-trips through a pack git verifies, and every range re
             window: 16,
             reuseWindow: true,
           });
+          // Mapped whole (a restore's workers): the same objects, read in place.
+          const mapped = PackReader.open(`${packDir}/${idx.replace(/\.idx$/, '.pack')}`, `${packDir}/${idx}`, 'sha1', {
+            window: 16,
+            reuseWindow: true,
+            mapped: true,
+          });
           try {
+            assert.equal(mapped.readsInPlace, !!native?.mapFile);
             sims.forEach((c, k) => {
               const got = small.readUnhashed(c.oid);
               if (got) assert.ok(got.data.equals(parts[k]), `chunk ${k} read whole through a small window`);
+              const inPlace = mapped.readUnhashed(c.oid);
+              if (inPlace) assert.ok(inPlace.data.equals(parts[k]), `chunk ${k} read whole from the mapping`);
+              assert.equal(!!inPlace, !!got);
+              if (inPlace) {
+                assert.ok(
+                  mapped.read(c.oid)?.data.equals(parts[k]),
+                  `chunk ${k} read and hash-checked from the mapping`,
+                );
+              }
             });
           } finally {
             small.close();
+            mapped.close();
           }
         }
         await layListed(sims, Buffer.concat(parts), 'wt-sync-repacked');

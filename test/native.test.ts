@@ -236,6 +236,31 @@ function indexStatBlock(file: string): Buffer {
   return b;
 }
 
+test('mapFile maps a regular file read only, and refuses a size past its end or what is not a file', (t) =>
+  withNativeSandbox(t, (m, dir) => {
+    const file = path.join(dir, 'f.bin');
+    const data = crypto.randomBytes(3 * 4096 + 17);
+    fs.writeFileSync(file, data);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const mapped = m.mapFile?.(fd, data.length);
+      assert.ok(Buffer.isBuffer(mapped), 'a Buffer over the mapping');
+      assert.ok(mapped.equals(data));
+      const part = m.mapFile?.(fd, 100) as Buffer;
+      assert.ok(part.equals(data.subarray(0, 100)), 'a prefix maps');
+      assert.equal(m.mapFile?.(fd, data.length + 1), -22, 'past the end: EINVAL, never a SIGBUS later');
+      assert.throws(() => m.mapFile?.(fd, 0), /out of range/);
+    } finally {
+      fs.closeSync(fd);
+    }
+    const dfd = fs.openSync(dir, 'r');
+    try {
+      assert.equal(m.mapFile?.(dfd, 1), -22, 'a directory is not mapped');
+    } finally {
+      fs.closeSync(dfd);
+    }
+  }));
+
 test('createFile and layBlob: a restore writes each file once, stamped, with the stat block git records', (t) =>
   withNativeSandbox(t, (m, dir) => {
     const errno = os.constants.errno;
@@ -464,14 +489,17 @@ test('the pack reader reads an entry whose stream is as long as libdeflate may m
     fs.writeFileSync(packFile, pack);
     r.git('index-pack', packFile); // git accepts the stream and writes one.idx
     const oid = crypto.createHash('sha1').update(`blob ${data.length}\0`).update(data).digest('hex');
-    const reader = PackReader.open(packFile, packFile.replace(/\.pack$/, '.idx'), 'sha1');
-    try {
-      const got = reader.read(oid);
-      assert.ok(got, 'the blob is in the pack');
-      assert.equal(got.type, 'blob');
-      assert.deepEqual(got.data, data);
-    } finally {
-      reader.close();
+    for (const mapped of [false, true]) {
+      const reader = PackReader.open(packFile, packFile.replace(/\.pack$/, '.idx'), 'sha1', { mapped });
+      try {
+        assert.equal(reader.readsInPlace, mapped && !!native?.mapFile);
+        const got = reader.read(oid);
+        assert.ok(got, 'the blob is in the pack');
+        assert.equal(got.type, 'blob');
+        assert.deepEqual(got.data, data);
+      } finally {
+        reader.close();
+      }
     }
   } finally {
     sb.cleanup();

@@ -409,6 +409,49 @@ function patch(file: string, at: number, bytes: Buffer): void {
   }
 }
 
+test('a files tree whose entries are out of git order is refused after the lay, every way, nothing published', () => {
+  // The workers take the files from the tree's listing while read-tree writes the index (sorted):
+  // the stat data goes to entries by position, so a listing in another order must be refused.
+  const sb = createSandbox();
+  try {
+    const { r, snap } = hostileSource(sb);
+    const top = r
+      .git('ls-tree', `${snap}:files`)
+      .trim()
+      .split('\n')
+      .map((l) => {
+        const [meta, name] = l.split('\t');
+        const [mode, , oid] = meta.split(' ');
+        return Buffer.concat([Buffer.from(`${mode === '040000' ? '40000' : mode} ${name}\0`), Buffer.from(oid, 'hex')]);
+      })
+      .reverse();
+    const files = r.gitInput(Buffer.concat(top), 'hash-object', '-t', 'tree', '--literally', '-w', '--stdin').trim();
+    assert.notEqual(files, r.git('rev-parse', `${snap}:files`).trim());
+    const root = r
+      .git('ls-tree', snap)
+      .trim()
+      .split('\n')
+      .map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l))
+      .join('\n');
+    const forged = r.gitInput(`forged\n`, 'commit-tree', r.gitInput(`${root}\n`, 'mktree').trim()).trim();
+    for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
+      const target = sb.path('copy');
+      const res = xet(sb, r.dir, ['restore', forged, target, '--json'], { env });
+      const err = expectError(res, 'SNAPSHOT_INVALID');
+      assert.match(String(err.message), /out of git's order/, describeRun(res));
+      assert.equal(fs.existsSync(target), false, describeRun(res));
+      assert.deepEqual(
+        fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
+        [],
+      );
+    }
+    // The same snapshot in git's order restores.
+    expectExit(xet(sb, r.dir, ['restore', snap, sb.path('ok'), '--json']), 0);
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('a damaged byte inside a packed blob: restore fails INTEGRITY_MISMATCH, nothing published', () => {
   const sb = createSandbox();
   try {

@@ -31,8 +31,13 @@ export class LocalPacks {
   /** The packs of the object directory `objects` (for a caller that knows it: no git asked). With
    * `reuseWindow`, each pack is read through one buffer kept for it (PackReader's reuseWindow): for
    * a caller that uses what a read returns before its next read (a restore's chunked files, ~17,000
-   * chunk reads whose fresh 1 MiB windows each cost their pages' faults). */
-  static openDir(objects: string, format: 'sha1' | 'sha256', opts: { reuseWindow?: boolean } = {}): LocalPacks {
+   * chunk reads whose fresh 1 MiB windows each cost their pages' faults). `mapped`: each pack mapped
+   * whole where the native module can (PackReader's mapped). */
+  static openDir(
+    objects: string,
+    format: 'sha1' | 'sha256',
+    opts: { reuseWindow?: boolean; mapped?: boolean } = {},
+  ): LocalPacks {
     const dir = path.join(objects, 'pack');
     const readers: PackReader[] = [];
     let names: string[];
@@ -46,6 +51,7 @@ export class LocalPacks {
         const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
           window: 1 << 20,
           reuseWindow: opts.reuseWindow === true,
+          mapped: opts.mapped === true,
         });
         if (r.index.count <= PRELOAD_MAX_OBJECTS) r.index.preload();
         readers.push(r);

@@ -18,8 +18,9 @@ import { Worker } from 'node:worker_threads';
 import { checkoutBesideWork } from '../git/shadow';
 import { tracePhase } from '../testing/trace';
 import { XetError, type ErrorCode } from '../errors';
+import { copyBytes } from '../git/copy-bytes';
 import { git, joinZ, type GitOptions } from '../git/exec';
-import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
+import { parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
 import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
@@ -32,12 +33,25 @@ const BATCH = 128;
 /** Blobs larger than this go through git (which streams them); workers hold one object whole. */
 const MAX_OBJECT = 32 * 1024 * 1024;
 
+/** A file or symlink of the files tree: its path, mode (as a number) and blob id. */
+export interface LaidBlob {
+  path: string;
+  mode: number;
+  oid: string;
+}
+
 export interface PackLaySpec {
   worktree: string;
   objectsDir: string;
   filesIndex: string;
-  /** The files index as git's read-tree wrote it (every entry without stat data). */
-  parsed: ParsedIndex;
+  /** The files tree's files and symlinks, in the order git's index holds them (a tree's recursive
+   * listing is in that order: lay.ts filesListing). */
+  blobs: LaidBlob[];
+  /** The files tree's other entries (none in a snapshot today): git checks them out. */
+  odd: string[];
+  /** Settles once git's read-tree has written the files index (every entry without stat data):
+   * it runs while the workers lay, and nothing here reads the index or runs git on it before. */
+  indexRead: Promise<void>;
   format: 'sha1' | 'sha256';
   meta: ParsedFileMeta;
   chunked: Map<string, ChunkedEntry>;
@@ -56,12 +70,7 @@ export interface PackLaySpec {
 /** Lay every file, symlink, hard link and empty directory of the files index's tree into the
  * worktree (which holds only its git dir), times set, and record their stat data in the files index. */
 export async function layFromPacks(spec: PackLaySpec): Promise<void> {
-  const { worktree, meta, stamper } = spec;
-  const { parsed } = spec;
-  const blobs = indexBlobs(parsed);
-  const blobSet = new Set(blobs);
-  // Entries git must check out: not a file or symlink (no such entry in a snapshot today).
-  const odd = parsed.entries.filter((e) => !blobSet.has(e)).map((e) => e.path);
+  const { worktree, meta, stamper, blobs, odd } = spec;
   const leaders = new Set<number>();
   for (let i = 0; i < blobs.length; i++) if (meta.linkTo[i] >= 0) leaders.add(meta.linkTo[i]);
 
@@ -118,6 +127,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     // No workers (GIT_XET_LAY=checkout): git checks every file out, the
     // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
     left.push(...job);
+    await spec.indexRead;
     if (!spec.deferChunked && chunkedLeaders.length) {
       const byGitNow = job.map((i) => blobs[i].path);
       // The chunked files' directories exist before git starts: git caches what it saw missing
@@ -145,7 +155,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   tracePhase('lay: links, times');
   // What the packs could not give: git checks it out (and finds it wherever git finds objects).
   const byGit = [...left.map((i) => blobs[i].path), ...odd];
-  const gitWrote = byGit.length > 0 || !spec.pool;
+  await spec.indexRead;
   if (byGit.length) {
     await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
     for (const i of left) complete(i);
@@ -164,12 +174,10 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   const { stats } = await stamper.finish();
   tracePhase('lay: index stat data');
   // The stat data git records for each entry, from the lstat after its time was set (git's own
-  // checkout wrote the index again for the entries it laid: read it as it is now).
-  const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : parsed;
-  const nowBlobs = gitWrote ? indexBlobs(now) : blobs;
-  if (nowBlobs.length !== blobs.length) {
-    throw new XetError('GIT_FAILED', `the files index changed while the files were laid`, { file: spec.filesIndex });
-  }
+  // checkout, if it ran, wrote the index again for the entries it laid: read it as it is now).
+  const now = parseIndex(spec.filesIndex, spec.format);
+  const nowBlobs = indexBlobs(now);
+  sameEntries(nowBlobs, blobs, spec.filesIndex);
   const rowBytes = Buffer.from(rows);
   for (let i = 0; i < blobs.length; i++) {
     const from = meta.linkTo[i] >= 0 ? meta.linkTo[i] : i;
@@ -177,8 +185,8 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     if (row >= 0) {
       // Already in the index's form: every field but the mode (the entry keeps read-tree's).
       const at = nowBlobs[i].offset;
-      rowBytes.copy(now.buf, at, row * CREATE_STAT, row * CREATE_STAT + 24);
-      rowBytes.copy(now.buf, at + 28, row * CREATE_STAT + 28, (row + 1) * CREATE_STAT);
+      copyBytes(rowBytes, now.buf, at, row * CREATE_STAT, row * CREATE_STAT + 24);
+      copyBytes(rowBytes, now.buf, at + 28, row * CREATE_STAT + 28, (row + 1) * CREATE_STAT);
       continue;
     }
     const at = stampOf[from];
@@ -186,6 +194,22 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
   }
   writeIndexBuffer(spec.filesIndex, now);
+}
+
+/** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows
+ * go to entries by position. A tree whose entries are not in git's order (only a forged one) lists
+ * them in another order than the index holds them, and is refused here, after the lay, with the tree
+ * its caller removes. */
+function sameEntries(index: LaidBlob[], laid: LaidBlob[], file: string): void {
+  const differs = (i: number) => index[i].path !== laid[i].path || index[i].oid !== laid[i].oid;
+  let i = 0;
+  if (index.length === laid.length) while (i < laid.length && !differs(i)) i++;
+  if (index.length === laid.length && i === laid.length) return;
+  throw new XetError(
+    'SNAPSHOT_INVALID',
+    `the snapshot's files tree lists its entries out of git's order (${JSON.stringify(laid[i]?.path ?? index[i]?.path)})`,
+    { file, path: laid[i]?.path ?? index[i]?.path ?? null },
+  );
 }
 
 function asBigIntStats(s: StampedStat): fs.BigIntStats {
@@ -265,7 +289,7 @@ export class LayPool {
 /** Run the pool over `job` (positions in `blobs`); `onBatch` gets positions in `job`. */
 async function runWorkers(
   spec: PackLaySpec,
-  blobs: { path: string; mode: number; oid: string }[],
+  blobs: LaidBlob[],
   job: number[],
   chunked: ChunkedEntry[],
   times: { sec: number[]; nsec: number[] },

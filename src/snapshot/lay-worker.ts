@@ -103,6 +103,7 @@ function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
       const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
         window: WINDOW,
         reuseWindow: true,
+        mapped: true,
       });
       if (r.index.count <= PRELOAD_MAX_OBJECTS) r.index.preload();
       readers.push(r);
@@ -278,7 +279,7 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
       // Chunked files first (largest first): one of them is as much work as thousands of files.
       const c = Atomics.add(counter, NEXT_CHUNKED, 1);
       if (c < job.chunked.length) {
-        chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format, { reuseWindow: true });
+        chunkPacks ??= LocalPacks.openDir(job.objectsDir, job.format, { reuseWindow: true, mapped: true });
         await writeChunkedFile(
           job.worktree,
           job.chunked[c],

@@ -14,13 +14,13 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
-import { parseIndex, setRecordedSizes } from '../git/index-file';
-import { diffTrees } from '../git/plumbing';
+import { setRecordedSizes } from '../git/index-file';
+import { diffTrees, lsTree, type TreeListing } from '../git/plumbing';
 import { checkoutBesideWork, createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
-import { indexBlobs, planFileMeta, readFileMeta } from './filemeta';
+import { planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import { layFailure, layFromPacks, LayPool } from './lay-pack';
+import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
 import { Stamper } from './set-times';
 import { tracePhase } from '../testing/trace';
 
@@ -56,6 +56,9 @@ export interface LaySpec {
    * empty placeholder with their mode stands at their paths so links and times apply, for the
    * lazy hook to remove with their files-index entries. */
   deferChunked?: boolean;
+  /** The files tree's recursive listing with its trees (`lsTree(filesTree, { trees: true })`),
+   * when the caller has it already (restore's validation read it); else it is read here. */
+  listing?: TreeListing[];
   /** What errors name as the tree being laid when `worktree` is a temporary one (a restore's
    * hidden sibling): the directory the user asked for. */
   shownAs?: string;
@@ -88,27 +91,30 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
   const stamper = fromPacks ? new Stamper() : null;
   const pool = fromPacks && how !== 'checkout' ? new LayPool(snap.manifest.counts.files) : null;
   let stamped = false;
+  let indexRead: Promise<void> | null = null;
   try {
     const o = { cwd: worktree, env: shadow.env };
-    // The chunk lists are read beside read-tree (they do not need the index; memoised per snapshot).
-    if (stamper) void chunkedOf(snap, o);
-    await git(['read-tree', snap.filesTree], o);
-    tracePhase('lay: files index read');
     const format = snap.manifest.git.objectFormat;
     const mkdirSafe = (abs: string) => {
       assertNoSymlinkBetween(worktree, abs);
       fs.mkdirSync(abs, { recursive: true });
     };
     if (stamper && snap.filemeta) {
-      const parsed = parseIndex(spec.filesIndex, format);
-      const blobs = indexBlobs(parsed);
+      // The workers need the files, not the files index: they take them from the tree's listing
+      // (the one restore validated), and git's read-tree writes the index while they lay (~0.25 s
+      // of read-tree and parsing that kept both cores waiting before).
+      indexRead = git(['read-tree', snap.filesTree], o).then(() => tracePhase('lay: files index read'));
+      indexRead.catch(() => undefined);
+      const { blobs, odd } = filesListing(spec.listing ?? (await lsTree(snap.filesTree, o)));
       const [meta, chunked] = await Promise.all([readFileMeta(snap.filemeta, blobs, o), chunkedOf(snap, o)]);
       tracePhase('lay: times and chunk lists read');
       await layFromPacks({
         worktree,
         objectsDir: spec.objectsDir,
         filesIndex: spec.filesIndex,
-        parsed,
+        blobs,
+        odd,
+        indexRead,
         format,
         meta,
         chunked,
@@ -122,6 +128,8 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
       stamped = true;
       return;
     }
+    await git(['read-tree', snap.filesTree], o);
+    tracePhase('lay: files index read');
     const meta = await planFileMeta(snap.filemeta, spec.filesIndex, worktree, format, o);
     // Chunked files are pointers in files/: git checks out everything else, they are reassembled.
     const chunked = await chunkedOf(snap, o);
@@ -169,10 +177,24 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
     // Hard links, then times (which change ctime), then the stat data git will trust.
     meta?.finish(mkdirSafe);
   } finally {
+    // Never return (nor let the caller remove the tree) while git still writes in it.
+    await indexRead?.catch(() => undefined);
     if (stamper && !stamped) stamper.abort();
     pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** The files and symlinks of a files tree's recursive listing, in its order (git's index order for
+ * any tree git wrote; lay-pack.ts refuses a tree where the two differ), and its other entries. */
+function filesListing(listing: TreeListing[]): { blobs: LaidBlob[]; odd: string[] } {
+  const blobs: LaidBlob[] = [];
+  const odd: string[] = [];
+  for (const e of listing) {
+    if (e.type === 'blob') blobs.push({ path: e.path, mode: parseInt(e.mode, 8), oid: e.oid });
+    else if (e.type !== 'tree') odd.push(e.path);
+  }
+  return { blobs, odd };
 }
 
 /** Build the worktree's index from the files index: staged tree, stat data, conversions, flags. */

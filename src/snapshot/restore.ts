@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { tracePhase } from '../testing/trace';
 import { XetError } from '../errors';
 import { git, gitText, type GitOptions } from '../git/exec';
-import { catFileBatch, lsTree, readLocalConfig } from '../git/plumbing';
+import { catFileBatch, lsTree, readLocalConfig, type TreeListing } from '../git/plumbing';
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
@@ -27,6 +27,7 @@ import { checkTarget, refuseInsideGitDir } from './target';
 export { checkTarget, refuseInsideGitDir };
 import { recordOrigin } from './origin';
 import { sealRestoredCache } from './restored-cache';
+import { STAT_CACHE_RECORD_SUFFIX } from './stat-cache';
 import { recordRestoredFrom } from '../sidecar/restored';
 import { remoteError } from '../remote/reach';
 import { withoutPassword } from '../remote/url';
@@ -98,12 +99,13 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   let snap: Snapshot | null = null;
   let opPlan: OperationPlan | null = null;
   let longest = 0;
+  let listing: TreeListing[] | undefined;
   if (!fromUrl && local) {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
     tracePhase('restore: read');
     snap = await readSnapshot(oid, repoOpts(local));
     tracePhase('restore: validate');
-    longest = await validateSnapshotPaths(snap, repoOpts(local));
+    ({ longest, files: listing } = await checkSnapshotPaths(snap, repoOpts(local)));
     tracePhase('restore: plan');
     opPlan = await planOperationRestore(snap, repoOpts(local), options.allowExec === true);
   } else if (fromUrl) {
@@ -154,7 +156,9 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await faultPoint('restore:after-objects');
     if (!snap) {
       snap = await readSnapshot(oid, opts);
-      const fetchedLongest = await validateSnapshotPaths(snap, opts);
+      const checked = await checkSnapshotPaths(snap, opts);
+      const fetchedLongest = checked.longest;
+      listing = checked.files;
       refuseTooLong(target, fetchedLongest, 'restore');
       if (!fits(tmp, fetchedLongest) && tmp !== shortTmp) {
         // Only the objects are there yet: moving them under the short name costs one rename.
@@ -179,6 +183,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       repoGitDir: gitDir,
       deferChunked: lazy !== null,
       shownAs: target,
+      listing,
     };
     // Refs and config do not depend on the files (the files are laid through a shadow git dir
     // with its own config), so their dozen short git processes run while the files are written.
@@ -213,8 +218,23 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     await lazy?.afterOrigin(gitDir, opts);
     restoreInfoFiles(snap, gitDir);
     progress('writing the index');
-    await layIndex(lay);
-    if (opPlan) await applyOperationRestore(opPlan, gitDir, opts);
+    // The stat cache's record (restored-cache.ts) reads the files index, final once the files are
+    // laid, the chunked files' stat data and the copy's config, restored by now: it is written
+    // while git builds the index (~0.1 s of the tail). Only a restore that brought every object
+    // may vouch for them (not a lazy one). Never rejects: a failure is a warning (seedWorkspace).
+    const sealing =
+      lazy === null
+        ? sealRestoredCache(lay.filesIndex, tmp, snap, startedAt, opts).then(
+            () => null,
+            (e: unknown) => e as Error,
+          )
+        : null;
+    try {
+      await layIndex(lay);
+      if (opPlan) await applyOperationRestore(opPlan, gitDir, opts);
+    } finally {
+      await sealing; // nothing writes in the tree once it is published or removed
+    }
     fs.rmSync(path.join(gitDir, RESTORE_MARKER));
     progress('moving the copy into place');
     tracePhase('restore: publish, seed');
@@ -223,7 +243,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     published = true;
     const warnings = [
       ...leftoverWarning(cleaned),
-      ...(await seedWorkspace(target, snap, lazy === null ? startedAt : null)),
+      ...(await seedWorkspace(target, snap, sealing ? await sealing : undefined)),
     ];
     tracePhase('restore: done');
     if (snap.manifest.repositories?.length) {
@@ -328,6 +348,17 @@ export async function validateSnapshotPaths(
   depth = 0,
   budget?: { left: number },
 ): Promise<number> {
+  return (await checkSnapshotPaths(snap, opts, depth, budget)).longest;
+}
+
+/** validateSnapshotPaths, with the files tree's listing it checked (what a lay takes its files
+ * from: LaySpec.listing). */
+export async function checkSnapshotPaths(
+  snap: Snapshot,
+  opts: GitOptions,
+  depth = 0,
+  budget?: { left: number },
+): Promise<{ longest: number; files: TreeListing[] }> {
   const m = snap.manifest;
   // Both listings at once: each is a git process of its own.
   const [files, index] = await Promise.all([
@@ -390,7 +421,7 @@ export async function validateSnapshotPaths(
     depth,
     budget,
   );
-  return longest;
+  return { longest, files };
 }
 
 async function restoreRefs(snap: Snapshot, opts: GitOptions): Promise<void> {
@@ -468,10 +499,14 @@ function restoreInfoFiles(snap: Snapshot, gitDir: string): void {
 }
 
 /** Tell the new repository's sidecar that its worktree holds this files tree, so its first capture
- * stores only what changed since (the objects are already there). An optimisation: the restore is
- * complete before this runs, so a failure here is a warning, not an error. */
-async function seedWorkspace(target: string, snap: Snapshot, sealSince: number | null): Promise<string[]> {
+ * stores only what changed since (the objects are already there), and move the files index (with
+ * its record when `sealed` is null: written beside it) to be the stat cache. `sealed` is what
+ * writing the record failed with, or undefined when none was written (a lazy restore). An
+ * optimisation: the restore is complete before this runs, so a failure here is a warning, not an
+ * error. */
+async function seedWorkspace(target: string, snap: Snapshot, sealed: Error | null | undefined): Promise<string[]> {
   const filesIndex = path.join(target, '.git', FILES_INDEX);
+  const record = `${filesIndex}${STAT_CACHE_RECORD_SUFFIX}`;
   try {
     const repo = await findRepo(target);
     tracePhase('restore: record in the sidecar');
@@ -491,18 +526,12 @@ async function seedWorkspace(target: string, snap: Snapshot, sealSince: number |
       );
       recordRestoredFrom(db, id, snap.oid);
     });
-    tracePhase('restore: seal the stat cache');
-    // Only a restore that brought every object may vouch for them (restored-cache.ts).
-    if (sealSince !== null) {
-      try {
-        await sealRestoredCache(cache, repo.worktree, snap, sealSince, repoOpts(repo));
-      } catch (e) {
-        return [`the first capture here will read every file: ${(e as Error).message}`];
-      }
-    }
+    if (sealed === null) fs.renameSync(record, `${cache}${STAT_CACHE_RECORD_SUFFIX}`);
+    else if (sealed) return [`the first capture here will read every file: ${sealed.message}`];
     return [];
   } catch (e) {
     fs.rmSync(filesIndex, { force: true });
+    fs.rmSync(record, { force: true });
     return [`could not record the restore in the sidecar: ${(e as Error).message}`];
   }
 }
