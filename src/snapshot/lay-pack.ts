@@ -71,6 +71,15 @@ export interface PackLaySpec {
  * worktree (which holds only its git dir), times set, and record their stat data in the files index. */
 export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   const { worktree, meta, stamper, blobs, odd } = spec;
+  // The index read-tree wrote, parsed as soon as it is there: while the workers lay, this thread
+  // is idle (~50 ms off the end). Read again at the end only if git's checkout wrote it since.
+  const written = spec.indexRead.then(() => {
+    const parsed = parseIndex(spec.filesIndex, spec.format);
+    const parsedBlobs = indexBlobs(parsed);
+    sameEntries(parsedBlobs, blobs, spec.filesIndex);
+    return { parsed, parsedBlobs };
+  });
+  written.catch(() => undefined);
   const leaders = new Set<number>();
   for (let i = 0; i < blobs.length; i++) if (meta.linkTo[i] >= 0) leaders.add(meta.linkTo[i]);
 
@@ -127,7 +136,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     // No workers (GIT_XET_LAY=checkout): git checks every file out, the
     // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
     left.push(...job);
-    await spec.indexRead;
+    await written;
     if (!spec.deferChunked && chunkedLeaders.length) {
       const byGitNow = job.map((i) => blobs[i].path);
       // The chunked files' directories exist before git starts: git caches what it saw missing
@@ -155,7 +164,8 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   tracePhase('lay: links, times');
   // What the packs could not give: git checks it out (and finds it wherever git finds objects).
   const byGit = [...left.map((i) => blobs[i].path), ...odd];
-  await spec.indexRead;
+  const early = await written;
+  const gitWrote = byGit.length > 0 || !spec.pool;
   if (byGit.length) {
     await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
     for (const i of left) complete(i);
@@ -175,9 +185,9 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   tracePhase('lay: index stat data');
   // The stat data git records for each entry, from the lstat after its time was set (git's own
   // checkout, if it ran, wrote the index again for the entries it laid: read it as it is now).
-  const now = parseIndex(spec.filesIndex, spec.format);
-  const nowBlobs = indexBlobs(now);
-  sameEntries(nowBlobs, blobs, spec.filesIndex);
+  const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : early.parsed;
+  const nowBlobs = gitWrote ? indexBlobs(now) : early.parsedBlobs;
+  if (gitWrote) sameEntries(nowBlobs, blobs, spec.filesIndex);
   const rowBytes = Buffer.from(rows);
   for (let i = 0; i < blobs.length; i++) {
     const from = meta.linkTo[i] >= 0 ? meta.linkTo[i] : i;
