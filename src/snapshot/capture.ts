@@ -58,14 +58,8 @@ import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree 
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
-/** Refs a snapshot records (and keeps reachable). refs/xet/* is ours and never captured. */
-export const CAPTURED_REF_PATTERNS = ['refs/heads/', 'refs/tags/', 'refs/remotes/', 'refs/notes/'];
-/** git xet's own refs, here or fetched from a remote (`git xet fetch`): other people's snapshots and
- * handoffs, never part of this worktree's state nor parents of its snapshot. */
-export const XET_NAMESPACE_RE = /^refs\/(?:remotes\/.+\/)?xet\//;
-/** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
-export const CAPTURED_CONFIG_RE =
-  '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath)|submodule\\.(active|.*\\.(url|active|branch)))$';
+import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
+export { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE };
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {

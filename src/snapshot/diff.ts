@@ -17,7 +17,7 @@ import {
 } from '../git/plumbing';
 import { findRepo, repoOpts } from '../git/repo';
 import { gitZ } from '../git/exec';
-import { CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
+import { CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
 import type { Manifest } from './manifest';
 import { policyOfSnapshot } from './snapshot-policy';

@@ -15,7 +15,7 @@ import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { checkTreePaths, PATH_MAX, refuseTooLong } from './paths';
-import { CAPTURED_CONFIG_RE } from './capture';
+import { CAPTURED_CONFIG_RE } from './recorded';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';

@@ -27,7 +27,7 @@ import { compareOperationState, unmergedPaths } from './operation-state';
 import { withExistingSidecar } from '../sidecar/db';
 import { expectedForkHead, liveForkByGitDir, type ForkRow } from '../sidecar/forks';
 import { XetError } from '../errors';
-import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './capture';
+import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
 import { resolvePolicyAll } from './policy-all';
 import { RESTORE_MARKER } from './refs';
 import { readSnapshot, resolveSnapshotOid, type Snapshot } from './store';
