@@ -1,5 +1,8 @@
-// Small filesystem helpers shared by capture, restore and verify.
+// Small filesystem helpers shared by capture, restore and verify (and the restore's workers: keep
+// this module's imports few).
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { XetError } from '../errors';
 
 /** A text file's content, or null when it does not exist or cannot be read. */
 export function readOptional(file: string): string | null {
@@ -7,5 +10,23 @@ export function readOptional(file: string): string | null {
     return fs.readFileSync(file, 'utf8');
   } catch {
     return null;
+  }
+}
+
+/** PATH_ESCAPE when a component of `abs` below `root` is a symlink (checked up to the first that
+ * does not exist yet): a directory is never made through one. */
+export function assertNoSymlinkBetween(root: string, abs: string): void {
+  const rel = path.relative(root, abs).split(path.sep);
+  let cur = root;
+  for (const comp of rel) {
+    cur = path.join(cur, comp);
+    try {
+      if (fs.lstatSync(cur).isSymbolicLink()) {
+        throw new XetError('PATH_ESCAPE', `refusing to create a directory through the symlink ${cur}`, { path: abs });
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw e;
+    }
   }
 }

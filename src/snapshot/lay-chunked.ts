@@ -15,7 +15,7 @@ import type { PackReader } from '../git/pack-reader';
 import { XetError } from '../errors';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { findEntry, parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
-import { assertNoSymlinkBetween } from './lay';
+import { assertNoSymlinkBetween } from './fsutil';
 import { finishSparse, HOLE_BLOCK, writeSparse } from './sparse-write';
 
 /** Files reassembled at once: each has its own `cat-file`, and disks like a few writers. */

@@ -11,7 +11,6 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { XetError } from '../errors';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
 import { setRecordedSizes } from '../git/index-file';
@@ -22,6 +21,8 @@ import { planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
 import { Stamper } from './set-times';
+import { assertNoSymlinkBetween } from './fsutil';
+export { assertNoSymlinkBetween };
 import { tracePhase } from '../testing/trace';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
@@ -257,22 +258,6 @@ function shadowFor(spec: LaySpec, indexFile: string): { scratch: string; shadow:
     indexFile,
   });
   return { scratch, shadow };
-}
-
-export function assertNoSymlinkBetween(root: string, abs: string): void {
-  const rel = path.relative(root, abs).split(path.sep);
-  let cur = root;
-  for (const comp of rel) {
-    cur = path.join(cur, comp);
-    try {
-      if (fs.lstatSync(cur).isSymbolicLink()) {
-        throw new XetError('PATH_ESCAPE', `refusing to create a directory through the symlink ${cur}`, { path: abs });
-      }
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw e;
-    }
-  }
 }
 
 type Opts = { cwd: string; env: Record<string, string | undefined> };

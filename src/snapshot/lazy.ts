@@ -23,7 +23,7 @@ import type { ChunkRef } from '../chunks/list-tree';
 import type { ChunkPointer } from '../chunks/pointer';
 import { ChunkList, readRange, type ReadContext } from '../chunks/reader';
 import { findRepo, repoOpts } from '../git/repo';
-import { assertNoSymlinkBetween } from './lay';
+import { assertNoSymlinkBetween } from './fsutil';
 import { readSnapshot } from './store';
 import { capturedTimes } from './filemeta';
 import { setTimes } from './set-times';
