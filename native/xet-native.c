@@ -58,7 +58,8 @@
  *                                       -1), its fstat into out as git's index stat block (40
  *                                       big-endian bytes: ctime, mtime, dev, ino, 0, uid, gid, size)
  *   mapFile(fd, size)                -> the first size bytes of the regular file fd, mapped read only
- *                                       (a Buffer, unmapped when collected), or -errno
+ *                                       (a Buffer, unmapped when collected), or -errno (-EFBIG past
+ *                                       the largest Buffer node makes)
  *   layBlob(z, size, oid, scratch, path, perm, sec, nsec, out)
  *                                    -> 0, a LAY_* code or -errno: the zlib stream z inflated to
  *                                       exactly size bytes in scratch, hashed as a blob and
@@ -166,6 +167,7 @@ extern napi_status napi_set_instance_data(napi_env, void *, napi_finalize, void 
 extern napi_status napi_get_instance_data(napi_env, void **);
 extern napi_status napi_create_buffer(napi_env, size_t, void **, napi_value *);
 extern napi_status napi_create_external_buffer(napi_env, size_t, void *, napi_finalize, void *, napi_value *);
+extern napi_status napi_get_and_clear_last_exception(napi_env, napi_value *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -1854,9 +1856,12 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   if (at == MAP_FAILED) return int64(env, -errno);
   napi_value out;
   if (napi_create_external_buffer(env, (size_t)size, at, unmap_file, (void *)(uintptr_t)size, &out) != NAPI_OK) {
+    /* Past the largest Buffer node makes (4 GiB in node 20), which node reports by throwing: the
+     * caller reads it another way. */
+    napi_value ignored;
+    napi_get_and_clear_last_exception(env, &ignored);
     munmap(at, (size_t)size);
-    napi_throw_error(env, "ERR_XET_NATIVE", "mapFile: could not make a buffer");
-    return NULL;
+    return int64(env, -EFBIG);
   }
   return out;
 }

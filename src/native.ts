@@ -43,7 +43,8 @@ export interface XetNative {
     out: Buffer,
   ): number;
   /** The first `size` bytes of the regular file `fd` mapped read only (a Buffer over the mapping,
-   * unmapped when collected), or -errno; -EINVAL when the file is shorter (src/git/pack-reader.ts). */
+   * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
+   * Buffer node makes (src/git/pack-reader.ts). */
   mapFile?(fd: number, size: number): Buffer | number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;

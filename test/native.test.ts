@@ -253,6 +253,17 @@ test('mapFile maps a regular file read only, and refuses a size past its end or 
     } finally {
       fs.closeSync(fd);
     }
+    // Past the largest Buffer node makes (4 GiB in node 20; a sparse file): -EFBIG, never a throw
+    // (review 24: the throw dropped the whole pack from the workers).
+    const huge = path.join(dir, 'huge.bin');
+    fs.closeSync(fs.openSync(huge, 'w'));
+    fs.truncateSync(huge, 2 ** 32 + 4096);
+    const hfd = fs.openSync(huge, 'r');
+    try {
+      assert.equal(m.mapFile?.(hfd, 2 ** 32 + 4096), -27, 'EFBIG');
+    } finally {
+      fs.closeSync(hfd);
+    }
     const dfd = fs.openSync(dir, 'r');
     try {
       assert.equal(m.mapFile?.(dfd, 1), -22, 'a directory is not mapped');

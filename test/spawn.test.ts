@@ -12,6 +12,8 @@ import { startProcessVia, type Started } from '../src/git/spawn';
 import { git } from '../src/git/exec';
 import { XetError } from '../src/errors';
 import { createSandbox } from './support/sandbox';
+import { initRepo, pseudoRandomBytes } from './support/git';
+import { ObjectReader, TooBig } from '../src/git/object-reader';
 
 interface Outcome {
   stdout: string;
@@ -256,5 +258,40 @@ test('both routes, in a process of their own: a paused reader does not let node 
       const want = how === 'killed' ? { code: null, signal: 'SIGKILL' } : { code: 0, signal: null };
       assert.equal(r.stdout, JSON.stringify(want), `${route}, ${how}: ${r.stderr}`);
     }
+  }
+});
+
+test('one cat-file --batch-command reader: contents over many pipe chunks, interleaved with info, missing and TooBig', async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'objects');
+    // Larger than a pipe's 64 KiB many times over: the reader copies each chunk once (review 24:
+    // joining every chunk to what came before was quadratic).
+    const big = pseudoRandomBytes(6 * 1024 * 1024 + 7, 3);
+    const small = Buffer.from('small\n');
+    const ids = [big, small, Buffer.alloc(0)].map((b) => r.gitInput(b, 'hash-object', '-w', '--stdin').trim());
+    const missing = '0'.repeat(40);
+    const reader = new ObjectReader({ cwd: r.dir });
+    try {
+      const [infos, got] = await Promise.all([
+        reader.info([ids[0], missing, ids[1]]),
+        reader.contents([ids[0], ids[1], ids[2], missing, ids[0]], big.length),
+      ]);
+      assert.deepEqual(
+        infos.map((i) => i && [i.type, i.size]),
+        [['blob', big.length], null, ['blob', small.length]],
+      );
+      assert.ok(got[0]?.data.equals(big), 'the large blob, every byte');
+      assert.ok(got[1]?.data.equals(small));
+      assert.equal(got[2]?.data.length, 0);
+      assert.equal(got[3], null);
+      assert.ok(got[4]?.data.equals(big), 'the same blob again after the others');
+      await assert.rejects(reader.contents([ids[0]], big.length - 1), TooBig);
+      await assert.rejects(reader.info([ids[1]]), (e: unknown) => e instanceof XetError, 'a reader closed by TooBig');
+    } finally {
+      reader.close();
+    }
+  } finally {
+    sb.cleanup();
   }
 });

@@ -91,11 +91,29 @@ export class ObjectReader {
 
   private fail(e: Error): void {
     this.failed ??= e;
+    this.body = null;
     for (const p of this.queue.splice(0)) p.reject(this.failed);
   }
 
+  /** The contents being received: copied into a buffer of their size as the pipe delivers them
+   * (joining every chunk to what came before was quadratic: a 25 MB blob took 16 s, review 24). */
+  private body: { data: Buffer; at: number; info: ObjectInfo; p: Pending } | null = null;
+
   private onData(chunk: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    let rest = chunk;
+    if (this.body) {
+      const b = this.body;
+      const n = Math.min(b.data.length - b.at, rest.length);
+      rest.copy(b.data, b.at, 0, n);
+      b.at += n;
+      rest = rest.subarray(n);
+      if (b.at < b.data.length) return;
+      this.body = null;
+      this.queue.shift();
+      b.p.resolve({ ...b.info, data: b.data.subarray(0, b.info.size) });
+    }
+    if (!rest.length) return;
+    this.buf = this.buf.length ? Buffer.concat([this.buf, rest]) : rest;
     for (;;) {
       const p = this.queue[0];
       if (!p) return;
@@ -126,7 +144,14 @@ export class ObjectReader {
         this.close();
         return;
       }
-      if (this.buf.length < nl + 1 + info.size + 1) return;
+      if (this.buf.length < nl + 1 + info.size + 1) {
+        // Not all here yet: the contents and their newline go into a buffer of their own.
+        const data = Buffer.allocUnsafe(info.size + 1);
+        const at = this.buf.copy(data, 0, nl + 1);
+        this.buf = Buffer.alloc(0);
+        this.body = { data, at, info, p };
+        return;
+      }
       const data = Buffer.from(this.buf.subarray(nl + 1, nl + 1 + info.size));
       this.buf = this.buf.subarray(nl + 1 + info.size + 1);
       this.queue.shift();

@@ -12,6 +12,7 @@
 // never a wrong object. Memory per read: the object, its base and one delta.
 
 import * as crypto from 'node:crypto';
+import { constants as bufferConstants } from 'node:buffer';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
 import { inflateExact, InflateFailure, zlibStreamBound } from './zlib-fast';
@@ -127,10 +128,18 @@ class RandomFile {
 /** `fd` mapped whole, or null where the module is absent or the kernel refuses (the caller reads it
  * through a window instead). */
 function mapWhole(fd: number, size: number): Buffer | null {
-  if (!native?.mapFile || size <= 0) return null;
-  const got = native.mapFile(fd, size);
-  return typeof got === 'number' ? null : got;
+  // A pack past the largest Buffer (4 GiB in node 20) is read through the window (review 24: it
+  // was dropped whole, its objects left to git).
+  if (!native?.mapFile || size <= 0 || size > BUFFER_MAX) return null;
+  try {
+    const got = native.mapFile(fd, size);
+    return typeof got === 'number' ? null : got;
+  } catch {
+    return null;
+  }
 }
+
+const BUFFER_MAX = bufferConstants.MAX_LENGTH;
 
 /** How a file is opened: `openStoreFile` for store files (regular files only, never followed). */
 export type Opener = (file: string) => { fd: number; size: number } | null;

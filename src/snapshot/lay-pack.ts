@@ -76,7 +76,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   const written = spec.indexRead.then(() => {
     const parsed = parseIndex(spec.filesIndex, spec.format);
     const parsedBlobs = indexBlobs(parsed);
-    sameEntries(parsedBlobs, blobs, spec.filesIndex);
+    sameEntries(parsedBlobs, blobs);
     return { parsed, parsedBlobs };
   });
   written.catch(() => undefined);
@@ -187,7 +187,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   // checkout, if it ran, wrote the index again for the entries it laid: read it as it is now).
   const now = gitWrote ? parseIndex(spec.filesIndex, spec.format) : early.parsed;
   const nowBlobs = gitWrote ? indexBlobs(now) : early.parsedBlobs;
-  if (gitWrote) sameEntries(nowBlobs, blobs, spec.filesIndex);
+  if (gitWrote) sameEntries(nowBlobs, blobs);
   const rowBytes = Buffer.from(rows);
   for (let i = 0; i < blobs.length; i++) {
     const from = meta.linkTo[i] >= 0 ? meta.linkTo[i] : i;
@@ -210,15 +210,17 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
  * go to entries by position. A tree whose entries are not in git's order (only a forged one) lists
  * them in another order than the index holds them, and is refused here, after the lay, with the tree
  * its caller removes. */
-function sameEntries(index: LaidBlob[], laid: LaidBlob[], file: string): void {
+function sameEntries(index: LaidBlob[], laid: LaidBlob[]): void {
   const differs = (i: number) => index[i].path !== laid[i].path || index[i].oid !== laid[i].oid;
   let i = 0;
   if (index.length === laid.length) while (i < laid.length && !differs(i)) i++;
   if (index.length === laid.length && i === laid.length) return;
+  // Not the index's path in the details: it is in the temporary tree, removed before anyone reads
+  // them (review 24).
   throw new XetError(
     'SNAPSHOT_INVALID',
     `the snapshot's files tree lists its entries out of git's order (${JSON.stringify(laid[i]?.path ?? index[i]?.path)})`,
-    { file, path: laid[i]?.path ?? index[i]?.path ?? null },
+    { path: laid[i]?.path ?? index[i]?.path ?? null },
   );
 }
 
