@@ -59,7 +59,6 @@ import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
 import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
-export { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE };
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {

@@ -22,7 +22,6 @@ import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
 import { Stamper } from './set-times';
 import { assertNoSymlinkBetween } from './fsutil';
-export { assertNoSymlinkBetween };
 import { tracePhase } from '../testing/trace';
 
 /** Config no index we write may inherit from the user's repository: a split index lives beside its
