@@ -525,6 +525,26 @@ test('the filemeta parser agrees with the regular-expression reference on 6,000 
       return { error: (e as Error).message };
     }
   };
+  // Edges the random rounds seldom make: bytes after the last line, a missing last newline, an
+  // empty line, no lines at all.
+  const one = [{ mode: 0o100644, oid: 'a'.repeat(40) }];
+  for (const text of [
+    `${FILEMETA_HEADER}\n1\n1.000000000\nx`,
+    `${FILEMETA_HEADER}\n1\n1.000000000\n\n`,
+    `${FILEMETA_HEADER}\n1\n1.000000000`,
+    `${FILEMETA_HEADER}\n1\n\n`,
+    `${FILEMETA_HEADER}\n1`,
+    `${FILEMETA_HEADER}\n0\n`,
+    `${FILEMETA_HEADER}\n0\nx`,
+  ]) {
+    const data = Buffer.from(text, 'utf8');
+    const blobs = text.includes('\n0') ? [] : one;
+    assert.deepEqual(
+      outcome(() => parseFileMeta(data, blobs, false)),
+      outcome(() => referenceParse(data, blobs, false)),
+      JSON.stringify(text),
+    );
+  }
   let parsedOk = 0;
   let refused = 0;
   for (let round = 0; round < 6000; round++) {

@@ -573,19 +573,27 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   if (headEnd < 0 || data.toString('utf8', 0, headEnd) !== FILEMETA_HEADER) {
     throw bad(`does not start with ${FILEMETA_HEADER}`);
   }
-  let countEnd = data.indexOf(NL, headEnd + 1);
+  const countEnd = data.indexOf(NL, headEnd + 1);
   const countText = data.toString('utf8', headEnd + 1, countEnd < 0 ? data.length : countEnd);
   const count = Number(countText);
   if (!/^\d+$/.test(countText) || count !== blobs.length) {
     throw bad(`counts ${countText} entries; the files tree has ${blobs.length}`);
   }
-  // Exactly `count` lines after the two, each ended by a newline, before any line is judged.
+  // Exactly `count` lines after the two, each ended by a newline, before any line is judged; where
+  // each ends is kept for the parse below.
+  const ends = new Int32Array(count);
   let lines = 0;
-  for (let at = countEnd; at >= 0 && lines <= count; at = data.indexOf(NL, at + 1)) {
-    countEnd = at;
+  let last = countEnd;
+  for (
+    let at = data.indexOf(NL, countEnd + 1);
+    countEnd >= 0 && at >= 0 && lines <= count;
+    at = data.indexOf(NL, at + 1)
+  ) {
+    if (lines < count) ends[lines] = at;
+    last = at;
     lines++;
   }
-  if (countEnd < 0 || lines !== count + 1 || countEnd !== data.length - 1) throw bad('has the wrong number of lines');
+  if (countEnd < 0 || lines !== count || last !== data.length - 1) throw bad('has the wrong number of lines');
   const out: ParsedFileMeta = {
     mtimeSec: new Array<number>(count),
     mtimeNsec: new Array<number>(count),
@@ -596,14 +604,14 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
   // first link by rank from the entries before it.
   let firsts: Map<string, number[]> | null = null;
   const keyOf = (k: number) => `${blobs[k].mode}:${blobs[k].oid}`;
-  const noteFirst = (k: number) => {
-    const list = (firsts as Map<string, number[]>).get(keyOf(k));
+  const noteFirst = (into: Map<string, number[]>, k: number) => {
+    const list = into.get(keyOf(k));
     if (list) list.push(k);
-    else (firsts as Map<string, number[]>).set(keyOf(k), [k]);
+    else into.set(keyOf(k), [k]);
   };
-  let p = data.indexOf(NL, headEnd + 1) + 1;
+  let p = countEnd + 1;
   for (let i = 0; i < count; i++) {
-    const end = data.indexOf(NL, p);
+    const end = ends[i];
     const malformed = () => bad(`line ${i + 3} is malformed`);
     // -?\d{1,15}
     const negative = data[p] === MINUS;
@@ -644,7 +652,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
       if (byRank !== parts) throw bad(`line ${i + 3} has a link of the other form`);
       if (parts && !firsts) {
         firsts = new Map();
-        for (let j = 0; j < i; j++) if (out.linkTo[j] === -1) noteFirst(j);
+        for (let j = 0; j < i; j++) if (out.linkTo[j] === -1) noteFirst(firsts, j);
       }
       const list = firsts?.get(keyOf(i));
       const n = link.value;
@@ -653,7 +661,7 @@ export function parseFileMeta(data: Buffer, blobs: { mode: number; oid: string }
         throw bad(`links entry ${i} to entry ${k}, which is not the same file`);
       }
       out.linkTo[i] = k;
-    } else if (firsts) noteFirst(i);
+    } else if (firsts) noteFirst(firsts, i);
     p = end + 1;
   }
   return out;
