@@ -1,6 +1,6 @@
-// Loose objects written by this process: a capture's manifest blob and top tree, which cost a
-// `git hash-object -w` and a `git mktree`, one after the other, at the end of every capture
-// (~8-10 ms apiece here, most of a daemon's re-capture after its pack). The format is git's: zlib of
+// Loose objects written by this process: a capture's manifest blob, top tree and commit, which cost a
+// `git hash-object -w`, a `git mktree` and a `git commit-tree`, one after the other, at the end of
+// every capture (~8-10 ms apiece here, most of a daemon's re-capture after its pack). The format is git's: zlib of
 // "<type> <size>\0<content>" at objects/<2 hex>/<rest>, written under a temporary name in the same
 // directory and linked to its own, so that a reader sees the whole object or nothing, and an
 // object already there is left as it is. Where core.sharedRepository asks for permissions other
@@ -25,7 +25,7 @@ const TREE_MODES: Record<string, string> = {
 export function writeLooseObject(
   objectsDir: string,
   format: 'sha1' | 'sha256',
-  type: 'blob' | 'tree',
+  type: 'blob' | 'tree' | 'commit',
   data: Buffer,
 ): string {
   const header = Buffer.from(`${type} ${data.length}\0`, 'latin1');
@@ -78,4 +78,49 @@ export function treeContent(entries: readonly TreeEntryInput[], format: 'sha1' |
     );
   }
   return Buffer.concat(parts);
+}
+
+/** What git strips from both ends of a name or an email (ident.c's crud(), and '.', which older
+ * gits strip too). */
+const CRUD_CHARS = ',:;<>"\\\'.';
+
+function crud(code: number): boolean {
+  return code <= 32 || CRUD_CHARS.includes(String.fromCharCode(code));
+}
+
+/** Whether `git commit-tree` writes this name or email exactly as given: nothing it would strip from
+ * either end, no '<', '>' or newline it would drop, no control character, no lone surrogate, not
+ * empty. Anything else is left to git. */
+export function plainIdentPart(s: string): boolean {
+  if (s.length === 0 || crud(s.charCodeAt(0)) || crud(s.charCodeAt(s.length - 1))) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 32 || c === 127 || c === 60 || c === 62 || (c >= 0xd800 && c <= 0xdfff)) return false;
+  }
+  return true;
+}
+
+/** git's timestamp for `ms` in this process's time zone: seconds and the offset, "1733500000 +0100"
+ * (date.c's datestamp: the offset local time had at that instant). */
+export function gitTimestamp(ms: number): string {
+  const sec = Math.floor(ms / 1000);
+  const off = -new Date(sec * 1000).getTimezoneOffset();
+  const abs = Math.abs(off);
+  const hhmm = String(Math.floor(abs / 60) * 100 + (abs % 60)).padStart(4, '0');
+  return `${sec} ${off < 0 ? '-' : '+'}${hhmm}`;
+}
+
+/** A commit as `git commit-tree` writes it when it adds no encoding header and no signature: the
+ * tree, the parents in order, author and committer the same, a blank line, the message as given. */
+export function commitContent(c: {
+  tree: string;
+  parents: readonly string[];
+  name: string;
+  email: string;
+  when: string;
+  message: string;
+}): Buffer {
+  const ident = `${c.name} <${c.email}> ${c.when}`;
+  const head = [`tree ${c.tree}`, ...c.parents.map((p) => `parent ${p}`), `author ${ident}`, `committer ${ident}`];
+  return Buffer.from(`${head.join('\n')}\n\n${c.message}`, 'utf8');
 }

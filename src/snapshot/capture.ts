@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitText, gitVersion, gitZ } from '../git/exec';
+import { git, gitSpawnEnv, gitText, gitVersion, gitZ } from '../git/exec';
 import {
   catFileBatch,
   CE_INTENT_TO_ADD,
@@ -29,7 +29,8 @@ import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
-import { treeContent, writeLooseObject } from '../git/loose-writer';
+import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
+import { commitContent, gitTimestamp, plainIdentPart, treeContent, writeLooseObject } from '../git/loose-writer';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -499,7 +500,23 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       commitOpts,
     );
     const subject = options.message ? options.message : 'snapshot';
-    const commit = await commitTree(top, parents, `xet: ${subject}\n\nSchema: ${manifest.schema}\n`, commitOpts);
+    const message = `xet: ${subject}\n\nSchema: ${manifest.schema}\n`;
+    const commit =
+      inProcess && commitsAsGit(config, commitOpts.env, message)
+        ? writeLooseObject(
+            repo.objectsDir,
+            repo.objectFormat,
+            'commit',
+            commitContent({
+              tree: top,
+              parents,
+              name: identity.GIT_AUTHOR_NAME,
+              email: identity.GIT_AUTHOR_EMAIL,
+              when: gitTimestamp(Date.now()),
+              message,
+            }),
+          )
+        : await commitTree(top, parents, message, commitOpts);
 
     // --- publish: the ref, then the sidecar record ---
     await faultPoint('capture:before-ref');
@@ -539,6 +556,25 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     lock.release();
     objectsLock.release();
   }
+}
+
+/** Whether this process writes the snapshot's commit exactly as `git commit-tree` would with this
+ * configuration and environment (commitContent): no signature, no encoding header, no date from the
+ * environment, an identity git keeps as given, a message without a NUL. Else git writes it. */
+function commitsAsGit(config: GitConfig, env: Record<string, string | undefined>, message: string): boolean {
+  const seen = gitSpawnEnv(env);
+  return (
+    // Unset, or a false git reads as false (a bare key, or an empty value, is left to git).
+    /^(false|no|off|0+)?$/i.test(config.get('commit.gpgsign') ?? '') &&
+    config.get('commit.gpgsign') !== '' &&
+    config.get('i18n.commitencoding') === undefined &&
+    seen.GIT_AUTHOR_DATE === undefined &&
+    seen.GIT_COMMITTER_DATE === undefined &&
+    seen.GIT_AUTHOR_NAME === seen.GIT_COMMITTER_NAME &&
+    seen.GIT_AUTHOR_EMAIL === seen.GIT_COMMITTER_EMAIL &&
+    [seen.GIT_AUTHOR_NAME, seen.GIT_AUTHOR_EMAIL].every((v) => v !== undefined && plainIdentPart(v)) &&
+    !message.includes('\0')
+  );
 }
 
 /** Every capture adds one pack; past `xet.capture.maxPacks` (default 50) the small ones are rolled
@@ -581,20 +617,26 @@ function chunkingSpec(threshold: number | null, entries: IndexEntry[], statDirty
  * reading them, so the restore must record the same sizes to show the same status. */
 function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]): { path: string; size: number }[] {
   const byPath = new Map(entries.map((e) => [e.path, e]));
-  const out: { path: string; size: number }[] = [];
+  const candidates: IndexEntry[] = [];
   for (const p of new Set(statDirty)) {
     const e = byPath.get(p);
     if (!e || e.stage !== 0 || e.size === 0 || e.flags & (CE_VALID | CE_SKIP_WORKTREE | CE_INTENT_TO_ADD)) continue;
-    let st: fs.Stats | undefined;
-    try {
-      st = fs.lstatSync(path.join(worktree, p), { throwIfNoEntry: false });
-    } catch (e) {
-      // A file where one of the path's directories was (ENOTDIR) is gone as a missing one is.
-      if ((e as NodeJS.ErrnoException).code !== 'ENOTDIR') throw e;
-    }
-    if (!st || !(st.isFile() || st.isSymbolicLink())) continue;
-    if (st.size % 2 ** 32 !== e.size) out.push({ path: p, size: e.size });
+    candidates.push(e);
   }
+  // One native batch (every tracked file is listed after a copy of the tree, whose ctimes differ):
+  // gone, or a file where a directory of its path was, is no stale size.
+  const rows = lstatMany(
+    worktree,
+    candidates.map((e) => e.path),
+  );
+  const out: { path: string; size: number }[] = [];
+  candidates.forEach((e, i) => {
+    if (absent(rows, i)) return;
+    const type = rows[i * STAT_ROW + ROW.mode] & 0o170000;
+    if (type !== 0o100000 && type !== 0o120000) return;
+    // (A size past 2^53 is -1 here: never a 32-bit index size, so stale.)
+    if (rows[i * STAT_ROW + ROW.size] % 2 ** 32 !== e.size) out.push({ path: e.path, size: e.size });
+  });
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
