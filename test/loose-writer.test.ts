@@ -6,7 +6,8 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { commitContent, plainIdentPart, treeContent, writeLooseObject } from '../src/git/loose-writer';
+import { identDate, plainIdent } from '../src/git/ident';
+import { commitContent, treeContent, writeLooseObject } from '../src/git/loose-writer';
 import type { TreeEntryInput } from '../src/git/plumbing';
 import { withSandbox } from './support/sandbox';
 
@@ -66,8 +67,9 @@ test('in-process loose objects are the objects git hash-object and mktree write'
 });
 
 // The snapshot's commit (capture.ts commitsAsGit): the bytes `git commit-tree` writes for the same
-// tree, parents, identity, time and message, in both object formats; the time zone as git reads it
-// from TZ; and the identities git would rewrite are the ones left to git.
+// tree, parents, identity, dates and message, in both object formats; the dates as git reads them
+// (raw forms, odd offsets, now in the zone TZ names); the identities git would rewrite are the
+// ones left to git.
 test('in-process commits are the commits git commit-tree writes', async () => {
   await withSandbox(async (sb) => {
     for (const format of ['sha1', 'sha256'] as const) {
@@ -76,29 +78,54 @@ test('in-process commits are the commits git commit-tree writes', async () => {
       git(repo, ['init', '-q', `--object-format=${format}`]);
       const objects = path.join(repo, '.git', 'objects');
       const tree = git(repo, ['mktree'], '');
-      const env = (name: string, email: string, when: string) => ({
-        ...process.env,
-        GIT_AUTHOR_NAME: name,
-        GIT_AUTHOR_EMAIL: email,
-        GIT_COMMITTER_NAME: name,
-        GIT_COMMITTER_EMAIL: email,
-        GIT_AUTHOR_DATE: `@${when}`,
-        GIT_COMMITTER_DATE: `@${when}`,
-      });
       let parents: string[] = [];
       const cases = [
-        { name: 'git xet', email: 'git-xet@localhost', when: '1733500000 +0000', message: 'xet: snapshot\n' },
-        { name: 'Zoë d’Été 名前', email: 'z@example.org', when: '1733500000 +0530', message: 'xet: é\n\nSchema: x\n' },
-        { name: 'A', email: 'a', when: '0 -1200', message: 'no newline at the end' },
-        { name: 'Dr. Who', email: 'who@tardis', when: '4102444800 +1400', message: '\n\nblank first\n' },
+        {
+          name: 'git xet',
+          email: 'git-xet@localhost',
+          authored: '@1733500000 +0000',
+          committed: '@1733500000 +0000',
+          message: 'xet: snapshot\n',
+        },
+        {
+          name: 'Zoë d’Été 名前',
+          email: 'z@example.org',
+          authored: '@1733500000 +0530',
+          committed: '@1733500001 -0800',
+          message: 'xet: é\n\nSchema: x\n',
+        },
+        { name: 'A', email: 'a', authored: '@0 -1200', committed: '@0099 +0090', message: 'no newline at the end' },
+        {
+          name: 'Dr. Who',
+          email: 'who@tardis',
+          authored: '@4102444800 +1400',
+          committed: '@4102444800 -0000',
+          message: '\n\nblank first\n',
+        },
       ];
       for (const c of cases) {
-        assert.ok(plainIdentPart(c.name) && plainIdentPart(c.email), c.name);
-        const ours = writeLooseObject(objects, format, 'commit', commitContent({ tree, parents, ...c }));
+        assert.ok(plainIdent(c.name) && plainIdent(c.email), c.name);
+        const authored = identDate(c.authored, 0);
+        const committed = identDate(c.committed, 0);
+        assert.ok(authored && committed, JSON.stringify(c));
+        const ours = writeLooseObject(
+          objects,
+          format,
+          'commit',
+          commitContent({ tree, parents, name: c.name, email: c.email, authored, committed, message: c.message }),
+        );
         const theirs = execFileSync('git', ['commit-tree', tree, ...parents.flatMap((p) => ['-p', p])], {
           cwd: repo,
           input: c.message,
-          env: env(c.name, c.email, c.when),
+          env: {
+            ...process.env,
+            GIT_AUTHOR_NAME: c.name,
+            GIT_AUTHOR_EMAIL: c.email,
+            GIT_COMMITTER_NAME: c.name,
+            GIT_COMMITTER_EMAIL: c.email,
+            GIT_AUTHOR_DATE: c.authored,
+            GIT_COMMITTER_DATE: c.committed,
+          },
           encoding: 'utf8',
         }).trim();
         assert.equal(ours, theirs, JSON.stringify(c));
@@ -109,6 +136,7 @@ test('in-process commits are the commits git commit-tree writes', async () => {
   });
   // What git strips or drops is never written here (git then writes the commit itself).
   for (const s of [
+    undefined,
     '',
     ' a',
     'a ',
@@ -122,17 +150,29 @@ test('in-process commits are the commits git commit-tree writes', async () => {
     'a<b',
     'a>b',
     'a\nb',
-    'a\tb',
-    'a\x7fb',
-    '\ud800',
+    'a\0b',
   ]) {
-    assert.equal(plainIdentPart(s), false, JSON.stringify(s));
+    assert.equal(plainIdent(s), false, JSON.stringify(s));
   }
-  for (const s of ['a', 'A. B', 'a.b@c', 'é', 'x y z', '名前']) assert.equal(plainIdentPart(s), true, s);
+  for (const s of ['a', 'A. B', 'a.b@c', 'é', 'x y z', '名前', 'tab\tinside']) assert.equal(plainIdent(s), true, s);
+  // Dates only git parses.
+  for (const d of [
+    '2024-01-01',
+    '1700000000',
+    '@1700000000',
+    '1700000000 +0000',
+    '@1700000000 +000',
+    '1700000000 0000',
+    'x1 +0000',
+    '1 +0000\n',
+  ]) {
+    assert.equal(identDate(d, 0), null, d);
+  }
 });
 
-test('the commit time zone is the one git takes from TZ', () => {
+test('a commit dated now has the time zone git takes from TZ', () => {
   const when = 1751328000; // 2025-07-01: summer time where there is one
+  const module = JSON.stringify(require.resolve('../src/git/ident'));
   for (const tz of [
     'UTC',
     'Asia/Kolkata',
@@ -141,19 +181,24 @@ test('the commit time zone is the one git takes from TZ', () => {
     'Pacific/Chatham',
     'Europe/Berlin',
   ]) {
-    const ours = execFileSync(
-      process.execPath,
-      [
-        '-e',
-        `process.stdout.write(require(${JSON.stringify(require.resolve('../src/git/loose-writer'))}).gitTimestamp(${when * 1000 + 999}))`,
-      ],
-      { env: { ...process.env, TZ: tz }, encoding: 'utf8' },
-    );
-    // git's own reading of the same instant in the same zone (a bare number: the zone is local).
-    const viaGit = execFileSync('git', ['var', 'GIT_COMMITTER_IDENT'], {
-      env: { ...process.env, TZ: tz, GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'b', GIT_COMMITTER_DATE: `${when}` },
-      encoding: 'utf8',
-    }).trim();
-    assert.equal(`a <b> ${ours}`, viaGit, tz);
+    for (const unset of [undefined, '']) {
+      const ours = execFileSync(
+        process.execPath,
+        ['-e', `process.stdout.write(require(${module}).identDate(${JSON.stringify(unset)}, ${when * 1000 + 999}))`],
+        { env: { ...process.env, TZ: tz }, encoding: 'utf8' },
+      );
+      // git's own reading of the same instant in the same zone (a bare number: the zone is local).
+      const viaGit = execFileSync('git', ['var', 'GIT_COMMITTER_IDENT'], {
+        env: {
+          ...process.env,
+          TZ: tz,
+          GIT_COMMITTER_NAME: 'a',
+          GIT_COMMITTER_EMAIL: 'b',
+          GIT_COMMITTER_DATE: `${when}`,
+        },
+        encoding: 'utf8',
+      }).trim();
+      assert.equal(`a <b> ${ours}`, viaGit, tz);
+    }
   }
 });

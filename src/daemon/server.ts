@@ -184,15 +184,21 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 
+  const captureIn = (own: Repo | undefined, options: Parameters<typeof capture>[0]) => {
+    if (!own) return capture(options);
+    config ??= configMemo(own);
+    return capture({ ...options, repo: own, readConfig: config });
+  };
   // One op run in this process: the snapshot or fork the CLI would make, with this worktree's warm
-  // repository and config memo.
+  // repository and config memo (a capture asked git for both at every request: a rev-parse before
+  // anything else could start, and a config listing).
   const runOp = (op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> => {
     const withCwd = { ...input, cwd };
-    return op === 'capture'
-      ? capture(withCwd as unknown as Parameters<typeof capture>[0])
-      : Promise.resolve(ownRepo(cwd)).then((own) =>
-          forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]),
-        );
+    return Promise.resolve(ownRepo(cwd)).then((own): Promise<unknown> =>
+      op === 'capture'
+        ? captureIn(own, withCwd as unknown as Parameters<typeof capture>[0])
+        : forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]),
+    );
   };
   serveOpsInProcess(runOp);
 

@@ -80,47 +80,25 @@ export function treeContent(entries: readonly TreeEntryInput[], format: 'sha1' |
   return Buffer.concat(parts);
 }
 
-/** What git strips from both ends of a name or an email (ident.c's crud(), and '.', which older
- * gits strip too). */
-const CRUD_CHARS = ',:;<>"\\\'.';
-
-function crud(code: number): boolean {
-  return code <= 32 || CRUD_CHARS.includes(String.fromCharCode(code));
-}
-
-/** Whether `git commit-tree` writes this name or email exactly as given: nothing it would strip from
- * either end, no '<', '>' or newline it would drop, no control character, no lone surrogate, not
- * empty. Anything else is left to git. */
-export function plainIdentPart(s: string): boolean {
-  if (s.length === 0 || crud(s.charCodeAt(0)) || crud(s.charCodeAt(s.length - 1))) return false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 32 || c === 127 || c === 60 || c === 62 || (c >= 0xd800 && c <= 0xdfff)) return false;
-  }
-  return true;
-}
-
-/** git's timestamp for `ms` in this process's time zone: seconds and the offset, "1733500000 +0100"
- * (date.c's datestamp: the offset local time had at that instant). */
-export function gitTimestamp(ms: number): string {
-  const sec = Math.floor(ms / 1000);
-  const off = -new Date(sec * 1000).getTimezoneOffset();
-  const abs = Math.abs(off);
-  const hhmm = String(Math.floor(abs / 60) * 100 + (abs % 60)).padStart(4, '0');
-  return `${sec} ${off < 0 ? '-' : '+'}${hhmm}`;
-}
-
 /** A commit as `git commit-tree` writes it when it adds no encoding header and no signature: the
- * tree, the parents in order, author and committer the same, a blank line, the message as given. */
+ * tree, the parents in order, author and committer (one identity), a blank line, the message as
+ * given. */
 export function commitContent(c: {
   tree: string;
   parents: readonly string[];
   name: string;
   email: string;
-  when: string;
+  /** Dates as identDate (ident.ts) gives them. */
+  authored: string;
+  committed: string;
   message: string;
 }): Buffer {
-  const ident = `${c.name} <${c.email}> ${c.when}`;
-  const head = [`tree ${c.tree}`, ...c.parents.map((p) => `parent ${p}`), `author ${ident}`, `committer ${ident}`];
+  const who = `${c.name} <${c.email}>`;
+  const head = [
+    `tree ${c.tree}`,
+    ...c.parents.map((p) => `parent ${p}`),
+    `author ${who} ${c.authored}`,
+    `committer ${who} ${c.committed}`,
+  ];
   return Buffer.from(`${head.join('\n')}\n\n${c.message}`, 'utf8');
 }

@@ -30,7 +30,8 @@ import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
-import { commitContent, gitTimestamp, plainIdentPart, treeContent, writeLooseObject } from '../git/loose-writer';
+import { commitContent, treeContent, writeLooseObject } from '../git/loose-writer';
+import { identDate, plainIdent } from '../git/ident';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
 import { resolvePolicy, type PolicyOptions } from './policy';
@@ -77,6 +78,10 @@ export interface CaptureOptions extends PolicyOptions {
   /** How the storage allowance admits it: 'grow' (default), or 'settle' for the captures of discard
    * and reclaim, which keep a fork's work on the way to freeing its space (they may use the headroom). */
   admissionClass?: AdmissionClass;
+  /** The repository `cwd` is in, as findRepo(cwd, true) finds it, when the caller already knows
+   * (the daemon, for its own worktree); with it, its config as `git config --list` reads it now. */
+  repo?: Repo;
+  readConfig?: () => Promise<GitConfig>;
 }
 
 export interface CaptureResult {
@@ -155,7 +160,7 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   tracePhase('capture: start');
-  const repo = await findRepo(options.cwd, !options.inner);
+  const repo = options.repo && !options.inner ? options.repo : await findRepo(options.cwd, !options.inner);
   const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
   const wsId = workspaceId(repo.gitDir);
@@ -213,16 +218,19 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     previousP.catch(() => undefined);
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
     tracePhase('capture: reads');
-    const [entries, config, ignoredList, refView, stash, localConfig, statDirty] = await Promise.all([
+    const [entries, config, ignoredList, refView, localConfig, statDirty] = await Promise.all([
       readIndexEntries(userOpts),
-      readConfig(userOpts),
+      options.readConfig && options.repo && !options.inner ? options.readConfig() : readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
-      readRefView(CAPTURED_REF_PATTERNS, userOpts),
-      readStash(userOpts),
+      // refs/stash in the same listing: its reflog is read only when it exists (one git process
+      // fewer for every capture of a tree without a stash).
+      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
-    const { head, refs: allRefs } = refView;
+    const { head } = refView;
+    const allRefs = refView.refs.filter((r) => !r.name.startsWith('refs/stash/') && r.name !== 'refs/stash');
+    const stash = refView.refs.some((r) => r.name === 'refs/stash') ? await readStash(userOpts) : [];
     allowance = new CaptureAllowance(repo, config, options.admissionClass ?? 'grow');
     // Conflicts, operations in progress and sparse checkout are captured (operation-state.ts refuses
     // only what it cannot restore faithfully); submodules and nested repositories become inner
@@ -501,22 +509,22 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     );
     const subject = options.message ? options.message : 'snapshot';
     const message = `xet: ${subject}\n\nSchema: ${manifest.schema}\n`;
-    const commit =
-      inProcess && commitsAsGit(config, commitOpts.env, message)
-        ? writeLooseObject(
-            repo.objectsDir,
-            repo.objectFormat,
-            'commit',
-            commitContent({
-              tree: top,
-              parents,
-              name: identity.GIT_AUTHOR_NAME,
-              email: identity.GIT_AUTHOR_EMAIL,
-              when: gitTimestamp(Date.now()),
-              message,
-            }),
-          )
-        : await commitTree(top, parents, message, commitOpts);
+    const asGit = inProcess ? commitsAsGit(config, commitOpts.env, message, Date.now()) : null;
+    const commit = asGit
+      ? writeLooseObject(
+          repo.objectsDir,
+          repo.objectFormat,
+          'commit',
+          commitContent({
+            tree: top,
+            parents,
+            name: identity.GIT_AUTHOR_NAME,
+            email: identity.GIT_AUTHOR_EMAIL,
+            ...asGit,
+            message,
+          }),
+        )
+      : await commitTree(top, parents, message, commitOpts);
 
     // --- publish: the ref, then the sidecar record ---
     await faultPoint('capture:before-ref');
@@ -558,23 +566,28 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   }
 }
 
-/** Whether this process writes the snapshot's commit exactly as `git commit-tree` would with this
- * configuration and environment (commitContent): no signature, no encoding header, no date from the
- * environment, an identity git keeps as given, a message without a NUL. Else git writes it. */
-function commitsAsGit(config: GitConfig, env: Record<string, string | undefined>, message: string): boolean {
+/** The dates of the snapshot's commit when this process writes it exactly as `git commit-tree`
+ * would with this configuration and environment (commitContent), else null: no signature, no
+ * encoding header, dates git takes as written (now, or its raw form), one identity git keeps as
+ * given, a message without a NUL. */
+function commitsAsGit(
+  config: GitConfig,
+  env: Record<string, string | undefined>,
+  message: string,
+  nowMs: number,
+): { authored: string; committed: string } | null {
   const seen = gitSpawnEnv(env);
-  return (
-    // Unset, or a false git reads as false (a bare key, or an empty value, is left to git).
-    /^(false|no|off|0+)?$/i.test(config.get('commit.gpgsign') ?? '') &&
-    config.get('commit.gpgsign') !== '' &&
-    config.get('i18n.commitencoding') === undefined &&
-    seen.GIT_AUTHOR_DATE === undefined &&
-    seen.GIT_COMMITTER_DATE === undefined &&
-    seen.GIT_AUTHOR_NAME === seen.GIT_COMMITTER_NAME &&
-    seen.GIT_AUTHOR_EMAIL === seen.GIT_COMMITTER_EMAIL &&
-    [seen.GIT_AUTHOR_NAME, seen.GIT_AUTHOR_EMAIL].every((v) => v !== undefined && plainIdentPart(v)) &&
-    !message.includes('\0')
-  );
+  const gpgSign = config.get('commit.gpgsign');
+  // Unset, or a value git reads as false (a bare key or an empty value is left to git).
+  if (gpgSign !== undefined && !/^(false|no|off|0+)$/i.test(gpgSign)) return null;
+  if (config.get('i18n.commitencoding') !== undefined || message.includes('\0')) return null;
+  const name = seen.GIT_AUTHOR_NAME;
+  const email = seen.GIT_AUTHOR_EMAIL;
+  if (!plainIdent(name) || !plainIdent(email)) return null;
+  if (seen.GIT_COMMITTER_NAME !== name || seen.GIT_COMMITTER_EMAIL !== email) return null;
+  const authored = identDate(seen.GIT_AUTHOR_DATE, nowMs);
+  const committed = identDate(seen.GIT_COMMITTER_DATE, nowMs);
+  return authored && committed ? { authored, committed } : null;
 }
 
 /** Every capture adds one pack; past `xet.capture.maxPacks` (default 50) the small ones are rolled

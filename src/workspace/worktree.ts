@@ -14,6 +14,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitVersion } from '../git/exec';
 import type { GitConfig } from '../git/config';
+import { identDate, plainIdent } from '../git/ident';
 import { repoOpts, type Repo } from '../git/repo';
 
 export interface ForkWorktree {
@@ -31,15 +32,6 @@ export interface ForkWorktree {
  * go through git (2.48 added relative worktree paths, for one). */
 const CHECKED = { major: 2, minMinor: 38, maxMinor: 47 };
 
-const CRUD = new Set([',', ':', ';', '<', '>', '"', '\\', "'"]);
-const isCrud = (c: string): boolean => c.charCodeAt(0) <= 32 || CRUD.has(c);
-
-/** A name or email git would write as it is (ident.c strips crud at both ends and drops <, > and
- * newlines inside; anything it would change goes through git). */
-function cleanIdent(s: string | undefined): s is string {
-  return !!s && !isCrud(s[0]) && !isCrud(s[s.length - 1]) && !/[<>\n\0]/.test(s);
-}
-
 /** The reflog line `update-ref HEAD <commit>` appends in the new worktree, or a reason it cannot
  * be known without git. null line: git would not log (core.logAllRefUpdates=false). */
 function reflogLine(
@@ -54,20 +46,10 @@ function reflogLine(
   if (on !== true && log?.toLowerCase() !== 'always') return `core.logAllRefUpdates=${log}`;
   const name = env.GIT_COMMITTER_NAME ?? config.get('committer.name') ?? config.get('user.name');
   const email = env.GIT_COMMITTER_EMAIL ?? config.get('committer.email') ?? config.get('user.email');
-  if (!cleanIdent(name) || !cleanIdent(email)) return 'no plain committer identity in the environment or config';
-  let when: string;
-  const date = env.GIT_COMMITTER_DATE;
-  if (date === undefined) {
-    const now = Math.floor(Date.now() / 1000);
-    const off = -new Date(now * 1000).getTimezoneOffset();
-    const abs = Math.abs(off);
-    when = `${now} ${off < 0 ? '-' : '+'}${String(Math.floor(abs / 60)).padStart(2, '0')}${String(abs % 60).padStart(2, '0')}`;
-  } else {
-    // Only git's raw form is taken as written; any other form is git's to parse.
-    const m = /^@(\d{1,15}) ([+-]\d{4})$/.exec(date);
-    if (!m) return 'GIT_COMMITTER_DATE is not in raw form';
-    when = `${Number(m[1])} ${m[2]}`;
-  }
+  if (!plainIdent(name) || !plainIdent(email)) return 'no plain committer identity in the environment or config';
+  // Only now and git's raw form are taken as written; any other form is git's to parse.
+  const when = identDate(env.GIT_COMMITTER_DATE, Date.now());
+  if (when === null) return 'GIT_COMMITTER_DATE is not in raw form';
   return { line: `${zero} ${commit} ${name} <${email}> ${when}\n` };
 }
 
