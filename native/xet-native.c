@@ -60,6 +60,10 @@
  *   mapFile(fd, size)                -> the first size bytes of the regular file fd, mapped read only
  *                                       (a Buffer, unmapped when collected), or -errno (-EFBIG past
  *                                       the largest Buffer node makes)
+ *   gitTzOffset(seconds)             -> the offset git prints for that time in this process's zone
+ *                                       as the number it formats with %+05d (date.c:
+ *                                       local_time_tzoffset: -800 is -0800), after tzset() so a
+ *                                       changed TZ or /etc/localtime counts, as in a new git process
  *   layBlob(z, size, oid, scratch, path, perm, sec, nsec, out)
  *                                    -> 0, a LAY_* code or -errno: the zlib stream z inflated to
  *                                       exactly size bytes in scratch, hashed as a blob and
@@ -1866,6 +1870,36 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* git's own day count (date.c tm_to_time_t): only 1970-2099, -1 otherwise (git then prints +0000),
+ * and leap seconds a right/ zone puts in the broken-down time count as its difference from UTC. */
+static int64_t git_tm_to_time_t(const struct tm *tm) {
+  static const int mdays[] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+  int year = tm->tm_year - 70, month = tm->tm_mon, day = tm->tm_mday;
+  if (year < 0 || year > 129 || month < 0 || month > 11) return -1;
+  if (month < 2 || (year + 2) % 4) day--;
+  if (tm->tm_hour < 0 || tm->tm_min < 0 || tm->tm_sec < 0) return -1;
+  return ((int64_t)year * 365 + (year + 1) / 4 + mdays[month] + day) * 24 * 60 * 60 + tm->tm_hour * 60 * 60 +
+         tm->tm_min * 60 + tm->tm_sec;
+}
+
+static napi_value git_tz_offset(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  int64_t seconds;
+  if (!args_of(env, info, 1, argv, "gitTzOffset(seconds)")) return NULL;
+  if (!int_arg(env, argv[0], 0, INT64_C(4102444799), &seconds)) return NULL;
+  time_t t = (time_t)seconds;
+  struct tm tm;
+  /* localtime_r alone keeps the zone this process first read; tzset() reads TZ and, with TZ unset,
+   * /etc/localtime again when it changed. */
+  tzset();
+  if (!localtime_r(&t, &tm)) return int64(env, 0);
+  int64_t local = git_tm_to_time_t(&tm);
+  if (local == -1) return int64(env, 0);
+  int64_t minutes = (local < seconds ? seconds - local : local - seconds) / 60;
+  int64_t hhmm = minutes % 60 + minutes / 60 * 100;
+  return int64(env, local < seconds ? -hhmm : hhmm);
+}
+
 static int export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == NAPI_OK &&
@@ -1889,7 +1923,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||
       !export_fn(env, exports, "readFile", read_file) || !export_fn(env, exports, "createFile", create_file) ||
-      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "mapFile", map_file))
+      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "mapFile", map_file) ||
+      !export_fn(env, exports, "gitTzOffset", git_tz_offset))
     return NULL;
 #ifdef XET_HAVE_ISAL
   if (!export_fn(env, exports, "deflateFastInto", deflate_fast_into)) return NULL;

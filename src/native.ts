@@ -46,6 +46,9 @@ export interface XetNative {
    * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
    * Buffer node makes (src/git/pack-reader.ts). */
   mapFile?(fd: number, size: number): Buffer | number;
+  /** The offset git would print for that time (seconds, 1970-2099) in this process's zone, as the
+   * number it formats with %+05d (-800 for -0800), read as a new git process reads it (ident.ts). */
+  gitTzOffset?(seconds: number): number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;
   /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12

@@ -504,3 +504,44 @@ test('a stat cache kept in memory is read again when its file changed, even in p
     fs.rmSync(d, { recursive: true, force: true });
   }
 });
+
+// The daemon gives its memo of the repository only to a request from the top of its worktree: from
+// a directory below, git's discovery may stop at a repository the daemon's own lookup does not see
+// (review 25). The capture must be the one the CLI makes without the daemon.
+test('through the daemon, a capture inside a nested repository git finds (a symlinked .git, a bare one) is that repository', () => {
+  const d = repo();
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-gitdir-'));
+  try {
+    xet(d, ['daemon', 'start']);
+    git(elsewhere, 'init', '-q', '--bare', '.');
+    git(elsewhere, 'config', 'core.bare', 'false');
+    const linked = path.join(d, 'linked');
+    fs.mkdirSync(linked);
+    fs.symlinkSync(elsewhere, path.join(linked, '.git'));
+    fs.writeFileSync(path.join(linked, 'inner.txt'), 'inner\n');
+    const before = snapshotRefs(d);
+    const snap = xet(linked, ['capture']).snapshot as string;
+    assert.equal(xet(linked, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' }).files, 1);
+    assert.ok(git(elsewhere, 'for-each-ref', 'refs/xet/snapshots/').includes(snap), 'the snapshot is the nested one');
+    assert.deepEqual(snapshotRefs(d), before, 'nothing captured in the outer repository');
+    // A bare repository inside the worktree: git stops there, and the capture is refused as without
+    // the daemon.
+    const bare = path.join(d, 'vendor', 'mirror.git');
+    fs.mkdirSync(bare, { recursive: true });
+    git(bare, 'init', '-q', '--bare', '.');
+    for (const env of [{}, { GIT_XET_NO_DAEMON: '1' }]) {
+      const r = spawnSync(process.execPath, [BIN, '--json', 'capture'], {
+        cwd: bare,
+        encoding: 'utf8',
+        env: { ...ENV, ...env },
+      });
+      assert.notEqual(r.status, 0, JSON.stringify(env));
+      assert.match(r.stdout + r.stderr, /BARE_REPOSITORY/, JSON.stringify(env));
+    }
+    assert.deepEqual(snapshotRefs(d), before, 'still nothing captured in the outer repository');
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(elsewhere, { recursive: true, force: true });
+  }
+});

@@ -22,7 +22,8 @@ import {
 import { parseTreeObject } from '../src/git/tree-object';
 import { git, initRepo, type Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
-import type { Sandbox } from './support/sandbox';
+import { withSandbox, type Sandbox } from './support/sandbox';
+import { writeLooseObject } from '../src/git/loose-writer';
 import { capture, expectError, expectExit, parseJson, restore, showManifest, verify, xet } from './support/xet';
 
 const EXACT_TIMES = native !== null || spawnSync('python3', ['-c', 'pass']).status === 0;
@@ -435,6 +436,34 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
     small.objects.map((o) => o.type),
     ['blob'],
   );
+});
+
+// A resident process answers "which objects does the previous filemeta name" from what the capture
+// that built it stored (capture-files.ts keepFileMetaObjects), not from `git ls-tree -r -t`: the two
+// must be one set, in both object formats.
+test("a stored filemeta's objects are the filemeta and everything git lists under it", async () => {
+  const paths: string[] = [];
+  for (let d = 0; d < 120; d++) for (let f = 0; f < 40; f++) paths.push(`pkg${String(d).padStart(3, '0')}/f${f}.js`);
+  paths.sort();
+  const { meta } = syntheticMeta(paths);
+  await withSandbox(async (sb) => {
+    for (const format of ['sha1', 'sha256'] as const) {
+      const dir = sb.path(`meta-${format}`);
+      fs.mkdirSync(dir);
+      spawnSync('git', ['init', '-q', `--object-format=${format}`, dir]);
+      const objectsDir = path.join(dir, '.git', 'objects');
+      const stored = storedFileMeta(meta, format);
+      assert.equal(stored.parted, true);
+      for (const o of stored.objects) assert.equal(writeLooseObject(objectsDir, format, o.type, o.data), o.oid);
+      const listed = spawnSync('git', ['ls-tree', '-r', '-t', '-z', '--format=%(objectname)', stored.oid], {
+        cwd: dir,
+        encoding: 'latin1',
+      });
+      assert.equal(listed.status, 0, listed.stderr);
+      const viaGit = new Set([stored.oid, ...listed.stdout.split('\0').filter(Boolean)]);
+      assert.deepEqual([...new Set(stored.objects.map((o) => o.oid))].sort(), [...viaGit].sort(), format);
+    }
+  });
 });
 
 function expectOk(r: ReturnType<typeof xet>): ReturnType<typeof xet> {

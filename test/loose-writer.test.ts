@@ -2,11 +2,12 @@
 // against git's own hash-object and mktree: the same ids, objects git reads back and fsck accepts,
 // in SHA-1 and SHA-256 repositories, with names whose order differs between trees and blobs.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { identDate, plainIdent } from '../src/git/ident';
+import { identDate, keptAsUtf8, plainIdent } from '../src/git/ident';
+import { native } from '../src/native';
 import { commitContent, treeContent, writeLooseObject } from '../src/git/loose-writer';
 import type { TreeEntryInput } from '../src/git/plumbing';
 import { withSandbox } from './support/sandbox';
@@ -170,35 +171,96 @@ test('in-process commits are the commits git commit-tree writes', async () => {
   }
 });
 
-test('a commit dated now has the time zone git takes from TZ', () => {
-  const when = 1751328000; // 2025-07-01: summer time where there is one
+test('a commit dated now has the time zone git takes from TZ', (t) => {
   const module = JSON.stringify(require.resolve('../src/git/ident'));
-  for (const tz of [
+  if (!native?.gitTzOffset) return t.skip('the native module is not loaded: git writes every commit dated now');
+  const zones = [
     'UTC',
     'Asia/Kolkata',
     'America/New_York',
     'Australia/Lord_Howe',
     'Pacific/Chatham',
-    'Europe/Berlin',
-  ]) {
-    for (const unset of [undefined, '']) {
-      const ours = execFileSync(
-        process.execPath,
-        ['-e', `process.stdout.write(require(${module}).identDate(${JSON.stringify(unset)}, ${when * 1000 + 999}))`],
-        { env: { ...process.env, TZ: tz }, encoding: 'utf8' },
+    // What node's own time zone reads otherwise than the C library (review 25): POSIX rules, and
+    // right/ zones, whose leap seconds git counts into the offset.
+    'CET-1CEST,M3.5.0,M10.5.0/3',
+    'IST-5:30',
+    '<+0545>-5:45',
+    'UTC-05:30:30',
+    ...(fs.existsSync('/usr/share/zoneinfo/right/Europe/Berlin') ? ['right/Europe/Berlin'] : []),
+  ];
+  for (const tz of zones) {
+    const ours = execFileSync(
+      process.execPath,
+      ['-e', `process.stdout.write(String(require(${module}).identDate(undefined, Date.now())))`],
+      { env: { ...process.env, TZ: tz }, encoding: 'utf8' },
+    );
+    // git's own "now" in the same zone, a moment later: the offset is the one to match.
+    const viaGit = execFileSync('git', ['var', 'GIT_COMMITTER_IDENT'], {
+      env: { ...process.env, TZ: tz, GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'b', GIT_COMMITTER_DATE: '' },
+      encoding: 'utf8',
+    }).trim();
+    assert.match(ours, /^\d+ [+-]\d{4}$/, tz);
+    assert.equal(ours.split(' ')[1], viaGit.split(' ').at(-1), tz);
+    assert.ok(Math.abs(Number(ours.split(' ')[0]) - Number(viaGit.split(' ').at(-2))) <= 2, tz);
+  }
+  // A TZ naming a file by path is left to git (this process may have read it before it changed).
+  const byPath = execFileSync(
+    process.execPath,
+    ['-e', `process.stdout.write(String(require(${module}).identDate(undefined, Date.now())))`],
+    { env: { ...process.env, TZ: ':/etc/localtime' }, encoding: 'utf8' },
+  );
+  assert.equal(byPath, 'null');
+});
+
+test('git commit-tree ignores commit.gpgSign and rewrites noncharacters: what the in-process commit relies on', async () => {
+  await withSandbox(async (sb) => {
+    const repo = sb.path('sign');
+    fs.mkdirSync(repo);
+    git(repo, ['init', '-q']);
+    const objects = path.join(repo, '.git', 'objects');
+    const tree = git(repo, ['mktree'], '');
+    const env = {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'a',
+      GIT_AUTHOR_EMAIL: 'b',
+      GIT_COMMITTER_NAME: 'a',
+      GIT_COMMITTER_EMAIL: 'b',
+      GIT_AUTHOR_DATE: '@1700000000 +0000',
+      GIT_COMMITTER_DATE: '@1700000000 +0000',
+    };
+    const ours = (message: string) =>
+      writeLooseObject(
+        objects,
+        'sha1',
+        'commit',
+        commitContent({
+          tree,
+          parents: [],
+          name: 'a',
+          email: 'b',
+          authored: '1700000000 +0000',
+          committed: '1700000000 +0000',
+          message,
+        }),
       );
-      // git's own reading of the same instant in the same zone (a bare number: the zone is local).
-      const viaGit = execFileSync('git', ['var', 'GIT_COMMITTER_IDENT'], {
-        env: {
-          ...process.env,
-          TZ: tz,
-          GIT_COMMITTER_NAME: 'a',
-          GIT_COMMITTER_EMAIL: 'b',
-          GIT_COMMITTER_DATE: `${when}`,
-        },
+    const theirs = (message: string, ...config: string[]) =>
+      execFileSync('git', [...config, 'commit-tree', tree], {
+        cwd: repo,
+        input: message,
+        env,
         encoding: 'utf8',
       }).trim();
-      assert.equal(`a <b> ${ours}`, viaGit, tz);
+    // Signing on: commit-tree still writes the unsigned commit (it signs only with -S; no key here).
+    assert.equal(theirs('m\n', '-c', 'commit.gpgsign=true', '-c', 'gpg.program=false'), ours('m\n'));
+    // Noncharacters: git re-encodes them, so such a commit is left to git.
+    for (const ch of ['\ufffe', '\uffff', '\ufdd0', '\u{1fffe}']) {
+      assert.equal(keptAsUtf8(`x${ch}`), false, ch);
+      assert.notEqual(
+        spawnSync('git', ['commit-tree', tree], { cwd: repo, input: `x${ch}\n`, env, encoding: 'utf8' }).stdout.trim(),
+        ours(`x${ch}\n`),
+        ch,
+      );
     }
-  }
+    for (const s of ['plain', 'é 名前 \u{1f600}', '\ufffd', '\ufdcf\ufdf0']) assert.equal(keptAsUtf8(s), true, s);
+  });
 });

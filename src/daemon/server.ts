@@ -127,12 +127,15 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   // Captures of this worktree read again only the directories that changed (src/daemon/tree-watch.ts).
   const treeWatch = new TreeWatch(p.worktree);
   lendWorktreeWatch(treeWatch);
-  // The repository as the CLI finds it from any directory of this worktree (rev-parse), asked once:
-  // a request from a directory whose nearest .git is this worktree's gets it. With GIT_DIR or
+  // The repository as the CLI finds it from the top of this worktree (rev-parse), asked once. Only
+  // a request from the top gets it: from a directory below, git's discovery may stop at a nested
+  // repository this process's own lookup does not see (a .git that is a symlink, a bare repository
+  // inside the tree: review 25), so such a request asks git as the CLI does. With GIT_DIR or
   // GIT_WORK_TREE set, git decides differently, so every request asks again.
   let repo: Promise<Repo> | undefined;
   const ownRepo = (cwd: string): Promise<Repo> | undefined => {
     if (process.env.GIT_DIR !== undefined || process.env.GIT_WORK_TREE !== undefined) return undefined;
+    if (path.resolve(cwd) !== p.worktree) return undefined;
     if (locateDaemon(cwd)?.gitDir !== p.gitDir || !discoversWorktree(cwd, p)) return undefined;
     repo ??= findRepo(p.worktree, true).catch((e: unknown) => {
       repo = undefined;

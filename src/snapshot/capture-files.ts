@@ -263,7 +263,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   // beside the work below, for a tree large enough that its own filemeta will be in parts.
   const prevMeta = spec.previousFileMeta ?? null;
   const prevMetaObjects =
-    prevMeta && n > FILEMETA_PARTED_MIN_ENTRIES ? heldFileMetaObjects(prevMeta, spec.gitOptions) : null;
+    prevMeta && n > FILEMETA_PARTED_MIN_ENTRIES
+      ? heldFileMetaObjects(prevMeta, spec.objectsDir, spec.gitOptions)
+      : null;
   const byRecord = !!cache && !!spec.previousTree && cache.record?.root === spec.previousTree;
   const backed = byRecord || (!!cache && !!spec.previousTree && cacheRoot(cache, format) === spec.previousTree);
   tracePhase(
@@ -512,6 +514,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const meta = fileMeta(final);
     const stored = storedFileMeta(meta, format);
     const metaOid = stored.oid;
+    // What this filemeta names (its objects, each once, itself last): the next capture's question
+    // about its previous filemeta, answered before it is asked. Only a snapshot a ref holds is asked
+    // about, so these are in the repository whenever they are used.
+    if (stored.parted) keepFileMetaObjects(spec.objectsDir, metaOid, new Set(stored.objects.map((o) => o.oid)));
 
     // --- the rest of the pack ---
     const items: PackItem[] = [];
@@ -815,9 +821,21 @@ function scanError(e: NonNullable<ScanDone['error']>, worktree: string): Error {
   });
 }
 
+/** Recent filemeta trees' objects, by object directory and id: what a tree names never changes, and a
+ * resident process's next capture asks for the filemeta its last capture built (one git process less). */
+const metaObjects = new Map<string, Set<string>>();
+const META_KEPT = 4;
+
+function keepFileMetaObjects(objectsDir: string, filemeta: string, oids: Set<string>): void {
+  if (metaObjects.size >= META_KEPT) metaObjects.delete(metaObjects.keys().next().value as string);
+  metaObjects.set(`${objectsDir}\0${filemeta}`, oids);
+}
+
 /** The objects of a filemeta that a ref reaches (so all are stored): itself and, for a tree of
  * parts, its groups and parts. Empty when git cannot list it: then nothing is assumed held. */
-async function heldFileMetaObjects(filemeta: string, opts: GitOptions): Promise<Set<string>> {
+async function heldFileMetaObjects(filemeta: string, objectsDir: string, opts: GitOptions): Promise<Set<string>> {
+  const kept = metaObjects.get(`${objectsDir}\0${filemeta}`);
+  if (kept) return kept;
   const held = new Set<string>([filemeta]);
   const r = await git(['ls-tree', '-r', '-t', '-z', '--format=%(objectname)', filemeta], {
     ...opts,
@@ -825,5 +843,6 @@ async function heldFileMetaObjects(filemeta: string, opts: GitOptions): Promise<
   }).catch(() => null);
   if (!r || r.code !== 0) return new Set();
   for (const oid of r.stdout.toString('latin1').split('\0')) if (oid) held.add(oid);
+  keepFileMetaObjects(objectsDir, filemeta, held);
   return held;
 }

@@ -44,6 +44,21 @@ export async function heldPreviousSnapshot(
 const tops = new Map<string, Map<string, { oid: string; type: string }>>();
 const TOPS_KEPT = 16;
 
+function keep(key: string, top: Map<string, { oid: string; type: string }>): void {
+  if (tops.size >= TOPS_KEPT) tops.delete(tops.keys().next().value as string);
+  tops.set(key, top);
+}
+
+/** What a capture just wrote: snapshot commit `oid` whose tree has these entries (so that a
+ * resident process's next capture need not list the top of the snapshot it wrote itself). */
+export function rememberSnapshotTop(
+  commonDir: string,
+  oid: string,
+  entries: readonly { name: string; oid: string; type: string }[],
+): void {
+  keep(`${commonDir}\0${oid}`, new Map(entries.map((e) => [e.name, { oid: e.oid, type: e.type }])));
+}
+
 /** The top-level entries of snapshot commit `oid` (null: not a commit this repository has). */
 export async function snapshotTop(
   commonDir: string,
@@ -56,7 +71,6 @@ export async function snapshotTop(
   const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
   if (r.code !== 0) return null;
   const top = parseTopListing(r.stdout.toString('utf8'));
-  if (tops.size >= TOPS_KEPT) tops.delete(tops.keys().next().value as string);
-  tops.set(key, top);
+  keep(key, top);
   return top;
 }
