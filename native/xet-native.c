@@ -60,10 +60,11 @@
  *   mapFile(fd, size)                -> the first size bytes of the regular file fd, mapped read only
  *                                       (a Buffer, unmapped when collected), or -errno (-EFBIG past
  *                                       the largest Buffer node makes)
- *   gitTzOffset(seconds)             -> the offset git prints for that time in this process's zone
- *                                       as the number it formats with %+05d (date.c:
- *                                       local_time_tzoffset: -800 is -0800), after tzset() so a
- *                                       changed TZ or /etc/localtime counts, as in a new git process
+ *   gitTzOffset(seconds)             -> the offset git's datestamp() prints for that time in this
+ *                                       process's zone, as hours*100+minutes (-800 is -0800), after
+ *                                       tzset() so a changed TZ or /etc/localtime counts, as in a new
+ *                                       git process; TZ_OFFSET_UNKNOWN where git's own day count
+ *                                       fails (a local year past 2099: git then prints garbage)
  *   layBlob(z, size, oid, scratch, path, perm, sec, nsec, out)
  *                                    -> 0, a LAY_* code or -errno: the zlib stream z inflated to
  *                                       exactly size bytes in scratch, hashed as a blob and
@@ -1870,6 +1871,9 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* Not an offset (they are within +-2400): git's answer is not known here; the caller lets git write. */
+#define TZ_OFFSET_UNKNOWN 100000
+
 /* git's own day count (date.c tm_to_time_t): only 1970-2099, -1 otherwise (git then prints +0000),
  * and leap seconds a right/ zone puts in the broken-down time count as its difference from UTC. */
 static int64_t git_tm_to_time_t(const struct tm *tm) {
@@ -1892,9 +1896,9 @@ static napi_value git_tz_offset(napi_env env, napi_callback_info info) {
   /* localtime_r alone keeps the zone this process first read; tzset() reads TZ and, with TZ unset,
    * /etc/localtime again when it changed. */
   tzset();
-  if (!localtime_r(&t, &tm)) return int64(env, 0);
+  if (!localtime_r(&t, &tm)) return int64(env, TZ_OFFSET_UNKNOWN);
   int64_t local = git_tm_to_time_t(&tm);
-  if (local == -1) return int64(env, 0);
+  if (local == -1) return int64(env, TZ_OFFSET_UNKNOWN);
   int64_t minutes = (local < seconds ? seconds - local : local - seconds) / 60;
   int64_t hhmm = minutes % 60 + minutes / 60 * 100;
   return int64(env, local < seconds ? -hhmm : hhmm);

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { identDate, keptAsUtf8, plainIdent } from '../src/git/ident';
@@ -210,6 +211,46 @@ test('a commit dated now has the time zone git takes from TZ', (t) => {
     { env: { ...process.env, TZ: ':/etc/localtime' }, encoding: 'utf8' },
   );
   assert.equal(byPath, 'null');
+});
+
+test('a long-running process whose zone file changed, or a year git cannot count, lets git write "now"', (t) => {
+  if (!native?.gitTzOffset) return t.skip('the native module is not loaded: git writes every commit dated now');
+  const module = JSON.stringify(require.resolve('../src/git/ident'));
+  const zones = '/usr/share/zoneinfo';
+  if (!fs.existsSync(path.join(zones, 'Asia/Kolkata')) || !fs.existsSync(path.join(zones, 'Europe/Berlin')))
+    return t.skip('no system zone data to copy');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-tz-'));
+  try {
+    fs.mkdirSync(path.join(dir, 'Test'));
+    fs.copyFileSync(path.join(zones, 'Asia/Kolkata'), path.join(dir, 'Test/Zone'));
+    // One process: the zone file replaced between two commits (a tzdata upgrade under a daemon).
+    const script = [
+      `const { identDate } = require(${module});`,
+      `const fs = require('fs');`,
+      `const first = identDate(undefined, 1751328000000);`,
+      `fs.copyFileSync(${JSON.stringify(path.join(zones, 'Europe/Berlin'))}, ${JSON.stringify(path.join(dir, 'Test/Zone.new'))});`,
+      `fs.renameSync(${JSON.stringify(path.join(dir, 'Test/Zone.new'))}, ${JSON.stringify(path.join(dir, 'Test/Zone'))});`,
+      `const second = identDate(undefined, 1751328000000);`,
+      `process.stdout.write(JSON.stringify([first, second]));`,
+    ].join('\n');
+    const out = execFileSync(process.execPath, ['-e', script], {
+      env: { ...process.env, TZ: 'Test/Zone', TZDIR: dir },
+      encoding: 'utf8',
+    });
+    assert.deepEqual(JSON.parse(out), ['1751328000 +0530', null]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  // The last hours of 2099 where it is already 2100: git's day count fails there (it prints an
+  // overflowed offset), so git writes the commit.
+  const at = (tz: string) =>
+    execFileSync(
+      process.execPath,
+      ['-e', `process.stdout.write(String(require(${module}).identDate(undefined, 4102444799000)))`],
+      { env: { ...process.env, TZ: tz }, encoding: 'utf8' },
+    );
+  assert.equal(at('UTC'), '4102444799 +0000');
+  assert.equal(at('Asia/Kolkata'), 'null');
 });
 
 test('git commit-tree ignores commit.gpgSign and rewrites noncharacters: what the in-process commit relies on', async () => {

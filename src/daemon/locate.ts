@@ -41,7 +41,8 @@ function place(worktree: string, gitDir: string): DaemonPlace {
 /** Variables besides GIT_* that change what git or a capture does: where git's global config and
  * its default excludes file are (HOME, XDG_CONFIG_HOME), the time zone a snapshot's commit records
  * (TZ), and the capture's own tuning (XET_*). Not PATH: the thin client runs no git. */
-const ENV_ALSO = ['HOME', 'XDG_CONFIG_HOME', 'TZ'];
+// TZDIR: where the C library looks a TZ name up (the snapshot commit's offset, review 26).
+const ENV_ALSO = ['HOME', 'XDG_CONFIG_HOME', 'TZ', 'TZDIR'];
 
 /** The environment a capture or fork depends on: client and daemon must agree on it, else the
  * client runs the normal path. The umask is part of it: a fork's files are created under it. */

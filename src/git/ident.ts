@@ -3,6 +3,8 @@
 // given. Anything git would rewrite (crud at the ends of a name, a date in any form but its raw one)
 // is the caller's cue to let git do it. test/loose-writer.test.ts holds both to git's own output.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { native } from '../native';
 
 /** What git strips from both ends of a name or email (ident.c's crud(); '.' too, as gits before
@@ -14,6 +16,28 @@ const isCrud = (c: string): boolean => c.charCodeAt(0) <= 32 || CRUD.has(c);
  * newlines inside; anything it would change goes through git). */
 export function plainIdent(s: string | undefined): s is string {
   return !!s && !isCrud(s[0]) && !isCrud(s[s.length - 1]) && !/[<>\n\0]/.test(s);
+}
+
+/** The zone file the C library reads for `tz` as this process first found it (its identity, or '-'
+ * when absent): glibc reads a named zone's file once per TZ value (and /etc/localtime again only
+ * when its second-resolution mtime moves), where each git process reads it anew. A long-running
+ * process (the daemon, the MCP server) whose zone file has changed since lets git write (review 26:
+ * a tzdata upgrade). */
+const zoneFiles = new Map<string, string>();
+
+function zoneFileChanged(tz: string | undefined): boolean {
+  const name = tz === undefined ? null : tz === '' ? 'Universal' : tz.replace(/^:/, '');
+  const file = name === null ? '/etc/localtime' : path.join(process.env.TZDIR || '/usr/share/zoneinfo', name);
+  let key = '-';
+  try {
+    const st = fs.statSync(file, { bigint: true });
+    key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  } catch {
+    // absent: a POSIX rule string, or no zone data; '-' is its identity
+  }
+  const first = zoneFiles.get(file);
+  if (first === undefined) zoneFiles.set(file, key);
+  return first !== undefined && first !== key;
 }
 
 /** Whether git keeps `s` as this process encodes it: commit.c's verify_utf8 takes the
@@ -46,7 +70,9 @@ export function identDate(value: string | undefined, nowMs: number): string | nu
     const seconds = Math.floor(nowMs / 1000);
     const tz = process.env.TZ;
     if (!native?.gitTzOffset || seconds > 4102444799 || (tz !== undefined && /^:?\//.test(tz))) return null;
-    return stamp(seconds, native.gitTzOffset(seconds));
+    if (zoneFileChanged(tz)) return null;
+    const hhmm = native.gitTzOffset(seconds);
+    return Math.abs(hhmm) <= 2400 ? stamp(seconds, hhmm) : null;
   }
   const m = /^@(\d{1,15}) ([+-])(\d{4})$/.exec(value);
   if (!m) return null;
