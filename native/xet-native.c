@@ -1871,7 +1871,8 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   return out;
 }
 
-/* Not an offset (they are within +-2400): git's answer is not known here; the caller lets git write. */
+/* Not an offset (glibc's are within +-24:59): git's answer is not known here; the caller lets git
+ * write. */
 #define TZ_OFFSET_UNKNOWN 100000
 
 /* git's own day count (date.c tm_to_time_t): only 1970-2099, -1 otherwise (git then prints +0000),

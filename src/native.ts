@@ -47,8 +47,8 @@ export interface XetNative {
    * Buffer node makes (src/git/pack-reader.ts). */
   mapFile?(fd: number, size: number): Buffer | number;
   /** The offset git would print for that time (seconds, 1970-2099) in this process's zone, as
-   * hours*100+minutes (-800 for -0800), read as a new git process reads it (ident.ts); outside
-   * +-2400 when git's own day count fails (a local year past 2099). */
+   * hours*100+minutes (-800 for -0800), read as a new git process reads it (ident.ts); 100000
+   * when git's own day count fails (a local year past 2099). */
   gitTzOffset?(seconds: number): number;
   /** 0, or the errno of mount("overlay", target, "overlay", ro ? MS_RDONLY : 0, data). */
   mountOverlay(target: string, data: string, readOnly: 0 | 1): number;

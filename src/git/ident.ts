@@ -4,7 +4,6 @@
 // is the caller's cue to let git do it. test/loose-writer.test.ts holds both to git's own output.
 
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { native } from '../native';
 
 /** What git strips from both ends of a name or email (ident.c's crud(); '.' too, as gits before
@@ -21,23 +20,32 @@ export function plainIdent(s: string | undefined): s is string {
 /** The zone file the C library reads for `tz` as this process first found it (its identity, or '-'
  * when absent): glibc reads a named zone's file once per TZ value (and /etc/localtime again only
  * when its second-resolution mtime moves), where each git process reads it anew. A long-running
- * process (the daemon, the MCP server) whose zone file has changed since lets git write (review 26:
- * a tzdata upgrade). */
+ * process (the daemon, the MCP server) whose zone file changed after it started lets git write
+ * (review 26: a tzdata upgrade; review 27: changed before the first commit but after something in
+ * this process may have read it). */
 const zoneFiles = new Map<string, string>();
+/** native gitTzOffset's answer where git's own day count fails. */
+const TZ_OFFSET_UNKNOWN = 100000;
+const startedNs = BigInt(Math.floor(performance.timeOrigin)) * 1_000_000n;
 
 function zoneFileChanged(tz: string | undefined): boolean {
-  const name = tz === undefined ? null : tz === '' ? 'Universal' : tz.replace(/^:/, '');
-  const file = name === null ? '/etc/localtime' : path.join(process.env.TZDIR || '/usr/share/zoneinfo', name);
+  const dir = process.env.TZDIR || '/usr/share/zoneinfo';
+  // A relative TZDIR is read from the directory of whoever reads it: git runs in the worktree.
+  if (!dir.startsWith('/')) return true;
+  // As glibc opens it: the name appended, '..' left to the kernel (review 27).
+  const file = tz === undefined ? '/etc/localtime' : `${dir}/${tz === '' ? 'Universal' : tz.replace(/^:/, '')}`;
   let key = '-';
+  let changedSinceStart = false;
   try {
     const st = fs.statSync(file, { bigint: true });
     key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    changedSinceStart = st.ctimeNs >= startedNs;
   } catch {
     // absent: a POSIX rule string, or no zone data; '-' is its identity
   }
   const first = zoneFiles.get(file);
   if (first === undefined) zoneFiles.set(file, key);
-  return first !== undefined && first !== key;
+  return changedSinceStart || (first !== undefined && first !== key);
 }
 
 /** Whether git keeps `s` as this process encodes it: commit.c's verify_utf8 takes the
@@ -72,7 +80,7 @@ export function identDate(value: string | undefined, nowMs: number): string | nu
     if (!native?.gitTzOffset || seconds > 4102444799 || (tz !== undefined && /^:?\//.test(tz))) return null;
     if (zoneFileChanged(tz)) return null;
     const hhmm = native.gitTzOffset(seconds);
-    return Math.abs(hhmm) <= 2400 ? stamp(seconds, hhmm) : null;
+    return hhmm === TZ_OFFSET_UNKNOWN ? null : stamp(seconds, hhmm);
   }
   const m = /^@(\d{1,15}) ([+-])(\d{4})$/.exec(value);
   if (!m) return null;
