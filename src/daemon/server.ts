@@ -143,13 +143,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     });
     return repo;
   };
-  // This worktree's requests get the repository and a memo of its config (config-memo.ts).
+  // This worktree's requests get the repository and a memo of its config (config-memo.ts), for a
+  // capture or a fork alike.
   let config: (() => Promise<GitConfig>) | undefined;
-  const forkIn = (own: Repo | undefined, options: Parameters<typeof createFork>[0]) => {
-    if (!own) return createFork(options);
-    config ??= configMemo(own);
-    return createFork({ ...options, repo: own, readConfig: config });
-  };
+  const memoFor = (own: Repo | undefined) => (own ? { repo: own, readConfig: (config ??= configMemo(own)) } : {});
   let queue: Promise<unknown> = Promise.resolve();
   let idle: NodeJS.Timeout | undefined;
   let stopping = false;
@@ -187,11 +184,6 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 
-  const captureIn = (own: Repo | undefined, options: Parameters<typeof capture>[0]) => {
-    if (!own) return capture(options);
-    config ??= configMemo(own);
-    return capture({ ...options, repo: own, readConfig: config });
-  };
   // One op run in this process: the snapshot or fork the CLI would make, with this worktree's warm
   // repository and config memo (a capture asked git for both at every request: a rev-parse before
   // anything else could start, and a config listing).
@@ -199,8 +191,8 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     const withCwd = { ...input, cwd };
     return Promise.resolve(ownRepo(cwd)).then((own): Promise<unknown> =>
       op === 'capture'
-        ? captureIn(own, withCwd as unknown as Parameters<typeof capture>[0])
-        : forkIn(own, withCwd as unknown as Parameters<typeof createFork>[0]),
+        ? capture({ ...(withCwd as unknown as Parameters<typeof capture>[0]), ...memoFor(own) })
+        : createFork({ ...(withCwd as unknown as Parameters<typeof createFork>[0]), ...memoFor(own) }),
     );
   };
   serveOpsInProcess(runOp);

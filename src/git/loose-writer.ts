@@ -1,7 +1,7 @@
-// Loose objects written by this process: a capture's manifest blob, top tree and commit, which cost a
-// `git hash-object -w`, a `git mktree` and a `git commit-tree`, one after the other, at the end of
-// every capture (~8-10 ms apiece here, most of a daemon's re-capture after its pack). The format is git's: zlib of
-// "<type> <size>\0<content>" at objects/<2 hex>/<rest>, written under a temporary name in the same
+// Loose objects written by this process: a capture's manifest blob, top tree and commit, which
+// cost a `git hash-object -w`, a `git mktree` and a `git commit-tree`, one after the other, at the
+// end of every capture (~8-10 ms apiece here, most of a daemon's re-capture after its pack). The
+// format is git's: zlib of "<type> <size>\0<content>" at objects/<2 hex>/<rest>, written under a temporary name in the same
 // directory and linked to its own, so that a reader sees the whole object or nothing, and an
 // object already there is left as it is. Where core.sharedRepository asks for permissions other
 // than this process's umask gives, git adjusts them (adjust_shared_perm): callers let git write.

@@ -279,9 +279,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       ? [spec.previousTree, ...(await lsTree(spec.previousTree, { ...spec.gitOptions, trees: true })).map((e) => e.oid)]
       : [];
   // Sized for what can go in, counted once: a held cache's ids and the files still to read (or
-  // large), else the files (reused or read, never both) and the base. Twice that many slots, each new page of
-  // which costs ~10 us on these VMs (docs/DESIGN-NOTES.md "Fresh pages cost"): the sum of the
-  // overlapping sources doubled the table (6 MB for this tree) for nothing.
+  // large), else the files (reused or read, never both) and the base. Twice that many slots, each
+  // new page of which costs ~10 us on these VMs (docs/DESIGN-NOTES.md "Fresh pages cost"): the sum
+  // of the overlapping sources doubled the table (6 MB for this tree) for nothing.
   const fromFiles = backed && cache ? cache.offsets.length + toRead.length + large.size : n;
   const known = SharedOidSet.create(fromFiles + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096, hashLen);
   for (const o of spec.knownObjects ?? []) known.addHex(o);

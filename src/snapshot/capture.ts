@@ -160,7 +160,9 @@ async function refuseMissingLfs(repo: Repo, captured: string[], attributeFiles: 
 
 export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   tracePhase('capture: start');
-  const repo = options.repo && !options.inner ? options.repo : await findRepo(options.cwd, !options.inner);
+  // The caller's repository and config reader, when it has them; an inner repository finds its own.
+  const given = options.inner ? undefined : options.repo;
+  const repo = given ?? (await findRepo(options.cwd, !options.inner));
   const userOpts = repoOpts(repo);
   const xetDir = sidecarDir(repo.commonDir);
   const wsId = workspaceId(repo.gitDir);
@@ -220,7 +222,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     tracePhase('capture: reads');
     const [entries, config, ignoredList, refView, localConfig, statDirty] = await Promise.all([
       readIndexEntries(userOpts),
-      options.readConfig && options.repo && !options.inner ? options.readConfig() : readConfig(userOpts),
+      given && options.readConfig ? options.readConfig() : readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).

@@ -47,9 +47,11 @@ function reflogLine(
   const name = env.GIT_COMMITTER_NAME ?? config.get('committer.name') ?? config.get('user.name');
   const email = env.GIT_COMMITTER_EMAIL ?? config.get('committer.email') ?? config.get('user.email');
   if (!plainIdent(name) || !plainIdent(email)) return 'no plain committer identity in the environment or config';
-  // Only now and git's raw form are taken as written; any other form is git's to parse.
+  // Only now (where this process reads the zone as git would) and git's raw form are taken as
+  // written; any other form is git's to parse.
   const when = identDate(env.GIT_COMMITTER_DATE, Date.now());
-  if (when === null) return 'GIT_COMMITTER_DATE is not in raw form';
+  if (when === null)
+    return 'a committer date only git can write (GIT_COMMITTER_DATE not in raw form, or the zone of now)';
   return { line: `${zero} ${commit} ${name} <${email}> ${when}\n` };
 }
 
