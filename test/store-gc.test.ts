@@ -4,8 +4,10 @@
 // collected store gets every retained ref and restores and verifies; fsck --store stays clean; a dry
 // run changes nothing. Store gc and drop --remote run as processes (test/support/store-gc-run.ts).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { once } from 'node:events';
 import { test } from 'node:test';
 import { gitTry, initRepo, type Repo } from './support/git';
 import { dirSnapshot, lsRemote, readStateLog } from './support/remote';
@@ -279,4 +281,58 @@ test('store gc removes a handoff ref once its expiry is older than the grace, an
     assert.ok(refs().includes(`refs/xet/handoffs/${forever}`));
     assert.ok(refs().includes(`refs/xet/snapshots/${s2}`), 'its snapshot is a ref of its own and stays');
     assertStoreWhole(sb, r.dir, store);
+  }));
+
+test("store gc removes a dead gc's scratch from the temporary directory, never a live one's or a young one", () =>
+  withSandbox(async (sb) => {
+    const { r, store } = seeded(sb);
+    const tmp = sb.path('tmp');
+    fs.mkdirSync(tmp);
+    const scratch = (name: string, owner: boolean, ageMs: number): string => {
+      const dir = path.join(tmp, `xet-store-gc-${name}`);
+      fs.mkdirSync(path.join(dir, 'objects', 'pack'), { recursive: true });
+      fs.writeFileSync(path.join(dir, 'objects', 'pack', 'pack-copy.pack'), 'a copy of a store pack');
+      if (owner) fs.writeFileSync(path.join(dir, 'owner.lockdb'), '');
+      const t = new Date(Date.now() - ageMs);
+      fs.utimesSync(dir, t, t);
+      return dir;
+    };
+    const dead = scratch('dead', true, 3600_000);
+    const bare = scratch('bare', false, 3600_000);
+    const young = scratch('young', true, 0);
+    const live = scratch('live', true, 3600_000);
+    // Another process holds the live one's lock, as its gc would (a SQLite write transaction).
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require(${JSON.stringify(require.resolve('better-sqlite3'))}))(process.argv[1]);
+         db.pragma('journal_mode = DELETE'); db.exec('BEGIN IMMEDIATE'); process.stdout.write('held\\n');
+         process.stdin.resume(); process.stdin.on('end', () => process.exit(0));`,
+        path.join(live, 'owner.lockdb'),
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    try {
+      const first = await Promise.race([
+        once(holder.stdout!, 'data').then(([d]) => String(d)),
+        once(holder, 'exit').then(([code]) => `exited with ${code}`),
+      ]);
+      assert.equal(first, 'held\n');
+      const t = new Date(Date.now() - 3600_000);
+      fs.utimesSync(live, t, t);
+      gcOk(sb, r.dir, store, [], { TMPDIR: tmp });
+      assert.deepEqual(fs.readdirSync(tmp).sort(), ['xet-store-gc-live', 'xet-store-gc-young']);
+      assert.ok(!fs.existsSync(dead) && !fs.existsSync(bare));
+      assert.ok(fs.existsSync(path.join(young, 'objects', 'pack', 'pack-copy.pack')));
+      assert.ok(fs.existsSync(path.join(live, 'objects', 'pack', 'pack-copy.pack')));
+    } finally {
+      holder.stdin!.end();
+      await once(holder, 'exit');
+    }
+    // Once its holder has gone, the next gc takes it.
+    const t = new Date(Date.now() - 3600_000);
+    fs.utimesSync(live, t, t);
+    gcOk(sb, r.dir, store, [], { TMPDIR: tmp });
+    assert.deepEqual(fs.readdirSync(tmp), ['xet-store-gc-young']);
   }));

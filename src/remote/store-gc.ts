@@ -20,6 +20,7 @@ import { XetError } from '../errors';
 import { git, gitToFile } from '../git/exec';
 import { catFileBatch } from '../git/plumbing';
 import { findRepo } from '../git/repo';
+import { acquireLock, type Lock } from '../sidecar/lock';
 import { withSidecar } from '../sidecar/db';
 import { faultPoint } from '../testing/fault-points';
 import {
@@ -182,14 +183,52 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+const SCRATCH_PREFIX = 'xet-store-gc-';
+/** Held by the gc that made the scratch: the kernel drops it when that process dies, however. */
+const SCRATCH_OWNER = 'owner.lockdb';
+/** A scratch younger than this is never judged (its owner may not hold its lock yet). */
+const SCRATCH_SETTLE_MS = 60_000;
+
+/** Removes the scratches of store gcs that died (SIGKILL, power): each holds copies of a store's
+ * packs, so a leftover can be gigabytes in the temporary directory. A scratch is a dead gc's when its
+ * owner lock can be taken; one of another user, or too young to judge, is left alone. */
+function sweepDeadScratches(tmp: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(tmp).filter((n) => n.startsWith(SCRATCH_PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = path.join(tmp, name);
+    try {
+      const st = fs.lstatSync(dir);
+      if (!st.isDirectory() || st.uid !== process.getuid?.() || Date.now() - st.mtimeMs < SCRATCH_SETTLE_MS) continue;
+      const owner = path.join(dir, SCRATCH_OWNER);
+      if (fs.existsSync(owner)) acquireLock(owner, 'using a store gc scratch', 0).release();
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // Held (a live gc), not ours, or gone already.
+    }
+  }
+}
+
 /** A bare scratch repository holding copies of store packs, each indexed (git re-hashes every
  * object: a forged pack is refused). */
 class Scratch {
   readonly dir: string;
   private readonly counts = new Map<string, number>();
+  private readonly owner: Lock;
 
   constructor(private readonly store: DirectoryStore) {
-    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-store-gc-'));
+    sweepDeadScratches(os.tmpdir());
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), SCRATCH_PREFIX));
+    try {
+      this.owner = acquireLock(path.join(this.dir, SCRATCH_OWNER), 'using a store gc scratch', 0);
+    } catch (e) {
+      fs.rmSync(this.dir, { recursive: true, force: true });
+      throw e;
+    }
   }
 
   async init(): Promise<void> {
@@ -240,6 +279,7 @@ class Scratch {
   }
 
   remove(): void {
+    this.owner.release();
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }

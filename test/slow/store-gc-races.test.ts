@@ -77,14 +77,28 @@ test('a store gc SIGKILLed at every fault point leaves a whole store, and the ne
       const { r, store, kept } = seeded(sb, `st-${tag}`);
       const dir = sb.path(`faults-${tag}`);
       fs.mkdirSync(dir);
-      const killed = tool(sb, r.dir, ['gc', store, '--grace', '0'], { [DIE_AT_ENV]: point, [PAUSE_DIR_ENV]: dir });
+      // Its own temporary directory: the scratch (copies of the store's packs) a SIGKILL leaves.
+      const tmp = sb.path(`tmp-${tag}`);
+      fs.mkdirSync(tmp);
+      const killed = tool(sb, r.dir, ['gc', store, '--grace', '0'], {
+        [DIE_AT_ENV]: point,
+        [PAUSE_DIR_ENV]: dir,
+        TMPDIR: tmp,
+      });
       assert.equal(killed.signal, 'SIGKILL', `killed at ${point}: ${describeTool(killed)}`);
       assert.deepEqual(fs.readdirSync(dir), [`${point}.reached`]);
+      const left = fs.readdirSync(tmp);
+      assert.equal(left.length, 1, `${point}: the dead gc's scratch is there: ${left.join(' ')}`);
+      assert.match(left[0], /^xet-store-gc-/);
+      // Two minutes old: past the age below which a scratch is never judged.
+      const old = new Date(Date.now() - 120_000);
+      fs.utimesSync(path.join(tmp, left[0]), old, old);
       // Whatever the point, readers see a whole store (a trashed pack is found in trash/).
       const mid = xet(sb, r.dir, ['fsck', '--store', store, '--json']);
       assert.deepEqual(parseJson(mid).problems, [], `${point}: ${mid.stdout}`);
-      const again = gcOk(sb, r.dir, store, ['--grace', '0']);
+      const again = gcOk(sb, r.dir, store, ['--grace', '0'], { TMPDIR: tmp });
       assert.deepEqual(again.problems, []);
+      assert.deepEqual(fs.readdirSync(tmp), [], `${point}: the next gc removed the dead one's scratch and its own`);
       const check = assertStoreWhole(sb, r.dir, store);
       assert.deepEqual([check.unreferencedPacks, check.trashedPacks], [[], []], `${point}: nothing left over`);
       assert.deepEqual(packFiles(store), newest(store).packs, `${point}: only the compacted pack remains`);
