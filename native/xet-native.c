@@ -76,6 +76,8 @@
  *                                       ro ? MS_RDONLY : 0, data)
  *   lstatMany(root, names, out)      -> how many of `names` (paths under root, each ending in a NUL)
  *                                       were lstat'ed into `out`, 12 doubles each (STAT_ROW below)
+ *   lstatManyLater(root, names, out) -> a Promise of the same count, the lstat done on a thread of
+ *                                       node's pool (names and out must not be written until then)
  *   spawnPiped(file, argv, envp, cwd, stdoutFd, out)
  *                                    -> 0, or the errno that stopped it: runs `file` (an absolute
  *                                       path) with argv and envp (each a Buffer of NUL-ended
@@ -173,6 +175,23 @@ extern napi_status napi_get_instance_data(napi_env, void **);
 extern napi_status napi_create_buffer(napi_env, size_t, void **, napi_value *);
 extern napi_status napi_create_external_buffer(napi_env, size_t, void *, napi_finalize, void *, napi_value *);
 extern napi_status napi_get_and_clear_last_exception(napi_env, napi_value *);
+/* For lstatManyLater: work on a thread of node's pool, settled as a Promise. */
+typedef struct napi_ref__ *napi_ref;
+typedef struct napi_deferred__ *napi_deferred;
+typedef struct napi_async_work__ *napi_async_work;
+typedef void (*napi_async_execute_callback)(napi_env env, void *data);
+typedef void (*napi_async_complete_callback)(napi_env env, napi_status status, void *data);
+extern napi_status napi_create_reference(napi_env, napi_value, uint32_t, napi_ref *);
+extern napi_status napi_delete_reference(napi_env, napi_ref);
+extern napi_status napi_create_async_work(napi_env, napi_value, napi_value, napi_async_execute_callback,
+                                          napi_async_complete_callback, void *, napi_async_work *);
+extern napi_status napi_delete_async_work(napi_env, napi_async_work);
+extern napi_status napi_queue_async_work(napi_env, napi_async_work);
+extern napi_status napi_create_promise(napi_env, napi_deferred *, napi_value *);
+extern napi_status napi_resolve_deferred(napi_env, napi_deferred, napi_value);
+extern napi_status napi_reject_deferred(napi_env, napi_deferred, napi_value);
+extern napi_status napi_create_string_utf8(napi_env, const char *, size_t, napi_value *);
+extern napi_status napi_create_error(napi_env, napi_value, napi_value, napi_value *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -712,41 +731,21 @@ static void *lstat_part_run(void *arg) {
   return NULL;
 }
 
-static napi_value lstat_many(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  uint8_t *names, *outb;
-  size_t names_len, out_len;
-  if (!args_of(env, info, 3, argv, "lstatMany(root, names, out)")) return NULL;
-  if (!buffer_arg(env, argv[1], &names, &names_len) || !buffer_arg(env, argv[2], &outb, &out_len)) return NULL;
-  if (((uintptr_t)outb & 7) != 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out must be 8-byte aligned");
-    return NULL;
-  }
-  if (!nul_ended(env, names, names_len)) return NULL;
-  char *root = string_arg(env, argv[0]);
-  if (!root) return NULL;
-  int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  free(root);
-  if (dir < 0) {
-    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: lstatMany could not open its root directory");
-    return NULL;
-  }
-  double *out = (double *)outb;
-  size_t rows = out_len / (STAT_ROW * sizeof(double));
-  /* The names that have a row: the first `count`. */
+/* lstat of the first `rows` names into out, on two threads from LSTAT_SPLIT names on: a system call
+ * costs ~3 us in this VM, and the second half runs on another core while this thread does the
+ * first. How many names have a row. */
+static size_t lstat_rows(int dir, const char *names, size_t names_len, double *out, size_t rows) {
   size_t count = 0, end = 0;
   while (end < names_len && count < rows) {
-    end += strlen((const char *)names + end) + 1;
+    end += strlen(names + end) + 1;
     count++;
   }
-  /* Two threads from LSTAT_SPLIT names on: a system call costs ~3 us in this VM, and the second
-   * half runs on another core while this thread does the first (the call blocks node anyway). */
-  struct lstat_part parts[2] = {{dir, (const char *)names, 0, end, 0, out}, {dir, (const char *)names, end, end, count, out}};
+  struct lstat_part parts[2] = {{dir, names, 0, end, 0, out}, {dir, names, end, end, count, out}};
   pthread_t helper;
   int split = 0;
   if (count >= LSTAT_SPLIT) {
     size_t half = count / 2, at = 0;
-    for (size_t k = 0; k < half; k++) at += strlen((const char *)names + at) + 1;
+    for (size_t k = 0; k < half; k++) at += strlen(names + at) + 1;
     parts[0].to = at;
     parts[1].from = at;
     parts[1].first = half;
@@ -755,8 +754,121 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
   }
   lstat_part_run(&parts[0]);
   if (split) pthread_join(helper, NULL);
+  return count;
+}
+
+/* The arguments both lstat calls take: names NUL-ended, out 8-byte aligned. 0 when one is wrong (a
+ * JavaScript exception is pending). */
+static int lstat_args(napi_env env, napi_value *argv, uint8_t **names, size_t *names_len, uint8_t **outb,
+                      size_t *out_len) {
+  if (!buffer_arg(env, argv[1], names, names_len) || !buffer_arg(env, argv[2], outb, out_len)) return 0;
+  if (((uintptr_t)*outb & 7) != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: out must be 8-byte aligned");
+    return 0;
+  }
+  return nul_ended(env, *names, *names_len);
+}
+
+static napi_value lstat_many(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  uint8_t *names, *outb;
+  size_t names_len, out_len;
+  if (!args_of(env, info, 3, argv, "lstatMany(root, names, out)")) return NULL;
+  if (!lstat_args(env, argv, &names, &names_len, &outb, &out_len)) return NULL;
+  char *root = string_arg(env, argv[0]);
+  if (!root) return NULL;
+  int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  free(root);
+  if (dir < 0) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: lstatMany could not open its root directory");
+    return NULL;
+  }
+  size_t count = lstat_rows(dir, (const char *)names, names_len, (double *)outb, out_len / (STAT_ROW * sizeof(double)));
   close(dir);
   return int64(env, (int64_t)count);
+}
+
+/* lstatManyLater: the same lstat on a thread of node's pool, settled on the main thread. The two
+ * Buffers are held by references until then (the caller must not write them meanwhile). */
+struct lstat_job {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref names_ref, out_ref;
+  char *root;
+  const char *names;
+  double *out;
+  size_t names_len, rows, count;
+  int err;
+};
+
+static void lstat_job_run(napi_env env, void *data) {
+  (void)env;
+  struct lstat_job *j = data;
+  int dir = open(j->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    j->err = errno;
+    return;
+  }
+  j->count = lstat_rows(dir, j->names, j->names_len, j->out, j->rows);
+  close(dir);
+}
+
+static void lstat_job_free(napi_env env, struct lstat_job *j) {
+  if (j->names_ref) napi_delete_reference(env, j->names_ref);
+  if (j->out_ref) napi_delete_reference(env, j->out_ref);
+  if (j->work) napi_delete_async_work(env, j->work);
+  free(j->root);
+  free(j);
+}
+
+static void lstat_job_done(napi_env env, napi_status status, void *data) {
+  struct lstat_job *j = data;
+  napi_value v = NULL;
+  if (status == NAPI_OK && j->err == 0) {
+    v = int64(env, (int64_t)j->count);
+    if (v) napi_resolve_deferred(env, j->deferred, v);
+  } else {
+    napi_value msg;
+    char text[128];
+    snprintf(text, sizeof text, "xet native: lstatManyLater could not %s (errno %d)",
+             j->err ? "open its root directory" : "run", j->err);
+    if (napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &msg) == NAPI_OK && napi_create_error(env, NULL, msg, &v) == NAPI_OK)
+      napi_reject_deferred(env, j->deferred, v);
+  }
+  lstat_job_free(env, j);
+}
+
+static napi_value lstat_many_later(napi_env env, napi_callback_info info) {
+  napi_value argv[3], promise, name;
+  uint8_t *names, *outb;
+  size_t names_len, out_len;
+  if (!args_of(env, info, 3, argv, "lstatManyLater(root, names, out)")) return NULL;
+  if (!lstat_args(env, argv, &names, &names_len, &outb, &out_len)) return NULL;
+  struct lstat_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  j->root = string_arg(env, argv[0]);
+  if (!j->root) {
+    free(j);
+    return NULL;
+  }
+  j->names = (const char *)names;
+  j->names_len = names_len;
+  j->out = (double *)outb;
+  j->rows = out_len / (STAT_ROW * sizeof(double));
+  if (napi_create_reference(env, argv[1], 1, &j->names_ref) != NAPI_OK ||
+      napi_create_reference(env, argv[2], 1, &j->out_ref) != NAPI_OK ||
+      napi_create_string_utf8(env, "xet lstatManyLater", NAPI_AUTO_LENGTH, &name) != NAPI_OK ||
+      napi_create_async_work(env, NULL, name, lstat_job_run, lstat_job_done, j, &j->work) != NAPI_OK ||
+      napi_create_promise(env, &j->deferred, &promise) != NAPI_OK || napi_queue_async_work(env, j->work) != NAPI_OK) {
+    /* A promise made but never queued is left pending; the exception is what the caller sees. */
+    lstat_job_free(env, j);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: lstatManyLater could not start");
+    return NULL;
+  }
+  return promise;
 }
 
 /* A Buffer of NUL-ended strings as a NULL-ended array pointing into it (the Buffer must outlive
@@ -1920,7 +2032,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
   }
   if (!export_fn(env, exports, "deflateInto", deflate_into) || !export_fn(env, exports, "deflateBound", deflate_bound) ||
       !export_fn(env, exports, "inflateInto", inflate_into) || !export_fn(env, exports, "mountOverlay", mount_overlay) ||
-      !export_fn(env, exports, "lstatMany", lstat_many) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
+      !export_fn(env, exports, "lstatMany", lstat_many) ||
+      !export_fn(env, exports, "lstatManyLater", lstat_many_later) || !export_fn(env, exports, "spawnPiped", spawn_piped) ||
       !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many) ||
       !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into) ||
       !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match) ||

@@ -55,6 +55,9 @@ export interface XetNative {
   /** How many of `names` (paths under root, each ending in a NUL) were lstat'ed into `out`, 12
    * doubles each (src/git/lstat-many.ts). */
   lstatMany(root: string, names: Buffer, out: Buffer): number;
+  /** The same on a thread of node's pool: a Promise of the count (names and out must not be
+   * written until it settles). Optional: an older build of the module lacks it. */
+  lstatManyLater?(root: string, names: Buffer, out: Buffer): Promise<number>;
   /** 0, or the errno that stopped it: posix_spawn of `file` (absolute) with argv and envp (NUL-ended
    * strings) in cwd ('' for this process's), stdio three new pipes (stdout the open file
    * `stdoutFd` instead, unless -1); `out` (4 int32) gets the pid and this side's ends (stdin,

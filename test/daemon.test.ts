@@ -1,6 +1,6 @@
 // The resident process (src/daemon/): a real daemon process on a real socket. Captures through it
 // are the captures the normal path makes; the CLI never depends on it (killed, stale, absent).
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -102,6 +102,44 @@ test('the same edits captured through the daemon and without it give the same sn
     if (watch.reason?.startsWith('the native module')) return t.diagnostic(`watch not checked: ${watch.reason}`);
     assert.equal(watch.watching, true, String(watch.reason));
     assert.ok(watch.dirs >= 4, `${watch.dirs} directories watched`);
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('captures whose paths did not change take the lstat begun with their request, and miss no edit', (t) => {
+  const d = repo();
+  try {
+    xet(d, ['daemon', 'start']);
+    xet(d, ['capture']); // reads everything; the next ones begin from its paths
+    for (let step = 0; step < 8; step++) {
+      // Same paths, same sizes: only the content, and every other step the time put back as it
+      // was (then only the change time tells).
+      const name = `f${step % 3}.txt`;
+      const f = path.join(d, name);
+      const st = fs.statSync(f);
+      const text = fs.readFileSync(f, 'utf8');
+      fs.writeFileSync(f, `${String.fromCharCode(65 + step)}${text.slice(1)}`);
+      if (step % 2) fs.utimesSync(f, st.atime, st.mtime);
+      const via = xet(d, ['capture', '--always']);
+      const direct = xet(d, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' });
+      assert.equal(parts(d, via.snapshot as string), parts(d, direct.snapshot as string), `step ${step}`);
+      assert.equal(
+        git(d, 'cat-file', 'blob', `${via.snapshot}:files/${name}`),
+        fs.readFileSync(f, 'utf8'),
+        `step ${step}`,
+      );
+    }
+    // A path added: that capture lstats its own paths (and the next one begins from those).
+    fs.writeFileSync(path.join(d, 'added.txt'), 'added\n');
+    const added = xet(d, ['capture', '--always']);
+    assert.equal(git(d, 'cat-file', 'blob', `${added.snapshot}:files/added.txt`), 'added\n');
+    const status = xet(d, ['daemon', 'status']);
+    const counts = status.lstatHeadStart as { used: number; unused: number } | undefined;
+    const reason = (status.watch as { reason: string | null } | undefined)?.reason;
+    if (reason?.startsWith('the native module')) return t.diagnostic(`head start not checked: ${reason}`);
+    assert.deepEqual(counts, { used: 8, unused: 2 }, JSON.stringify(status));
   } finally {
     xet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
@@ -337,6 +375,24 @@ test('a fork through the daemon is the fork the CLI makes', () => {
   }
 });
 
+let probeDir: string | null = null;
+after(() => {
+  if (probeDir) fs.rmSync(probeDir, { recursive: true, force: true });
+});
+
+/** The preload cliRun passes to node, written once per test file into its own directory. */
+function relayProbe(): string {
+  probeDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-probe-'));
+  const probe = path.join(probeDir, 'probe.js');
+  if (!fs.existsSync(probe)) {
+    fs.writeFileSync(
+      probe,
+      "process.on('exit', () => { if (Object.keys(require.cache).some((k) => k.endsWith('/cli/main.js'))) process.stderr.write('@@main-loaded@@\\n'); });\n",
+    );
+  }
+  return probe;
+}
+
 /** Runs the CLI with a preload that reports, at exit, whether the CLI's own main module was loaded
  * (it is not when the thin client relayed the line to the daemon). */
 function cliRun(
@@ -345,11 +401,7 @@ function cliRun(
   env: NodeJS.ProcessEnv = {},
   umask?: string,
 ): { status: number | null; stdout: string; stderr: string; loadedMain: boolean } {
-  const probe = path.join(os.tmpdir(), `xet-relay-probe-${process.pid}.js`);
-  fs.writeFileSync(
-    probe,
-    "process.on('exit', () => { if (Object.keys(require.cache).some((k) => k.endsWith('/cli/main.js'))) process.stderr.write('@@main-loaded@@\\n'); });\n",
-  );
+  const probe = relayProbe();
   const node = [process.execPath, '--require', probe, BIN, ...args];
   const r =
     umask === undefined

@@ -19,7 +19,8 @@ import { PackReader } from '../src/git/pack-reader';
 import { deflateInto, fastDeflateAvailable, zlibStreamBound } from '../src/git/zlib-fast';
 import { entryHeader } from '../src/git/pack-worker';
 import { native, nativeMissing, type XetNative } from '../src/native';
-import { absent, lstatMany, ROW, STAT_ROW } from '../src/git/lstat-many';
+import { absent, lstatMany, lstatManyLater, ROW, STAT_ROW } from '../src/git/lstat-many';
+import { joinNames } from '../src/git/tree-builder';
 import { initRepo, pseudoRandomBytes } from './support/git';
 import { refusals, roundTrips } from './support/zlib-cases';
 import { richSource } from './support/forks';
@@ -357,6 +358,44 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     assert.equal(m.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0, 0, out), -errno.EEXIST);
     assert.throws(() => call.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0), TypeError, 'too few');
   }));
+
+test("lstatManyLater: lstatMany's rows, taken on other threads while this one goes on; null where lstatMany throws", async (t) => {
+  if (!native) return t.diagnostic(`not run: the native module is not loaded (${nativeMissing})`);
+  const sb = createSandbox('xet-lstat-later-');
+  try {
+    const root = sb.path('tree');
+    const paths: string[] = [];
+    for (let d = 0; d < 30; d++) {
+      fs.mkdirSync(path.join(root, `d${d}`), { recursive: true });
+      for (let f = 0; f < 100; f++) {
+        fs.writeFileSync(path.join(root, `d${d}`, `f${f}`), `${d}/${f}`);
+        paths.push(`d${d}/f${f}`);
+      }
+    }
+    fs.symlinkSync('d0', path.join(root, 'link'));
+    paths.push('link', 'missing', 'd1/f1/below', 'link/f2');
+    const names = joinNames(paths);
+    const before = Buffer.from(names);
+    // Started, then this thread keeps working (the event loop turns) until it settles.
+    const later = lstatManyLater(root, names, paths.length);
+    let turns = 0;
+    const spin = setInterval(() => turns++, 0);
+    const rows = await later;
+    clearInterval(spin);
+    assert.ok(rows, 'rows');
+    assert.deepEqual(rows, lstatMany(root, paths));
+    assert.ok(names.equals(before), 'the names are not written');
+    assert.equal(await lstatManyLater(root, names, 0), null, 'nothing to do');
+    // Where lstatMany throws (an error other than ENOENT and ENOTDIR, a root it cannot open):
+    // null, and the caller's own lstatMany then says which.
+    const tooLong = 'd/'.repeat(2100) + 'f';
+    assert.equal(await lstatManyLater(root, joinNames(['d0/f0', tooLong]), 2), null);
+    assert.equal(await lstatManyLater(path.join(root, 'missing'), joinNames(['d0/f0']), 1), null);
+    t.diagnostic(`${turns} turns of the event loop while the lstat ran`);
+  } finally {
+    sb.cleanup();
+  }
+});
 
 test('lstatMany: the native rows are the bigint lstat rows, absent paths are rows and other errors throw', (t) => {
   const sb = createSandbox('xet-lstat-many-');

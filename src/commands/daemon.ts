@@ -23,6 +23,10 @@ export const daemonCommand = defineCommand({
       .looseObject({ watching: s.boolean(), dirs: s.number(), reason: s.string().nullable() })
       .optional()
       .describe('status: whether captures read only the directories that changed, and if not, why'),
+    lstatHeadStart: s
+      .looseObject({ used: s.number(), unused: s.number() })
+      .optional()
+      .describe("status: captures that took the lstat begun when their request came, and those that lstat'ed again"),
   }),
   async run(input, ctx) {
     const { locateDaemon } = await import('../daemon/locate');
@@ -31,10 +35,11 @@ export const daemonCommand = defineCommand({
     const { runningPid, serveDaemon } = await import('../daemon/server');
     const { sendToDaemon } = await import('../daemon/client');
     let watch: unknown;
+    let lstatHeadStart: unknown;
     const ask = async (): Promise<number | null> => {
       const r = await sendToDaemon(p, { op: 'status', cwd: ctx.cwd }, 2000);
       if (!r?.ok) return null;
-      watch = (r.result as { watch?: unknown }).watch;
+      ({ watch, lstatHeadStart } = r.result as { watch?: unknown; lstatHeadStart?: unknown });
       return (r.result as { pid: number }).pid;
     };
     if (input.action === 'run') {
@@ -48,7 +53,13 @@ export const daemonCommand = defineCommand({
     if (input.action === 'status') {
       if (pid === null) return { running: false, pid, socket: p.socket };
       if (answered === null) return { running: true, pid, socket: p.socket, answering: false };
-      return { running: true, pid, socket: p.socket, ...(watch ? { watch } : {}) };
+      return {
+        running: true,
+        pid,
+        socket: p.socket,
+        ...(watch ? { watch } : {}),
+        ...(lstatHeadStart ? { lstatHeadStart } : {}),
+      };
     }
     if (input.action === 'stop') {
       if (pid === null) return { running: false, pid };

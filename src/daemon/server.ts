@@ -14,9 +14,12 @@ import * as path from 'node:path';
 import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
 import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
+import type { IndexEntry } from '../git/plumbing';
 import { configMemo } from './config-memo';
+import { indexEntriesMemo } from './index-memo';
 import { ownerAlive } from '../snapshot/leftovers';
 import { lendWorktreeWatch } from '../snapshot/walk-watch';
+import { headStartCounts } from '../snapshot/lstat-head-start';
 import { TreeWatch } from './tree-watch';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
@@ -143,10 +146,12 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     });
     return repo;
   };
-  // This worktree's requests get the repository and a memo of its config (config-memo.ts), for a
-  // capture or a fork alike.
+  // This worktree's requests get the repository and memos of its config (config-memo.ts) and its
+  // index listing (index-memo.ts), for a capture or a fork alike.
   let config: (() => Promise<GitConfig>) | undefined;
-  const memoFor = (own: Repo | undefined) => (own ? { repo: own, readConfig: (config ??= configMemo(own)) } : {});
+  let index: (() => Promise<IndexEntry[]>) | undefined;
+  const memoFor = (own: Repo | undefined) =>
+    own ? { repo: own, readConfig: (config ??= configMemo(own)), readIndex: (index ??= indexEntriesMemo(own)) } : {};
   let queue: Promise<unknown> = Promise.resolve();
   let idle: NodeJS.Timeout | undefined;
   let stopping = false;
@@ -201,7 +206,13 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     if (req.op === 'status')
       return {
         ok: true,
-        result: { pid: process.pid, worktree: p.worktree, version: TOOL_VERSION, watch: treeWatch.state() },
+        result: {
+          pid: process.pid,
+          worktree: p.worktree,
+          version: TOOL_VERSION,
+          watch: treeWatch.state(),
+          lstatHeadStart: headStartCounts(),
+        },
       };
     if (req.op === 'stop') {
       setImmediate(stop);

@@ -90,6 +90,32 @@ export function lstatMany(root: string, paths: readonly string[], useNative = tr
   return rows;
 }
 
+/** The rows lstatMany would give for the `count` paths of `names` (joinNames), the lstat done on
+ * other threads while this one goes on; null where the native module is not loaded, or when the
+ * lstat failed or met an error other than ENOENT and ENOTDIR (lstatMany then says which). `names`
+ * must not be written until it settles. */
+export function lstatManyLater(root: string, names: Buffer, count: number): Promise<Float64Array | null> {
+  if (!native?.lstatManyLater || count === 0) return Promise.resolve(null);
+  const rows = new Float64Array(count * STAT_ROW);
+  let pending: Promise<number>;
+  try {
+    pending = native.lstatManyLater(root, names, Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength));
+  } catch {
+    return Promise.resolve(null);
+  }
+  return pending.then(
+    (done) => {
+      if (done !== count) return null;
+      for (let i = 0; i < count; i++) {
+        const e = rows[i * STAT_ROW];
+        if (e !== 0 && e !== ENOENT && e !== ENOTDIR) return null;
+      }
+      return rows;
+    },
+    () => null,
+  );
+}
+
 function lstatError(errno: number, file: string): NodeJS.ErrnoException {
   const code = Object.entries(os.constants.errno).find(([, v]) => v === errno)?.[0] ?? `E${errno}`;
   return Object.assign(new Error(`${code}: lstat '${file}'`), { code, errno: -errno, syscall: 'lstat', path: file });

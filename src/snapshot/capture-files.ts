@@ -54,6 +54,7 @@ import {
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
+import type { LstatHeadStart } from './lstat-head-start';
 import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
@@ -84,6 +85,8 @@ export interface CaptureFilesSpec {
   gitOptions: GitOptions;
   /** The capture's scratch directory: not charged to the allowance (it goes when the capture ends). */
   scratchDir?: string;
+  /** A resident process's lstat of the last capture's paths, begun before the walk. */
+  headStart?: LstatHeadStart | null;
 }
 
 export interface CaptureFilesResult {
@@ -160,7 +163,8 @@ function byBytes(paths: string[]): string[] {
 export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFilesResult> {
   const format = spec.objectFormat;
   const hashLen = format === 'sha256' ? 32 : 20;
-  const runStart = Date.now();
+  // When this run's stat data began to be taken (earlier with a head start whose rows it uses).
+  let runStart = Date.now();
   tracePhase('files: load stat cache');
   const cache = loadStatCache(spec.indexFile, format);
   tracePhase('files: classify');
@@ -183,16 +187,24 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   const namesOf = (): Buffer => (once.names ??= joinNames(paths));
 
   // --- what the stat cache vouches for ---
-  if (cache) classify();
-  else for (let i = 0; i < n; i++) toRead.push(i);
+  const head = spec.headStart;
+  let early: Float64Array | null = null;
+  if (cache) {
+    // The head start's rows, when it lstat'ed exactly these paths.
+    early = head?.names && head.names.equals(namesOf()) ? await head.rows : null;
+    if (early) runStart = Math.min(runStart, head!.begun);
+    tracePhase(early ? 'files: classify (head start)' : 'files: classify (lstat)');
+    classify(early);
+  } else for (let i = 0; i < n; i++) toRead.push(i);
+  head?.keep(namesOf(), n, early !== null);
 
-  function classify(): void {
+  function classify(early: Float64Array | null): void {
     const c = cache as StatCache;
     const recordChunked = c.record?.chunks?.files ?? null;
     const buf = c.buf;
     const prefix = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
     // Every path's lstat in one batch (src/git/lstat-many.ts): exact times, no Stats objects.
-    const rows = lstatMany(spec.worktree, paths, true, namesOf());
+    const rows = early ?? lstatMany(spec.worktree, paths, true, namesOf());
     const entryAt = c.lookup(paths, namesOf);
     for (let i = 0; i < n; i++) {
       const p = paths[i];

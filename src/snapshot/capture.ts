@@ -41,6 +41,7 @@ import type { AdmissionClass } from '../allowance/model';
 import type { PackItem } from '../git/pack-writer';
 import { walkWorktree, type WalkResult } from './walk';
 import { worktreeWatch } from './walk-watch';
+import { beginLstatHeadStart } from './lstat-head-start';
 import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
@@ -82,6 +83,8 @@ export interface CaptureOptions extends PolicyOptions {
    * (the daemon, for its own worktree); with it, its config as `git config --list` reads it now. */
   repo?: Repo;
   readConfig?: () => Promise<GitConfig>;
+  /** With `repo`: its index listing as `git ls-files -s --debug` reads it now. */
+  readIndex?: () => Promise<IndexEntry[]>;
 }
 
 export interface CaptureResult {
@@ -219,14 +222,18 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // Awaited below; a refusal before then must not leave its failure unhandled.
     previousP.catch(() => undefined);
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
+    // In a resident process watching this worktree, its lstat of every path begins now, beside the
+    // reads and the walk (lstat-head-start.ts).
+    const headStart =
+      options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
     tracePhase('capture: reads');
     const [entries, config, ignoredList, refView, localConfig, statDirty] = await Promise.all([
-      readIndexEntries(userOpts),
+      given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts),
       given && options.readConfig ? options.readConfig() : readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).
-      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts),
+      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo.gitDir),
       readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
@@ -319,6 +326,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       admission: allowance,
       extraItems: indexTreeP.then((t) => t.items),
       chunking,
+      headStart,
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     // Settled together: a refusal must not leave a sibling still writing scratch files.

@@ -4,6 +4,27 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 
+/** The last `max` bytes of a regular file (all of it when smaller) and its size, read without
+ * following a symlink at its name (nor waiting on a fifo there); null when it cannot be read so. */
+export function readTail(file: string, max: number): { size: number; tail: Buffer } | null {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return null;
+    const n = Math.min(st.size, max);
+    const tail = Buffer.alloc(n);
+    const got = fs.readSync(fd, tail, 0, n, st.size - n);
+    return { size: st.size, tail: tail.subarray(0, got) };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** A text file's content, or null when it does not exist or cannot be read. */
 export function readOptional(file: string): string | null {
   try {

@@ -21,6 +21,7 @@ import { catFileBatch, type IndexEntry, lsTree, mktree, type TreeEntryInput, wri
 import type { GitConfig } from '../git/config';
 import type { Repo } from '../git/repo';
 import { checkTreePaths } from './paths';
+import { readTail } from './fsutil';
 import type { Manifest } from './manifest';
 import type { Snapshot } from './store';
 
@@ -287,25 +288,14 @@ export function readGitState(
 }
 
 function lastCheckoutLine(file: string): Buffer | null {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  } catch {
-    return null;
+  const read = readTail(file, 256 * 1024);
+  if (!read) return null;
+  const lines = read.tail.toString('utf8').split('\n');
+  // A line cut by the window's start is not one.
+  for (let i = lines.length - 1; i >= (read.tail.length < read.size ? 1 : 0); i--) {
+    if (lines[i].includes('\tcheckout: moving from ')) return Buffer.from(`${lines[i]}\n`, 'utf8');
   }
-  try {
-    const size = fs.fstatSync(fd).size;
-    const n = Math.min(size, 256 * 1024);
-    const buf = Buffer.alloc(n);
-    fs.readSync(fd, buf, 0, n, size - n);
-    const lines = buf.toString('utf8').split('\n');
-    for (let i = lines.length - 1; i >= (n < size ? 1 : 0); i--) {
-      if (lines[i].includes('\tcheckout: moving from ')) return Buffer.from(`${lines[i]}\n`, 'utf8');
-    }
-    return null;
-  } finally {
-    fs.closeSync(fd);
-  }
+  return null;
 }
 
 const REF_RE = /^refs\/(heads|tags|remotes|rewritten|bisect)\/[^\x00-\x20\x7f~^:?*[\\]+$/;

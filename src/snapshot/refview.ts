@@ -1,11 +1,14 @@
-// One consistent view of HEAD and the refs a capture records. HEAD and the branches are read by
-// separate git processes (concurrently), so a commit landing between the reads would give a
-// manifest whose HEAD and branch disagree, and a snapshot whose own restore fails verify. The view
-// is checked (HEAD's branch, when recorded, must name HEAD's commit) and re-read until it holds.
+// One consistent view of HEAD and the refs a capture records. HEAD and the branches are read
+// separately (HEAD from its file when it names a branch plainly, else by git processes beside the
+// listing), so a commit landing between the reads would give a manifest whose HEAD and branch
+// disagree, and a snapshot whose own restore fails verify. The view is checked (HEAD's branch, when
+// recorded, must name HEAD's commit) and re-read until it holds.
 
+import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { GitOptions } from '../git/exec';
 import { listRefs, readHead, type HeadState, type RefEntry } from '../git/plumbing';
+import { readTail } from './fsutil';
 
 // Each attempt is two short git processes; on a loaded machine a commit loop can outpace a few.
 const ATTEMPTS = 12;
@@ -19,11 +22,48 @@ export function refViewConsistent(head: HeadState, refs: RefEntry[]): boolean {
   return branch.oid === head.oid;
 }
 
+/** A branch name git itself would accept (git check-ref-format's rules), so that a name read from a
+ * file means what git would make of it. */
+// eslint-disable-next-line no-control-regex
+const REFUSED_REF_NAME = /[\x00-\x20\x7f~^:?*[\\]|\.\.|@\{|\/\/|\/\.|\.lock(?:\/|$)|[/.]$|\uFFFD/;
+
+/**
+ * The branch HEAD names, read from `<gitDir>/HEAD` as git's files backend writes it
+ * ("ref: refs/heads/<name>" and a newline), or null for anything else: a detached HEAD, a symlink,
+ * another namespace, a name git would refuse (a reftable repository's "refs/heads/.invalid"), any
+ * other spelling git would still accept. Null means: ask git (readHead). One read of a small file
+ * where readHead starts two git processes on every capture.
+ */
+export function headBranchFromFile(gitDir: string): string | null {
+  const read = readTail(path.join(gitDir, 'HEAD'), 4096);
+  if (!read || read.size > 4096) return null;
+  const m = /^ref: (refs\/heads\/[^\n]+)\n$/.exec(read.tail.toString('utf8'));
+  return m && !REFUSED_REF_NAME.test(m[1]) ? m[1] : null;
+}
+
+/**
+ * `gitDir`, when given, is the worktree's own git directory: HEAD is read from its file when it
+ * names a branch plainly, and the branch's commit taken from the listing (two git processes fewer).
+ * Anything else (detached, unborn elsewhere, a branch that is a symbolic ref or holds a tag) is read
+ * by git, as without it.
+ */
 export async function readRefView(
   patterns: string[],
   opts: GitOptions,
+  gitDir?: string,
 ): Promise<{ head: HeadState; refs: RefEntry[] }> {
+  const branchesListed = patterns.includes('refs/heads/');
   for (let n = 0; ; n++) {
+    const branch = gitDir && branchesListed ? headBranchFromFile(gitDir) : null;
+    if (branch) {
+      const refs = await listRefs(patterns, opts);
+      const entry = refs.find((r) => r.name === branch);
+      // Not listed: unborn, as git would say (a branch it cannot read is not listed either, and
+      // HEAD^{commit} fails for it the same way).
+      if (!entry) return { head: { kind: 'branch', ref: branch, oid: null }, refs };
+      if (entry.type === 'commit' && !entry.symref)
+        return { head: { kind: 'branch', ref: branch, oid: entry.oid }, refs };
+    }
     const [head, refs] = await Promise.all([readHead(opts), listRefs(patterns, opts)]);
     if (refViewConsistent(head, refs)) return { head, refs };
     if (n + 1 >= ATTEMPTS) {

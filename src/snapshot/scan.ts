@@ -3,6 +3,7 @@
 // written from that read). Verify and diff (no `write`) hash through git's own C paths instead:
 // `update-index` against a scratch copy of the stat cache, then `write-tree`; nothing is stored.
 
+import type { LstatHeadStart } from './lstat-head-start';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
@@ -47,6 +48,8 @@ export interface ScanSpec {
   extraItems?: Promise<PackItem[]>;
   /** With `write`: store files at or above a size as chunks (src/snapshot/chunked-scan.ts). */
   chunking?: ChunkingSpec | null;
+  /** A resident process's lstat of the last capture's paths (capture-files.ts). */
+  headStart?: LstatHeadStart | null;
 }
 
 export interface ScanResult {
@@ -98,6 +101,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         chunking: spec.chunking,
         gitOptions: opts,
         scratchDir: spec.scratchDir,
+        headStart: spec.headStart,
       });
       return {
         tree: r.tree,

@@ -1,0 +1,37 @@
+// The daemon's memo of its worktree's index listing (`git ls-files -s --debug`, one process per
+// capture otherwise). An index file ends with the hash of everything before it, and git replaces the
+// file whole (index.lock renamed over it), so the same size and the same trailing hash are the same
+// listing: its entries, their flags and stat data. Everything else ls-files shows is named by hash
+// inside the file (a split index's shared part, a sparse index's trees). Not memoised: an index
+// written without its hash (index.skipHash, a zero trailer), one named by GIT_INDEX_FILE, a missing
+// one, one that changed while git read it.
+
+import * as path from 'node:path';
+import { readIndexEntries, type IndexEntry } from '../git/plumbing';
+import { repoOpts, type Repo } from '../git/repo';
+import { readTail } from '../snapshot/fsutil';
+
+/** Enough of the end to hold either format's trailer (SHA-1 20 bytes, SHA-256 32). */
+const TAIL = 32;
+
+/** The index's size and its last bytes, or null when they cannot stand for its content. */
+function indexKey(file: string): string | null {
+  const read = readTail(file, TAIL);
+  if (!read || read.size < 12 + TAIL || read.tail.length !== TAIL) return null;
+  // A zero trailer: written without its hash, so the end says nothing of the rest.
+  if (read.tail.subarray(TAIL - 20).every((b) => b === 0)) return null;
+  return `${read.size}:${read.tail.toString('hex')}`;
+}
+
+/** A reader of the index listing that asks git again only when the index file is another. */
+export function indexEntriesMemo(repo: Repo, env: NodeJS.ProcessEnv = process.env): () => Promise<IndexEntry[]> {
+  const file = env.GIT_INDEX_FILE === undefined ? path.join(repo.gitDir, 'index') : null;
+  let memo: { key: string; entries: IndexEntry[] } | undefined;
+  return async () => {
+    const before = file ? indexKey(file) : null;
+    if (before !== null && memo?.key === before) return memo.entries.slice();
+    const entries = await readIndexEntries(repoOpts(repo));
+    memo = before !== null && indexKey(file!) === before ? { key: before, entries: entries.slice() } : undefined;
+    return entries;
+  };
+}
