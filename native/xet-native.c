@@ -192,6 +192,7 @@ extern napi_status napi_resolve_deferred(napi_env, napi_deferred, napi_value);
 extern napi_status napi_reject_deferred(napi_env, napi_deferred, napi_value);
 extern napi_status napi_create_string_utf8(napi_env, const char *, size_t, napi_value *);
 extern napi_status napi_create_error(napi_env, napi_value, napi_value, napi_value *);
+extern napi_status napi_get_undefined(napi_env, napi_value *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -824,16 +825,18 @@ static void lstat_job_free(napi_env env, struct lstat_job *j) {
 static void lstat_job_done(napi_env env, napi_status status, void *data) {
   struct lstat_job *j = data;
   napi_value v = NULL;
-  if (status == NAPI_OK && j->err == 0) {
-    v = int64(env, (int64_t)j->count);
-    if (v) napi_resolve_deferred(env, j->deferred, v);
+  if (status == NAPI_OK && j->err == 0 && napi_create_int64(env, (int64_t)j->count, &v) == NAPI_OK) {
+    napi_resolve_deferred(env, j->deferred, v);
   } else {
+    /* Always settled (a capture awaits it): with an Error when one can be made, else undefined. */
     napi_value msg;
     char text[128];
     snprintf(text, sizeof text, "xet native: lstatManyLater could not %s (errno %d)",
              j->err ? "open its root directory" : "run", j->err);
-    if (napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &msg) == NAPI_OK && napi_create_error(env, NULL, msg, &v) == NAPI_OK)
-      napi_reject_deferred(env, j->deferred, v);
+    v = NULL;
+    if (napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &msg) != NAPI_OK || napi_create_error(env, NULL, msg, &v) != NAPI_OK)
+      napi_get_undefined(env, &v);
+    napi_reject_deferred(env, j->deferred, v);
   }
   lstat_job_free(env, j);
 }

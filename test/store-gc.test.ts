@@ -283,7 +283,7 @@ test('store gc removes a handoff ref once its expiry is older than the grace, an
     assertStoreWhole(sb, r.dir, store);
   }));
 
-test("store gc removes a dead gc's scratch from the temporary directory, never a live one's or a young one", () =>
+test("store gc removes a dead gc's scratch from the temporary directory, never a live one's, a young one or an unowned one under a day old", () =>
   withSandbox(async (sb) => {
     const { r, store } = seeded(sb);
     const tmp = sb.path('tmp');
@@ -298,7 +298,9 @@ test("store gc removes a dead gc's scratch from the temporary directory, never a
       return dir;
     };
     const dead = scratch('dead', true, 3600_000);
-    const bare = scratch('bare', false, 3600_000);
+    // Without an owner lock (an older build's): taken for dead only a day old.
+    const bare = scratch('bare', false, 25 * 3600_000);
+    const unowned = scratch('unowned', false, 3600_000);
     const young = scratch('young', true, 0);
     const live = scratch('live', true, 3600_000);
     // Another process holds the live one's lock, as its gc would (a SQLite write transaction).
@@ -321,9 +323,12 @@ test("store gc removes a dead gc's scratch from the temporary directory, never a
       assert.equal(first, 'held\n');
       const t = new Date(Date.now() - 3600_000);
       fs.utimesSync(live, t, t);
+      // A dry run changes nothing, here either.
+      gcOk(sb, r.dir, store, ['--dry-run'], { TMPDIR: tmp });
+      assert.equal(fs.readdirSync(tmp).length, 5);
       gcOk(sb, r.dir, store, [], { TMPDIR: tmp });
-      assert.deepEqual(fs.readdirSync(tmp).sort(), ['xet-store-gc-live', 'xet-store-gc-young']);
-      assert.ok(!fs.existsSync(dead) && !fs.existsSync(bare));
+      assert.deepEqual(fs.readdirSync(tmp).sort(), ['xet-store-gc-live', 'xet-store-gc-unowned', 'xet-store-gc-young']);
+      assert.ok(!fs.existsSync(dead) && !fs.existsSync(bare) && fs.existsSync(unowned));
       assert.ok(fs.existsSync(path.join(young, 'objects', 'pack', 'pack-copy.pack')));
       assert.ok(fs.existsSync(path.join(live, 'objects', 'pack', 'pack-copy.pack')));
     } finally {
@@ -334,5 +339,5 @@ test("store gc removes a dead gc's scratch from the temporary directory, never a
     const t = new Date(Date.now() - 3600_000);
     fs.utimesSync(live, t, t);
     gcOk(sb, r.dir, store, [], { TMPDIR: tmp });
-    assert.deepEqual(fs.readdirSync(tmp), ['xet-store-gc-young']);
+    assert.deepEqual(fs.readdirSync(tmp).sort(), ['xet-store-gc-unowned', 'xet-store-gc-young']);
   }));

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { git } from '../git/exec';
-import { GitConfig } from '../git/config';
+import { GitConfig, parseConfigList } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
 
 function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[] {
@@ -46,19 +46,13 @@ export function configMemo(repo: Repo): () => Promise<GitConfig> {
     const before = stamp(files);
     if (memo?.stamp === before) return memo.config;
     const r = await git(['config', '-z', '--list', '--show-origin'], { ...repoOpts(repo), okCodes: [1] });
-    const recs = r.stdout.toString('utf8').split('\0');
-    const entries: { key: string; value: string }[] = [];
+    const entries = parseConfigList(r.stdout);
     let memoable = true;
-    for (let i = 0; i + 1 < recs.length; i += 2) {
-      const origin = recs[i];
-      const rec = recs[i + 1];
-      const nl = rec.indexOf('\n');
-      const key = nl < 0 ? rec : rec.slice(0, nl);
-      entries.push({ key, value: nl < 0 ? '' : rec.slice(nl + 1) });
+    for (const { key, origin = '' } of entries) {
       if (key.startsWith('include.') || key.startsWith('includeif.')) memoable = false;
       if (origin.startsWith('file:') && !files.includes(path.resolve(repo.worktree, origin.slice(5)))) memoable = false;
     }
-    const config = new GitConfig(entries);
+    const config = new GitConfig(entries, repo.worktree);
     // A file that changed while git read it is read again next time.
     memo = memoable && stamp(files) === before ? { stamp: before, config } : undefined;
     return config;

@@ -2,7 +2,9 @@
 // capture otherwise). An index file ends with the hash of everything before it, and git replaces the
 // file whole (index.lock renamed over it), so the same size and the same trailing hash are the same
 // listing: its entries, their flags and stat data. Everything else ls-files shows is named by hash
-// inside the file (a split index's shared part, a sparse index's trees). Not memoised: an index
+// inside the file (a split index's shared part, a sparse index's trees). The key also names the file
+// (device, inode and times), so that one rewritten away and back while git read it is not taken
+// for the one git read. Not memoised: an index
 // written without its hash (index.skipHash, a zero trailer), one named by GIT_INDEX_FILE, a missing
 // one, one that changed while git read it.
 
@@ -20,7 +22,10 @@ function indexKey(file: string): string | null {
   if (!read || read.size < 12 + TAIL || read.tail.length !== TAIL) return null;
   // A zero trailer: written without its hash, so the end says nothing of the rest.
   if (read.tail.subarray(TAIL - 20).every((b) => b === 0)) return null;
-  return `${read.size}:${read.tail.toString('hex')}`;
+  // And which file it is: an index rewritten to the same bytes while git read it (A, B, then A
+  // again) is another file (git renames a new one over it), so B's listing is not kept as A's.
+  const { dev, ino, mtimeNs, ctimeNs } = read.stat;
+  return `${read.size}:${read.tail.toString('hex')}:${dev}:${ino}:${mtimeNs}:${ctimeNs}`;
 }
 
 /** A reader of the index listing that asks git again only when the index file is another. */

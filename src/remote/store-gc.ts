@@ -188,10 +188,14 @@ const SCRATCH_PREFIX = 'xet-store-gc-';
 const SCRATCH_OWNER = 'owner.lockdb';
 /** A scratch younger than this is never judged (its owner may not hold its lock yet). */
 const SCRATCH_SETTLE_MS = 60_000;
+/** One without an owner lock (made before scratches had one, or left between mkdtemp and the lock)
+ * is taken for dead only this old: no gc runs for a day. */
+const SCRATCH_UNOWNED_MS = 24 * 3600_000;
 
 /** Removes the scratches of store gcs that died (SIGKILL, power): each holds copies of a store's
  * packs, so a leftover can be gigabytes in the temporary directory. A scratch is a dead gc's when its
- * owner lock can be taken; one of another user, or too young to judge, is left alone. */
+ * owner lock can be taken, or when it has none and is a day old; one of another user, or too young to
+ * judge, is left alone. */
 function sweepDeadScratches(tmp: string): void {
   let names: string[];
   try {
@@ -205,8 +209,15 @@ function sweepDeadScratches(tmp: string): void {
       const st = fs.lstatSync(dir);
       if (!st.isDirectory() || st.uid !== process.getuid?.() || Date.now() - st.mtimeMs < SCRATCH_SETTLE_MS) continue;
       const owner = path.join(dir, SCRATCH_OWNER);
-      if (fs.existsSync(owner)) acquireLock(owner, 'using a store gc scratch', 0).release();
-      fs.rmSync(dir, { recursive: true, force: true });
+      if (fs.existsSync(owner)) {
+        // Held while it goes: its gc cannot be alive, and no other sweep takes it meanwhile.
+        const lock = acquireLock(owner, 'using a store gc scratch', 0);
+        try {
+          fs.rmSync(dir, { recursive: true, force: true });
+        } finally {
+          lock.release();
+        }
+      } else if (Date.now() - st.mtimeMs >= SCRATCH_UNOWNED_MS) fs.rmSync(dir, { recursive: true, force: true });
     } catch {
       // Held (a live gc), not ours, or gone already.
     }
@@ -220,8 +231,12 @@ class Scratch {
   private readonly counts = new Map<string, number>();
   private readonly owner: Lock;
 
-  constructor(private readonly store: DirectoryStore) {
-    sweepDeadScratches(os.tmpdir());
+  /** `sweep`: remove dead gcs' scratches first (not for a dry run, which changes nothing). */
+  constructor(
+    private readonly store: DirectoryStore,
+    sweep: boolean,
+  ) {
+    if (sweep) sweepDeadScratches(os.tmpdir());
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), SCRATCH_PREFIX));
     try {
       this.owner = acquireLock(path.join(this.dir, SCRATCH_OWNER), 'using a store gc scratch', 0);
@@ -279,8 +294,12 @@ class Scratch {
   }
 
   remove(): void {
-    this.owner.release();
-    fs.rmSync(this.dir, { recursive: true, force: true });
+    // Removed while its lock is held, so no sweep takes it halfway.
+    try {
+      fs.rmSync(this.dir, { recursive: true, force: true });
+    } finally {
+      this.owner.release();
+    }
   }
 }
 
@@ -418,7 +437,7 @@ export async function gcStore(cwd: string, where: string, opts: StoreGcOptions):
   };
   result.bytes.before = listPackFiles(store).reduce((n, p) => n + p.bytes, 0);
   const admission = storeAdmission(store, 'settle', 'store gc');
-  const scratch = new Scratch(store);
+  const scratch = new Scratch(store, !opts.dryRun);
   let intent: string | null = null;
   const copies: string[] = [];
   try {

@@ -227,17 +227,23 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const headStart =
       options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
     tracePhase('capture: reads');
-    const [entries, config, ignoredList, refView, localConfig, statDirty] = await Promise.all([
+    const [entries, config, ignoredList, refView, statDirty] = await Promise.all([
       given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts),
       given && options.readConfig ? options.readConfig() : readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).
-      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo.gitDir),
-      readLocalConfig(CAPTURED_CONFIG_RE, userOpts),
+      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo),
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head } = refView;
+    // The repository's own config file's entries, from the listing just read (its origins), as
+    // `git config --local --get-regexp` gives them; git itself where that listing read another file
+    // in its place (GIT_CONFIG).
+    const localConfig =
+      (process.env.GIT_CONFIG === undefined
+        ? config.entriesOf(path.join(repo.commonDir, 'config'), new RegExp(CAPTURED_CONFIG_RE))
+        : null) ?? (await readLocalConfig(CAPTURED_CONFIG_RE, userOpts));
     const allRefs = refView.refs.filter((r) => !r.name.startsWith('refs/stash/') && r.name !== 'refs/stash');
     const stash = refView.refs.some((r) => r.name === 'refs/stash') ? await readStash(userOpts) : [];
     allowance = new CaptureAllowance(repo, config, options.admissionClass ?? 'grow');

@@ -6,7 +6,7 @@ import { XetError } from '../errors';
 
 /** The last `max` bytes of a regular file (all of it when smaller) and its size, read without
  * following a symlink at its name (nor waiting on a fifo there); null when it cannot be read so. */
-export function readTail(file: string, max: number): { size: number; tail: Buffer } | null {
+export function readTail(file: string, max: number): { size: number; tail: Buffer; stat: fs.BigIntStats } | null {
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -14,12 +14,13 @@ export function readTail(file: string, max: number): { size: number; tail: Buffe
     return null;
   }
   try {
-    const st = fs.fstatSync(fd);
-    if (!st.isFile()) return null;
-    const n = Math.min(st.size, max);
+    const stat = fs.fstatSync(fd, { bigint: true });
+    if (!stat.isFile()) return null;
+    const size = Number(stat.size);
+    const n = Math.min(size, max);
     const tail = Buffer.alloc(n);
-    const got = fs.readSync(fd, tail, 0, n, st.size - n);
-    return { size: st.size, tail: tail.subarray(0, got) };
+    const got = fs.readSync(fd, tail, 0, n, size - n);
+    return { size, tail: tail.subarray(0, got), stat };
   } finally {
     fs.closeSync(fd);
   }

@@ -4,6 +4,7 @@
 // disagree, and a snapshot whose own restore fails verify. The view is checked (HEAD's branch, when
 // recorded, must name HEAD's commit) and re-read until it holds.
 
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { GitOptions } from '../git/exec';
@@ -29,40 +30,60 @@ const REFUSED_REF_NAME = /[\x00-\x20\x7f~^:?*[\\]|\.\.|@\{|\/\/|\/\.|\.lock(?:\/
 
 /**
  * The branch HEAD names, read from `<gitDir>/HEAD` as git's files backend writes it
- * ("ref: refs/heads/<name>" and a newline), or null for anything else: a detached HEAD, a symlink,
- * another namespace, a name git would refuse (a reftable repository's "refs/heads/.invalid"), any
- * other spelling git would still accept. Null means: ask git (readHead). One read of a small file
- * where readHead starts two git processes on every capture.
+ * ("ref: refs/heads/<name>" and a newline), with the file's identity (inode and times), or null
+ * for anything else: a detached HEAD, a symlink, another namespace, a name git would refuse (a
+ * reftable repository's "refs/heads/.invalid"), any other spelling git would still accept. Null
+ * means: ask git (readHead). One read of a small file where readHead starts two git processes on
+ * every capture.
  */
-export function headBranchFromFile(gitDir: string): string | null {
+export function headBranchFromFile(gitDir: string): { ref: string; file: string } | null {
   const read = readTail(path.join(gitDir, 'HEAD'), 4096);
   if (!read || read.size > 4096) return null;
   const m = /^ref: (refs\/heads\/[^\n]+)\n$/.exec(read.tail.toString('utf8'));
-  return m && !REFUSED_REF_NAME.test(m[1]) ? m[1] : null;
+  if (!m || REFUSED_REF_NAME.test(m[1])) return null;
+  const { dev, ino, mtimeNs, ctimeNs } = read.stat;
+  return { ref: m[1], file: `${dev}:${ino}:${mtimeNs}:${ctimeNs}` };
+}
+
+/** Whether a loose ref file is at `ref`'s path (a broken one, which the listing leaves out). */
+function looseRefThere(commonDir: string, ref: string): boolean {
+  try {
+    fs.lstatSync(path.join(commonDir, ref));
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code !== 'ENOENT' && code !== 'ENOTDIR';
+  }
 }
 
 /**
- * `gitDir`, when given, is the worktree's own git directory: HEAD is read from its file when it
- * names a branch plainly, and the branch's commit taken from the listing (two git processes fewer).
- * Anything else (detached, unborn elsewhere, a branch that is a symbolic ref or holds a tag) is read
- * by git, as without it.
+ * `dirs`, when given, are the worktree's own git directory and the common one: HEAD is read from
+ * its file when it names a branch plainly, and the branch's commit taken from the listing (two git
+ * processes fewer). The file is read again after the listing and must be the same file naming the
+ * same branch (a checkout between the two is read again, as the git processes' view is). Anything
+ * else (detached, a branch that is a symbolic ref or holds a tag, one whose loose file the listing
+ * left out as broken) is read by git, as without it.
  */
 export async function readRefView(
   patterns: string[],
   opts: GitOptions,
-  gitDir?: string,
+  dirs?: { gitDir: string; commonDir: string },
 ): Promise<{ head: HeadState; refs: RefEntry[] }> {
   const branchesListed = patterns.includes('refs/heads/');
   for (let n = 0; ; n++) {
-    const branch = gitDir && branchesListed ? headBranchFromFile(gitDir) : null;
-    if (branch) {
+    const before = dirs && branchesListed ? headBranchFromFile(dirs.gitDir) : null;
+    if (dirs && before) {
       const refs = await listRefs(patterns, opts);
-      const entry = refs.find((r) => r.name === branch);
-      // Not listed: unborn, as git would say (a branch it cannot read is not listed either, and
-      // HEAD^{commit} fails for it the same way).
-      if (!entry) return { head: { kind: 'branch', ref: branch, oid: null }, refs };
-      if (entry.type === 'commit' && !entry.symref)
-        return { head: { kind: 'branch', ref: branch, oid: entry.oid }, refs };
+      const after = headBranchFromFile(dirs.gitDir);
+      if (after?.ref === before.ref && after.file === before.file) {
+        const branch = before.ref;
+        const entry = refs.find((r) => r.name === branch);
+        // Not listed and no file of its own: unborn, as git says (HEAD^{commit} fails the same way).
+        if (!entry && !looseRefThere(dirs.commonDir, branch))
+          return { head: { kind: 'branch', ref: branch, oid: null }, refs };
+        if (entry?.type === 'commit' && !entry.symref)
+          return { head: { kind: 'branch', ref: branch, oid: entry.oid }, refs };
+      } else if (n + 1 < ATTEMPTS) continue;
     }
     const [head, refs] = await Promise.all([readHead(opts), listRefs(patterns, opts)]);
     if (refViewConsistent(head, refs)) return { head, refs };
