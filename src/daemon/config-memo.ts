@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { git } from '../git/exec';
-import { GitConfig, parseConfigList } from '../git/config';
+import { CONFIG_LIST_ARGS, GitConfig, parseConfigList } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
 
 function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[] {
@@ -45,7 +45,7 @@ export function configMemo(repo: Repo): () => Promise<GitConfig> {
   return async () => {
     const before = stamp(files);
     if (memo?.stamp === before) return memo.config;
-    const r = await git(['config', '-z', '--list', '--show-origin'], { ...repoOpts(repo), okCodes: [1] });
+    const r = await git(CONFIG_LIST_ARGS, { ...repoOpts(repo), okCodes: [1] });
     const entries = parseConfigList(r.stdout);
     let memoable = true;
     for (const { key, origin = '' } of entries) {

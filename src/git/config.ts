@@ -7,9 +7,15 @@ import { git, type GitOptions } from './exec';
 
 export interface ConfigEntry {
   key: string;
+  /** '' for a key written without `=` (git's true), as for an empty value: see `valueless`. */
   value: string;
+  /** A key written without `=` ("[core] filemode"), which git reads as true and an empty value as
+   * false. */
+  valueless?: boolean;
   /** Where git read it (`--show-origin`: "file:<path>", "command line:", …), when asked. */
   origin?: string;
+  /** Which scope (`--show-scope`: system, global, local, worktree, command), when asked. */
+  scope?: string;
 }
 
 export class GitConfig {
@@ -44,25 +50,27 @@ export class GitConfig {
   }
 
   /**
-   * The entries git read from `file` itself (not from files it includes), in its order, whose key
-   * matches `re`: what `git config --file <file> --get-regexp` prints (the same lower-cased keys).
-   * Files are compared by device and inode, so the spelling git used does not matter. Null when
-   * this config was read without origins.
+   * The entries of the repository's own config file (`file`, git's `--local`; not the files it
+   * includes), in its order, whose key matches `re`: what `git config --local --get-regexp`
+   * prints (the same lower-cased keys), a key without a value given as git reads it, "true". Read
+   * in the local scope only (the same file read again as the global one, through
+   * GIT_CONFIG_GLOBAL or an include, is not counted twice); files compared by device and inode, so
+   * the spelling git used does not matter. Null when this config was read without origins.
    */
-  entriesOf(file: string, re: RegExp): { key: string; value: string }[] | null {
+  localEntries(file: string, re: RegExp): { key: string; value: string }[] | null {
     if (this.originBase === undefined) return null;
     const want = fileIdentity(file);
     if (want === null) return [];
     const same = new Map<string, boolean>();
     const out: { key: string; value: string }[] = [];
     for (const e of this.entries) {
-      if (!e.origin?.startsWith('file:') || !re.test(e.key)) continue;
+      if (e.scope !== 'local' || !e.origin?.startsWith('file:') || !re.test(e.key)) continue;
       let ok = same.get(e.origin);
       if (ok === undefined) {
         ok = fileIdentity(path.resolve(this.originBase, e.origin.slice('file:'.length))) === want;
         same.set(e.origin, ok);
       }
-      if (ok) out.push({ key: e.key, value: e.value });
+      if (ok) out.push({ key: e.key, value: e.valueless ? VALUELESS : e.value });
     }
     return out;
   }
@@ -79,23 +87,33 @@ function fileIdentity(file: string): string | null {
   return st ? `${st.dev}:${st.ino}` : null;
 }
 
-/** The `-z --list --show-origin` records: origin, then key and value, each NUL-ended. */
+/** What a key written without a value means to git ("[core] filemode" is filemode = true): recorded
+ * so, since an empty value would mean false. */
+export const VALUELESS = 'true';
+
+/** The `-z --list --show-scope --show-origin` records: scope, origin, then key and value (no newline
+ * and no value for a key written without `=`), each NUL-ended. */
 export function parseConfigList(stdout: Buffer): ConfigEntry[] {
   const recs = stdout.toString('utf8').split('\0');
   const entries: ConfigEntry[] = [];
-  for (let i = 0; i + 1 < recs.length; i += 2) {
-    const rec = recs[i + 1];
+  for (let i = 0; i + 2 < recs.length; i += 3) {
+    const rec = recs[i + 2];
     const nl = rec.indexOf('\n');
-    entries.push({
+    const e: ConfigEntry = {
       key: nl < 0 ? rec : rec.slice(0, nl),
       value: nl < 0 ? '' : rec.slice(nl + 1),
-      origin: recs[i],
-    });
+      scope: recs[i],
+      origin: recs[i + 1],
+    };
+    if (nl < 0) e.valueless = true;
+    entries.push(e);
   }
   return entries;
 }
 
+export const CONFIG_LIST_ARGS = ['config', '-z', '--list', '--show-scope', '--show-origin'];
+
 export async function readConfig(opts: GitOptions): Promise<GitConfig> {
-  const r = await git(['config', '-z', '--list', '--show-origin'], { ...opts, okCodes: [1] });
+  const r = await git(CONFIG_LIST_ARGS, { ...opts, okCodes: [1] });
   return new GitConfig(parseConfigList(r.stdout), opts.cwd ?? process.cwd());
 }

@@ -63,6 +63,9 @@ export function callerRepoEnv(): Record<string, string | undefined> {
 function baseEnv(extra?: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of REPO_ENV) delete env[k];
+  // GIT_CONFIG makes `git config` (and no other git command) read that one file, and refuse
+  // --local: git xet reads the config git's own commands use.
+  delete env.GIT_CONFIG;
   env.GIT_TERMINAL_PROMPT = '0';
   env.GIT_PAGER = 'cat';
   env.LC_ALL = 'C';

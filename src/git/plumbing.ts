@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import type { GitConfig } from './config';
+import { VALUELESS, type GitConfig } from './config';
 import { git, gitText, gitZ, joinZ, splitZ, type GitOptions } from './exec';
 
 export interface IndexEntry {
@@ -110,12 +110,13 @@ export async function readStash(opts: GitOptions): Promise<{ oid: string; messag
   });
 }
 
-/** Local config entries whose key matches the regexp, in file order. */
+/** Local config entries whose key matches the regexp, in file order; a key without a value as git
+ * reads it, "true" (GitConfig.localEntries gives the same from a whole listing). */
 export async function readLocalConfig(regexp: string, opts: GitOptions): Promise<{ key: string; value: string }[]> {
   const r = await git(['config', '--local', '-z', '--get-regexp', regexp], { ...opts, okCodes: [1] });
   return splitZ(r.stdout).map((rec) => {
     const nl = rec.indexOf('\n');
-    return nl < 0 ? { key: rec, value: '' } : { key: rec.slice(0, nl), value: rec.slice(nl + 1) };
+    return nl < 0 ? { key: rec, value: VALUELESS } : { key: rec.slice(0, nl), value: rec.slice(nl + 1) };
   });
 }
 

@@ -61,7 +61,7 @@ import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree 
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
-import { CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
+import { CAPTURED_CONFIG, CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {
@@ -237,13 +237,11 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head } = refView;
-    // The repository's own config file's entries, from the listing just read (its origins), as
-    // `git config --local --get-regexp` gives them; git itself where that listing read another file
-    // in its place (GIT_CONFIG).
+    // The repository's own config file's entries, from the listing just read (its scopes and
+    // origins), as `git config --local --get-regexp` gives them (a memo without origins: git).
     const localConfig =
-      (process.env.GIT_CONFIG === undefined
-        ? config.entriesOf(path.join(repo.commonDir, 'config'), new RegExp(CAPTURED_CONFIG_RE))
-        : null) ?? (await readLocalConfig(CAPTURED_CONFIG_RE, userOpts));
+      config.localEntries(path.join(repo.commonDir, 'config'), CAPTURED_CONFIG) ??
+      (await readLocalConfig(CAPTURED_CONFIG_RE, userOpts));
     const allRefs = refView.refs.filter((r) => !r.name.startsWith('refs/stash/') && r.name !== 'refs/stash');
     const stash = refView.refs.some((r) => r.name === 'refs/stash') ? await readStash(userOpts) : [];
     allowance = new CaptureAllowance(repo, config, options.admissionClass ?? 'grow');

@@ -11,3 +11,6 @@ export const XET_NAMESPACE_RE = /^refs\/(?:remotes\/.+\/)?xet\//;
 /** Local config a restore needs to behave like the source (upstreams, line endings, file modes). */
 export const CAPTURED_CONFIG_RE =
   '^(branch\\..*\\.(remote|merge|rebase|pushremote|description)|remote\\..*\\.(url|pushurl|fetch|push|tagopt|mirror)|core\\.(autocrlf|eol|safecrlf|filemode|ignorecase|precomposeunicode|symlinks|checkroundtripencoding|quotepath)|submodule\\.(active|.*\\.(url|active|branch)))$';
+/** The same as a JavaScript pattern: `.` matching every character, as git's (POSIX) does, so a
+ * branch named with a line or paragraph separator keeps its upstream. */
+export const CAPTURED_CONFIG = new RegExp(CAPTURED_CONFIG_RE, 's');

@@ -15,7 +15,7 @@ import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { checkTreePaths, PATH_MAX, refuseTooLong } from './paths';
-import { CAPTURED_CONFIG_RE } from './recorded';
+import { CAPTURED_CONFIG } from './recorded';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
@@ -382,9 +382,9 @@ export async function checkSnapshotPaths(
   }
   // Only the config capture records may come back: anything else (core.fsmonitor, hooksPath,
   // filter drivers…) would let a crafted snapshot run commands in the copy.
-  const allowed = new RegExp(CAPTURED_CONFIG_RE);
+  // A value may hold newlines (a branch description does); `git config` is given it as an argument.
   for (const c of m.config) {
-    if (!allowed.test(c.key) || /[\0\n]/.test(c.value)) {
+    if (!CAPTURED_CONFIG.test(c.key) || /[\0\n]/.test(c.key) || c.value.includes('\0')) {
       throw new XetError(
         'SNAPSHOT_INVALID',
         `the manifest sets config ${JSON.stringify(c.key)}, which snapshots never carry`,
