@@ -758,6 +758,16 @@ static size_t lstat_rows(int dir, const char *names, size_t names_len, double *o
   return count;
 }
 
+/* lstat_rows under the directory `root` names: 0 with the count in *count, or the errno of opening
+ * it. */
+static int lstat_under(const char *root, const char *names, size_t names_len, double *out, size_t rows, size_t *count) {
+  int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return errno;
+  *count = lstat_rows(dir, names, names_len, out, rows);
+  close(dir);
+  return 0;
+}
+
 /* The arguments both lstat calls take: names NUL-ended, out 8-byte aligned. 0 when one is wrong (a
  * JavaScript exception is pending). */
 static int lstat_args(napi_env env, napi_value *argv, uint8_t **names, size_t *names_len, uint8_t **outb,
@@ -778,14 +788,13 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
   if (!lstat_args(env, argv, &names, &names_len, &outb, &out_len)) return NULL;
   char *root = string_arg(env, argv[0]);
   if (!root) return NULL;
-  int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  size_t count = 0;
+  int err = lstat_under(root, (const char *)names, names_len, (double *)outb, out_len / (STAT_ROW * sizeof(double)), &count);
   free(root);
-  if (dir < 0) {
+  if (err) {
     napi_throw_error(env, "ERR_XET_NATIVE", "xet native: lstatMany could not open its root directory");
     return NULL;
   }
-  size_t count = lstat_rows(dir, (const char *)names, names_len, (double *)outb, out_len / (STAT_ROW * sizeof(double)));
-  close(dir);
   return int64(env, (int64_t)count);
 }
 
@@ -805,13 +814,7 @@ struct lstat_job {
 static void lstat_job_run(napi_env env, void *data) {
   (void)env;
   struct lstat_job *j = data;
-  int dir = open(j->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) {
-    j->err = errno;
-    return;
-  }
-  j->count = lstat_rows(dir, j->names, j->names_len, j->out, j->rows);
-  close(dir);
+  j->err = lstat_under(j->root, j->names, j->names_len, j->out, j->rows, &j->count);
 }
 
 static void lstat_job_free(napi_env env, struct lstat_job *j) {

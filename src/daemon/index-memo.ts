@@ -11,7 +11,7 @@
 import * as path from 'node:path';
 import { readIndexEntries, type IndexEntry } from '../git/plumbing';
 import { repoOpts, type Repo } from '../git/repo';
-import { readTail } from '../snapshot/fsutil';
+import { fileStamp, readTail } from '../snapshot/fsutil';
 
 /** Enough of the end to hold either format's trailer (SHA-1 20 bytes, SHA-256 32). */
 const TAIL = 32;
@@ -24,8 +24,7 @@ function indexKey(file: string): string | null {
   if (read.tail.subarray(TAIL - 20).every((b) => b === 0)) return null;
   // And which file it is: an index rewritten to the same bytes while git read it (A, B, then A
   // again) is another file (git renames a new one over it), so B's listing is not kept as A's.
-  const { dev, ino, mtimeNs, ctimeNs } = read.stat;
-  return `${read.size}:${read.tail.toString('hex')}:${dev}:${ino}:${mtimeNs}:${ctimeNs}`;
+  return `${read.tail.toString('hex')}:${fileStamp(read.stat)}`;
 }
 
 /** A reader of the index listing that asks git again only when the index file is another. */

@@ -55,10 +55,11 @@ export class GitConfig {
    * prints (the same lower-cased keys), a key without a value given as git reads it, "true". Read
    * in the local scope only (the same file read again as the global one, through
    * GIT_CONFIG_GLOBAL or an include, is not counted twice); files compared by device and inode, so
-   * the spelling git used does not matter. Null when this config was read without origins.
+   * the spelling git used does not matter. Only for a config read with origins (readConfig,
+   * the daemon's memo).
    */
-  localEntries(file: string, re: RegExp): { key: string; value: string }[] | null {
-    if (this.originBase === undefined) return null;
+  localEntries(file: string, re: RegExp): { key: string; value: string }[] {
+    if (this.originBase === undefined) throw new Error('GitConfig.localEntries: read without origins');
     const want = fileIdentity(file);
     if (want === null) return [];
     const same = new Map<string, boolean>();

@@ -19,7 +19,6 @@ import {
   indexFileTree,
   mktree,
   readIndexEntries,
-  readLocalConfig,
   readStash,
   type TreeEntryInput,
   writeBlobs,
@@ -61,7 +60,7 @@ import { captureOperationState, GITSTATE_TREE, unmergedPaths, writeGitStateTree 
 
 import { SNAPSHOT_REF_PREFIX } from './refs';
 export { SNAPSHOT_REF_PREFIX };
-import { CAPTURED_CONFIG, CAPTURED_CONFIG_RE, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
+import { CAPTURED_CONFIG, CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
 const MAX_PARENTS = 16;
 
 export interface CaptureOptions extends PolicyOptions {
@@ -238,10 +237,8 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     ]);
     const { head } = refView;
     // The repository's own config file's entries, from the listing just read (its scopes and
-    // origins), as `git config --local --get-regexp` gives them (a memo without origins: git).
-    const localConfig =
-      config.localEntries(path.join(repo.commonDir, 'config'), CAPTURED_CONFIG) ??
-      (await readLocalConfig(CAPTURED_CONFIG_RE, userOpts));
+    // origins), as `git config --local --get-regexp` gives them.
+    const localConfig = config.localEntries(path.join(repo.commonDir, 'config'), CAPTURED_CONFIG);
     const allRefs = refView.refs.filter((r) => !r.name.startsWith('refs/stash/') && r.name !== 'refs/stash');
     const stash = refView.refs.some((r) => r.name === 'refs/stash') ? await readStash(userOpts) : [];
     allowance = new CaptureAllowance(repo, config, options.admissionClass ?? 'grow');

@@ -4,6 +4,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 
+/** What tells one state of a file from another without reading it: which file (device, inode),
+ * its size and both times. */
+export function fileStamp(st: fs.BigIntStats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
+
 /** The last `max` bytes of a regular file (all of it when smaller) and its size, read without
  * following a symlink at its name (nor waiting on a fifo there); null when it cannot be read so. */
 export function readTail(file: string, max: number): { size: number; tail: Buffer; stat: fs.BigIntStats } | null {

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import type { GitOptions } from '../git/exec';
 import { listRefs, readHead, type HeadState, type RefEntry } from '../git/plumbing';
-import { readTail } from './fsutil';
+import { fileStamp, readTail } from './fsutil';
 
 // Each attempt is two short git processes; on a loaded machine a commit loop can outpace a few.
 const ATTEMPTS = 12;
@@ -30,7 +30,7 @@ const REFUSED_REF_NAME = /[\x00-\x20\x7f~^:?*[\\]|\.\.|@\{|\/\/|\/\.|\.lock(?:\/
 
 /**
  * The branch HEAD names, read from `<gitDir>/HEAD` as git's files backend writes it
- * ("ref: refs/heads/<name>" and a newline), with the file's identity (inode and times), or null
+ * ("ref: refs/heads/<name>" and a newline), with the file's stamp (fileStamp), or null
  * for anything else: a detached HEAD, a symlink, another namespace, a name git would refuse (a
  * reftable repository's "refs/heads/.invalid"), any other spelling git would still accept. Null
  * means: ask git (readHead). One read of a small file where readHead starts two git processes on
@@ -41,8 +41,7 @@ export function headBranchFromFile(gitDir: string): { ref: string; file: string 
   if (!read || read.size > 4096) return null;
   const m = /^ref: (refs\/heads\/[^\n]+)\n$/.exec(read.tail.toString('utf8'));
   if (!m || REFUSED_REF_NAME.test(m[1])) return null;
-  const { dev, ino, mtimeNs, ctimeNs } = read.stat;
-  return { ref: m[1], file: `${dev}:${ino}:${mtimeNs}:${ctimeNs}` };
+  return { ref: m[1], file: fileStamp(read.stat) };
 }
 
 /** Whether a loose ref file is at `ref`'s path (a broken one, which the listing leaves out). */

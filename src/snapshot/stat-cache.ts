@@ -14,6 +14,7 @@ import { parseIndex, type ParsedIndex } from '../git/index-file';
 import { readExtensions, writeIndexFile } from '../git/index-writer';
 import { native } from '../native';
 import type { ChunkRecord } from './chunked-scan';
+import { fileStamp } from './fsutil';
 
 export const STAT_CACHE_RECORD_SUFFIX = '.xet.json';
 export const STAT_CACHE_SCHEMA = 'xet.statcache/2';
@@ -69,7 +70,7 @@ function identity(file: string): string | null {
   try {
     const ids = [file, `${file}${STAT_CACHE_RECORD_SUFFIX}`].map((f) => {
       const st = fs.statSync(f, { bigint: true, throwIfNoEntry: false });
-      return st ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '-';
+      return st ? fileStamp(st) : '-';
     });
     return ids.join('|');
   } catch {
