@@ -180,6 +180,47 @@ test('a tracked large file as committed keeps its blob; an edited one is chunked
   }
 });
 
+test('a large tracked file git calls modified but holding its staged blob is chunked once, then taken from the stat cache', () => {
+  const sb = createSandbox();
+  try {
+    const r = setup(sb);
+    writeLargeFile(r.p('big.bin'), 2 * MiB, 9);
+    r.git('add', 'big.bin');
+    r.git('commit', '-qm', 'big');
+    const staged = r.git('rev-parse', ':big.bin').trim();
+    // Stat data the index no longer matches (as after a copy of the tree), the bytes the same; a
+    // time well before the capture, so the stat cache may vouch for it.
+    const past = new Date(Date.now() - 60_000);
+    fs.utimesSync(r.p('big.bin'), past, past);
+    assert.equal(r.git('diff-files', '--name-only'), 'big.bin\n');
+    const chunkedBy = (extra: string[]) => {
+      const res = xet(sb, r.dir, ['capture', '--json', ...extra], { env: { GIT_XET_TRACE: '1' } });
+      assert.equal(res.status, 0, describeRun(res));
+      const m = /files: chunk (\d+)/.exec(res.stderr);
+      assert.ok(m, describeRun(res));
+      return { chunked: Number(m[1]), snapshot: parseJson(res).snapshot as string };
+    };
+    const first = chunkedBy([]);
+    assert.equal(first.chunked, 1, 'chunked to learn what it holds');
+    assert.equal(r.git('rev-parse', `${first.snapshot}:files/big.bin`).trim(), staged);
+    const again = chunkedBy(['--always']);
+    assert.equal(again.chunked, 0, 'the stat cache vouches for it now');
+    assert.equal(r.git('rev-parse', `${again.snapshot}:files/big.bin`).trim(), staged);
+    assert.equal(r.git('diff-files', '--name-only'), 'big.bin\n', 'the user index is left as it was');
+    // Edited in place, same size and times put back: the ctime differs, so it is chunked again and
+    // stored as what it now holds.
+    const fd = fs.openSync(r.p('big.bin'), 'r+');
+    fs.writeSync(fd, Buffer.from('edit'), 0, 4, 1000);
+    fs.closeSync(fd);
+    fs.utimesSync(r.p('big.bin'), past, past);
+    const edited = chunkedBy([]);
+    assert.equal(edited.chunked, 1);
+    assert.deepEqual(manifest(r, edited.snapshot).chunked, ['big.bin']);
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('unchanged re-capture reads no chunked file; an edit packs only a few new chunks', () => {
   const sb = createSandbox();
   try {

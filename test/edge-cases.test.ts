@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { test } from 'node:test';
+import { setRecordedSizes } from '../src/git/index-file';
 import { Repo, initRepo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { capture, expectExit, parseJson, verify, xet } from './support/xet';
@@ -110,6 +111,42 @@ test('tracked files whose directory became a file, and a tracked file that becam
     const copy = roundTrip(sb, r, 'copy');
     assert.equal(fs.readFileSync(`${copy}/a`, 'utf8'), 'now a file\n');
     assert.equal(fs.readFileSync(`${copy}/f.txt/inside.txt`, 'utf8'), 'now a directory\n');
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test('index entries whose recorded size is not the file size come back with that size, and no others', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    const files = { 'same.txt': 'same\n', 'grown.txt': 'g\n', 'assumed.txt': 'a\n', 'skip.txt': 's\n' };
+    r.commit('init', { ...files, 'gone.txt': 'x\n', 'dir.txt': 'd\n' });
+    r.symlink('abc', 'link');
+    r.git('add', 'link');
+    r.git('update-index', '--add', '--cacheinfo', `160000,${r.git('rev-parse', 'HEAD').trim()},mod`);
+    r.git('update-index', '--assume-unchanged', 'assumed.txt');
+    r.git('update-index', '--skip-worktree', 'skip.txt');
+    // The same bytes under a recorded size that is not theirs (git lists the file, reads nothing).
+    setRecordedSizes(r.gitPath('index'), new Map([['same.txt', 99]]), 'sha1');
+    for (const f of ['grown.txt', 'assumed.txt', 'skip.txt']) fs.appendFileSync(r.p(f), 'more\n');
+    r.rm('gone.txt');
+    r.rm('dir.txt');
+    r.write('dir.txt/inside', 'i\n');
+    r.rm('link');
+    r.symlink('abcdef', 'link');
+    const listed = r.git('diff-files', '--name-only');
+    assert.equal(listed, ['dir.txt', 'gone.txt', 'grown.txt', 'link', 'mod', 'same.txt', ''].join('\n'));
+    const snap = capture(sb, r.dir);
+    const m = JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
+    assert.deepEqual(m.index.staleSizes, [
+      { path: 'grown.txt', size: 2 },
+      { path: 'link', size: 3 },
+      { path: 'same.txt', size: 99 },
+    ]);
+    const copy = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
+    assert.equal(new Repo(sb, copy).git('diff-files', '--name-only'), listed);
   } finally {
     sb.cleanup();
   }

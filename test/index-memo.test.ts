@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { indexEntriesMemo } from '../src/daemon/index-memo';
-import { readIndexEntries } from '../src/git/plumbing';
+import { readIndexEntries, type IndexFileRef } from '../src/git/plumbing';
 import { findRepo } from '../src/git/repo';
 import { withSandbox } from './support/sandbox';
 
@@ -15,15 +15,20 @@ function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
 }
 
-/** Runs `fn` where no git can start: what it returns came from a memo. */
-async function withoutGit<T>(fn: () => Promise<T>): Promise<T> {
-  const saved = process.env.PATH;
-  process.env.PATH = '/nonexistent';
-  try {
-    return await fn();
-  } finally {
-    process.env.PATH = saved;
-  }
+/** The real reader, counting how often the memo asks it. */
+function countingReader(r: string) {
+  const counter = {
+    calls: 0,
+    read: (index?: IndexFileRef) => (counter.calls++, readIndexEntries({ cwd: r }, index)),
+  };
+  return counter;
+}
+
+/** Runs `fn` and says whether the memo answered it (its reader was not asked). */
+async function fromMemo<T>(counter: { calls: number }, fn: () => Promise<T>): Promise<{ value: T; memo: boolean }> {
+  const before = counter.calls;
+  const value = await fn();
+  return { value, memo: counter.calls === before };
 }
 
 test('the index memo answers without git while the index is the same, and follows every write of it', () =>
@@ -32,10 +37,11 @@ test('the index memo answers without git while the index is the same, and follow
     fs.mkdirSync(r);
     git(r, 'init', '-q', '-b', 'main');
     const repo = await findRepo(r, true);
-    const read = indexEntriesMemo(repo, {});
-    // No index yet: nothing to key on, so git answers every time.
+    const counter = countingReader(r);
+    const read = indexEntriesMemo(repo, {}, counter.read);
+    // No index yet: nothing to key on, so the reader answers every time.
     assert.deepEqual(await read(), []);
-    await assert.rejects(withoutGit(read));
+    assert.equal((await fromMemo(counter, read)).memo, false);
 
     for (let i = 0; i < 5; i++) fs.writeFileSync(path.join(r, `f${i}`), `${i}\n`);
     git(r, 'add', '.');
@@ -56,15 +62,18 @@ test('the index memo answers without git while the index is the same, and follow
     for (const [what, change] of [['the first listing', () => undefined] as [string, () => void], ...steps]) {
       change();
       const fresh = await readIndexEntries({ cwd: r });
-      assert.deepEqual(await read(), fresh, `${what}: read by git`);
-      assert.deepEqual(await withoutGit(read), fresh, `${what}: then from the memo`);
+      const first = await fromMemo(counter, read);
+      assert.deepEqual(first, { value: fresh, memo: false }, `${what}: read again`);
+      assert.deepEqual(await fromMemo(counter, read), { value: fresh, memo: true }, `${what}: then from the memo`);
     }
     // A caller's changes to what it got do not reach the memo.
-    (await withoutGit(read)).length = 0;
-    assert.notEqual((await withoutGit(read)).length, 0);
+    (await read()).length = 0;
+    const kept = await fromMemo(counter, read);
+    assert.ok(kept.memo && kept.value.length > 0);
 
     // Another index named in the environment: never memoised.
-    const other = indexEntriesMemo(repo, { GIT_INDEX_FILE: path.join(r, '.git', 'index') });
+    const otherCounter = countingReader(r);
+    const other = indexEntriesMemo(repo, { GIT_INDEX_FILE: path.join(r, '.git', 'index') }, otherCounter.read);
     await other();
-    await assert.rejects(withoutGit(other));
+    assert.equal((await fromMemo(otherCounter, other)).memo, false);
   }));

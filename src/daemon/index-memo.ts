@@ -1,5 +1,5 @@
-// The daemon's memo of its worktree's index listing (`git ls-files -s --debug`, one process per
-// capture otherwise). An index file ends with the hash of everything before it, and git replaces the
+// The daemon's memo of its worktree's index listing (a read, a hash and a parse of the whole file
+// per capture otherwise, or a git process where git must list it). An index file ends with the hash of everything before it, and git replaces the
 // file whole (index.lock renamed over it), so the same size and the same trailing hash are the same
 // listing: its entries, their flags and stat data. Everything else ls-files shows is named by hash
 // inside the file (a split index's shared part, a sparse index's trees). The key also names the file
@@ -9,8 +9,8 @@
 // one, one that changed while git read it.
 
 import * as path from 'node:path';
-import { readIndexEntries, type IndexEntry } from '../git/plumbing';
-import { repoOpts, type Repo } from '../git/repo';
+import { readIndexEntries, type IndexEntry, type IndexFileRef } from '../git/plumbing';
+import { indexRef, repoOpts, type Repo } from '../git/repo';
 import { fileStamp, readTail } from '../snapshot/fsutil';
 
 /** Enough of the end to hold either format's trailer (SHA-1 20 bytes, SHA-256 32). */
@@ -27,14 +27,19 @@ function indexKey(file: string): string | null {
   return `${read.tail.toString('hex')}:${fileStamp(read.stat)}`;
 }
 
-/** A reader of the index listing that asks git again only when the index file is another. */
-export function indexEntriesMemo(repo: Repo, env: NodeJS.ProcessEnv = process.env): () => Promise<IndexEntry[]> {
+/** A reader of the index listing that reads it again only when the index file is another. `read` is
+ * the reader behind it (the file itself, or git where that reader leaves it to git). */
+export function indexEntriesMemo(
+  repo: Repo,
+  env: NodeJS.ProcessEnv = process.env,
+  read: (index?: IndexFileRef) => Promise<IndexEntry[]> = (index) => readIndexEntries(repoOpts(repo), index),
+): () => Promise<IndexEntry[]> {
   const file = env.GIT_INDEX_FILE === undefined ? path.join(repo.gitDir, 'index') : null;
   let memo: { key: string; entries: IndexEntry[] } | undefined;
   return async () => {
     const before = file ? indexKey(file) : null;
     if (before !== null && memo?.key === before) return memo.entries.slice();
-    const entries = await readIndexEntries(repoOpts(repo));
+    const entries = await read(file ? indexRef(repo) : undefined);
     memo = before !== null && indexKey(file!) === before ? { key: before, entries: entries.slice() } : undefined;
     return entries;
   };

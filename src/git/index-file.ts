@@ -81,6 +81,8 @@ export class RawIndexEntry {
     private readonly hashLen: number,
     /** `git add -N`: an entry with no content of its own yet (extended flag 0x2000). */
     readonly intentToAdd = false,
+    /** The extended flags as stored (v3 and v4; 0 otherwise). */
+    readonly extendedFlags = 0,
   ) {}
 
   /** Decoded on first use: most callers look at a few paths of a large index. */
@@ -132,6 +134,8 @@ export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'
   if (version < 2 || version > 4)
     throw new XetError('GIT_FAILED', `index version ${version} is not known`, { version });
   const count = buf.readUInt32BE(8);
+  // Every entry takes more than 60 bytes: a count the file cannot hold is damage, not a loop bound.
+  if (count > buf.length / 60) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
   const entries: RawIndexEntry[] = [];
   const limit = buf.length - hashLen;
   let off = 12;
@@ -149,9 +153,11 @@ export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'
     let start: number;
     let stop: number;
     if (version === 4) {
+      if (at >= limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
       let c = buf[at++];
       let drop = c & 127;
       while (c & 128) {
+        if (at >= limit || drop > 1 << 24) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
         c = buf[at++];
         drop = ((drop + 1) << 7) | (c & 127);
       }
@@ -180,9 +186,11 @@ export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'
       off += (end - off + 8) & ~7;
     }
     const statAt = flagsAt - hashLen - STAT_BYTES;
-    const ita = extended && (buf.readUInt16BE(flagsAt + 2) & 0x2000) !== 0;
+    const ext = extended ? buf.readUInt16BE(flagsAt + 2) : 0;
     const mode = buf.readUInt32BE(statAt + 24);
-    entries.push(new RawIndexEntry(buf, arena, start, stop, mode, (flags >> 12) & 3, statAt, hashLen, ita));
+    entries.push(
+      new RawIndexEntry(buf, arena, start, stop, mode, (flags >> 12) & 3, statAt, hashLen, (ext & 0x2000) !== 0, ext),
+    );
   }
   // Entries made before the arena last grew point into the old buffer, which stays valid.
   return { buf, version, hashLen, entries, entriesEnd: off };
@@ -278,4 +286,175 @@ export function writeIndexBuffer(indexFile: string, parsed: ParsedIndex, notAfte
   const when = notAfter && notAfter < before.mtime ? notAfter : before.mtime;
   fs.utimesSync(tmp, when, when);
   fs.renameSync(tmp, indexFile);
+}
+
+// --- The listing `git ls-files -s --debug` gives, read from the file ---
+
+/** One index entry as git xet uses it: what `git ls-files -s` prints, the flags below and the
+ * recorded size. */
+export interface IndexEntry {
+  mode: string;
+  oid: string;
+  stage: number;
+  path: string;
+  /** Only CE_VALID, CE_INTENT_TO_ADD and CE_SKIP_WORKTREE (git's in-memory bits for them). */
+  flags: number;
+  /** File size recorded in the index (stat data; 0 when unknown). */
+  size: number;
+  /**
+   * For an entry recorded at RECORDED_MIN_SIZE or more, read from the file (not from git's
+   * listing): its stat data as recorded, and whether git's racy rule (mtime not older than the
+   * index file's, here with a second to spare) would make git read the file before trusting it.
+   * A capture compares only such large files with their stat data (to leave a clean one unchunked).
+   */
+  recorded?: { stat: Buffer; racy: boolean };
+}
+
+/** The smallest recorded size whose stat data a listing keeps (xet.chunk.threshold's minimum). */
+export const RECORDED_MIN_SIZE = 64 * 1024;
+
+export const CE_VALID = 0x8000; // assume-unchanged
+export const CE_INTENT_TO_ADD = 1 << 29;
+export const CE_SKIP_WORKTREE = 1 << 30;
+export const ENTRY_FLAGS = CE_VALID | CE_INTENT_TO_ADD | CE_SKIP_WORKTREE;
+
+/** The extended flags git knows (intent-to-add, skip-worktree); any other bit makes git refuse. */
+const KNOWN_EXTENDED = 0x2000 | 0x4000;
+
+/**
+ * The entries of the index file `file` in the order and shape `git ls-files -z -s --debug` lists
+ * them, without starting git; null when git must read it, so that whatever git makes of it (a
+ * refusal included) is what the caller gets:
+ *  - a split index (`link`) or a sparse one (`sdir`), whose entries live elsewhere or are trees,
+ *    and any extension git requires (a name not starting with A–Z) that this reader does not know;
+ *  - a trailing hash that is neither the hash of the rest nor zero (git does not check it when it
+ *    reads, so a damaged file is git's to list or refuse);
+ *  - an entry git would refuse (extended flags in a version 2 index, unknown extended bits), or
+ *    bytes this reader cannot walk.
+ * A missing file is an empty index, as git has it.
+ */
+export function listIndexFile(file: string, format: 'sha1' | 'sha256'): IndexEntry[] | null {
+  let buf: Buffer;
+  let indexMtimeSec: number;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      // The file's own mtime (the one read, whatever replaces it meanwhile): git's racy rule.
+      indexMtimeSec = Number(fs.fstatSync(fd, { bigint: true }).mtimeNs / 1_000_000_000n);
+      buf = fs.readFileSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    return null;
+  }
+  const hashLen = format === 'sha256' ? 32 : 20;
+  if (buf.length < 12 + hashLen || buf.toString('latin1', 0, 4) !== 'DIRC') return null;
+  const version = buf.readUInt32BE(4);
+  const count = buf.readUInt32BE(8);
+  if (version < 2 || version > 4 || count > buf.length / 60) return null;
+  const limit = buf.length - hashLen;
+  const trailer = buf.subarray(limit);
+  if (trailer.some((b) => b !== 0)) {
+    const sum = crypto.createHash(format).update(buf.subarray(0, limit)).digest();
+    if (!sum.equals(trailer)) return null;
+  }
+  // One pass gathers the names (NUL-separated), the object ids and the numbers; the strings are
+  // then made in two decodes, not one per entry (a CLI capture reads the index once, cold: a
+  // per-entry toString costs it several times the whole read).
+  let names = Buffer.allocUnsafe(Math.max(4096, version === 4 ? buf.length * 2 : buf.length));
+  let namesLen = 0;
+  const oids = Buffer.allocUnsafe(count * hashLen);
+  const modes = new Uint32Array(count);
+  const flagsOf = new Int32Array(count);
+  const stages = new Uint8Array(count);
+  const sizes = new Uint32Array(count);
+  const recorded = new Map<number, { stat: Buffer; racy: boolean }>();
+  let prevStart = 0;
+  let prevLen = 0;
+  let off = 12;
+  for (let n = 0; n < count; n++) {
+    const flagsAt = off + STAT_BYTES + hashLen;
+    if (flagsAt + 2 > limit) return null;
+    const flags = (buf[flagsAt] << 8) | buf[flagsAt + 1];
+    const extended = (flags & 0x4000) !== 0;
+    // Extended flags in a version 2 index, or bits git does not know: git refuses, so git answers.
+    if (extended && version === 2) return null;
+    const ext = extended ? (buf[flagsAt + 2] << 8) | buf[flagsAt + 3] : 0;
+    if (ext & ~KNOWN_EXTENDED) return null;
+    let at = flagsAt + 2 + (extended ? 2 : 0);
+    let keep = 0;
+    if (version === 4) {
+      let c: number;
+      let drop = -1;
+      do {
+        if (at >= limit || drop > 1 << 24) return null;
+        c = buf[at++];
+        drop = drop < 0 ? c & 127 : ((drop + 1) << 7) | (c & 127);
+      } while (c & 128);
+      if (drop > prevLen) return null;
+      keep = prevLen - drop;
+    }
+    const end = buf.indexOf(0, at);
+    if (end < 0 || end >= limit) return null;
+    const len = keep + end - at;
+    if (namesLen + len + 1 > names.length) {
+      const bigger = Buffer.allocUnsafe(2 * (namesLen + len + 1));
+      names.copy(bigger, 0, 0, namesLen);
+      names = bigger;
+    }
+    // (Plain loops: copyBytes makes a subarray per name past 64 bytes, and names are often longer.)
+    for (let k = 0; k < keep; k++) names[namesLen + k] = names[prevStart + k];
+    for (let k = at, d = namesLen + keep; k < end; k++, d++) names[d] = buf[k];
+    prevStart = namesLen;
+    prevLen = len;
+    namesLen += len;
+    names[namesLen++] = 0;
+    const statAt = off;
+    copyBytes(buf, oids, n * hashLen, statAt + STAT_BYTES, statAt + STAT_BYTES + hashLen);
+    modes[n] = be32(buf, statAt + 24);
+    sizes[n] = be32(buf, statAt + SIZE_OFFSET);
+    if (sizes[n] >= RECORDED_MIN_SIZE) {
+      // Racily clean by git's rule (an mtime not older than the index's), with a second to spare.
+      const racy = be32(buf, statAt + 8) + 1 >= indexMtimeSec;
+      recorded.set(n, { stat: Buffer.from(buf.subarray(statAt, statAt + STAT_BYTES)), racy });
+    }
+    stages[n] = (flags >> 12) & 3;
+    flagsOf[n] = (flags & CE_VALID) | (ext << 16);
+    off = version === 4 ? end + 1 : off + ((end - off + 8) & ~7);
+  }
+  if (off > limit) return null;
+  for (let at = off; at < limit;) {
+    if (at + 8 > limit) return null;
+    const first = buf[at];
+    if (first < 0x41 || first > 0x5a) return null; // required by git, unknown here
+    at += 8 + buf.readUInt32BE(at + 4);
+    if (at > limit) return null;
+  }
+  const paths = count ? names.toString('utf8', 0, namesLen - 1).split('\0') : [];
+  const hex = oids.toString('hex');
+  const hexLen = 2 * hashLen;
+  const modeText = new Map<number, string>();
+  const out: IndexEntry[] = new Array(count);
+  for (let n = 0; n < count; n++) {
+    let mode = modeText.get(modes[n]);
+    if (mode === undefined) modeText.set(modes[n], (mode = modes[n].toString(8).padStart(6, '0')));
+    out[n] = {
+      mode,
+      oid: hex.slice(n * hexLen, (n + 1) * hexLen),
+      stage: stages[n],
+      path: paths[n],
+      flags: flagsOf[n],
+      size: sizes[n],
+    };
+    const r = recorded.get(n);
+    if (r) out[n].recorded = r;
+  }
+  return out;
+}
+
+/** A big-endian 32-bit value without Buffer's checks (the caller has checked the bounds). */
+function be32(buf: Buffer, at: number): number {
+  return ((buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]) >>> 0;
 }

@@ -7,23 +7,32 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { VALUELESS, type GitConfig } from './config';
 import { git, gitText, gitZ, joinZ, splitZ, type GitOptions } from './exec';
+import { ENTRY_FLAGS, listIndexFile, type IndexEntry } from './index-file';
 
-export interface IndexEntry {
-  mode: string;
-  oid: string;
-  stage: number;
-  path: string;
-  flags: number;
-  /** File size recorded in the index (stat data; 0 when unknown). */
-  size: number;
+export { CE_INTENT_TO_ADD, CE_SKIP_WORKTREE, CE_VALID, type IndexEntry } from './index-file';
+
+/** Where a repository's index is, for reading it without git: its file and the object format. */
+export interface IndexFileRef {
+  file: string;
+  format: 'sha1' | 'sha256';
 }
 
-export const CE_VALID = 0x8000; // assume-unchanged
-export const CE_INTENT_TO_ADD = 1 << 29;
-export const CE_SKIP_WORKTREE = 1 << 30;
+/**
+ * Every index entry with its flags and recorded size, as `git ls-files -s --debug` lists them.
+ * With `index` (and no GIT_INDEX_FILE in `opts`), read from the file itself (listIndexFile: one
+ * read and a hash, where git's listing costs a process and a text parse); git lists what that
+ * reader leaves to it (a split or sparse index, a damaged file).
+ */
+export async function readIndexEntries(opts: GitOptions, index?: IndexFileRef): Promise<IndexEntry[]> {
+  if (index && opts.env?.GIT_INDEX_FILE === undefined) {
+    const own = listIndexFile(index.file, index.format);
+    if (own) return own;
+  }
+  return readIndexEntriesFromGit(opts);
+}
 
-/** Every index entry with its in-memory flags (`ls-files --debug`, the only place git prints them). */
-export async function readIndexEntries(opts: GitOptions): Promise<IndexEntry[]> {
+/** The listing from git (`ls-files --debug`, the only place git prints an entry's flags). */
+export async function readIndexEntriesFromGit(opts: GitOptions): Promise<IndexEntry[]> {
   const r = await git(['ls-files', '-z', '-s', '--debug'], opts);
   const buf = r.stdout;
   const out: IndexEntry[] = [];
@@ -49,7 +58,7 @@ export async function readIndexEntries(opts: GitOptions): Promise<IndexEntry[]> 
       }
       j = nl < 0 ? buf.length : nl + 1;
     }
-    out.push({ mode, oid, stage: Number(stage), path: p, flags, size });
+    out.push({ mode, oid, stage: Number(stage), path: p, flags: flags & ENTRY_FLAGS, size });
     i = j;
   }
   return out;

@@ -102,6 +102,9 @@ export interface CaptureFilesResult {
   packed: number;
   /** The pack's `.keep` (PackStream.finish): the capture removes it once its ref holds the objects. */
   packKept?: string;
+  /** A captured path's size as this run saw it (lstat, or the bytes read); undefined when the
+   * path is not in the tree (gone, a directory now, or never given). */
+  sizeOf(path: string): number | undefined;
 }
 
 /** Below this a file can never have been stored as chunks (xet.chunk.threshold's minimum): its
@@ -225,7 +228,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         chunking &&
         mode !== 0o120000 &&
         (stSize < 0 || stSize >= chunking.threshold) &&
-        !chunking.cleanTracked.has(p)
+        !chunking.cleanTracked.has(p) &&
+        !stagedInCache(p, entryAt[i], rows, r, mode)
       ) {
         const big = lstatBig(prefix + p);
         if (!big || !big.isFile()) {
@@ -258,6 +262,20 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       }
       toRead.push(i);
     }
+  }
+
+  /** A large tracked file the stat cache holds as its staged blob (what chunking it found last
+   * time), unchanged since by that cache's stat data and racy rule: the entry below reuses that
+   * blob, as chunking it again would find. (The user's index may call it modified for ever: its
+   * stat data is stale after a copy of the tree, until git refreshes it.) */
+  function stagedInCache(p: string, o: number, rows: Float64Array, r: number, mode: number): boolean {
+    const c = cache as StatCache;
+    const recordChunked = c.record?.chunks?.files ?? null;
+    if (o < 0 || recordChunked === null || Object.hasOwn(recordChunked, p)) return false;
+    const staged = chunking?.staged.get(p);
+    if (staged === undefined || !sameAsEntry(c.buf, o, rows, r, mode)) return false;
+    if (c.buf.readUInt32BE(o + STAT.mtime) >= c.racyFrom) return false;
+    return c.buf.toString('hex', o + STAT_BYTES, o + STAT_BYTES + hashLen) === staged;
   }
 
   function noteStat(i: number, st: fs.BigIntStats): void {
@@ -657,6 +675,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (const old of ['.meta.json', '.chunks.json']) fs.rmSync(`${spec.indexFile}${old}`, { force: true });
 
     tracePhase('files: done');
+    let byPath: Map<string, number> | undefined;
     let bytes = 0;
     let symlinks = 0;
     for (const i of final) {
@@ -678,6 +697,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       totals: { files: final.length, bytes, symlinks },
       packed: written.objects,
       packKept: written.kept,
+      sizeOf: (p: string) => {
+        byPath ??= new Map(final.map((i) => [paths[i], size[i]]));
+        return byPath.get(p);
+      },
     };
   } catch (e) {
     (pack as PackStream | null)?.abort();

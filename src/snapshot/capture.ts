@@ -23,12 +23,13 @@ import {
   type TreeEntryInput,
   writeBlobs,
 } from '../git/plumbing';
-import { emptyTreeOid, findRepo, repoOpts, type Repo } from '../git/repo';
+import { emptyTreeOid, findRepo, indexRef, repoOpts, type Repo } from '../git/repo';
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, rememberSnapshotTop, snapshotTop } from './previous-tree';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
+import { statFields, statMatchesCoarse } from '../git/index-file';
 import { commitContent, treeContent, writeLooseObject } from '../git/loose-writer';
 import { identDate, keptAsUtf8, plainIdent } from '../git/ident';
 import { acquireLock } from '../sidecar/lock';
@@ -226,14 +227,13 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const headStart =
       options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
     tracePhase('capture: reads');
-    const [entries, config, ignoredList, refView, statDirty] = await Promise.all([
-      given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts),
+    const [entries, config, ignoredList, refView] = await Promise.all([
+      given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts, indexRef(repo)),
       given && options.readConfig ? options.readConfig() : readConfig(userOpts),
       gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).
       readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo),
-      gitZ(['diff-files', '-z', '--name-only', '--ignore-submodules=all'], userOpts),
     ]);
     const { head } = refView;
     // The repository's own config file's entries, from the listing just read (its scopes and
@@ -255,7 +255,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     );
     const policy = resolvePolicy(config, options);
     // Read once per capture (an invalid value is refused before anything is written).
-    const chunking = chunkingSpec(parseChunkThreshold(config.get('xet.chunk.threshold')), entries, statDirty);
+    const chunking = chunkingSpec(parseChunkThreshold(config.get('xet.chunk.threshold')), entries, repo.worktree);
     if (chunking) chunking.level = parseChunkCompression(config.get('xet.chunk.compression'));
     const tracked = new Set(entries.map((e) => e.path));
     const progress = options.progress ?? (() => undefined);
@@ -411,7 +411,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         intentToAdd: flagged(CE_INTENT_TO_ADD),
         skipWorktree: flagged(CE_SKIP_WORKTREE),
         assumeUnchanged: flagged(CE_VALID),
-        staleSizes: staleSizes(repo.worktree, entries, statDirty),
+        staleSizes: staleSizes(repo.worktree, entries, scan.sizeOf!),
       },
       emptyDirs: walk.emptyDirs,
       info: {
@@ -621,46 +621,76 @@ async function consolidatePacks(repo: Repo, config: GitConfig, allowance: Captur
   return true;
 }
 
-/** Which files a capture chunks (null: none). A stage-0 entry the user's index calls stat-clean
- * (`diff-files` does not list it; not assume-unchanged or skip-worktree, whose stat git does not
- * check) holds its staged blob on disk: such a file is left to git's hashing and names that blob. */
-function chunkingSpec(threshold: number | null, entries: IndexEntry[], statDirty: string[]): ChunkingSpec | null {
+/** Which files a capture chunks (null: none). A large stage-0 entry whose file git would call
+ * stat-clean (not assume-unchanged or skip-worktree, whose stat git does not check) holds its
+ * staged blob: such a file is hashed whole and names that blob (chunked-scan.ts). Stat-clean here
+ * is stricter than git (nanoseconds too, the executable bit whatever core.fileMode says, and never
+ * within git's racy window): a file it misses is chunked, found to be its staged blob, and named so
+ * all the same; only the work differs. */
+function chunkingSpec(threshold: number | null, entries: IndexEntry[], worktree: string): ChunkingSpec | null {
   if (threshold === null) return null;
-  const dirty = new Set(statDirty);
   const cleanTracked = new Map<string, string>();
   const staged = new Map<string, string>();
   for (const e of entries) {
     if (e.stage !== 0 || e.flags & CE_INTENT_TO_ADD || !/^100(644|755)$/.test(e.mode)) continue;
     staged.set(e.path, e.oid);
-    if (!dirty.has(e.path) && !(e.flags & (CE_VALID | CE_SKIP_WORKTREE))) cleanTracked.set(e.path, e.oid);
+    if (e.flags & (CE_VALID | CE_SKIP_WORKTREE) || !e.recorded || e.recorded.racy || e.size < threshold) continue;
+    if (statClean(path.join(worktree, e.path), e.mode, e.recorded.stat)) cleanTracked.set(e.path, e.oid);
   }
   return { threshold, cleanTracked, staged };
 }
 
-/** Index entries whose recorded size is not the file's size: git reports those as modified without
- * reading them, so the restore must record the same sizes to show the same status. */
-function staleSizes(worktree: string, entries: IndexEntry[], statDirty: string[]): { path: string; size: number }[] {
-  const byPath = new Map(entries.map((e) => [e.path, e]));
-  const candidates: IndexEntry[] = [];
-  for (const p of new Set(statDirty)) {
-    const e = byPath.get(p);
-    if (!e || e.stage !== 0 || e.size === 0 || e.flags & (CE_VALID | CE_SKIP_WORKTREE | CE_INTENT_TO_ADD)) continue;
-    candidates.push(e);
+/** Whether a file's lstat is the stat data recorded for it, field for field (nanoseconds too), and
+ * its type and executable bit are the entry's mode's. */
+function statClean(file: string, mode: string, stat: Buffer): boolean {
+  let st: fs.BigIntStats;
+  try {
+    st = fs.lstatSync(file, { bigint: true });
+  } catch {
+    return false;
   }
-  // One native batch (every tracked file is listed after a copy of the tree, whose ctimes differ):
-  // gone, or a file where a directory of its path was, is no stale size.
-  const rows = lstatMany(
-    worktree,
-    candidates.map((e) => e.path),
+  if (!st.isFile() || ((st.mode & 0o100n) !== 0n) !== (mode === '100755')) return false;
+  const s = statFields(st);
+  return (
+    statMatchesCoarse(stat, 0, s) &&
+    stat.readUInt32BE(4) === s.ctimeNsec &&
+    stat.readUInt32BE(12) === s.mtimeNsec &&
+    stat.readUInt32BE(16) === s.u32.dev
   );
+}
+
+/** Index entries whose recorded size is not the file's size: git reports those as modified without
+ * reading them, so the restore must record the same sizes to show the same status. The file's size
+ * is the one the capture saw (`sizeOf`); a path the capture did not take (excluded, or inside an
+ * inner repository) is lstat'ed here. Gone, or a directory where the file was, is no stale size. */
+function staleSizes(
+  worktree: string,
+  entries: IndexEntry[],
+  sizeOf: (p: string) => number | undefined,
+): { path: string; size: number }[] {
   const out: { path: string; size: number }[] = [];
-  candidates.forEach((e, i) => {
-    if (absent(rows, i)) return;
-    const type = rows[i * STAT_ROW + ROW.mode] & 0o170000;
-    if (type !== 0o100000 && type !== 0o120000) return;
-    // (A size past 2^53 is -1 here: never a 32-bit index size, so stale.)
-    if (rows[i * STAT_ROW + ROW.size] % 2 ** 32 !== e.size) out.push({ path: e.path, size: e.size });
-  });
+  const unseen: IndexEntry[] = [];
+  for (const e of entries) {
+    // Gitlinks: git's own listing (--ignore-submodules=all) never calls them modified.
+    if (e.stage !== 0 || e.size === 0 || e.mode === '160000') continue;
+    if (e.flags & (CE_VALID | CE_SKIP_WORKTREE | CE_INTENT_TO_ADD)) continue;
+    const size = sizeOf(e.path);
+    if (size === undefined) unseen.push(e);
+    else if (size % 2 ** 32 !== e.size) out.push({ path: e.path, size: e.size });
+  }
+  if (unseen.length) {
+    const rows = lstatMany(
+      worktree,
+      unseen.map((e) => e.path),
+    );
+    unseen.forEach((e, i) => {
+      if (absent(rows, i)) return;
+      const type = rows[i * STAT_ROW + ROW.mode] & 0o170000;
+      if (type !== 0o100000 && type !== 0o120000) return;
+      // (A size past 2^53 is -1 here: never a 32-bit index size, so stale.)
+      if (rows[i * STAT_ROW + ROW.size] % 2 ** 32 !== e.size) out.push({ path: e.path, size: e.size });
+    });
+  }
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 

@@ -15,7 +15,7 @@ import {
   readIndexEntries,
   sameHead,
 } from '../git/plumbing';
-import { findRepo, repoOpts } from '../git/repo';
+import { findRepo, indexRef, repoOpts } from '../git/repo';
 import { gitZ } from '../git/exec';
 import { CAPTURED_REF_PATTERNS, XET_NAMESPACE_RE } from './recorded';
 import { captureCacheIndex, workspaceId } from '../sidecar/workspaces';
@@ -104,7 +104,7 @@ export async function diffSnapshots(cwd: string, a: string, b?: string, depth = 
   // plays no part, as for verify).
   const m = sa.manifest;
   const policy = policyOfSnapshot(m.policy);
-  const entries = await readIndexEntries(opts);
+  const entries = await readIndexEntries(opts, indexRef(repo));
   const ignored = await gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], opts);
   const walk = walkWorktree({
     root: repo.worktree,

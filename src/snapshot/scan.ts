@@ -71,6 +71,8 @@ export interface ScanResult {
   totals?: { files: number; bytes: number; symlinks: number };
   /** With `write`: the `.keep` that holds the new pack until a ref reaches it (the caller removes it). */
   packKept?: string;
+  /** With `write`: a captured path's size as the capture saw it (capture-files.ts). */
+  sizeOf?: (path: string) => number | undefined;
 }
 
 export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
@@ -113,6 +115,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         chunkStats: r.chunkStats,
         totals: r.totals,
         packKept: r.packKept,
+        sizeOf: r.sizeOf,
       };
     }
     // Verify and diff: git hashes the files into a scratch copy of the stat cache; nothing is stored.

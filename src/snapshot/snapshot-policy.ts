@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { gitZ } from '../git/exec';
 import { readIndexEntries } from '../git/plumbing';
-import { repoOpts, type Repo } from '../git/repo';
+import { indexRef, repoOpts, type Repo } from '../git/repo';
 import type { Manifest } from './manifest';
 import { PatternMatcher, type CapturePolicy } from './policy';
 import { scanToTree } from './scan';
@@ -89,7 +89,7 @@ export async function scanUnderPolicy(
 ): Promise<PolicyScan> {
   const opts = repoOpts(target);
   const [entries, ignored] = await Promise.all([
-    readIndexEntries(opts),
+    readIndexEntries(opts, indexRef(target)),
     // Only needed to tell ignored files apart when the policy leaves them out.
     policy.ignored === 'none'
       ? gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], opts)

@@ -21,7 +21,7 @@ import {
   readStash,
   sameHead,
 } from '../git/plumbing';
-import { repoOpts, tryFindRepo, type Repo } from '../git/repo';
+import { indexRef, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { readOptional } from './fsutil';
 import { compareOperationState, unmergedPaths } from './operation-state';
 import { withExistingSidecar } from '../sidecar/db';
@@ -303,7 +303,7 @@ export async function compareIndex(
   alternates: string[],
 ): Promise<Difference[]> {
   const env = objEnv(target, objects, alternates);
-  const entries = await readIndexEntries(repoOpts(target));
+  const entries = await readIndexEntries(repoOpts(target), indexRef(target));
   const tree = await indexFileTree(
     path.join(target.gitDir, 'index'),
     scratch,

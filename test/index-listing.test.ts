@@ -1,0 +1,251 @@
+// The index read from its file (listIndexFile) against git's own listing (`ls-files -s --debug`):
+// for generated indexes of every version and both object formats (conflict stages, gitlinks,
+// symlinks, assume-unchanged, skip-worktree, intent-to-add, shared path prefixes, long and odd
+// names, the optional extensions git writes), entry for entry the same; and every index this reader
+// leaves to git (split, sparse, a required extension it does not know, a damaged file) is left to
+// git, which still answers readIndexEntries.
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { listIndexFile, RECORDED_MIN_SIZE } from '../src/git/index-file';
+import { readIndexEntries, readIndexEntriesFromGit } from '../src/git/plumbing';
+import { withSandbox, type Sandbox } from './support/sandbox';
+
+function git(sb: Sandbox, cwd: string, args: string[], input?: string | Buffer): string {
+  return execFileSync('git', args, { cwd, env: sb.env, input, encoding: 'utf8' });
+}
+
+/** A small deterministic generator (mulberry32), so a failing round can be run again. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const PARTS = [
+  'src',
+  'lib',
+  'a',
+  'ab',
+  'abc',
+  'node_modules',
+  'é',
+  'x y',
+  'dir.d',
+  'Z',
+  '日本',
+  'tab\there',
+  'nl\nline',
+];
+
+async function sameAsGit(sb: Sandbox, repo: string, format: 'sha1' | 'sha256', what: string): Promise<number> {
+  const own = listIndexFile(path.join(repo, '.git', 'index'), format);
+  const theirs = await readIndexEntriesFromGit({ cwd: repo, env: sb.env });
+  assert.ok(own, `${what}: the reader left an index it should read to git`);
+  // (git's listing has no `recorded`: it is checked against the debug lines below.)
+  assert.deepEqual(
+    own.map(({ recorded: _, ...e }) => e),
+    theirs,
+    what,
+  );
+  return own.length;
+}
+
+test('the index read from its file is git listing, for generated indexes of every version and format', () =>
+  withSandbox(async (sb) => {
+    let compared = 0;
+    for (let round = 0; round < 24; round++) {
+      const rand = rng(1000 + round);
+      const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)];
+      const format = round % 4 === 3 ? 'sha256' : 'sha1';
+      const hexLen = format === 'sha256' ? 64 : 40;
+      const repo = sb.path(`r${round}`);
+      fs.mkdirSync(repo);
+      git(sb, repo, ['init', '-q', `--object-format=${format}`]);
+      // Files on disk, added by git: real stat data and sizes (0 to a few KiB, some empty).
+      const files = new Set<string>();
+      const nFiles = 5 + Math.floor(rand() * 60);
+      for (let i = 0; i < nFiles; i++) {
+        const depth = Math.floor(rand() * 4);
+        const parts = Array.from({ length: depth }, () => pick(PARTS));
+        const name = [...parts, `f${i}${pick(['', '.c', '.txt', '-é', ' sp'])}`].join('/');
+        const abs = path.join(repo, name);
+        fs.mkdirSync(path.dirname(abs), { recursive: true });
+        if (rand() < 0.1) fs.symlinkSync(pick(['target', 'x/../y', 'é']), abs);
+        else {
+          fs.writeFileSync(abs, crypto.randomBytes(Math.floor(rand() * rand() * 5000)));
+          if (rand() < 0.2) fs.chmodSync(abs, 0o755);
+        }
+        files.add(name);
+      }
+      git(sb, repo, ['add', '-A']);
+      if (rand() < 0.5) git(sb, repo, ['write-tree']); // a cache tree (TREE)
+      if (rand() < 0.3) {
+        // An untracked cache (UNTR), written by status while every entry's object exists.
+        git(sb, repo, ['config', 'core.untrackedCache', 'true']);
+        git(sb, repo, ['update-index', '--untracked-cache']);
+        git(sb, repo, ['status', '--porcelain']);
+      }
+      // Entries without files, straight into the index: gitlinks, conflict stages, a long name.
+      const info: string[] = [];
+      const oid = () => crypto.randomBytes(hexLen / 2).toString('hex');
+      for (let i = 0; i < Math.floor(rand() * 8); i++) info.push(`160000 ${oid()} 0\tmod${i}/sub`);
+      const conflicted: string[] = [];
+      for (let i = 0; i < Math.floor(rand() * 4); i++) {
+        const p = `${pick(PARTS)}/conflict${i}`;
+        conflicted.push(p);
+        for (const stage of [1, 2, 3]) if (stage !== 1 || rand() < 0.7) info.push(`100644 ${oid()} ${stage}\t${p}`);
+      }
+      if (rand() < 0.3) info.push(`100644 ${oid()} 0\t${'long/'.repeat(900)}name`); // past 0xFFF bytes
+      if (info.length) git(sb, repo, ['update-index', '-z', '--index-info'], info.map((l) => `${l}\0`).join(''));
+      // A resolved conflict leaves resolve-undo data (REUC).
+      if (conflicted.length && rand() < 0.5) {
+        const p = conflicted[0];
+        fs.mkdirSync(path.join(repo, path.dirname(p)), { recursive: true });
+        fs.writeFileSync(path.join(repo, p), 'resolved\n');
+        git(sb, repo, ['add', '--', p]);
+      }
+      const list = [...files].filter((f) => fs.lstatSync(path.join(repo, f)).isFile());
+      const some = () => list.filter(() => rand() < 0.15);
+      const flagged = (flag: string, paths: string[]) => {
+        if (paths.length) git(sb, repo, ['update-index', '-z', flag, '--stdin'], paths.map((p) => `${p}\0`).join(''));
+      };
+      flagged('--assume-unchanged', some());
+      flagged('--skip-worktree', some());
+      const added: string[] = [];
+      for (let i = 0; i < Math.floor(rand() * 3); i++) {
+        const p = `new${i}-${pick(PARTS)}`;
+        fs.writeFileSync(path.join(repo, p), 'new\n');
+        added.push(p);
+      }
+      if (added.length) git(sb, repo, ['add', '-N', '--', ...added]);
+      // Stat data git would call stale: a size that is not the file's (recorded as is).
+      for (const f of some()) fs.appendFileSync(path.join(repo, f), 'more');
+      // (Exits 1 for what still needs updating, the conflicts and gitlinks; it writes the index all the same.)
+      if (rand() < 0.3) spawnSync('git', ['update-index', '-q', '--refresh'], { cwd: repo, env: sb.env });
+      for (const version of [2, 3, 4, pick([2, 3, 4])]) {
+        // Version 2 cannot hold extended flags: git keeps (or makes) such an index version 3.
+        git(sb, repo, ['update-index', '--index-version', String(version)]);
+        compared += await sameAsGit(sb, repo, format, `round ${round}, version ${version}`);
+      }
+    }
+    assert.ok(compared > 1000, `only ${compared} entries compared`);
+  }));
+
+test('a large entry carries its recorded stat data and whether git would call it racily clean', () =>
+  withSandbox(async (sb) => {
+    const repo = sb.path('r');
+    fs.mkdirSync(repo);
+    git(sb, repo, ['init', '-q']);
+    const file = path.join(repo, '.git', 'index');
+    fs.writeFileSync(path.join(repo, 'big'), Buffer.alloc(RECORDED_MIN_SIZE, 1));
+    fs.writeFileSync(path.join(repo, 'small'), Buffer.alloc(RECORDED_MIN_SIZE - 1, 1));
+    git(sb, repo, ['add', '.']);
+    // Written in the same second as the file: racy.
+    const fresh = listIndexFile(file, 'sha1')!;
+    assert.equal(fresh.find((e) => e.path === 'small')!.recorded, undefined);
+    assert.equal(fresh.find((e) => e.path === 'big')!.recorded!.racy, true);
+    // The file a minute older than the index: not racy; and its stat data is what git shows.
+    const past = Date.now() / 1000 - 60;
+    fs.utimesSync(path.join(repo, 'big'), past, past);
+    git(sb, repo, ['update-index', '--really-refresh']);
+    const big = listIndexFile(file, 'sha1')!.find((e) => e.path === 'big')!;
+    assert.equal(big.recorded!.racy, false);
+    const debug = git(sb, repo, ['ls-files', '--debug', 'big']);
+    const num = (re: RegExp) => debug.match(re)!.slice(1).map(Number);
+    const st = big.recorded!.stat;
+    assert.deepEqual(
+      [st.readUInt32BE(0), st.readUInt32BE(4), st.readUInt32BE(8), st.readUInt32BE(12)],
+      [...num(/ctime: (\d+):(\d+)/), ...num(/mtime: (\d+):(\d+)/)],
+    );
+    assert.deepEqual([st.readUInt32BE(16), st.readUInt32BE(20)], num(/dev: (\d+)\s+ino: (\d+)/));
+    assert.deepEqual([st.readUInt32BE(28), st.readUInt32BE(32)], num(/uid: (\d+)\s+gid: (\d+)/));
+    assert.equal(st.readUInt32BE(36), RECORDED_MIN_SIZE);
+    assert.equal(st.readUInt32BE(8), Math.floor(past));
+  }));
+
+/** Rewrites the index's trailing hash after an edit (so only the edit is what the reader sees). */
+function rehash(file: string, buf: Buffer): void {
+  const sum = crypto
+    .createHash('sha1')
+    .update(buf.subarray(0, buf.length - 20))
+    .digest();
+  sum.copy(buf, buf.length - 20);
+  fs.writeFileSync(file, buf);
+}
+
+test('what the index reader leaves to git is listed by git, and a missing index is an empty one', () =>
+  withSandbox(async (sb) => {
+    const repo = sb.path('r');
+    fs.mkdirSync(repo);
+    git(sb, repo, ['init', '-q']);
+    const file = path.join(repo, '.git', 'index');
+    const ref = { file, format: 'sha1' as const };
+    const opts = { cwd: repo, env: sb.env };
+    assert.deepEqual(listIndexFile(file, 'sha1'), []);
+    assert.deepEqual(await readIndexEntries(opts, ref), []);
+    for (const d of ['a', 'b', 'c/d']) {
+      fs.mkdirSync(path.join(repo, d), { recursive: true });
+      fs.writeFileSync(path.join(repo, d, 'f'), `${d}\n`);
+    }
+    git(sb, repo, ['add', '-A']);
+    git(sb, repo, ['commit', '-q', '-m', 'one']);
+    const full = await readIndexEntriesFromGit(opts);
+    assert.equal(full.length, 3);
+
+    const leftToGit = async (what: string) => {
+      assert.equal(listIndexFile(file, 'sha1'), null, `${what}: read by this reader`);
+      assert.deepEqual(await readIndexEntries(opts, ref), await readIndexEntriesFromGit(opts), what);
+    };
+
+    // A split index: its entries are in the shared index the `link` extension names.
+    git(sb, repo, ['update-index', '--split-index']);
+    await leftToGit('a split index');
+    git(sb, repo, ['update-index', '--no-split-index']);
+    assert.deepEqual(listIndexFile(file, 'sha1'), full);
+
+    // A sparse index: directories outside the cone are single tree entries (`sdir`); git expands them.
+    git(sb, repo, ['config', 'index.sparse', 'true']);
+    git(sb, repo, ['sparse-checkout', 'set', '--cone', 'a']);
+    assert.match(fs.readFileSync(file).toString('latin1'), /sdir/);
+    await leftToGit('a sparse index');
+    git(sb, repo, ['sparse-checkout', 'disable']);
+    git(sb, repo, ['config', 'index.sparse', 'false']);
+    git(sb, repo, ['update-index', '--index-version', '2']);
+    assert.deepEqual(listIndexFile(file, 'sha1'), full);
+
+    // A damaged file: one byte of stat data changed under the trailing hash.
+    const good = fs.readFileSync(file);
+    const damaged = Buffer.from(good);
+    damaged[12 + 36 + 3] ^= 1; // the first entry's recorded size
+    fs.writeFileSync(file, damaged);
+    await leftToGit('a damaged index');
+
+    // A required extension this reader does not know (a lowercase name): git refuses it.
+    const body = good.subarray(0, good.length - 20);
+    const ext = Buffer.concat([Buffer.from('abcd'), Buffer.from([0, 0, 0, 4]), Buffer.from('data')]);
+    rehash(file, Buffer.concat([body, ext, Buffer.alloc(20)]));
+    assert.equal(listIndexFile(file, 'sha1'), null);
+    await assert.rejects(readIndexEntries(opts, ref), /abcd/);
+    // An optional one (uppercase) is skipped, as git skips it.
+    rehash(file, Buffer.concat([body, Buffer.from('ABCD'), ext.subarray(4), Buffer.alloc(20)]));
+    assert.deepEqual(listIndexFile(file, 'sha1'), full);
+    assert.deepEqual(await readIndexEntriesFromGit(opts), full);
+
+    // Another index named in the environment is git's to find.
+    fs.writeFileSync(file, good);
+    const other = sb.path('other-index');
+    git(sb, repo, ['read-tree', '--index-output', other, 'HEAD~0^{tree}']);
+    git(sb, repo, ['rm', '-q', '--cached', 'a/f']);
+    const viaEnv = await readIndexEntries({ cwd: repo, env: { ...sb.env, GIT_INDEX_FILE: other } }, ref);
+    assert.equal(viaEnv.length, 3, 'GIT_INDEX_FILE names the index read');
+    assert.equal((await readIndexEntries(opts, ref)).length, 2);
+  }));
