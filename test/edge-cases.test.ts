@@ -147,6 +147,16 @@ test('index entries whose recorded size is not the file size come back with that
     const copy = sb.path('copy');
     expectExit(xet(sb, r.dir, ['restore', snap, copy]), 0);
     assert.equal(new Repo(sb, copy).git('diff-files', '--name-only'), listed);
+
+    // Names whose UTF-16 order is not their byte order (a surrogate pair against U+FFFD).
+    const odd = initRepo(sb, 'odd');
+    odd.commit('init', { 'x\u{1F642}.txt': '1\n', 'x\uFFFD.txt': '2\n', 'y.txt': '3\n' });
+    for (const f of ['x\u{1F642}.txt', 'x\uFFFD.txt']) fs.appendFileSync(odd.p(f), 'more\n');
+    const oddSnap = capture(sb, odd.dir);
+    assert.deepEqual(JSON.parse(odd.git('cat-file', 'blob', `${oddSnap}:manifest.json`)).index.staleSizes, [
+      { path: 'x\u{1F642}.txt', size: 2 },
+      { path: 'x\uFFFD.txt', size: 2 },
+    ]);
   } finally {
     sb.cleanup();
   }

@@ -139,23 +139,33 @@ const enum Slot {
 /** The last capture's walked paths, sorted and joined: a resident process's next capture of the
  * same worktree usually walks the very same paths (its watch replays them, the same strings in the
  * same order), and sorting and encoding 34,000 of them cost ~35 ms. Compared element by element. */
-let lastPaths: { walked: string[]; sorted: string[]; names: Buffer | undefined } | null = null;
+interface SortedPaths {
+  walked: string[];
+  sorted: string[];
+  names: Buffer | undefined;
+  /** Whether `<` on the strings is their byte order (no surrogate pairs): a binary search may use it. */
+  utf16Order: boolean;
+}
+let lastPaths: SortedPaths | null = null;
 
-function sortedOnce(walked: string[]): { sorted: string[]; names: Buffer | undefined } {
+function sortedOnce(walked: string[]): SortedPaths {
   const last = lastPaths;
   if (last && last.walked.length === walked.length) {
     let same = true;
     for (let i = 0; i < walked.length && same; i++) same = last.walked[i] === walked[i];
     if (same) return last;
   }
-  lastPaths = { walked: [...walked], sorted: byBytes(walked), names: undefined };
+  const sorted = byBytes(walked);
+  lastPaths = { walked: [...walked], sorted, names: undefined, utf16Order: !sorted.some((p) => SURROGATE.test(p)) };
   return lastPaths;
 }
+
+const SURROGATE = /[\ud800-\udfff]/;
 
 function byBytes(paths: string[]): string[] {
   const sorted = [...new Set(paths)].sort();
   // UTF-16 order is byte order except where a surrogate pair meets U+E000..U+FFFF.
-  if (sorted.some((p) => /[\ud800-\udfff]/.test(p))) {
+  if (sorted.some((p) => SURROGATE.test(p))) {
     const bufs = sorted.map((p) => Buffer.from(p, 'utf8'));
     const idx = bufs.map((_, i) => i).sort((a, b) => Buffer.compare(bufs[a], bufs[b]));
     return idx.map((i) => sorted[i]);
@@ -676,6 +686,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
     tracePhase('files: done');
     let byPath: Map<string, number> | undefined;
+    let taken: Uint8Array | undefined;
     let bytes = 0;
     let symlinks = 0;
     for (const i of final) {
@@ -698,8 +709,30 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       packed: written.objects,
       packKept: written.kept,
       sizeOf: (p: string) => {
-        byPath ??= new Map(final.map((i) => [paths[i], size[i]]));
-        return byPath.get(p);
+        if (!taken) {
+          taken = new Uint8Array(n);
+          for (const i of final) taken[i] = 1;
+        }
+        let at: number;
+        if (once.utf16Order) {
+          // (A map of every path would cost a resident process ~13 ms a capture for a few lookups.)
+          let lo = 0;
+          let hi = n - 1;
+          at = -1;
+          while (lo <= hi) {
+            const mid = (lo + hi) >>> 1;
+            if (paths[mid] === p) {
+              at = mid;
+              break;
+            }
+            if (paths[mid] < p) lo = mid + 1;
+            else hi = mid - 1;
+          }
+        } else {
+          byPath ??= new Map(paths.map((q, i) => [q, i]));
+          at = byPath.get(p) ?? -1;
+        }
+        return at >= 0 && taken[at] === 1 ? size[at] : undefined;
       },
     };
   } catch (e) {

@@ -7,6 +7,8 @@
 // snapshot of that tree; otherwise the capture falls back to the newest retained snapshot, or looks
 // every blob up.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { parseTopListing } from '../git/plumbing';
 import { recentWorkspaceSnapshots } from './unchanged';
@@ -24,18 +26,84 @@ export async function heldPreviousSnapshot(
 ): Promise<{ filemeta: string | null } | null> {
   const recent = recentWorkspaceSnapshots(commonDir, wsId);
   if (!recent.length) return null;
+  // The refs of these few snapshots, read from their files; git lists every holding ref only when
+  // they hold none (a repository of hundreds of snapshots made that listing cost each capture
+  // tens of milliseconds).
+  const fromFiles = heldByRefFiles(commonDir, recent);
+  const found = fromFiles.size ? await firstWithTree(commonDir, recent, fromFiles, tree, opts) : null;
+  if (found) return found;
   const held = new Set(
     (await gitText(['for-each-ref', '--format=%(refname)', ...HOLDING_REFS], opts))
       .split('\n')
       .map((name) => /\/([0-9a-f]{40,64})$/.exec(name)?.[1])
       .filter((oid): oid is string => oid !== undefined),
   );
+  return firstWithTree(commonDir, recent, held, tree, opts);
+}
+
+async function firstWithTree(
+  commonDir: string,
+  recent: string[],
+  held: Set<string>,
+  tree: string,
+  opts: GitOptions,
+): Promise<{ filemeta: string | null } | null> {
   for (const oid of recent) {
     if (!held.has(oid)) continue;
     const top = await snapshotTop(commonDir, oid, opts);
     if (top?.get('files')?.oid === tree) return { filemeta: top.get('filemeta')?.oid ?? null };
   }
   return null;
+}
+
+/**
+ * Which of `oids` a holding ref named after it (refs/xet/snapshots/<oid>, pins/, dropped/) points at,
+ * by the files backend's own files: the loose ref's content, else its line in packed-refs. Only ever
+ * a subset of what git would say (anything unexpected counts as not held, and then git is asked).
+ * Git deletes a packed ref's loose file only after writing packed-refs, so a ref being packed is
+ * seen in one or the other.
+ */
+export function heldByRefFiles(commonDir: string, oids: readonly string[]): Set<string> {
+  const held = new Set<string>();
+  let packed: Map<string, string> | null | undefined;
+  for (const oid of oids) {
+    if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(oid)) continue;
+    for (const prefix of HOLDING_REFS) {
+      const name = `${prefix}${oid}`;
+      let text: string | null;
+      try {
+        text = fs.readFileSync(path.join(commonDir, name), 'latin1');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') continue;
+        text = null;
+      }
+      if (text !== null) {
+        if (text === `${oid}\n` || text === oid) held.add(oid);
+      } else {
+        packed ??= readPackedRefs(commonDir);
+        if (packed?.get(name) === oid) held.add(oid);
+      }
+      if (held.has(oid)) break;
+    }
+  }
+  return held;
+}
+
+/** packed-refs as name → value (peeled lines skipped), or null when there is none or it cannot be read. */
+function readPackedRefs(commonDir: string): Map<string, string> | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(path.join(commonDir, 'packed-refs'), 'latin1');
+  } catch {
+    return null;
+  }
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    if (!line || line[0] === '#' || line[0] === '^') continue;
+    const sp = line.indexOf(' ');
+    if (sp > 0) out.set(line.slice(sp + 1), line.slice(0, sp));
+  }
+  return out;
 }
 
 /** A few snapshots' top-level entries, by repository and commit: a commit's tree never changes,
