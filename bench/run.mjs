@@ -597,6 +597,80 @@ async function main() {
       }
     }
 
+    // ---- re-capture of a tree that tracks every file ---------------------------
+    // The same files with all of them in the index (`git add -f -A`, committed, the index
+    // refreshed): 33,800 entries instead of ~1,000, so the index listing, its comparison and the
+    // reads of the ignored listing are at their largest. The baseline is tar|zstd of that copy.
+    if (cliReady && coldSnapshot) {
+      const copy = join(tmp, 'tracked');
+      await run('cp', ['-a', repo, copy]);
+      try {
+        await git(copy, ['add', '-f', '-A']);
+        await git(copy, [
+          '-c',
+          'user.name=bench',
+          '-c',
+          'user.email=bench@example.invalid',
+          'commit',
+          '-q',
+          '-m',
+          'all',
+        ]);
+        await git(copy, ['update-index', '-q', '--refresh'], { allowFail: true });
+        m('recaptureTracked').notes.trackedEntries = (await git(copy, ['ls-files', '-z'])).stdout
+          .split('\0')
+          .filter(Boolean).length;
+        await xet(copy, ['capture', '-m', 'bench tracked cold', '--json'], { tmp, timeoutSec: opts.timeoutSec });
+        for (let rep = 1; rep <= opts.reps; rep++) {
+          const tz = await tarZstd(copy, tarOut);
+          rmSync(tarOut, { force: true });
+          editTrackedFiles(copy, tenFiles, `tracked ${rep}`);
+          await settle();
+          const re = await xet(copy, ['capture', '-m', `bench tracked re-capture ${rep}`, '--json'], {
+            tmp,
+            timeoutSec: opts.timeoutSec,
+          });
+          snapshotOf(re, 'tracked re-capture');
+          m('recaptureTracked').xet.push(re.seconds);
+          m('recaptureTracked').baseline.push(tz);
+          log(`rep ${rep}: all tracked: tar|zstd ${fmtS(tz)}s, re-capture ${fmtS(re.seconds)}s`);
+        }
+        await xet(copy, ['daemon', 'start', '--json'], { tmp, timeoutSec: opts.timeoutSec });
+        try {
+          const client = daemonClient();
+          const viaSocket = async (label) => {
+            const t0 = performance.now();
+            const reply = await client.sendToDaemon(client.locateDaemon(copy), {
+              op: 'capture',
+              cwd: copy,
+              input: { message: label },
+            });
+            const s = (performance.now() - t0) / 1000;
+            if (!reply?.ok || reply.result.unchanged)
+              throw new BenchError(`${label}: ${JSON.stringify(reply ?? null).slice(0, 1000)}`);
+            return s;
+          };
+          editTrackedFiles(copy, tenFiles, 'tracked socket warm-up');
+          await viaSocket('bench tracked socket warm-up');
+          for (let rep = 1; rep <= opts.reps; rep++) {
+            const tz = await tarZstd(copy, tarOut);
+            rmSync(tarOut, { force: true });
+            editTrackedFiles(copy, tenFiles, `tracked socket ${rep}`);
+            await settle();
+            const s = await viaSocket(`bench tracked socket re-capture ${rep}`);
+            m('recaptureTrackedSocket').xet.push(s);
+            m('recaptureTrackedSocket').baseline.push(tz);
+            log(`rep ${rep}: all tracked: re-capture on the daemon's socket ${fmtS(s)}s`);
+          }
+        } finally {
+          await xet(copy, ['daemon', 'stop', '--json'], { tmp, timeoutSec: opts.timeoutSec });
+        }
+      } catch (e) {
+        fail('tracked re-capture', e);
+      }
+      rmrf(copy);
+    }
+
     // ---- peak RSS of a cold capture, sampled --------------------------------
     if (cliReady && coldSnapshot) {
       const copy = join(tmp, 'capture-rss');
@@ -718,6 +792,16 @@ function summarize(results) {
     row(
       'recaptureSocket',
       `re-capture (${RECAPTURE_EDITS} edits), daemon's socket, vs tar|zstd`,
+      GOALS.recaptureDaemonRatio,
+    ),
+    row(
+      'recaptureTracked',
+      `re-capture (${RECAPTURE_EDITS} edits), every file tracked, vs tar|zstd`,
+      GOALS.recaptureRatio,
+    ),
+    row(
+      'recaptureTrackedSocket',
+      `re-capture (${RECAPTURE_EDITS} edits), every file tracked, daemon's socket, vs tar|zstd`,
       GOALS.recaptureDaemonRatio,
     ),
     row('restore', 'restore vs tar -x (incl .git)', GOALS.restoreRatio),

@@ -38,6 +38,12 @@ test('a snapshot is held by its ref files exactly when git resolves a holding re
     assert.equal(heldByRefFiles(common, [a]).size, 0);
     r.git('update-ref', `refs/xet/snapshots/${a}`, a);
     assert.deepEqual([...heldByRefFiles(common, [a])], [a]);
+    // A dangling symlink where the loose ref would be, over a packed one: a broken ref to git.
+    r.git('pack-refs', '--all');
+    fs.mkdirSync(`${common}/refs/xet/snapshots`, { recursive: true });
+    fs.symlinkSync('nowhere', `${common}/refs/xet/snapshots/${a}`);
+    assert.equal(r.gitTry('rev-parse', '--verify', '-q', `refs/xet/snapshots/${a}`).stdout.toString().trim(), '');
+    assert.equal(heldByRefFiles(common, [a]).size, 0);
     // Not an object id: never looked up as a path.
     assert.equal(heldByRefFiles(common, ['../../HEAD', `${a}/..`]).size, 0);
   }));

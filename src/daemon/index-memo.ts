@@ -1,15 +1,16 @@
 // The daemon's memo of its worktree's index listing (a read, a hash and a parse of the whole file
-// per capture otherwise, or a git process where git must list it). An index file ends with the hash of everything before it, and git replaces the
-// file whole (index.lock renamed over it), so the same size and the same trailing hash are the same
-// listing: its entries, their flags and stat data. Everything else ls-files shows is named by hash
-// inside the file (a split index's shared part, a sparse index's trees). The key also names the file
-// (device, inode and times), so that one rewritten away and back while git read it is not taken
-// for the one git read. Not memoised: an index
-// written without its hash (index.skipHash, a zero trailer), one named by GIT_INDEX_FILE, a missing
-// one, one that changed while git read it.
+// per capture otherwise). An index file ends with the hash of everything before it, and git
+// replaces the file whole (index.lock renamed over it), so the same size and the same trailing hash
+// are the same entries, flags and stat data. The key also names the file (device, inode and times),
+// so that one rewritten away and back while it was read is not taken for the one read. Only a
+// listing read from the file is kept: what git lists where that reader leaves it to git (a split
+// or sparse index, skip-worktree entries, whose flags git clears for files present in a sparse
+// checkout) may depend on more than the file. Not kept either: an index written without its hash
+// (index.skipHash, a zero trailer), one named by GIT_INDEX_FILE, a missing one, one that changed
+// while it was read.
 
 import * as path from 'node:path';
-import { readIndexEntries, type IndexEntry, type IndexFileRef } from '../git/plumbing';
+import { readIndexListing, type IndexEntry, type IndexFileRef } from '../git/plumbing';
 import { indexRef, repoOpts, type Repo } from '../git/repo';
 import { fileStamp, readTail } from '../snapshot/fsutil';
 
@@ -27,20 +28,23 @@ function indexKey(file: string): string | null {
   return `${read.tail.toString('hex')}:${fileStamp(read.stat)}`;
 }
 
+type IndexReader = (index?: IndexFileRef) => Promise<{ entries: IndexEntry[]; fromFile: boolean }>;
+
 /** A reader of the index listing that reads it again only when the index file is another. `read` is
  * the reader behind it (the file itself, or git where that reader leaves it to git). */
 export function indexEntriesMemo(
   repo: Repo,
   env: NodeJS.ProcessEnv = process.env,
-  read: (index?: IndexFileRef) => Promise<IndexEntry[]> = (index) => readIndexEntries(repoOpts(repo), index),
+  read: IndexReader = (index) => readIndexListing(repoOpts(repo), index),
 ): () => Promise<IndexEntry[]> {
   const file = env.GIT_INDEX_FILE === undefined ? path.join(repo.gitDir, 'index') : null;
   let memo: { key: string; entries: IndexEntry[] } | undefined;
   return async () => {
     const before = file ? indexKey(file) : null;
     if (before !== null && memo?.key === before) return memo.entries.slice();
-    const entries = await read(file ? indexRef(repo) : undefined);
-    memo = before !== null && indexKey(file!) === before ? { key: before, entries: entries.slice() } : undefined;
+    const { entries, fromFile } = await read(file ? indexRef(repo) : undefined);
+    const keep = fromFile && before !== null && indexKey(file!) === before;
+    memo = keep ? { key: before, entries: entries.slice() } : undefined;
     return entries;
   };
 }

@@ -330,7 +330,8 @@ const KNOWN_EXTENDED = 0x2000 | 0x4000;
  *  - a trailing hash that is neither the hash of the rest nor zero (git does not check it when it
  *    reads, so a damaged file is git's to list or refuse);
  *  - an entry git would refuse (extended flags in a version 2 index, unknown extended bits), or
- *    bytes this reader cannot walk.
+ *    bytes this reader cannot walk;
+ *  - a skip-worktree entry (git's listing of it depends on the worktree: see below).
  * A missing file is an empty index, as git has it.
  */
 export function listIndexFile(file: string, format: 'sha1' | 'sha256'): IndexEntry[] | null {
@@ -383,6 +384,10 @@ export function listIndexFile(file: string, format: 'sha1' | 'sha256'): IndexEnt
     if (extended && version === 2) return null;
     const ext = extended ? (buf[flagsAt + 2] << 8) | buf[flagsAt + 3] : 0;
     if (ext & ~KNOWN_EXTENDED) return null;
+    // A skip-worktree entry's flag is not the file's alone: in a sparse checkout git clears it, as it
+    // reads the index, for every such entry whose file is on disk (unless
+    // sparse.expectFilesOutsideOfPatterns), so git's listing depends on the worktree and config.
+    if (ext & 0x4000) return null;
     let at = flagsAt + 2 + (extended ? 2 : 0);
     let keep = 0;
     if (version === 4) {

@@ -24,11 +24,20 @@ export interface IndexFileRef {
  * reader leaves to it (a split or sparse index, a damaged file).
  */
 export async function readIndexEntries(opts: GitOptions, index?: IndexFileRef): Promise<IndexEntry[]> {
+  return (await readIndexListing(opts, index)).entries;
+}
+
+/** readIndexEntries, saying whether the entries were read from the file (a listing that depends on
+ * the index file alone) or listed by git (which may depend on more: the worktree, the config). */
+export async function readIndexListing(
+  opts: GitOptions,
+  index?: IndexFileRef,
+): Promise<{ entries: IndexEntry[]; fromFile: boolean }> {
   if (index && opts.env?.GIT_INDEX_FILE === undefined) {
     const own = listIndexFile(index.file, index.format);
-    if (own) return own;
+    if (own) return { entries: own, fromFile: true };
   }
-  return readIndexEntriesFromGit(opts);
+  return { entries: await readIndexEntriesFromGit(opts), fromFile: false };
 }
 
 /** The listing from git (`ls-files --debug`, the only place git prints an entry's flags). */

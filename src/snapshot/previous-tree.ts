@@ -74,7 +74,8 @@ export function heldByRefFiles(commonDir: string, oids: readonly string[]): Set<
       try {
         text = fs.readFileSync(path.join(commonDir, name), 'latin1');
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') continue;
+        // Only a name with nothing at it is the packed ref's (a dangling symlink is a broken ref).
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || lexists(path.join(commonDir, name))) continue;
         text = null;
       }
       if (text !== null) {
@@ -87,6 +88,15 @@ export function heldByRefFiles(commonDir: string, oids: readonly string[]): Set<
     }
   }
   return held;
+}
+
+function lexists(p: string): boolean {
+  try {
+    fs.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** packed-refs as name → value (peeled lines skipped), or null when there is none or it cannot be read. */
