@@ -12,22 +12,11 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { listIndexFile, RECORDED_MIN_SIZE } from '../src/git/index-file';
 import { readIndexEntries, readIndexEntriesFromGit } from '../src/git/plumbing';
+import { rng } from './support/rng';
 import { withSandbox, type Sandbox } from './support/sandbox';
 
 function git(sb: Sandbox, cwd: string, args: string[], input?: string | Buffer): string {
   return execFileSync('git', args, { cwd, env: sb.env, input, encoding: 'utf8' });
-}
-
-/** A small deterministic generator (mulberry32), so a failing round can be run again. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const PARTS = [

@@ -26,6 +26,7 @@ import { XetError } from '../errors';
 import { git } from '../git/exec';
 import type { Repo } from '../git/repo';
 import { repoOpts } from '../git/repo';
+import { lexists } from '../snapshot/fsutil';
 import { faultPoint } from '../testing/fault-points';
 
 export interface HookState {
@@ -467,14 +468,6 @@ function lockHooks(repo: Repo): () => void {
 
 function keptPath(dir: string, name: string, at: Chain['at']): string {
   return path.join(dir, chainRel(name, at));
-}
-function lexists(p: string): boolean {
-  try {
-    fs.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 /** The hook a wrapper chains: where its mark line says, or (a wrapper edited) wherever one is. */
 function keptOf(dir: string, name: string, chain: Chain | null | undefined): string | null {

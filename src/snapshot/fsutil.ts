@@ -33,6 +33,16 @@ export function readTail(file: string, max: number): { size: number; tail: Buffe
 }
 
 /** A text file's content, or null when it does not exist or cannot be read. */
+/** Whether anything is at `p` (a dangling symlink included). */
+export function lexists(p: string): boolean {
+  try {
+    fs.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function readOptional(file: string): string | null {
   try {
     return fs.readFileSync(file, 'utf8');

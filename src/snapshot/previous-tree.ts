@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { parseTopListing } from '../git/plumbing';
+import { lexists } from './fsutil';
 import { recentWorkspaceSnapshots } from './unchanged';
 
 const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
@@ -88,15 +89,6 @@ export function heldByRefFiles(commonDir: string, oids: readonly string[]): Set<
     }
   }
   return held;
-}
-
-function lexists(p: string): boolean {
-  try {
-    fs.lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** packed-refs as name → value (peeled lines skipped), or null when there is none or it cannot be read. */

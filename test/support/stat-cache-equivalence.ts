@@ -17,18 +17,8 @@ import * as path from 'node:path';
 import { captureFiles } from '../../src/snapshot/capture-files';
 import { createShadow } from '../../src/git/shadow';
 import { gitTry } from './git';
+import { rng } from './rng';
 import { createSandbox, type Sandbox } from './sandbox';
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NAMES = [
   'a',
