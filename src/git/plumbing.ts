@@ -21,7 +21,7 @@ export interface IndexFileRef {
  * Every index entry with its flags and recorded size, as `git ls-files -s --debug` lists them.
  * With `index` (and no GIT_INDEX_FILE in `opts`), read from the file itself (listIndexFile: one
  * read and a hash, where git's listing costs a process and a text parse); git lists what that
- * reader leaves to it (a split or sparse index, a damaged file).
+ * reader leaves to it (a split or sparse index, skip-worktree entries, a damaged file).
  */
 export async function readIndexEntries(opts: GitOptions, index?: IndexFileRef): Promise<IndexEntry[]> {
   return (await readIndexListing(opts, index)).entries;

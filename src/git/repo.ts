@@ -17,12 +17,12 @@ export interface Repo {
   objectFormat: 'sha1' | 'sha256';
 }
 
-/** Options that make a git command act on exactly this repository, whatever the environment. */
 /** The worktree's own index file and its object format (for reading it without git). */
 export function indexRef(repo: Repo): { file: string; format: 'sha1' | 'sha256' } {
   return { file: path.join(repo.gitDir, 'index'), format: repo.objectFormat };
 }
 
+/** Options that make a git command act on exactly this repository, whatever the environment. */
 export function repoOpts(repo: Repo): { cwd: string; env: Record<string, string> } {
   return { cwd: repo.worktree, env: { GIT_DIR: repo.gitDir, GIT_WORK_TREE: repo.worktree } };
 }

@@ -155,22 +155,23 @@ function sortedOnce(walked: string[]): SortedPaths {
     for (let i = 0; i < walked.length && same; i++) same = last.walked[i] === walked[i];
     if (same) return last;
   }
-  const sorted = byBytes(walked);
-  lastPaths = { walked: [...walked], sorted, names: undefined, utf16Order: !sorted.some((p) => SURROGATE.test(p)) };
+  const { sorted, utf16Order } = byBytes(walked);
+  lastPaths = { walked: [...walked], sorted, names: undefined, utf16Order };
   return lastPaths;
 }
 
 const SURROGATE = /[\ud800-\udfff]/;
 
-function byBytes(paths: string[]): string[] {
+/** The paths sorted by their UTF-8 bytes, and whether that is also their UTF-16 order. */
+function byBytes(paths: string[]): { sorted: string[]; utf16Order: boolean } {
   const sorted = [...new Set(paths)].sort();
   // UTF-16 order is byte order except where a surrogate pair meets U+E000..U+FFFF.
   if (sorted.some((p) => SURROGATE.test(p))) {
     const bufs = sorted.map((p) => Buffer.from(p, 'utf8'));
     const idx = bufs.map((_, i) => i).sort((a, b) => Buffer.compare(bufs[a], bufs[b]));
-    return idx.map((i) => sorted[i]);
+    return { sorted: idx.map((i) => sorted[i]), utf16Order: false };
   }
-  return sorted;
+  return { sorted, utf16Order: true };
 }
 
 export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFilesResult> {
