@@ -667,6 +667,9 @@ async function main() {
         }
       } catch (e) {
         fail('tracked re-capture', e);
+        // A daemon that started though `daemon start` failed, or that `daemon stop` left: not left
+        // running in a removed directory.
+        await xet(copy, ['daemon', 'stop', '--json'], { tmp, timeoutSec: opts.timeoutSec }).catch(() => undefined);
       }
       rmrf(copy);
     }

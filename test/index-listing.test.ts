@@ -258,6 +258,22 @@ test('what the index reader leaves to git is listed by git, and a missing index 
     assert.deepEqual(listIndexFile(file, 'sha1'), full);
     assert.deepEqual(await readIndexEntriesFromGit(opts), full);
 
+    // A name whose length in the flags is not its length (git reads the flags' length, or refuses):
+    // in version 2, and in version 4, whose names are prefix-compressed.
+    for (const version of ['2', '4']) {
+      fs.writeFileSync(file, good);
+      git(sb, repo, ['update-index', '--index-version', version]);
+      const edited = fs.readFileSync(file);
+      const flagsAt = 12 + 40 + 20; // the first entry's flags: a/f, 3 bytes
+      assert.equal(edited.readUInt16BE(flagsAt) & 0xfff, 3);
+      edited.writeUInt16BE((edited.readUInt16BE(flagsAt) & ~0xfff) | 2, flagsAt);
+      rehash(file, edited);
+      assert.equal(listIndexFile(file, 'sha1'), null, `version ${version}`);
+      const listed = await readIndexEntries(opts, ref).catch((e: Error) => e);
+      const byGit = await readIndexEntriesFromGit(opts).catch((e: Error) => e);
+      assert.deepEqual(listed, byGit, `version ${version}: what git makes of it`);
+    }
+
     // Another index named in the environment is git's to find.
     fs.writeFileSync(file, good);
     const other = sb.path('other-index');

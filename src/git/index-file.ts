@@ -329,8 +329,8 @@ const KNOWN_EXTENDED = 0x2000 | 0x4000;
  *    and any extension git requires (a name not starting with A–Z) that this reader does not know;
  *  - a trailing hash that is neither the hash of the rest nor zero (git does not check it when it
  *    reads, so a damaged file is git's to list or refuse);
- *  - an entry git would refuse (extended flags in a version 2 index, unknown extended bits), or
- *    bytes this reader cannot walk;
+ *  - an entry git would refuse (extended flags in a version 2 index, unknown extended bits), a
+ *    name whose length in the flags is not its length, or bytes this reader cannot walk;
  *  - a skip-worktree entry (git's listing of it depends on the worktree: see below).
  * A missing file is an empty index, as git has it.
  */
@@ -404,6 +404,9 @@ export function listIndexFile(file: string, format: 'sha1' | 'sha256'): IndexEnt
     const end = buf.indexOf(0, at);
     if (end < 0 || end >= limit) return null;
     const len = keep + end - at;
+    // Git takes the name's length from the flags (below 0xFFF), not from the NUL: a file where the
+    // two disagree is one git reads otherwise or refuses.
+    if ((flags & 0xfff) !== Math.min(len, 0xfff)) return null;
     if (namesLen + len + 1 > names.length) {
       const bigger = Buffer.allocUnsafe(2 * (namesLen + len + 1));
       names.copy(bigger, 0, 0, namesLen);

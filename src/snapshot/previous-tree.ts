@@ -28,8 +28,8 @@ export async function heldPreviousSnapshot(
   const recent = recentWorkspaceSnapshots(commonDir, wsId);
   if (!recent.length) return null;
   // The refs of these few snapshots, read from their files; git lists every holding ref only when
-  // they hold none (a repository of hundreds of snapshots made that listing cost each capture
-  // tens of milliseconds).
+  // none of those the files say are held has this tree (a repository of hundreds of snapshots made
+  // that listing cost each capture tens of milliseconds).
   const fromFiles = heldByRefFiles(commonDir, recent);
   const found = fromFiles.size ? await firstWithTree(commonDir, recent, fromFiles, tree, opts) : null;
   if (found) return found;
