@@ -284,6 +284,20 @@ function daemonClient() {
   return daemonClientModules;
 }
 
+/** A capture sent on the daemon's socket of `dir`, timed from this process (no CLI started): its
+ * seconds and snapshot. A reply that is not a new snapshot is a failure. */
+async function captureOnSocket(dir, message) {
+  const client = daemonClient();
+  const t0 = performance.now();
+  const reply = await client.sendToDaemon(client.locateDaemon(dir), { op: 'capture', cwd: dir, input: { message } });
+  const seconds = (performance.now() - t0) / 1000;
+  const snapshot = reply?.ok ? reply.result?.snapshot : undefined;
+  if (typeof snapshot !== 'string' || reply.result.unchanged) {
+    throw new BenchError(`${message}, on the daemon's socket: ${JSON.stringify(reply ?? null).slice(0, 1000)}`);
+  }
+  return { seconds, snapshot };
+}
+
 async function xet(cwd, args, opts = {}) {
   const { tmp, measureMaxRss = false, sampler = false, timeoutSec } = opts;
   let cmd = process.execPath;
@@ -569,18 +583,8 @@ async function main() {
           m('recaptureSocket').baseline.push(tz);
           editTrackedFiles(copy, tenFiles, `${rep} socket`);
           await settle();
-          const client = daemonClient();
-          const t0 = performance.now();
-          const reply = await client.sendToDaemon(client.locateDaemon(copy), {
-            op: 'capture',
-            cwd: copy,
-            input: { message: `bench socket re-capture ${rep}` },
-          });
-          const sock = (performance.now() - t0) / 1000;
-          const snap4 = reply?.ok ? reply.result?.snapshot : undefined;
-          if (typeof snap4 !== 'string' || reply.result.unchanged || snap4 === snap3) {
-            throw new BenchError(`re-capture on the daemon's socket: ${JSON.stringify(reply ?? null).slice(0, 1000)}`);
-          }
+          const { seconds: sock, snapshot: snap4 } = await captureOnSocket(copy, `bench socket re-capture ${rep}`);
+          if (snap4 === snap3) throw new BenchError(`re-capture on the daemon's socket gave ${snap3} again`);
           m('recaptureSocket').xet.push(sock);
           log(`rep ${rep}: re-capture on the daemon's socket ${fmtS(sock)}s -> ${snap4}`);
         } finally {
@@ -637,27 +641,14 @@ async function main() {
         }
         await xet(copy, ['daemon', 'start', '--json'], { tmp, timeoutSec: opts.timeoutSec });
         try {
-          const client = daemonClient();
-          const viaSocket = async (label) => {
-            const t0 = performance.now();
-            const reply = await client.sendToDaemon(client.locateDaemon(copy), {
-              op: 'capture',
-              cwd: copy,
-              input: { message: label },
-            });
-            const s = (performance.now() - t0) / 1000;
-            if (!reply?.ok || reply.result.unchanged)
-              throw new BenchError(`${label}: ${JSON.stringify(reply ?? null).slice(0, 1000)}`);
-            return s;
-          };
           editTrackedFiles(copy, tenFiles, 'tracked socket warm-up');
-          await viaSocket('bench tracked socket warm-up');
+          await captureOnSocket(copy, 'bench tracked socket warm-up');
           for (let rep = 1; rep <= opts.reps; rep++) {
             const tz = await tarZstd(copy, tarOut);
             rmSync(tarOut, { force: true });
             editTrackedFiles(copy, tenFiles, `tracked socket ${rep}`);
             await settle();
-            const s = await viaSocket(`bench tracked socket re-capture ${rep}`);
+            const { seconds: s } = await captureOnSocket(copy, `bench tracked socket re-capture ${rep}`);
             m('recaptureTrackedSocket').xet.push(s);
             m('recaptureTrackedSocket').baseline.push(tz);
             log(`rep ${rep}: all tracked: re-capture on the daemon's socket ${fmtS(s)}s`);

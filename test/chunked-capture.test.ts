@@ -42,6 +42,14 @@ function manifest(r: Repo, snap: string): Record<string, any> {
   return JSON.parse(r.git('cat-file', 'blob', `${snap}:manifest.json`));
 }
 
+/** big.bin, 2 MiB, added and committed: its staged blob. */
+function commitLargeFile(r: Repo): string {
+  writeLargeFile(r.p('big.bin'), 2 * MiB, 9);
+  r.git('add', 'big.bin');
+  r.git('commit', '-qm', 'big');
+  return r.git('rev-parse', ':big.bin').trim();
+}
+
 function packObjectCounts(r: Repo): Map<string, number> {
   const dir = `${r.gitPath('objects')}/pack`;
   const out = new Map<string, number>();
@@ -156,10 +164,7 @@ test('a tracked large file as committed keeps its blob; an edited one is chunked
   const sb = createSandbox();
   try {
     const r = setup(sb);
-    writeLargeFile(r.p('big.bin'), 2 * MiB, 9);
-    r.git('add', 'big.bin');
-    r.git('commit', '-qm', 'big');
-    const staged = r.git('rev-parse', ':big.bin').trim();
+    const staged = commitLargeFile(r);
     const cap = capture(sb, r);
     assert.equal(manifest(r, cap.snapshot).chunked, undefined);
     assert.equal(r.git('rev-parse', `${cap.snapshot}:files/big.bin`).trim(), staged);
@@ -184,10 +189,7 @@ test('a large tracked file git calls modified but holding its staged blob is chu
   const sb = createSandbox();
   try {
     const r = setup(sb);
-    writeLargeFile(r.p('big.bin'), 2 * MiB, 9);
-    r.git('add', 'big.bin');
-    r.git('commit', '-qm', 'big');
-    const staged = r.git('rev-parse', ':big.bin').trim();
+    const staged = commitLargeFile(r);
     // Stat data the index no longer matches (as after a copy of the tree), the bytes the same; a
     // time well before the capture, so the stat cache may vouch for it.
     const past = new Date(Date.now() - 60_000);

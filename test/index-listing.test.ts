@@ -35,6 +35,14 @@ const PARTS = [
   'nl\nline',
 ];
 
+/** An empty repository at `r` in the sandbox, and its index file's path. */
+function newRepo(sb: Sandbox): { repo: string; file: string } {
+  const repo = sb.path('r');
+  fs.mkdirSync(repo);
+  git(sb, repo, ['init', '-q']);
+  return { repo, file: path.join(repo, '.git', 'index') };
+}
+
 /** The file reader's listing is git's; or, for an index it must leave to git (`leftToGit`), it
  * returns null and readIndexEntries still gives git's listing. Returns the entries compared. */
 async function sameAsGit(
@@ -148,10 +156,7 @@ test('the index read from its file is git listing, for generated indexes of ever
 
 test('a large entry carries its recorded stat data and whether git would call it racily clean', () =>
   withSandbox(async (sb) => {
-    const repo = sb.path('r');
-    fs.mkdirSync(repo);
-    git(sb, repo, ['init', '-q']);
-    const file = path.join(repo, '.git', 'index');
+    const { repo, file } = newRepo(sb);
     fs.writeFileSync(path.join(repo, 'big'), Buffer.alloc(RECORDED_MIN_SIZE, 1));
     fs.writeFileSync(path.join(repo, 'small'), Buffer.alloc(RECORDED_MIN_SIZE - 1, 1));
     git(sb, repo, ['add', '.']);
@@ -190,10 +195,7 @@ function rehash(file: string, buf: Buffer): void {
 
 test('what the index reader leaves to git is listed by git, and a missing index is an empty one', () =>
   withSandbox(async (sb) => {
-    const repo = sb.path('r');
-    fs.mkdirSync(repo);
-    git(sb, repo, ['init', '-q']);
-    const file = path.join(repo, '.git', 'index');
+    const { repo, file } = newRepo(sb);
     const ref = { file, format: 'sha1' as const };
     const opts = { cwd: repo, env: sb.env };
     assert.deepEqual(listIndexFile(file, 'sha1'), []);

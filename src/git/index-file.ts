@@ -122,6 +122,20 @@ export interface ParsedIndex {
   entriesEnd: number;
 }
 
+/** A version 4 entry's name prefix (git's decode_varint): how many bytes of the previous name to
+ * drop, and where the rest of the name starts; null when the number runs past `limit` or grows
+ * past any name's length. */
+function v4Prefix(buf: Buffer, at: number, limit: number): { drop: number; at: number } | null {
+  let c: number;
+  let drop = -1;
+  do {
+    if (at >= limit || drop > 1 << 24) return null;
+    c = buf[at++];
+    drop = drop < 0 ? c & 127 : ((drop + 1) << 7) | (c & 127);
+  } while (c & 128);
+  return { drop, at };
+}
+
 export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'): ParsedIndex {
   // A Buffer is an index already read (its name in messages: "the index").
   const buf = typeof indexFile === 'string' ? fs.readFileSync(indexFile) : indexFile;
@@ -154,13 +168,10 @@ export function parseIndex(indexFile: string | Buffer, format: 'sha1' | 'sha256'
     let stop: number;
     if (version === 4) {
       if (at >= limit) throw new XetError('GIT_FAILED', `${indexFile} is truncated`);
-      let c = buf[at++];
-      let drop = c & 127;
-      while (c & 128) {
-        if (at >= limit || drop > 1 << 24) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
-        c = buf[at++];
-        drop = ((drop + 1) << 7) | (c & 127);
-      }
+      const prefix = v4Prefix(buf, at, limit);
+      if (!prefix) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
+      const { drop } = prefix;
+      at = prefix.at;
       const end = buf.indexOf(0, at);
       if (end < 0 || end >= limit || drop > prevLen) throw new XetError('GIT_FAILED', `${indexFile} is damaged`);
       const keep = prevLen - drop;
@@ -391,15 +402,10 @@ export function listIndexFile(file: string, format: 'sha1' | 'sha256'): IndexEnt
     let at = flagsAt + 2 + (extended ? 2 : 0);
     let keep = 0;
     if (version === 4) {
-      let c: number;
-      let drop = -1;
-      do {
-        if (at >= limit || drop > 1 << 24) return null;
-        c = buf[at++];
-        drop = drop < 0 ? c & 127 : ((drop + 1) << 7) | (c & 127);
-      } while (c & 128);
-      if (drop > prevLen) return null;
-      keep = prevLen - drop;
+      const prefix = v4Prefix(buf, at, limit);
+      if (!prefix || prefix.drop > prevLen) return null;
+      keep = prevLen - prefix.drop;
+      at = prefix.at;
     }
     const end = buf.indexOf(0, at);
     if (end < 0 || end >= limit) return null;

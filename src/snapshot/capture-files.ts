@@ -687,7 +687,6 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
     tracePhase('files: done');
     let byPath: Map<string, number> | undefined;
-    let taken: Uint8Array | undefined;
     let bytes = 0;
     let symlinks = 0;
     for (const i of final) {
@@ -709,11 +708,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       totals: { files: final.length, bytes, symlinks },
       packed: written.objects,
       packKept: written.kept,
+      // (The tree's paths are those not Vanished: no slot becomes Vanished after `final` is made.)
       sizeOf: (p: string) => {
-        if (!taken) {
-          taken = new Uint8Array(n);
-          for (const i of final) taken[i] = 1;
-        }
         let at: number;
         if (once.utf16Order) {
           // (A map of every path would cost a resident process ~13 ms a capture for a few lookups.)
@@ -733,7 +729,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
           byPath ??= new Map(paths.map((q, i) => [q, i]));
           at = byPath.get(p) ?? -1;
         }
-        return at >= 0 && taken[at] === 1 ? size[at] : undefined;
+        return at >= 0 && slot[at] !== Slot.Vanished ? size[at] : undefined;
       },
     };
   } catch (e) {

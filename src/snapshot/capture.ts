@@ -29,7 +29,7 @@ import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, rememberSnapshotTop, snapshotTop } from './previous-tree';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
-import { statFields, statMatchesCoarse } from '../git/index-file';
+import { statFields, writeStat } from '../git/index-file';
 import { commitContent, treeContent, writeLooseObject } from '../git/loose-writer';
 import { identDate, keptAsUtf8, plainIdent } from '../git/ident';
 import { acquireLock } from '../sidecar/lock';
@@ -640,8 +640,9 @@ function chunkingSpec(threshold: number | null, entries: IndexEntry[], worktree:
   return { threshold, cleanTracked, staged };
 }
 
-/** Whether a file's lstat is the stat data recorded for it, field for field (nanoseconds too), and
- * its type and executable bit are the entry's mode's. */
+/** Whether a file's lstat is the stat data recorded for it, field for field (what git would record
+ * for it now, writeStat, equals what it did record), and its type and executable bit are the
+ * entry's mode's. */
 function statClean(file: string, mode: string, stat: Buffer): boolean {
   let st: fs.BigIntStats;
   try {
@@ -650,13 +651,9 @@ function statClean(file: string, mode: string, stat: Buffer): boolean {
     return false;
   }
   if (!st.isFile() || ((st.mode & 0o100n) !== 0n) !== (mode === '100755')) return false;
-  const s = statFields(st);
-  return (
-    statMatchesCoarse(stat, 0, s) &&
-    stat.readUInt32BE(4) === s.ctimeNsec &&
-    stat.readUInt32BE(12) === s.mtimeNsec &&
-    stat.readUInt32BE(16) === s.u32.dev
-  );
+  const now = Buffer.from(stat); // the recorded mode stays: writeStat leaves it
+  writeStat(now, 0, statFields(st));
+  return now.equals(stat);
 }
 
 /** Index entries whose recorded size is not the file's size: git reports those as modified without

@@ -32,7 +32,6 @@ export function readTail(file: string, max: number): { size: number; tail: Buffe
   }
 }
 
-/** A text file's content, or null when it does not exist or cannot be read. */
 /** Whether anything is at `p` (a dangling symlink included). */
 export function lexists(p: string): boolean {
   try {
@@ -43,6 +42,7 @@ export function lexists(p: string): boolean {
   }
 }
 
+/** A text file's content, or null when it does not exist or cannot be read. */
 export function readOptional(file: string): string | null {
   try {
     return fs.readFileSync(file, 'utf8');
