@@ -5,10 +5,12 @@
 // node's zlib and mount(8), the same work more slowly. GIT_XET_REQUIRE_NATIVE=1 makes a failed
 // build an error. With Debian's libisal-dev too it is built with ISA-L's igzip (deflateFastInto,
 // for the bulk of large captures); without it, the same module without that one function, and a
-// line saying so.
+// line saying so. It also builds the native thin client (native/git-xet-relay.c) into
+// dist/native/git-xet-relay, which bin/git-xet runs to relay `capture` and `fork` to a running daemon
+// without starting node; without it, every command starts node as before.
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, renameSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,6 +23,7 @@ const scratch = join(dirname(target), `.xet-native.${process.pid}.node`);
 const [cc, ...ccArgs] = (process.env.CC || 'cc').trim().split(/\s+/);
 
 mkdirSync(dirname(target), { recursive: true });
+
 const base = [...ccArgs, '-O2', '-Wall', '-shared', '-fPIC', '-fvisibility=hidden', '-o', scratch, source];
 const errors = (text) => {
   const lines = (text || '').trim().split('\n');
@@ -53,6 +56,31 @@ function attempt(extra, check) {
     );
   return { args, r, loads, ok: Boolean(loads && loads.status === 0) };
 }
+// The native thin client (native/git-xet-relay.c): bin/git-xet runs it when it is here, else node.
+// It must print the build id the daemon compares, so the version is compiled in; a client that does
+// not build or run is left out with a line saying so (every line then starts node, as before).
+{
+  const relay = join(root, 'dist', 'native', 'git-xet-relay');
+  const relayScratch = `${relay}.${process.pid}`;
+  const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  let why = '';
+  if (!/^[0-9A-Za-z.+-]+$/.test(version)) why = `a version it cannot compile in (${JSON.stringify(version)})`;
+  else {
+    const args = [...ccArgs, '-O2', '-Wall', `-DXET_TOOL_VERSION="${version}"`, '-o', relayScratch];
+    const r = spawnSync(cc, [...args, join(root, 'native', 'git-xet-relay.c')], { encoding: 'utf8' });
+    // Without arguments it prints its usage and exits 70: it runs here.
+    const runs = r.status === 0 && spawnSync(relayScratch, [], { encoding: 'utf8' }).status === 70;
+    if (runs) renameSync(relayScratch, relay);
+    else why = r.error ? r.error.message : r.status !== 0 ? errors(r.stderr) : 'it built but did not run';
+  }
+  if (why) {
+    rmSync(relayScratch, { force: true });
+    rmSync(relay, { force: true });
+    process.stderr.write(`git xet: the native thin client was not built (${why}); every command starts node\n`);
+    if (process.env.GIT_XET_REQUIRE_NATIVE === '1') process.exit(1);
+  }
+}
+
 const withIsal = attempt(
   ['-DXET_HAVE_ISAL', '-ldeflate', '-lisal'],
   `if (!(m.deflateFastInto(Buffer.from('abc'), b, 0) > 0)) process.exit(1)`,

@@ -46,6 +46,12 @@ const ACCEPT_MARGIN_MS = 1000;
  * own run of a relayed line would otherwise wait for it a second time). */
 let unanswered = false;
 
+/** This process asks no daemon: the native client (native/git-xet-relay.c) already asked this
+ * one and it did not run the line (bin/git-xet, from GIT_XET_DAEMON_TRIED). */
+export function daemonAlreadyAsked(): void {
+  unanswered = true;
+}
+
 /**
  * Sends one request and waits for the reply line. `timeoutMs` bounds the whole exchange (status,
  * stop). A command (`accept`) is instead given a deadline: the daemon refuses it once the deadline

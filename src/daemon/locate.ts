@@ -61,13 +61,39 @@ export function gitEnvPrint(env: NodeJS.ProcessEnv = process.env, umask: number 
   ]);
 }
 
+/** Whether a client's environment print (hostile: from the socket) is the daemon's own. A
+ * GIT_EXEC_PATH naming git's built-in exec path (git sets it for every command it runs, `git xet`
+ * included) is the same as none: a daemon started by `git xet daemon start` serves `git-xet capture`
+ * and one started by the MCP server serves `git xet capture`. */
+export function sameEnvPrint(theirs: unknown, ours: string, builtInExecPath: string | undefined): boolean {
+  if (theirs === ours) return true;
+  if (typeof theirs !== 'string' || builtInExecPath === undefined) return false;
+  const plain = (print: string): string | undefined => {
+    let pairs: unknown;
+    try {
+      pairs = JSON.parse(print);
+    } catch {
+      return undefined;
+    }
+    if (!Array.isArray(pairs)) return undefined;
+    return JSON.stringify(
+      pairs.filter(
+        (p) => !(Array.isArray(p) && p[0] === 'GIT_EXEC_PATH' && p[1] === builtInExecPath && p.length === 2),
+      ),
+    );
+  };
+  const a = plain(theirs);
+  return a !== undefined && a === plain(ours);
+}
+
 /** The code a process runs: the version, where its build lives and when its capture module was
- * built. A daemon started before a rebuild or from another install refuses, and the CLI captures
- * itself with the code it has. */
+ * built (in nanoseconds: an integer the native client, native/git-xet-relay.c, prints the same). A
+ * daemon started before a rebuild or from another install refuses, and the CLI captures itself
+ * with the code it has. */
 export function buildId(): string {
-  let built = 0;
+  let built = 0n;
   try {
-    built = fs.statSync(path.join(__dirname, '..', 'snapshot', 'capture.js')).mtimeMs;
+    built = fs.statSync(path.join(__dirname, '..', 'snapshot', 'capture.js'), { bigint: true }).mtimeNs;
   } catch {
     // not a built tree: the version and location still tell builds apart
   }

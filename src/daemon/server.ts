@@ -4,6 +4,7 @@
 // fork through it is the one the CLI would make.
 // pid file created O_EXCL is the lock; a pid file of a dead process is stale and replaced. Exits after
 // an idle period (GIT_XET_DAEMON_IDLE_MS, default 10 min), when its git directory goes away, on stop.
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import { XetError, isXetError } from '../errors';
@@ -11,7 +12,7 @@ import { TOOL_VERSION } from '../version';
 import { serveOpsInProcess, type DaemonOp, type DaemonReply, type DaemonRequest } from './client';
 import { relayedCommand } from './relay';
 import * as path from 'node:path';
-import { buildId, gitEnvPrint, locateDaemon, type DaemonPlace } from './locate';
+import { buildId, gitEnvPrint, locateDaemon, sameEnvPrint, type DaemonPlace } from './locate';
 import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
 import type { IndexEntry } from '../git/plumbing';
@@ -116,10 +117,21 @@ function watchBuild(onChange: () => void): { readonly changed: boolean; close():
   return state;
 }
 
+/** git's built-in exec path: what `git --exec-path` says without GIT_EXEC_PATH set (undefined if it
+ * says nothing usable). Asked once, when the daemon starts. */
+function builtInExecPath(): string | undefined {
+  const env = { ...process.env };
+  delete env.GIT_EXEC_PATH;
+  const r = spawnSync('git', ['--exec-path'], { env, encoding: 'utf8', timeout: 30_000 });
+  const out = r.status === 0 ? r.stdout.replace(/\n$/, '') : '';
+  return out && path.isAbsolute(out) ? out : undefined;
+}
+
 export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}): Promise<void> {
   takeLock(p);
   const idleMs = opts.idleMs ?? (Number(process.env.GIT_XET_DAEMON_IDLE_MS) || 600_000);
   const env = gitEnvPrint();
+  const execPath = builtInExecPath();
   const build = buildId();
   const rebuilt = watchBuild(() => setImmediate(stop));
   const { capture } = await import('../snapshot/capture');
@@ -219,7 +231,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       return { ok: true, result: { stopped: process.pid } };
     }
     if (req.version !== build || rebuilt.changed) return { ok: false, refused: 'version' };
-    if (req.env !== env) return { ok: false, refused: 'environment' };
+    if (!sameEnvPrint(req.env, env, execPath)) return { ok: false, refused: 'environment' };
     if (typeof req.cwd !== 'string' || !path.isAbsolute(req.cwd)) return { ok: false, refused: 'cwd' };
     if (req.op === 'cli') return relayed(req);
     if (req.op !== 'capture' && req.op !== 'fork') return { ok: false, refused: 'op' };

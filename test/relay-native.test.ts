@@ -1,0 +1,313 @@
+// The native thin client (native/git-xet-relay.c, run by bin/git-xet as a shell script): a line it
+// relays is the line node's client relays, byte for byte in what it prints and how it exits, with no
+// node started; whatever it does not relay still runs, through node, once. Every run here executes
+// bin/git-xet as git does (the kernel reads its #! line), with a `node` first on PATH that notes each
+// start, so whether node ran is seen, not inferred.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { alive, waitGone } from './support/mcp';
+
+const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
+const RELAY = path.resolve(__dirname, '..', 'native', 'git-xet-relay');
+const built = fs.existsSync(RELAY);
+
+let probeDir = '';
+let nodeLog = '';
+let ENV: NodeJS.ProcessEnv = {};
+
+before(() => {
+  probeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-native-'));
+  nodeLog = path.join(probeDir, 'node.log');
+  const bin = path.join(probeDir, 'bin');
+  fs.mkdirSync(bin);
+  // NODE_PROBE_LOG: neither GIT_ nor XET_, so not part of the environment client and daemon compare.
+  fs.writeFileSync(
+    path.join(bin, 'node'),
+    `#!/bin/sh\nprintf 'node tried=%s\\n' "\${GIT_XET_DAEMON_TRIED-}" >> "$NODE_PROBE_LOG"\nexec ${JSON.stringify(process.execPath)} "$@"\n`,
+    { mode: 0o755 },
+  );
+  ENV = {
+    ...process.env,
+    PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    NODE_PROBE_LOG: nodeLog,
+    GIT_XET_DAEMON_IDLE_MS: '60000',
+  };
+  delete ENV.GIT_XET_NO_DAEMON;
+  delete ENV.GIT_XET_PROGRESS;
+  delete ENV.GIT_XET_DAEMON_TRIED;
+});
+after(() => {
+  if (probeDir) fs.rmSync(probeDir, { recursive: true, force: true });
+});
+
+/** Skips (saying why) where the client was not built; in CI it must have been. */
+function needsClient(t: { skip: (why: string) => void }): boolean {
+  if (built) return true;
+  assert.ok(!process.env.CI, `CI must build the native thin client (${RELAY}): see npm run build's output`);
+  t.skip(`the native thin client was not built (${RELAY}): npm run build says why`);
+  return false;
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: ENV });
+}
+function repo(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-native-repo-'));
+  git(d, 'init', '-q');
+  for (let i = 0; i < 20; i++) fs.writeFileSync(path.join(d, `f${i}.txt`), `file ${i}\n`);
+  fs.mkdirSync(path.join(d, 'sub'));
+  fs.writeFileSync(path.join(d, 'sub', 'a'), 'a\n');
+  git(d, 'add', '.');
+  git(d, '-c', 'user.email=a@b', '-c', 'user.name=a', 'commit', '-qm', 'init');
+  return d;
+}
+function snapshotRefs(d: string): string[] {
+  return git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
+}
+/** The CLI through node, as the other suites run it (the daemon is started this way). */
+function nodeXet(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}): Record<string, unknown> {
+  const out = execFileSync(process.execPath, [BIN, '--json', ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...ENV, ...env },
+  });
+  return JSON.parse(out) as Record<string, unknown>;
+}
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  /** The node starts this run made, each with the GIT_XET_DAEMON_TRIED it was given. */
+  nodes: string[];
+}
+
+/** bin/git-xet executed as a program (or through `git xet` when viaGit), as a user's shell runs it. */
+function run(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}, viaGit = false): Run {
+  fs.rmSync(nodeLog, { force: true });
+  const e = { ...ENV, ...env };
+  if (viaGit) e.PATH = `${path.dirname(BIN)}:${e.PATH}`;
+  const r = viaGit
+    ? spawnSync('git', ['xet', ...args], { cwd, env: e, encoding: 'utf8', timeout: 120_000 })
+    : spawnSync(BIN, args, { cwd, env: e, encoding: 'utf8', timeout: 120_000 });
+  const nodes = fs.existsSync(nodeLog) ? fs.readFileSync(nodeLog, 'utf8').split('\n').filter(Boolean) : [];
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr, nodes };
+}
+
+test('capture and fork relayed by the native client: no node started, the output and exit code the CLI gives', (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  const forks = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-native-forks-'));
+  try {
+    nodeXet(d, ['daemon', 'start']);
+    // A message with every kind of character the request must escape as JSON.stringify does.
+    const message = 'quote " backslash \\ tab \t newline \n bell \u0007 del \u007f é 😀 \u2028 end';
+    fs.appendFileSync(path.join(d, 'f0.txt'), 'edit\n');
+    const cap = run(path.join(d, 'sub'), ['capture', '-m', message]);
+    assert.deepEqual(cap.nodes, [], 'relayed without node');
+    assert.equal(cap.status, 0, cap.stderr);
+    assert.match(cap.stdout, /^[0-9a-f]{40}\n$/);
+    const snap = cap.stdout.trim();
+    fs.appendFileSync(path.join(d, 'f0.txt'), 'edit again\n');
+    const own = run(d, ['capture', '-m', message], { GIT_XET_NO_DAEMON: '1' });
+    assert.equal(own.status, 0, own.stderr);
+    const messageOf = (s: string) => git(d, 'cat-file', 'commit', s).split('\n\n').slice(1).join('\n\n');
+    assert.equal(messageOf(snap), messageOf(own.stdout.trim()), 'the message arrived byte for byte');
+    assert.ok(messageOf(snap).includes('é 😀'));
+    // Through git (which sets GIT_EXEC_PATH; the daemon was started without it): still relayed.
+    fs.appendFileSync(path.join(d, 'f1.txt'), 'edit\n');
+    const viaGit = run(d, ['--json', 'capture', '-m', 'through git'], {}, true);
+    assert.deepEqual(viaGit.nodes, [], 'git xet capture relayed without node');
+    assert.equal(viaGit.status, 0, viaGit.stderr);
+    assert.ok(snapshotRefs(d).includes((JSON.parse(viaGit.stdout) as { snapshot: string }).snapshot));
+    // Output with characters the reply escapes (a fork's directory), and errors on stderr with
+    // their exit codes: the same bytes as the CLI's own run.
+    const odd = path.join(forks, 'odd "dir" \\ é 😀');
+    const dotGit = path.join(d, '.git');
+    for (const [cwd, args] of [
+      [d, ['--json', 'fork', snap, odd, '--mode', 'copy']],
+      [d, ['--json', 'fork', snap, odd, '--mode', 'copy']],
+      [d, ['fork', snap, odd]],
+      [d, ['capture', '--bogus']],
+      [d, ['--json', 'capture', '--bogus']],
+      [d, ['--json', 'fork', 'no-such-snapshot', path.join(forks, 'f2')]],
+      [dotGit, ['fork', snap, path.join(forks, 'f3')]],
+    ] as [string, string[]][]) {
+      const via = run(cwd, args);
+      assert.deepEqual(via.nodes, [], `${args.join(' ')}: relayed without node`);
+      const own = run(cwd, args, { GIT_XET_NO_DAEMON: '1' });
+      assert.deepEqual(own.nodes, ['node tried='], `${args.join(' ')}: run by node`);
+      // The first fork made the directory; the CLI's own run then refuses it, as the relayed one
+      // does on the second line.
+      if (args[1] === 'fork' && args[0] === '--json' && via.status === 0) {
+        assert.equal((JSON.parse(via.stdout) as { dir: string }).dir, odd);
+        continue;
+      }
+      assert.deepEqual(
+        { status: via.status, stdout: via.stdout, stderr: via.stderr },
+        { status: own.status, stdout: own.stdout, stderr: own.stderr },
+        args.join(' '),
+      );
+      assert.notEqual(via.status, 0, args.join(' '));
+    }
+    assert.ok(fs.existsSync(path.join(odd, 'f0.txt')), 'the fork was made');
+    assert.ok(!fs.existsSync(path.join(forks, 'f3')), 'no fork from inside .git');
+    // Lines the client leaves to node, which runs them once: other commands, help, --remount, an
+    // argument that is not UTF-8 (node would read U+FFFD), another environment than the daemon's.
+    for (const [args, env, tried] of [
+      [['snapshots'], {}, ''],
+      [['capture', '--help'], {}, ''],
+      [['fork', '--remount', odd], {}, ''],
+      [['capture', '-m', 'another TZ'], { TZ: process.env.TZ === 'Asia/Tokyo' ? 'America/Lima' : 'Asia/Tokyo' }, '1'],
+      [['capture', '-m', 'other tuning'], { XET_PACK_WORKERS: '1' }, '1'],
+      [['capture', '-m', 'no daemon asked'], { GIT_XET_NO_DAEMON: '1' }, ''],
+    ] as [string[], NodeJS.ProcessEnv, string][]) {
+      const r = run(d, args, env);
+      assert.deepEqual(r.nodes, [`node tried=${tried}`], `${args.join(' ')}: node, once`);
+    }
+    // An argument that is not UTF-8 (node would read U+FFFD): only the process with the raw bytes
+    // can tell, so node runs the line (as relay.ts leaves it to the CLI).
+    fs.rmSync(nodeLog, { force: true });
+    const raw = spawnSync('sh', ['-c', 'exec "$0" capture -m "$(printf \'f\\377f\')"', BIN], {
+      cwd: d,
+      env: ENV,
+      encoding: 'utf8',
+    });
+    assert.equal(raw.status, 0, raw.stderr);
+    assert.deepEqual(fs.readFileSync(nodeLog, 'utf8').split('\n').filter(Boolean), ['node tried=']);
+  } finally {
+    nodeXet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(forks, { recursive: true, force: true });
+  }
+});
+
+test('the native client finds the daemon of a linked worktree (.git a file) and of the top from below', (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  const wt = `${d}-linked`;
+  try {
+    git(d, 'worktree', 'add', '-q', wt);
+    nodeXet(wt, ['daemon', 'start']);
+    fs.appendFileSync(path.join(wt, 'sub', 'a'), 'edit\n');
+    const r = run(path.join(wt, 'sub'), ['--json', 'capture', '-m', 'linked']);
+    assert.deepEqual(r.nodes, [], 'relayed without node');
+    assert.equal(r.status, 0, r.stderr);
+    const snap = (JSON.parse(r.stdout) as { snapshot: string }).snapshot;
+    assert.match(git(wt, 'cat-file', 'commit', snap), /linked/);
+    // The main worktree has no daemon of its own: its line runs in node, which asks nobody.
+    fs.appendFileSync(path.join(d, 'f2.txt'), 'edit\n');
+    const main = run(d, ['--json', 'capture']);
+    assert.deepEqual(main.nodes, ['node tried='], 'no daemon there: node');
+    assert.equal(main.status, 0, main.stderr);
+  } finally {
+    try {
+      nodeXet(wt, ['daemon', 'stop']);
+    } catch {
+      // not started
+    }
+    fs.rmSync(wt, { recursive: true, force: true });
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test("git's own exec path in GIT_EXEC_PATH is the same environment as none; another one is not", (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  try {
+    // Started through git: the daemon's environment has GIT_EXEC_PATH (git sets it for git-xet).
+    const started = run(d, ['--json', 'daemon', 'start'], {}, true);
+    assert.equal(started.status, 0, started.stderr);
+    fs.appendFileSync(path.join(d, 'f6.txt'), 'edit\n');
+    const plain = run(d, ['--json', 'capture', '-m', 'without GIT_EXEC_PATH']);
+    assert.deepEqual(plain.nodes, [], 'relayed without node');
+    assert.equal(plain.status, 0, plain.stderr);
+    const own = execFileSync('git', ['--exec-path'], { encoding: 'utf8', env: ENV }).trim();
+    fs.appendFileSync(path.join(d, 'f6.txt'), 'edit\n');
+    assert.deepEqual(run(d, ['capture'], { GIT_EXEC_PATH: own }).nodes, [], 'the built-in one, set: relayed');
+    fs.appendFileSync(path.join(d, 'f6.txt'), 'edit\n');
+    const other = run(d, ['capture'], { GIT_EXEC_PATH: `${own}/../elsewhere` });
+    assert.deepEqual(other.nodes, ['node tried=1'], 'another exec path: not relayed');
+  } finally {
+    nodeXet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a suspended daemon: the native client gives up once, node captures without asking again, the late line never runs', async (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  let pid = 0;
+  try {
+    pid = nodeXet(d, ['daemon', 'start']).pid as number;
+    process.kill(pid, 'SIGSTOP');
+    fs.appendFileSync(path.join(d, 'f3.txt'), 'edit\n');
+    const cap = run(d, ['--json', 'capture']);
+    assert.equal(cap.status, 0, cap.stderr);
+    // Told the daemon was asked, node runs the line itself (asking again would wait 3 s more).
+    assert.deepEqual(cap.nodes, ['node tried=1']);
+    const taken = snapshotRefs(d);
+    assert.ok(taken.includes((JSON.parse(cap.stdout) as { snapshot: string }).snapshot));
+    process.kill(pid, 'SIGCONT');
+    nodeXet(d, ['daemon', 'stop']);
+    await waitGone(pid, 5000, 'the daemon');
+    assert.deepEqual(snapshotRefs(d), taken, 'the late line made no second snapshot');
+  } finally {
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a native client stopped (Ctrl-Z) past its deadline after the daemon took its line: the line runs once', async (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  let pid = 0;
+  try {
+    pid = nodeXet(d, ['daemon', 'start']).pid as number;
+    const before = snapshotRefs(d).length;
+    fs.appendFileSync(path.join(d, 'f4.txt'), 'edit\n');
+    fs.rmSync(nodeLog, { force: true });
+    process.kill(pid, 'SIGSTOP');
+    const client = spawn(BIN, ['--json', 'capture'], { cwd: d, env: ENV });
+    let out = '';
+    client.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const code = new Promise<number | null>((r) => client.on('close', r));
+    await new Promise((r) => setTimeout(r, 700)); // connected, its line unread
+    process.kill(client.pid as number, 'SIGSTOP');
+    process.kill(pid, 'SIGCONT'); // the daemon reads it before the deadline, acknowledges and runs it
+    for (let i = 0; i < 500 && snapshotRefs(d).length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 3500)); // past the client's deadline
+    process.kill(client.pid as number, 'SIGCONT');
+    assert.equal(await code, 0, out);
+    const made = snapshotRefs(d);
+    assert.equal(made.length, before + 1, 'one snapshot, not one from the daemon and one from the CLI');
+    assert.ok(made.includes((JSON.parse(out) as { snapshot: string }).snapshot), 'the one reported');
+    assert.ok(!fs.existsSync(nodeLog), 'no node started');
+  } finally {
+    if (pid && alive(pid)) {
+      process.kill(pid, 'SIGCONT');
+      nodeXet(d, ['daemon', 'stop']);
+    }
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('without a daemon every line runs in node once, and the native client needs no arguments to say its use', (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  try {
+    fs.appendFileSync(path.join(d, 'f5.txt'), 'edit\n');
+    const r = run(d, ['--json', 'capture']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.nodes, ['node tried=']);
+    const usage = spawnSync(RELAY, [], { encoding: 'utf8' });
+    assert.equal(usage.status, 70);
+    assert.match(usage.stderr, /usage: git-xet-relay/);
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
