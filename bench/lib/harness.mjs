@@ -411,16 +411,18 @@ export function xetError(args, res, cwd, { note = '', what, reproPrefix = '', re
 }
 
 /**
- * `git xet args` (node <cli> …) in cwd; resolves with run()'s result plus json (parsed stdout).
+ * `git xet args` (node <cli> …, or <cli> … with direct) in cwd; resolves with run()'s result plus json
+ * (parsed stdout).
  * Throws xetError on a failure, and when requireJson is set and stdout holds no JSON; note,
  * reproPrefix and reproCli go to xetError. env undefined: run()'s (or runner's) default; cpu: run it
  * under runCpu (the result has cpuSeconds).
  */
 export async function runXet(cli, cwd, args, opts = {}) {
-  const { timeoutSec = 0, requireJson = false, env, cpu = false, ...errorOpts } = opts;
+  const { timeoutSec = 0, requireJson = false, env, cpu = false, direct = false, ...errorOpts } = opts;
   const runner = opts.runner ?? (cpu ? runCpu : run);
   delete errorOpts.runner;
-  const res = await runner(process.execPath, [cli, ...args], {
+  // direct: bin/git-xet run as a program, as git runs it (its native thin client first), not by node.
+  const res = await runner(direct ? cli : process.execPath, direct ? args : [cli, ...args], {
     cwd,
     timeoutSec,
     allowFail: true,
