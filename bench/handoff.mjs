@@ -19,12 +19,13 @@
 //
 //   send      xet:  capture, handoff create, push store      git: add -A -f, commit, push alt
 //             xet, one command (a second sender, its own store): capture, handoff create --push store2
+//             the same with that sender's daemon running: `git xet capture` through it, then the same
 //   receive   xet:  fetch store, handoff accept <id> <dir>    git: fetch alt, worktree add <dir> <commit>
 //
 // Results: tables on stdout and bench/handoff-results.json.
 
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import {
   BenchError,
   GIT_ENV,
@@ -42,6 +43,7 @@ import {
   med,
   mountsUnder,
   parseArgs,
+  parseJsonOutput,
   printReport,
   quote,
   range,
@@ -60,6 +62,7 @@ import {
   verdict,
   walk,
   writeResults,
+  xetError,
 } from './lib/harness.mjs';
 import { HISTORY_PACKAGE, ensureWorkload } from './lib/workload.mjs';
 
@@ -201,6 +204,21 @@ async function main() {
       reproPrefix: `PATH=${quote(helperDir)}:$PATH `,
       reproCli: cli,
     });
+  /** `git xet ...` as a user types it: git on PATH runs the CLI's bin/git-xet as a program, so the
+   * native thin client hands a capture to a running daemon. */
+  const xetViaGit = async (cwd, args) => {
+    const res = await run('git', ['xet', ...args], {
+      cwd,
+      timeoutSec: opts.timeoutSec,
+      allowFail: true,
+      env: { ...childEnv, PATH: `${dirname(cli)}:${childEnv.PATH}` },
+    });
+    res.json = parseJsonOutput(res.stdout);
+    if (res.code !== 0 || res.signal || !res.json) throw xetError(['(via git)', ...args], res, cwd, { reproCli: cli });
+    return res;
+  };
+  /** The repository whose daemon this run started (stopped at the end, whatever happened). */
+  let daemonRepo = null;
   /** sync, then one timed command; returns its result (seconds in .seconds). */
   const timed = async (fn) => {
     await settle();
@@ -349,9 +367,21 @@ async function main() {
         `worktree add ${fmtS(S.warmWorktreeAddSeconds)}s`,
     );
 
+    // The second sender's daemon: its one-command send is timed again with the capture through it
+    // (as a user who keeps one running sends). One capture through it first (it reads everything).
+    await xet(A2, ['daemon', 'start', '--json']);
+    daemonRepo = A2;
+    edit(A2, 'daemon warm-up');
+    await xetViaGit(A2, ['capture', '-m', 'handoff bench daemon warm-up', '--json']);
+
     // ---- repetitions ------------------------------------------------------------------------------
     for (let rep = 1; rep <= opts.reps; rep++) {
-      const R = { rep, send: { xet: {}, one: {}, git: {} }, receive: { xet: {}, git: {} }, fork: null };
+      const R = {
+        rep,
+        send: { xet: {}, one: {}, daemon: {}, git: {} },
+        receive: { xet: {}, git: {} },
+        fork: null,
+      };
       results.reps.push(R);
       try {
         // -- send, xet
@@ -450,6 +480,48 @@ async function main() {
         log(
           `rep ${rep}: xet send, one command ${fmtS(O.total)}s (capture ${fmtS(O.capture)} + handoff create --push ` +
             `${fmtS(O.createPush)}), store2 +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
+        );
+
+        // -- send, one command, the daemon running: `git xet capture` (the native client hands it
+        //    to the daemon), then handoff create --push
+        const D = R.send.daemon;
+        edit(A2, `${rep} daemon`);
+        const store2BeforeD = fileSizes(store2);
+        const capD = await timed(() => xetViaGit(A2, ['capture', '-m', `handoff bench daemon ${rep}`, '--json']));
+        const hpD = await timed(() =>
+          xet(A2, [
+            'handoff',
+            'create',
+            capD.json.snapshot,
+            '--to',
+            'B',
+            '--from',
+            'A2',
+            '--title',
+            `change ${rep}, daemon`,
+            '--push',
+            'store2',
+            '--json',
+          ]),
+        );
+        const pushedD = (hpD.json.push?.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
+        const wantD = [`refs/xet/handoffs/${hpD.json.id}`, `refs/xet/snapshots/${capD.json.snapshot}`].sort();
+        if (JSON.stringify(pushedD.sort()) !== JSON.stringify(wantD)) {
+          problem(
+            `handoff create --push ${rep} (daemon): new refs ${JSON.stringify(pushedD)}, expected ${JSON.stringify(wantD)}`,
+          );
+        }
+        Object.assign(D, {
+          snapshot: capD.json.snapshot,
+          handoff: hpD.json.id,
+          capture: capD.seconds,
+          createPush: hpD.seconds,
+          total: capD.seconds + hpD.seconds,
+          store: growth(store2BeforeD, fileSizes(store2)),
+        });
+        log(
+          `rep ${rep}: xet send, one command, daemon running ${fmtS(D.total)}s (git xet capture ${fmtS(D.capture)} + ` +
+            `handoff create --push ${fmtS(D.createPush)})`,
         );
 
         // -- send, git
@@ -584,6 +656,7 @@ async function main() {
   } catch (e) {
     fail('harness', e);
   } finally {
+    if (daemonRepo) await xet(daemonRepo, ['daemon', 'stop', '--json']).catch((e) => fail('daemon stop', e));
     results.finishedAt = new Date().toISOString();
     results.summary = summarize(results);
     printTables(results);
@@ -626,6 +699,12 @@ function summarize(results) {
     row(
       'send: capture + handoff create --push  vs  add -A -f + commit + push',
       col((r) => r.send.one.total),
+      col((r) => r.send.git.total),
+      GOALS.sendTime,
+    ),
+    row(
+      'send: git xet capture (daemon running) + handoff create --push  vs  add -A -f + commit + push',
+      col((r) => r.send.daemon?.total),
       col((r) => r.send.git.total),
       GOALS.sendTime,
     ),
@@ -703,6 +782,8 @@ function summarize(results) {
     ['xet send', 'push store', col((r) => r.send.xet.push)],
     ['xet send, one command', 'capture', col((r) => r.send.one.capture)],
     ['xet send, one command', 'handoff create --push store2', col((r) => r.send.one.createPush)],
+    ['xet send, daemon running', 'git xet capture', col((r) => r.send.daemon?.capture)],
+    ['xet send, daemon running', 'handoff create --push store2', col((r) => r.send.daemon?.createPush)],
     ['git send', 'add -A -f', col((r) => r.send.git.add)],
     ['git send', 'commit', col((r) => r.send.git.commitSeconds)],
     ['git send', 'push alt', col((r) => r.send.git.push)],
