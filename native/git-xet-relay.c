@@ -7,10 +7,13 @@
  * It relays only what it can tell is a line relay.ts would relay, with a request byte for byte the
  * one relay.ts would send (the daemon compares the build and the environment as strings). Anything
  * else, or any doubt (a byte that is not UTF-8, a .git file it does not read as git's simplest form,
- * a socket path too long), runs `node <script> <args>`: the CLI as it always was, which decides
- * again. When it reached the daemon and the daemon did not run the line (refused, no
- * acknowledgement in time, a dropped connection), the CLI is told so (GIT_XET_DAEMON_TRIED=1) and
- * does not ask the daemon again.
+ * a socket path too long, a daemon refusing its build or environment, which node computes for
+ * itself), runs `node <script> <args>`: the CLI as it always was, which decides again. When it
+ * reached the daemon and the daemon did not run the line for another reason (no acknowledgement in
+ * time, a line refused as late, a dropped connection), the CLI is told so (GIT_XET_DAEMON_TRIED=1)
+ * and does not ask the daemon again. The reply is read as node reads it: decoded as UTF-8 with
+ * U+FFFD for what is not, then JSON, with JavaScript's truthiness and Number.isInteger where
+ * relay.ts applies them.
  *
  * Kept in step with src/daemon/relay.ts (relayedCommand, relayCli), src/daemon/client.ts
  * (sendToDaemon, ACCEPT_WITHIN_MS) and src/daemon/locate.ts (locateDaemon, gitEnvPrint, buildId).
@@ -35,9 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef XET_TOOL_VERSION
-#error "XET_TOOL_VERSION must be defined (package.json's version, by scripts/build-native.mjs)"
-#endif
 
 extern char **environ;
 
@@ -146,6 +146,26 @@ static void put_json_string(struct buf *b, const char *s) {
   puts_(b, "\"");
 }
 
+/* Reads a whole file (at most `max` bytes) into b: 0, or -1. */
+static int read_file(const char *path, struct buf *b, size_t max) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || b->n + (size_t)n > max) {
+      close(fd);
+      return -1;
+    }
+    if (n == 0) break;
+    put(b, chunk, (size_t)n);
+  }
+  close(fd);
+  put(b, "", 0);
+  return b->failed ? -1 : 0;
+}
+
 /* ---- relay.ts relayedCommand ---- */
 
 static int is_global_flag(const char *a) { return !strcmp(a, "--json") || !strcmp(a, "-q") || !strcmp(a, "--quiet"); }
@@ -209,39 +229,64 @@ static char *resolve_path(const char *base, const char *rel) {
   return out;
 }
 
-/* The git directory named by a `.git` file, or NULL when this client does not read the file the
- * way relay.ts's regular expression (/^gitdir: (.+)$/m, then trim) would for certain. */
+/* The length of the JavaScript white space or line terminator (what String#trim removes) that
+ * s[0..n) begins with, 0 if none; with `last`, the one it ends with. */
+static size_t js_space(const unsigned char *s, size_t n, int last) {
+  static const unsigned spaces[] = {0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0xa0, 0x1680, 0x2000, 0x2001,
+                                    0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009,
+                                    0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff};
+  if (!n) return 0;
+  size_t at = 0, len = 1;
+  if (last) {
+    at = n - 1;
+    while (at > 0 && (s[at] & 0xc0) == 0x80 && n - at < 4) at--;
+    len = n - at;
+  } else if (s[0] >= 0xc0) {
+    len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+    if (len > n) return 0;
+  }
+  unsigned cp = s[at];
+  if (len == 2) cp = (s[at] & 0x1fu) << 6 | (s[at + 1] & 0x3fu);
+  if (len == 3) cp = (s[at] & 0x0fu) << 12 | (s[at + 1] & 0x3fu) << 6 | (s[at + 2] & 0x3fu);
+  if (len == 4) return 0; /* nothing above U+FFFF is white space */
+  for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
+    if (spaces[i] == cp) return len;
+  return 0;
+}
+
+/* The git directory named by a `.git` file, or NULL when there is none or this client does not
+ * read the file for certain the way relay.ts's regular expression (/^gitdir: (.+)$/m, then
+ * trim()) does. */
 static char *gitdir_of_file(const char *dir, const char *dotgit) {
-  int fd = open(dotgit, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  char text[65536];
-  ssize_t n = read(fd, text, sizeof text - 1);
-  char extra;
-  int more = n == (ssize_t)sizeof text - 1 && read(fd, &extra, 1) > 0;
-  close(fd);
-  if (n < 0 || more) return NULL;
-  text[n] = 0;
-  /* Other line ends (\r, U+2028, U+2029), a NUL or bytes that are not UTF-8: left to the CLI. */
-  if (memchr(text, 0, (size_t)n) || memchr(text, '\r', (size_t)n) || strstr(text, "\xe2\x80\xa8") ||
-      strstr(text, "\xe2\x80\xa9") || !valid_utf8((unsigned char *)text, (size_t)n))
+  struct buf text = {0};
+  if (read_file(dotgit, &text, 1u << 20) != 0) {
+    free(text.p);
     return NULL;
-  for (char *line = text; line && *line;) {
+  }
+  size_t n = text.n;
+  char *t = text.p;
+  char *found = NULL;
+  /* Other line ends (\r, U+2028, U+2029), a NUL or bytes that are not UTF-8: left to the CLI. */
+  if (memchr(t, 0, n) || memchr(t, '\r', n) || strstr(t, "\xe2\x80\xa8") || strstr(t, "\xe2\x80\xa9") ||
+      !valid_utf8((unsigned char *)t, n))
+    goto done;
+  for (char *line = t; line && *line;) {
     char *end = strchr(line, '\n');
     size_t len = end ? (size_t)(end - line) : strlen(line);
     if (len > 8 && !strncmp(line, "gitdir: ", 8)) {
-      char *v = line + 8;
-      size_t vl = len - 8;
-      /* trim(): only ASCII white space is trimmed here; a value that begins or ends with any
-       * other byte above 0x7f could be Unicode white space, which JavaScript trims too. */
-      while (vl && (*v == ' ' || *v == '\t' || *v == '\v' || *v == '\f')) v++, vl--;
-      while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t' || v[vl - 1] == '\v' || v[vl - 1] == '\f')) vl--;
-      if (vl && (((unsigned char)v[0]) >= 0x80 || ((unsigned char)v[vl - 1]) >= 0x80)) return NULL;
+      unsigned char *v = (unsigned char *)line + 8;
+      size_t vl = len - 8, k;
+      while ((k = js_space(v, vl, 0))) v += k, vl -= k;
+      while ((k = js_space(v, vl, 1))) vl -= k;
       v[vl] = 0;
-      return resolve_path(dir, v);
+      found = resolve_path(dir, (char *)v);
+      goto done;
     }
     line = end ? end + 1 : NULL;
   }
-  return NULL;
+done:
+  free(text.p);
+  return found;
 }
 
 /* The git directory of the worktree holding cwd, or NULL (none found, or not decided here). */
@@ -349,41 +394,57 @@ static int env_print(struct buf *b) {
   return b->failed ? -1 : 0;
 }
 
-/* buildId(): the version, the directory of the client's module (dist/src/daemon, resolved as node
- * resolves a module's path) and the capture module's mtime in nanoseconds. */
-static int build_id(struct buf *b, const char *script) {
-  struct buf rel = {0};
-  const char *slash = strrchr(script, '/');
-  if (!slash) return -1;
-  put(&rel, script, (size_t)(slash - script));
-  puts_(&rel, "/../dist/src/daemon/relay.js");
-  if (rel.failed) return -1;
-  char real[PATH_MAX];
-  int ok = realpath(rel.p, real) != NULL;
-  free(rel.p);
-  if (!ok) return -1;
-  *strrchr(real, '/') = 0;
-  if (!valid_utf8((unsigned char *)real, strlen(real))) return -1;
-  struct buf cap = {0};
-  puts_(&cap, real);
-  puts_(&cap, "/../snapshot/capture.js");
-  if (cap.failed) return -1;
-  struct stat st;
-  long long ns = 0;
-  if (stat(cap.p, &st) == 0) ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-  free(cap.p);
-  puts_(b, XET_TOOL_VERSION " ");
-  puts_(b, real);
-  putf(b, " %lld", ns);
-  return b->failed ? -1 : 0;
-}
+/* ---- JSON as JSON.parse reads it, on text node's UTF-8 decoder made ---- */
 
-/* ---- the reply, a JSON object: a small strict parser ---- */
+/* Bytes as node's UTF-8 decoder turns them into a string, back in UTF-8: each maximal ill-formed
+ * subpart becomes U+FFFD (the WHATWG decoder, which node's socket decoding follows). */
+static void decode_utf8_lossy(const unsigned char *s, size_t n, struct buf *out) {
+  static const char fffd[] = "\xef\xbf\xbd";
+  size_t i = 0;
+  while (i < n && !out->failed) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      size_t run = i;
+      while (i < n && s[i] < 0x80) i++;
+      put(out, (const char *)s + run, i - run);
+      continue;
+    }
+    unsigned need, lower = 0x80, upper = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c == 0xe0) need = 2, lower = 0xa0;
+    else if (c == 0xed) need = 2, upper = 0x9f;
+    else if (c >= 0xe1 && c <= 0xef) need = 2;
+    else if (c == 0xf0) need = 3, lower = 0x90;
+    else if (c == 0xf4) need = 3, upper = 0x8f;
+    else if (c >= 0xf1 && c <= 0xf3) need = 3;
+    else {
+      put(out, fffd, 3);
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    unsigned k = 0;
+    for (; k < need; k++, j++) {
+      if (j >= n || s[j] < lower || s[j] > upper) break;
+      lower = 0x80, upper = 0xbf;
+    }
+    if (k < need) {
+      put(out, fffd, 3); /* the subpart read so far; the byte that broke it is read again */
+      i = j;
+      continue;
+    }
+    put(out, (const char *)s + i, j - i);
+    i = j;
+  }
+}
 
 struct json {
   const char *p, *end;
   int bad;
 };
+
+/* Nesting a JSON.parse takes and this reader also takes (far more than the daemon writes). */
+#define JSON_DEPTH 10000
 
 static void ws(struct json *j) {
   while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
@@ -414,8 +475,8 @@ static void put_code_point(struct buf *b, unsigned cp) {
     u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), put(b, u, 4);
 }
 
-/* A JSON string at j->p, into out (when not NULL) as the UTF-8 bytes node would write for it: a
- * lone surrogate becomes U+FFFD, as node's UTF-8 encoder makes it. */
+/* A JSON string at j->p (the text is well-formed UTF-8), into out (when not NULL) as the UTF-8 bytes
+ * node would write for it: a lone surrogate becomes U+FFFD, as node's UTF-8 encoder makes it. */
 static void json_string(struct json *j, struct buf *out) {
   if (j->p >= j->end || *j->p != '"') {
     j->bad = 1;
@@ -441,7 +502,7 @@ static void json_string(struct json *j, struct buf *out) {
     if (c != '\\') {
       const char *run = j->p;
       while (j->p < j->end && *j->p != '"' && *j->p != '\\' && (unsigned char)*j->p >= 0x20) j->p++;
-      put(o, run, (size_t)(j->p - run));
+      if (out) put(o, run, (size_t)(j->p - run));
       continue;
     }
     if (j->end - j->p < 2) {
@@ -479,214 +540,353 @@ static void json_string(struct json *j, struct buf *out) {
       }
       default: j->bad = 1;
     }
+    if (!out) sink.n = 0; /* skipped, not kept */
   }
   free(sink.p);
   if (o->failed) j->bad = 1;
 }
 
-/* Any JSON value, skipped; `depth` bounds the nesting a hostile peer could send. */
-static void json_skip(struct json *j, int depth) {
+/* A JSON number at j->p: its value in *v. */
+static void json_number(struct json *j, double *v) {
+  const char *s = j->p;
+  if (j->p < j->end && *j->p == '-') j->p++;
+  if (j->p < j->end && *j->p == '0') j->p++;
+  else if (j->p < j->end && *j->p >= '1' && *j->p <= '9')
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  else j->bad = 1;
+  if (j->p < j->end && *j->p == '.') {
+    j->p++;
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') j->bad = 1;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  }
+  if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+    j->p++;
+    if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') j->bad = 1;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  }
+  if (j->bad) return;
+  char tmp[64];
+  size_t len = (size_t)(j->p - s);
+  if (len >= sizeof tmp) { /* a long literal: its value, as strtod reads it from a copy */
+    char *copy = strndup(s, len);
+    if (!copy) {
+      j->bad = 1;
+      return;
+    }
+    *v = strtod(copy, NULL);
+    free(copy);
+    return;
+  }
+  memcpy(tmp, s, len);
+  tmp[len] = 0;
+  *v = strtod(tmp, NULL);
+}
+
+/* The kinds of value JSON has, and what a member's reader learns of one. */
+enum kind { K_NONE, K_STRING, K_NUMBER, K_TRUE, K_FALSE, K_NULL, K_OBJECT, K_ARRAY };
+
+struct value {
+  enum kind kind;
+  double number;
+  struct buf *text; /* where a string goes, when the reader wants it */
+};
+
+typedef void (*member_fn)(struct json *j, const struct buf *key, int depth, void *ctx);
+
+static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx);
+
+/* An object's members, each handed to fn (which reads its value), or skipped when fn is NULL. */
+static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
+  j->p++; /* the '{' */
   ws(j);
-  if (j->p >= j->end || depth > 64) {
+  if (j->p < j->end && *j->p == '}') {
+    j->p++;
+    return;
+  }
+  struct buf key = {0};
+  while (!j->bad) {
+    ws(j);
+    key.n = 0;
+    put(&key, "", 0);
+    json_string(j, &key);
+    ws(j);
+    if (j->bad || j->p >= j->end || *j->p != ':') {
+      j->bad = 1;
+      break;
+    }
+    j->p++;
+    ws(j);
+    if (fn) fn(j, &key, depth + 1, ctx);
+    else json_value(j, depth + 1, NULL, NULL, NULL);
+    ws(j);
+    if (j->p < j->end && *j->p == ',') {
+      j->p++;
+      continue;
+    }
+    if (j->p < j->end && *j->p == '}') {
+      j->p++;
+      break;
+    }
+    j->bad = 1;
+  }
+  free(key.p);
+}
+
+/* Any value; v (when not NULL) learns its kind, its number, its string (into v->text); an object's
+ * members go to fn. */
+static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx) {
+  struct value ignored = {0};
+  if (!v) v = &ignored;
+  v->kind = K_NONE;
+  ws(j);
+  if (j->p >= j->end || depth > JSON_DEPTH) {
     j->bad = 1;
     return;
   }
   char c = *j->p;
   if (c == '"') {
-    json_string(j, NULL);
-  } else if (c == '{' || c == '[') {
-    char close = c == '{' ? '}' : ']';
+    v->kind = K_STRING;
+    if (v->text) v->text->n = 0;
+    json_string(j, v->text);
+  } else if (c == '{') {
+    v->kind = K_OBJECT;
+    json_members(j, depth, fn, ctx);
+  } else if (c == '[') {
+    v->kind = K_ARRAY;
     j->p++;
     ws(j);
-    if (j->p < j->end && *j->p == close) {
+    if (j->p < j->end && *j->p == ']') {
       j->p++;
       return;
     }
     while (!j->bad) {
-      if (c == '{') {
-        ws(j);
-        json_string(j, NULL);
-        ws(j);
-        if (j->p >= j->end || *j->p != ':') {
-          j->bad = 1;
-          return;
-        }
-        j->p++;
-      }
-      json_skip(j, depth + 1);
+      json_value(j, depth + 1, NULL, NULL, NULL);
       ws(j);
       if (j->p < j->end && *j->p == ',') {
         j->p++;
         continue;
       }
-      if (j->p < j->end && *j->p == close) {
+      if (j->p < j->end && *j->p == ']') {
         j->p++;
         return;
       }
       j->bad = 1;
     }
-  } else if (!strncmp(j->p, "true", 4) && j->end - j->p >= 4) {
+  } else if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) {
+    v->kind = K_TRUE;
     j->p += 4;
-  } else if (!strncmp(j->p, "false", 5) && j->end - j->p >= 5) {
+  } else if (j->end - j->p >= 5 && !strncmp(j->p, "false", 5)) {
+    v->kind = K_FALSE;
     j->p += 5;
-  } else if (!strncmp(j->p, "null", 4) && j->end - j->p >= 4) {
+  } else if (j->end - j->p >= 4 && !strncmp(j->p, "null", 4)) {
+    v->kind = K_NULL;
     j->p += 4;
   } else if (c == '-' || (c >= '0' && c <= '9')) {
-    const char *s = j->p;
-    if (*j->p == '-') j->p++;
-    if (j->p < j->end && *j->p == '0') j->p++;
-    else if (j->p < j->end && *j->p >= '1' && *j->p <= '9')
-      while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
-    else j->bad = 1;
-    if (j->p < j->end && *j->p == '.') {
-      j->p++;
-      if (j->p >= j->end || *j->p < '0' || *j->p > '9') j->bad = 1;
-      while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
-    }
-    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
-      j->p++;
-      if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
-      if (j->p >= j->end || *j->p < '0' || *j->p > '9') j->bad = 1;
-      while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
-    }
-    if (j->p == s) j->bad = 1;
+    v->kind = K_NUMBER;
+    json_number(j, &v->number);
   } else {
     j->bad = 1;
   }
 }
 
+/* Whether a key is exactly `name` (a decoded key may hold a NUL: compared with its length). */
+static int key_is(const struct buf *key, const char *name) {
+  size_t n = strlen(name);
+  return key->n == n && !memcmp(key->p, name, n);
+}
+
+/* JavaScript's truthiness of a JSON value (what `!reply.ok` tests). */
+static int truthy(const struct value *v) {
+  switch (v->kind) {
+    case K_TRUE: case K_OBJECT: case K_ARRAY: return 1;
+    case K_NUMBER: return v->number != 0;
+    case K_STRING: return v->text ? v->text->n > 0 : 1;
+    default: return 0;
+  }
+}
+
 struct reply {
-  int ok;         /* "ok": true (the last "ok" key, as JSON.parse keeps the last) */
-  int accepted;   /* "accepted": true */
-  int has_result; /* "result" held exitCode, stdout and stderr of the right kinds */
+  int ok;       /* reply.ok, truthy */
+  int accepted; /* reply.accepted === true */
+  int refused_here; /* refused: "version" or "environment": this client's print, not node's, may differ */
+  int has_result;   /* result is what relay.ts isRelayedRun accepts */
   int exit_code;
-  struct buf out, err;
+  struct buf out, err, text;
 };
 
 static void reply_free(struct reply *r) {
   free(r->out.p);
   free(r->err.p);
+  free(r->text.p);
   memset(r, 0, sizeof *r);
 }
 
-/* The key at j->p, compared with `name` (the key's bytes decoded first). */
-static int json_key(struct json *j, struct buf *key) {
-  key->n = 0;
-  if (key->p) key->p[0] = 0;
-  json_string(j, key);
-  ws(j);
-  if (j->bad || j->p >= j->end || *j->p != ':') {
-    j->bad = 1;
-    return 0;
+struct result_read {
+  struct reply *r;
+  int code, has_out, has_err;
+};
+
+static void result_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+  struct result_read *rr = ctx;
+  struct value v = {0};
+  if (key_is(key, "exitCode")) {
+    json_value(j, depth, &v, NULL, NULL);
+    /* Number.isInteger(x) && x >= 0 && x < 256 */
+    rr->code = v.kind == K_NUMBER && v.number >= 0 && v.number < 256 && v.number == (double)(int)v.number
+                   ? (int)v.number
+                   : -1;
+  } else if (key_is(key, "stdout") || key_is(key, "stderr")) {
+    int is_out = key->p[3] == 'o';
+    struct buf *o = is_out ? &rr->r->out : &rr->r->err;
+    v.text = o;
+    json_value(j, depth, &v, NULL, NULL);
+    if (is_out) rr->has_out = v.kind == K_STRING;
+    else rr->has_err = v.kind == K_STRING;
+  } else {
+    json_value(j, depth, NULL, NULL, NULL);
   }
-  j->p++;
-  ws(j);
-  return 1;
 }
 
-static int json_bool(struct json *j) {
-  if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) {
-    j->p += 4;
-    return 1;
+static void reply_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+  struct reply *r = ctx;
+  struct value v = {.text = &r->text};
+  if (key_is(key, "ok")) {
+    json_value(j, depth, &v, NULL, NULL);
+    r->ok = truthy(&v);
+  } else if (key_is(key, "accepted")) {
+    json_value(j, depth, &v, NULL, NULL);
+    r->accepted = v.kind == K_TRUE;
+  } else if (key_is(key, "refused")) {
+    json_value(j, depth, &v, NULL, NULL);
+    r->refused_here = v.kind == K_STRING && (key_is(&r->text, "version") || key_is(&r->text, "environment"));
+  } else if (key_is(key, "result")) {
+    struct result_read rr = {r, -1, 0, 0};
+    ws(j);
+    int object = j->p < j->end && *j->p == '{';
+    json_value(j, depth, NULL, object ? result_member : NULL, &rr);
+    r->has_result = object && rr.code >= 0 && rr.has_out && rr.has_err;
+    r->exit_code = rr.code;
+  } else {
+    json_value(j, depth, NULL, NULL, NULL);
   }
-  json_skip(j, 1);
-  return 0;
 }
 
-/* relay.ts isRelayedRun: an object with exitCode an integer in 0..255, stdout and stderr strings. */
-static void json_result(struct json *j, struct reply *r) {
-  int code = -1, has_out = 0, has_err = 0;
-  r->out.n = r->err.n = 0;
-  ws(j);
-  if (j->p >= j->end || *j->p != '{') {
-    json_skip(j, 1);
-    r->has_result = 0;
+/* One line of the daemon's, as client.ts reads it (decoded as UTF-8, then JSON.parse): 0 when it
+ * is a JSON object (read into r), -1 otherwise (JSON.parse would throw, or it is not an object). */
+static int parse_reply(const char *line, size_t n, struct reply *r) {
+  struct buf text = {0};
+  decode_utf8_lossy((const unsigned char *)line, n, &text);
+  put(&text, "", 0);
+  if (text.failed) {
+    free(text.p);
+    return -1;
+  }
+  struct json j = {text.p, text.p + text.n, 0};
+  ws(&j);
+  int object = j.p < j.end && *j.p == '{';
+  json_value(&j, 0, NULL, object ? reply_member : NULL, r);
+  ws(&j);
+  int ok = !j.bad && j.p == j.end && object;
+  free(text.p);
+  return ok ? 0 : -1;
+}
+
+/* The string member `name` of the JSON object in text[0..n) (the last one, as JSON.parse keeps),
+ * into out: 0, or -1 when the text is not such an object. */
+struct find_read {
+  const char *name;
+  struct buf *out;
+  int found;
+};
+
+static void find_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+  struct find_read *f = ctx;
+  if (!key_is(key, f->name)) {
+    json_value(j, depth, NULL, NULL, NULL);
     return;
   }
-  j->p++;
-  ws(j);
-  struct buf key = {0};
-  if (j->p < j->end && *j->p == '}') j->p++;
-  else
-    while (!j->bad && json_key(j, &key)) {
-      const char *k = key.p ? key.p : "";
-      if (!strcmp(k, "exitCode")) {
-        /* An integer as JSON.stringify writes one; anything else is not a run this client trusts. */
-        const char *s = j->p;
-        json_skip(j, 2);
-        long v = -1;
-        if (!j->bad && j->p - s <= 3) {
-          char num[4] = {0};
-          memcpy(num, s, (size_t)(j->p - s));
-          char *e;
-          v = strtol(num, &e, 10);
-          if (*e || num[0] == '-' || (num[0] == '0' && num[1])) v = -1;
-        }
-        code = v >= 0 && v < 256 ? (int)v : -1;
-      } else if (!strcmp(k, "stdout") || !strcmp(k, "stderr")) {
-        struct buf *o = k[3] == 'o' ? &r->out : &r->err;
-        o->n = 0;
-        if (j->p < j->end && *j->p == '"') {
-          json_string(j, o);
-          if (o == &r->out) has_out = 1;
-          else has_err = 1;
-        } else {
-          json_skip(j, 2);
-          if (o == &r->out) has_out = 0;
-          else has_err = 0;
-        }
-      } else {
-        json_skip(j, 2);
-      }
-      ws(j);
-      if (j->p < j->end && *j->p == ',') {
-        j->p++;
-        ws(j);
-        continue;
-      }
-      if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        break;
-      }
-      j->bad = 1;
-    }
-  free(key.p);
-  r->has_result = code >= 0 && has_out && has_err;
-  r->exit_code = code;
+  struct value v = {.text = f->out};
+  json_value(j, depth, &v, NULL, NULL);
+  f->found = v.kind == K_STRING;
 }
 
-/* One line of the daemon's: 0 when it is a JSON object, read into r; -1 otherwise. */
-static int parse_reply(const char *line, size_t n, struct reply *r) {
-  struct json j = {line, line + n, 0};
+static int json_string_member(const char *text, size_t n, const char *name, struct buf *out) {
+  struct json j = {text, text + n, 0};
   ws(&j);
   if (j.p >= j.end || *j.p != '{') return -1;
-  j.p++;
+  struct find_read f = {name, out, 0};
+  json_value(&j, 0, NULL, find_member, &f);
   ws(&j);
-  struct buf key = {0};
-  if (j.p < j.end && *j.p == '}') j.p++;
-  else
-    while (!j.bad && json_key(&j, &key)) {
-      const char *k = key.p ? key.p : "";
-      if (!strcmp(k, "ok")) r->ok = json_bool(&j);
-      else if (!strcmp(k, "accepted")) r->accepted = json_bool(&j);
-      else if (!strcmp(k, "result")) json_result(&j, r);
-      else json_skip(&j, 1);
-      ws(&j);
-      if (j.p < j.end && *j.p == ',') {
-        j.p++;
-        ws(&j);
-        continue;
-      }
-      if (j.p < j.end && *j.p == '}') {
-        j.p++;
-        break;
-      }
-      j.bad = 1;
-    }
-  free(key.p);
-  ws(&j);
-  if (j.bad || j.p != j.end) return -1;
-  return 0;
+  return !j.bad && j.p == j.end && f.found && !out->failed ? 0 : -1;
+}
+
+/* ---- locate.ts buildId ---- */
+
+/* TOOL_VERSION (src/version.ts): the version in the package.json next to the build, read as
+ * require() reads it (relative to the real path of dist/src/version.js, a BOM dropped). */
+static int tool_version(const char *daemon_dir, struct buf *out) {
+  struct buf v = {0}, pkg = {0};
+  puts_(&v, daemon_dir);
+  puts_(&v, "/../version.js");
+  char real[PATH_MAX];
+  int ok = !v.failed && realpath(v.p, real) != NULL;
+  free(v.p);
+  if (!ok) return -1;
+  *strrchr(real, '/') = 0;
+  puts_(&pkg, real);
+  puts_(&pkg, "/../../package.json");
+  struct buf text = {0};
+  ok = !pkg.failed && read_file(pkg.p, &text, 1u << 24) == 0;
+  free(pkg.p);
+  if (ok) {
+    const char *t = text.p;
+    size_t n = text.n;
+    if (n >= 3 && !memcmp(t, "\xef\xbb\xbf", 3)) t += 3, n -= 3;
+    struct buf decoded = {0};
+    decode_utf8_lossy((const unsigned char *)t, n, &decoded);
+    ok = !decoded.failed && json_string_member(decoded.p ? decoded.p : "", decoded.n, "version", out) == 0;
+    free(decoded.p);
+  }
+  free(text.p);
+  /* A NUL in it would end the id early here: node's would not. */
+  return ok && strlen(out->p) == out->n ? 0 : -1;
+}
+
+/* buildId(): the version, the directory of the client's module (dist/src/daemon, resolved as node
+ * resolves a module's path) and the capture module's mtime in nanoseconds. */
+static int build_id(struct buf *b, const char *script) {
+  struct buf rel = {0};
+  const char *slash = strrchr(script, '/');
+  if (!slash) return -1;
+  put(&rel, script, (size_t)(slash - script));
+  puts_(&rel, "/../dist/src/daemon/relay.js");
+  if (rel.failed) return -1;
+  char real[PATH_MAX];
+  int ok = realpath(rel.p, real) != NULL;
+  free(rel.p);
+  if (!ok) return -1;
+  *strrchr(real, '/') = 0;
+  if (!valid_utf8((unsigned char *)real, strlen(real))) return -1;
+  struct buf version = {0};
+  if (tool_version(real, &version) != 0) {
+    free(version.p);
+    return -1;
+  }
+  struct buf cap = {0};
+  puts_(&cap, real);
+  puts_(&cap, "/../snapshot/capture.js");
+  if (cap.failed) return -1;
+  struct stat st;
+  long long ns = 0;
+  if (stat(cap.p, &st) == 0) ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  free(cap.p);
+  put(b, version.p, version.n);
+  free(version.p);
+  puts_(b, " ");
+  puts_(b, real);
+  putf(b, " %lld", ns);
+  return b->failed ? -1 : 0;
 }
 
 /* ---- the exchange ---- */
@@ -697,11 +897,17 @@ static long long now_ms(void) {
   return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Writes to the (blocking) standard streams. */
+/* Writes all of p to fd, waiting when the descriptor it inherited is non-blocking (as node's
+ * stream writes wait). */
 static int write_all(int fd, const char *p, size_t n) {
   while (n) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      struct pollfd pf = {fd, POLLOUT, 0};
+      if (poll(&pf, 1, -1) < 0 && errno != EINTR) return -1;
+      continue;
+    }
     if (w <= 0) return -1;
     p += w;
     n -= (size_t)w;
@@ -729,7 +935,6 @@ static int read_some(int fd, struct buf *in) {
  * once its deadline has passed, so it will not run it later). */
 static int exchange(int fd, const struct buf *req) {
   long long give_up = now_ms() + ACCEPT_WITHIN_MS + ACCEPT_MARGIN_MS;
-  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) return TRIED;
   for (size_t sent = 0; sent < req->n;) {
     ssize_t w = write(fd, req->p + sent, req->n - sent);
     if (w > 0) {
@@ -761,7 +966,11 @@ static int exchange(int fd, const struct buf *req) {
         reply_free(&r);
         continue;
       }
-      if (parsed == 0 && r.ok && r.has_result) {
+      if (parsed == 0 && !r.ok && r.refused_here) {
+        /* Refused for its build or environment before running it: node's own print may be the
+         * daemon's where this client's is not (node asks again, at once). */
+        result = NOT_MINE;
+      } else if (parsed == 0 && r.ok && r.has_result) {
         /* As relay.ts: both streams written, then the exit code; a reader gone is not an error. */
         write_all(1, r.out.p ? r.out.p : "", r.out.n);
         write_all(2, r.err.p ? r.err.p : "", r.err.n);
@@ -841,13 +1050,15 @@ static int try_relay(const char *script, int argc, char **argv) {
     free(req.p);
     return NOT_MINE;
   }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  /* Non-blocking from the start: a daemon that accepts nothing (suspended, its queue of connections
+   * full) makes connect fail at once (EAGAIN), as node's does, instead of waiting for ever. */
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     free(req.p);
     return NOT_MINE;
   }
   int r;
-  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) r = NOT_MINE; /* no daemon there */
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) r = NOT_MINE; /* no daemon answering there */
   else r = exchange(fd, &req);
   close(fd);
   free(req.p);
@@ -855,6 +1066,16 @@ static int try_relay(const char *script, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* Standard descriptors closed by the caller are opened on /dev/null, as node opens them: the
+   * socket must not take number 1 or 2 and receive the command's output. */
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int null = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null >= 0 && null != fd) close(null); /* a lower descriptor was free: leave it */
+    }
+  /* bin/git-xet asks first whether this build runs here (another architecture or C library after a
+   * copy of dist/): if it does not, node runs every line. */
+  if (argc == 2 && !strcmp(argv[1], "--can-run")) return 0;
   if (argc < 2) {
     fprintf(stderr, "usage: git-xet-relay <bin/git-xet> [args...]\n");
     return 70;

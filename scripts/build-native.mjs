@@ -10,7 +10,7 @@
 // without starting node; without it, every command starts node as before.
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -57,22 +57,18 @@ function attempt(extra, check) {
   return { args, r, loads, ok: Boolean(loads && loads.status === 0) };
 }
 // The native thin client (native/git-xet-relay.c): bin/git-xet runs it when it is here, else node.
-// It must print the build id the daemon compares, so the version is compiled in; a client that does
-// not build or run is left out with a line saying so (every line then starts node, as before).
+// A client that does not build or run is left out with a line saying so (every line then starts
+// node, as before).
 {
   const relay = join(root, 'dist', 'native', 'git-xet-relay');
   const relayScratch = `${relay}.${process.pid}`;
-  const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   let why = '';
-  if (!/^[0-9A-Za-z.+-]+$/.test(version)) why = `a version it cannot compile in (${JSON.stringify(version)})`;
-  else {
-    const args = [...ccArgs, '-O2', '-Wall', `-DXET_TOOL_VERSION="${version}"`, '-o', relayScratch];
-    const r = spawnSync(cc, [...args, join(root, 'native', 'git-xet-relay.c')], { encoding: 'utf8' });
-    // Without arguments it prints its usage and exits 70: it runs here.
-    const runs = r.status === 0 && spawnSync(relayScratch, [], { encoding: 'utf8' }).status === 70;
-    if (runs) renameSync(relayScratch, relay);
-    else why = r.error ? r.error.message : r.status !== 0 ? errors(r.stderr) : 'it built but did not run';
-  }
+  const args = [...ccArgs, '-O2', '-Wall', '-o', relayScratch];
+  const r = spawnSync(cc, [...args, join(root, 'native', 'git-xet-relay.c')], { encoding: 'utf8' });
+  // Without arguments it prints its usage and exits 70: it runs here.
+  const runs = r.status === 0 && spawnSync(relayScratch, [], { encoding: 'utf8' }).status === 70;
+  if (runs) renameSync(relayScratch, relay);
+  else why = r.error ? r.error.message : r.status !== 0 ? errors(r.stderr) : 'it built but did not run';
   if (why) {
     rmSync(relayScratch, { force: true });
     rmSync(relay, { force: true });

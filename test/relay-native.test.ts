@@ -157,13 +157,14 @@ test('capture and fork relayed by the native client: no node started, the output
     assert.ok(fs.existsSync(path.join(odd, 'f0.txt')), 'the fork was made');
     assert.ok(!fs.existsSync(path.join(forks, 'f3')), 'no fork from inside .git');
     // Lines the client leaves to node, which runs them once: other commands, help, --remount, an
-    // argument that is not UTF-8 (node would read U+FFFD), another environment than the daemon's.
+    // argument that is not UTF-8 (node would read U+FFFD), another environment than the daemon's
+    // (refused for it, the line is node's to ask again: node prints its environment itself).
     for (const [args, env, tried] of [
       [['snapshots'], {}, ''],
       [['capture', '--help'], {}, ''],
       [['fork', '--remount', odd], {}, ''],
-      [['capture', '-m', 'another TZ'], { TZ: process.env.TZ === 'Asia/Tokyo' ? 'America/Lima' : 'Asia/Tokyo' }, '1'],
-      [['capture', '-m', 'other tuning'], { XET_PACK_WORKERS: '1' }, '1'],
+      [['capture', '-m', 'another TZ'], { TZ: process.env.TZ === 'Asia/Tokyo' ? 'America/Lima' : 'Asia/Tokyo' }, ''],
+      [['capture', '-m', 'other tuning'], { XET_PACK_WORKERS: '1' }, ''],
       [['capture', '-m', 'no daemon asked'], { GIT_XET_NO_DAEMON: '1' }, ''],
     ] as [string[], NodeJS.ProcessEnv, string][]) {
       const r = run(d, args, env);
@@ -231,7 +232,8 @@ test("git's own exec path in GIT_EXEC_PATH is the same environment as none; anot
     assert.deepEqual(run(d, ['capture'], { GIT_EXEC_PATH: own }).nodes, [], 'the built-in one, set: relayed');
     fs.appendFileSync(path.join(d, 'f6.txt'), 'edit\n');
     const other = run(d, ['capture'], { GIT_EXEC_PATH: `${own}/../elsewhere` });
-    assert.deepEqual(other.nodes, ['node tried=1'], 'another exec path: not relayed');
+    // Refused for its environment, the line goes to node, which asks again with its own print.
+    assert.deepEqual(other.nodes, ['node tried='], 'another exec path: not relayed');
   } finally {
     nodeXet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
@@ -309,5 +311,254 @@ test('without a daemon every line runs in node once, and the native client needs
     assert.match(usage.stderr, /usage: git-xet-relay/);
   } finally {
     fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a reply is read as node reads it: the same bytes printed, the same exit, the same fallbacks', async (t) => {
+  if (!needsClient(t)) return;
+  const net = await import('node:net');
+  const d = repo();
+  const sockDir = path.join(d, '.git', 'xet', 'daemon');
+  fs.mkdirSync(sockDir, { recursive: true });
+  // A scripted daemon: what it sends once a request line came (the acknowledgement or not, then a
+  // reply, or nothing at all), and how many connections it took.
+  let script: { ack: boolean; reply: Buffer | null } = { ack: true, reply: null };
+  let connections = 0;
+  let request = '';
+  const open = new Set<import('node:net').Socket>();
+  const server = net.createServer((sock) => {
+    connections++;
+    open.add(sock);
+    sock.on('close', () => open.delete(sock));
+    sock.on('error', () => undefined);
+    let line = '';
+    sock.on('data', (b: Buffer) => {
+      if (line.includes('\n')) return;
+      line += b.toString('latin1');
+      if (!line.includes('\n')) return;
+      request = Buffer.from(line.slice(0, line.indexOf('\n')), 'latin1').toString('utf8');
+      if (script.ack) sock.write('{"accepted":true}\n');
+      if (script.reply) sock.end(Buffer.concat([script.reply, Buffer.from('\n')]));
+    });
+  });
+  await new Promise<void>((r) => server.listen(path.join(sockDir, 'sock'), r));
+  const runAsync = (cmd: string, args: string[], cwd = d, env = ENV, readAfterMs = 0) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const c = spawn(cmd, args, { cwd, env });
+      if (readAfterMs) {
+        c.stdout.pause();
+        setTimeout(() => c.stdout.resume(), readAfterMs);
+      }
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      c.stdout.on('data', (b: Buffer) => out.push(b));
+      c.stderr.on('data', (b: Buffer) => err.push(b));
+      c.on('close', (status) =>
+        resolve({ status, stdout: Buffer.concat(out).toString('hex'), stderr: Buffer.concat(err).toString('hex') }),
+      );
+    });
+  const result = (extra = '') =>
+    `"result":{"exitCode":5,"stdout":"FAKE \u00e9 \\ud83d\\ude00\\n","stderr":"warned\\n"${extra}}`;
+  const bytes = (...parts: (string | number[])[]) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+  const deep = `${'['.repeat(200)}${']'.repeat(200)}`;
+  // [what, the reply (null: none), acknowledged, printed by the client (else run by the CLI: a
+  // usage error, exit 2), connections the native client's run makes (its own, and node's after it)]
+  const cases: [string, Buffer | null, boolean, boolean, number][] = [
+    ['a reply', bytes(`{"ok":true,${result()}}`), true, true, 1],
+    ['not ok', bytes(`{"ok":false,${result()}}`), true, false, 1],
+    ['"ok" with a NUL', bytes(`{"ok\\u0000":true,${result()}}`), true, false, 1],
+    ['ok 1', bytes(`{"ok":1,${result()}}`), true, true, 1],
+    ['ok "yes"', bytes(`{"ok":"yes",${result()}}`), true, true, 1],
+    ['ok ""', bytes(`{"ok":"",${result()}}`), true, false, 1],
+    ['ok, then not', bytes(`{"ok":true,"ok":false,${result()}}`), true, false, 1],
+    ['not ok, then ok', bytes(`{"ok":false,"ok":true,${result()}}`), true, true, 1],
+    ['exit 1.0', bytes('{"ok":true,"result":{"exitCode":1.0,"stdout":"a","stderr":""}}'), true, true, 1],
+    ['exit -0', bytes('{"ok":true,"result":{"exitCode":-0,"stdout":"a","stderr":""}}'), true, true, 1],
+    ['exit 2e0', bytes('{"ok":true,"result":{"exitCode":2e0,"stdout":"a","stderr":""}}'), true, true, 1],
+    ['exit "1"', bytes('{"ok":true,"result":{"exitCode":"1","stdout":"a","stderr":""}}'), true, false, 1],
+    ['exit 256', bytes('{"ok":true,"result":{"exitCode":256,"stdout":"a","stderr":""}}'), true, false, 1],
+    ['exit 1.5', bytes('{"ok":true,"result":{"exitCode":1.5,"stdout":"a","stderr":""}}'), true, false, 1],
+    ['stdout not a string', bytes('{"ok":true,"result":{"exitCode":1,"stdout":7,"stderr":""}}'), true, false, 1],
+    [
+      'keys with a NUL',
+      bytes('{"ok":true,"result":{"exitCode\\u0000":5,"exitCode":3,"stdout":"o","stderr":"","stdout\\u0000":"X"}}'),
+      true,
+      true,
+      1,
+    ],
+    [
+      'bytes that are not UTF-8',
+      bytes(
+        '{"ok":true,"result":{"exitCode":4,"stdout":"a',
+        [0xff, 0xed, 0xa0, 0x80],
+        'b',
+        [0xc3],
+        '","stderr":"',
+        [0xf0, 0x9f, 0x98],
+        '"}}',
+      ),
+      true,
+      true,
+      1,
+    ],
+    [
+      'a lone surrogate',
+      bytes('{"ok":true,"result":{"exitCode":0,"stdout":"x\\ud800y\\udc00","stderr":""}}'),
+      true,
+      true,
+      1,
+    ],
+    ['deep nesting', bytes(`{"x":${deep},"ok":true,${result()}}`), true, true, 1],
+    ['not JSON', bytes('this is not JSON'), true, false, 1],
+    ['an array', bytes(`[{"ok":true,${result()}}]`), true, false, 1],
+    ['a second acknowledgement', bytes('{"accepted":true}'), true, false, 1],
+    // Refused for its build or environment: node asks again with its own (and is refused again).
+    ['refused: version', bytes('{"ok":false,"refused":"version"}'), true, false, 2],
+    ['refused: environment', bytes('{"ok":false,"refused":"environment"}'), true, false, 2],
+    // Refused as late: node runs the line without asking again.
+    ['refused: late', bytes('{"ok":false,"refused":"late"}'), true, false, 1],
+    ['closed without a reply', bytes(''), true, false, 1],
+    // Never acknowledged: both clients wait 3 s, then the CLI runs the line, asking no one again.
+    ['no acknowledgement', null, false, false, 1],
+  ];
+  try {
+    const line = ['capture', '--bogus'];
+    for (const [what, reply, ack, printed, nativeConnections] of cases) {
+      script = { ack, reply };
+      connections = 0;
+      const native = await runAsync(BIN, line);
+      const seenNative = connections;
+      for (const s of open) s.destroy();
+      connections = 0;
+      const node = await runAsync(process.execPath, [BIN, ...line]);
+      for (const s of open) s.destroy();
+      assert.deepEqual(native, node, `${what}: the native client and node's print and exit the same`);
+      assert.equal(seenNative, nativeConnections, `${what}: connections`);
+      assert.equal(
+        native.status === 2 && native.stderr.length > 0,
+        !printed,
+        `${what}: ${printed ? 'printed' : 'run by the CLI'}`,
+      );
+    }
+    // The request itself: what node's client sends, but for its deadline, from a directory below the
+    // top with characters to escape, with environment values to escape, and from a terminal (where
+    // the line says so, and how wide it is).
+    const odd = path.join(d, 'sub dir "é" \\ 😀');
+    fs.mkdirSync(odd);
+    const envOdd = { ...ENV, XET_ODD: 'tab\tquote"back\\slash\u0001 é 😀 \u2028', GIT_XET_ODD: '' };
+    script = { ack: true, reply: bytes(`{"ok":true,${result()}}`) };
+    const asked = (r: string) => {
+      const q = JSON.parse(r) as Record<string, unknown>;
+      assert.equal(typeof q.deadline, 'number');
+      assert.ok(Math.abs((q.deadline as number) - Date.now()) < 60_000, 'a deadline in milliseconds since 1970');
+      delete q.deadline;
+      return q;
+    };
+    await runAsync(BIN, ['capture', '-m', 'm "é"'], odd, envOdd);
+    const fromNative = asked(request);
+    await runAsync(process.execPath, [BIN, 'capture', '-m', 'm "é"'], odd, envOdd);
+    assert.deepEqual(fromNative, asked(request), 'the same request');
+    assert.equal(fromNative.stderrTTY, false);
+    // script(1) gives the line a terminal (util-linux; CI installs it).
+    const inTerminal = (cmd: string) => runAsync('script', ['-qec', cmd, '/dev/null']);
+    await inTerminal(`${JSON.stringify(BIN)} capture`);
+    const ttyNative = asked(request);
+    await inTerminal(`${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} capture`);
+    assert.deepEqual(ttyNative, asked(request), 'the same request from a terminal');
+    assert.equal(ttyNative.stderrTTY, true);
+    // Output larger than a pipe holds, to a standard output left non-blocking by the caller and read
+    // late: written whole, as node writes it.
+    const big = 'x'.repeat(10_000_000);
+    script = { ack: true, reply: bytes(`{"ok":true,"result":{"exitCode":4,"stdout":"${big}","stderr":""}}`) };
+    const nonBlocking = ['-c', 'import os, sys; os.set_blocking(1, False); os.execv(sys.argv[1], sys.argv[1:])'];
+    const late = await runAsync('python3', [...nonBlocking, BIN, 'capture'], d, ENV, 1000);
+    assert.equal(late.status, 4);
+    assert.equal(late.stdout.length / 2, big.length, 'all of stdout');
+  } finally {
+    for (const s of open) s.destroy();
+    await new Promise((r) => server.close(r));
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('a daemon that takes no connection (its queue full): the native client does not wait for it', async (t) => {
+  if (!needsClient(t)) return;
+  const net = await import('node:net');
+  const d = repo();
+  const sock = path.join(d, '.git', 'xet', 'daemon', 'sock');
+  fs.mkdirSync(path.dirname(sock), { recursive: true });
+  // A listener that never accepts, its queue one connection long (python3: node's listen accepts).
+  const listener = spawn('python3', [
+    '-c',
+    'import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(0)\nprint("ready", flush=True)\ntime.sleep(600)',
+    sock,
+  ]);
+  const held: import('node:net').Socket[] = [];
+  try {
+    await new Promise<void>((resolve, reject) => {
+      listener.stdout.once('data', () => resolve());
+      listener.once('exit', (c) => reject(new Error(`the listener exited ${c}`)));
+    });
+    // Fill its queue: connect until the kernel refuses (EAGAIN).
+    for (let i = 0; i < 16; i++) {
+      const full = await new Promise<boolean>((resolve) => {
+        const c = net.createConnection(sock);
+        held.push(c);
+        c.once('connect', () => resolve(false));
+        c.once('error', () => resolve(true));
+      });
+      if (full) break;
+    }
+    const r = run(d, ['capture', '--bogus']);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /bogus/);
+    assert.deepEqual(r.nodes, ['node tried='], 'left to node, which found the queue full too');
+  } finally {
+    for (const c of held) c.destroy();
+    listener.kill('SIGKILL');
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('bin/git-xet without a build: run as a program or by node, it says to build, exit 70', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-unbuilt-'));
+  try {
+    fs.mkdirSync(path.join(dir, 'bin'));
+    fs.copyFileSync(BIN, path.join(dir, 'bin', 'git-xet'));
+    fs.chmodSync(path.join(dir, 'bin', 'git-xet'), 0o755);
+    for (const [cmd, args] of [
+      [path.join(dir, 'bin', 'git-xet'), ['capture']],
+      [process.execPath, [path.join(dir, 'bin', 'git-xet'), 'capture']],
+    ] as [string, string[]][]) {
+      const r = spawnSync(cmd, args, { cwd: dir, env: ENV, encoding: 'utf8' });
+      assert.equal(r.status, 70, r.stderr);
+      assert.match(r.stderr, /not built yet; run `npm run build`/);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a native client that cannot run here (dist/ from another machine): every line runs in node', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-foreign-client-'));
+  try {
+    fs.mkdirSync(path.join(dir, 'bin'));
+    fs.mkdirSync(path.join(dir, 'dist', 'native'), { recursive: true });
+    fs.copyFileSync(BIN, path.join(dir, 'bin', 'git-xet'));
+    fs.chmodSync(path.join(dir, 'bin', 'git-xet'), 0o755);
+    fs.symlinkSync(path.resolve(__dirname, '..', 'src'), path.join(dir, 'dist', 'src'));
+    // An executable the kernel will not run (not an ELF for this machine).
+    fs.writeFileSync(path.join(dir, 'dist', 'native', 'git-xet-relay'), Buffer.from('\x7fELF\x02\x01\x01garbage'), {
+      mode: 0o755,
+    });
+    fs.rmSync(nodeLog, { force: true });
+    const r = spawnSync(path.join(dir, 'bin', 'git-xet'), ['--version'], { cwd: dir, env: ENV, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^\d+\.\d+\.\d+/);
+    assert.equal(r.stderr, '');
+    assert.deepEqual(fs.readFileSync(nodeLog, 'utf8').split('\n').filter(Boolean), ['node tried=']);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
