@@ -44,6 +44,7 @@ extern char **environ;
 /* What try_relay returns besides an exit code (0..255). */
 #define NOT_MINE -1 /* not decided here: the CLI decides, and may ask the daemon itself */
 #define TRIED -2    /* the daemon was asked and did not run the line: the CLI runs it, asking nobody */
+#define TOO_LARGE -3 /* the daemon ran the line and its reply is larger than this client reads */
 
 /* client.ts: ACCEPT_WITHIN_MS, and the margin it waits beyond it for the acknowledgement. */
 #define ACCEPT_WITHIN_MS 2000
@@ -443,9 +444,6 @@ struct json {
   int bad;
 };
 
-/* Nesting a JSON.parse takes and this reader also takes (far more than the daemon writes). */
-#define JSON_DEPTH 10000
-
 static void ws(struct json *j) {
   while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
@@ -592,6 +590,62 @@ struct value {
   struct buf *text; /* where a string goes, when the reader wants it */
 };
 
+/* A scalar (string, number, true, false, null) at j->p, skipped. */
+static void json_scalar(struct json *j) {
+  char c = *j->p;
+  double ignored;
+  if (c == '"') json_string(j, NULL);
+  else if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) j->p += 4;
+  else if (j->end - j->p >= 5 && !strncmp(j->p, "false", 5)) j->p += 5;
+  else if (j->end - j->p >= 4 && !strncmp(j->p, "null", 4)) j->p += 4;
+  else if (c == '-' || (c >= '0' && c <= '9')) json_number(j, &ignored);
+  else j->bad = 1;
+}
+
+/* Any value at j->p, skipped and checked without recursion: JSON.parse takes any nesting, and a
+ * reply this client refused after the daemon took the line would be run again by node. */
+static void json_skip(struct json *j) {
+  enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
+  struct buf open = {0}; /* the containers entered, '{' or '[' */
+  for (;;) {
+    ws(j);
+    if (j->p >= j->end) {
+      j->bad = 1;
+      break;
+    }
+    char c = *j->p;
+    if (state == VALUE_OR_END && c == ']') {
+      j->p++, open.n--, state = AFTER;
+    } else if (state == VALUE || state == VALUE_OR_END) {
+      if (c == '{' || c == '[') {
+        put(&open, &c, 1);
+        j->p++;
+        state = c == '{' ? KEY_OR_END : VALUE_OR_END;
+      } else {
+        json_scalar(j);
+        state = AFTER;
+      }
+    } else if (state == KEY_OR_END && c == '}') {
+      j->p++, open.n--, state = AFTER;
+    } else if (state == KEY || state == KEY_OR_END) {
+      json_string(j, NULL);
+      ws(j);
+      if (j->p >= j->end || *j->p != ':') j->bad = 1;
+      else j->p++, state = VALUE;
+    } else if (c == ',') {
+      j->p++;
+      state = open.p[open.n - 1] == '{' ? KEY : VALUE;
+    } else if (c == (open.p[open.n - 1] == '{' ? '}' : ']')) {
+      j->p++, open.n--, state = AFTER;
+    } else {
+      j->bad = 1;
+    }
+    if (j->bad || open.failed || (state == AFTER && open.n == 0)) break;
+  }
+  if (open.failed) j->bad = 1;
+  free(open.p);
+}
+
 typedef void (*member_fn)(struct json *j, const struct buf *key, int depth, void *ctx);
 
 static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx);
@@ -618,7 +672,7 @@ static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
     j->p++;
     ws(j);
     if (fn) fn(j, &key, depth + 1, ctx);
-    else json_value(j, depth + 1, NULL, NULL, NULL);
+    else json_skip(j);
     ws(j);
     if (j->p < j->end && *j->p == ',') {
       j->p++;
@@ -634,45 +688,34 @@ static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
 }
 
 /* Any value; v (when not NULL) learns its kind, its number, its string (into v->text); an object's
- * members go to fn. */
+ * members go to fn. Only objects read through fn recurse (the reply and its result: two levels). */
 static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx) {
-  struct value ignored = {0};
-  if (!v) v = &ignored;
-  v->kind = K_NONE;
   ws(j);
-  if (j->p >= j->end || depth > JSON_DEPTH) {
+  if (j->p >= j->end) {
     j->bad = 1;
     return;
   }
   char c = *j->p;
+  if (!v && !(fn && c == '{')) {
+    json_skip(j);
+    return;
+  }
+  struct value ignored = {0};
+  if (!v) v = &ignored;
+  v->kind = K_NONE;
   if (c == '"') {
     v->kind = K_STRING;
-    if (v->text) v->text->n = 0;
+    if (v->text) {
+      v->text->n = 0;
+      put(v->text, "", 0);
+    }
     json_string(j, v->text);
-  } else if (c == '{') {
+  } else if (c == '{' && fn) {
     v->kind = K_OBJECT;
     json_members(j, depth, fn, ctx);
-  } else if (c == '[') {
-    v->kind = K_ARRAY;
-    j->p++;
-    ws(j);
-    if (j->p < j->end && *j->p == ']') {
-      j->p++;
-      return;
-    }
-    while (!j->bad) {
-      json_value(j, depth + 1, NULL, NULL, NULL);
-      ws(j);
-      if (j->p < j->end && *j->p == ',') {
-        j->p++;
-        continue;
-      }
-      if (j->p < j->end && *j->p == ']') {
-        j->p++;
-        return;
-      }
-      j->bad = 1;
-    }
+  } else if (c == '{' || c == '[') {
+    v->kind = c == '{' ? K_OBJECT : K_ARRAY;
+    json_skip(j);
   } else if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) {
     v->kind = K_TRUE;
     j->p += 4;
@@ -827,6 +870,7 @@ static int json_string_member(const char *text, size_t n, const char *name, stru
  * require() reads it (relative to the real path of dist/src/version.js, a BOM dropped). */
 static int tool_version(const char *daemon_dir, struct buf *out) {
   struct buf v = {0}, pkg = {0};
+  put(out, "", 0); /* an empty version is a version: out->p is a string in every case */
   puts_(&v, daemon_dir);
   puts_(&v, "/../version.js");
   char real[PATH_MAX];
@@ -916,7 +960,7 @@ static int write_all(int fd, const char *p, size_t n) {
 }
 
 /* Reads what the (non-blocking) socket has into in: 1 (data, or none yet), 0 at its end, -1 on an
- * error or a reply too large. */
+ * error, -2 for a reply too large. */
 static int read_some(int fd, struct buf *in) {
   char chunk[65536];
   for (;;) {
@@ -925,7 +969,7 @@ static int read_some(int fd, struct buf *in) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
     if (n <= 0) return n == 0 ? 0 : -1;
     put(in, chunk, (size_t)n);
-    if (in->failed || in->n > MAX_REPLY) return -1;
+    if (in->failed || in->n > MAX_REPLY) return -2;
   }
 }
 
@@ -992,6 +1036,9 @@ static int exchange(int fd, const struct buf *req) {
     /* On a time-out too: what arrived while this process was stopped (Ctrl-Z) is read first, as
      * client.ts decides only after its next poll. */
     int got = read_some(fd, &in);
+    /* Too large once the daemon took the line: it ran it, so the CLI must not run it again (node's
+     * client would fail on the string, too). */
+    if (got == -2 && acknowledged) result = TOO_LARGE;
     if (got < 0) goto done;
     if (got == 0) ended = 1;
     if (ready == 0 && !acknowledged && !(in.p && memchr(in.p + taken, '\n', in.n - taken))) goto done;
@@ -1083,6 +1130,11 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   int r = try_relay(argv[1], argc - 2, argv + 2);
   if (r >= 0) return r;
+  if (r == TOO_LARGE) {
+    fprintf(stderr, "git xet: the daemon ran the command but its reply is too large to read (over %u MiB)\n",
+            MAX_REPLY >> 20);
+    return 1;
+  }
   signal(SIGPIPE, SIG_DFL);
   if (r == TRIED) setenv("GIT_XET_DAEMON_TRIED", "1", 1);
   /* The CLI itself: `node <script> <args>`, node found on PATH as the script's own `env node` was. */

@@ -361,7 +361,9 @@ test('a reply is read as node reads it: the same bytes printed, the same exit, t
     `"result":{"exitCode":5,"stdout":"FAKE \u00e9 \\ud83d\\ude00\\n","stderr":"warned\\n"${extra}}`;
   const bytes = (...parts: (string | number[])[]) =>
     Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
-  const deep = `${'['.repeat(200)}${']'.repeat(200)}`;
+  // Deeper than any recursion would go: JSON.parse takes it, so must the client (review 33).
+  const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+  const deepObjects = `${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}`;
   // [what, the reply (null: none), acknowledged, printed by the client (else run by the CLI: a
   // usage error, exit 2), connections the native client's run makes (its own, and node's after it)]
   const cases: [string, Buffer | null, boolean, boolean, number][] = [
@@ -410,6 +412,8 @@ test('a reply is read as node reads it: the same bytes printed, the same exit, t
       1,
     ],
     ['deep nesting', bytes(`{"x":${deep},"ok":true,${result()}}`), true, true, 1],
+    ['deep objects', bytes(`{"x":${deepObjects},"ok":true,${result()}}`), true, true, 1],
+    ['deep and unclosed', bytes(`{"x":${deep.slice(0, 20_010)},"ok":true,${result()}}`), true, false, 1],
     ['not JSON', bytes('this is not JSON'), true, false, 1],
     ['an array', bytes(`[{"ok":true,${result()}}]`), true, false, 1],
     ['a second acknowledgement', bytes('{"accepted":true}'), true, false, 1],
@@ -560,5 +564,34 @@ test('a native client that cannot run here (dist/ from another machine): every l
     assert.deepEqual(fs.readFileSync(nodeLog, 'utf8').split('\n').filter(Boolean), ['node tried=']);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a package.json whose version is empty: the build id is still node's, and the line is relayed", (t) => {
+  if (!needsClient(t)) return;
+  const root = path.resolve(__dirname, '..', '..');
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-empty-version-'));
+  const d = repo();
+  try {
+    for (const dir of ['bin', 'dist']) fs.cpSync(path.join(root, dir), path.join(copy, dir), { recursive: true });
+    fs.symlinkSync(path.join(root, 'node_modules'), path.join(copy, 'node_modules'));
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
+    fs.writeFileSync(path.join(copy, 'package.json'), JSON.stringify({ ...pkg, version: '' }));
+    const bin = path.join(copy, 'bin', 'git-xet');
+    execFileSync(process.execPath, [bin, 'daemon', 'start'], { cwd: d, env: ENV });
+    fs.appendFileSync(path.join(d, 'f7.txt'), 'edit\n');
+    fs.rmSync(nodeLog, { force: true });
+    const r = spawnSync(bin, ['--json', 'capture'], { cwd: d, env: ENV, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(!fs.existsSync(nodeLog), 'relayed without node');
+    assert.match((JSON.parse(r.stdout) as { snapshot: string }).snapshot, /^[0-9a-f]{40}$/);
+  } finally {
+    try {
+      execFileSync(process.execPath, [path.join(copy, 'bin', 'git-xet'), 'daemon', 'stop'], { cwd: d, env: ENV });
+    } catch {
+      // not started
+    }
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(copy, { recursive: true, force: true });
   }
 });
