@@ -200,6 +200,15 @@ test('the native client finds the daemon of a linked worktree (.git a file) and 
     assert.equal(r.status, 0, r.stderr);
     const snap = (JSON.parse(r.stdout) as { snapshot: string }).snapshot;
     assert.match(git(wt, 'cat-file', 'commit', snap), /linked/);
+    // Through a symlink to bin/git-xet, as npm installs it: the client found from the link's target.
+    const link = path.join(probeDir, 'git-xet-link');
+    fs.rmSync(link, { force: true });
+    fs.symlinkSync(BIN, link);
+    fs.appendFileSync(path.join(wt, 'sub', 'a'), 'edit again\n');
+    fs.rmSync(nodeLog, { force: true });
+    const linked = spawnSync(link, ['--json', 'capture'], { cwd: wt, env: ENV, encoding: 'utf8' });
+    assert.equal(linked.status, 0, linked.stderr);
+    assert.ok(!fs.existsSync(nodeLog), 'relayed through the link without node');
     // The main worktree has no daemon of its own: its line runs in node, which asks nobody.
     fs.appendFileSync(path.join(d, 'f2.txt'), 'edit\n');
     const main = run(d, ['--json', 'capture']);
