@@ -285,6 +285,50 @@ async function main() {
       for (const f of edits) appendFileSync(join(repo, f), `\n// bench handoff edit, round ${round}\n`);
     };
 
+    /** One send from the second sender, A2: a capture (by `capture(message)`), then `handoff create
+     * --push store2`; into O its snapshot, handoff, seconds and what the store gained. */
+    const sendOneCommand = async (O, rep, label, capture) => {
+      edit(A2, `${rep}${label}`);
+      const before = fileSizes(store2);
+      const cap = await timed(() => capture(`handoff bench ${rep}${label}`));
+      const snap = cap.json.snapshot;
+      const hp = await timed(() =>
+        xet(A2, [
+          'handoff',
+          'create',
+          snap,
+          '--to',
+          'B',
+          '--from',
+          'A2',
+          '--title',
+          `change ${rep}${label}`,
+          '--push',
+          'store2',
+          '--json',
+        ]),
+      );
+      const pushed = (hp.json.push?.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
+      const want = [`refs/xet/handoffs/${hp.json.id}`, `refs/xet/snapshots/${snap}`].sort();
+      if (JSON.stringify(pushed.sort()) !== JSON.stringify(want)) {
+        problem(
+          `handoff create --push ${rep}${label}: new refs ${JSON.stringify(pushed)}, expected ${JSON.stringify(want)}`,
+        );
+      }
+      Object.assign(O, {
+        snapshot: snap,
+        handoff: hp.json.id,
+        capture: cap.seconds,
+        createPush: hp.seconds,
+        total: cap.seconds + hp.seconds,
+        store: growth(before, fileSizes(store2)),
+      });
+      log(
+        `rep ${rep}: xet send, one command${label} ${fmtS(O.total)}s (capture ${fmtS(O.capture)} + handoff create ` +
+          `--push ${fmtS(O.createPush)}), store2 +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
+      );
+    };
+
     // ---- setup, xet side: A captures the workload, hands it off and pushes it to the store ------------
     log(`setup: copying the workload to ${A}, capture, handoff create, push to xet::${store}`);
     S.copySeconds = (await run('cp', ['-a', wl.repo, A])).seconds;
@@ -440,88 +484,12 @@ async function main() {
             `(the objects it lacked: ${fmtB(X.minimalPackBytes)} as one pack)`,
         );
 
-        // -- send, xet, one command: capture, then handoff create --push (the second sender)
-        const O = R.send.one;
-        edit(A2, rep);
-        const store2Before = fileSizes(store2);
-        const cap1 = await timed(() => xet(A2, ['capture', '-m', `handoff bench ${rep}`, '--json']));
-        const snap1 = cap1.json.snapshot;
-        const hp = await timed(() =>
-          xet(A2, [
-            'handoff',
-            'create',
-            snap1,
-            '--to',
-            'B',
-            '--from',
-            'A2',
-            '--title',
-            `change ${rep}`,
-            '--push',
-            'store2',
-            '--json',
-          ]),
-        );
-        const pushed1 = (hp.json.push?.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
-        const want1 = [`refs/xet/handoffs/${hp.json.id}`, `refs/xet/snapshots/${snap1}`].sort();
-        if (JSON.stringify(pushed1.sort()) !== JSON.stringify(want1)) {
-          problem(
-            `handoff create --push ${rep}: new refs ${JSON.stringify(pushed1)}, expected ${JSON.stringify(want1)}`,
-          );
-        }
-        Object.assign(O, {
-          snapshot: snap1,
-          handoff: hp.json.id,
-          capture: cap1.seconds,
-          createPush: hp.seconds,
-          total: cap1.seconds + hp.seconds,
-          store: growth(store2Before, fileSizes(store2)),
-        });
-        log(
-          `rep ${rep}: xet send, one command ${fmtS(O.total)}s (capture ${fmtS(O.capture)} + handoff create --push ` +
-            `${fmtS(O.createPush)}), store2 +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
-        );
-
-        // -- send, one command, the daemon running: `git xet capture` (the native client hands it
-        //    to the daemon), then handoff create --push
-        const D = R.send.daemon;
-        edit(A2, `${rep} daemon`);
-        const store2BeforeD = fileSizes(store2);
-        const capD = await timed(() => xetViaGit(A2, ['capture', '-m', `handoff bench daemon ${rep}`, '--json']));
-        const hpD = await timed(() =>
-          xet(A2, [
-            'handoff',
-            'create',
-            capD.json.snapshot,
-            '--to',
-            'B',
-            '--from',
-            'A2',
-            '--title',
-            `change ${rep}, daemon`,
-            '--push',
-            'store2',
-            '--json',
-          ]),
-        );
-        const pushedD = (hpD.json.push?.refs ?? []).filter((r) => r.status === 'new').map((r) => r.ref);
-        const wantD = [`refs/xet/handoffs/${hpD.json.id}`, `refs/xet/snapshots/${capD.json.snapshot}`].sort();
-        if (JSON.stringify(pushedD.sort()) !== JSON.stringify(wantD)) {
-          problem(
-            `handoff create --push ${rep} (daemon): new refs ${JSON.stringify(pushedD)}, expected ${JSON.stringify(wantD)}`,
-          );
-        }
-        Object.assign(D, {
-          snapshot: capD.json.snapshot,
-          handoff: hpD.json.id,
-          capture: capD.seconds,
-          createPush: hpD.seconds,
-          total: capD.seconds + hpD.seconds,
-          store: growth(store2BeforeD, fileSizes(store2)),
-        });
-        log(
-          `rep ${rep}: xet send, one command, daemon running ${fmtS(D.total)}s (git xet capture ${fmtS(D.capture)} + ` +
-            `handoff create --push ${fmtS(D.createPush)})`,
+        // -- send, xet, one command: capture, then handoff create --push (the second sender);
+        //    then the same with the capture as a user types it, handed to its daemon (`git xet
+        //    capture`: the native client relays it)
+        await sendOneCommand(R.send.one, rep, '', (m) => xet(A2, ['capture', '-m', m, '--json']));
+        await sendOneCommand(R.send.daemon, rep, ', daemon running', (m) =>
+          xetViaGit(A2, ['capture', '-m', m, '--json']),
         );
 
         // -- send, git

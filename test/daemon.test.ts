@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { alive, waitGone } from './support/mcp';
+import { stoppedClientRunsOnce } from './support/daemon-race';
 
 const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
 const ENV: NodeJS.ProcessEnv = { ...process.env, GIT_XET_DAEMON_IDLE_MS: '60000' };
@@ -215,26 +216,16 @@ test('a suspended daemon: capture runs itself, stop says it did not stop, and th
 test('a client stopped (Ctrl-Z) past its deadline after the daemon took its line: the line runs once', async () => {
   const d = repo();
   let pid = 0;
-  const { spawn } = await import('node:child_process');
   try {
     pid = xet(d, ['daemon', 'start']).pid as number;
-    const before = snapshotRefs(d).length;
     edit(d, 0);
-    process.kill(pid, 'SIGSTOP');
-    const client = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: ENV });
-    let out = '';
-    client.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const code = new Promise<number | null>((r) => client.on('close', r));
-    await new Promise((r) => setTimeout(r, 700)); // connected, its line unread
-    process.kill(client.pid as number, 'SIGSTOP');
-    process.kill(pid, 'SIGCONT'); // the daemon reads it before the deadline, acknowledges and runs it
-    for (let i = 0; i < 500 && snapshotRefs(d).length === before; i++) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 3500)); // past the client's deadline
-    process.kill(client.pid as number, 'SIGCONT');
-    assert.equal(await code, 0, out);
-    const made = snapshotRefs(d);
-    assert.equal(made.length, before + 1, 'one snapshot, not one from the daemon and one from the CLI');
-    assert.ok(made.includes((JSON.parse(out) as { snapshot: string }).snapshot), 'the one reported');
+    await stoppedClientRunsOnce({
+      dir: d,
+      daemonPid: pid,
+      command: [process.execPath, BIN, '--json', 'capture'],
+      env: ENV,
+      snapshotRefs,
+    });
   } finally {
     if (pid && alive(pid)) {
       process.kill(pid, 'SIGCONT');

@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { alive, waitGone } from './support/mcp';
+import { stoppedClientRunsOnce } from './support/daemon-race';
 
 const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
 const RELAY = path.resolve(__dirname, '..', 'native', 'git-xet-relay');
@@ -279,24 +280,15 @@ test('a native client stopped (Ctrl-Z) past its deadline after the daemon took i
   let pid = 0;
   try {
     pid = nodeXet(d, ['daemon', 'start']).pid as number;
-    const before = snapshotRefs(d).length;
     fs.appendFileSync(path.join(d, 'f4.txt'), 'edit\n');
     fs.rmSync(nodeLog, { force: true });
-    process.kill(pid, 'SIGSTOP');
-    const client = spawn(BIN, ['--json', 'capture'], { cwd: d, env: ENV });
-    let out = '';
-    client.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const code = new Promise<number | null>((r) => client.on('close', r));
-    await new Promise((r) => setTimeout(r, 700)); // connected, its line unread
-    process.kill(client.pid as number, 'SIGSTOP');
-    process.kill(pid, 'SIGCONT'); // the daemon reads it before the deadline, acknowledges and runs it
-    for (let i = 0; i < 500 && snapshotRefs(d).length === before; i++) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 3500)); // past the client's deadline
-    process.kill(client.pid as number, 'SIGCONT');
-    assert.equal(await code, 0, out);
-    const made = snapshotRefs(d);
-    assert.equal(made.length, before + 1, 'one snapshot, not one from the daemon and one from the CLI');
-    assert.ok(made.includes((JSON.parse(out) as { snapshot: string }).snapshot), 'the one reported');
+    await stoppedClientRunsOnce({
+      dir: d,
+      daemonPid: pid,
+      command: [BIN, '--json', 'capture'],
+      env: ENV,
+      snapshotRefs,
+    });
     assert.ok(!fs.existsSync(nodeLog), 'no node started');
   } finally {
     if (pid && alive(pid)) {
