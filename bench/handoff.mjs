@@ -487,7 +487,17 @@ async function main() {
         // -- send, xet, one command: capture, then handoff create --push (the second sender);
         //    then the same with the capture as a user types it, handed to its daemon (`git xet
         //    capture`: the native client relays it)
-        await sendOneCommand(R.send.one, rep, '', (m) => xet(A2, ['capture', '-m', m, '--json']));
+        // (A2's daemon runs: the first capture is told not to use it, as without one.)
+        await sendOneCommand(R.send.one, rep, '', (m) =>
+          runXet(cli, A2, ['capture', '-m', m, '--json'], {
+            timeoutSec: opts.timeoutSec,
+            requireJson: true,
+            runner: run,
+            env: { ...childEnv, GIT_XET_NO_DAEMON: '1' },
+            reproPrefix: 'GIT_XET_NO_DAEMON=1 ',
+            reproCli: cli,
+          }),
+        );
         await sendOneCommand(R.send.daemon, rep, ', daemon running', (m) =>
           xetViaGit(A2, ['capture', '-m', m, '--json']),
         );
