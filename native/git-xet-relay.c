@@ -300,11 +300,12 @@ static char *locate_git_dir(const char *cwd) {
     puts_(&dot, "/.git");
     if (dot.failed) break;
     struct stat st;
-    if (lstat(dot.p, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int here = lstat(dot.p, &st) == 0;
+    if (here && S_ISDIR(st.st_mode)) {
       free(d);
       return dot.p;
     }
-    if (lstat(dot.p, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (here && S_ISREG(st.st_mode)) {
       char *g = gitdir_of_file(d, dot.p);
       free(dot.p);
       free(d);
@@ -590,16 +591,24 @@ struct value {
   struct buf *text; /* where a string goes, when the reader wants it */
 };
 
-/* A scalar (string, number, true, false, null) at j->p, skipped. */
-static void json_scalar(struct json *j) {
+/* A scalar (string, number, true, false, null) at j->p: its kind, its number into *number and a
+ * string into text (when not NULL; NULL skips it). */
+static enum kind json_scalar(struct json *j, double *number, struct buf *text) {
   char c = *j->p;
-  double ignored;
-  if (c == '"') json_string(j, NULL);
-  else if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) j->p += 4;
-  else if (j->end - j->p >= 5 && !strncmp(j->p, "false", 5)) j->p += 5;
-  else if (j->end - j->p >= 4 && !strncmp(j->p, "null", 4)) j->p += 4;
-  else if (c == '-' || (c >= '0' && c <= '9')) json_number(j, &ignored);
-  else j->bad = 1;
+  if (c == '"') {
+    if (text) {
+      text->n = 0;
+      put(text, "", 0);
+    }
+    json_string(j, text);
+    return K_STRING;
+  }
+  if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) return j->p += 4, K_TRUE;
+  if (j->end - j->p >= 5 && !strncmp(j->p, "false", 5)) return j->p += 5, K_FALSE;
+  if (j->end - j->p >= 4 && !strncmp(j->p, "null", 4)) return j->p += 4, K_NULL;
+  if (c == '-' || (c >= '0' && c <= '9')) return json_number(j, number), K_NUMBER;
+  j->bad = 1;
+  return K_NONE;
 }
 
 /* Any value at j->p, skipped and checked without recursion: JSON.parse takes any nesting, and a
@@ -622,7 +631,8 @@ static void json_skip(struct json *j) {
         j->p++;
         state = c == '{' ? KEY_OR_END : VALUE_OR_END;
       } else {
-        json_scalar(j);
+        double ignored;
+        json_scalar(j, &ignored, NULL);
         state = AFTER;
       }
     } else if (state == KEY_OR_END && c == '}') {
@@ -646,12 +656,12 @@ static void json_skip(struct json *j) {
   free(open.p);
 }
 
-typedef void (*member_fn)(struct json *j, const struct buf *key, int depth, void *ctx);
+typedef void (*member_fn)(struct json *j, const struct buf *key, void *ctx);
 
-static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx);
+static void json_value(struct json *j, struct value *v, member_fn fn, void *ctx);
 
 /* An object's members, each handed to fn (which reads its value), or skipped when fn is NULL. */
-static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
+static void json_members(struct json *j, member_fn fn, void *ctx) {
   j->p++; /* the '{' */
   ws(j);
   if (j->p < j->end && *j->p == '}') {
@@ -671,7 +681,7 @@ static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
     }
     j->p++;
     ws(j);
-    if (fn) fn(j, &key, depth + 1, ctx);
+    if (fn) fn(j, &key, ctx);
     else json_skip(j);
     ws(j);
     if (j->p < j->end && *j->p == ',') {
@@ -689,7 +699,7 @@ static void json_members(struct json *j, int depth, member_fn fn, void *ctx) {
 
 /* Any value; v (when not NULL) learns its kind, its number, its string (into v->text); an object's
  * members go to fn. Only objects read through fn recurse (the reply and its result: two levels). */
-static void json_value(struct json *j, int depth, struct value *v, member_fn fn, void *ctx) {
+static void json_value(struct json *j, struct value *v, member_fn fn, void *ctx) {
   ws(j);
   if (j->p >= j->end) {
     j->bad = 1;
@@ -702,34 +712,14 @@ static void json_value(struct json *j, int depth, struct value *v, member_fn fn,
   }
   struct value ignored = {0};
   if (!v) v = &ignored;
-  v->kind = K_NONE;
-  if (c == '"') {
-    v->kind = K_STRING;
-    if (v->text) {
-      v->text->n = 0;
-      put(v->text, "", 0);
-    }
-    json_string(j, v->text);
-  } else if (c == '{' && fn) {
+  if (c == '{' && fn) {
     v->kind = K_OBJECT;
-    json_members(j, depth, fn, ctx);
+    json_members(j, fn, ctx);
   } else if (c == '{' || c == '[') {
     v->kind = c == '{' ? K_OBJECT : K_ARRAY;
     json_skip(j);
-  } else if (j->end - j->p >= 4 && !strncmp(j->p, "true", 4)) {
-    v->kind = K_TRUE;
-    j->p += 4;
-  } else if (j->end - j->p >= 5 && !strncmp(j->p, "false", 5)) {
-    v->kind = K_FALSE;
-    j->p += 5;
-  } else if (j->end - j->p >= 4 && !strncmp(j->p, "null", 4)) {
-    v->kind = K_NULL;
-    j->p += 4;
-  } else if (c == '-' || (c >= '0' && c <= '9')) {
-    v->kind = K_NUMBER;
-    json_number(j, &v->number);
   } else {
-    j->bad = 1;
+    v->kind = json_scalar(j, &v->number, v->text);
   }
 }
 
@@ -770,11 +760,11 @@ struct result_read {
   int code, has_out, has_err;
 };
 
-static void result_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+static void result_member(struct json *j, const struct buf *key, void *ctx) {
   struct result_read *rr = ctx;
   struct value v = {0};
   if (key_is(key, "exitCode")) {
-    json_value(j, depth, &v, NULL, NULL);
+    json_value(j, &v, NULL, NULL);
     /* Number.isInteger(x) && x >= 0 && x < 256 */
     rr->code = v.kind == K_NUMBER && v.number >= 0 && v.number < 256 && v.number == (double)(int)v.number
                    ? (int)v.number
@@ -783,35 +773,35 @@ static void result_member(struct json *j, const struct buf *key, int depth, void
     int is_out = key->p[3] == 'o';
     struct buf *o = is_out ? &rr->r->out : &rr->r->err;
     v.text = o;
-    json_value(j, depth, &v, NULL, NULL);
+    json_value(j, &v, NULL, NULL);
     if (is_out) rr->has_out = v.kind == K_STRING;
     else rr->has_err = v.kind == K_STRING;
   } else {
-    json_value(j, depth, NULL, NULL, NULL);
+    json_value(j, NULL, NULL, NULL);
   }
 }
 
-static void reply_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+static void reply_member(struct json *j, const struct buf *key, void *ctx) {
   struct reply *r = ctx;
   struct value v = {.text = &r->text};
   if (key_is(key, "ok")) {
-    json_value(j, depth, &v, NULL, NULL);
+    json_value(j, &v, NULL, NULL);
     r->ok = truthy(&v);
   } else if (key_is(key, "accepted")) {
-    json_value(j, depth, &v, NULL, NULL);
+    json_value(j, &v, NULL, NULL);
     r->accepted = v.kind == K_TRUE;
   } else if (key_is(key, "refused")) {
-    json_value(j, depth, &v, NULL, NULL);
+    json_value(j, &v, NULL, NULL);
     r->refused_here = v.kind == K_STRING && (key_is(&r->text, "version") || key_is(&r->text, "environment"));
   } else if (key_is(key, "result")) {
     struct result_read rr = {r, -1, 0, 0};
     ws(j);
     int object = j->p < j->end && *j->p == '{';
-    json_value(j, depth, NULL, object ? result_member : NULL, &rr);
+    json_value(j, NULL, object ? result_member : NULL, &rr);
     r->has_result = object && rr.code >= 0 && rr.has_out && rr.has_err;
     r->exit_code = rr.code;
   } else {
-    json_value(j, depth, NULL, NULL, NULL);
+    json_value(j, NULL, NULL, NULL);
   }
 }
 
@@ -828,7 +818,7 @@ static int parse_reply(const char *line, size_t n, struct reply *r) {
   struct json j = {text.p, text.p + text.n, 0};
   ws(&j);
   int object = j.p < j.end && *j.p == '{';
-  json_value(&j, 0, NULL, object ? reply_member : NULL, r);
+  json_value(&j, NULL, object ? reply_member : NULL, r);
   ws(&j);
   int ok = !j.bad && j.p == j.end && object;
   free(text.p);
@@ -843,14 +833,14 @@ struct find_read {
   int found;
 };
 
-static void find_member(struct json *j, const struct buf *key, int depth, void *ctx) {
+static void find_member(struct json *j, const struct buf *key, void *ctx) {
   struct find_read *f = ctx;
   if (!key_is(key, f->name)) {
-    json_value(j, depth, NULL, NULL, NULL);
+    json_value(j, NULL, NULL, NULL);
     return;
   }
   struct value v = {.text = f->out};
-  json_value(j, depth, &v, NULL, NULL);
+  json_value(j, &v, NULL, NULL);
   f->found = v.kind == K_STRING;
 }
 
@@ -859,7 +849,7 @@ static int json_string_member(const char *text, size_t n, const char *name, stru
   ws(&j);
   if (j.p >= j.end || *j.p != '{') return -1;
   struct find_read f = {name, out, 0};
-  json_value(&j, 0, NULL, find_member, &f);
+  json_value(&j, NULL, find_member, &f);
   ws(&j);
   return !j.bad && j.p == j.end && f.found && !out->failed ? 0 : -1;
 }
