@@ -308,7 +308,7 @@ async function main() {
         requireJson: true,
         env: { ...process.env, PATH: '/nonexistent' },
         note: 'through the daemon, with no git on PATH',
-        direct: via === 'native',
+        via: via === 'native' ? 'program' : 'node',
       });
       seconds = r.seconds;
       j = r.json;

@@ -25,7 +25,7 @@
 // Results: tables on stdout and bench/handoff-results.json.
 
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statfsSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { join, relative } from 'node:path';
 import {
   BenchError,
   GIT_ENV,
@@ -43,7 +43,6 @@ import {
   med,
   mountsUnder,
   parseArgs,
-  parseJsonOutput,
   printReport,
   quote,
   range,
@@ -62,7 +61,6 @@ import {
   verdict,
   walk,
   writeResults,
-  xetError,
 } from './lib/harness.mjs';
 import { HISTORY_PACKAGE, ensureWorkload } from './lib/workload.mjs';
 
@@ -204,19 +202,17 @@ async function main() {
       reproPrefix: `PATH=${quote(helperDir)}:$PATH `,
       reproCli: cli,
     });
-  /** `git xet ...` as a user types it: git on PATH runs the CLI's bin/git-xet as a program, so the
-   * native thin client hands a capture to a running daemon. */
-  const xetViaGit = async (cwd, args) => {
-    const res = await run('git', ['xet', ...args], {
-      cwd,
+  /** `git xet ...` as a user types it (see runXet's `via`): the native thin client hands a capture
+   * to a running daemon. */
+  const xetViaGit = (cwd, args) =>
+    runXet(cli, cwd, args, {
       timeoutSec: opts.timeoutSec,
-      allowFail: true,
-      env: { ...childEnv, PATH: `${dirname(cli)}:${childEnv.PATH}` },
+      requireJson: true,
+      runner: run,
+      env: childEnv,
+      via: 'git',
+      reproCli: cli,
     });
-    res.json = parseJsonOutput(res.stdout);
-    if (res.code !== 0 || res.signal || !res.json) throw xetError(['(via git)', ...args], res, cwd, { reproCli: cli });
-    return res;
-  };
   /** The repository whose daemon this run started (stopped at the end, whatever happened). */
   let daemonRepo = null;
   /** sync, then one timed command; returns its result (seconds in .seconds). */

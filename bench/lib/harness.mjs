@@ -411,22 +411,28 @@ export function xetError(args, res, cwd, { note = '', what, reproPrefix = '', re
 }
 
 /**
- * `git xet args` (node <cli> …, or <cli> … with direct) in cwd; resolves with run()'s result plus json
- * (parsed stdout).
+ * `git xet args` in cwd, run as `via` says: 'node' (node <cli> …), 'program' (<cli> … run as a
+ * program, as git runs it: its native thin client first) or 'git' (`git xet …` with the CLI's bin/
+ * first on PATH, as a user types it). Resolves with run()'s result plus json (parsed stdout).
  * Throws xetError on a failure, and when requireJson is set and stdout holds no JSON; note,
  * reproPrefix and reproCli go to xetError. env undefined: run()'s (or runner's) default; cpu: run it
  * under runCpu (the result has cpuSeconds).
  */
 export async function runXet(cli, cwd, args, opts = {}) {
-  const { timeoutSec = 0, requireJson = false, env, cpu = false, direct = false, ...errorOpts } = opts;
+  const { timeoutSec = 0, requireJson = false, env, cpu = false, via = 'node', ...errorOpts } = opts;
   const runner = opts.runner ?? (cpu ? runCpu : run);
   delete errorOpts.runner;
-  // direct: bin/git-xet run as a program, as git runs it (its native thin client first), not by node.
-  const res = await runner(direct ? cli : process.execPath, direct ? args : [cli, ...args], {
+  const [cmd, argv] = {
+    node: [process.execPath, [cli, ...args]],
+    program: [cli, args],
+    git: ['git', ['xet', ...args]],
+  }[via];
+  const gitEnv = via === 'git' ? { PATH: `${dirname(cli)}:${(env ?? process.env).PATH}` } : null;
+  const res = await runner(cmd, argv, {
     cwd,
     timeoutSec,
     allowFail: true,
-    ...(env ? { env } : {}),
+    ...(env || gitEnv ? { env: { ...(env ?? process.env), ...gitEnv } } : {}),
   });
   res.json = parseJsonOutput(res.stdout);
   if (res.code !== 0 || res.signal) throw xetError(args, res, cwd, errorOpts);
