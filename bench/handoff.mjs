@@ -19,7 +19,10 @@
 //
 //   send      xet:  capture, handoff create, push store      git: add -A -f, commit, push alt
 //             xet, one command (a second sender, its own store): capture, handoff create --push store2
-//             the same with that sender's daemon running: `git xet capture` through it, then the same
+//             the same from a third sender (its own store) whose daemon runs: both lines as a user
+//             types them (`git xet …`: the native thin client hands each to the daemon). A sender of
+//             its own: a capture the CLI made in the same worktree would send the daemon's next one
+//             back to reading every directory (its watch no longer describes the stat cache).
 //   receive   xet:  fetch store, handoff accept <id> <dir>    git: fetch alt, worktree add <dir> <commit>
 //
 // Results: tables on stdout and bench/handoff-results.json.
@@ -264,6 +267,8 @@ async function main() {
     const B = join(runDir, 'B'); // the receiver (xet)
     const A2 = join(runDir, 'A2'); // the second sender (xet, one command: capture, handoff create --push)
     const store2 = join(runDir, 'store2'); // its store
+    const A3 = join(runDir, 'A3'); // the third sender (xet, one command, every line through its daemon)
+    const store3 = join(runDir, 'store3'); // its store
     const P = join(runDir, 'P'); // the sender (git)
     const alt = join(runDir, 'alt.git'); // the bare repository
     const Q = join(runDir, 'Q'); // the receiver (git)
@@ -280,27 +285,33 @@ async function main() {
     const edit = (repo, round) => {
       for (const f of edits) appendFileSync(join(repo, f), `\n// bench handoff edit, round ${round}\n`);
     };
+    const senders = {
+      one: { dir: A2, store: store2, remote: 'store2', from: 'A2' },
+      daemon: { dir: A3, store: store3, remote: 'store3', from: 'A3' },
+    };
 
-    /** One send from the second sender, A2: a capture (by `capture(message)`), then `handoff create
-     * --push store2`; into O its snapshot, handoff, seconds and what the store gained. */
-    const sendOneCommand = async (O, rep, label, capture) => {
-      edit(A2, `${rep}${label}`);
-      const before = fileSizes(store2);
-      const cap = await timed(() => capture(`handoff bench ${rep}${label}`));
+    /** One send from a one-command sender (A2 into store2, A3 into store3): a capture, then `handoff
+     * create --push`, each run by `line(args)`; into O its snapshot, handoff, seconds and what the
+     * store gained. */
+    const sendOneCommand = async (O, sender, rep, label, line) => {
+      const { dir, store: into, remote, from } = sender;
+      edit(dir, `${rep}${label}`);
+      const before = fileSizes(into);
+      const cap = await timed(() => line(['capture', '-m', `handoff bench ${rep}${label}`, '--json']));
       const snap = cap.json.snapshot;
       const hp = await timed(() =>
-        xet(A2, [
+        line([
           'handoff',
           'create',
           snap,
           '--to',
           'B',
           '--from',
-          'A2',
+          from,
           '--title',
           `change ${rep}${label}`,
           '--push',
-          'store2',
+          remote,
           '--json',
         ]),
       );
@@ -317,11 +328,11 @@ async function main() {
         capture: cap.seconds,
         createPush: hp.seconds,
         total: cap.seconds + hp.seconds,
-        store: growth(before, fileSizes(store2)),
+        store: growth(before, fileSizes(into)),
       });
       log(
         `rep ${rep}: xet send, one command${label} ${fmtS(O.total)}s (capture ${fmtS(O.capture)} + handoff create ` +
-          `--push ${fmtS(O.createPush)}), store2 +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
+          `--push ${fmtS(O.createPush)}), ${remote} +${fmtB(O.store.bytes)} in ${O.store.newFiles} file(s)`,
       );
     };
 
@@ -407,12 +418,30 @@ async function main() {
         `worktree add ${fmtS(S.warmWorktreeAddSeconds)}s`,
     );
 
-    // The second sender's daemon: its one-command send is timed again with the capture through it
-    // (as a user who keeps one running sends). One capture through it first (it reads everything).
-    await xet(A2, ['daemon', 'start', '--json']);
-    daemonRepo = A2;
-    edit(A2, 'daemon warm-up');
-    await xetViaGit(A2, ['capture', '-m', 'handoff bench daemon warm-up', '--json']);
+    // ---- setup, the third xet sender: its daemon runs, and every line goes through it -------------
+    // (as a user who keeps one running sends). Its first capture reads everything; a warm-up send
+    // follows, so the first timed one is not special.
+    log(`setup: copying the workload to ${A3}, daemon start, git xet capture, git xet handoff create --push`);
+    await run('cp', ['-a', wl.repo, A3]);
+    await git(A3, ['remote', 'add', 'store3', `xet::${store3}`]);
+    await xet(A3, ['daemon', 'start', '--json']);
+    daemonRepo = A3;
+    const cap3 = await xetViaGit(A3, ['capture', '--json']);
+    await xetViaGit(A3, [
+      'handoff',
+      'create',
+      cap3.json.snapshot,
+      '--to',
+      'B',
+      '--from',
+      'A3',
+      '--title',
+      'base',
+      '--push',
+      'store3',
+      '--json',
+    ]);
+    await sendOneCommand({}, senders.daemon, 0, ' (warm-up)', (args) => xetViaGit(A3, args));
 
     // ---- repetitions ------------------------------------------------------------------------------
     for (let rep = 1; rep <= opts.reps; rep++) {
@@ -481,11 +510,10 @@ async function main() {
         );
 
         // -- send, xet, one command: capture, then handoff create --push (the second sender);
-        //    then the same with the capture as a user types it, handed to its daemon (`git xet
-        //    capture`: the native client relays it)
-        // (A2's daemon runs: the first capture is told not to use it, as without one.)
-        await sendOneCommand(R.send.one, rep, '', (m) =>
-          runXet(cli, A2, ['capture', '-m', m, '--json'], {
+        //    then the same as a user types both lines, each handed to its daemon (`git xet …`: the
+        //    native client relays them)
+        await sendOneCommand(R.send.one, senders.one, rep, '', (args) =>
+          runXet(cli, A2, args, {
             timeoutSec: opts.timeoutSec,
             requireJson: true,
             runner: run,
@@ -494,9 +522,7 @@ async function main() {
             reproCli: cli,
           }),
         );
-        await sendOneCommand(R.send.daemon, rep, ', daemon running', (m) =>
-          xetViaGit(A2, ['capture', '-m', m, '--json']),
-        );
+        await sendOneCommand(R.send.daemon, senders.daemon, rep, ', daemon running', (args) => xetViaGit(A3, args));
 
         // -- send, git
         const G = R.send.git;
@@ -677,7 +703,7 @@ function summarize(results) {
       GOALS.sendTime,
     ),
     row(
-      'send: git xet capture (daemon running) + handoff create --push  vs  add -A -f + commit + push',
+      'send: git xet capture + git xet handoff create --push (daemon running)  vs  add -A -f + commit + push',
       col((r) => r.send.daemon?.total),
       col((r) => r.send.git.total),
       GOALS.sendTime,
@@ -757,7 +783,7 @@ function summarize(results) {
     ['xet send, one command', 'capture', col((r) => r.send.one.capture)],
     ['xet send, one command', 'handoff create --push store2', col((r) => r.send.one.createPush)],
     ['xet send, daemon running', 'git xet capture', col((r) => r.send.daemon?.capture)],
-    ['xet send, daemon running', 'handoff create --push store2', col((r) => r.send.daemon?.createPush)],
+    ['xet send, daemon running', 'git xet handoff create --push store3', col((r) => r.send.daemon?.createPush)],
     ['git send', 'add -A -f', col((r) => r.send.git.add)],
     ['git send', 'commit', col((r) => r.send.git.commitSeconds)],
     ['git send', 'push alt', col((r) => r.send.git.push)],

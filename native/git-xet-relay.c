@@ -1,8 +1,9 @@
 /*
- * git-xet-relay: the thin client without node. `git xet capture|fork …` is handed whole to the
- * worktree's running daemon, as src/daemon/relay.ts does, by a process that starts in about a
- * millisecond where node takes 100 ms or more on these machines. bin/git-xet (a shell script that is
- * also the CLI's JavaScript entry) runs it as `git-xet-relay <that script> <args>` when it was built.
+ * git-xet-relay: the thin client without node. `git xet capture|fork|push|handoff create …` is
+ * handed whole to the worktree's running daemon, as src/daemon/relay.ts does, by a process that
+ * starts in about a millisecond where node takes 100 ms or more on these machines. bin/git-xet (a
+ * shell script that is also the CLI's JavaScript entry) runs it as `git-xet-relay <that script>
+ * <args>` when it was built.
  *
  * It relays only what it can tell is a line relay.ts would relay, with a request byte for byte the
  * one relay.ts would send (the daemon compares the build and the environment as strings). Anything
@@ -182,7 +183,8 @@ static int relayed_command(int argc, char **argv) {
   if (i >= argc) return 0;
   const char *word = argv[i];
   int fork = !strcmp(word, "fork");
-  if (!fork && strcmp(word, "capture")) return 0;
+  int handoff_create = !strcmp(word, "handoff") && i + 1 < argc && !strcmp(argv[i + 1], "create");
+  if (!fork && !handoff_create && strcmp(word, "capture") && strcmp(word, "push")) return 0;
   for (int k = 0; k < argc; k++) {
     const char *a = argv[k];
     if (is_not_relayed(a)) return 0;

@@ -6,8 +6,8 @@
 // build an error. With Debian's libisal-dev too it is built with ISA-L's igzip (deflateFastInto,
 // for the bulk of large captures); without it, the same module without that one function, and a
 // line saying so. It also builds the native thin client (native/git-xet-relay.c) into
-// dist/native/git-xet-relay, which bin/git-xet runs to relay `capture` and `fork` to a running daemon
-// without starting node; without it, every command starts node as before.
+// dist/native/git-xet-relay, which bin/git-xet runs to relay `capture`, `fork`, `push` and `handoff
+// create` to a running daemon without starting node; without it, every command starts node as before.
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync } from 'node:fs';

@@ -87,14 +87,14 @@ interface Run {
   nodes: string[];
 }
 
-/** bin/git-xet executed as a program (or through `git xet` when viaGit), as a user's shell runs it. */
-function run(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}, viaGit = false): Run {
+/** bin/git-xet executed as a program (or through `git xet` when viaGit), as a user's shell runs it;
+ * `input` on its stdin (else an empty one). */
+function run(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}, viaGit = false, input = ''): Run {
   fs.rmSync(nodeLog, { force: true });
   const e = { ...ENV, ...env };
   if (viaGit) e.PATH = `${path.dirname(BIN)}:${e.PATH}`;
-  const r = viaGit
-    ? spawnSync('git', ['xet', ...args], { cwd, env: e, encoding: 'utf8', timeout: 120_000 })
-    : spawnSync(BIN, args, { cwd, env: e, encoding: 'utf8', timeout: 120_000 });
+  const o = { cwd, env: e, encoding: 'utf8', timeout: 120_000, input } as const;
+  const r = viaGit ? spawnSync('git', ['xet', ...args], o) : spawnSync(BIN, args, o);
   const nodes = fs.existsSync(nodeLog) ? fs.readFileSync(nodeLog, 'utf8').split('\n').filter(Boolean) : [];
   return { status: r.status, stdout: r.stdout, stderr: r.stderr, nodes };
 }
@@ -185,6 +185,133 @@ test('capture and fork relayed by the native client: no node started, the output
     nodeXet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
     fs.rmSync(forks, { recursive: true, force: true });
+  }
+});
+
+test('push and handoff create relayed when all of it runs in the daemon; else declined, and node runs them once', (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  const sub = path.join(d, 'sub');
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-native-remotes-'));
+  const store = path.join(elsewhere, 'store');
+  const bare = path.join(elsewhere, 'bare.git');
+  type Created = { id: string; created: boolean; push?: { kind: string; refs: { ref: string; status: string }[] } };
+  const created = (r: Run): Created => {
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    return JSON.parse(r.stdout) as Created;
+  };
+  const fresh = (c: Created) =>
+    (c.push?.refs ?? [])
+      .filter((x) => x.status === 'new')
+      .map((x) => x.ref)
+      .sort();
+  try {
+    git(d, 'remote', 'add', 'store', `xet::${store}`);
+    execFileSync('git', ['init', '-q', '--bare', bare], { env: ENV });
+    git(d, 'remote', 'add', 'bare', bare);
+    nodeXet(d, ['daemon', 'start']);
+    const snap = run(d, ['capture', '-m', 'to hand off']).stdout.trim();
+    assert.match(snap, /^[0-9a-f]{40}$/);
+    const line = (title: string, ...more: string[]) => [
+      '--json',
+      'handoff',
+      'create',
+      snap,
+      '--to',
+      'B',
+      '--from',
+      'A',
+      '--title',
+      title,
+      ...more,
+    ];
+
+    // A directory store, written in the daemon: no node, the handoff and its snapshot published.
+    const toStore = run(sub, line('to the store', '--push', 'store'));
+    assert.deepEqual(toStore.nodes, [], 'handoff create --push store: relayed');
+    const one = created(toStore);
+    assert.equal(one.push?.kind, 'xet');
+    assert.deepEqual(fresh(one), [`refs/xet/handoffs/${one.id}`, `refs/xet/snapshots/${snap}`]);
+    // What the store holds, as git lists it through git-remote-xet.
+    const helper = { ...ENV, PATH: `${path.resolve(__dirname, '..', '..', 'remote-helper')}:${ENV.PATH}` };
+    const listed = execFileSync('git', ['ls-remote', 'store', 'refs/xet/*'], { cwd: d, env: helper, encoding: 'utf8' });
+    assert.match(
+      listed,
+      new RegExp(`^${git(d, 'rev-parse', `refs/xet/handoffs/${one.id}`).trim()}\trefs/xet/handoffs/${one.id}$`, 'm'),
+    );
+
+    // Its descriptor again, by a path relative to the client's directory (not the daemon's): the
+    // same handoff, nothing new.
+    const descriptor = execFileSync('git', ['cat-file', 'blob', `refs/xet/handoffs/${one.id}:descriptor.json`], {
+      cwd: d,
+      env: ENV,
+    });
+    fs.writeFileSync(path.join(d, 'descriptor.json'), descriptor);
+    const again = run(sub, ['--json', 'handoff', 'create', '--descriptor', '../descriptor.json']);
+    assert.deepEqual(again.nodes, [], '--descriptor FILE: relayed');
+    assert.deepEqual([created(again).id, created(again).created], [one.id, false]);
+
+    // git xet push to the store: relayed.
+    const two = created(run(d, line('pushed apart')));
+    const pushed = run(d, ['--json', 'push', 'store']);
+    assert.deepEqual(pushed.nodes, [], 'push store: relayed');
+    assert.equal(pushed.status, 0, pushed.stderr);
+    const pushedRefs = (JSON.parse(pushed.stdout) as { refs: { ref: string; status: string }[] }).refs;
+    assert.deepEqual(
+      pushedRefs.filter((x) => x.status === 'new').map((x) => x.ref),
+      [`refs/xet/handoffs/${two.id}`],
+    );
+
+    // The same errors, byte for byte, as the CLI's own run.
+    for (const args of [
+      ['handoff', 'create', 'no-such-snapshot', '--to', 'B', '--push', 'store'],
+      ['--json', 'handoff', 'create', snap],
+      ['push', 'no-such-remote'],
+    ]) {
+      const via = run(d, args);
+      const own = run(d, args, { GIT_XET_NO_DAEMON: '1' });
+      assert.notEqual(own.status, 0, args.join(' '));
+      assert.deepEqual(
+        [via.status, via.stdout, via.stderr],
+        [own.status, own.stdout, own.stderr],
+        `${args.join(' ')}: the CLI's own output`,
+      );
+    }
+
+    // What needs the client's own stdin, credentials, agent or hooks is declined: node runs it
+    // (told the daemon was asked), once, and it does what it always did.
+    const toBare = run(d, line('through git', '--push', 'bare'));
+    assert.deepEqual(toBare.nodes, ['node tried=1'], 'a push through git: node');
+    assert.equal(created(toBare).push?.kind, 'git');
+    assert.ok(git(bare, 'for-each-ref', '--format=%(refname)').includes(`refs/xet/handoffs/${created(toBare).id}`));
+    const stdin = run(d, ['--json', 'handoff', 'create', '--descriptor', '-'], {}, false, descriptor.toString('utf8'));
+    assert.deepEqual(stdin.nodes, ['node tried=1'], '--descriptor -: node reads its own stdin');
+    assert.deepEqual([created(stdin).id, created(stdin).created], [one.id, false]);
+    git(d, 'config', 'xet.handoff.sign', 'true');
+    git(d, 'config', 'user.signingKey', path.join(elsewhere, 'no-such-key'));
+    git(d, 'config', 'gpg.format', 'ssh');
+    const signed = run(d, line('signed'));
+    assert.deepEqual(signed.nodes, ['node tried=1'], 'a signed handoff: node');
+    assert.match(signed.stdout, /SIGNING_FAILED/);
+    git(d, 'config', '--unset', 'xet.handoff.sign');
+    const hookRan = path.join(elsewhere, 'pre-push-ran');
+    fs.writeFileSync(path.join(d, '.git', 'hooks', 'pre-push'), `#!/bin/sh\ntouch ${JSON.stringify(hookRan)}\n`, {
+      mode: 0o755,
+    });
+    created(run(d, line('a hook to run')));
+    // git push runs the hook, then git-remote-xet (node again, not told anything).
+    const hooked = run(d, ['--json', 'push', 'store'], { PATH: helper.PATH });
+    assert.equal(hooked.nodes[0], 'node tried=1', 'a pre-push hook to run: node');
+    assert.ok(
+      hooked.nodes.slice(1).length > 0 && hooked.nodes.slice(1).every((n) => n === 'node tried='),
+      'then the helper',
+    );
+    assert.equal(hooked.status, 0, `${hooked.stdout}${hooked.stderr}`);
+    assert.ok(fs.existsSync(hookRan), 'the pre-push hook ran');
+  } finally {
+    nodeXet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(elsewhere, { recursive: true, force: true });
   }
 });
 
@@ -423,6 +550,14 @@ test('a reply is read as node reads it: the same bytes printed, the same exit, t
     ['refused: environment', bytes('{"ok":false,"refused":"environment"}'), true, false, 2],
     // Refused as late: node runs the line without asking again.
     ['refused: late', bytes('{"ok":false,"refused":"late"}'), true, false, 1],
+    // Declined by the command (a push through git, a signed handoff): node runs it, asking no one.
+    [
+      'refused: declined',
+      bytes('{"ok":false,"refused":"declined","reason":"the push goes through git"}'),
+      true,
+      false,
+      1,
+    ],
     ['closed without a reply', bytes(''), true, false, 1],
     // Never acknowledged: both clients wait 3 s, then the CLI runs the line, asking no one again.
     ['no acknowledgement', null, false, false, 1],
@@ -445,6 +580,31 @@ test('a reply is read as node reads it: the same bytes printed, the same exit, t
         !printed,
         `${what}: ${printed ? 'printed' : 'run by the CLI'}`,
       );
+    }
+    // Which lines are relayed: both clients on the same words (a relayed one prints the scripted
+    // reply; another is the CLI's usage error, with no connection).
+    script = { ack: true, reply: bytes(`{"ok":true,${result()}}`) };
+    for (const [words, relayed] of [
+      [['push', '--bogus'], true],
+      [['--json', 'push', '--bogus'], true],
+      [['handoff', 'create', '--bogus'], true],
+      [['-q', 'handoff', 'create', '--bogus'], true],
+      [['handoff', 'list', '--bogus'], false],
+      [['handoff', '--bogus', 'create'], false],
+      [['handoff'], false],
+      [['push', '--help'], false],
+      [['handoff', 'create', 'help'], false],
+    ] as [string[], boolean][]) {
+      connections = 0;
+      const native = await runAsync(BIN, words);
+      const seenNative = connections;
+      for (const s of open) s.destroy();
+      connections = 0;
+      const node = await runAsync(process.execPath, [BIN, ...words]);
+      for (const s of open) s.destroy();
+      assert.deepEqual(native, node, `${words.join(' ')}: the native client and node's print and exit the same`);
+      assert.equal(seenNative, relayed ? 1 : 0, `${words.join(' ')}: ${relayed ? 'relayed' : 'not relayed'}`);
+      assert.equal(native.status === 5, relayed, `${words.join(' ')}: the scripted reply's exit`);
     }
     // The request itself: what node's client sends, but for its deadline, from a directory below the
     // top with characters to escape, with environment values to escape, and from a terminal (where

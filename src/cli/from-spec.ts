@@ -96,6 +96,14 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
         },
         via: 'cli',
       };
+      const io = invocation();
+      if (io.relayed) {
+        const why = await relayRefusal(spec, input, ctx);
+        if (why !== null) {
+          io.decline(why);
+          return EXIT.OK;
+        }
+      }
       if (spec.cliAction) return spec.cliAction(input, ctx, { json: out.json, quiet: Boolean(out.quiet) });
       const result = await spec.run(input, ctx);
       emit(out, result, () => (spec.human ? spec.human(result, ctx, input) : ''));
@@ -103,6 +111,22 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
     }),
   );
   return cmd;
+}
+
+/** Why the daemon must not run this relayed line (spec.relayable), or null. A check that fails
+ * declines too: the CLI, run by the client, meets the same failure and reports it as it always does. */
+async function relayRefusal(
+  spec: AnyCommandSpec,
+  input: Record<string, unknown>,
+  ctx: CommandContext,
+): Promise<string | null> {
+  if (spec.relayable === true) return null;
+  if (!spec.relayable) return `${spec.path.join(' ')} is not run by the daemon`;
+  try {
+    return await spec.relayable(input, ctx);
+  } catch (e) {
+    return `checking whether the daemon may run it failed: ${(e as Error).message}`;
+  }
 }
 
 /** A definition's input as one object schema that refuses unknown keys (`z.object(input).strict()`),

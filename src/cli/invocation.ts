@@ -1,5 +1,5 @@
 // Where one CLI invocation runs and prints: its working directory, stdout and stderr. Normally the
-// process's own; the daemon (src/daemon/server.ts) runs a relayed `git xet capture|fork` for a thin
+// process's own; the daemon (src/daemon/server.ts) runs a relayed command line for a thin
 // client (src/daemon/relay.ts) with the client's directory and terminal facts, and collects what the
 // command prints to send back. The daemon runs one request at a time, so one current invocation is
 // enough.
@@ -15,6 +15,10 @@ export interface Invocation {
   /** Whether output reaches the terminal as it is written (a progress line needs that; collected
    * output is sent when the command ends). */
   live: boolean;
+  /** Whether the daemon runs this line for a thin client (a command may decline it: decline). */
+  relayed: boolean;
+  /** A relayed line the command will not run here, and why: the client runs it itself. */
+  decline(reason: string): void;
 }
 
 const own: Invocation = {
@@ -28,6 +32,10 @@ const own: Invocation = {
     return process.stderr.columns;
   },
   live: true,
+  relayed: false,
+  decline: () => {
+    throw new Error('only a relayed invocation can be declined');
+  },
 };
 
 let current: Invocation = own;
@@ -36,10 +44,11 @@ export function invocation(): Invocation {
   return current;
 }
 
-/** A relayed invocation's captured output. */
+/** A relayed invocation's captured output, or why the command declined to run it. */
 export interface CollectedOutput {
   stdout: string;
   stderr: string;
+  declined?: string;
 }
 
 /** Runs fn as an invocation from `cwd` whose output is collected instead of printed. */
@@ -50,6 +59,7 @@ export async function collectInvocation<T>(
   if (current !== own) throw new Error('a relayed invocation is already running in this process');
   const out: string[] = [];
   const err: string[] = [];
+  let declined: string | undefined;
   current = {
     cwd: () => facts.cwd,
     stdout: (text) => void out.push(text),
@@ -57,10 +67,14 @@ export async function collectInvocation<T>(
     stderrTTY: facts.stderrTTY,
     columns: facts.columns,
     live: false,
+    relayed: true,
+    decline: (reason) => {
+      declined = reason;
+    },
   };
   try {
     const value = await fn();
-    return { value, stdout: out.join(''), stderr: err.join('') };
+    return { value, stdout: out.join(''), stderr: err.join(''), ...(declined === undefined ? {} : { declined }) };
   } finally {
     current = own;
   }

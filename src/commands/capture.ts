@@ -28,6 +28,8 @@ export const captureCommand = defineCommand({
   },
   annotations: { readOnly: false, destructive: false, idempotent: false },
   long: true,
+  // The daemon runs it for a thin client: a capture reads nothing of the client's but its worktree.
+  relayable: true,
   output: s.looseObject({
     snapshot: s.string(),
     files: s.number(),

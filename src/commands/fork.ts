@@ -31,6 +31,8 @@ export const forkCommand = defineCommand({
   names: ['snapshot'],
   annotations: { readOnly: false, destructive: false, idempotent: false },
   long: true,
+  // The daemon runs it for a thin client (not --remount: src/daemon/relay.ts leaves that to the CLI).
+  relayable: true,
   // A new fork's fields, or (--remount) id, dir, mounted and unfenced.
   output: s.looseObject({
     id: s.string(),

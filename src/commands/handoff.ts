@@ -1,6 +1,7 @@
 // git xet handoff: create, list, show, verify, accept and sign handoff descriptors (xet.handoff/v1)
 // and their signatures (xet.handoff-signature/v1).
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { s } from './schema';
 import { XetError } from '../errors';
 import { defineCommand, repeatable } from './spec';
@@ -108,6 +109,21 @@ export const handoffCreateCommand = defineCommand({
   // With --push it talks to a remote, and runs as long as a push may.
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: (input) => input.push !== undefined,
+  // The daemon runs it for a thin client unless it needs what only the client has: its stdin (a
+  // descriptor from "-"), its signing agent or terminal (--sign), its credentials (a push through git).
+  relayable: async (input, ctx) => {
+    if (input.descriptor === '-') return 'the descriptor is read from stdin';
+    const [{ findRepo, repoOpts }, { readConfig }] = await Promise.all([
+      import('../git/repo'),
+      import('../git/config'),
+    ]);
+    const repo = await findRepo(ctx.cwd, true);
+    const config = await readConfig(repoOpts(repo));
+    if (input.sign ?? config.getBool('xet.handoff.sign') ?? false) return 'the handoff is signed';
+    if (input.push === undefined) return null;
+    const { pushesInProcess } = await import('../remote/publish');
+    return (await pushesInProcess(repo, input.push, config)) ? null : 'the push goes through git';
+  },
   output: s.looseObject({
     id: s.string(),
     ref: s.string(),
@@ -127,7 +143,8 @@ export const handoffCreateCommand = defineCommand({
     let descriptor: Buffer | undefined;
     if (input.descriptor !== undefined) {
       try {
-        descriptor = fs.readFileSync(input.descriptor === '-' ? 0 : input.descriptor);
+        // Against the command's directory, not the process's: the daemon runs a relayed line elsewhere.
+        descriptor = fs.readFileSync(input.descriptor === '-' ? 0 : path.resolve(ctx.cwd, input.descriptor));
       } catch (e) {
         throw new XetError('USAGE', `--descriptor ${input.descriptor}: ${(e as Error).message}`);
       }

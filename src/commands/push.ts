@@ -44,6 +44,19 @@ export const pushCommand = defineCommand({
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: true,
   output: pushResultShape,
+  // The daemon runs it for a thin client only when it is all in-process (a directory store): a push
+  // through git may need the client's credentials, terminal or ssh agent, which the daemon has not.
+  relayable: async (input, ctx) => {
+    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }] = await Promise.all([
+      import('../remote/publish'),
+      import('../git/repo'),
+      import('../git/config'),
+    ]);
+    const repo = await findRepo(ctx.cwd, true);
+    return (await pushesInProcess(repo, input.remote, await readConfig(repoOpts(repo))))
+      ? null
+      : 'the push goes through git';
+  },
   async run(input, ctx) {
     const { pushXetRefs } = await import('../remote/publish');
     return pushXetRefs({ cwd: ctx.cwd, remote: input.remote, only: input.ids });

@@ -83,6 +83,11 @@ export interface CommandSpec<S extends Shape = Shape, R = unknown> {
   /** MCP only: values for inputs the client left out, where an agent's safe default differs from
    * the command line's (gc is a dry run unless asked: `{ dryRun: true }`). */
   mcpDefaults?: { [K in keyof S]?: unknown };
+  /** Whether the daemon may run this command line for a thin client (src/daemon/relay.ts): in its
+   * own process and environment, with none of the client's stdin, terminal or agents. true; or a
+   * check of the parsed input that says why not (the client then runs the line itself, nothing
+   * done), null when it may. Absent: the daemon declines every line of the command. */
+  relayable?: true | ((input: InferShape<S>, ctx: CommandContext) => Promise<string | null>);
   /** Cross-field checks the schema cannot say (fork --remount takes only a directory): throw USAGE. */
   refine?: (input: InferShape<S>) => void;
   /** Does the work and returns what --json prints (and MCP's structuredContent). */

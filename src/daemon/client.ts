@@ -23,6 +23,8 @@ export interface DaemonRequest {
 export interface DaemonReply {
   ok: boolean;
   refused?: string;
+  /** Why a relayed line was declined (refused: "declined"), for a trace. */
+  reason?: string;
   result?: unknown;
   error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
 }

@@ -1,5 +1,5 @@
-// The thin client: `git xet capture|fork …` handed whole to the worktree's running daemon before the
-// CLI loads anything else (bin/git-xet requires this module first). The daemon parses and runs the
+// The thin client: `git xet capture|fork|push|handoff create …` handed whole to the worktree's
+// running daemon before the CLI loads anything else (bin/git-xet requires this module first). The daemon parses and runs the
 // command line with the CLI's own code (src/cli/main.ts runCli) and sends back what it printed and
 // its exit code. Node's start-up is then the whole cost of the process: loading the command modules
 // (commander, the schemas, the capture code) is what the daemon saves.
@@ -14,14 +14,22 @@ const GLOBAL_FLAGS = new Set(['--json', '-q', '--quiet']);
 /** What makes a line the program's (help, version), not a command the daemon runs. */
 const NOT_RELAYED = new Set(['-h', '--help', '-V', '--version', 'help']);
 
-/** The command a line runs when the daemon may run it ('capture', or 'fork' but not --remount),
+/** The commands the daemon may run for a client. A push and a handoff create are the daemon's only
+ * when their command definition says so for the parsed line (spec.relayable: a directory store
+ * written in-process, no signing, nothing read from stdin); otherwise the daemon declines at once
+ * and the CLI runs the line. */
+export type RelayedCommand = 'capture' | 'fork' | 'push' | 'handoff create';
+
+/** The command a line runs when the daemon may run it (a RelayedCommand; fork but not --remount),
  * else undefined. Decided on the words alone: the daemon parses the line again with the CLI's parser
  * and refuses what that says is another command. */
-export function relayedCommand(argv: readonly string[]): 'capture' | 'fork' | undefined {
+export function relayedCommand(argv: readonly string[]): RelayedCommand | undefined {
   let i = 0;
   while (i < argv.length && GLOBAL_FLAGS.has(argv[i])) i++;
-  const word = argv[i];
-  if (word !== 'capture' && word !== 'fork') return undefined;
+  let word: RelayedCommand;
+  if (argv[i] === 'capture' || argv[i] === 'fork' || argv[i] === 'push') word = argv[i] as RelayedCommand;
+  else if (argv[i] === 'handoff' && argv[i + 1] === 'create') word = 'handoff create';
+  else return undefined;
   for (const a of argv) {
     if (NOT_RELAYED.has(a)) return undefined;
     // Node decoded bytes that are not UTF-8 as U+FFFD: only the process that has the raw bytes

@@ -253,6 +253,9 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     const [{ runCli }, { collectInvocation }] = await Promise.all([import('../cli/main'), import('../cli/invocation')]);
     const columns = Number.isInteger(req.columns) && (req.columns as number) > 0 ? req.columns : undefined;
     const r = await collectInvocation({ cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns }, () => runCli(argv));
+    // Declined by the command before it did anything (spec.relayable): the client runs it, told
+    // that the daemon was asked (it does not ask again).
+    if (r.declined !== undefined) return { ok: false, refused: 'declined', reason: r.declined };
     return { ok: true, result: { exitCode: r.value, stdout: r.stdout, stderr: r.stderr } };
   };
 
@@ -314,6 +317,19 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   });
   fs.chmodSync(p.socket, 0o600);
   armIdle();
+  // What a relayed line loads besides the capture (the CLI's parser, a handoff and a push), loaded in
+  // the queue before any request: the first relayed handoff create would otherwise pay for it.
+  queue = queue
+    .then(() =>
+      Promise.all([
+        import('../cli/main'),
+        import('../cli/invocation'),
+        import('../handoff/create'),
+        import('../remote/publish'),
+        import('../remote/select'),
+      ]),
+    )
+    .catch(() => undefined);
   await new Promise<void>((resolve) => server.once('close', () => resolve()));
   cleanup();
 }

@@ -247,6 +247,18 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
   }
 }
 
+/**
+ * Whether a push to `remote` (pushXetRefs' default when undefined) is published wholly in this
+ * process: to a directory store written directly, never through `git push`, so nothing of it asks
+ * for credentials, a terminal or an agent, and nothing runs a hook. What the daemon checks before it
+ * runs a relayed push (spec.relayable).
+ */
+export async function pushesInProcess(repo: Repo, remote: string | undefined, config: GitConfig): Promise<boolean> {
+  const name = remote ?? (await defaultRemote(repo));
+  const url = await resolveRemote(repo, name, config, remote === undefined);
+  return directStore(repo, name, url, config) !== null;
+}
+
 /** A configured value of remote `name` (git prints a subsection's case as written). */
 function remoteConfig(config: GitConfig, name: string, key: string): string[] {
   const want = `remote.${name}.${key}`;
