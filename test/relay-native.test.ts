@@ -240,15 +240,15 @@ test('push and handoff create relayed when all of it runs in the daemon; else de
       new RegExp(`^${git(d, 'rev-parse', `refs/xet/handoffs/${one.id}`).trim()}\trefs/xet/handoffs/${one.id}$`, 'm'),
     );
 
-    // Its descriptor again, by a path relative to the client's directory (not the daemon's): the
-    // same handoff, nothing new.
+    // Its descriptor again, by a path relative to the client's directory: a file of the caller's
+    // (it may be a pipe, its stdin, a /proc path), so node reads it. The same handoff, nothing new.
     const descriptor = execFileSync('git', ['cat-file', 'blob', `refs/xet/handoffs/${one.id}:descriptor.json`], {
       cwd: d,
       env: ENV,
     });
     fs.writeFileSync(path.join(d, 'descriptor.json'), descriptor);
     const again = run(sub, ['--json', 'handoff', 'create', '--descriptor', '../descriptor.json']);
-    assert.deepEqual(again.nodes, [], '--descriptor FILE: relayed');
+    assert.deepEqual(again.nodes, ['node tried=1'], '--descriptor FILE: node');
     assert.deepEqual([created(again).id, created(again).created], [one.id, false]);
 
     // git xet push to the store: relayed.
@@ -308,8 +308,111 @@ test('push and handoff create relayed when all of it runs in the daemon; else de
     );
     assert.equal(hooked.status, 0, `${hooked.stdout}${hooked.stderr}`);
     assert.ok(fs.existsSync(hookRan), 'the pre-push hook ran');
+    fs.rmSync(path.join(d, '.git', 'hooks', 'pre-push'));
+
+    // A reference-transaction hook of the user's runs when a handoff ref or a tracking ref is
+    // written: with the caller's environment, so node writes them.
+    const hookLog = path.join(elsewhere, 'reference-transaction.log');
+    const refHook = path.join(d, '.git', 'hooks', 'reference-transaction');
+    fs.writeFileSync(refHook, `#!/bin/sh\necho "$MARK" >> ${JSON.stringify(hookLog)}\n`, { mode: 0o755 });
+    const withHook = run(d, line('a reference-transaction hook'), { MARK: 'the caller' });
+    assert.deepEqual(withHook.nodes, ['node tried=1'], 'handoff create with a reference-transaction hook: node');
+    created(withHook);
+    const pushWithHook = run(d, ['--json', 'push', 'store'], { MARK: 'the caller' });
+    assert.deepEqual(pushWithHook.nodes, ['node tried=1'], 'push with a reference-transaction hook: node');
+    assert.equal(pushWithHook.status, 0, pushWithHook.stderr);
+    const marks = fs.readFileSync(hookLog, 'utf8').split('\n').filter(Boolean);
+    assert.ok(
+      marks.length > 0 && marks.every((m) => m === 'the caller'),
+      `the hook ran as the caller: ${marks.join(',')}`,
+    );
+    // Not executable: git does not run it, and neither declines.
+    fs.chmodSync(refHook, 0o644);
+    created(run(d, line('a hook git does not run')));
+    assert.deepEqual(run(d, ['--json', 'push', 'store']).nodes, [], 'a hook that is not executable: relayed');
+    fs.rmSync(refHook);
+    // git xet's own guard wrappers chain nothing of the user's: still relayed.
+    nodeXet(d, ['hooks', 'install']);
+    assert.ok(fs.existsSync(refHook));
+    const guarded = run(d, line('guarded', '--push', 'store'));
+    assert.deepEqual(guarded.nodes, [], "with git xet's own hooks: relayed");
+    assert.equal(created(guarded).push?.kind, 'xet');
+    nodeXet(d, ['hooks', 'uninstall']);
+
+    // core.hooksPath in the home directory, as git reads it: its pre-push is found, so the push goes
+    // through git (which runs it: this one refuses), in the CLI and through the daemon alike.
+    const home = path.join(elsewhere, 'home');
+    fs.mkdirSync(path.join(home, 'hooks'), { recursive: true });
+    fs.writeFileSync(path.join(home, 'hooks', 'pre-push'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+    git(d, 'config', 'core.hooksPath', '~/hooks');
+    created(run(d, line('refused by a hook in ~')));
+    const refusedHere = run(d, ['--json', 'push', 'store'], { HOME: home, GIT_XET_NO_DAEMON: '1', PATH: helper.PATH });
+    assert.notEqual(refusedHere.status, 0, `the pre-push hook in ~/hooks refused the push: ${refusedHere.stdout}`);
+    git(d, 'config', '--unset', 'core.hooksPath');
   } finally {
     nodeXet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(elsewhere, { recursive: true, force: true });
+  }
+});
+
+test('a relayed push whose client is interrupted before it publishes publishes nothing, as the CLI would not', async (t) => {
+  if (!needsClient(t)) return;
+  const d = repo();
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-relay-native-interrupted-'));
+  const pauses = path.join(elsewhere, 'pauses');
+  fs.mkdirSync(pauses);
+  const store = path.join(elsewhere, 'store');
+  // The daemon and its clients share the environment (the daemon refuses another): the daemon
+  // waits at the last point before a publication is recorded, once.
+  const paused = { GIT_XET_TEST_PAUSE_AT: 'push:before-record', GIT_XET_TEST_PAUSE_DIR: pauses };
+  const helper = { ...ENV, PATH: `${path.resolve(__dirname, '..', '..', 'remote-helper')}:${ENV.PATH}` };
+  // No store yet (the first push creates it) lists nothing.
+  const storeRefs = () =>
+    fs.existsSync(store)
+      ? execFileSync('git', ['ls-remote', 'store', 'refs/xet/*'], { cwd: d, env: helper, encoding: 'utf8' })
+      : '';
+  try {
+    git(d, 'remote', 'add', 'store', `xet::${store}`);
+    nodeXet(d, ['daemon', 'start'], paused);
+    const snap = run(d, ['capture'], paused).stdout.trim();
+    const made = run(
+      d,
+      ['--json', 'handoff', 'create', snap, '--to', 'B', '--from', 'A', '--title', 'interrupted'],
+      paused,
+    );
+    assert.deepEqual(made.nodes, [], 'relayed');
+    const id = (JSON.parse(made.stdout) as { id: string }).id;
+
+    // The push's client, run as a user's shell runs it, interrupted (SIGINT) while the daemon holds it.
+    const client = spawn(BIN, ['push', 'store'], { cwd: d, env: { ...ENV, ...paused } });
+    const ended = new Promise<NodeJS.Signals | number | null>((r) => client.on('close', (code, sig) => r(sig ?? code)));
+    const reached = path.join(pauses, 'push:before-record.reached');
+    for (let i = 0; i < 1000 && !fs.existsSync(reached); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(fs.existsSync(reached), 'the daemon reached the push');
+    client.kill('SIGINT');
+    assert.equal(await ended, 'SIGINT');
+    fs.writeFileSync(path.join(pauses, 'push:before-record.go'), '');
+    // A line queued behind the push returns once the daemon is done with it.
+    fs.appendFileSync(path.join(d, 'f0.txt'), 'after\n');
+    const after = run(d, ['capture'], paused);
+    assert.deepEqual(after.nodes, [], 'the daemon still serves');
+    assert.equal(after.status, 0, after.stderr);
+    assert.ok(!storeRefs().includes(`refs/xet/handoffs/${id}`), 'nothing was published');
+
+    // No publication was recorded: the next push publishes it, resolving no earlier one.
+    const again = run(d, ['--json', 'push', 'store'], paused);
+    assert.deepEqual(again.nodes, [], 'relayed');
+    assert.equal(again.status, 0, again.stderr);
+    const r = JSON.parse(again.stdout) as { refs: { ref: string; status: string }[]; resolved: unknown[] };
+    assert.deepEqual(r.resolved, []);
+    assert.ok(
+      r.refs.some((x) => x.ref === `refs/xet/handoffs/${id}` && x.status === 'new'),
+      again.stdout,
+    );
+    assert.ok(storeRefs().includes(`refs/xet/handoffs/${id}`));
+  } finally {
+    nodeXet(d, ['daemon', 'stop'], paused);
     fs.rmSync(d, { recursive: true, force: true });
     fs.rmSync(elsewhere, { recursive: true, force: true });
   }

@@ -1279,6 +1279,19 @@ test('a push killed or SIGTERMed before a new store existed does not wedge it; a
     expectExit(r, 0);
     assert.deepEqual(parseJson(r).resolved, [{ id: reachedId, state: 'published' }]);
     assert.equal(lsRemote(sb, a.dir, xurl(store3)).get(`refs/xet/snapshots/${s2}`), s2);
+    // A store whose parent directory does not exist: refused before anything could reach a store,
+    // so nothing stays pending, and once the parent exists the next push publishes (review 34:
+    // every later push to that URL was OUTCOME_UNKNOWN).
+    const orphan = sb.path(path.join('no-such-parent', 'store'));
+    r = xet(sb, a.dir, ['push', xurl(orphan), '--json']);
+    const refused = expectError(r, 'STORE_UNAVAILABLE');
+    assert.match(refused.message, /published nothing: .*its parent does not exist/);
+    assert.deepEqual(pendingIds(), [], 'nothing pending');
+    fs.mkdirSync(path.dirname(orphan));
+    r = xet(sb, a.dir, ['push', xurl(orphan), '--json']);
+    expectExit(r, 0);
+    assert.deepEqual(parseJson(r).resolved, []);
+    assert.equal(lsRemote(sb, a.dir, xurl(orphan)).get(`refs/xet/snapshots/${s2}`), s2);
     // Resolved publications leave no lock or marker files behind.
     const locks = path.join(a.commonDir(), 'xet', 'locks');
     assert.deepEqual(

@@ -95,6 +95,8 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
           if (chatty(out)) invocation().stderr(text.endsWith('\n') ? text : `${text}\n`);
         },
         via: 'cli',
+        // A relayed line's client may go away: a command that publishes stops before it does.
+        ...(invocation().signal ? { signal: invocation().signal } : {}),
       };
       const io = invocation();
       if (io.relayed) {

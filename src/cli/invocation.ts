@@ -19,6 +19,8 @@ export interface Invocation {
   relayed: boolean;
   /** A relayed line the command will not run here, and why: the client runs it itself. */
   decline(reason: string): void;
+  /** A relayed line's: aborted when its client went away (interrupted, killed). */
+  signal: AbortSignal | undefined;
 }
 
 const own: Invocation = {
@@ -36,6 +38,7 @@ const own: Invocation = {
   decline: () => {
     throw new Error('only a relayed invocation can be declined');
   },
+  signal: undefined,
 };
 
 let current: Invocation = own;
@@ -53,7 +56,7 @@ export interface CollectedOutput {
 
 /** Runs fn as an invocation from `cwd` whose output is collected instead of printed. */
 export async function collectInvocation<T>(
-  facts: { cwd: string; stderrTTY: boolean; columns?: number },
+  facts: { cwd: string; stderrTTY: boolean; columns?: number; signal?: AbortSignal },
   fn: () => Promise<T>,
 ): Promise<{ value: T } & CollectedOutput> {
   if (current !== own) throw new Error('a relayed invocation is already running in this process');
@@ -71,6 +74,7 @@ export async function collectInvocation<T>(
     decline: (reason) => {
       declined = reason;
     },
+    signal: facts.signal,
   };
   try {
     const value = await fn();

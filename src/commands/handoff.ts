@@ -4,7 +4,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { s } from './schema';
 import { XetError } from '../errors';
-import { defineCommand, repeatable } from './spec';
+import { defineCommand, keepForRun, repeatable, takeFromCheck } from './spec';
+import type { Repo } from '../git/repo';
+import type { GitConfig } from '../git/config';
 import type { SignatureReport } from '../handoff/signatures';
 import { displaySafe } from '../handoff/descriptor';
 import { pushLines, pushResultShape } from './push';
@@ -109,17 +111,21 @@ export const handoffCreateCommand = defineCommand({
   // With --push it talks to a remote, and runs as long as a push may.
   annotations: { readOnly: false, destructive: false, idempotent: false, openWorld: true },
   long: (input) => input.push !== undefined,
-  // The daemon runs it for a thin client unless it needs what only the client has: its stdin (a
-  // descriptor from "-"), its signing agent or terminal (--sign), its credentials (a push through git).
+  // The daemon runs it for a thin client unless it needs what only the client has: its files (a
+  // descriptor may be its stdin, a pipe, a /dev/fd or /proc path), its signing agent or terminal
+  // (--sign), its credentials (a push through git), its environment (a hook of the user's that git
+  // runs when the handoff ref is written).
   relayable: async (input, ctx) => {
-    if (input.descriptor === '-') return 'the descriptor is read from stdin';
-    const [{ findRepo, repoOpts }, { readConfig }] = await Promise.all([
+    if (input.descriptor !== undefined) return 'the descriptor is read by the caller';
+    const [{ findRepo, repoOpts }, { readConfig }, { runsUserHook }] = await Promise.all([
       import('../git/repo'),
       import('../git/config'),
+      import('../hooks/install'),
     ]);
     const repo = await findRepo(ctx.cwd, true);
-    const config = await readConfig(repoOpts(repo));
+    const { config } = keepForRun(input, { repo, config: await readConfig(repoOpts(repo)) });
     if (input.sign ?? config.getBool('xet.handoff.sign') ?? false) return 'the handoff is signed';
+    if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
     if (input.push === undefined) return null;
     const { pushesInProcess } = await import('../remote/publish');
     return (await pushesInProcess(repo, input.push, config)) ? null : 'the push goes through git';
@@ -136,6 +142,9 @@ export const handoffCreateCommand = defineCommand({
     push: pushResultShape.optional(),
   }),
   async run(input, ctx): Promise<CreateHandoffResult & { push?: PushResult }> {
+    // A relayed line whose client went away while it waited in the daemon's queue: nothing made.
+    if (ctx.signal?.aborted)
+      throw new XetError('CANCELLED', 'interrupted before the handoff was created; nothing was made');
     const { createHandoffTask } = await import('../handoff/create');
     const { refuseLossyArgument } = await import('../cli/argv-bytes');
     // Node decodes argv lossily: an id that is not UTF-8 would be stored as U+FFFD.
@@ -151,9 +160,11 @@ export const handoffCreateCommand = defineCommand({
     }
     const { findRepo, repoOpts } = await import('../git/repo');
     const { readConfig } = await import('../git/config');
-    const repo = await findRepo(ctx.cwd, true);
-    // Read once for the descriptor (xet.agent, signing) and the push (the remote).
-    const config = await readConfig(repoOpts(repo));
+    // Read once for the descriptor (xet.agent, signing) and the push (the remote); in the daemon,
+    // once for its check too.
+    const checked = takeFromCheck<{ repo: Repo; config: GitConfig }>(input);
+    const repo = checked?.repo ?? (await findRepo(ctx.cwd, true));
+    const config = checked?.config ?? (await readConfig(repoOpts(repo)));
     const { result, task } = await createHandoffTask({
       cwd: ctx.cwd,
       repo,
@@ -180,7 +191,10 @@ export const handoffCreateCommand = defineCommand({
     const { handoffPushRefs } = await import('../remote/select');
     try {
       const refs = await handoffPushRefs({ ...result, task }, repoOpts(repo));
-      return { ...result, push: await pushXetRefs({ cwd: ctx.cwd, repo, config, remote: input.push, refs }) };
+      return {
+        ...result,
+        push: await pushXetRefs({ cwd: ctx.cwd, repo, config, remote: input.push, refs, signal: ctx.signal }),
+      };
     } catch (e) {
       // The handoff exists whatever became of its push: the error says which one, so a retry
       // (git xet push <remote> <id>) needs no guess.

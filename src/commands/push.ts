@@ -1,6 +1,8 @@
 // git xet push: publish refs/xet/* (snapshots, handoffs), all or the ones named, to a xet store or any Git remote.
 import { s } from './schema';
-import { defineCommand } from './spec';
+import { defineCommand, keepForRun, takeFromCheck } from './spec';
+import type { Repo } from '../git/repo';
+import type { GitConfig } from '../git/config';
 
 /** What a push returns (--json, MCP's structuredContent); also handoff create --push's `push`. */
 export const pushResultShape = s.looseObject({
@@ -45,21 +47,24 @@ export const pushCommand = defineCommand({
   long: true,
   output: pushResultShape,
   // The daemon runs it for a thin client only when it is all in-process (a directory store): a push
-  // through git may need the client's credentials, terminal or ssh agent, which the daemon has not.
+  // through git may need the client's credentials, terminal or ssh agent, which the daemon has not;
+  // a hook of the user's that git runs when the tracking refs are written needs its environment.
   relayable: async (input, ctx) => {
-    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }] = await Promise.all([
+    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }, { runsUserHook }] = await Promise.all([
       import('../remote/publish'),
       import('../git/repo'),
       import('../git/config'),
+      import('../hooks/install'),
     ]);
     const repo = await findRepo(ctx.cwd, true);
-    return (await pushesInProcess(repo, input.remote, await readConfig(repoOpts(repo))))
-      ? null
-      : 'the push goes through git';
+    const { config } = keepForRun(input, { repo, config: await readConfig(repoOpts(repo)) });
+    if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
+    return (await pushesInProcess(repo, input.remote, config)) ? null : 'the push goes through git';
   },
   async run(input, ctx) {
     const { pushXetRefs } = await import('../remote/publish');
-    return pushXetRefs({ cwd: ctx.cwd, remote: input.remote, only: input.ids });
+    const checked = takeFromCheck<{ repo: Repo; config: GitConfig }>(input);
+    return pushXetRefs({ cwd: ctx.cwd, remote: input.remote, only: input.ids, signal: ctx.signal, ...checked });
   },
   human: (r) => pushLines(r).join('\n'),
 });

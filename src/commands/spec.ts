@@ -48,8 +48,9 @@ export interface CommandContext {
   progress?: (phase: string) => void;
   /** Informational notes for a person (stderr on a terminal; nothing under --json, --quiet, MCP). */
   note: (text: string) => void;
-  /** Set when the caller gave up (MCP cancellation); long commands run as child processes instead
-   * (spec.long), so in-process commands may ignore it. */
+  /** Set when the caller gave up (MCP cancellation, the client of a line the daemon runs gone);
+   * long commands run as child processes for MCP (spec.long), so in-process commands may ignore
+   * it, but a push checks it before it publishes anything. */
   signal?: AbortSignal;
   /** Which front end runs the command. */
   via: 'cli' | 'mcp';
@@ -107,6 +108,19 @@ export interface CommandSpec<S extends Shape = Shape, R = unknown> {
     ctx: CommandContext,
     out: { json: boolean; quiet: boolean },
   ) => Promise<number | void>;
+}
+
+/** What a relayable check read (the repository and its config), kept for the run of the same
+ * input, which comes next in the same process: read once per line, not twice. */
+const readByCheck = new WeakMap<object, unknown>();
+export function keepForRun<T>(input: object, value: T): T {
+  readByCheck.set(input, value);
+  return value;
+}
+export function takeFromCheck<T>(input: object): T | undefined {
+  const value = readByCheck.get(input) as T | undefined;
+  readByCheck.delete(input);
+  return value;
 }
 
 /** Identity with inference: `export const capture = defineCommand({...})`. */

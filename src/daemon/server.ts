@@ -214,7 +214,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   };
   serveOpsInProcess(runOp);
 
-  const handle = async (req: DaemonRequest & { version?: string; env?: string }): Promise<DaemonReply> => {
+  const handle = async (
+    req: DaemonRequest & { version?: string; env?: string },
+    gone: AbortSignal,
+  ): Promise<DaemonReply> => {
     if (req.op === 'status')
       return {
         ok: true,
@@ -233,7 +236,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     if (req.version !== build || rebuilt.changed) return { ok: false, refused: 'version' };
     if (!sameEnvPrint(req.env, env, execPath)) return { ok: false, refused: 'environment' };
     if (typeof req.cwd !== 'string' || !path.isAbsolute(req.cwd)) return { ok: false, refused: 'cwd' };
-    if (req.op === 'cli') return relayed(req);
+    if (req.op === 'cli') return relayed(req, gone);
     if (req.op !== 'capture' && req.op !== 'fork') return { ok: false, refused: 'op' };
     try {
       return { ok: true, result: await runOp(req.op, req.cwd, req.input ?? {}) };
@@ -245,14 +248,16 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
 
   // A command line from the thin client (src/daemon/relay.ts), run with the CLI's own parser and
   // output: what it printed and its exit code go back. Errors are already printed by the CLI code.
-  const relayed = async (req: DaemonRequest): Promise<DaemonReply> => {
+  const relayed = async (req: DaemonRequest, gone: AbortSignal): Promise<DaemonReply> => {
     const argv = req.argv;
     if (!Array.isArray(argv) || argv.length > 4096 || !argv.every((a) => typeof a === 'string'))
       return { ok: false, refused: 'argv' };
     if (relayedCommand(argv) === undefined) return { ok: false, refused: 'op' };
     const [{ runCli }, { collectInvocation }] = await Promise.all([import('../cli/main'), import('../cli/invocation')]);
     const columns = Number.isInteger(req.columns) && (req.columns as number) > 0 ? req.columns : undefined;
-    const r = await collectInvocation({ cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns }, () => runCli(argv));
+    const r = await collectInvocation({ cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns, signal: gone }, () =>
+      runCli(argv),
+    );
     // Declined by the command before it did anything (spec.relayable): the client runs it, told
     // that the daemon was asked (it does not ask again).
     if (r.declined !== undefined) return { ok: false, refused: 'declined', reason: r.declined };
@@ -265,6 +270,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     sock.setEncoding('utf8');
     sock.on('error', () => sock.destroy());
     let taken = false;
+    // The client gone (interrupted, killed) before its line ran: a push run for it stops before it
+    // publishes (a capture or a fork runs to its end).
+    const clientGone = new AbortController();
+    sock.once('close', () => clientGone.abort());
     sock.on('data', (d: string) => {
       if (taken) return; // one request per connection: what follows its line is not read
       buf += d;
@@ -289,12 +298,12 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       }
       // Status and stop are answered at once, not behind a long capture in the queue.
       if (req.op === 'status' || req.op === 'stop') {
-        void handle(req).then((reply) => {
+        void handle(req, clientGone.signal).then((reply) => {
           if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
         });
         return;
       }
-      const run = queue.then(() => handle(req));
+      const run = queue.then(() => handle(req, clientGone.signal));
       queue = run.catch(() => undefined);
       void run.then(
         (reply) => {

@@ -28,6 +28,8 @@ import type { Repo } from '../git/repo';
 import { repoOpts } from '../git/repo';
 import { lexists } from '../snapshot/fsutil';
 import { faultPoint } from '../testing/fault-points';
+import { WRAPPER_MARK, hooksDirectory } from './location';
+import type { GitConfig } from '../git/config';
 
 export interface HookState {
   name: string;
@@ -67,7 +69,6 @@ export const RECORD_SCHEMA = 'xet.hooks/v2';
 
 const BEGIN = '# >>> git xet guard';
 const END = '# <<< git xet guard';
-const WRAPPER_MARK = '# git xet hook wrapper:';
 const SHELLS = new Set(['sh', 'dash', 'bash', 'ksh', 'mksh', 'ash', 'zsh']);
 
 let template: string | undefined;
@@ -105,6 +106,26 @@ export function wrapperScript(name: string, chain: Chain | null = null): string 
       ? `printf '%s\\n' "git xet: the ${name} hook git xet chained ($__xet_c) is missing or not executable: refusing instead of skipping it; run git xet hooks status" >&2\nexit 1\n`
       : `exit 0\n`)
   );
+}
+
+/** Whether git would run a program of the user's as hook `name`: an executable file in the hooks
+ * directory (git runs no other) that is not git xet's own wrapper with nothing chained, byte for
+ * byte. Unsure is yes. */
+export function runsUserHook(repo: Repo, config: GitConfig, name: string): boolean {
+  const dir = hooksDirectory(repo, config);
+  if (dir === null) return true;
+  const file = path.join(dir, name);
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code !== 'ENOENT' && code !== 'EACCES' && code !== 'ENOTDIR';
+  }
+  try {
+    return fs.readFileSync(file, 'utf8') !== wrapperScript(name);
+  } catch {
+    return true;
+  }
 }
 
 /** The chain a wrapper names on its mark line; undefined when the line is not one git xet writes. */

@@ -28,6 +28,7 @@ import { measureRepositoryAtRest } from '../allowance/repo-root';
 import { readConfig } from '../git/config';
 import { importPlan } from './transfer';
 import { faultPoint } from '../testing/fault-points';
+import { hooksDirectory } from '../hooks/location';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import {
   forgetPublication,
@@ -109,6 +110,9 @@ export interface PushOptions {
   repo?: Repo;
   /** Its git config, when the caller has already read it. */
   config?: GitConfig;
+  /** Aborted when the caller went away (the client of a line the daemon runs): nothing is
+   * published from then on (CANCELLED). */
+  signal?: AbortSignal;
 }
 
 export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
@@ -221,6 +225,18 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
     const store = existingStore(repo, url);
     if (store) await checkPushAllowance(store, repo, fresh, id);
   }
+  await faultPoint('push:before-record');
+  // The last moment a push may still stop with nothing published: a client interrupted before it
+  // (Ctrl-C of a line the daemon runs) publishes nothing, as an interrupted CLI would not.
+  if (options.signal?.aborted) {
+    throw new XetError(
+      'CANCELLED',
+      `the push to ${withoutPassword(url)} was interrupted before it began; nothing was published`,
+      {
+        url: withoutPassword(url),
+      },
+    );
+  }
   // Held from before the ledger row exists until its outcome is recorded: another `git xet push`
   // never mistakes this running publication for a lost one.
   const owner = acquireLock(ownerLockFile(repo, id), 'publishing');
@@ -290,9 +306,9 @@ function directStore(repo: Repo, remote: string, url: string, config: GitConfig)
   if (remoteConfig(config, remote, 'pushurl').length || remoteConfig(config, remote, 'url').length > 1) return null;
   if (config.keysMatching(/^url\..*\.pushinsteadof$/).length) return null;
   if (remoteConfig(config, remote, 'fetch').some((r) => r.replace(/^\+/, '').startsWith('^'))) return null;
-  const hooks = config.get('core.hooksPath');
-  const hookDir = hooks ? path.resolve(repo.worktree, hooks) : path.join(repo.commonDir, 'hooks');
-  if (fs.existsSync(path.join(hookDir, 'pre-push'))) return null;
+  // Any pre-push there, executable or not, goes through git, which decides whether to run it.
+  const hookDir = hooksDirectory(repo, config);
+  if (hookDir === null || fs.existsSync(path.join(hookDir, 'pre-push'))) return null;
   try {
     return storePathFromUrl(url, repo.worktree);
   } catch {
@@ -445,6 +461,15 @@ async function runStorePublication(
   const { id, url, fresh, remoteRefs, conflicts, result } = p;
   let decided: StorePushResult[];
   try {
+    // A store this push cannot create (its parent directory is missing) is refused before the
+    // marker: the publication then provably reached no store and is resolved at once as not
+    // published, where after the marker it would stay pending (an absent directory is no proof
+    // by itself: a removable disk's mount point goes away when it is unmounted).
+    if (!fs.existsSync(path.join(root, 'XET-STORE')) && !fs.existsSync(path.dirname(root))) {
+      throw new XetError('STORE_UNAVAILABLE', `cannot create a xet store at ${root}: its parent does not exist`, {
+        store: root,
+      });
+    }
     // Before the store is opened or created: a publication without it never reached any store.
     markPublicationReached(repo.commonDir, id);
     const store = DirectoryStore.openOrCreate(root, repo.objectFormat);

@@ -25,7 +25,9 @@ export const FAULT_POINTS = [
   'after-pack',
   'after-state',
   'before-reply',
-  // git xet push: its publication recorded as pending, git push (and so the helper) not started
+  // git xet push: everything checked, no publication recorded yet (a relayed push's client may go
+  // away here); its publication recorded as pending, git push (and so the helper) not started
+  'push:before-record',
   'push:after-record',
   // capture: a pack half written (tmp_pack_xet_*); objects written, nothing references them; the ref
   // exists, the sidecar does not know it
