@@ -5,6 +5,7 @@
 // start, so whether node ran is seen, not inferred.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -44,6 +45,21 @@ before(() => {
 after(() => {
   if (probeDir) fs.rmSync(probeDir, { recursive: true, force: true });
 });
+
+/** The publications ledger of repository `d` (the sidecar), oldest first. */
+function publications(d: string): { id: string; state: string }[] {
+  const file = path.join(d, '.git', 'xet', 'xet.db');
+  if (!fs.existsSync(file)) return [];
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT id, state FROM publications ORDER BY created_at').all() as {
+      id: string;
+      state: string;
+    }[];
+  } finally {
+    db.close();
+  }
+}
 
 /** Skips (saying why) where the client was not built; in CI it must have been. */
 function needsClient(t: { skip: (why: string) => void }): boolean {
@@ -364,8 +380,9 @@ test('a relayed push whose client is interrupted before it publishes publishes n
   fs.mkdirSync(pauses);
   const store = path.join(elsewhere, 'store');
   // The daemon and its clients share the environment (the daemon refuses another): the daemon
-  // waits at the last point before a publication is recorded, once.
-  const paused = { GIT_XET_TEST_PAUSE_AT: 'push:before-record', GIT_XET_TEST_PAUSE_DIR: pauses };
+  // waits once at the last point before a publication is recorded, and once with the store's pack
+  // written but no state naming it yet.
+  const paused = { GIT_XET_TEST_PAUSE_AT: 'push:before-record,after-pack', GIT_XET_TEST_PAUSE_DIR: pauses };
   const helper = { ...ENV, PATH: `${path.resolve(__dirname, '..', '..', 'remote-helper')}:${ENV.PATH}` };
   // No store yet (the first push creates it) lists nothing.
   const storeRefs = () =>
@@ -384,23 +401,36 @@ test('a relayed push whose client is interrupted before it publishes publishes n
     assert.deepEqual(made.nodes, [], 'relayed');
     const id = (JSON.parse(made.stdout) as { id: string }).id;
 
-    // The push's client, run as a user's shell runs it, interrupted (SIGINT) while the daemon holds it.
-    const client = spawn(BIN, ['push', 'store'], { cwd: d, env: { ...ENV, ...paused } });
-    const ended = new Promise<NodeJS.Signals | number | null>((r) => client.on('close', (code, sig) => r(sig ?? code)));
-    const reached = path.join(pauses, 'push:before-record.reached');
-    for (let i = 0; i < 1000 && !fs.existsSync(reached); i++) await new Promise((r) => setTimeout(r, 10));
-    assert.ok(fs.existsSync(reached), 'the daemon reached the push');
-    client.kill('SIGINT');
-    assert.equal(await ended, 'SIGINT');
-    fs.writeFileSync(path.join(pauses, 'push:before-record.go'), '');
-    // A line queued behind the push returns once the daemon is done with it.
-    fs.appendFileSync(path.join(d, 'f0.txt'), 'after\n');
-    const after = run(d, ['capture'], paused);
-    assert.deepEqual(after.nodes, [], 'the daemon still serves');
-    assert.equal(after.status, 0, after.stderr);
-    assert.ok(!storeRefs().includes(`refs/xet/handoffs/${id}`), 'nothing was published');
+    // The push's client, run as a user's shell runs it, interrupted (SIGINT) while the daemon holds
+    // it at `point`; then a line queued behind the push returns once the daemon is done with it.
+    const interrupted = async (point: string, round: string) => {
+      const client = spawn(BIN, ['push', 'store'], { cwd: d, env: { ...ENV, ...paused } });
+      const ended = new Promise<NodeJS.Signals | number | null>((r) =>
+        client.on('close', (code, sig) => r(sig ?? code)),
+      );
+      const reached = path.join(pauses, `${point}.reached`);
+      for (let i = 0; i < 1000 && !fs.existsSync(reached); i++) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(fs.existsSync(reached), `the daemon reached ${point}`);
+      client.kill('SIGINT');
+      assert.equal(await ended, 'SIGINT');
+      fs.writeFileSync(path.join(pauses, `${point}.go`), '');
+      fs.appendFileSync(path.join(d, 'f0.txt'), `${round}\n`);
+      const after = run(d, ['capture'], paused);
+      assert.deepEqual(after.nodes, [], 'the daemon still serves');
+      assert.equal(after.status, 0, after.stderr);
+      assert.ok(!storeRefs().includes(`refs/xet/handoffs/${id}`), `interrupted at ${point}: nothing was published`);
+    };
+    // Before its publication is recorded: none is.
+    await interrupted('push:before-record', 'one');
+    assert.deepEqual(publications(d), []);
+    // With its pack in the store and no state naming it: the publication is resolved, unpublished.
+    await interrupted('after-pack', 'two');
+    assert.deepEqual(
+      publications(d).map((p) => p.state),
+      ['not-published'],
+    );
 
-    // No publication was recorded: the next push publishes it, resolving no earlier one.
+    // The next push publishes it, with nothing earlier left to resolve.
     const again = run(d, ['--json', 'push', 'store'], paused);
     assert.deepEqual(again.nodes, [], 'relayed');
     assert.equal(again.status, 0, again.stderr);

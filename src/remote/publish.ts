@@ -255,6 +255,7 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
         remoteRefs,
         conflicts,
         result,
+        signal: options.signal,
       });
     }
     return await runPublication(repo, { id, url, args, fresh, conflicts, result });
@@ -456,6 +457,7 @@ async function runStorePublication(
     remoteRefs: Map<string, string>;
     conflicts: unknown[];
     result: PushResult;
+    signal?: AbortSignal;
   },
 ): Promise<PushResult> {
   const { id, url, fresh, remoteRefs, conflicts, result } = p;
@@ -487,7 +489,7 @@ async function runStorePublication(
       store,
       repo,
       fresh.map((r) => ({ force: remoteRefs.has(r.name), dst: r.name, oid: r.oid })),
-      { dryRun: false, atomic: true, cas },
+      { dryRun: false, atomic: true, cas, signal: p.signal },
       id,
     );
   } catch (e) {

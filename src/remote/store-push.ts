@@ -53,6 +53,9 @@ export interface StorePushOptions {
   atomic: boolean;
   /** --force-with-lease: the value each ref must have now ('' = must not exist). */
   cas: Map<string, string>;
+  /** Aborted when the push's caller went away (a relayed line's client interrupted): no state is
+   * published from then on (CANCELLED), as a killed process would publish none. */
+  signal?: AbortSignal;
 }
 
 /** Per ref: published (no error) or refused, in git's words ("fetch first", "stale info", …). */
@@ -67,6 +70,10 @@ export interface StorePushResult {
  * each ref's outcome once a state naming the accepted ones is in the log; throws (BUSY, the store's
  * errors, ALLOWANCE_EXCEEDED) when nothing was published by this call.
  */
+function stopIfGone(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new XetError('CANCELLED', 'the push was interrupted before the store published it');
+}
+
 export async function publishToStore(
   store: DirectoryStore | null,
   repo: Repo,
@@ -119,6 +126,7 @@ export async function publishToStore(
       const localHead = await head(refs, changed);
       const besides = stateBesides(store, latest, refs, changed, packs, pushId, localHead, tips.length > 0);
       let pack: string | null = null;
+      stopIfGone(opts.signal);
       if (tips.length) {
         pack = await pushPack(
           store,
@@ -146,6 +154,8 @@ export async function publishToStore(
       // Without a new pack only the state is added (pushPack checked it with its pack otherwise).
       if (!pack) admission?.check(besides);
       const next = nextState(latest, refs, changed, packs, pushId, localHead);
+      // The commit point: a pack written for nothing is the store gc's (as after a killed push).
+      stopIfGone(opts.signal);
       if (store.publishState(next)) {
         dieAt('after-state');
         // A store gc that read the log before this state may have trashed our packs meanwhile; its
