@@ -90,7 +90,16 @@ export const daemonCommand = defineCommand({
     const { spawn } = await import('node:child_process');
     const path = await import('node:path');
     const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
-    const child = spawn(process.execPath, [bin, 'daemon', 'run'], { cwd: p.worktree, detached: true, stdio: 'ignore' });
+    // V8 neither shrinks the idle daemon's heap nor drops the bytecode of functions a capture has
+    // not run for a while: after a pause, the next capture otherwise regrows the heap (fresh pages
+    // cost ~10 µs each on these VMs) and compiles again, ~30-60 ms of a 0.3 s capture (DESIGN-NOTES
+    // "Push and handoff create through the daemon"). The price: the idle heap stays at its
+    // working size (~50-70 MiB) instead of ~25 MiB.
+    const child = spawn(process.execPath, ['--no-memory-reducer', '--no-flush-bytecode', bin, 'daemon', 'run'], {
+      cwd: p.worktree,
+      detached: true,
+      stdio: 'ignore',
+    });
     child.unref();
     for (let i = 0; i < 250; i++) {
       const pid = await ask();
