@@ -5,7 +5,6 @@
 // step and resolved by their publication id, a store that has most objects already, and stores
 // whose content is hostile. Fixtures live on tmpfs.
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -13,7 +12,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { initRepo, Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
-import { appendCraftedState, assertLinearLog, lsRemote, readStateLog } from './support/remote';
+import { appendCraftedState, assertLinearLog, lsRemote, publications, readStateLog } from './support/remote';
 import { REMOTE_HELPER_DIR, type Sandbox } from './support/sandbox';
 import { capture, describeRun, expectError, expectExit, parseJson, xet } from './support/xet';
 import { killAt, pausedAt } from './support/faults';
@@ -21,20 +20,6 @@ import { objectsToPush } from '../src/remote/push-objects';
 import { pushExcludes } from '../src/remote/transfer';
 
 const THROUGH_GIT = { GIT_XET_PUSH_THROUGH_GIT: '1' };
-
-function publications(r: Repo): { id: string; state: string }[] {
-  const file = path.join(r.commonDir(), 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, state FROM publications ORDER BY created_at').all() as {
-      id: string;
-      state: string;
-    }[];
-  } finally {
-    db.close();
-  }
-}
 
 const pushIdCount = (store: string, id: string) =>
   readStateLog(store).filter((s) => s.outer.state.pushId === id).length;
@@ -119,7 +104,7 @@ test('handoff create --push to a directory store and to a bare repository; the r
           ? [`refs/xet/handoffs/${out.id} new`, `refs/xet/snapshots/${s1} new`]
           : [`refs/xet/handoffs/${out.id} new`, `refs/xet/snapshots/${s1} new`],
       );
-      assert.deepEqual(publications(a).at(-1), { id: out.push.publication, state: 'published' });
+      assert.deepEqual(publications(a.commonDir()).at(-1), { id: out.push.publication, state: 'published' });
       // The receiver fetches and accepts it as from any push.
       const b = initRepo(sb, `b-${remote}`);
       b.git('remote', 'add', remote, remote === 'store' ? `xet::${store}` : alt);
@@ -524,7 +509,7 @@ test('a push SIGKILLed at each step is resolved by its publication id: published
         ['handoff', 'create', s, '--to', 'b', '--from', 'a', '--title', point, '--push', 'store', '--json'],
         point as never,
       );
-      const pending = publications(a).filter((p) => p.state === 'pending');
+      const pending = publications(a.commonDir()).filter((p) => p.state === 'pending');
       assert.equal(pending.length, 1, `${point}: one pending publication`);
       const id = pending[0].id;
       assert.equal(pushIdCount(store, id), state === 'published' ? 1 : 0);
@@ -536,7 +521,7 @@ test('a push SIGKILLed at each step is resolved by its publication id: published
       assert.equal(mine?.status, state === 'published' ? 'up-to-date' : 'new', `${point}: ${JSON.stringify(out.refs)}`);
       assert.equal(pushIdCount(store, id), state === 'published' ? 1 : 0, `${point}: never twice`);
       assert.deepEqual(
-        publications(a).filter((p) => p.state === 'pending'),
+        publications(a.commonDir()).filter((p) => p.state === 'pending'),
         [],
       );
       assertStoreOk(sb, store);

@@ -5,13 +5,13 @@
 // start, so whether node ran is seen, not inferred.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { alive, waitGone } from './support/mcp';
 import { stoppedClientRunsOnce } from './support/daemon-race';
+import { publications } from './support/remote';
 
 const BIN = path.resolve(__dirname, '..', '..', 'bin', 'git-xet');
 const RELAY = path.resolve(__dirname, '..', 'native', 'git-xet-relay');
@@ -45,21 +45,6 @@ before(() => {
 after(() => {
   if (probeDir) fs.rmSync(probeDir, { recursive: true, force: true });
 });
-
-/** The publications ledger of repository `d` (the sidecar), oldest first. */
-function publications(d: string): { id: string; state: string }[] {
-  const file = path.join(d, '.git', 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, state FROM publications ORDER BY created_at').all() as {
-      id: string;
-      state: string;
-    }[];
-  } finally {
-    db.close();
-  }
-}
 
 /** Skips (saying why) where the client was not built; in CI it must have been. */
 function needsClient(t: { skip: (why: string) => void }): boolean {
@@ -422,11 +407,11 @@ test('a relayed push whose client is interrupted before it publishes publishes n
     };
     // Before its publication is recorded: none is.
     await interrupted('push:before-record', 'one');
-    assert.deepEqual(publications(d), []);
+    assert.deepEqual(publications(path.join(d, '.git')), []);
     // With its pack in the store and no state naming it: the publication is resolved, unpublished.
     await interrupted('after-pack', 'two');
     assert.deepEqual(
-      publications(d).map((p) => p.state),
+      publications(path.join(d, '.git')).map((p) => p.state),
       ['not-published'],
     );
 

@@ -3,7 +3,6 @@
 // racing pushers, helpers SIGKILLed at each step, corrupted and forged stores, two agents handing
 // work back and forth. Runs as root (CI does); fixtures live on tmpfs.
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -18,6 +17,7 @@ import {
   flipByte,
   groupKillerShim,
   lsRemote,
+  publications,
   readStateLog,
   runAsync,
   startDaemon,
@@ -97,20 +97,6 @@ function assertStoreOk(sb: Sandbox, store: string): void {
 
 function mapObj(m: Map<string, string>): Record<string, string> {
   return Object.fromEntries([...m.entries()].sort());
-}
-
-function publications(r: Repo): { id: string; state: string }[] {
-  const file = path.join(r.commonDir(), 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, state FROM publications ORDER BY created_at').all() as {
-      id: string;
-      state: string;
-    }[];
-  } finally {
-    db.close();
-  }
 }
 
 function pushIdCount(store: string, id: string): number {
@@ -647,8 +633,8 @@ test('git xet push killed after the state / after the pack: the next push resolv
     const killed = (point: string) => {
       const r = xet(sb, a.dir, ['push', '--json'], { env: killEnv(point), wrap: ['setsid'] });
       assert.equal(r.signal, 'SIGKILL', `git xet push should have been killed:\n${describeRun(r)}`);
-      const pending = publications(a).filter((p) => p.state === 'pending');
-      assert.equal(pending.length, 1, `one pending publication: ${JSON.stringify(publications(a))}`);
+      const pending = publications(a.commonDir()).filter((p) => p.state === 'pending');
+      assert.equal(pending.length, 1, `one pending publication: ${JSON.stringify(publications(a.commonDir()))}`);
       return pending[0].id;
     };
 
@@ -663,7 +649,7 @@ test('git xet push killed after the state / after the pack: the next push resolv
     assert.deepEqual(out.resolved, [{ id: id1, state: 'published' }]);
     assert.deepEqual(out.refs, [{ ref: `refs/xet/snapshots/${s1}`, status: 'up-to-date' }]);
     assert.equal(pushIdCount(store, id1), 1, 'published exactly once');
-    assert.equal(publications(a).find((p) => p.id === id1)?.state, 'published');
+    assert.equal(publications(a.commonDir()).find((p) => p.id === id1)?.state, 'published');
 
     // Killed after the pack: nothing published; the next push says so and publishes anew.
     a.write('b.txt', 'b\n');
@@ -692,7 +678,11 @@ test('git xet push killed after the state / after the pack: the next push resolv
     r = xet(sb, a.dir, ['push', '--json']);
     const err = expectError(r, 'OUTCOME_UNKNOWN', 3);
     assert.deepEqual(err.details.publications, [id3]);
-    assert.equal(publications(a).find((p) => p.id === id3)?.state, 'pending', 'still pending, never guessed');
+    assert.equal(
+      publications(a.commonDir()).find((p) => p.id === id3)?.state,
+      'pending',
+      'still pending, never guessed',
+    );
     fs.renameSync(`${store}.away`, store);
     r = xet(sb, a.dir, ['push', '--json']);
     expectExit(r, 0);
@@ -728,7 +718,7 @@ test('git xet push killed after the state / after the pack: the next push resolv
       const mine = refs.find((x) => x.ref === `refs/xet/snapshots/${s}`);
       assert.ok(mine, JSON.stringify(refs));
       if (point !== 'after-pack') assert.equal(mine.status, 'up-to-date', `${point}: not published twice`);
-      assert.equal(publications(a).filter((p) => p.state === 'pending').length, 0);
+      assert.equal(publications(a.commonDir()).filter((p) => p.state === 'pending').length, 0);
       assertStoreOk(sb, store);
     }
     const ids = readStateLog(store).map((s) => s.outer.state.pushId);
@@ -996,7 +986,7 @@ test('git xet push/fetch with a git daemon: atomic, leased, a racing writer is r
       assert.equal(after.get(`refs/xet/snapshots/${s3}`), other, 'the racer keeps its ref; ours is refused');
       assert.equal(after.get(`refs/xet/snapshots/${s2}`), other);
       // A refused publication is recorded as such, not left pending.
-      assert.equal(publications(a).filter((p) => p.state === 'pending').length, 0);
+      assert.equal(publications(a.commonDir()).filter((p) => p.state === 'pending').length, 0);
     } finally {
       daemon.stop();
     }
@@ -1217,7 +1207,7 @@ test('a push killed or SIGTERMed before a new store existed does not wedge it; a
     const store = sb.path('new-store');
     a.git('remote', 'add', 'origin', xurl(store));
     const pendingIds = () =>
-      publications(a)
+      publications(a.commonDir())
         .filter((p) => p.state === 'pending')
         .map((p) => p.id);
 
