@@ -322,6 +322,12 @@ test('push and handoff create relayed when all of it runs in the daemon; else de
     const pushWithHook = run(d, ['--json', 'push', 'store'], { MARK: 'the caller' });
     assert.deepEqual(pushWithHook.nodes, ['node tried=1'], 'push with a reference-transaction hook: node');
     assert.equal(pushWithHook.status, 0, pushWithHook.stderr);
+    // A capture writes its snapshot's ref: the same.
+    fs.appendFileSync(path.join(d, 'f2.txt'), 'hooked\n');
+    const captureWithHook = run(sub, ['capture'], { MARK: 'the caller' });
+    assert.deepEqual(captureWithHook.nodes, ['node tried=1'], 'capture with a reference-transaction hook: node');
+    assert.equal(captureWithHook.status, 0, captureWithHook.stderr);
+    assert.ok(snapshotRefs(d).includes(captureWithHook.stdout.trim()));
     const marks = fs.readFileSync(hookLog, 'utf8').split('\n').filter(Boolean);
     assert.ok(
       marks.length > 0 && marks.every((m) => m === 'the caller'),
@@ -338,6 +344,8 @@ test('push and handoff create relayed when all of it runs in the daemon; else de
     const guarded = run(d, line('guarded', '--push', 'store'));
     assert.deepEqual(guarded.nodes, [], "with git xet's own hooks: relayed");
     assert.equal(created(guarded).push?.kind, 'xet');
+    fs.appendFileSync(path.join(d, 'f2.txt'), 'guarded\n');
+    assert.deepEqual(run(d, ['capture']).nodes, [], "a capture with git xet's own hooks: relayed");
     nodeXet(d, ['hooks', 'uninstall']);
 
     // core.hooksPath in the home directory, as git reads it: its pre-push is found, so the push goes
@@ -365,9 +373,12 @@ test('a relayed push whose client is interrupted before it publishes publishes n
   fs.mkdirSync(pauses);
   const store = path.join(elsewhere, 'store');
   // The daemon and its clients share the environment (the daemon refuses another): the daemon
-  // waits once at the last point before a publication is recorded, and once with the store's pack
-  // written but no state naming it yet.
-  const paused = { GIT_XET_TEST_PAUSE_AT: 'push:before-record,after-pack', GIT_XET_TEST_PAUSE_DIR: pauses };
+  // waits once at each: the last point before a publication is recorded, just before the store's
+  // pack is written, and with the pack written but no state naming it yet.
+  const paused = {
+    GIT_XET_TEST_PAUSE_AT: 'push:before-record,push:before-pack,after-pack',
+    GIT_XET_TEST_PAUSE_DIR: pauses,
+  };
   const helper = { ...ENV, PATH: `${path.resolve(__dirname, '..', '..', 'remote-helper')}:${ENV.PATH}` };
   // No store yet (the first push creates it) lists nothing.
   const storeRefs = () =>
@@ -408,12 +419,23 @@ test('a relayed push whose client is interrupted before it publishes publishes n
     // Before its publication is recorded: none is.
     await interrupted('push:before-record', 'one');
     assert.deepEqual(publications(path.join(d, '.git')), []);
-    // With its pack in the store and no state naming it: the publication is resolved, unpublished.
-    await interrupted('after-pack', 'two');
+    // About to write its pack: git is stopped, no pack is written, the publication is resolved.
+    await interrupted('push:before-pack', 'two');
     assert.deepEqual(
       publications(path.join(d, '.git')).map((p) => p.state),
       ['not-published'],
     );
+    const packs = () => fs.readdirSync(path.join(store, 'packs')).filter((n) => n.endsWith('.pack'));
+    assert.deepEqual(packs(), [], 'no pack written');
+    assert.deepEqual(fs.readdirSync(path.join(store, 'tmp')), [], 'no temporary file left');
+    // With its pack in the store and no state naming it: the publication is resolved, unpublished
+    // (the pack is the store gc's, as after a killed push).
+    await interrupted('after-pack', 'three');
+    assert.deepEqual(
+      publications(path.join(d, '.git')).map((p) => p.state),
+      ['not-published', 'not-published'],
+    );
+    assert.equal(packs().length, 1);
 
     // The next push publishes it, with nothing earlier left to resolve.
     const again = run(d, ['--json', 'push', 'store'], paused);

@@ -25,6 +25,9 @@ import { TreeWatch } from './tree-watch';
 
 /** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
  * or its pid reused by another program, as after a SIGKILL or a reboot). */
+/** A request the daemon will not run for its client, who then runs it itself. */
+class DeclinedHere extends Error {}
+
 export function runningPid(p: DaemonPlace): number | undefined {
   try {
     const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
@@ -136,7 +139,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const rebuilt = watchBuild(() => setImmediate(stop));
   const { capture } = await import('../snapshot/capture');
   const { createFork } = await import('../workspace/fork');
-  const { findRepo } = await import('../git/repo');
+  const { findRepo, repoOpts } = await import('../git/repo');
+  const { readConfig } = await import('../git/config');
+  const { runsUserHook } = await import('../hooks/install');
+  const { invocation } = await import('../cli/invocation');
   const statCaches = await import('../snapshot/stat-cache');
   statCaches.keepStatCachesInMemory();
   // Captures of this worktree read again only the directories that changed (src/daemon/tree-watch.ts).
@@ -204,13 +210,25 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   // One op run in this process: the snapshot or fork the CLI would make, with this worktree's warm
   // repository and config memo (a capture asked git for both at every request: a rev-parse before
   // anything else could start, and a config listing).
-  const runOp = (op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> => {
+  // A reference-transaction hook of the user's runs when the snapshot's or the fork's refs are
+  // written, and here it would run with the daemon's environment: such a request is declined
+  // (DeclinedHere) before anything is done, and the client runs it. The repository and config read
+  // for that check are the capture's and the fork's own.
+  const runOp = async (op: DaemonOp, cwd: string, input: Record<string, unknown>): Promise<unknown> => {
     const withCwd = { ...input, cwd };
-    return Promise.resolve(ownRepo(cwd)).then((own): Promise<unknown> =>
-      op === 'capture'
-        ? capture({ ...(withCwd as unknown as Parameters<typeof capture>[0]), ...memoFor(own) })
-        : createFork({ ...(withCwd as unknown as Parameters<typeof createFork>[0]), ...memoFor(own) }),
-    );
+    const own = await ownRepo(cwd);
+    const memo = own ? memoFor(own) : undefined;
+    const repo = own ?? (await findRepo(cwd, true));
+    const config = await (memo?.readConfig ?? (() => readConfig(repoOpts(repo))))();
+    if (runsUserHook(repo, config, 'reference-transaction')) {
+      const reason = 'a reference-transaction hook runs';
+      if (invocation().relayed) invocation().decline(reason);
+      throw new DeclinedHere(reason);
+    }
+    const given = memo ?? { repo, readConfig: () => Promise.resolve(config) };
+    return op === 'capture'
+      ? capture({ ...(withCwd as unknown as Parameters<typeof capture>[0]), ...given })
+      : createFork({ ...(withCwd as unknown as Parameters<typeof createFork>[0]), ...given });
   };
   serveOpsInProcess(runOp);
 
@@ -241,6 +259,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     try {
       return { ok: true, result: await runOp(req.op, req.cwd, req.input ?? {}) };
     } catch (e) {
+      if (e instanceof DeclinedHere) return { ok: false, refused: 'declined', reason: e.message };
       if (isXetError(e)) return { ok: false, error: e.toJSON() };
       return { ok: false, refused: String((e as Error).message) };
     }

@@ -21,6 +21,9 @@ export interface GitOptions {
    * Without setpriv, git runs as usual.
    */
   dieWithParent?: boolean;
+  /** gitToFile: aborted, git is killed and the call fails with CANCELLED (a relayed push whose
+   * client went away stops writing its pack). */
+  signal?: AbortSignal;
 }
 
 let setprivPath: string | null | undefined;
@@ -133,10 +136,17 @@ export async function gitToFile(args: string[], file: string, opts: GitOptions =
   }
   const err: Buffer[] = [];
   child.stderr.on('data', (b: Buffer) => err.push(b));
+  child.stdin.on('error', () => undefined); // killed before it read its input
   child.stdin.end(opts.input ?? '');
-  const { code } = await child.exited.catch((e: Error) => {
-    throw new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args });
-  });
+  const stop = (): void => child.kill('SIGKILL');
+  if (opts.signal?.aborted) stop();
+  else opts.signal?.addEventListener('abort', stop, { once: true });
+  const { code } = await child.exited
+    .catch((e: Error) => {
+      throw new XetError('GIT_FAILED', `cannot run git: ${e.message}`, { args });
+    })
+    .finally(() => opts.signal?.removeEventListener('abort', stop));
+  if (opts.signal?.aborted) throw new XetError('CANCELLED', 'interrupted: its caller went away', { args });
   if (code !== 0) throw failure(args, code, Buffer.concat(err).toString('utf8'), opts.cwd);
 }
 

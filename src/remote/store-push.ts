@@ -143,6 +143,7 @@ export async function publishToStore(
             transient: intent ? { bytes: 0, files: 0 } : INTENT_BOUND,
             // Before any pack exists: a store gc keeps every unnamed pack newer than a live intent.
             admitted: () => (intent ??= declareIntent(store, pushId)),
+            signal: opts.signal,
           },
         );
         if (pack) packs.push(pack);
@@ -154,7 +155,8 @@ export async function publishToStore(
       // Without a new pack only the state is added (pushPack checked it with its pack otherwise).
       if (!pack) admission?.check(besides);
       const next = nextState(latest, refs, changed, packs, pushId, localHead);
-      // The commit point: a pack written for nothing is the store gc's (as after a killed push).
+      // The commit point. A pack written for nothing, when the caller went away just after it, is
+      // the store gc's (as after a killed push); one being written is not finished (pushPack).
       stopIfGone(opts.signal);
       if (store.publishState(next)) {
         dieAt('after-state');

@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
+import { faultPoint } from '../testing/fault-points';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import type { StoreAdmission } from '../allowance/store-root';
@@ -35,6 +36,8 @@ export interface PushAdmission {
   besides: Amount;
   transient: Amount;
   admitted(): void;
+  /** Aborted when the push's caller went away: the pack is not written (CANCELLED). */
+  signal?: AbortSignal;
 }
 
 /** Write the objects reachable from `tips` and not from the store's refs into the store; the pack's
@@ -76,7 +79,7 @@ export async function pushPack(
       : `${tips.join('\n')}\n--not\n${exclude.join('\n')}\n`;
     return await writePack(store, tmp, o, input, !listed, keep, allow);
   } catch (e) {
-    if (e instanceof XetError && e.code === 'ALLOWANCE_EXCEEDED') throw e;
+    if (e instanceof XetError && (e.code === 'ALLOWANCE_EXCEEDED' || e.code === 'CANCELLED')) throw e;
     // Not being able to write the temporary pack is the store's problem (read-only, full), not git's.
     if (e instanceof XetError && e.code !== 'GIT_FAILED') throw e;
     if (e instanceof XetError && !/EROFS|EACCES|EPERM|ENOSPC|ENOENT/.test(String(e.message))) throw e;
@@ -118,7 +121,8 @@ async function writePack(
     const args = revs
       ? ['pack-objects', '--revs', '--no-sparse', '--stdout', '-q', '--delta-base-offset']
       : ['pack-objects', '--stdout', '-q', '--delta-base-offset'];
-    await gitToFile(args, tmp, { ...o, input });
+    await faultPoint('push:before-pack');
+    await gitToFile(args, tmp, { ...o, input, signal: allow?.signal });
     const header = Buffer.alloc(12);
     const fd = fs.openSync(tmp, 'r');
     fs.readSync(fd, header, 0, 12, 0);

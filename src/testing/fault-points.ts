@@ -29,6 +29,8 @@ export const FAULT_POINTS = [
   // away here); its publication recorded as pending, git push (and so the helper) not started
   'push:before-record',
   'push:after-record',
+  // a push to a directory store: about to write its pack (a relayed push's client may go away here)
+  'push:before-pack',
   // capture: a pack half written (tmp_pack_xet_*); objects written, nothing references them; the ref
   // exists, the sidecar does not know it
   'pack:mid-write',
