@@ -23,11 +23,11 @@ import { lendWorktreeWatch } from '../snapshot/walk-watch';
 import { headStartCounts } from '../snapshot/lstat-head-start';
 import { TreeWatch } from './tree-watch';
 
-/** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
- * or its pid reused by another program, as after a SIGKILL or a reboot). */
 /** A request the daemon will not run for its client, who then runs it itself. */
 class DeclinedHere extends Error {}
 
+/** The pid of the running daemon, or undefined (a stale pid file counts as none: its process gone,
+ * or its pid reused by another program, as after a SIGKILL or a reboot). */
 export function runningPid(p: DaemonPlace): number | undefined {
   try {
     const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
@@ -225,7 +225,9 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       if (invocation().relayed) invocation().decline(reason);
       throw new DeclinedHere(reason);
     }
-    const given = memo ?? { repo, readConfig: () => Promise.resolve(config) };
+    // Another directory's request gets the repository found for it, and reads its config again
+    // with its other reads, as the CLI does.
+    const given = memo ?? { repo };
     return op === 'capture'
       ? capture({ ...(withCwd as unknown as Parameters<typeof capture>[0]), ...given })
       : createFork({ ...(withCwd as unknown as Parameters<typeof createFork>[0]), ...given });

@@ -132,6 +132,9 @@ async function writePack(
     // single objects through it (lazy-store.ts). Best effort: a pack without one reads as before.
     const idx = await indexStorePack(store, tmp).catch(() => null);
     try {
+      // The caller gone while the index was made: the pack is not published (the finally of
+      // pushPack removes it), as a killed push publishes none.
+      if (allow?.signal?.aborted) throw new XetError('CANCELLED', 'interrupted before its pack was published');
       // The complete temporary pack, its index and the intent are counted from disk now; what is
       // left is the state.
       allow?.admission.check(allow.besides);
