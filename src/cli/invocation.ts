@@ -47,6 +47,15 @@ export function invocation(): Invocation {
   return current;
 }
 
+/** Whether `signal` says the caller went away, once what already reached this process is read: a
+ * client that exited has closed its socket, but the daemon learns it only when its event loop reads
+ * that, so a check right after a long synchronous step (or a pause) lets the loop turn once first. */
+export async function callerGone(signal: AbortSignal | undefined): Promise<boolean> {
+  if (!signal) return false;
+  if (!signal.aborted) await new Promise((resolve) => setImmediate(resolve));
+  return signal.aborted;
+}
+
 /** A relayed invocation's captured output, or why the command declined to run it. */
 export interface CollectedOutput {
   stdout: string;

@@ -293,7 +293,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     let taken = false;
     // The client gone (interrupted, killed) before its line ran: a push run for it stops before it
     // publishes (a capture or a fork runs to its end).
+    // 'end' is the client's close as soon as it is read (our clients never half-close: a client
+    // that did would cancel its push); 'close' comes a turn later, or on an error.
     const clientGone = new AbortController();
+    sock.once('end', () => clientGone.abort());
     sock.once('close', () => clientGone.abort());
     sock.on('data', (d: string) => {
       if (taken) return; // one request per connection: what follows its line is not read

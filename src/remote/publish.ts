@@ -29,6 +29,7 @@ import { readConfig } from '../git/config';
 import { importPlan } from './transfer';
 import { faultPoint } from '../testing/fault-points';
 import { hooksDirectory } from '../hooks/location';
+import { callerGone } from '../cli/invocation';
 import { acquireLock, type Lock } from '../sidecar/lock';
 import {
   forgetPublication,
@@ -228,7 +229,7 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
   await faultPoint('push:before-record');
   // The last moment a push may still stop with nothing published: a client interrupted before it
   // (Ctrl-C of a line the daemon runs) publishes nothing, as an interrupted CLI would not.
-  if (options.signal?.aborted) {
+  if (await callerGone(options.signal)) {
     throw new XetError(
       'CANCELLED',
       `the push to ${withoutPassword(url)} was interrupted before it began; nothing was published`,

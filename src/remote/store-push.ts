@@ -7,6 +7,7 @@
 
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
+import { callerGone } from '../cli/invocation';
 import { git } from '../git/exec';
 import { objectSizes } from '../git/plumbing';
 import { repoOpts, type Repo } from '../git/repo';
@@ -70,8 +71,9 @@ export interface StorePushResult {
  * each ref's outcome once a state naming the accepted ones is in the log; throws (BUSY, the store's
  * errors, ALLOWANCE_EXCEEDED) when nothing was published by this call.
  */
-function stopIfGone(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new XetError('CANCELLED', 'the push was interrupted before the store published it');
+async function stopIfGone(signal: AbortSignal | undefined): Promise<void> {
+  if (await callerGone(signal))
+    throw new XetError('CANCELLED', 'the push was interrupted before the store published it');
 }
 
 export async function publishToStore(
@@ -126,7 +128,7 @@ export async function publishToStore(
       const localHead = await head(refs, changed);
       const besides = stateBesides(store, latest, refs, changed, packs, pushId, localHead, tips.length > 0);
       let pack: string | null = null;
-      stopIfGone(opts.signal);
+      await stopIfGone(opts.signal);
       if (tips.length) {
         pack = await pushPack(
           store,
@@ -157,7 +159,7 @@ export async function publishToStore(
       const next = nextState(latest, refs, changed, packs, pushId, localHead);
       // The commit point. A pack written for nothing, when the caller went away just after it, is
       // the store gc's (as after a killed push); one being written is not finished (pushPack).
-      stopIfGone(opts.signal);
+      await stopIfGone(opts.signal);
       if (store.publishState(next)) {
         dieAt('after-state');
         // A store gc that read the log before this state may have trashed our packs meanwhile; its

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { faultPoint } from '../testing/fault-points';
+import { callerGone } from '../cli/invocation';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
 import type { StoreAdmission } from '../allowance/store-root';
@@ -134,7 +135,7 @@ async function writePack(
     try {
       // The caller gone while the index was made: the pack is not published (the finally of
       // pushPack removes it), as a killed push publishes none.
-      if (allow?.signal?.aborted) throw new XetError('CANCELLED', 'interrupted before its pack was published');
+      if (await callerGone(allow?.signal)) throw new XetError('CANCELLED', 'interrupted before its pack was published');
       // The complete temporary pack, its index and the intent are counted from disk now; what is
       // left is the state.
       allow?.admission.check(allow.besides);
