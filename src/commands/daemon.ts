@@ -92,9 +92,9 @@ export const daemonCommand = defineCommand({
     const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
     // V8 neither shrinks the idle daemon's heap nor drops the bytecode of functions a capture has
     // not run for a while: after a pause, the next capture otherwise regrows the heap (fresh pages
-    // cost ~10 µs each on these VMs) and compiles again, ~30-60 ms of a 0.3 s capture (DESIGN-NOTES
-    // "Push and handoff create through the daemon"). The price: the idle heap stays at its
-    // working size (~50-70 MiB) instead of ~25 MiB.
+    // cost ~10 µs each on these VMs) and compiles again. A small gain, seen only on a quiet machine
+    // (captures after 12 s pauses 267-336 ms against 269-443 ms); the price is ~19 MiB more RSS
+    // while idle (DESIGN-NOTES "Push and handoff create through the daemon").
     const child = spawn(process.execPath, ['--no-memory-reducer', '--no-flush-bytecode', bin, 'daemon', 'run'], {
       cwd: p.worktree,
       detached: true,
