@@ -214,16 +214,26 @@ test('a large tree keeps its times in a tree of parts, and a re-capture stores o
     restore(sb, src.dir, second, viaSecond);
     assertSameTree(sb, src, viaSecond, all, 'restore after edits');
 
-    // A file added moves at most one cut: at most two parts are new.
+    // A file added moves at most one cut: at most two parts are new. And a copy of a linked file
+    // (its own inode, the same blob) between the link's first path and the link: the link now
+    // names its first path by rank 2, counting the copy.
     src.write('f030/added.txt', 'new\n');
+    assert.equal(fs.statSync(src.p('f002/n00096.txt')).ino, fs.statSync(src.p('f002/n00095.txt')).ino);
+    fs.copyFileSync(src.p('f002/n00095.txt'), src.p('f002/n00095x.txt'));
     const third = capture(sb, src.dir);
     const m3 = filemetaOf(src, third);
     const added3 = newObjects(src, third, second);
     const new3 = m3.parts.filter((p) => added3.has(p.oid));
-    assert.ok(new3.length >= 1 && new3.length <= 2, `${new3.length} parts new after one file added`);
+    assert.ok(new3.length >= 1 && new3.length <= 3, `${new3.length} parts new after two files added`);
+    const lines3 = m3.parts.flatMap((p) => src.git('cat-file', 'blob', p.oid).split('\n').slice(0, -1));
+    assert.match(
+      lines3[filesOrder(src, third).indexOf('f002/n00096.txt')],
+      / =\^2$/,
+      'the link counts the copy before it',
+    );
     const viaThird = sb.path('restored-3');
     restore(sb, src.dir, third, viaThird);
-    assertSameTree(sb, src, viaThird, [...all, 'f030/added.txt'], 'restore after an addition');
+    assertSameTree(sb, src, viaThird, [...all, 'f030/added.txt', 'f002/n00095x.txt'], 'restore after an addition');
     expectExit(verify(sb, src.dir, third, viaThird), 0);
   });
 });

@@ -4,6 +4,9 @@
 // command prints to send back. The daemon runs one request at a time, so one current invocation is
 // enough.
 
+import type { GitConfig } from '../git/config';
+import type { Repo } from '../git/repo';
+
 export interface Invocation {
   cwd(): string;
   stdout(text: string): void;
@@ -21,6 +24,15 @@ export interface Invocation {
   decline(reason: string): void;
   /** A relayed line's: aborted when its client went away (interrupted, killed). */
   signal: AbortSignal | undefined;
+  /** A relayed line's: the daemon's repository and config memo (src/daemon/config-memo.ts) when
+   * `cwd` is in the daemon's own worktree, else undefined (two git processes fewer per line). */
+  warm?: (cwd: string) => Promise<WarmRepo | undefined>;
+}
+
+/** The daemon's repository and a reader of its config that asks git only when a file changed. */
+export interface WarmRepo {
+  repo: Repo;
+  readConfig: () => Promise<GitConfig>;
 }
 
 const own: Invocation = {
@@ -65,7 +77,13 @@ export interface CollectedOutput {
 
 /** Runs fn as an invocation from `cwd` whose output is collected instead of printed. */
 export async function collectInvocation<T>(
-  facts: { cwd: string; stderrTTY: boolean; columns?: number; signal?: AbortSignal },
+  facts: {
+    cwd: string;
+    stderrTTY: boolean;
+    columns?: number;
+    signal?: AbortSignal;
+    warm?: (cwd: string) => Promise<WarmRepo | undefined>;
+  },
   fn: () => Promise<T>,
 ): Promise<{ value: T } & CollectedOutput> {
   if (current !== own) throw new Error('a relayed invocation is already running in this process');
@@ -84,6 +102,7 @@ export async function collectInvocation<T>(
       declined = reason;
     },
     signal: facts.signal,
+    warm: facts.warm,
   };
   try {
     const value = await fn();

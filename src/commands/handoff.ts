@@ -117,13 +117,17 @@ export const handoffCreateCommand = defineCommand({
   // runs when the handoff ref is written).
   relayable: async (input, ctx) => {
     if (input.descriptor !== undefined) return 'the descriptor is read by the caller';
-    const [{ findRepo, repoOpts }, { readConfig }, { runsUserHook }] = await Promise.all([
+    const [{ findRepo, repoOpts }, { readConfig }, { runsUserHook }, { invocation }] = await Promise.all([
       import('../git/repo'),
       import('../git/config'),
       import('../hooks/install'),
+      import('../cli/invocation'),
     ]);
-    const repo = await findRepo(ctx.cwd, true);
-    const { config } = keepForRun(input, { repo, config: await readConfig(repoOpts(repo)) });
+    // In the daemon's own worktree, its repository and config memo (as its captures use).
+    const warm = await invocation().warm?.(ctx.cwd);
+    const repo = warm?.repo ?? (await findRepo(ctx.cwd, true));
+    const config = await (warm ? warm.readConfig() : readConfig(repoOpts(repo)));
+    keepForRun(input, { repo, config });
     if (input.sign ?? config.getBool('xet.handoff.sign') ?? false) return 'the handoff is signed';
     if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
     if (input.push === undefined) return null;

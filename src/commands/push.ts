@@ -50,14 +50,19 @@ export const pushCommand = defineCommand({
   // through git may need the client's credentials, terminal or ssh agent, which the daemon has not;
   // a hook of the user's that git runs when the tracking refs are written needs its environment.
   relayable: async (input, ctx) => {
-    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }, { runsUserHook }] = await Promise.all([
-      import('../remote/publish'),
-      import('../git/repo'),
-      import('../git/config'),
-      import('../hooks/install'),
-    ]);
-    const repo = await findRepo(ctx.cwd, true);
-    const { config } = keepForRun(input, { repo, config: await readConfig(repoOpts(repo)) });
+    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }, { runsUserHook }, { invocation }] =
+      await Promise.all([
+        import('../remote/publish'),
+        import('../git/repo'),
+        import('../git/config'),
+        import('../hooks/install'),
+        import('../cli/invocation'),
+      ]);
+    // In the daemon's own worktree, its repository and config memo (as its captures use).
+    const warm = await invocation().warm?.(ctx.cwd);
+    const repo = warm?.repo ?? (await findRepo(ctx.cwd, true));
+    const config = await (warm ? warm.readConfig() : readConfig(repoOpts(repo)));
+    keepForRun(input, { repo, config });
     if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
     return (await pushesInProcess(repo, input.remote, config)) ? null : 'the push goes through git';
   },

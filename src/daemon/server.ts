@@ -276,9 +276,12 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     if (relayedCommand(argv) === undefined) return { ok: false, refused: 'op' };
     const [{ runCli }, { collectInvocation }] = await Promise.all([import('../cli/main'), import('../cli/invocation')]);
     const columns = Number.isInteger(req.columns) && (req.columns as number) > 0 ? req.columns : undefined;
-    const r = await collectInvocation({ cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns, signal: gone }, () =>
-      runCli(argv),
-    );
+    const warm = async (cwd: string) => {
+      const own = await ownRepo(cwd);
+      return own ? { repo: own, readConfig: (config ??= configMemo(own)) } : undefined;
+    };
+    const facts = { cwd: req.cwd, stderrTTY: req.stderrTTY === true, columns, signal: gone, warm };
+    const r = await collectInvocation(facts, () => runCli(argv));
     // Declined by the command before it did anything (spec.relayable): the client runs it, told
     // that the daemon was asked (it does not ask again).
     if (r.declined !== undefined) return { ok: false, refused: 'declined', reason: r.declined };

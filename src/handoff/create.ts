@@ -2,6 +2,7 @@
 // completely (schema, limits, snapshot, manifest hash, artifacts) before the first object is
 // written, then stored as its deterministic commit under the create-once ref.
 
+import { tracePhase } from '../testing/trace';
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import { XetError } from '../errors';
@@ -10,7 +11,7 @@ import { findRepo, repoOpts, type Repo } from '../git/repo';
 import { withExistingSidecar, withSidecar } from '../sidecar/db';
 import { completeRequest, reserveRequest } from '../sidecar/requests';
 import { canonicalJson } from '../snapshot/canonical-json';
-import { readSnapshot, resolveSnapshotOid } from '../snapshot/store';
+import { readFoundSnapshot, readSnapshot, resolveSnapshotOid } from '../snapshot/store';
 import { checkSnapshot, failureCode } from './verify';
 import { findTask } from '../tasks/provenance';
 import { keptResult, publishTaskRecord } from '../tasks/record';
@@ -142,6 +143,7 @@ async function createHandoffShared(
   repo: Repo,
   named: (task: string | undefined) => void,
 ): Promise<CreateHandoffResult> {
+  tracePhase('handoff: create');
   const opts = repoOpts(repo);
   const { requestId } = options;
   if (requestId !== undefined && !REQUEST_ID_RE.test(requestId)) {
@@ -154,7 +156,7 @@ async function createHandoffShared(
   let d: Descriptor;
   let bytes: Buffer;
   let id: string;
-  let read: { oid: string; manifestBytes: Buffer } | undefined;
+  let read: { oid: string; manifestBytes: Buffer; commit: boolean } | undefined;
   if (options.descriptor) {
     const given = FLAG_FIELDS.filter((k) => {
       const v = options[k];
@@ -211,8 +213,9 @@ async function createHandoffShared(
       throw new XetError('USAGE', 'handoff create needs --from AGENT (or git config xet.agent)');
     }
     const expiresIn = options.expires !== undefined ? parseDuration(options.expires) : undefined;
-    const snap = await readSnapshot(await resolveSnapshotOid(snapshot, opts), opts);
-    read = { oid: snap.oid, manifestBytes: snap.manifestBytes };
+    // Found first: a commit of this repository (what this process captured is then not read again).
+    const snap = await readFoundSnapshot(repo.commonDir, await resolveSnapshotOid(snapshot, opts), opts);
+    read = { oid: snap.oid, manifestBytes: snap.manifestBytes, commit: true };
     const supersedes =
       options.supersedes === undefined
         ? undefined
@@ -269,6 +272,7 @@ async function createHandoffShared(
 
   // The snapshot side: present, manifest hash as named, every artifact a file or symlink in it.
   // The manifest just read need not be read again (a descriptor given whole names its own hash).
+  tracePhase('handoff: check the snapshot');
   const checks = await checkSnapshot(d, opts, options.descriptor ? undefined : read);
   const code = failureCode(checks);
   if (code) {
@@ -310,11 +314,18 @@ async function createHandoffShared(
     if (isTerminal(task.status) && task.endedAt !== null)
       await publishTaskRecord(task, keptResult(repo.commonDir, task), repo.objectFormat, opts);
   }
+  tracePhase('handoff: objects and ref');
   const existing = await readHandoffRef(id, opts);
   let created = false;
   if (existing && existing !== objs.commit.oid) throw refImmutable(id, objs.commit.oid, existing);
   if (!existing) {
-    await writeHandoffObjects(objs, opts);
+    // Written here unless git must set shared permissions (as capture writes its commit).
+    const here = config.get('core.sharedrepository') === undefined;
+    await writeHandoffObjects(
+      objs,
+      opts,
+      here ? { objectsDir: repo.objectsDir, format: repo.objectFormat } : undefined,
+    );
     created = await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts);
   }
   if (requestId !== undefined) withSidecar(repo.commonDir, (db) => completeRequest(db, requestId, id));

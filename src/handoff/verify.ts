@@ -117,13 +117,17 @@ export function checkStructure(raw: RawHandoff): Inspection {
 export async function checkSnapshot(
   d: Descriptor,
   opts: GitOptions,
-  read?: { oid: string; manifestBytes: Buffer },
+  read?: { oid: string; manifestBytes: Buffer; commit?: boolean },
 ): Promise<Check[]> {
   const snap = d.snapshot.oid;
   // A snapshot this process has just read (readSnapshot: the same size-checked read of its
-  // manifest.json as below) is checked with the bytes it read; the rest is looked up as below.
+  // manifest.json as below) is checked with the bytes it read; the rest is looked up as below
+  // (nothing, when the caller found the snapshot a commit and the descriptor names no artifact).
   if (read && read.oid === snap) {
-    const found = await batchCheck([snap, ...d.artifacts.map((a) => `${snap}:files/${a}`)], opts);
+    const found =
+      read.commit && !d.artifacts.length
+        ? [{ type: 'commit' }]
+        : await batchCheck([snap, ...d.artifacts.map((a) => `${snap}:files/${a}`)], opts);
     return snapshotChecks(d, found, { type: 'blob', data: read.manifestBytes }, undefined);
   }
   const [found, manifests] = await Promise.all([

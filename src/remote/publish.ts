@@ -11,6 +11,7 @@
 // pushed with --atomic and a lease that they do not exist yet, so a stale or concurrent writer is
 // refused rather than overwritten.
 
+import { tracePhase } from '../testing/trace';
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -117,6 +118,7 @@ export interface PushOptions {
 }
 
 export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
+  tracePhase('push: start');
   const repo = options.repo ?? (await findRepo(options.cwd, true));
   const o = repoOpts(repo);
   const remote = options.remote ?? (await defaultRemote(repo));
@@ -162,6 +164,7 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
     );
   }
 
+  tracePhase('push: refs');
   let local: { name: string; oid: string }[];
   if (options.refs) {
     local = options.refs.filter((r) => isPublishable(r.name));
@@ -226,6 +229,7 @@ export async function pushXetRefs(options: PushOptions): Promise<PushResult> {
     const store = existingStore(repo, url);
     if (store) await checkPushAllowance(store, repo, fresh, id);
   }
+  tracePhase('push: record');
   await faultPoint('push:before-record');
   // The last moment a push may still stop with nothing published: a client interrupted before it
   // (Ctrl-C of a line the daemon runs) publishes nothing, as an interrupted CLI would not.
@@ -486,6 +490,7 @@ async function runStorePublication(
     const cas = new Map(
       fresh.filter((r) => remoteRefs.has(r.name)).map((r) => [r.name, remoteRefs.get(r.name) as string]),
     );
+    tracePhase('push: publish to the store');
     decided = await publishToStore(
       store,
       repo,
@@ -507,6 +512,7 @@ async function runStorePublication(
     result.refs.push(...outcomes);
     throw rejected(result);
   }
+  tracePhase('push: resolve');
   withSidecar(repo.commonDir, (db) => resolvePublication(db, id, 'published', { refs: outcomes }));
   removePublicationLocks(repo, id);
   result.refs.push(...outcomes);

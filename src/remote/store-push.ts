@@ -5,6 +5,7 @@
 // `git xet push` itself, which publishes to a directory store in its own process (publish.ts), so
 // a push to a store costs no `git push` and no helper start-up. Both run exactly this code.
 
+import { tracePhase } from '../testing/trace';
 import * as fs from 'node:fs';
 import { XetError } from '../errors';
 import { callerGone } from '../cli/invocation';
@@ -114,6 +115,7 @@ export async function publishToStore(
         covered.clear();
         basis.clear();
       }
+      tracePhase('store: decide');
       const decided = await decide(repo, specs, wanted, refs, opts.cas);
       const rejected = decided.filter((d) => d.error);
       if (opts.atomic && rejected.length) {
@@ -130,6 +132,7 @@ export async function publishToStore(
       let pack: string | null = null;
       await stopIfGone(opts.signal);
       if (tips.length) {
+        tracePhase('store: pack');
         pack = await pushPack(
           store,
           o,
@@ -159,6 +162,7 @@ export async function publishToStore(
       const next = nextState(latest, refs, changed, packs, pushId, localHead);
       // The commit point. A pack written for nothing, when the caller went away just after it, is
       // the store gc's (as after a killed push); one being written is not finished (pushPack).
+      tracePhase('store: publish the state');
       await stopIfGone(opts.signal);
       if (store.publishState(next)) {
         dieAt('after-state');

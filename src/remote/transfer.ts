@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { XetError } from '../errors';
 import { git, gitText, gitToFile, type GitOptions } from '../git/exec';
 import { faultPoint } from '../testing/fault-points';
+import { tracePhase } from '../testing/trace';
 import { callerGone } from '../cli/invocation';
 import { objectSizes } from '../git/plumbing';
 import type { Repo } from '../git/repo';
@@ -56,6 +57,7 @@ export async function pushPack(
   if (!tips.length) return null;
   // The objects the store lacks by comparing trees (push-objects.ts); null: walk with pack-objects.
   const listed = await objectsToPush(o, tips, storeRefs, SNAPSHOT_TREES_EXCLUDED, store.objectFormat);
+  tracePhase(`store: pack of ${listed ? listed.length : 'a walk'}`);
   if (listed && !listed.length) return null;
   const exclude = listed ? [] : await pushExcludes(o, storeRefs);
   if (allow && !unlimited(allow.admission.limits)) {
@@ -123,6 +125,7 @@ async function writePack(
       ? ['pack-objects', '--revs', '--no-sparse', '--stdout', '-q', '--delta-base-offset']
       : ['pack-objects', '--stdout', '-q', '--delta-base-offset'];
     await faultPoint('push:before-pack');
+    tracePhase('store: pack-objects');
     await gitToFile(args, tmp, { ...o, input, signal: allow?.signal });
     const header = Buffer.alloc(12);
     const fd = fs.openSync(tmp, 'r');
@@ -131,7 +134,9 @@ async function writePack(
     if (header.readUInt32BE(8) === 0) return null; // nothing new
     // Its index (packs/pack-<h>.idx), made now and published right after the pack: readers find
     // single objects through it (lazy-store.ts). Best effort: a pack without one reads as before.
+    tracePhase('store: index the pack');
     const idx = await indexStorePack(store, tmp).catch(() => null);
+    tracePhase('store: publish the pack');
     try {
       // The caller gone while the index was made: the pack is not published (the finally of
       // pushPack removes it), as a killed push publishes none.

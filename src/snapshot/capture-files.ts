@@ -46,10 +46,11 @@ import {
 } from './chunked-scan';
 import {
   FILEMETA_PARTED_MIN_ENTRIES,
-  setLinkRanks,
+  linkRanks,
+  pathCuts,
   storedFileMeta,
-  type FileMeta,
-  type FileMetaEntry,
+  type FileMetaColumns,
+  type FileMetaCounts,
 } from './filemeta';
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
@@ -91,7 +92,7 @@ export interface CaptureFilesSpec {
 
 export interface CaptureFilesResult {
   tree: string;
-  meta: FileMeta;
+  meta: FileMetaCounts;
   /** The snapshot's `filemeta` entry: a blob, or a tree of parts (filemeta.ts). */
   filemeta: { oid: string; parted: boolean };
   chunked: Map<string, ChunkedPath>;
@@ -552,8 +553,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (let i = 0; i < n; i++) if (slot[i] !== Slot.Vanished) final.push(i);
     const treeInput = treeEntries(final, paths, stat, oid, hashLen, namesOf);
     const built = buildTrees(treeInput, format);
-    const meta = fileMeta(final);
-    const stored = storedFileMeta(meta, format);
+    const { counts: meta, columns: metaColumns } = fileMeta(final);
+    const stored = storedFileMeta(metaColumns, format);
     const metaOid = stored.oid;
     // What this filemeta names (its objects, each once, itself last): the next capture's question
     // about its previous filemeta, answered before it is asked. Only a snapshot a ref holds is asked
@@ -743,58 +744,99 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     throw e;
   } finally {
     await (pool as WorkerPool | null)?.close();
+    // No worker is left that holds it.
+    SharedOidSet.recycle(known);
   }
 
   /** Times and hard links of the captured files, in tree order (filemeta.ts). */
-  function fileMeta(final: number[]): FileMeta {
-    const entries: FileMetaEntry[] = [];
-    const groups = new Map<string, { n: number; mode: number; oid: string; size: number }>();
-    const nl: number[] = [];
+  function fileMeta(final: number[]): { counts: FileMetaCounts; columns: FileMetaColumns } {
+    const count = final.length;
+    const sec = new Float64Array(count);
+    const nsec = new Uint32Array(count);
+    let linkTo: Int32Array | null = null;
+    let nl: Float64Array | null = null;
+    const groups = new Map<string, { k: number; mode: number; oid: string; size: number }>();
     let hardLinks = 0;
     let linkedBytes = 0;
-    for (const i of final) {
-      const e: FileMetaEntry = {
-        path: paths[i],
-        mtimeSec: mtimeSec[i],
-        mtimeNsec: stat.readUInt32BE(i * STAT_BYTES + STAT.mtimeNs),
-        linkTo: -1,
-        externalNlink: 0,
-      };
+    for (let k = 0; k < count; k++) {
+      const i = final[k];
+      sec[k] = mtimeSec[i];
+      nsec[k] = stat.readUInt32BE(i * STAT_BYTES + STAT.mtimeNs);
       const key = inode[i];
-      if (key && nlink[i] > 1) {
-        const mode = stat.readUInt32BE(i * STAT_BYTES + STAT.mode);
-        const o = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
-        const g = groups.get(key);
-        // One inode is one blob; a member that hashed otherwise changed during the capture.
-        if (g && g.mode === mode && g.oid === o) {
-          e.linkTo = g.n;
-          g.size++;
-          hardLinks++;
-          linkedBytes += size[i];
-        } else if (!g) groups.set(key, { n: entries.length, mode, oid: o, size: 1 });
-      }
-      entries.push(e);
-      nl.push(nlink[i]);
+      if (!key || nlink[i] <= 1) continue;
+      nl ??= new Float64Array(count);
+      nl[k] = nlink[i];
+      const mode = stat.readUInt32BE(i * STAT_BYTES + STAT.mode);
+      const o = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
+      const g = groups.get(key);
+      // One inode is one blob; a member that hashed otherwise changed during the capture.
+      if (g && g.mode === mode && g.oid === o) {
+        linkTo ??= new Int32Array(count).fill(-1);
+        linkTo[k] = g.k;
+        g.size++;
+        hardLinks++;
+        linkedBytes += size[i];
+      } else if (!g) groups.set(key, { k, mode, oid: o, size: 1 });
     }
-    const groupSize = new Map<number, number>();
-    for (const g of groups.values()) groupSize.set(g.n, g.size);
+    let external: Float64Array | null = null;
     let externalLinks = 0;
-    for (let k = 0; k < entries.length; k++) {
-      if (nl[k] > 1 && entries[k].linkTo < 0 && nl[k] > (groupSize.get(k) ?? 1)) {
-        entries[k].externalNlink = nl[k];
-        externalLinks++;
+    if (nl) {
+      const groupSize = new Map<number, number>();
+      for (const g of groups.values()) groupSize.set(g.k, g.size);
+      for (let k = 0; k < count; k++) {
+        if (nl[k] > 1 && (!linkTo || linkTo[k] < 0) && nl[k] > (groupSize.get(k) ?? 1)) {
+          external ??= new Float64Array(count);
+          external[k] = nl[k];
+          externalLinks++;
+        }
       }
     }
-    // Ranks are written only by a filemeta in parts (filemeta.ts).
-    if (hardLinks && entries.length > FILEMETA_PARTED_MIN_ENTRIES) {
-      setLinkRanks(entries, (k) => {
-        const i = final[k];
-        return `${stat.readUInt32BE(i * STAT_BYTES + STAT.mode)}:${oid.toString('latin1', i * hashLen, (i + 1) * hashLen)}`;
-      });
+    // Ranks are written only by a filemeta in parts (filemeta.ts); only entries whose blob a link
+    // shares can be another link's first path.
+    let linkRank: Int32Array | null = null;
+    if (linkTo && count > FILEMETA_PARTED_MIN_ENTRIES) {
+      const linkedIds = new Set<string>();
+      for (let k = 0; k < count; k++)
+        if (linkTo[k] >= 0) linkedIds.add(oid.toString('latin1', final[k] * hashLen, (final[k] + 1) * hashLen));
+      const key = (k: number): string => oid.toString('latin1', final[k] * hashLen, (final[k] + 1) * hashLen);
+      linkRank = linkRanks(
+        linkTo,
+        (k) => `${stat.readUInt32BE(final[k] * STAT_BYTES + STAT.mode)}:${key(k)}`,
+        (k) => linkedIds.has(key(k)),
+      );
     }
-    return { entries, hardLinks, externalLinks, linkedBytes };
+    return {
+      counts: { hardLinks, externalLinks, linkedBytes },
+      columns: {
+        count,
+        mtimeSec: sec,
+        mtimeNsec: nsec,
+        cuts: cutsOf(final),
+        linkTo,
+        linkRank,
+        externalNlink: external,
+      },
+    };
+  }
+
+  /** pathCuts of the paths `final` names: a resident process's next capture of the same paths (the
+   * very same array, walk.ts replays it) reuses them. */
+  function cutsOf(final: number[]): Uint8Array {
+    if (final.length <= FILEMETA_PARTED_MIN_ENTRIES) return new Uint8Array(final.length);
+    let all = cutsKept.get(paths);
+    if (!all || all.length !== paths.length) {
+      all = pathCuts(paths);
+      cutsKept.set(paths, all);
+    }
+    if (final.length === paths.length) return all;
+    const out = new Uint8Array(final.length);
+    for (let k = 0; k < final.length; k++) out[k] = all[final[k]];
+    return out;
   }
 }
+
+/** The cut bytes of recent capture path lists (see cutsOf). */
+const cutsKept = new WeakMap<readonly string[], Uint8Array>();
 
 /** Whether an lstat (row r of lstatMany's rows) is the file a stat-cache entry recorded: every field
  * git records but the device (an overlay or NFS mount may renumber it; git leaves it out too), times

@@ -28,6 +28,7 @@ import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { heldPreviousSnapshot, rememberSnapshotTop, snapshotTop } from './previous-tree';
+import { rememberSnapshot } from './store';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { statFields, writeStat } from '../git/index-file';
 import { commitContent, treeContent, writeLooseObject } from '../git/loose-writer';
@@ -542,6 +543,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     releasePack();
     rememberSnapshotTop(repo.commonDir, commit, topWithManifest);
+    rememberSnapshot(repo.commonDir, commit, manifestData, topWithManifest);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
     await faultPoint('capture:after-ref');
     const warnings: string[] = leftoverWarning(cleaned);

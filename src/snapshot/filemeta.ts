@@ -55,39 +55,108 @@ export interface FileMetaEntry {
 /** Set every link's `linkRank` from its entries' blob keys (mode and object id, as the files tree
  * holds them: `keyOf(k)` for entry k). */
 export function setLinkRanks(entries: FileMetaEntry[], keyOf: (k: number) => string): void {
+  const linkTo = Int32Array.from(entries, (e) => e.linkTo);
+  const ranks = linkRanks(linkTo, keyOf);
+  for (let k = 0; k < entries.length; k++) if (linkTo[k] >= 0) entries[k].linkRank = ranks[k];
+}
+
+/** Each link's rank (see FileMetaEntry.linkRank; 0 for an entry that is not a link), from the
+ * entries' links (`linkTo`, -1: none) and blob keys. Only entries whose key is a link's are kept
+ * track of: `keyOf` is asked of every entry, but a caller may answer cheaply with `mayLink`. */
+export function linkRanks(
+  linkTo: Int32Array,
+  keyOf: (k: number) => string,
+  /** False for an entry whose blob no link shares (its key then does not matter). */
+  mayLink: (k: number) => boolean = () => true,
+): Int32Array {
+  const ranks = new Int32Array(linkTo.length);
   const firsts = new Map<string, number[]>();
-  for (let k = 0; k < entries.length; k++) {
-    const e = entries[k];
+  for (let k = 0; k < linkTo.length; k++) {
+    if (linkTo[k] < 0 && !mayLink(k)) continue;
     const key = keyOf(k);
     const list = firsts.get(key);
-    if (e.linkTo < 0) {
+    if (linkTo[k] < 0) {
       if (list) list.push(k);
       else firsts.set(key, [k]);
       continue;
     }
     // The list ascends: find the link's first path in it.
+    const to = linkTo[k];
     let lo = 0;
     let hi = (list?.length ?? 0) - 1;
     while (list && lo <= hi) {
       const mid = (lo + hi) >>> 1;
-      if (list[mid] < e.linkTo) lo = mid + 1;
+      if (list[mid] < to) lo = mid + 1;
       else hi = mid - 1;
     }
-    if (!list || list[lo] !== e.linkTo)
-      throw new Error(`entry ${k} links to ${e.linkTo}, not an earlier entry of its blob`);
-    e.linkRank = list.length - lo;
+    if (!list || list[lo] !== to) throw new Error(`entry ${k} links to ${to}, not an earlier entry of its blob`);
+    ranks[k] = list.length - lo;
   }
+  return ranks;
 }
 
-export interface FileMeta {
-  /** One per file or symlink of the files tree, in its order (paths sorted by bytes). */
-  entries: FileMetaEntry[];
+/** What a capture reports of its files' links. */
+export interface FileMetaCounts {
   /** Paths that are hard links of an earlier path (restored as links, stored and counted once). */
   hardLinks: number;
   /** Inodes with links outside the captured paths (restored as separate files). */
   externalLinks: number;
   /** Apparent bytes of the paths in `hardLinks` (what counting each inode once saves). */
   linkedBytes: number;
+}
+
+export interface FileMeta extends FileMetaCounts {
+  /** One per file or symlink of the files tree, in its order (paths sorted by bytes). */
+  entries: FileMetaEntry[];
+}
+
+/**
+ * The same lines as columns, as capture holds them (an object per file was most of a re-capture's
+ * filemeta time, and the garbage collector's). Entry k is the k-th file or symlink in tree order.
+ */
+export interface FileMetaColumns {
+  readonly count: number;
+  readonly mtimeSec: ArrayLike<number>;
+  readonly mtimeNsec: ArrayLike<number>;
+  /** pathCuts of the entries' paths: where a tree of parts cuts (only read above
+   * FILEMETA_PARTED_MIN_ENTRIES entries). */
+  readonly cuts: Uint8Array;
+  /** -1, or the entry's first path (see FileMetaEntry); null: no entry is a link. */
+  readonly linkTo: Int32Array | null;
+  /** Each link's rank (linkRanks), where the filemeta is stored in parts and has links. */
+  readonly linkRank: Int32Array | null;
+  /** 0, or the inode's link count (see FileMetaEntry); null: all 0. */
+  readonly externalNlink: ArrayLike<number> | null;
+}
+
+/** An entry's path ends a part (bit 1) and its group of parts (bit 2 too): see PART_CUT_MASK. */
+export const CUT_PART = 1;
+export const CUT_GROUP = 2;
+
+/** Where parts may end, one byte per path (it depends on the path alone: a resident process keeps
+ * it for the next capture's same paths). */
+export function pathCuts(paths: readonly string[], rows?: ArrayLike<number>): Uint8Array {
+  const n = rows ? rows.length : paths.length;
+  const cuts = new Uint8Array(n);
+  for (let k = 0; k < n; k++) {
+    const h = pathHash(paths[rows ? rows[k] : k]);
+    if ((h & PART_CUT_MASK) === 0) cuts[k] = (h & GROUP_CUT_MASK) === 0 ? CUT_PART | CUT_GROUP : CUT_PART;
+  }
+  return cuts;
+}
+
+/** The columns of a list of entries. */
+export function fileMetaColumns(entries: readonly FileMetaEntry[]): FileMetaColumns {
+  const linked = entries.some((e) => e.linkTo >= 0);
+  return {
+    count: entries.length,
+    mtimeSec: entries.map((e) => e.mtimeSec),
+    mtimeNsec: entries.map((e) => e.mtimeNsec),
+    cuts: pathCuts(entries.map((e) => e.path)),
+    linkTo: linked ? Int32Array.from(entries, (e) => e.linkTo) : null,
+    linkRank: linked ? Int32Array.from(entries, (e) => e.linkRank ?? 0) : null,
+    externalNlink: entries.some((e) => e.externalNlink > 0) ? entries.map((e) => e.externalNlink) : null,
+  };
 }
 
 /** A FileMetaEntry whose path is decoded only when asked for (verify does, capture does not). */
@@ -405,9 +474,10 @@ export class MetaCollector {
 
 // --- the blob, or the tree of its parts ---
 
-export function serializeFileMeta(meta: FileMeta): Buffer {
-  const head = `${FILEMETA_HEADER}\n${meta.entries.length}\n`;
-  return writeLines(meta.entries, head, null);
+export function serializeFileMeta(meta: FileMeta | FileMetaColumns): Buffer {
+  const cols = 'entries' in meta ? fileMetaColumns(meta.entries) : meta;
+  const head = `${FILEMETA_HEADER}\n${cols.count}\n`;
+  return writeLines(cols, head, null);
 }
 
 /** Where a part ends: the offset after its last line, and whether its group ends there too. */
@@ -416,17 +486,27 @@ interface Cut {
   group: boolean;
 }
 
+/** Writes the decimal digits of a non-negative safe integer at `at`; returns the end. */
+function writeDigits(buf: Buffer, at: number, value: number): number {
+  let digits = 1;
+  for (let v = value; v >= 10; v = Math.floor(v / 10)) digits++;
+  for (let d = digits - 1, v = value; d >= 0; d--, v = Math.floor(v / 10)) buf[at + d] = 0x30 + (v % 10);
+  return at + digits;
+}
+
 /** The header and one line per entry, straight into one buffer (this runs on every capture, for
  * every file). With `cuts`, every part's end is pushed to it. */
-function writeLines(entries: FileMetaEntry[], head: string, cuts: Cut[] | null): Buffer {
-  const buf = Buffer.allocUnsafe(head.length + entries.length * 48);
+function writeLines(cols: FileMetaColumns, head: string, cuts: Cut[] | null): Buffer {
+  const { count, mtimeSec, mtimeNsec, linkTo, linkRank, externalNlink } = cols;
+  const buf = Buffer.allocUnsafe(head.length + count * 48);
   let at = buf.write(head, 0, 'latin1');
   let lines = 0;
-  for (let i = 0; i < entries.length; i++) {
-    const e = entries[i];
-    at += buf.write(String(e.mtimeSec), at, 'latin1');
+  for (let i = 0; i < count; i++) {
+    const sec = mtimeSec[i];
+    if (sec >= 0 && Number.isSafeInteger(sec)) at = writeDigits(buf, at, sec);
+    else at += buf.write(String(sec), at, 'latin1');
     buf[at++] = 0x2e; // '.'
-    let ns = e.mtimeNsec;
+    let ns = mtimeNsec[i];
     for (let d = 8; d >= 0; d--) {
       buf[at + d] = 0x30 + (ns % 10);
       ns = Math.floor(ns / 10);
@@ -434,17 +514,18 @@ function writeLines(entries: FileMetaEntry[], head: string, cuts: Cut[] | null):
     at += 9;
     // In parts a link names its first path by rank among the earlier entries of its blob (see
     // FileMetaEntry): a position would change the line of every link across a file added or removed.
-    if (e.linkTo >= 0) {
-      if (cuts && !e.linkRank) throw new Error(`filemeta entry ${i} is a link without a rank`);
-      at += buf.write(cuts ? ` =^${e.linkRank}` : ` =${e.linkTo}`, at, 'latin1');
+    if (linkTo && linkTo[i] >= 0) {
+      const rank = linkRank ? linkRank[i] : 0;
+      if (cuts && !rank) throw new Error(`filemeta entry ${i} is a link without a rank`);
+      at += buf.write(cuts ? ` =^${rank}` : ` =${linkTo[i]}`, at, 'latin1');
     }
-    if (e.externalNlink > 0) at += buf.write(` +${e.externalNlink}`, at, 'latin1');
+    if (externalNlink && externalNlink[i] > 0) at += buf.write(` +${externalNlink[i]}`, at, 'latin1');
     buf[at++] = 0x0a;
     if (cuts) {
-      const h = pathHash(e.path);
-      if (++lines === PART_MAX_LINES || (h & PART_CUT_MASK) === 0) {
+      const c = cols.cuts[i];
+      if (++lines === PART_MAX_LINES || c & CUT_PART) {
         // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta).
-        cuts.push({ at, group: (h & GROUP_CUT_MASK) === 0 });
+        cuts.push({ at, group: (c & CUT_GROUP) !== 0 });
         lines = 0;
       }
     }
@@ -506,14 +587,15 @@ export interface StoredFileMeta {
 /** The objects of a capture's filemeta: one blob (docs/FORMAT.md `filemeta`), or above
  * FILEMETA_PARTED_MIN_ENTRIES entries a tree of groups, each a tree of part blobs, whose lines in name order are
  * the blob's lines (links by rank: `=^n`, see FileMetaEntry). */
-export function storedFileMeta(meta: FileMeta, format: 'sha1' | 'sha256'): StoredFileMeta {
-  if (meta.entries.length <= FILEMETA_PARTED_MIN_ENTRIES) {
-    const data = serializeFileMeta(meta);
+export function storedFileMeta(meta: FileMeta | FileMetaColumns, format: 'sha1' | 'sha256'): StoredFileMeta {
+  const cols = 'entries' in meta ? fileMetaColumns(meta.entries) : meta;
+  if (cols.count <= FILEMETA_PARTED_MIN_ENTRIES) {
+    const data = serializeFileMeta(cols);
     const oid = blobOid(data, format);
     return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
   }
   const cuts: Cut[] = [];
-  const body = writeLines(meta.entries, '', cuts);
+  const body = writeLines(cols, '', cuts);
   const objects: FileMetaObject[] = [];
   const seen = new Set<string>();
   const add = (type: 'blob' | 'tree', data: Buffer): string => {

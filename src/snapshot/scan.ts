@@ -10,7 +10,7 @@ import { git, gitText, gitZ, joinZ } from '../git/exec';
 import { readLooseObject, type PackItem } from '../git/pack-writer';
 import type { TreeChange } from '../git/plumbing';
 import { createShadow } from '../git/shadow';
-import { MetaCollector, type FileMeta } from './filemeta';
+import { MetaCollector, type FileMeta, type FileMetaCounts } from './filemeta';
 import type { PackAdmission } from './capture-allowance';
 import type { ChunkedPath, ChunkingSpec } from './chunked-scan';
 import { captureFiles } from './capture-files';
@@ -56,8 +56,10 @@ export interface ScanResult {
   tree: string;
   /** What changed since the previous tree, when one was used (write mode). */
   changes: TreeChange[] | null;
-  /** With `meta`: times and hard links of every file, in tree order. */
-  meta: FileMeta | null;
+  /** With `meta`: what the files' hard links come to. */
+  meta: FileMetaCounts | null;
+  /** With `meta` and without `write` (verify, diff): every file's time and links, in tree order. */
+  entries?: FileMeta;
   /** With `meta` and `write`: the stored filemeta entry, a blob or a tree of parts (in the same
    * pack as the files). */
   filemeta?: { oid: string; parted: boolean };
@@ -147,6 +149,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
       tree,
       changes: null,
       meta,
+      entries: meta ?? undefined,
       chunked: new Map<string, ChunkedPath>(),
       chunksTree: null,
       chunkStats: { chunks: 0, cacheHits: 0, newChunks: 0, newChunkBytes: 0 },

@@ -104,7 +104,7 @@ export async function scanUnderPolicy(
   });
   const indexFile = path.join(scratch, `${name}-files.index`);
   if (statCache && fs.existsSync(statCache)) fs.copyFileSync(statCache, indexFile);
-  const { tree, meta: fileMeta } = await scanToTree({
+  const { tree, entries: fileMeta } = await scanToTree({
     meta,
     worktree: target.worktree,
     objectFormat: target.objectFormat,
@@ -118,7 +118,7 @@ export async function scanUnderPolicy(
   return {
     tree,
     emptyDirs: walk.emptyDirs,
-    meta: fileMeta,
+    meta: fileMeta ?? null,
     repositories: walk.repositories,
     skipped: walk.skipped,
     excludedByPolicy: {

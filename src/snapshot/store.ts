@@ -98,8 +98,19 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
   if (!manifestObj || manifestObj.type !== 'blob') {
     throw new XetError('SNAPSHOT_INVALID', `${oid} is not a git xet snapshot (no manifest.json)`, { snapshot: oid });
   }
-  const manifest = parseManifest(manifestObj.data, `${oid.slice(0, 12)}:manifest.json`, validated);
   const entries = parseTopListing(await gitText(['ls-tree', '-z', oid], opts));
+  return snapshotOf(oid, Buffer.from(manifestObj.data), entries, validated);
+}
+
+/** A snapshot from its manifest's bytes and its tree's top entries (by name: mode as `ls-tree`
+ * prints it, id). */
+function snapshotOf(
+  oid: string,
+  manifestBytes: Buffer,
+  entries: ReadonlyMap<string, { mode: string; oid: string }>,
+  validated: boolean,
+): Snapshot {
+  const manifest = parseManifest(manifestBytes, `${oid.slice(0, 12)}:manifest.json`, validated);
   const treeOf = (name: string, required: boolean): string | null => {
     const e = entries.get(name);
     if (!e || e.mode !== '040000') {
@@ -111,7 +122,7 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
   return {
     oid,
     manifest,
-    manifestBytes: Buffer.from(manifestObj.data),
+    manifestBytes,
     filesTree: treeOf('files', true) as string,
     indexTree: treeOf('index', true) as string,
     tagsTree: treeOf('tags', false),
@@ -119,6 +130,34 @@ export async function readSnapshot(oid: string, opts: GitOptions, validated = fa
     filemeta: filemetaOf(entries.get('filemeta')),
     chunksTree: treeOf('chunks', false),
   };
+}
+
+/** Snapshots this process wrote, by repository and id: what a resident process's next line (a
+ * handoff of the snapshot it just captured) reads, without five git processes. A commit's id fixes
+ * its tree and manifest, so what is kept can be wrong only about whether the commit is still in
+ * the repository: it is given only for an id the caller has just found there. */
+const written = new Map<string, { manifestBytes: Buffer; entries: Map<string, { mode: string; oid: string }> }>();
+const WRITTEN_KEPT = 8;
+
+/** What capture wrote: snapshot `oid` in the repository at `commonDir`, its manifest's bytes and
+ * its tree's entries. */
+export function rememberSnapshot(
+  commonDir: string,
+  oid: string,
+  manifestBytes: Buffer,
+  top: readonly { name: string; mode: string; type: string; oid: string }[],
+): void {
+  if (written.size >= WRITTEN_KEPT) written.delete(written.keys().next().value as string);
+  const entries = new Map(top.map((e) => [e.name, { mode: e.type === 'tree' ? '040000' : e.mode, oid: e.oid }]));
+  written.set(`${commonDir}\0${oid}`, { manifestBytes: Buffer.from(manifestBytes), entries });
+}
+
+/** readSnapshot of a commit the caller has just found in the repository at `commonDir`
+ * (resolveSnapshotOid), from what this process wrote when it can. */
+export async function readFoundSnapshot(commonDir: string, oid: string, opts: GitOptions): Promise<Snapshot> {
+  const kept = written.get(`${commonDir}\0${oid}`);
+  if (kept) return snapshotOf(oid, Buffer.from(kept.manifestBytes), kept.entries, true);
+  return readSnapshot(oid, opts);
 }
 
 export interface SnapshotSummary {
