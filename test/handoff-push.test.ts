@@ -276,6 +276,9 @@ test('the objects a push chooses by comparing trees cover what git walks to, and
     const check = async (tips: string[], expectFast: boolean) => {
       const refs = storeRefs();
       const listed = await objectsToPush(o, tips, refs, 16, 'sha1');
+      // Read in this process first (local-object-reader.ts): the same list.
+      const objectsDir = path.join(a.commonDir(), 'objects');
+      assert.deepEqual(await objectsToPush(o, tips, refs, 16, 'sha1', objectsDir), listed, 'read in-process');
       if (!expectFast) {
         assert.equal(listed, null, 'this push is walked');
         return;

@@ -13,7 +13,8 @@
 // leaving one out would break the store, so every shortcut here only ever skips an object whose id
 // a tree or commit the store holds names.
 
-import { ObjectReader, TooBig, type ObjectContents } from '../git/object-reader';
+import { ObjectReader, TooBig, type ObjectContents, type ObjectInfo } from '../git/object-reader';
+import { LocalFirstObjectReader } from './local-object-reader';
 import type { GitOptions } from '../git/exec';
 import { parseTreeObject } from '../git/tree-object';
 
@@ -21,6 +22,13 @@ import { parseTreeObject } from '../git/tree-object';
  * entries is ~4 MB); a bigger one is not worth a shortcut. */
 const MAX_TREE_BYTES = 64 * 1024 * 1024;
 const MAX_COMMIT_BYTES = 1024 * 1024;
+
+/** What the comparison asks of an object reader. */
+interface Reader {
+  info(oids: string[]): Promise<(ObjectInfo | null)[]>;
+  contents(oids: string[], max: number): Promise<(ObjectContents | null)[]>;
+  close(): void;
+}
 
 export interface PushObject {
   oid: string;
@@ -63,8 +71,10 @@ export async function objectsToPush(
   storeRefs: Record<string, string>,
   bases: number,
   objectFormat: 'sha1' | 'sha256',
+  /** The repository's object directory, to read there first (local-object-reader.ts). */
+  objectsDir?: string,
 ): Promise<PushObject[] | null> {
-  const reader = new ObjectReader(o);
+  const reader: Reader = objectsDir ? new LocalFirstObjectReader(o, objectsDir, objectFormat) : new ObjectReader(o);
   try {
     return await compare(reader, tips, storeRefs, bases, objectFormat === 'sha256' ? 32 : 20);
   } catch (e) {
@@ -75,7 +85,7 @@ export async function objectsToPush(
   }
 }
 
-async function readCommits(reader: ObjectReader, oids: string[]): Promise<Map<string, Commit>> {
+async function readCommits(reader: Reader, oids: string[]): Promise<Map<string, Commit>> {
   const out = new Map<string, Commit>();
   const infos = await reader.info(oids);
   // Only commits of a commit's size are read: a store's ref may name anything here (a big blob).
@@ -89,7 +99,7 @@ async function readCommits(reader: ObjectReader, oids: string[]): Promise<Map<st
 }
 
 async function compare(
-  reader: ObjectReader,
+  reader: Reader,
   tips: string[],
   storeRefs: Record<string, string>,
   bases: number,

@@ -150,6 +150,7 @@ export async function publishToStore(
             admitted: () => (intent ??= declareIntent(store, pushId)),
             signal: opts.signal,
           },
+          repo.objectsDir,
         );
         if (pack) packs.push(pack);
         for (const p of latest?.state.packs ?? []) basis.add(p);

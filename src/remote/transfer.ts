@@ -53,10 +53,12 @@ export async function pushPack(
   storeRefs: Record<string, string>,
   keep?: (name: string, copy: string) => void,
   allow?: PushAdmission,
+  /** The repository's object directory: the comparison reads what it can there (without git). */
+  objectsDir?: string,
 ): Promise<string | null> {
   if (!tips.length) return null;
   // The objects the store lacks by comparing trees (push-objects.ts); null: walk with pack-objects.
-  const listed = await objectsToPush(o, tips, storeRefs, SNAPSHOT_TREES_EXCLUDED, store.objectFormat);
+  const listed = await objectsToPush(o, tips, storeRefs, SNAPSHOT_TREES_EXCLUDED, store.objectFormat, objectsDir);
   tracePhase(`store: pack of ${listed ? listed.length : 'a walk'}`);
   if (listed && !listed.length) return null;
   const exclude = listed ? [] : await pushExcludes(o, storeRefs);

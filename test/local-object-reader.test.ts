@@ -1,0 +1,115 @@
+// The push comparison's in-process object reader (src/remote/local-object-reader.ts) against
+// git's cat-file (src/git/object-reader.ts): the same type, size and bytes for loose objects, packed
+// ones (deltas too), objects only an alternate has (git answers those), missing ids and ids that are
+// not ids; an object over the caller's bound is git's to refuse (TooBig), as through git alone; and
+// a damaged loose object is read through git, never taken as it is.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { ObjectReader, TooBig } from '../src/git/object-reader';
+import { LocalFirstObjectReader } from '../src/remote/local-object-reader';
+import { withSandbox } from './support/sandbox';
+
+function git(cwd: string, args: string[], input?: string | Buffer): string {
+  return execFileSync('git', args, {
+    cwd,
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1' },
+  }).trim();
+}
+
+test('objects read in-process are the objects git cat-file gives, and git answers the rest', async () => {
+  await withSandbox(async (sb) => {
+    for (const format of ['sha1', 'sha256'] as const) {
+      const base = sb.path(`base-${format}`);
+      const repo = sb.path(`repo-${format}`);
+      for (const d of [base, repo]) {
+        fs.mkdirSync(d);
+        git(d, ['init', '-q', `--object-format=${format}`]);
+        git(d, ['config', 'user.name', 't']);
+        git(d, ['config', 'user.email', 't@example.com']);
+      }
+      // Only the alternate has these.
+      fs.writeFileSync(path.join(base, 'only-there.txt'), 'alternate\n');
+      git(base, ['add', '.']);
+      git(base, ['commit', '-qm', 'base']);
+      const elsewhere = git(base, ['rev-parse', 'HEAD']);
+      fs.writeFileSync(
+        path.join(repo, '.git', 'objects', 'info', 'alternates'),
+        `${path.join(base, '.git', 'objects')}\n`,
+      );
+      // Packed, with deltas: versions of one large text file, then gc.
+      const big = Array.from({ length: 4000 }, (_, i) => `line ${i} of a file that changes a little\n`).join('');
+      for (let v = 0; v < 4; v++) {
+        fs.writeFileSync(path.join(repo, 'big.txt'), `${big}version ${v}\n`);
+        fs.mkdirSync(path.join(repo, 'dir', `sub${v}`), { recursive: true });
+        fs.writeFileSync(path.join(repo, 'dir', `sub${v}`, 'f.txt'), `f ${v}\n`);
+        git(repo, ['add', '.']);
+        git(repo, ['commit', '-qm', `v${v}`]);
+      }
+      git(repo, ['gc', '-q', '--aggressive']);
+      assert.ok(fs.readdirSync(path.join(repo, '.git', 'objects', 'pack')).some((n) => n.endsWith('.pack')));
+      // Loose after the pack: a new commit.
+      fs.writeFileSync(path.join(repo, 'loose.txt'), 'loose\n');
+      git(repo, ['add', '.']);
+      git(repo, ['commit', '-qm', 'loose']);
+      const all = git(repo, ['rev-list', '--objects', '--all', '--no-object-names']).split('\n');
+      const missing = format === 'sha1' ? 'f'.repeat(40) : 'e'.repeat(64);
+      const oids = [...all, elsewhere, missing];
+      const o = { cwd: repo, env: {} };
+      const objects = path.join(repo, '.git', 'objects');
+      const viaGit = new ObjectReader(o);
+      const here = new LocalFirstObjectReader(o, objects, format);
+      try {
+        const valid = oids;
+        const strip = (v: { diskSize: number } | null) => (v ? { ...v, diskSize: 0 } : v);
+        assert.deepEqual((await here.info(valid)).map(strip), (await viaGit.info(valid)).map(strip), `${format}: info`);
+        const a = await here.contents(valid, 1 << 20);
+        const b = await viaGit.contents(valid, 1 << 20);
+        assert.deepEqual(a.map(strip), b.map(strip), `${format}: contents`);
+        assert.ok(a.some((x) => x?.type === 'commit') && a.some((x) => x?.type === 'tree'));
+        assert.equal(a[valid.indexOf(elsewhere)]?.type, 'commit', "the alternate's commit, from git");
+        assert.equal(a[valid.indexOf(missing)], null);
+        await assert.rejects(here.info(['not-an-id']), /not an object id/);
+      } finally {
+        here.close();
+        viaGit.close();
+      }
+      // Over the bound: TooBig, as from git.
+      const bigBlob = git(repo, ['rev-parse', 'HEAD:big.txt']);
+      const bounded = new LocalFirstObjectReader(o, objects, format);
+      try {
+        await assert.rejects(bounded.contents([bigBlob], 1000), TooBig);
+      } finally {
+        bounded.close();
+      }
+      // A damaged loose object (another object's bytes under its name) is not taken here: git is
+      // asked, and the answer is git's own.
+      const looseBlob = git(repo, ['rev-parse', 'HEAD:loose.txt']);
+      const file = path.join(objects, looseBlob.slice(0, 2), looseBlob.slice(2));
+      const other = git(repo, ['hash-object', '-w', '--stdin'], 'other\n');
+      fs.chmodSync(file, 0o644);
+      fs.copyFileSync(path.join(objects, other.slice(0, 2), other.slice(2)), file);
+      const damaged = new LocalFirstObjectReader(o, objects, format);
+      const plain = new ObjectReader(o);
+      try {
+        const strip = (v: { diskSize: number } | null) => (v ? { ...v, diskSize: 0 } : v);
+        const got = await damaged.contents([looseBlob], 1 << 20).then(
+          (r) => r.map(strip),
+          (e: Error) => e.message,
+        );
+        const want = await plain.contents([looseBlob], 1 << 20).then(
+          (r) => r.map(strip),
+          (e: Error) => e.message,
+        );
+        assert.deepEqual(got, want);
+      } finally {
+        damaged.close();
+        plain.close();
+      }
+    }
+  });
+});
