@@ -361,11 +361,17 @@ static napi_value adler32_of(napi_env env, napi_callback_info info) {
 #define READ_UNREAD (-1001)   /* not read: linked (deferLinks), at least largeAt, or over `big` (stat filled) */
 #define READ_ROOM (-1002)     /* buf is smaller than the file's size + 1 (stat filled) */
 #define READ_CHANGED (-1003)  /* its size or times moved while it was read, or it was not its size */
+#define READ_TIME_RANGE (-1004) /* a time int64 nanoseconds cannot hold (before 1677, after 2262): node's fs reads it */
 #define READ_STAT 9           /* dev, ino, mode, nlink, uid, gid, size, mtime ns, ctime ns */
 
 static char *string_arg(napi_env env, napi_value v);
 
 static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+/* Whether ns_of(t) holds t: a time past 2262-04-11 (a `touch -d 2300-01-01`) would wrap around. */
+static int ns_fits(struct timespec t) {
+  return t.tv_sec > INT64_MIN / 1000000000 + 1 && t.tv_sec < INT64_MAX / 1000000000 - 1;
+}
 
 static void stat_into(const struct stat *st, int64_t *out) {
   out[0] = (int64_t)st->st_dev;
@@ -412,6 +418,10 @@ static napi_value read_file(napi_env env, napi_callback_info info) {
     goto done;
   }
   stat_into(&st, out);
+  if (!ns_fits(st.st_mtim) || !ns_fits(st.st_ctim)) {
+    result = READ_TIME_RANGE;
+    goto done;
+  }
   if (!S_ISREG(st.st_mode)) {
     result = READ_NOT_FILE;
     goto done;
@@ -1037,7 +1047,8 @@ static napi_value stamp_many(napi_env env, napi_callback_info info) {
     struct stat st;
     /* A relative name would be taken from this process's directory: absolute only. */
     if (name[0] != '/' || ts[1].tv_nsec < 0 || ts[1].tv_nsec > 999999999 ||
-        utimensat(AT_FDCWD, name, ts, AT_SYMLINK_NOFOLLOW) != 0 || fstatat(AT_FDCWD, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        utimensat(AT_FDCWD, name, ts, AT_SYMLINK_NOFOLLOW) != 0 || fstatat(AT_FDCWD, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !ns_fits(st.st_ctim) || !ns_fits(st.st_mtim)) /* a row could not hold them: the caller's fallback sets them */
       break;
     int64_t *row = out + count * STAMP_ROW;
     row[0] = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;

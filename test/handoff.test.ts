@@ -3,6 +3,7 @@
 // handoff travelling by plain `git fetch` to another repository. Real git, real CLI, fixtures on tmpfs.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -200,6 +201,29 @@ test('create-once: a ref already holding something else is REF_IMMUTABLE and is 
     assert.equal(e.details.existing, head);
     assert.equal(r.git('rev-parse', `refs/xet/handoffs/${id}`).trim(), head, 'the ref did not move');
     assert.equal(footprint(r), before, 'nothing was written');
+  });
+});
+
+test('an object directory nobody can write: handoff create fails as git reports it, nothing published', async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.skip('needs root, to mount the object directory read-only (root writes through file modes)');
+    return;
+  }
+  await withMountSandbox((sb) => {
+    const { r, snap } = source(sb);
+    const objects = path.join(r.dir, '.git', 'objects');
+    const mount = (args: string[]) => assert.equal(spawnSync('mount', args).status, 0, `mount ${args.join(' ')}`);
+    mount(['--bind', objects, objects]);
+    mount(['-o', 'remount,ro,bind', objects]);
+    try {
+      const args = ['handoff', 'create', snap, '--to', 'b', '--from', 'a', '--title', 'read-only', '--json'];
+      // Written in-process first, then by git, which refuses it: git's error, as before.
+      const e = expectError(xet(sb, r.dir, args), 'GIT_FAILED');
+      assert.match(e.message, /hash-object/);
+      assert.equal(r.git('for-each-ref', 'refs/xet/handoffs/').trim(), '', 'no handoff ref');
+    } finally {
+      spawnSync('umount', [objects]);
+    }
   });
 });
 

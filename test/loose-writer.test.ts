@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { identDate, keptAsUtf8, plainIdent } from '../src/git/ident';
 import { native } from '../src/native';
-import { commitContent, treeContent, writeLooseObject } from '../src/git/loose-writer';
+import { commitContent, looseCompressionLevel, treeContent, writeLooseObject } from '../src/git/loose-writer';
 import type { TreeEntryInput } from '../src/git/plumbing';
 import { withSandbox } from './support/sandbox';
 
@@ -304,4 +304,28 @@ test('git commit-tree ignores commit.gpgSign and rewrites noncharacters: what th
     }
     for (const s of ['plain', 'é 名前 \u{1f600}', '\ufffd', '\ufdcf\ufdf0']) assert.equal(keptAsUtf8(s), true, s);
   });
+});
+
+test("the level loose objects are deflated at is git's: core.looseCompression, else core.compression, else 1", () => {
+  const level = (entries: Record<string, string>) => looseCompressionLevel({ get: (k: string) => entries[k] });
+  assert.equal(level({}), 1);
+  assert.equal(level({ 'core.compression': '9' }), 9);
+  assert.equal(level({ 'core.compression': '9', 'core.loosecompression': '0' }), 0);
+  assert.equal(level({ 'core.loosecompression': '-1' }), 6, "-1 is zlib's default");
+  assert.equal(level({ 'core.compression': '10' }), null, 'git refuses it: git is left to say so');
+  assert.equal(level({ 'core.compression': 'best' }), null);
+  // The zlib header says the level's class: 78 01 at 1, 78 da at 9.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-loose-level-'));
+  try {
+    for (const [lvl, flg] of [
+      [1, 0x01],
+      [9, 0xda],
+    ] as const) {
+      const oid = writeLooseObject(dir, 'sha1', 'blob', Buffer.from(`level ${lvl}\n`), lvl);
+      const z = fs.readFileSync(path.join(dir, oid.slice(0, 2), oid.slice(2)));
+      assert.deepEqual([z[0], z[1]], [0x78, flg], `level ${lvl}`);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

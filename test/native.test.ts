@@ -179,6 +179,11 @@ test("readFile: how a capture reads one file, each outcome against node's own ca
     assert.equal(n, 1200);
     assert.deepEqual(buf.subarray(0, n), fs.readFileSync(text));
     assert.deepEqual([...cells], asNode(text));
+    // A time int64 nanoseconds cannot hold (2300): READ_TIME_RANGE (-1004), node's fs reads it.
+    const future = path.join(dir, 'future');
+    fs.writeFileSync(future, 'x');
+    assert.equal(spawnSync('touch', ['-d', '@10413792000.999999999', future]).status, 0);
+    assert.equal(m.readFile(future, 0, 0, 1 << 20, buf, statOut), -1004);
     // Empty.
     fs.writeFileSync(path.join(dir, 'empty'), '');
     assert.equal(m.readFile(path.join(dir, 'empty'), 0, 0, 1 << 20, buf, statOut), 0);

@@ -124,6 +124,8 @@ const READ_NOT_FILE = -1000;
 const READ_UNREAD = -1001;
 const READ_ROOM = -1002;
 const READ_CHANGED = -1003;
+/** A time int64 nanoseconds cannot hold (after 2262): read through node's fs, whose bigint stat can. */
+const READ_TIME_RANGE = -1004;
 const nativeStat = new BigInt64Array(9);
 const nativeStatBytes = Buffer.from(nativeStat.buffer);
 
@@ -131,8 +133,10 @@ const nativeStatBytes = Buffer.from(nativeStat.buffer);
  * before and after the read, and must agree with each other and with the bytes read. */
 function readOne(abs: string, largeAt: number, deferLinks: boolean): ReadFile | null {
   for (let attempt = 0; ; attempt++) {
-    if (native) {
-      const r = native.readFile(abs, largeAt, deferLinks ? 1 : 0, BIG_FILE_BYTES, scratch, nativeStatBytes);
+    const r = native
+      ? native.readFile(abs, largeAt, deferLinks ? 1 : 0, BIG_FILE_BYTES, scratch, nativeStatBytes)
+      : null;
+    if (r !== null && r !== READ_TIME_RANGE) {
       if (r === READ_ROOM) {
         const limit = Number(nativeStat[6]) + 1;
         scratch = Buffer.allocUnsafe(limit + (limit >> 3));

@@ -21,12 +21,26 @@ const TREE_MODES: Record<string, string> = {
   '160000': '160000',
 };
 
-/** Writes `data` as a loose object of `type`; returns its id. */
+/** The zlib level git writes loose objects at with this configuration (core.looseCompression, else
+ * core.compression, else 1; -1 is zlib's default, 6), or null for a value git would refuse (git is
+ * then left to write, and to say so). */
+export function looseCompressionLevel(config: { get(key: string): string | undefined }): number | null {
+  const raw = config.get('core.loosecompression') ?? config.get('core.compression');
+  if (raw === undefined) return 1;
+  if (!/^-?\d+$/.test(raw.trim())) return null;
+  const n = Number(raw.trim());
+  if (n === -1) return 6;
+  return n >= 0 && n <= 9 ? n : null;
+}
+
+/** Writes `data` as a loose object of `type` (deflated at `level`: looseCompressionLevel); returns
+ * its id. */
 export function writeLooseObject(
   objectsDir: string,
   format: 'sha1' | 'sha256',
   type: 'blob' | 'tree' | 'commit',
   data: Buffer,
+  level = 1,
 ): string {
   const header = Buffer.from(`${type} ${data.length}\0`, 'latin1');
   const oid = createHash(format).update(header).update(data).digest('hex');
@@ -36,7 +50,7 @@ export function writeLooseObject(
   fs.mkdirSync(dir, { recursive: true });
   const tmp = path.join(dir, `tmp_obj_xet_${process.pid}_${randomBytes(6).toString('hex')}`);
   try {
-    fs.writeFileSync(tmp, deflateSync(Buffer.concat([header, data]), { level: 1 }), { mode: 0o444, flag: 'wx' });
+    fs.writeFileSync(tmp, deflateSync(Buffer.concat([header, data]), { level }), { mode: 0o444, flag: 'wx' });
     try {
       fs.linkSync(tmp, file);
     } catch (e) {

@@ -2,6 +2,7 @@
 // completely (schema, limits, snapshot, manifest hash, artifacts) before the first object is
 // written, then stored as its deterministic commit under the create-once ref.
 
+import { looseCompressionLevel } from '../git/loose-writer';
 import { tracePhase } from '../testing/trace';
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
@@ -319,12 +320,14 @@ async function createHandoffShared(
   let created = false;
   if (existing && existing !== objs.commit.oid) throw refImmutable(id, objs.commit.oid, existing);
   if (!existing) {
-    // Written here unless git must set shared permissions (as capture writes its commit).
-    const here = config.get('core.sharedrepository') === undefined;
+    // Written here unless git must set shared permissions or a level this process does not know
+    // (as capture writes its commit).
+    const level = looseCompressionLevel(config);
+    const here = config.get('core.sharedrepository') === undefined && level !== null;
     await writeHandoffObjects(
       objs,
       opts,
-      here ? { objectsDir: repo.objectsDir, format: repo.objectFormat } : undefined,
+      here ? { objectsDir: repo.objectsDir, format: repo.objectFormat, level: level ?? 1 } : undefined,
     );
     created = await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts);
   }

@@ -56,25 +56,34 @@ export function handoffObjects(bytes: Buffer, d: Descriptor, format: Repo['objec
   };
 }
 
-/** Write the objects; git re-hashes each and must agree with the id computed here. */
 /** Stores the handoff's objects: by `git hash-object`, or with `here` as loose objects written by
- * this process (loose-writer.ts; three git processes fewer). */
+ * this process (loose-writer.ts; three git processes fewer). One this process cannot write (a
+ * read-only object directory, a full disk) is git's to write, and to report as it always has.
+ * Either way each must have the id computed here. */
 export async function writeHandoffObjects(
   objs: HandoffObjects,
   opts: GitOptions,
-  here?: { objectsDir: string; format: 'sha1' | 'sha256' },
+  here?: { objectsDir: string; format: 'sha1' | 'sha256'; level: number },
 ): Promise<void> {
+  const writtenHere = (type: 'blob' | 'tree' | 'commit', bytes: Buffer): string | null => {
+    if (!here) return null;
+    try {
+      return writeLooseObject(here.objectsDir, here.format, type, bytes, here.level);
+    } catch {
+      return null;
+    }
+  };
   for (const [type, o] of [
     ['blob', objs.blob],
     ['tree', objs.tree],
     ['commit', objs.commit],
   ] as const) {
-    const oid = here
-      ? writeLooseObject(here.objectsDir, here.format, type, o.bytes)
-      : await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], {
-          ...opts,
-          input: o.bytes,
-        });
+    const oid =
+      writtenHere(type, o.bytes) ??
+      (await gitText(['hash-object', '-w', '--no-filters', '-t', type, '--stdin'], {
+        ...opts,
+        input: o.bytes,
+      }));
     if (oid !== o.oid) {
       throw new XetError('INTEGRITY_MISMATCH', `git stored the handoff ${type} as ${oid}, expected ${o.oid}`, {
         type,

@@ -22,6 +22,11 @@ import { ObjectReader, type ObjectContents, type ObjectInfo } from '../git/objec
 const INFO_READ_BYTES = 1024 * 1024;
 const TYPES = new Set(['commit', 'tree', 'blob', 'tag']);
 
+/** The last reader's packs, for the next reader of the same directory (a resident process pushes
+ * again and again: its packs' indexes are loaded once, ~20 ms for this repository's 16 packs). A
+ * reader takes them and gives them back when it closes; packs no longer listed are closed then. */
+let spare: { objectsDir: string; format: string; packs: LocalPacks } | null = null;
+
 export class LocalFirstObjectReader {
   private packs: LocalPacks | null = null;
   private git: ObjectReader | null = null;
@@ -54,7 +59,11 @@ export class LocalFirstObjectReader {
   }
 
   close(): void {
-    this.packs?.close();
+    if (this.packs) {
+      spare?.packs.close();
+      spare = { objectsDir: this.objectsDir, format: this.format, packs: this.packs };
+      this.packs = null;
+    }
     this.git?.close();
   }
 
@@ -68,7 +77,13 @@ export class LocalFirstObjectReader {
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(oid) || oid.length !== (this.format === 'sha256' ? 64 : 40)) return null;
     const loose = this.loose(oid, max);
     if (loose) return loose;
-    this.packs ??= LocalPacks.openDir(this.objectsDir, this.format);
+    if (!this.packs) {
+      const reuse = spare?.objectsDir === this.objectsDir && spare.format === this.format ? spare.packs : undefined;
+      if (reuse) spare = null;
+      // One window per pack, reused: read() returns objects of their own (inflated, or made from
+      // deltas), never views into it, and a fresh 1 MiB window per read cost ~2 ms of page faults.
+      this.packs = LocalPacks.openDir(this.objectsDir, this.format, { reuse, reuseWindow: true });
+    }
     try {
       const got = this.packs.find(oid)?.read(oid, max);
       return got ? { oid, type: got.type, size: got.data.length, diskSize: 0, data: got.data } : null;
@@ -81,9 +96,10 @@ export class LocalFirstObjectReader {
     const file = path.join(this.objectsDir, oid.slice(0, 2), oid.slice(2));
     let z: Buffer;
     try {
-      const st = fs.statSync(file);
+      // Most ids are packed: no exception made for each one not found loose.
+      const st = fs.statSync(file, { throwIfNoEntry: false });
       // Deflate makes at most a little more than it is given: a bigger file is not one to read here.
-      if (!st.isFile() || st.size > max + (max >> 8) + 1024) return null;
+      if (!st || !st.isFile() || st.size > max + (max >> 8) + 1024) return null;
       z = fs.readFileSync(file);
     } catch {
       return null;

@@ -31,7 +31,7 @@ import { heldPreviousSnapshot, rememberSnapshotTop, snapshotTop } from './previo
 import { rememberSnapshot } from './store';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { statFields, writeStat } from '../git/index-file';
-import { commitContent, treeContent, writeLooseObject } from '../git/loose-writer';
+import { commitContent, looseCompressionLevel, treeContent, writeLooseObject } from '../git/loose-writer';
 import { identDate, keptAsUtf8, plainIdent } from '../git/ident';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
@@ -497,16 +497,23 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     }
     // Written here, not by two git processes in a row, unless git must set shared permissions.
     const manifestData = serializeManifest(manifest);
-    const inProcess = config.get('core.sharedrepository') === undefined;
+    const level = looseCompressionLevel(config);
+    const inProcess = config.get('core.sharedrepository') === undefined && level !== null;
     const manifestBlob = inProcess
-      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'blob', manifestData)
+      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'blob', manifestData, level ?? 1)
       : (await writeBlobs([manifestData], 'blob', userOpts))[0];
     const topWithManifest: TreeEntryInput[] = [
       ...topEntries,
       { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
     ];
     const top = inProcess
-      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'tree', treeContent(topWithManifest, repo.objectFormat))
+      ? writeLooseObject(
+          repo.objectsDir,
+          repo.objectFormat,
+          'tree',
+          treeContent(topWithManifest, repo.objectFormat),
+          level ?? 1,
+        )
       : await mktree(topWithManifest, userOpts);
 
     const identity = identityEnv(config);
@@ -535,6 +542,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
             ...asGit,
             message,
           }),
+          level ?? 1,
         )
       : await commitTree(top, parents, message, commitOpts);
 
