@@ -2,7 +2,8 @@
 // git's cat-file (src/git/object-reader.ts): the same type, size and bytes for loose objects, packed
 // ones (deltas too), objects only an alternate has (git answers those), missing ids and ids that are
 // not ids; an object over the caller's bound is git's to refuse (TooBig), as through git alone; and
-// a damaged loose object is read through git, never taken as it is.
+// a damaged loose object is read through git, never taken as it is. And LocalPacks.borrow: packs
+// kept between readers, a repack between them seen.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -10,6 +11,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { ObjectReader, TooBig } from '../src/git/object-reader';
 import { LocalFirstObjectReader } from '../src/remote/local-object-reader';
+import { LocalPacks } from '../src/chunks/local-packs';
 import { withSandbox } from './support/sandbox';
 
 function git(cwd: string, args: string[], input?: string | Buffer): string {
@@ -111,5 +113,45 @@ test('objects read in-process are the objects git cat-file gives, and git answer
         plain.close();
       }
     }
+  });
+});
+
+test('packs given back are taken over by the next borrower, and a repack between them is seen', async () => {
+  await withSandbox(async (sb) => {
+    const repo = sb.path('repo');
+    fs.mkdirSync(repo);
+    git(repo, ['init', '-q']);
+    git(repo, ['config', 'user.name', 't']);
+    git(repo, ['config', 'user.email', 't@example.com']);
+    const objects = path.join(repo, '.git', 'objects');
+    const packNames = () =>
+      fs
+        .readdirSync(path.join(objects, 'pack'))
+        .filter((n) => n.endsWith('.pack'))
+        .map((n) => n.replace(/\.pack$/, ''))
+        .sort();
+    for (let i = 0; i < 3; i++) {
+      fs.writeFileSync(path.join(repo, `f${i}.txt`), `file ${i}\n`);
+      git(repo, ['add', '.']);
+      git(repo, ['commit', '-qm', `c${i}`]);
+      git(repo, ['repack', '-q']); // a pack per commit
+    }
+    const first = git(repo, ['rev-list', '--max-parents=0', 'HEAD']);
+    assert.equal(packNames().length, 3);
+    const a = LocalPacks.borrow(objects, 'sha1');
+    const before = a.find(first)?.name;
+    assert.ok(before && packNames().includes(before));
+    a.giveBack();
+    // Repacked into one: the next borrower finds the object in the new pack, not the old one.
+    git(repo, ['repack', '-q', '-a', '-d']);
+    assert.equal(packNames().length, 1);
+    const b = LocalPacks.borrow(objects, 'sha1');
+    assert.equal(b.find(first)?.name, packNames()[0]);
+    assert.equal(b.find(first)?.read(first)?.type, 'commit');
+    // Taken over: while b has them, another borrower opens its own.
+    const c = LocalPacks.borrow(objects, 'sha1');
+    assert.equal(c.find(first)?.name, packNames()[0]);
+    c.giveBack();
+    b.giveBack();
   });
 });

@@ -15,12 +15,53 @@ import { PackReader } from '../git/pack-reader';
 /** Indexes larger than this are searched on disk rather than held in memory. */
 const PRELOAD_MAX_OBJECTS = 4_000_000;
 
+/** Packs given back (giveBack), by directory, format and options, for the next borrow. */
+const kept = new Map<string, LocalPacks>();
+const KEPT_DIRS = 4;
+
 export class LocalPacks {
+  /** Where giveBack keeps these packs (set by borrow). */
+  private keptAs: string | null = null;
+
   private constructor(
     private readonly readers: PackReader[],
     /** Each reader's index file name (readers[i] reads files[i]). */
     private readonly files: string[] = [],
   ) {}
+
+  /**
+   * openDir, taking over the packs the last borrower of this directory gave back: a resident
+   * process (the daemon) looks objects up at every capture and push, and opening a pack and loading
+   * its index costs ~1.3 ms (~20 ms for a repository of 16 packs). A pack's name is its content's
+   * hash, so one still listed is the one opened; one no longer listed (repacked) is closed at the
+   * next borrow, so its space is held until then. A borrower gives them back with giveBack.
+   */
+  static borrow(objects: string, format: 'sha1' | 'sha256', opts: { mapped?: boolean } = {}): LocalPacks {
+    const key = `${objects}\0${format}\0${opts.mapped === true}`;
+    const reuse = kept.get(key);
+    kept.delete(key);
+    const packs = LocalPacks.openDir(objects, format, { mapped: opts.mapped, reuse });
+    packs.keptAs = key;
+    return packs;
+  }
+
+  /** Done with borrowed packs: kept for the next borrower (closed when not borrowed). */
+  giveBack(): void {
+    const key = this.keptAs;
+    if (key === null) {
+      this.close();
+      return;
+    }
+    this.keptAs = null;
+    kept.get(key)?.close();
+    kept.delete(key);
+    kept.set(key, this);
+    while (kept.size > KEPT_DIRS) {
+      const oldest = kept.keys().next().value as string;
+      kept.get(oldest)?.close();
+      kept.delete(oldest);
+    }
+  }
 
   /** The packs of the object directory `git` reads (GIT_OBJECT_DIRECTORY honoured). A pack that
    * does not open (mid-repack, damaged, not a v2 index) is left to git. */

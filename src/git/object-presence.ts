@@ -37,11 +37,12 @@ export function heldLocally(oids: Iterable<string>, objectsDir: string, format: 
   try {
     for (const oid of oids) {
       if (held.has(oid) || !OID_RE.test(oid)) continue;
-      packs ??= withAlternates(objectsDir).map((d) => LocalPacks.openDir(d, format));
+      // Kept open between calls (LocalPacks.borrow): a capture asks at every run.
+      packs ??= withAlternates(objectsDir).map((d) => LocalPacks.borrow(d, format));
       if (packs.some((p) => p.find(oid))) held.add(oid);
     }
   } finally {
-    for (const p of packs ?? []) p.close();
+    for (const p of packs ?? []) p.giveBack();
   }
   return held;
 }

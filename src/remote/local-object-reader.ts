@@ -22,11 +22,6 @@ import { ObjectReader, type ObjectContents, type ObjectInfo } from '../git/objec
 const INFO_READ_BYTES = 1024 * 1024;
 const TYPES = new Set(['commit', 'tree', 'blob', 'tag']);
 
-/** The last reader's packs, for the next reader of the same directory (a resident process pushes
- * again and again: its packs' indexes are loaded once, ~20 ms for this repository's 16 packs). A
- * reader takes them and gives them back when it closes; packs no longer listed are closed then. */
-let spare: { objectsDir: string; format: string; packs: LocalPacks } | null = null;
-
 export class LocalFirstObjectReader {
   private packs: LocalPacks | null = null;
   private git: ObjectReader | null = null;
@@ -59,11 +54,9 @@ export class LocalFirstObjectReader {
   }
 
   close(): void {
-    if (this.packs) {
-      spare?.packs.close();
-      spare = { objectsDir: this.objectsDir, format: this.format, packs: this.packs };
-      this.packs = null;
-    }
+    // Kept open for the next reader (a resident process pushes again and again).
+    this.packs?.giveBack();
+    this.packs = null;
     this.git?.close();
   }
 
@@ -75,13 +68,9 @@ export class LocalFirstObjectReader {
   /** The object read here, or null: git is asked (not here, over `max`, or not readable here). */
   private local(oid: string, max: number): ObjectContents | null {
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(oid) || oid.length !== (this.format === 'sha256' ? 64 : 40)) return null;
-    if (!this.packs) {
-      const reuse = spare?.objectsDir === this.objectsDir && spare.format === this.format ? spare.packs : undefined;
-      if (reuse) spare = null;
-      // Each pack mapped whole where the native module can: a read is a view, inflated into an
-      // object of its own (a 1 MiB window read per object copied ~100 MiB a push).
-      this.packs = LocalPacks.openDir(this.objectsDir, this.format, { reuse, mapped: true });
-    }
+    // Each pack mapped whole where the native module can: a read is a view, inflated into an
+    // object of its own (a 1 MiB window read per object copied ~100 MiB a push).
+    this.packs ??= LocalPacks.borrow(this.objectsDir, this.format, { mapped: true });
     // Packs first: most objects are packed, and a loose lookup is a system call each.
     try {
       const got = this.packs.find(oid)?.read(oid, max);
