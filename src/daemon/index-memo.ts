@@ -12,21 +12,7 @@
 import * as path from 'node:path';
 import { readIndexListing, type IndexEntry, type IndexFileRef } from '../git/plumbing';
 import { indexRef, repoOpts, type Repo } from '../git/repo';
-import { fileStamp, readTail } from '../snapshot/fsutil';
-
-/** Enough of the end to hold either format's trailer (SHA-1 20 bytes, SHA-256 32). */
-const TAIL = 32;
-
-/** The index's size and its last bytes, or null when they cannot stand for its content. */
-function indexKey(file: string): string | null {
-  const read = readTail(file, TAIL);
-  if (!read || read.size < 12 + TAIL || read.tail.length !== TAIL) return null;
-  // A zero trailer: written without its hash, so the end says nothing of the rest.
-  if (read.tail.subarray(TAIL - 20).every((b) => b === 0)) return null;
-  // And which file it is: an index rewritten to the same bytes while git read it (A, B, then A
-  // again) is another file (git renames a new one over it), so B's listing is not kept as A's.
-  return `${read.tail.toString('hex')}:${fileStamp(read.stat)}`;
-}
+import { indexFileKey as indexKey } from '../snapshot/fsutil';
 
 type IndexReader = (index?: IndexFileRef) => Promise<{ entries: IndexEntry[]; fromFile: boolean }>;
 

@@ -49,7 +49,7 @@ import { RESTORE_MARKER } from './refs';
 import { faultPoint } from '../testing/fault-points';
 import { tracePhase } from '../testing/trace';
 import { holdObjectsShared } from '../gc/objects-lock';
-import { readOptional } from './fsutil';
+import { indexFileKey, readOptional } from './fsutil';
 import { readRefView } from './refview';
 import { leftoverWarning, removeLeftovers, repoLeftovers } from './leftovers';
 import { TOOL_VERSION } from '../version';
@@ -311,7 +311,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const previous = await previousP;
     // The staged tree's new trees go into the capture's one pack, admitted with it (nothing loose is
     // written before the allowance admits the capture).
-    const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries));
+    const indexTreeP = writeIndexTree(repo, tmpBase, unmergedPaths(entries), previous?.index ?? null);
     const filesTreeP = scanToTree({
       worktree: repo.worktree,
       objectFormat: repo.objectFormat,
@@ -701,20 +701,38 @@ function staleSizes(
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
+/** The staged trees last written, by index file and what stands for its content (indexFileKey). */
+const indexTrees = new Map<string, string>();
+const INDEX_TREES_KEPT = 4;
+
 /** The staged tree, from a copy of the user's index (capture must not touch the index itself). Its
- * new trees are written to a scratch object dir and returned, for the capture's pack. */
+ * new trees are written to a scratch object dir and returned, for the capture's pack. The same
+ * index as at this process's last capture gives the same tree (git's write-tree reads the index
+ * alone), which is taken without git when the snapshot this capture stores against (`held`: its
+ * `index` entry, a ref holds it, so all its trees are there) has it: a git process and a copy of
+ * the index fewer per re-capture in a resident process. */
 async function writeIndexTree(
   repo: Repo,
   tmpBase: string,
   unmerged: string[],
+  held: string | null,
 ): Promise<{ tree: string; items: PackItem[] }> {
+  const file = path.join(repo.gitDir, 'index');
+  const key = indexFileKey(file);
+  const kept = key === null ? undefined : indexTrees.get(`${file}\0${key}`);
+  if (kept !== undefined && kept === held) return { tree: kept, items: [] };
   const dir = scratchDir(tmpBase, 'index');
   try {
     const objects = path.join(dir, 'objects');
     fs.mkdirSync(objects);
     const o = repoOpts(repo);
     const env = { ...o.env, GIT_OBJECT_DIRECTORY: objects, GIT_ALTERNATE_OBJECT_DIRECTORIES: repo.objectsDir };
-    const tree = await indexFileTree(path.join(repo.gitDir, 'index'), dir, { ...o, env }, false, unmerged);
+    const tree = await indexFileTree(file, dir, { ...o, env }, false, unmerged);
+    // Kept only when the index did not change while git read it.
+    if (key !== null && indexFileKey(file) === key) {
+      if (indexTrees.size >= INDEX_TREES_KEPT) indexTrees.delete(indexTrees.keys().next().value as string);
+      indexTrees.set(`${file}\0${key}`, tree);
+    }
     return { tree, items: looseObjects(objects) };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -806,7 +824,7 @@ async function newestSnapshotBase(
   opts: {
     cwd: string;
   },
-): Promise<({ tree: string; filemeta: string | null } & Totals) | null> {
+): Promise<({ tree: string; filemeta: string | null; index: string | null } & Totals) | null> {
   // Only a ref that names its own commit is a snapshot (a fetched one may point anywhere).
   const newest = (
     await gitText(
@@ -830,7 +848,12 @@ async function newestSnapshotBase(
   try {
     const counts = (JSON.parse(manifest.data.toString('utf8')) as { counts?: Partial<Totals> }).counts;
     if (![counts?.files, counts?.bytes, counts?.symlinks].every((n) => Number.isSafeInteger(n))) return null;
-    return { tree: files.oid, filemeta: entries.get('filemeta')?.oid ?? null, ...(counts as Totals) };
+    return {
+      tree: files.oid,
+      filemeta: entries.get('filemeta')?.oid ?? null,
+      index: entries.get('index')?.oid ?? null,
+      ...(counts as Totals),
+    };
   } catch {
     return null;
   }

@@ -68,3 +68,19 @@ export function assertNoSymlinkBetween(root: string, abs: string): void {
     }
   }
 }
+
+/** Enough of an index's end to hold either format's trailer (SHA-1 20 bytes, SHA-256 32). */
+const INDEX_TAIL = 32;
+
+/**
+ * What stands for an index file's content: its last bytes (git writes an index whole, ending with
+ * the hash of everything before it) and which file it is (device, inode, times: an index rewritten
+ * away and back to the same bytes while it was read is another file). Null when the end says
+ * nothing of the rest: written without its hash (a zero trailer), too short, unreadable.
+ */
+export function indexFileKey(file: string): string | null {
+  const read = readTail(file, INDEX_TAIL);
+  if (!read || read.size < 12 + INDEX_TAIL || read.tail.length !== INDEX_TAIL) return null;
+  if (read.tail.subarray(INDEX_TAIL - 20).every((b) => b === 0)) return null;
+  return `${read.tail.toString('hex')}:${fileStamp(read.stat)}`;
+}

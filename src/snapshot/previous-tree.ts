@@ -24,7 +24,7 @@ export async function heldPreviousSnapshot(
   wsId: string,
   tree: string,
   opts: GitOptions,
-): Promise<{ filemeta: string | null } | null> {
+): Promise<{ filemeta: string | null; index: string | null } | null> {
   const recent = recentWorkspaceSnapshots(commonDir, wsId);
   if (!recent.length) return null;
   // The refs of these few snapshots, read from their files; git lists every holding ref only when
@@ -48,11 +48,13 @@ async function firstWithTree(
   held: Set<string>,
   tree: string,
   opts: GitOptions,
-): Promise<{ filemeta: string | null } | null> {
+): Promise<{ filemeta: string | null; index: string | null } | null> {
   for (const oid of recent) {
     if (!held.has(oid)) continue;
     const top = await snapshotTop(commonDir, oid, opts);
-    if (top?.get('files')?.oid === tree) return { filemeta: top.get('filemeta')?.oid ?? null };
+    if (top?.get('files')?.oid === tree) {
+      return { filemeta: top.get('filemeta')?.oid ?? null, index: top.get('index')?.oid ?? null };
+    }
   }
   return null;
 }
