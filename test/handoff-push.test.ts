@@ -346,6 +346,33 @@ test('the objects a push chooses by comparing trees cover what git walks to, and
     const dir = sb.path('restored');
     expectExit(xet(sb, b.dir, ['restore', s5, dir, '--json']), 0);
     expectExit(xet(sb, b.dir, ['verify', s5, dir, '--json']), 0);
+
+    // Two staged names that differ only in bytes that are not UTF-8 (n\xff, n\xfe, in a new
+    // directory and in one the store has): decoded, they were one name, and the other's blob was
+    // never sent (review 39).
+    const blobs = ['one\n', 'two\n', 'three\n', 'four\n'].map((t) =>
+      spawnSync('git', ['hash-object', '-w', '--stdin'], { cwd: a.dir, input: t, env: sb.env })
+        .stdout.toString()
+        .trim(),
+    );
+    const info = Buffer.concat(
+      [
+        ['odd/n', 0xff, blobs[0]],
+        ['odd/n', 0xfe, blobs[1]],
+        ['src/n', 0xff, blobs[2]],
+        ['src/n', 0xfe, blobs[3]],
+      ].map(([p, b, oid]) =>
+        Buffer.concat([Buffer.from(`100644 ${oid}\t${p}`), Buffer.from([b as number]), Buffer.from('\n')]),
+      ),
+    );
+    const staged = spawnSync('git', ['update-index', '--index-info'], { cwd: a.dir, input: info, env: sb.env });
+    assert.equal(staged.status, 0, staged.stderr.toString());
+    const s6 = capture(sb, a.dir);
+    await check([s6], true);
+    push();
+    assertStoreOk(sb, store);
+    const c = assertFetchable(sb, store, 'c');
+    for (const blob of blobs) assert.equal(c.git('cat-file', '-t', blob).trim(), 'blob', `${blob} reached the store`);
   });
 });
 

@@ -155,3 +155,44 @@ test('packs given back are taken over by the next borrower, and a repack between
     b.giveBack();
   });
 });
+
+test('packs nobody borrows again are closed after a while: a pack a gc deleted gives its space back', async () => {
+  await withSandbox(async (sb) => {
+    const repo = sb.path('repo');
+    fs.mkdirSync(repo);
+    git(repo, ['init', '-q']);
+    git(repo, ['config', 'user.name', 't']);
+    git(repo, ['config', 'user.email', 't@example.com']);
+    fs.writeFileSync(path.join(repo, 'f.txt'), 'f\n');
+    git(repo, ['add', '.']);
+    git(repo, ['commit', '-qm', 'c']);
+    git(repo, ['repack', '-q', '-a', '-d']);
+    const objects = path.join(repo, '.git', 'objects');
+    const openPacks = () =>
+      fs.readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith(path.join(objects, 'pack'));
+        } catch {
+          return false;
+        }
+      }).length;
+    const before = process.env.GIT_XET_TEST_PACKS_KEPT_MS;
+    process.env.GIT_XET_TEST_PACKS_KEPT_MS = '300';
+    try {
+      const packs = LocalPacks.borrow(objects, 'sha1');
+      assert.ok(packs.find(git(repo, ['rev-parse', 'HEAD'])));
+      packs.giveBack();
+      assert.ok(openPacks() > 0, 'kept open for the next borrower');
+      // The repository repacked and pruned meanwhile: the old pack's file is deleted, still open.
+      fs.writeFileSync(path.join(repo, 'g.txt'), 'g\n');
+      git(repo, ['add', '.']);
+      git(repo, ['commit', '-qm', 'd']);
+      git(repo, ['repack', '-q', '-a', '-d']);
+      await new Promise((done) => setTimeout(done, 800));
+      assert.equal(openPacks(), 0, 'closed once nobody borrowed them');
+    } finally {
+      if (before === undefined) delete process.env.GIT_XET_TEST_PACKS_KEPT_MS;
+      else process.env.GIT_XET_TEST_PACKS_KEPT_MS = before;
+    }
+  });
+});

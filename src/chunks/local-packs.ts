@@ -18,6 +18,15 @@ const PRELOAD_MAX_OBJECTS = 4_000_000;
 /** Packs given back (giveBack), by directory, format and options, for the next borrow. */
 const kept = new Map<string, LocalPacks>();
 const KEPT_DIRS = 4;
+/** Packs not borrowed again for this long are closed: a pack deleted meanwhile (a `git gc`) keeps
+ * its space while it is open (review 39: a daemon left idle held a repacked repository's old packs).
+ * A capture's look-up and its handoff's push follow each other within it. */
+const KEPT_MS = 10_000;
+/** KEPT_MS, or the tests' shorter GIT_XET_TEST_PACKS_KEPT_MS. */
+function keptMs(): number {
+  const t = Number(process.env.GIT_XET_TEST_PACKS_KEPT_MS);
+  return Number.isSafeInteger(t) && t > 0 ? t : KEPT_MS;
+}
 
 export class LocalPacks {
   /** Where giveBack keeps these packs (set by borrow). */
@@ -34,13 +43,18 @@ export class LocalPacks {
    * process (the daemon) looks objects up at every capture and push, and opening a pack and loading
    * its index costs ~1.3 ms (~20 ms for a repository of 16 packs). A pack's name is its content's
    * hash, so one still listed is the one opened; one no longer listed (repacked) is closed at the
-   * next borrow, so its space is held until then. A borrower gives them back with giveBack.
+   * next borrow, and all are closed when none borrows them for KEPT_MS, so a deleted pack's space is
+   * held at most that long. A borrower gives them back with giveBack.
    */
-  static borrow(objects: string, format: 'sha1' | 'sha256', opts: { mapped?: boolean } = {}): LocalPacks {
-    const key = `${objects}\0${format}\0${opts.mapped === true}`;
+  static borrow(
+    objects: string,
+    format: 'sha1' | 'sha256',
+    opts: { reuseWindow?: boolean; window?: number } = {},
+  ): LocalPacks {
+    const key = `${objects}\0${format}\0${opts.reuseWindow === true}\0${opts.window ?? 0}`;
     const reuse = kept.get(key);
     kept.delete(key);
-    const packs = LocalPacks.openDir(objects, format, { mapped: opts.mapped, reuse });
+    const packs = LocalPacks.openDir(objects, format, { ...opts, reuse });
     packs.keptAs = key;
     return packs;
   }
@@ -56,6 +70,11 @@ export class LocalPacks {
     kept.get(key)?.close();
     kept.delete(key);
     kept.set(key, this);
+    setTimeout(() => {
+      if (kept.get(key) !== this) return;
+      kept.delete(key);
+      this.close();
+    }, keptMs()).unref();
     while (kept.size > KEPT_DIRS) {
       const oldest = kept.keys().next().value as string;
       kept.get(oldest)?.close();
@@ -77,14 +96,15 @@ export class LocalPacks {
    * `reuseWindow`, each pack is read through one buffer kept for it (PackReader's reuseWindow): for
    * a caller that uses what a read returns before its next read (a restore's chunked files, ~17,000
    * chunk reads whose fresh 1 MiB windows each cost their pages' faults). `mapped`: each pack mapped
-   * whole where the native module can (PackReader's mapped). `reuse`: the same directory's packs
+   * whole where the native module can (PackReader's mapped). `window`: the bytes read at a time
+   * (1 MiB unless given). `reuse`: the same directory's packs
    * opened before with the same options, taken over (a pack's name is its content's hash, so a pack
    * still listed is the one opened; ~1.3 ms a pack to open and load its index); the ones no longer
    * listed are closed, and `reuse` is left empty. */
   static openDir(
     objects: string,
     format: 'sha1' | 'sha256',
-    opts: { reuseWindow?: boolean; mapped?: boolean; reuse?: LocalPacks } = {},
+    opts: { reuseWindow?: boolean; mapped?: boolean; window?: number; reuse?: LocalPacks } = {},
   ): LocalPacks {
     const dir = path.join(objects, 'pack');
     const readers: PackReader[] = [];
@@ -111,7 +131,7 @@ export class LocalPacks {
       }
       try {
         const r = PackReader.open(path.join(dir, n.replace(/\.idx$/, '.pack')), path.join(dir, n), format, {
-          window: 1 << 20,
+          window: opts.window ?? 1 << 20,
           reuseWindow: opts.reuseWindow === true,
           mapped: opts.mapped === true,
         });

@@ -9,8 +9,14 @@ export interface TreeEntry {
 }
 
 /** The entries of a raw tree object, and whether it parsed to its end: a malformed entry (no
- * space, no NUL, an id cut short) ends the list there. */
-export function parseTreeObject(data: Buffer, oidBytes: number): { entries: TreeEntry[]; complete: boolean } {
+ * space, no NUL, an id cut short) ends the list there. Names are decoded as UTF-8, or with
+ * `names: 'latin1'` one character per byte: a caller that tells names apart must (two names that
+ * differ only in bytes that are not UTF-8 decode to the same text). */
+export function parseTreeObject(
+  data: Buffer,
+  oidBytes: number,
+  names: 'utf8' | 'latin1' = 'utf8',
+): { entries: TreeEntry[]; complete: boolean } {
   const entries: TreeEntry[] = [];
   let at = 0;
   while (at < data.length) {
@@ -19,7 +25,7 @@ export function parseTreeObject(data: Buffer, oidBytes: number): { entries: Tree
     if (sp < 0 || nul < 0 || nul + 1 + oidBytes > data.length) return { entries, complete: false };
     entries.push({
       mode: data.toString('latin1', at, sp),
-      name: data.toString('utf8', sp + 1, nul),
+      name: data.toString(names, sp + 1, nul),
       oid: data.toString('hex', nul + 1, nul + 1 + oidBytes),
     });
     at = nul + 1 + oidBytes;

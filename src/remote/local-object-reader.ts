@@ -68,9 +68,10 @@ export class LocalFirstObjectReader {
   /** The object read here, or null: git is asked (not here, over `max`, or not readable here). */
   private local(oid: string, max: number): ObjectContents | null {
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(oid) || oid.length !== (this.format === 'sha256' ? 64 : 40)) return null;
-    // Each pack mapped whole where the native module can: a read is a view, inflated into an
-    // object of its own (a 1 MiB window read per object copied ~100 MiB a push).
-    this.packs ??= LocalPacks.borrow(this.objectsDir, this.format, { mapped: true });
+    // One window per pack, reused, of 64 KiB: read() returns objects of their own (inflated, or
+    // made from deltas), never views into it; a fresh 1 MiB window per object copied ~100 MiB a
+    // push, and a mapping would keep a deleted pack's space until the garbage collector ran.
+    this.packs ??= LocalPacks.borrow(this.objectsDir, this.format, { reuseWindow: true, window: 64 * 1024 });
     // Packs first: most objects are packed, and a loose lookup is a system call each.
     try {
       const got = this.packs.find(oid)?.read(oid, max);
@@ -100,7 +101,8 @@ export class LocalFirstObjectReader {
       return null;
     }
     const nul = raw.indexOf(0);
-    const m = nul > 0 ? /^([a-z]+) (\d+)$/.exec(raw.toString('latin1', 0, nul)) : null;
+    // git's own header: no leading zero in the size (git calls such an object missing).
+    const m = nul > 0 ? /^([a-z]+) (0|[1-9]\d*)$/.exec(raw.toString('latin1', 0, nul)) : null;
     if (!m || !TYPES.has(m[1]) || Number(m[2]) !== raw.length - nul - 1 || Number(m[2]) > max) return null;
     if (crypto.createHash(this.format).update(raw).digest('hex') !== oid) return null;
     const data = Buffer.from(raw.subarray(nul + 1));

@@ -64,7 +64,7 @@ function idsNamed(
       // A tree's entry: "40000 " (5 digits, as git writes it; "040000" too).
       const mode = sp - at;
       if (names.size && (mode === 5 || mode === 6) && data[at + mode - 5] === 0x34 && isTreeMode(data, at, sp)) {
-        const name = data.toString('utf8', sp + 1, nul);
+        const name = data.toString('latin1', sp + 1, nul);
         if (names.has(name)) sub.set(name, data.toString('hex', nul + 1, nul + 1 + oidBytes));
       }
       at = nul + 1 + oidBytes;
@@ -81,7 +81,8 @@ function isTreeMode(data: Buffer, at: number, sp: number): boolean {
 
 export interface PushObject {
   oid: string;
-  /** The name it has in its tree (pack-objects' delta heuristics); '' for commits and root trees. */
+  /** The name it has in its tree, a character per byte (pack-objects' delta heuristics); '' for commits
+   * and root trees. */
   name: string;
 }
 
@@ -219,7 +220,9 @@ async function compare(
     entries = new Map();
     const data = raw.get(oid);
     if (data) {
-      const tree = parseTreeObject(data, oidBytes);
+      // Names by their bytes: two that differ only in bytes that are not UTF-8 are two entries
+      // (decoded, they were one, and the other's objects were never sent: review 39).
+      const tree = parseTreeObject(data, oidBytes, 'latin1');
       if (!tree.complete) throw new TooBig(`tree ${oid} does not parse`);
       for (const e of tree.entries) entries.set(e.name, { mode: e.mode, oid: e.oid });
     }
