@@ -27,7 +27,7 @@ import { emptyTreeOid, findRepo, indexRef, repoOpts, type Repo } from '../git/re
 import { readConfig, type GitConfig } from '../git/config';
 import { sidecarDir, withExistingSidecar, withSidecar } from '../sidecar/db';
 import { captureCacheIndex, lastFilesTree, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { heldPreviousSnapshot, rememberSnapshotTop, snapshotTop } from './previous-tree';
+import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
 import { rememberSnapshot } from './store';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { statFields, writeStat } from '../git/index-file';
@@ -550,7 +550,6 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     await faultPoint('capture:before-ref');
     await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
     releasePack();
-    rememberSnapshotTop(repo.commonDir, commit, topWithManifest);
     rememberSnapshot(repo.commonDir, commit, manifestData, topWithManifest);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
     await faultPoint('capture:after-ref');

@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { git, gitText, type GitOptions } from '../git/exec';
 import { parseTopListing } from '../git/plumbing';
 import { lexists } from './fsutil';
+import { writtenSnapshotTop } from './store';
 import { recentWorkspaceSnapshots } from './unchanged';
 
 const HOLDING_REFS = ['refs/xet/snapshots/', 'refs/xet/pins/', 'refs/xet/dropped/'];
@@ -110,25 +111,15 @@ function readPackedRefs(commonDir: string): Map<string, string> | null {
   return out;
 }
 
-/** A few snapshots' top-level entries, by repository and commit: a commit's tree never changes,
- * and a resident process asks for its last snapshot's on every capture (one git process less).
- * Only asked for a commit a ref was just seen to reach. */
+/** A few snapshots' top-level entries as git listed them, by repository and commit: a commit's tree
+ * never changes (one git process less for each asked again; what this process wrote itself it knows
+ * from store.ts's rememberSnapshot). Only asked for a commit a ref was just seen to reach. */
 const tops = new Map<string, Map<string, { oid: string; type: string }>>();
 const TOPS_KEPT = 16;
 
 function keep(key: string, top: Map<string, { oid: string; type: string }>): void {
   if (tops.size >= TOPS_KEPT) tops.delete(tops.keys().next().value as string);
   tops.set(key, top);
-}
-
-/** What a capture just wrote: snapshot commit `oid` whose tree has these entries (so that a
- * resident process's next capture need not list the top of the snapshot it wrote itself). */
-export function rememberSnapshotTop(
-  commonDir: string,
-  oid: string,
-  entries: readonly { name: string; oid: string; type: string }[],
-): void {
-  keep(`${commonDir}\0${oid}`, new Map(entries.map((e) => [e.name, { oid: e.oid, type: e.type }])));
 }
 
 /** The top-level entries of snapshot commit `oid` (null: not a commit this repository has). */
@@ -138,7 +129,8 @@ export async function snapshotTop(
   opts: GitOptions,
 ): Promise<Map<string, { oid: string; type: string }> | null> {
   const key = `${commonDir}\0${oid}`;
-  const kept = tops.get(key);
+  // What this process wrote itself (a resident process's last capture) is not listed again.
+  const kept = tops.get(key) ?? writtenSnapshotTop(commonDir, oid);
   if (kept) return kept;
   const r = await git(['ls-tree', '-z', oid], { ...opts, okCodes: [128] });
   if (r.code !== 0) return null;

@@ -132,15 +132,19 @@ function snapshotOf(
   };
 }
 
-/** Snapshots this process wrote, by repository and id: what a resident process's next line (a
- * handoff of the snapshot it just captured) reads, without five git processes. A commit's id fixes
- * its tree and manifest, so what is kept can be wrong only about whether the commit is still in
- * the repository: it is given only for an id the caller has just found there. */
-const written = new Map<string, { manifestBytes: Buffer; entries: Map<string, { mode: string; oid: string }> }>();
+/** Snapshots this process wrote, by repository and id: what a resident process's next line reads
+ * (a handoff of the snapshot it just captured, without five git processes; its next capture, the
+ * top of its last snapshot: previous-tree.ts). A commit's id fixes its tree and manifest, so what is
+ * kept can be wrong only about whether the commit is still in the repository: it is given only for
+ * an id the caller has just found there, or that a ref was just seen to reach. */
+const written = new Map<
+  string,
+  { manifestBytes: Buffer; entries: Map<string, { mode: string; type: string; oid: string }> }
+>();
 const WRITTEN_KEPT = 8;
 
 /** What capture wrote: snapshot `oid` in the repository at `commonDir`, its manifest's bytes and
- * its tree's entries. */
+ * its tree's entries (modes as `ls-tree` prints them). */
 export function rememberSnapshot(
   commonDir: string,
   oid: string,
@@ -148,8 +152,18 @@ export function rememberSnapshot(
   top: readonly { name: string; mode: string; type: string; oid: string }[],
 ): void {
   if (written.size >= WRITTEN_KEPT) written.delete(written.keys().next().value as string);
-  const entries = new Map(top.map((e) => [e.name, { mode: e.type === 'tree' ? '040000' : e.mode, oid: e.oid }]));
+  const entries = new Map(
+    top.map((e) => [e.name, { mode: e.type === 'tree' ? '040000' : e.mode, type: e.type, oid: e.oid }]),
+  );
   written.set(`${commonDir}\0${oid}`, { manifestBytes: Buffer.from(manifestBytes), entries });
+}
+
+/** The top entries of snapshot `oid` if this process wrote it (rememberSnapshot), else undefined. */
+export function writtenSnapshotTop(
+  commonDir: string,
+  oid: string,
+): Map<string, { mode: string; type: string; oid: string }> | undefined {
+  return written.get(`${commonDir}\0${oid}`)?.entries;
 }
 
 /** readSnapshot of a commit the caller has just found in the repository at `commonDir`
