@@ -9,7 +9,13 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { identDate, keptAsUtf8, plainIdent } from '../src/git/ident';
 import { native } from '../src/native';
-import { commitContent, looseCompressionLevel, treeContent, writeLooseObject } from '../src/git/loose-writer';
+import {
+  commitContent,
+  looseCompressionLevel,
+  looseWriteLevel,
+  treeContent,
+  writeLooseObject,
+} from '../src/git/loose-writer';
 import type { TreeEntryInput } from '../src/git/plumbing';
 import { withSandbox } from './support/sandbox';
 
@@ -314,6 +320,9 @@ test("the level loose objects are deflated at is git's: core.looseCompression, e
   assert.equal(level({ 'core.loosecompression': '-1' }), 6, "-1 is zlib's default");
   assert.equal(level({ 'core.compression': '10' }), null, 'git refuses it: git is left to say so');
   assert.equal(level({ 'core.compression': 'best' }), null);
+  // Shared permissions are git's to set: git writes, at any level.
+  assert.equal(looseWriteLevel({ get: (k: string) => ({ 'core.sharedrepository': 'group' })[k] }), null);
+  assert.equal(looseWriteLevel({ get: () => undefined }), 1);
   // The zlib header says the level's class: 78 01 at 1, 78 da at 9.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-loose-level-'));
   try {

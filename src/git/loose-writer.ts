@@ -33,8 +33,15 @@ export function looseCompressionLevel(config: { get(key: string): string | undef
   return n >= 0 && n <= 9 ? n : null;
 }
 
-/** Writes `data` as a loose object of `type` (deflated at `level`: looseCompressionLevel); returns
- * its id. */
+/** The level this process writes loose objects at with this configuration, or null when git must
+ * write them: core.sharedRepository asks for permissions (git sets them: adjust_shared_perm), or
+ * the level is one git would refuse (git says so). */
+export function looseWriteLevel(config: { get(key: string): string | undefined }): number | null {
+  return config.get('core.sharedrepository') === undefined ? looseCompressionLevel(config) : null;
+}
+
+/** Writes `data` as a loose object of `type` (deflated at `level`: looseWriteLevel); returns its
+ * id. */
 export function writeLooseObject(
   objectsDir: string,
   format: 'sha1' | 'sha256',

@@ -2,7 +2,7 @@
 // completely (schema, limits, snapshot, manifest hash, artifacts) before the first object is
 // written, then stored as its deterministic commit under the create-once ref.
 
-import { looseCompressionLevel } from '../git/loose-writer';
+import { looseWriteLevel } from '../git/loose-writer';
 import { tracePhase } from '../testing/trace';
 import { withObjectsShared } from '../gc/objects-lock';
 import * as crypto from 'node:crypto';
@@ -320,14 +320,12 @@ async function createHandoffShared(
   let created = false;
   if (existing && existing !== objs.commit.oid) throw refImmutable(id, objs.commit.oid, existing);
   if (!existing) {
-    // Written here unless git must set shared permissions or a level this process does not know
-    // (as capture writes its commit).
-    const level = looseCompressionLevel(config);
-    const here = config.get('core.sharedrepository') === undefined && level !== null;
+    // Written here unless git must write them (as capture writes its commit).
+    const level = looseWriteLevel(config);
     await writeHandoffObjects(
       objs,
       opts,
-      here ? { objectsDir: repo.objectsDir, format: repo.objectFormat, level: level ?? 1 } : undefined,
+      level === null ? undefined : { objectsDir: repo.objectsDir, format: repo.objectFormat, level },
     );
     created = await publishHandoffRef(id, objs.commit.oid, repo.objectFormat, opts);
   }

@@ -31,7 +31,7 @@ import { heldPreviousSnapshot, snapshotTop } from './previous-tree';
 import { rememberSnapshot } from './store';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
 import { statFields, writeStat } from '../git/index-file';
-import { commitContent, looseCompressionLevel, treeContent, writeLooseObject } from '../git/loose-writer';
+import { commitContent, looseWriteLevel, treeContent, writeLooseObject } from '../git/loose-writer';
 import { identDate, keptAsUtf8, plainIdent } from '../git/ident';
 import { acquireLock } from '../sidecar/lock';
 import { SNAPSHOT_SCHEMA, schemaFor, serializeManifest, type Manifest } from './manifest';
@@ -495,26 +495,27 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
         return resultOf(last, { unchanged: true, repacked: false, warnings: leftoverWarning(cleaned) });
       }
     }
-    // Written here, not by two git processes in a row, unless git must set shared permissions.
+    // Written here, not by two git processes in a row, unless git must write them (looseWriteLevel).
     const manifestData = serializeManifest(manifest);
-    const level = looseCompressionLevel(config);
-    const inProcess = config.get('core.sharedrepository') === undefined && level !== null;
-    const manifestBlob = inProcess
-      ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'blob', manifestData, level ?? 1)
-      : (await writeBlobs([manifestData], 'blob', userOpts))[0];
+    const level = looseWriteLevel(config);
+    const manifestBlob =
+      level !== null
+        ? writeLooseObject(repo.objectsDir, repo.objectFormat, 'blob', manifestData, level)
+        : (await writeBlobs([manifestData], 'blob', userOpts))[0];
     const topWithManifest: TreeEntryInput[] = [
       ...topEntries,
       { mode: '100644', type: 'blob', oid: manifestBlob, name: 'manifest.json' },
     ];
-    const top = inProcess
-      ? writeLooseObject(
-          repo.objectsDir,
-          repo.objectFormat,
-          'tree',
-          treeContent(topWithManifest, repo.objectFormat),
-          level ?? 1,
-        )
-      : await mktree(topWithManifest, userOpts);
+    const top =
+      level !== null
+        ? writeLooseObject(
+            repo.objectsDir,
+            repo.objectFormat,
+            'tree',
+            treeContent(topWithManifest, repo.objectFormat),
+            level,
+          )
+        : await mktree(topWithManifest, userOpts);
 
     const identity = identityEnv(config);
     const commitOpts = { ...userOpts, env: { ...userOpts.env, ...identity } };
@@ -528,23 +529,24 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     );
     const subject = options.message ? options.message : 'snapshot';
     const message = `xet: ${subject}\n\nSchema: ${manifest.schema}\n`;
-    const asGit = inProcess ? commitsAsGit(config, commitOpts.env, message, Date.now()) : null;
-    const commit = asGit
-      ? writeLooseObject(
-          repo.objectsDir,
-          repo.objectFormat,
-          'commit',
-          commitContent({
-            tree: top,
-            parents,
-            name: identity.GIT_AUTHOR_NAME,
-            email: identity.GIT_AUTHOR_EMAIL,
-            ...asGit,
-            message,
-          }),
-          level ?? 1,
-        )
-      : await commitTree(top, parents, message, commitOpts);
+    const asGit = level !== null ? commitsAsGit(config, commitOpts.env, message, Date.now()) : null;
+    const commit =
+      asGit && level !== null
+        ? writeLooseObject(
+            repo.objectsDir,
+            repo.objectFormat,
+            'commit',
+            commitContent({
+              tree: top,
+              parents,
+              name: identity.GIT_AUTHOR_NAME,
+              email: identity.GIT_AUTHOR_EMAIL,
+              ...asGit,
+              message,
+            }),
+            level,
+          )
+        : await commitTree(top, parents, message, commitOpts);
 
     // --- publish: the ref, then the sidecar record ---
     await faultPoint('capture:before-ref');
