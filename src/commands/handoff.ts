@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { s } from './schema';
 import { XetError } from '../errors';
-import { defineCommand, keepForRun, repeatable, takeFromCheck } from './spec';
+import { checkedRepo, defineCommand, repeatable, takeFromCheck } from './spec';
 import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
 import type { SignatureReport } from '../handoff/signatures';
@@ -117,19 +117,9 @@ export const handoffCreateCommand = defineCommand({
   // runs when the handoff ref is written).
   relayable: async (input, ctx) => {
     if (input.descriptor !== undefined) return 'the descriptor is read by the caller';
-    const [{ findRepo, repoOpts }, { readConfig }, { runsUserHook }, { invocation }] = await Promise.all([
-      import('../git/repo'),
-      import('../git/config'),
-      import('../hooks/install'),
-      import('../cli/invocation'),
-    ]);
-    // In the daemon's own worktree, its repository and config memo (as its captures use).
-    const warm = await invocation().warm?.(ctx.cwd);
-    const repo = warm?.repo ?? (await findRepo(ctx.cwd, true));
-    const config = await (warm ? warm.readConfig() : readConfig(repoOpts(repo)));
-    keepForRun(input, { repo, config });
+    const { repo, config, userHook } = await checkedRepo(input, ctx.cwd);
     if (input.sign ?? config.getBool('xet.handoff.sign') ?? false) return 'the handoff is signed';
-    if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
+    if (userHook) return 'a reference-transaction hook runs';
     if (input.push === undefined) return null;
     const { pushesInProcess } = await import('../remote/publish');
     return (await pushesInProcess(repo, input.push, config)) ? null : 'the push goes through git';

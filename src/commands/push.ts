@@ -1,6 +1,6 @@
 // git xet push: publish refs/xet/* (snapshots, handoffs), all or the ones named, to a xet store or any Git remote.
 import { s } from './schema';
-import { defineCommand, keepForRun, takeFromCheck } from './spec';
+import { checkedRepo, defineCommand, takeFromCheck } from './spec';
 import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
 
@@ -50,20 +50,11 @@ export const pushCommand = defineCommand({
   // through git may need the client's credentials, terminal or ssh agent, which the daemon has not;
   // a hook of the user's that git runs when the tracking refs are written needs its environment.
   relayable: async (input, ctx) => {
-    const [{ pushesInProcess }, { findRepo, repoOpts }, { readConfig }, { runsUserHook }, { invocation }] =
-      await Promise.all([
-        import('../remote/publish'),
-        import('../git/repo'),
-        import('../git/config'),
-        import('../hooks/install'),
-        import('../cli/invocation'),
-      ]);
-    // In the daemon's own worktree, its repository and config memo (as its captures use).
-    const warm = await invocation().warm?.(ctx.cwd);
-    const repo = warm?.repo ?? (await findRepo(ctx.cwd, true));
-    const config = await (warm ? warm.readConfig() : readConfig(repoOpts(repo)));
-    keepForRun(input, { repo, config });
-    if (runsUserHook(repo, config, 'reference-transaction')) return 'a reference-transaction hook runs';
+    const [{ pushesInProcess }, { repo, config, userHook }] = await Promise.all([
+      import('../remote/publish'),
+      checkedRepo(input, ctx.cwd),
+    ]);
+    if (userHook) return 'a reference-transaction hook runs';
     return (await pushesInProcess(repo, input.remote, config)) ? null : 'the push goes through git';
   },
   async run(input, ctx) {

@@ -6,6 +6,8 @@
 // start-up, and only the MCP server needs it (toZod).
 
 import { s, type Field, type InferShape, type Shape } from './schema';
+import type { GitConfig } from '../git/config';
+import type { Repo } from '../git/repo';
 
 /** What a command does to the world, as MCP's tool annotations say it. */
 export interface Annotations {
@@ -113,7 +115,7 @@ export interface CommandSpec<S extends Shape = Shape, R = unknown> {
 /** What a relayable check read (the repository and its config), kept for the run of the same
  * input, which comes next in the same process: read once per line, not twice. */
 const readByCheck = new WeakMap<object, unknown>();
-export function keepForRun<T>(input: object, value: T): T {
+function keepForRun<T>(input: object, value: T): T {
   readByCheck.set(input, value);
   return value;
 }
@@ -121,6 +123,26 @@ export function takeFromCheck<T>(input: object): T | undefined {
   const value = readByCheck.get(input) as T | undefined;
   readByCheck.delete(input);
   return value;
+}
+
+/** A relayable check's reads: the repository of `cwd` and its config (in the daemon's own worktree
+ * its repository and config memo, as its captures use: invocation().warm), kept for the run
+ * (keepForRun), and whether a reference-transaction hook of the user's would run there. */
+export async function checkedRepo(
+  input: object,
+  cwd: string,
+): Promise<{ repo: Repo; config: GitConfig; userHook: boolean }> {
+  const [{ findRepo, repoOpts }, { readConfig }, { runsUserHook }, { invocation }] = await Promise.all([
+    import('../git/repo'),
+    import('../git/config'),
+    import('../hooks/install'),
+    import('../cli/invocation'),
+  ]);
+  const warm = await invocation().warm?.(cwd);
+  const repo = warm?.repo ?? (await findRepo(cwd, true));
+  const config = await (warm ? warm.readConfig() : readConfig(repoOpts(repo)));
+  keepForRun(input, { repo, config });
+  return { repo, config, userHook: runsUserHook(repo, config, 'reference-transaction') };
 }
 
 /** Identity with inference: `export const capture = defineCommand({...})`. */
