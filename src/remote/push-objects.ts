@@ -16,7 +16,7 @@
 import { ObjectReader, TooBig, type ObjectContents, type ObjectInfo } from '../git/object-reader';
 import { LocalFirstObjectReader } from './local-object-reader';
 import type { GitOptions } from '../git/exec';
-import { parseTreeObject } from '../git/tree-object';
+import { parseTreeObject, walkTreeObject } from '../git/tree-object';
 
 /** A commit or a tree is never bigger than this in a repository git xet made (a tree of 100,000
  * entries is ~4 MB); a bigger one is not worth a shortcut. */
@@ -52,30 +52,31 @@ function idsNamed(
     const sub = new Map<string, string>();
     subtrees.push(sub);
     if (!data) continue;
-    let at = 0;
-    while (at < data.length) {
-      const sp = data.indexOf(0x20, at);
-      const nul = sp < 0 ? -1 : data.indexOf(0, sp);
-      if (sp < 0 || nul < 0 || nul + 1 + oidBytes > data.length) throw new TooBig('a base tree does not parse');
+    const complete = walkTreeObject(data, oidBytes, (at, sp, nul) => {
       if (prefixes.has(data.readUInt32BE(nul + 1))) {
         const id = data.toString('hex', nul + 1, nul + 1 + oidBytes);
         if (wanted.has(id)) ids.add(id);
       }
-      // A tree's entry: "40000 " (5 digits, as git writes it; "040000" too).
+      // A tree's entry: "40000 " as git writes it ("040000" too); the '4' is tested first, so a
+      // blob's "100644" makes no string.
       const mode = sp - at;
-      if (names.size && (mode === 5 || mode === 6) && data[at + mode - 5] === 0x34 && isTreeMode(data, at, sp)) {
+      if (
+        names.size &&
+        (mode === 5 || mode === 6) &&
+        data[sp - 5] === 0x34 &&
+        isTreeMode(data.toString('latin1', at, sp))
+      ) {
         const name = data.toString('latin1', sp + 1, nul);
         if (names.has(name)) sub.set(name, data.toString('hex', nul + 1, nul + 1 + oidBytes));
       }
-      at = nul + 1 + oidBytes;
-    }
+    });
+    if (!complete) throw new TooBig('a base tree does not parse');
   }
   return { ids, subtrees };
 }
 
-/** Whether the mode at data[at..sp) is a tree's, as parsed() reads it ('40000' or '040000'). */
-function isTreeMode(data: Buffer, at: number, sp: number): boolean {
-  const mode = data.toString('latin1', at, sp);
+/** Whether a tree entry's mode is a tree's ('40000' as git writes it, '040000' as ls-tree prints it). */
+function isTreeMode(mode: string): boolean {
   return mode === '40000' || mode === '040000';
 }
 
@@ -229,7 +230,6 @@ async function compare(
     parsedTrees.set(oid, entries);
     return entries;
   };
-  const isTree = (mode: string) => mode === '40000' || mode === '040000';
   while (level.length) {
     // Every tree of this level not read yet, new ones and bases, in one batch.
     const unread = [...new Set(level.flatMap((l) => [l.tree, ...l.bases]))].filter((t) => !raw.has(t));
@@ -254,13 +254,13 @@ async function compare(
       const named = idsNamed(
         l.bases.map((b) => raw.get(b) ?? null),
         new Set(missed.map(([, e]) => e.oid)),
-        new Set(missed.filter(([, e]) => isTree(e.mode)).map(([name]) => name)),
+        new Set(missed.filter(([, e]) => isTreeMode(e.mode)).map(([name]) => name)),
         oidBytes,
       );
       for (const [name, e] of missed) {
         if (named.ids.has(e.oid)) continue;
         if (e.mode === '160000') continue; // a gitlink names a commit of another repository
-        if (isTree(e.mode)) {
+        if (isTreeMode(e.mode)) {
           const sub = named.subtrees.map((m) => m.get(name)).filter((x): x is string => x !== undefined);
           if (l.below && (name === 'files' || name === 'index')) sub.push(...l.below);
           next.push({ tree: e.oid, bases: [...new Set(sub)], name });
