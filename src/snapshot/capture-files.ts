@@ -795,10 +795,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     // shares can be another link's first path.
     let linkRank: Int32Array | null = null;
     if (linkTo && count > FILEMETA_PARTED_MIN_ENTRIES) {
-      const linkedIds = new Set<string>();
-      for (let k = 0; k < count; k++)
-        if (linkTo[k] >= 0) linkedIds.add(oid.toString('latin1', final[k] * hashLen, (final[k] + 1) * hashLen));
       const key = (k: number): string => oid.toString('latin1', final[k] * hashLen, (final[k] + 1) * hashLen);
+      const linkedIds = new Set<string>();
+      for (let k = 0; k < count; k++) if (linkTo[k] >= 0) linkedIds.add(key(k));
       linkRank = linkRanks(
         linkTo,
         (k) => `${stat.readUInt32BE(final[k] * STAT_BYTES + STAT.mode)}:${key(k)}`,
