@@ -5,13 +5,13 @@
 // allowed-signers file, the wrong signer), SIGNING_FAILED, signatures travelling through a xet store
 // and a plain Git remote, the pre-publication check, store gc, and OpenPGP with a throwaway keyring.
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
 import { lsRemote, readStateLog, sha256 } from './support/remote';
+import { sidecarRows } from './support/state';
 import { withSandbox, type Sandbox } from './support/sandbox';
 import { gcOk } from './support/store-gc';
 import { capture, expectError, expectExit, parseJson, xet } from './support/xet';
@@ -103,14 +103,7 @@ function signatureRefs(r: Repo, id?: string): string[] {
 }
 
 function acceptanceRows(r: Repo): unknown[] {
-  const file = path.join(r.commonDir(), 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT handoff, dir FROM handoff_acceptances').all();
-  } finally {
-    db.close();
-  }
+  return sidecarRows(r.commonDir(), 'SELECT handoff, dir FROM handoff_acceptances');
 }
 
 /** accept refused with HANDOFF_UNTRUSTED, and nothing written: no directory, no acceptance row. */

@@ -2,7 +2,6 @@
 // tampered and broken handoffs built by hand with plumbing), accept (restore, fork, refusals) and a
 // handoff travelling by plain `git fetch` to another repository. Real git, real CLI, fixtures on tmpfs.
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -10,7 +9,7 @@ import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
 import { withMountSandbox } from './support/mounts';
 import type { Sandbox } from './support/sandbox';
-import { sha256 } from './support/state';
+import { sha256, sidecarRows } from './support/state';
 import { capture, expectError, expectExit, parseJson, verify, xet } from './support/xet';
 
 const ZERO = '0'.repeat(40);
@@ -104,19 +103,7 @@ function checksOf(details: any): Record<string, boolean | null> {
 }
 
 function acceptanceRows(r: Repo): { handoff: string; dir: string; mode: string; snapshot: string }[] {
-  const file = path.join(r.commonDir(), 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT handoff, dir, mode, snapshot FROM handoff_acceptances ORDER BY dir').all() as {
-      handoff: string;
-      dir: string;
-      mode: string;
-      snapshot: string;
-    }[];
-  } finally {
-    db.close();
-  }
+  return sidecarRows(r.commonDir(), 'SELECT handoff, dir, mode, snapshot FROM handoff_acceptances ORDER BY dir');
 }
 
 test('create: the id is the sha256 of canonical bytes, stored as a commit on the snapshot; idempotent', async () => {

@@ -23,21 +23,30 @@ function git(cwd: string, args: string[], input?: string | Buffer): string {
   }).trim();
 }
 
+/** A repository at `dir` with an identity to commit with. */
+function initAt(dir: string, format: 'sha1' | 'sha256' = 'sha1'): string {
+  fs.mkdirSync(dir);
+  git(dir, ['init', '-q', `--object-format=${format}`]);
+  git(dir, ['config', 'user.name', 't']);
+  git(dir, ['config', 'user.email', 't@example.com']);
+  return dir;
+}
+
+/** `name` written with `text` and committed. */
+function commitFile(repo: string, name: string, text: string): void {
+  fs.mkdirSync(path.dirname(path.join(repo, name)), { recursive: true });
+  fs.writeFileSync(path.join(repo, name), text);
+  git(repo, ['add', '.']);
+  git(repo, ['commit', '-qm', name]);
+}
+
 test('objects read in-process are the objects git cat-file gives, and git answers the rest', async () => {
   await withSandbox(async (sb) => {
     for (const format of ['sha1', 'sha256'] as const) {
-      const base = sb.path(`base-${format}`);
-      const repo = sb.path(`repo-${format}`);
-      for (const d of [base, repo]) {
-        fs.mkdirSync(d);
-        git(d, ['init', '-q', `--object-format=${format}`]);
-        git(d, ['config', 'user.name', 't']);
-        git(d, ['config', 'user.email', 't@example.com']);
-      }
+      const base = initAt(sb.path(`base-${format}`), format);
+      const repo = initAt(sb.path(`repo-${format}`), format);
       // Only the alternate has these.
-      fs.writeFileSync(path.join(base, 'only-there.txt'), 'alternate\n');
-      git(base, ['add', '.']);
-      git(base, ['commit', '-qm', 'base']);
+      commitFile(base, 'only-there.txt', 'alternate\n');
       const elsewhere = git(base, ['rev-parse', 'HEAD']);
       fs.writeFileSync(
         path.join(repo, '.git', 'objects', 'info', 'alternates'),
@@ -47,17 +56,12 @@ test('objects read in-process are the objects git cat-file gives, and git answer
       const big = Array.from({ length: 4000 }, (_, i) => `line ${i} of a file that changes a little\n`).join('');
       for (let v = 0; v < 4; v++) {
         fs.writeFileSync(path.join(repo, 'big.txt'), `${big}version ${v}\n`);
-        fs.mkdirSync(path.join(repo, 'dir', `sub${v}`), { recursive: true });
-        fs.writeFileSync(path.join(repo, 'dir', `sub${v}`, 'f.txt'), `f ${v}\n`);
-        git(repo, ['add', '.']);
-        git(repo, ['commit', '-qm', `v${v}`]);
+        commitFile(repo, `dir/sub${v}/f.txt`, `f ${v}\n`);
       }
       git(repo, ['gc', '-q', '--aggressive']);
       assert.ok(fs.readdirSync(path.join(repo, '.git', 'objects', 'pack')).some((n) => n.endsWith('.pack')));
       // Loose after the pack: a new commit.
-      fs.writeFileSync(path.join(repo, 'loose.txt'), 'loose\n');
-      git(repo, ['add', '.']);
-      git(repo, ['commit', '-qm', 'loose']);
+      commitFile(repo, 'loose.txt', 'loose\n');
       const all = git(repo, ['rev-list', '--objects', '--all', '--no-object-names']).split('\n');
       const missing = format === 'sha1' ? 'f'.repeat(40) : 'e'.repeat(64);
       const oids = [...all, elsewhere, missing];
@@ -118,11 +122,7 @@ test('objects read in-process are the objects git cat-file gives, and git answer
 
 test('packs given back are taken over by the next borrower, and a repack between them is seen', async () => {
   await withSandbox(async (sb) => {
-    const repo = sb.path('repo');
-    fs.mkdirSync(repo);
-    git(repo, ['init', '-q']);
-    git(repo, ['config', 'user.name', 't']);
-    git(repo, ['config', 'user.email', 't@example.com']);
+    const repo = initAt(sb.path('repo'));
     const objects = path.join(repo, '.git', 'objects');
     const packNames = () =>
       fs
@@ -131,9 +131,7 @@ test('packs given back are taken over by the next borrower, and a repack between
         .map((n) => n.replace(/\.pack$/, ''))
         .sort();
     for (let i = 0; i < 3; i++) {
-      fs.writeFileSync(path.join(repo, `f${i}.txt`), `file ${i}\n`);
-      git(repo, ['add', '.']);
-      git(repo, ['commit', '-qm', `c${i}`]);
+      commitFile(repo, `f${i}.txt`, `file ${i}\n`);
       git(repo, ['repack', '-q']); // a pack per commit
     }
     const first = git(repo, ['rev-list', '--max-parents=0', 'HEAD']);
@@ -158,14 +156,8 @@ test('packs given back are taken over by the next borrower, and a repack between
 
 test('packs nobody borrows again are closed after a while: a pack a gc deleted gives its space back', async () => {
   await withSandbox(async (sb) => {
-    const repo = sb.path('repo');
-    fs.mkdirSync(repo);
-    git(repo, ['init', '-q']);
-    git(repo, ['config', 'user.name', 't']);
-    git(repo, ['config', 'user.email', 't@example.com']);
-    fs.writeFileSync(path.join(repo, 'f.txt'), 'f\n');
-    git(repo, ['add', '.']);
-    git(repo, ['commit', '-qm', 'c']);
+    const repo = initAt(sb.path('repo'));
+    commitFile(repo, 'f.txt', 'f\n');
     git(repo, ['repack', '-q', '-a', '-d']);
     const objects = path.join(repo, '.git', 'objects');
     const openPacks = () =>
@@ -184,9 +176,7 @@ test('packs nobody borrows again are closed after a while: a pack a gc deleted g
       packs.giveBack();
       assert.ok(openPacks() > 0, 'kept open for the next borrower');
       // The repository repacked and pruned meanwhile: the old pack's file is deleted, still open.
-      fs.writeFileSync(path.join(repo, 'g.txt'), 'g\n');
-      git(repo, ['add', '.']);
-      git(repo, ['commit', '-qm', 'd']);
+      commitFile(repo, 'g.txt', 'g\n');
       git(repo, ['repack', '-q', '-a', '-d']);
       await new Promise((done) => setTimeout(done, 800));
       assert.equal(openPacks(), 0, 'closed once nobody borrowed them');

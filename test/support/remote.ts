@@ -2,7 +2,6 @@
 // crafting states with the right checksum, racing processes, a git daemon, and a git-remote-xet shim
 // that kills the whole `git xet push` process group once the real helper has finished.
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -11,21 +10,12 @@ import * as path from 'node:path';
 import { canonicalJson } from '../../src/snapshot/canonical-json';
 import { run } from './git';
 import { REMOTE_HELPER_DIR, type Sandbox } from './sandbox';
+import { sidecarRows } from './state';
 
 /** The publications ledger (the sidecar's) of the repository whose common git directory is
  * `commonDir`, oldest first; none before the sidecar exists. */
 export function publications(commonDir: string): { id: string; state: string }[] {
-  const file = path.join(commonDir, 'xet', 'xet.db');
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, state FROM publications ORDER BY created_at').all() as {
-      id: string;
-      state: string;
-    }[];
-  } finally {
-    db.close();
-  }
+  return sidecarRows(commonDir, 'SELECT id, state FROM publications ORDER BY created_at');
 }
 
 export const sha256 = (b: Buffer | string): string => crypto.createHash('sha256').update(b).digest('hex');

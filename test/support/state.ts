@@ -1,4 +1,5 @@
 // Observing a repository: the git-visible state and the raw working tree (bytes, modes, links, empty dirs).
+import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -212,4 +213,17 @@ export function statusWithout(state: GitState, paths: string[]): GitState {
     return !paths.some((x) => (x.endsWith('/') ? p === x || p.startsWith(x) : p === x));
   });
   return { ...state, [key]: [header, ...kept].join('\n') };
+}
+
+/** The rows `sql` selects from the sidecar of the repository whose common git directory is
+ * `commonDir`, read only; none before the sidecar exists. */
+export function sidecarRows<T>(commonDir: string, sql: string): T[] {
+  const file = path.join(commonDir, 'xet', 'xet.db');
+  if (!fs.existsSync(file)) return [];
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare(sql).all() as T[];
+  } finally {
+    db.close();
+  }
 }
