@@ -226,12 +226,14 @@ function jsEntries(entries: IndexEntries, hashLen: number, v4: boolean, buf: Buf
 /** Publish an index file: written beside it under a temporary name, then renamed over it (git's
  * readers never see half a file). Its mtime is the moment it is written, as git's is: entries
  * whose files changed in that second are "racily clean" to git, which then reads them. */
-export function writeIndexFile(file: string, data: Buffer): void {
+export function writeIndexFile(file: string, data: Buffer | readonly Buffer[]): void {
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.xet-${process.pid}`);
   const fd = fs.openSync(tmp, 'w', 0o644);
   try {
-    let done = 0;
-    while (done < data.length) done += fs.writeSync(fd, data, done, data.length - done);
+    for (const piece of Buffer.isBuffer(data) ? [data] : data) {
+      let done = 0;
+      while (done < piece.length) done += fs.writeSync(fd, piece, done, piece.length - done);
+    }
   } finally {
     fs.closeSync(fd);
   }

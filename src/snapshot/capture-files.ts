@@ -61,6 +61,7 @@ import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
 import { copyBytes } from '../git/copy-bytes';
 import { CAPTURE_KEEP_PREFIX } from './leftovers';
+import type { TreeBuildMemo } from '../git/tree-memo';
 
 export interface CaptureFilesSpec {
   worktree: string;
@@ -88,6 +89,8 @@ export interface CaptureFilesSpec {
   scratchDir?: string;
   /** A resident process's lstat of the last capture's paths, begun before the walk. */
   headStart?: LstatHeadStart | null;
+  /** A resident process's last tree build of this worktree (src/git/tree-memo.ts). */
+  treeMemo?: TreeBuildMemo | null;
 }
 
 export interface CaptureFilesResult {
@@ -324,13 +327,19 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   // large), else the files (reused or read, never both) and the base. Twice that many slots, each
   // new page of which costs ~10 us on these VMs (docs/DESIGN-NOTES.md "Fresh pages cost"): the sum
   // of the overlapping sources doubled the table (6 MB for this tree) for nothing.
-  const fromFiles = backed && cache ? cache.offsets.length + toRead.length + large.size : n;
+  // A held cache's ids go in only when many files are read: with few (looked up before packing,
+  // below), a new blob that is one of them is found by that lookup (a ref holds the cache's tree,
+  // so its blobs are in the repository), and no tree is a blob. Adding ~34,000 ids took ~9 ms of a
+  // daemon re-capture of the bench tree.
+  const fewToRead = toRead.length <= LOOKUP_LIMIT && toRead.reduce((a, i) => a + size[i], 0) <= LOOKUP_BYTES;
+  const cacheIds = backed && cache && !fewToRead ? cache.offsets.length : 0;
+  const fromFiles = backed && cache ? cacheIds + toRead.length + large.size : n;
   const known = SharedOidSet.create(fromFiles + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096, hashLen);
   for (const o of spec.knownObjects ?? []) known.addHex(o);
   for (const o of baseOids) known.addHex(o);
   if (backed && cache) {
     const { buf, offsets } = cache;
-    for (let k = 0; k < offsets.length; k++) known.add(buf, offsets[k] + STAT_BYTES);
+    if (cacheIds) for (let k = 0; k < offsets.length; k++) known.add(buf, offsets[k] + STAT_BYTES);
   } else if (reused.length) {
     // Entries of a cache no held tree vouches for (its snapshot dropped and collected, say): their
     // objects may be gone. The ones the repository lacks are read again.
@@ -552,7 +561,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const final: number[] = [];
     for (let i = 0; i < n; i++) if (slot[i] !== Slot.Vanished) final.push(i);
     const treeInput = treeEntries(final, paths, stat, oid, hashLen, namesOf);
-    const built = buildTrees(treeInput, format);
+    const built = spec.treeMemo ? spec.treeMemo.build(treeInput, format) : buildTrees(treeInput, format);
     const { counts: meta, columns: metaColumns } = fileMeta(final);
     const stored = storedFileMeta(metaColumns, format);
     const metaOid = stored.oid;

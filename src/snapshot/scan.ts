@@ -4,6 +4,7 @@
 // `update-index` against a scratch copy of the stat cache, then `write-tree`; nothing is stored.
 
 import type { LstatHeadStart } from './lstat-head-start';
+import type { TreeBuildMemo } from '../git/tree-memo';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
@@ -50,6 +51,8 @@ export interface ScanSpec {
   chunking?: ChunkingSpec | null;
   /** A resident process's lstat of the last capture's paths (capture-files.ts). */
   headStart?: LstatHeadStart | null;
+  /** A resident process's last tree build of this worktree (capture-files.ts). */
+  treeMemo?: TreeBuildMemo | null;
 }
 
 export interface ScanResult {
@@ -106,6 +109,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         gitOptions: opts,
         scratchDir: spec.scratchDir,
         headStart: spec.headStart,
+        treeMemo: spec.treeMemo,
       });
       return {
         tree: r.tree,
