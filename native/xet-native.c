@@ -1445,6 +1445,81 @@ static napi_value index_entries_into(napi_env env, napi_callback_info info) {
   return int64(env, (int64_t)pos);
 }
 
+/* reuseUnchanged: a re-capture's common case decided for every path in one pass (src/snapshot/
+ * stat-reuse.ts holds the rule and its JavaScript twin, which decides every other case): a path
+ * whose lstat row is a regular file or symlink with one link, smaller than size_below, whose stat
+ * cache entry (at match[i] in index) records exactly that stat data and is not racy, gets the
+ * entry's stat data and id, and slot[i] = 1; every other path is left as it was. The row's doubles
+ * are compared as the JavaScript compares them (a value an entry's 32 bits cannot hold never
+ * matches). How many paths it decided. */
+static uint32_t be32_at(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static napi_value reuse_unchanged(napi_env env, napi_callback_info info) {
+  napi_value argv[11];
+  uint8_t *rows_b, *match_b, *idx, *stat, *oid, *slot, *mt_b, *nl_b, *sz_b;
+  size_t rows_len, match_len, idx_len, stat_len, oid_len, slot_len, mt_len, nl_len, sz_len;
+  int64_t hash_len;
+  double racy_from, size_below;
+  if (!args_of(env, info, 11, argv,
+               "reuseUnchanged(rows, match, index, hashLen, racyFrom, sizeBelow, stat, oid, slot, mtimeSec, nlinkSize)"))
+    return NULL;
+  if (!buffer_arg(env, argv[0], &rows_b, &rows_len) || !buffer_arg(env, argv[1], &match_b, &match_len) ||
+      !buffer_arg(env, argv[2], &idx, &idx_len) || !int_arg(env, argv[3], 20, 32, &hash_len) ||
+      napi_get_value_double(env, argv[4], &racy_from) != NAPI_OK ||
+      napi_get_value_double(env, argv[5], &size_below) != NAPI_OK || !buffer_arg(env, argv[6], &stat, &stat_len) ||
+      !buffer_arg(env, argv[7], &oid, &oid_len) || !buffer_arg(env, argv[8], &slot, &slot_len) ||
+      !buffer_arg(env, argv[9], &mt_b, &mt_len) || !buffer_arg(env, argv[10], &nl_b, &nl_len))
+    return NULL;
+  size_t n = slot_len, hl = (size_t)hash_len;
+  /* nlinkSize: the nlink column, then the size column (n doubles each). */
+  sz_b = nl_b + 8 * n;
+  sz_len = nl_len >= 8 * n ? nl_len - 8 * n : 0;
+  if ((hl != 20 && hl != 32) || rows_len != 8 * STAT_ROW * n || match_len != 4 * n || stat_len != 40 * n ||
+      oid_len != hl * n || mt_len != 8 * n || nl_len != 16 * n || sz_len != 8 * n ||
+      ((uintptr_t)rows_b & 7) != 0 || ((uintptr_t)match_b & 3) != 0 || ((uintptr_t)mt_b & 7) != 0 ||
+      ((uintptr_t)nl_b & 7) != 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: reuseUnchanged's columns do not fit");
+    return NULL;
+  }
+  const double *rows = (const double *)rows_b;
+  const int32_t *match = (const int32_t *)match_b;
+  double *mtime_sec = (double *)mt_b, *nlink = (double *)nl_b, *size_out = (double *)sz_b;
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double *row = rows + i * STAT_ROW;
+    int32_t o = match[i];
+    if (row[0] != 0 || o < 0 || (size_t)o + 40 + hl > idx_len) continue;
+    double mode_d = row[1];
+    if (!(mode_d >= 0 && mode_d < 4294967296.0)) continue;
+    uint32_t st_mode = (uint32_t)mode_d, type = st_mode & 0170000, mode;
+    if (type == 0100000) mode = (st_mode & 0100) ? 0100755 : 0100644;
+    else if (type == 0120000) mode = 0120000;
+    else continue;
+    double size = row[2], links = row[3], ino = row[4], uid = row[6], gid = row[7];
+    if (!(size >= 0 && size < size_below && size < 4294967296.0) || links != 1) continue;
+    if (!(ino >= 0 && ino < 9007199254740992.0) || (double)(uint64_t)ino != ino || !(uid >= 0 && uid < 4294967296.0) ||
+        !(gid >= 0 && gid < 4294967296.0))
+      continue;
+    const uint8_t *e = idx + o;
+    uint32_t mtime = be32_at(e + 8);
+    if (be32_at(e + 24) != mode || (double)be32_at(e + 36) != size ||
+        be32_at(e + 20) != (uint32_t)((uint64_t)ino & 0xffffffffu) || be32_at(e + 28) != (uint32_t)uid ||
+        be32_at(e + 32) != (uint32_t)gid || (double)mtime != row[8] || (double)be32_at(e + 12) != row[9] ||
+        (double)be32_at(e + 0) != row[10] || (double)be32_at(e + 4) != row[11] || !((double)mtime < racy_from))
+      continue;
+    memcpy(stat + 40 * i, e, 40);
+    memcpy(oid + hl * i, e + 40, hl);
+    slot[i] = 1;
+    mtime_sec[i] = mtime;
+    nlink[i] = links;
+    size_out[i] = size;
+    count++;
+  }
+  return int64(env, (int64_t)count);
+}
+
 /* indexMatch: a capture's stat cache is a git index of every path of the worktree, and each path is
  * looked up in it. Node parsed it into an object and a string per entry, and a Map by path (~45 ms
  * of a re-capture's 1 s). Both lists are sorted by bytes (git sorts an index by name, then stage),
@@ -2054,6 +2129,7 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "waitPid", wait_pid) || !export_fn(env, exports, "stampMany", stamp_many) ||
       !export_fn(env, exports, "treesInto", trees_into) || !export_fn(env, exports, "indexEntriesInto", index_entries_into) ||
       !export_fn(env, exports, "readDirs", read_dirs) || !export_fn(env, exports, "indexMatch", index_match) ||
+      !export_fn(env, exports, "reuseUnchanged", reuse_unchanged) ||
       !export_fn(env, exports, "watchOpen", watch_open) || !export_fn(env, exports, "watchAdd", watch_add) ||
       !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||

@@ -95,6 +95,21 @@ export interface XetNative {
    * stage-0 entry's into `match` (int32, -1 for none); -1 when the index is damaged
    * (src/snapshot/stat-cache.ts). */
   indexMatch(index: Buffer, hashLen: number, names: Buffer, match: Buffer, offsets: Buffer): number;
+  /** The paths a re-capture reuses from its stat cache without more thought, decided in one pass
+   * (src/snapshot/stat-reuse.ts): how many. Optional: an older build of the module lacks it. */
+  reuseUnchanged?(
+    rows: Buffer,
+    match: Buffer,
+    index: Buffer,
+    hashLen: number,
+    racyFrom: number,
+    sizeBelow: number,
+    stat: Buffer,
+    oid: Buffer,
+    slot: Buffer,
+    mtimeSec: Buffer,
+    nlinkSize: Buffer,
+  ): number;
   /** A new inotify descriptor (non-blocking, close-on-exec), or -errno (src/daemon/tree-watch.ts). */
   watchOpen(): number;
   /** The watch descriptor of the directory `dir` (a symlink is not followed), or -errno. */

@@ -35,7 +35,7 @@ function sorted(r: WalkResult): WalkResult {
 function walkBoth(
   w: TreeWatch,
   inputs: WalkInputs,
-): { memoUsed: boolean; reused: number; reusedDirs: Set<string>; records: number } {
+): { memoUsed: boolean; reused: number; reusedDirs: Set<string>; records: number; whole: boolean } {
   const memo = w.begin(inputs);
   const before = memo ? new Map(memo.records) : new Map();
   const input = {
@@ -56,7 +56,13 @@ function walkBoth(
   assert.deepEqual(sorted(watched), sorted(fresh));
   const reusedDirs = new Set<string>();
   for (const [rel, rec] of memo?.next ?? []) if (before.get(rel) === rec) reusedDirs.add(rel);
-  return { memoUsed: memo !== null, reused: reusedDirs.size, reusedDirs, records: memo?.next?.size ?? 0 };
+  return {
+    memoUsed: memo !== null,
+    reused: reusedDirs.size,
+    reusedDirs,
+    records: memo?.next?.size ?? 0,
+    whole: memo?.replayedWhole === true,
+  };
 }
 
 /** Every directory and file (symlinks count as files) under root, relative, without .git dirs. */
@@ -223,6 +229,8 @@ test('a watched walk gives what a fresh walk gives, after every batch of random 
             r.records,
             `seed ${seed} step ${step}: ${r.records - r.reused} directories read again`,
           );
+          // ... and as one: the last result, not a replay of each record (walkBoth compared it).
+          assert.ok(r.whole, `seed ${seed} step ${step}: not replayed whole`);
           replays++;
         }
       }

@@ -21,7 +21,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { native } from '../native';
-import type { DirRecord, WalkMemo } from '../snapshot/walk';
+import type { DirRecord, WalkMemo, WalkResult } from '../snapshot/walk';
 import type { WalkInputs, WorktreeWatch } from '../snapshot/walk-watch';
 
 // Linux's inotify ABI (<sys/inotify.h>).
@@ -66,6 +66,8 @@ export class TreeWatch implements WorktreeWatch {
   /** /proc/self/mountinfo, open: the kernel marks it (POLLPRI) at every change of the mount table. */
   private mountFd = -1;
   private last: WalkInputs | null = null;
+  /** The result of the walk that made `records` (a walk that finds nothing changed returns it). */
+  private lastResult: WalkResult | null = null;
   private pending: WalkInputs | null = null;
   /** Set when the watch was reset during a walk: nothing is unchanged for the rest of it. */
   private broken = false;
@@ -125,6 +127,7 @@ export class TreeWatch implements WorktreeWatch {
     const memo: WalkMemo = {
       records: this.records,
       sameInputs,
+      lastResult: sameInputs ? this.lastResult : null,
       readAhead: this.records.size === 0 || stale > READ_AHEAD_ABOVE,
       // After a reset mid-walk the events drained for it are gone with `dirty`: nothing is vouched for.
       unchanged: (rel) => !this.broken && !this.dirty.has(rel),
@@ -138,7 +141,7 @@ export class TreeWatch implements WorktreeWatch {
     return memo;
   }
 
-  end(_memo: WalkMemo, records: Map<string, DirRecord> | null): void {
+  end(memo: WalkMemo, records: Map<string, DirRecord> | null): void {
     this.addedNow.clear();
     const inputs = this.pending;
     this.pending = null;
@@ -154,9 +157,11 @@ export class TreeWatch implements WorktreeWatch {
       // Reset during the walk: its records were made partly from what the watch no longer vouches for.
       this.broken = false;
       this.last = null;
+      this.lastResult = null;
       return;
     }
     this.records = records;
+    this.lastResult = memo.nextResult ?? null;
     this.dirty.clear();
     this.last = inputs;
   }
@@ -285,6 +290,7 @@ export class TreeWatch implements WorktreeWatch {
     this.relOf.clear();
     this.wdOf.clear();
     this.records = new Map();
+    this.lastResult = null;
     this.dirty.clear();
     this.addedNow.clear();
   }

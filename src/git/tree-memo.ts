@@ -114,9 +114,9 @@ export class TreeBuildMemo {
     const n = paths.length;
     const trees = last.result.trees;
     const dirty = new Uint8Array(trees.length);
-    let changed = 0;
+    const changed: number[] = [];
     const mark = (k: number): void => {
-      changed++;
+      changed.push(k);
       for (let t = layout.entryTree[k]; t >= 0 && !dirty[t]; t = layout.parent[t]) dirty[t] = 1;
     };
     for (let k = 0; k < n; k++) if (modes[k] !== last.modes[k]) mark(k);
@@ -129,7 +129,7 @@ export class TreeBuildMemo {
       }
     }
     this.stats.reused++;
-    if (!changed) {
+    if (!changed.length) {
       this.stats.lastWritten = 0;
       return last.result;
     }
@@ -163,9 +163,11 @@ export class TreeBuildMemo {
     }
     const root = nodes[nodes.length - 1];
     const result: TreeBuild = { root: newTrees[newTrees.length - 1].oid, trees: newTrees, cacheTree: root };
-    // The columns copied into the memo's own (same sizes: the same paths).
-    last.modes.set(modes);
-    oids.copy(last.oids, 0, 0, n * hashLen);
+    // The changed entries copied into the memo's own columns.
+    for (const k of changed) {
+      last.modes[k] = modes[k];
+      oids.copy(last.oids, k * hashLen, k * hashLen, (k + 1) * hashLen);
+    }
     last.result = result;
     last.nodes = nodes;
     this.stats.lastWritten = written;

@@ -55,6 +55,7 @@ import {
 import { loadStatCache, STAT_CACHE_SCHEMA, writeStatCache, type StatCache, type StatCacheRecord } from './stat-cache';
 import type { PackAdmission } from './capture-allowance';
 import { absent, lstatMany, ROW, STAT_ROW } from '../git/lstat-many';
+import { REUSED, reuseUnchanged, sameAsEntry } from './stat-reuse';
 import type { LstatHeadStart } from './lstat-head-start';
 import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
@@ -130,7 +131,7 @@ const FAST_DEFLATE_MIN_BYTES = 32 * 1024 * 1024;
 const enum Slot {
   /** To be read. */
   Read = 0,
-  /** The stat cache's entry stands (not read). */
+  /** The stat cache's entry stands (not read). The value stat-reuse.ts's pass writes (REUSED). */
   Reused = 1,
   Vanished = 2,
   /** Chunked (or a clean tracked file too large to hold: hashed in pieces). */
@@ -139,6 +140,8 @@ const enum Slot {
   Follower = 4,
   Done = 5,
 }
+// reuseUnchanged marks what it decides with REUSED: it must be Reused.
+if ((Slot.Reused as number) !== REUSED) throw new Error('capture-files: Slot.Reused is not REUSED');
 
 /** The last capture's walked paths, sorted and joined: a resident process's next capture of the
  * same worktree usually walks the very same paths (its watch replays them, the same strings in the
@@ -192,8 +195,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   const stat = Buffer.alloc(n * STAT_BYTES);
   const oid = Buffer.alloc(n * hashLen);
   const slot = new Uint8Array(n);
-  const nlink = new Float64Array(n);
-  const size = new Float64Array(n);
+  // One buffer for both (the native pass of reuseUnchanged fills them together).
+  const nlinkSize = new Float64Array(2 * n);
+  const nlink = nlinkSize.subarray(0, n);
+  const size = nlinkSize.subarray(n);
   const mtimeSec = new Float64Array(n);
   const inode = new Array<string | null>(n).fill(null);
   const chunking = spec.chunking ?? null;
@@ -224,7 +229,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     // Every path's lstat in one batch (src/git/lstat-many.ts): exact times, no Stats objects.
     const rows = early ?? lstatMany(spec.worktree, paths, true, namesOf());
     const entryAt = c.lookup(paths, namesOf);
+    // The plain case first, for every path at once (stat-reuse.ts); the loop decides the rest.
+    const sizeBelow = Math.min(MIN_CHUNK_THRESHOLD, chunking ? chunking.threshold : Infinity);
+    reuseUnchanged(rows, entryAt, buf, hashLen, c.racyFrom, sizeBelow, { stat, oid, slot, mtimeSec, nlinkSize });
     for (let i = 0; i < n; i++) {
+      if (slot[i] === Slot.Reused) continue;
       const p = paths[i];
       const r = i * STAT_ROW;
       if (absent(rows, i)) {
@@ -845,29 +854,6 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
 /** The cut bytes of recent capture path lists (see cutsOf). */
 const cutsKept = new WeakMap<readonly string[], Uint8Array>();
-
-/** Whether an lstat (row r of lstatMany's rows) is the file a stat-cache entry recorded: every field
- * git records but the device (an overlay or NFS mount may renumber it; git leaves it out too), times
- * to the nanosecond. A value the entry's 32 bits cannot hold (a time past 2106 or before 1970, an
- * inode or size past 2^53, which lstatMany gives as -1) never matches: the file is read again. */
-function sameAsEntry(buf: Buffer, o: number, rows: Float64Array, r: number, mode: number): boolean {
-  const U32 = 4294967296;
-  const size = rows[r + ROW.size];
-  const ino = rows[r + ROW.ino];
-  return (
-    buf.readUInt32BE(o + STAT.mode) === mode &&
-    size >= 0 &&
-    buf.readUInt32BE(o + STAT.size) === size % U32 &&
-    ino >= 0 &&
-    buf.readUInt32BE(o + STAT.ino) === ino % U32 &&
-    buf.readUInt32BE(o + STAT.uid) === rows[r + ROW.uid] >>> 0 &&
-    buf.readUInt32BE(o + STAT.gid) === rows[r + ROW.gid] >>> 0 &&
-    buf.readUInt32BE(o + STAT.mtime) === rows[r + ROW.mtime] &&
-    buf.readUInt32BE(o + STAT.mtimeNs) === rows[r + ROW.mtimeNs] &&
-    buf.readUInt32BE(o + STAT.ctime) === rows[r + ROW.ctime] &&
-    buf.readUInt32BE(o + STAT.ctimeNs) === rows[r + ROW.ctimeNs]
-  );
-}
 
 function lstatBig(abs: string): fs.BigIntStats | null {
   try {

@@ -190,6 +190,10 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     objectsLock.release();
     throw e;
   }
+  // In a resident process watching this worktree, its lstat of every path begins first, beside
+  // the checks, the reads and the walk (lstat-head-start.ts): it is the longest step of a capture
+  // there. (A capture refused below leaves it to finish: its rows are its own.)
+  const headStart = options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
   try {
     // Temporary files of killed captures (their owners are dead) go before we make our own.
     const cleaned = removeLeftovers(repoLeftovers(repo));
@@ -224,10 +228,6 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     // Awaited below; a refusal before then must not leave its failure unhandled.
     previousP.catch(() => undefined);
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
-    // In a resident process watching this worktree, its lstat of every path begins now, beside the
-    // reads and the walk (lstat-head-start.ts).
-    const headStart =
-      options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
     tracePhase('capture: reads');
     const [entries, config, ignoredList, refView] = await Promise.all([
       given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts, indexRef(repo)),
