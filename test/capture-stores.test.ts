@@ -62,6 +62,35 @@ test('a capture stores what the repository lacks: content already in history is 
   }
 });
 
+// A re-read file whose bytes are a blob the previous capture's stat cache names, where that blob is
+// a loose object (staged with git add, then unstaged): found among the cache's ids, not packed again
+// (review 40: the pack lookup alone does not see loose objects).
+test('a re-read file whose blob the stat cache names as a loose object is not packed again', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    for (let i = 0; i < 20; i++) r.write(`f${i}.txt`, `file ${i}\n`);
+    r.commit('init');
+    r.git('gc', '-q');
+    capture(sb, r.dir);
+    r.write('data.bin', pseudoRandomBytes(300_000, 9));
+    r.git('add', 'data.bin');
+    const blob = r.git('rev-parse', ':data.bin').trim();
+    capture(sb, r.dir);
+    r.git('reset', '-q', 'data.bin');
+    // Same bytes, new stat data: read again, and its blob is the loose one.
+    const later = new Date(Date.now() + 5000);
+    fs.utimesSync(r.p('data.bin'), later, later);
+    const before = packs(r);
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('rev-parse', `${snap}:files/data.bin`).trim(), blob);
+    assert.ok(!newObjects(r, before).includes(blob), 'the loose blob is not packed again');
+    r.git('fsck', '--no-progress', '--strict');
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('a filemeta blob held only by a dropped and collected snapshot is stored again, not assumed', () => {
   const sb = createSandbox();
   try {

@@ -10,8 +10,10 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { native } from '../src/native';
 import {
+  FileMetaPartsMemo,
   FILEMETA_HEADER,
   FILEMETA_PARTED_MIN_ENTRIES,
+  fileMetaColumns,
   parseFileMeta,
   setLinkRanks,
   storedFileMeta,
@@ -446,6 +448,57 @@ test('parts and groups are cut by the paths alone: an edit stores one part, one 
     small.objects.map((o) => o.type),
     ['blob'],
   );
+});
+
+// A resident process's memo of its last filemeta's parts (FileMetaPartsMemo) writes only the parts
+// whose lines changed: its objects must be a whole build's, in order and to the byte, through
+// edits of times, links and outside link counts, columns that appear and go, and other paths.
+test("a filemeta memo's parts are a whole build's, and it writes only the parts that changed", () => {
+  const paths: string[] = [];
+  for (let d = 0; d < 400; d++) for (let f = 0; f < 30; f++) paths.push(`pkg${String(d).padStart(3, '0')}/f${f}.js`);
+  paths.sort();
+  let seed = 3;
+  const rand = (k: number) => Math.floor(((seed = (seed * 16807) % 2147483647) / 2147483647) * k);
+  for (const format of ['sha1', 'sha256'] as const) {
+    const memo = new FileMetaPartsMemo();
+    let current = syntheticMeta(paths).meta;
+    let partial = 0;
+    for (let step = 0; step < 30; step++) {
+      const kind = step === 0 ? 'first' : ['time', 'time', 'links', 'outside', 'none', 'paths', 'no links'][rand(7)];
+      const entries = current.entries.map((e) => ({ ...e }));
+      if (kind === 'time') for (let e = 1 + rand(5); e > 0; e--) entries[rand(entries.length)].mtimeNsec = rand(1e9);
+      if (kind === 'outside') entries[rand(entries.length)].externalNlink = 2 + rand(3);
+      if (kind === 'links') {
+        const k = rand(entries.length);
+        entries[k].linkTo = -1;
+        entries[k].linkRank = undefined;
+      }
+      if (kind === 'no links') for (const e of entries) e.linkTo = -1;
+      current =
+        kind === 'paths'
+          ? syntheticMeta([...paths.slice(0, rand(paths.length)), `pkg${rand(400)}/new${step}.js`].sort()).meta
+          : { ...current, entries };
+      if (kind === 'no links' || kind === 'links') for (const e of current.entries) e.linkRank = undefined;
+      setLinkRanks(current.entries, (k) => `100644:${current.entries[k].linkTo >= 0 ? current.entries[k].linkTo : k}`);
+      const cols = fileMetaColumns(current.entries);
+      const want = storedFileMeta(cols, format);
+      const got = storedFileMeta(cols, format, memo);
+      const what = `${format} step ${step} (${kind})`;
+      assert.equal(got.oid, want.oid, what);
+      assert.deepEqual(
+        got.objects.map((o) => [o.oid, o.type]),
+        want.objects.map((o) => [o.oid, o.type]),
+        what,
+      );
+      got.objects.forEach((o, i) => assert.ok(o.data.equals(want.objects[i].data), `${what}: object ${i}`));
+      const partCount = want.objects.filter((o) => o.type === 'blob').length;
+      if (kind === 'time' || kind === 'none') {
+        assert.ok(memo.lastWritten <= 5, `${what}: ${memo.lastWritten} parts written`);
+        partial++;
+      } else if (kind === 'first') assert.ok(memo.lastWritten >= partCount);
+    }
+    assert.ok(partial >= 5, `${format}: only ${partial} partial writes`);
+  }
 });
 
 // A resident process answers "which objects does the previous filemeta name" from what the capture

@@ -247,11 +247,3 @@ function readLayout(last: Last, n: number, hashLen: number): Layout | null {
   for (let k = 0; k < n; k++) if (entryTree[k] < 0) return null;
   return { itemFrom, itemTo, itemRef, itemModeAt, itemIdAt, entryTree, parent };
 }
-
-/** A resident process's memo for its worktree (a daemon serves one: another root starts afresh). */
-let resident: { root: string; memo: TreeBuildMemo } | null = null;
-
-export function residentTreeMemo(root: string): TreeBuildMemo {
-  if (resident?.root !== root) resident = { root, memo: new TreeBuildMemo() };
-  return resident.memo;
-}

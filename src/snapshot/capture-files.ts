@@ -62,7 +62,7 @@ import { tracePhase } from '../testing/trace';
 import { faultPoint } from '../testing/fault-points';
 import { copyBytes } from '../git/copy-bytes';
 import { CAPTURE_KEEP_PREFIX } from './leftovers';
-import type { TreeBuildMemo } from '../git/tree-memo';
+import type { CaptureMemos } from './capture-memos';
 
 export interface CaptureFilesSpec {
   worktree: string;
@@ -90,8 +90,8 @@ export interface CaptureFilesSpec {
   scratchDir?: string;
   /** A resident process's lstat of the last capture's paths, begun before the walk. */
   headStart?: LstatHeadStart | null;
-  /** A resident process's last tree build of this worktree (src/git/tree-memo.ts). */
-  treeMemo?: TreeBuildMemo | null;
+  /** A resident process's memos of this worktree's last capture (capture-memos.ts). */
+  memos?: CaptureMemos | null;
 }
 
 export interface CaptureFilesResult {
@@ -337,9 +337,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   // new page of which costs ~10 us on these VMs (docs/DESIGN-NOTES.md "Fresh pages cost"): the sum
   // of the overlapping sources doubled the table (6 MB for this tree) for nothing.
   // A held cache's ids go in only when many files are read: with few (looked up before packing,
-  // below), a new blob that is one of them is found by that lookup (a ref holds the cache's tree,
-  // so its blobs are in the repository), and no tree is a blob. Adding ~34,000 ids took ~9 ms of a
-  // daemon re-capture of the bench tree.
+  // below), the read blobs are looked for among the cache's ids there instead (cacheHeldBlobs: a
+  // ref holds the cache's tree, so its blobs are in the repository, some maybe loose, which the
+  // pack lookup does not see), and no tree is a blob. Adding ~34,000 ids took ~9 ms of a daemon
+  // re-capture of the bench tree; the look-up among them ~1 ms.
   const fewToRead = toRead.length <= LOOKUP_LIMIT && toRead.reduce((a, i) => a + size[i], 0) <= LOOKUP_BYTES;
   const cacheIds = backed && cache && !fewToRead ? cache.offsets.length : 0;
   const fromFiles = backed && cache ? cacheIds + toRead.length + large.size : n;
@@ -570,9 +571,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     const final: number[] = [];
     for (let i = 0; i < n; i++) if (slot[i] !== Slot.Vanished) final.push(i);
     const treeInput = treeEntries(final, paths, stat, oid, hashLen, namesOf);
-    const built = spec.treeMemo ? spec.treeMemo.build(treeInput, format) : buildTrees(treeInput, format);
+    const built = spec.memos ? spec.memos.trees.build(treeInput, format) : buildTrees(treeInput, format);
     const { counts: meta, columns: metaColumns } = fileMeta(final);
-    const stored = storedFileMeta(metaColumns, format);
+    const stored = storedFileMeta(metaColumns, format, spec.memos?.fileMeta ?? null);
     const metaOid = stored.oid;
     // What this filemeta names (its objects, each once, itself last): the next capture's question
     // about its previous filemeta, answered before it is asked. Only a snapshot a ref holds is asked
@@ -610,6 +611,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         if (slot[i] !== Slot.Done || chunked.has(paths[i]) || known.has(oid, i * hashLen)) continue;
         const hex = oid.toString('hex', i * hashLen, (i + 1) * hashLen);
         if (!firstOf.has(hex)) firstOf.set(hex, i);
+      }
+      if (firstOf.size && backed && cache && !cacheIds) {
+        for (const hex of cacheHeldBlobs(firstOf, cache, oid, hashLen)) firstOf.delete(hex);
       }
       if (firstOf.size && firstOf.size <= LOOKUP_LIMIT) {
         tracePhase(`files: look up ${firstOf.size}`);
@@ -850,6 +854,28 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     for (let k = 0; k < final.length; k++) out[k] = all[final[k]];
     return out;
   }
+}
+
+/** Which of the read blobs `firstOf` (hex → a position in `oid`) a stat cache's entries name: ids
+ * compared by their first four bytes, then whole. */
+function cacheHeldBlobs(firstOf: Map<string, number>, cache: StatCache, oid: Buffer, hashLen: number): string[] {
+  const byHead = new Map<number, string[]>();
+  for (const [hex, i] of firstOf) {
+    const head = oid.readUInt32BE(i * hashLen);
+    const list = byHead.get(head);
+    if (list) list.push(hex);
+    else byHead.set(head, [hex]);
+  }
+  const { buf, offsets } = cache;
+  const held: string[] = [];
+  for (let k = 0; k < offsets.length; k++) {
+    const at = offsets[k] + STAT_BYTES;
+    const list = byHead.get(buf.readUInt32BE(at));
+    if (!list) continue;
+    const hex = buf.toString('hex', at, at + hashLen);
+    if (list.includes(hex) && !held.includes(hex)) held.push(hex);
+  }
+  return held;
 }
 
 /** The cut bytes of recent capture path lists (see cutsOf). */

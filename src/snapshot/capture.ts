@@ -43,7 +43,7 @@ import type { PackItem } from '../git/pack-writer';
 import { walkWorktree, type WalkResult } from './walk';
 import { worktreeWatch } from './walk-watch';
 import { beginLstatHeadStart } from './lstat-head-start';
-import { residentTreeMemo } from '../git/tree-memo';
+import { residentCaptureMemos } from './capture-memos';
 import { FILEMETA_ENTRY } from './filemeta';
 import { captureInnerRepositories } from './inner-repos';
 import { RESTORE_MARKER } from './refs';
@@ -331,7 +331,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       chunking,
       headStart,
       // Kept where the head start is: a resident process, its own worktree.
-      treeMemo: headStart ? residentTreeMemo(repo.worktree) : null,
+      memos: headStart ? residentCaptureMemos(repo.worktree) : null,
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     // Settled together: a refusal must not leave a sibling still writing scratch files.

@@ -477,13 +477,31 @@ export class MetaCollector {
 export function serializeFileMeta(meta: FileMeta | FileMetaColumns): Buffer {
   const cols = 'entries' in meta ? fileMetaColumns(meta.entries) : meta;
   const head = `${FILEMETA_HEADER}\n${cols.count}\n`;
-  return writeLines(cols, head, null);
+  return writeLines(cols, head, 0, cols.count, false);
 }
 
-/** Where a part ends: the offset after its last line, and whether its group ends there too. */
-interface Cut {
-  at: number;
+/** Where a part ends: after entry `end - 1`, and whether its group ends there too. */
+export interface PartEnd {
+  end: number;
   group: boolean;
+}
+
+/** The parts of a filemeta in parts: where each ends (by the entries' cuts alone, see
+ * PART_CUT_MASK), in order; the last ends the last group. */
+export function partEnds(cols: FileMetaColumns): PartEnd[] {
+  const ends: PartEnd[] = [];
+  let lines = 0;
+  for (let i = 0; i < cols.count; i++) {
+    const c = cols.cuts[i];
+    if (++lines === PART_MAX_LINES || c & CUT_PART) {
+      // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta).
+      ends.push({ end: i + 1, group: (c & CUT_GROUP) !== 0 });
+      lines = 0;
+    }
+  }
+  if (lines) ends.push({ end: cols.count, group: true });
+  if (ends.length) ends[ends.length - 1].group = true;
+  return ends;
 }
 
 /** Writes the decimal digits of a non-negative safe integer at `at`; returns the end. */
@@ -494,14 +512,13 @@ function writeDigits(buf: Buffer, at: number, value: number): number {
   return at + digits;
 }
 
-/** The header and one line per entry, straight into one buffer (this runs on every capture, for
- * every file). With `cuts`, every part's end is pushed to it. */
-function writeLines(cols: FileMetaColumns, head: string, cuts: Cut[] | null): Buffer {
-  const { count, mtimeSec, mtimeNsec, linkTo, linkRank, externalNlink } = cols;
-  const buf = Buffer.allocUnsafe(head.length + count * 48);
+/** The header and the lines of entries [from, to), straight into one buffer (this runs on every
+ * capture, for every file). `parted`: the lines of a part (links by rank). */
+export function writeLines(cols: FileMetaColumns, head: string, from: number, to: number, parted: boolean): Buffer {
+  const { mtimeSec, mtimeNsec, linkTo, linkRank, externalNlink } = cols;
+  const buf = Buffer.allocUnsafe(head.length + (to - from) * 48);
   let at = buf.write(head, 0, 'latin1');
-  let lines = 0;
-  for (let i = 0; i < count; i++) {
+  for (let i = from; i < to; i++) {
     const sec = mtimeSec[i];
     if (sec >= 0 && Number.isSafeInteger(sec)) at = writeDigits(buf, at, sec);
     else at += buf.write(String(sec), at, 'latin1');
@@ -516,22 +533,12 @@ function writeLines(cols: FileMetaColumns, head: string, cuts: Cut[] | null): Bu
     // FileMetaEntry): a position would change the line of every link across a file added or removed.
     if (linkTo && linkTo[i] >= 0) {
       const rank = linkRank ? linkRank[i] : 0;
-      if (cuts && !rank) throw new Error(`filemeta entry ${i} is a link without a rank`);
-      at += buf.write(cuts ? ` =^${rank}` : ` =${linkTo[i]}`, at, 'latin1');
+      if (parted && !rank) throw new Error(`filemeta entry ${i} is a link without a rank`);
+      at += buf.write(parted ? ` =^${rank}` : ` =${linkTo[i]}`, at, 'latin1');
     }
     if (externalNlink && externalNlink[i] > 0) at += buf.write(` +${externalNlink[i]}`, at, 'latin1');
     buf[at++] = 0x0a;
-    if (cuts) {
-      const c = cols.cuts[i];
-      if (++lines === PART_MAX_LINES || c & CUT_PART) {
-        // A cut whose hash has more bits clear also ends the group of parts (see storedFileMeta).
-        cuts.push({ at, group: (c & CUT_GROUP) !== 0 });
-        lines = 0;
-      }
-    }
   }
-  if (cuts && lines) cuts.push({ at, group: true });
-  if (cuts?.length) cuts[cuts.length - 1].group = true; // the last part ends the last group
   return buf.subarray(0, at);
 }
 
@@ -587,19 +594,28 @@ export interface StoredFileMeta {
 /** The objects of a capture's filemeta: one blob (docs/FORMAT.md `filemeta`), or above
  * FILEMETA_PARTED_MIN_ENTRIES entries a tree of groups, each a tree of part blobs, whose lines in name order are
  * the blob's lines (links by rank: `=^n`, see FileMetaEntry). */
-export function storedFileMeta(meta: FileMeta | FileMetaColumns, format: 'sha1' | 'sha256'): StoredFileMeta {
+export function storedFileMeta(
+  meta: FileMeta | FileMetaColumns,
+  format: 'sha1' | 'sha256',
+  memo: FileMetaPartsMemo | null = null,
+): StoredFileMeta {
   const cols = 'entries' in meta ? fileMetaColumns(meta.entries) : meta;
   if (cols.count <= FILEMETA_PARTED_MIN_ENTRIES) {
     const data = serializeFileMeta(cols);
     const oid = blobOid(data, format);
     return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
   }
-  const cuts: Cut[] = [];
-  const body = writeLines(cols, '', cuts);
+  const ends = partEnds(cols);
+  const parts = memo
+    ? memo.parts(cols, ends, format)
+    : ends.map((p, k) => {
+        const data = writeLines(cols, '', k ? ends[k - 1].end : 0, p.end, true);
+        return { data, oid: objectOid('blob', data, format) };
+      });
   const objects: FileMetaObject[] = [];
   const seen = new Set<string>();
-  const add = (type: 'blob' | 'tree', data: Buffer): string => {
-    const oid = crypto.createHash(format).update(`${type} ${data.length}\0`).update(data).digest('hex');
+  const add = (type: 'blob' | 'tree', data: Buffer, known?: string): string => {
+    const oid = known ?? objectOid(type, data, format);
     // Parts with the same lines (a package's files all extracted with one time) are one blob.
     if (!seen.has(oid)) {
       seen.add(oid);
@@ -613,11 +629,9 @@ export function storedFileMeta(meta: FileMeta | FileMetaColumns, format: 'sha1' 
   ];
   const top: Buffer[] = [];
   let group: Buffer[] = [];
-  let from = 0;
-  for (const cut of cuts) {
-    group.push(...row('100644', group.length / 2, add('blob', body.subarray(from, cut.at))));
-    from = cut.at;
-    if (cut.group || group.length / 2 === GROUP_MAX_PARTS) {
+  for (let k = 0; k < ends.length; k++) {
+    group.push(...row('100644', group.length / 2, add('blob', parts[k].data, parts[k].oid)));
+    if (ends[k].group || group.length / 2 === GROUP_MAX_PARTS) {
       top.push(...row('40000', top.length / 2, add('tree', Buffer.concat(group))));
       group = [];
     }
@@ -628,7 +642,101 @@ export function storedFileMeta(meta: FileMeta | FileMetaColumns, format: 'sha1' 
 
 /** The object id git gives a blob of these bytes. */
 export function blobOid(data: Buffer, format: 'sha1' | 'sha256'): string {
-  return crypto.createHash(format).update(`blob ${data.length}\0`).update(data).digest('hex');
+  return objectOid('blob', data, format);
+}
+
+function objectOid(type: 'blob' | 'tree', data: Buffer, format: 'sha1' | 'sha256'): string {
+  return crypto.createHash(format).update(`${type} ${data.length}\0`).update(data).digest('hex');
+}
+
+/**
+ * A resident process's memo of its last filemeta in parts: when the next capture's entries cut
+ * into the same parts (the same paths: cuts depend on them alone), only the parts holding an
+ * entry whose line changed (its time, link or outside link count) are written and hashed again.
+ * After ten edits that is ~10 of ~130 parts, where writing every line took 5–10 ms of a daemon
+ * re-capture of the bench tree. The parts are byte for byte a whole build's
+ * (test/filemeta-parts.test.ts).
+ */
+export class FileMetaPartsMemo {
+  private last: {
+    format: 'sha1' | 'sha256';
+    cuts: Uint8Array;
+    ends: PartEnd[];
+    mtimeSec: Float64Array;
+    mtimeNsec: Float64Array;
+    linkTo: Int32Array | null;
+    linkRank: Int32Array | null;
+    externalNlink: Float64Array | null;
+    parts: { data: Buffer; oid: string }[];
+  } | null = null;
+  /** Parts written by the last call (all of them when nothing could be reused). */
+  lastWritten = 0;
+
+  parts(cols: FileMetaColumns, ends: PartEnd[], format: 'sha1' | 'sha256'): { data: Buffer; oid: string }[] {
+    const n = cols.count;
+    const last = this.last;
+    const write = (k: number) => {
+      const data = writeLines(cols, '', k ? ends[k - 1].end : 0, ends[k].end, true);
+      return { data, oid: objectOid('blob', data, format) };
+    };
+    const same =
+      last !== null &&
+      last.format === format &&
+      last.cuts.length === n &&
+      Buffer.from(last.cuts.buffer, last.cuts.byteOffset, n).equals(
+        Buffer.from(cols.cuts.buffer, cols.cuts.byteOffset, cols.cuts.length),
+      ) &&
+      last.ends.length === ends.length &&
+      (last.linkTo === null) === (cols.linkTo === null) &&
+      (last.linkRank === null) === (cols.linkRank === null) &&
+      (last.externalNlink === null) === (cols.externalNlink === null);
+    let parts: { data: Buffer; oid: string }[];
+    if (!same || !last) {
+      parts = ends.map((_, k) => write(k));
+      this.lastWritten = parts.length;
+    } else {
+      parts = last.parts.slice();
+      this.lastWritten = 0;
+      let k = 0;
+      for (let i = 0; i < n; i++) {
+        while (i >= ends[k].end) k++;
+        if (
+          cols.mtimeSec[i] === last.mtimeSec[i] &&
+          cols.mtimeNsec[i] === last.mtimeNsec[i] &&
+          (!cols.linkTo || cols.linkTo[i] === (last.linkTo as Int32Array)[i]) &&
+          (!cols.linkRank || cols.linkRank[i] === (last.linkRank as Int32Array)[i]) &&
+          (!cols.externalNlink || cols.externalNlink[i] === (last.externalNlink as Float64Array)[i])
+        )
+          continue;
+        parts[k] = write(k);
+        this.lastWritten++;
+        // The part's entries kept as written (the memo's own columns).
+        const from = k ? ends[k - 1].end : 0;
+        for (let j = from; j < ends[k].end; j++) {
+          last.mtimeSec[j] = cols.mtimeSec[j];
+          last.mtimeNsec[j] = cols.mtimeNsec[j];
+          if (cols.linkTo) (last.linkTo as Int32Array)[j] = cols.linkTo[j];
+          if (cols.linkRank) (last.linkRank as Int32Array)[j] = cols.linkRank[j];
+          if (cols.externalNlink) (last.externalNlink as Float64Array)[j] = cols.externalNlink[j];
+        }
+        i = ends[k].end - 1; // the rest of this part is written with it
+      }
+      last.parts = parts;
+      return parts;
+    }
+    this.last = {
+      format,
+      cuts: Uint8Array.from(cols.cuts),
+      ends,
+      mtimeSec: Float64Array.from(cols.mtimeSec),
+      mtimeNsec: Float64Array.from(cols.mtimeNsec),
+      linkTo: cols.linkTo ? Int32Array.from(cols.linkTo) : null,
+      linkRank: cols.linkRank ? Int32Array.from(cols.linkRank) : null,
+      externalNlink: cols.externalNlink ? Float64Array.from(cols.externalNlink) : null,
+      parts,
+    };
+    return parts;
+  }
 }
 
 export interface ParsedFileMeta {

@@ -4,7 +4,7 @@
 // `update-index` against a scratch copy of the stat cache, then `write-tree`; nothing is stored.
 
 import type { LstatHeadStart } from './lstat-head-start';
-import type { TreeBuildMemo } from '../git/tree-memo';
+import type { CaptureMemos } from './capture-memos';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { git, gitText, gitZ, joinZ } from '../git/exec';
@@ -51,8 +51,8 @@ export interface ScanSpec {
   chunking?: ChunkingSpec | null;
   /** A resident process's lstat of the last capture's paths (capture-files.ts). */
   headStart?: LstatHeadStart | null;
-  /** A resident process's last tree build of this worktree (capture-files.ts). */
-  treeMemo?: TreeBuildMemo | null;
+  /** A resident process's memos of this worktree's last capture (capture-memos.ts). */
+  memos?: CaptureMemos | null;
 }
 
 export interface ScanResult {
@@ -109,7 +109,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         gitOptions: opts,
         scratchDir: spec.scratchDir,
         headStart: spec.headStart,
-        treeMemo: spec.treeMemo,
+        memos: spec.memos,
       });
       return {
         tree: r.tree,
