@@ -501,6 +501,34 @@ test("a filemeta memo's parts are a whole build's, and it writes only the parts 
   }
 });
 
+// A part that fails to write (a link without a rank: an invariant broken upstream) must leave the
+// memo as it was, not half updated (review 41): the next good call is still a whole build's.
+test('a filemeta memo is unchanged by a call that throws', () => {
+  const paths: string[] = [];
+  // pkg200 and above are hard links of pkg000 and above (syntheticMeta): the link columns exist.
+  for (let d = 0; d < 300; d++) for (let f = 0; f < 14; f++) paths.push(`pkg${String(d).padStart(3, '0')}/f${f}.js`);
+  paths.sort();
+  const memo = new FileMetaPartsMemo();
+  const base = syntheticMeta(paths).meta;
+  assert.ok(base.entries.some((e) => e.linkTo >= 0));
+  storedFileMeta(fileMetaColumns(base.entries), 'sha1', memo);
+  const edited = base.entries.map((e) => ({ ...e }));
+  edited[5].mtimeNsec = (edited[5].mtimeNsec + 1) % 1e9; // an early part
+  const broken = edited.map((e) => ({ ...e }));
+  let last = broken.length - 1; // a late part: a link without a rank
+  while (broken[last].linkTo < 0) last--;
+  broken[last].linkRank = 0;
+  assert.throws(() => storedFileMeta(fileMetaColumns(broken), 'sha1', memo), /link without a rank/);
+  const cols = fileMetaColumns(edited);
+  const want = storedFileMeta(cols, 'sha1');
+  const got = storedFileMeta(cols, 'sha1', memo);
+  assert.equal(got.oid, want.oid);
+  assert.deepEqual(
+    got.objects.map((o) => o.oid),
+    want.objects.map((o) => o.oid),
+  );
+});
+
 // A resident process answers "which objects does the previous filemeta name" from what the capture
 // that built it stored (capture-files.ts keepFileMetaObjects), not from `git ls-tree -r -t`: the two
 // must be one set, in both object formats.

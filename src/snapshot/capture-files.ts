@@ -867,15 +867,15 @@ function cacheHeldBlobs(firstOf: Map<string, number>, cache: StatCache, oid: Buf
     else byHead.set(head, [hex]);
   }
   const { buf, offsets } = cache;
-  const held: string[] = [];
+  const held = new Set<string>();
   for (let k = 0; k < offsets.length; k++) {
     const at = offsets[k] + STAT_BYTES;
     const list = byHead.get(buf.readUInt32BE(at));
     if (!list) continue;
     const hex = buf.toString('hex', at, at + hashLen);
-    if (list.includes(hex) && !held.includes(hex)) held.push(hex);
+    if (list.includes(hex)) held.add(hex);
   }
-  return held;
+  return [...held];
 }
 
 /** The cut bytes of recent capture path lists (see cutsOf). */

@@ -190,11 +190,12 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     objectsLock.release();
     throw e;
   }
-  // In a resident process watching this worktree, its lstat of every path begins first, beside
-  // the checks, the reads and the walk (lstat-head-start.ts): it is the longest step of a capture
-  // there. (A capture refused below leaves it to finish: its rows are its own.)
-  const headStart = options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
   try {
+    // In a resident process watching this worktree, its lstat of every path begins first, beside
+    // the checks, the reads and the walk (lstat-head-start.ts): it is the longest step of a capture
+    // there. (A capture refused below leaves it to finish: its rows are its own.)
+    const headStart =
+      options.inner || options.worktreeAs || !worktreeWatch() ? null : beginLstatHeadStart(repo.worktree);
     // Temporary files of killed captures (their owners are dead) go before we make our own.
     const cleaned = removeLeftovers(repoLeftovers(repo));
     // --- read and check; nothing is written in this section ---

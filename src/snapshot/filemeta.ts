@@ -697,6 +697,9 @@ export class FileMetaPartsMemo {
     } else {
       parts = last.parts.slice();
       this.lastWritten = 0;
+      // The parts written again: the memo's columns take their entries only once all are written
+      // (a part that fails to write leaves the memo as it was).
+      const rewritten: number[] = [];
       let k = 0;
       for (let i = 0; i < n; i++) {
         while (i >= ends[k].end) k++;
@@ -709,18 +712,19 @@ export class FileMetaPartsMemo {
         )
           continue;
         parts[k] = write(k);
-        this.lastWritten++;
-        // The part's entries kept as written (the memo's own columns).
-        const from = k ? ends[k - 1].end : 0;
-        for (let j = from; j < ends[k].end; j++) {
+        rewritten.push(k);
+        i = ends[k].end - 1; // the rest of this part is written with it
+      }
+      for (const r of rewritten) {
+        for (let j = r ? ends[r - 1].end : 0; j < ends[r].end; j++) {
           last.mtimeSec[j] = cols.mtimeSec[j];
           last.mtimeNsec[j] = cols.mtimeNsec[j];
           if (cols.linkTo) (last.linkTo as Int32Array)[j] = cols.linkTo[j];
           if (cols.linkRank) (last.linkRank as Int32Array)[j] = cols.linkRank[j];
           if (cols.externalNlink) (last.externalNlink as Float64Array)[j] = cols.externalNlink[j];
         }
-        i = ends[k].end - 1; // the rest of this part is written with it
       }
+      this.lastWritten = rewritten.length;
       last.parts = parts;
       return parts;
     }
