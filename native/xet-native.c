@@ -474,6 +474,10 @@ static void put_be32(uint8_t *p, uint32_t v) {
   p[3] = (uint8_t)v;
 }
 
+static uint32_t be32_at(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
 #define CREATE_STAT 40 /* bytes of git's index stat block (ctime .. size), the mode's 4 left zero */
 
 #define HOLE_BLOCK 16384 /* git's stream_blob_to_fd: a whole block of zeros is skipped, not written */
@@ -1452,10 +1456,6 @@ static napi_value index_entries_into(napi_env env, napi_callback_info info) {
  * entry's stat data and id, and slot[i] = 1; every other path is left as it was. The row's doubles
  * are compared as the JavaScript compares them (a value an entry's 32 bits cannot hold never
  * matches). How many paths it decided. */
-static uint32_t be32_at(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 static napi_value reuse_unchanged(napi_env env, napi_callback_info info) {
   napi_value argv[11];
   uint8_t *rows_b, *match_b, *idx, *stat, *oid, *slot, *mt_b, *nl_b, *sz_b;
@@ -1557,8 +1557,8 @@ static napi_value index_match(napi_env env, napi_callback_info info) {
   int32_t *match = (int32_t *)match_b, *offs = (int32_t *)offs_b;
   size_t hl = (size_t)hash_len;
   if (idx_len < 12 + hl || idx_len > INT32_MAX || memcmp(idx, "DIRC", 4) != 0) return int64(env, -1);
-  uint32_t version = ((uint32_t)idx[4] << 24) | ((uint32_t)idx[5] << 16) | ((uint32_t)idx[6] << 8) | idx[7];
-  uint32_t count = ((uint32_t)idx[8] << 24) | ((uint32_t)idx[9] << 16) | ((uint32_t)idx[10] << 8) | idx[11];
+  uint32_t version = be32_at(idx + 4);
+  uint32_t count = be32_at(idx + 8);
   if (version < 2 || version > 4) return int64(env, -1);
   if (offs_len != 4 * (size_t)count) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: offsets must hold one int32 per entry");

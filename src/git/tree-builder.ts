@@ -60,10 +60,12 @@ export interface TreeBuild {
   cacheTree: CacheTreeNode;
 }
 
-const MODE_TEXT = new Map<number, Uint8Array>(
+/** A tree entry's mode text, with its space, by mode (every file mode's is 7 bytes: tree-memo.ts
+ * relies on that). */
+export const MODE_TEXT = new Map<number, Uint8Array>(
   [0o100644, 0o100755, 0o120000, 0o160000].map((m) => [m, Buffer.from(`${m.toString(8)} `, 'latin1')]),
 );
-const TREE_MODE = Buffer.from('40000 ', 'latin1');
+export const TREE_MODE = Buffer.from('40000 ', 'latin1');
 /** Bytes an entry may take beyond its id: the mode, the name as UTF-8 (≤ 3 per UTF-16 unit), NUL. */
 const entryBound = (name: number): number => 8 + 3 * name;
 const ARENA_BYTES = 1 << 20;

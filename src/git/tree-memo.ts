@@ -15,14 +15,18 @@
 // while the paths stay the same.
 
 import * as crypto from 'node:crypto';
-import { buildTrees, joinNames, type BuiltTree, type TreeBuild, type TreeEntries } from './tree-builder';
+import {
+  buildTrees,
+  joinNames,
+  MODE_TEXT,
+  TREE_MODE,
+  type BuiltTree,
+  type TreeBuild,
+  type TreeEntries,
+} from './tree-builder';
 import type { CacheTreeNode } from './index-writer';
 
-const MODE_TEXT = new Map<number, Buffer>(
-  [0o100644, 0o100755, 0o120000, 0o160000].map((m) => [m, Buffer.from(`${m.toString(8)} `, 'latin1')]),
-);
 const FILE_MODE_BYTES = 7;
-const TREE_MODE = Buffer.from('40000 ', 'latin1');
 /** Entries compared at a time when looking for changed ids (one memcmp per block). */
 const COMPARE_BLOCK = 64;
 
@@ -147,7 +151,7 @@ export class TreeBuildMemo {
         if (ref >= 0) {
           const text = MODE_TEXT.get(modes[ref]);
           if (!text) throw new Error(`tree entry ${paths[ref]} has mode ${modes[ref].toString(8)}`);
-          text.copy(data, layout.itemModeAt[i]);
+          data.set(text, layout.itemModeAt[i]);
           oids.copy(data, layout.itemIdAt[i], ref * hashLen, (ref + 1) * hashLen);
         } else {
           const c = -ref - 1;

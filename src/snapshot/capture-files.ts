@@ -341,8 +341,11 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   // ref holds the cache's tree, so its blobs are in the repository, some maybe loose, which the
   // pack lookup does not see), and no tree is a blob. Adding ~34,000 ids took ~9 ms of a daemon
   // re-capture of the bench tree; the look-up among them ~1 ms.
-  const fewToRead = toRead.length <= LOOKUP_LIMIT && toRead.reduce((a, i) => a + size[i], 0) <= LOOKUP_BYTES;
-  const cacheIds = backed && cache && !fewToRead ? cache.offsets.length : 0;
+  // The bytes to read (a guess without a cache), and whether so little is read that new ids are
+  // looked up before anything is packed: decided here for the known table, and below for the pack.
+  const readEstimate = (): number => toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
+  const looksUpFirst = (estimate: number): boolean => toRead.length <= LOOKUP_LIMIT && estimate <= LOOKUP_BYTES;
+  const cacheIds = backed && cache && !looksUpFirst(readEstimate()) ? cache.offsets.length : 0;
   const fromFiles = backed && cache ? cacheIds + toRead.length + large.size : n;
   const known = SharedOidSet.create(fromFiles + baseOids.length + (spec.knownObjects?.size ?? 0) + 4096, hashLen);
   for (const o of spec.knownObjects ?? []) known.addHex(o);
@@ -368,8 +371,9 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   }
 
   const limited = spec.admission?.limited ?? false;
-  const estimate = toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
-  const lookupFirst = toRead.length <= LOOKUP_LIMIT && estimate <= LOOKUP_BYTES;
+  // (toRead as it is now: the branch above may have added to it.)
+  const estimate = readEstimate();
+  const lookupFirst = looksUpFirst(estimate);
   const twoPass = limited || lookupFirst;
   const mode: 'hash' | 'pack' = twoPass ? 'hash' : 'pack';
   let pack: PackStream | null = null;

@@ -606,12 +606,7 @@ export function storedFileMeta(
     return { oid, parted: false, objects: [{ oid, type: 'blob', data }] };
   }
   const ends = partEnds(cols);
-  const parts = memo
-    ? memo.parts(cols, ends, format)
-    : ends.map((p, k) => {
-        const data = writeLines(cols, '', k ? ends[k - 1].end : 0, p.end, true);
-        return { data, oid: objectOid('blob', data, format) };
-      });
+  const parts = memo ? memo.parts(cols, ends, format) : ends.map((_, k) => writePart(cols, ends, k, format));
   const objects: FileMetaObject[] = [];
   const seen = new Set<string>();
   const add = (type: 'blob' | 'tree', data: Buffer, known?: string): string => {
@@ -649,6 +644,22 @@ function objectOid(type: 'blob' | 'tree', data: Buffer, format: 'sha1' | 'sha256
   return crypto.createHash(format).update(`${type} ${data.length}\0`).update(data).digest('hex');
 }
 
+/** The first entry of part k. */
+function partFrom(ends: PartEnd[], k: number): number {
+  return k ? ends[k - 1].end : 0;
+}
+
+/** Part k's lines and its blob's id. */
+function writePart(
+  cols: FileMetaColumns,
+  ends: PartEnd[],
+  k: number,
+  format: 'sha1' | 'sha256',
+): { data: Buffer; oid: string } {
+  const data = writeLines(cols, '', partFrom(ends, k), ends[k].end, true);
+  return { data, oid: objectOid('blob', data, format) };
+}
+
 /**
  * A resident process's memo of its last filemeta in parts: when the next capture's entries cut
  * into the same parts (the same paths: cuts depend on them alone), only the parts holding an
@@ -675,10 +686,6 @@ export class FileMetaPartsMemo {
   parts(cols: FileMetaColumns, ends: PartEnd[], format: 'sha1' | 'sha256'): { data: Buffer; oid: string }[] {
     const n = cols.count;
     const last = this.last;
-    const write = (k: number) => {
-      const data = writeLines(cols, '', k ? ends[k - 1].end : 0, ends[k].end, true);
-      return { data, oid: objectOid('blob', data, format) };
-    };
     const same =
       last !== null &&
       last.format === format &&
@@ -692,11 +699,10 @@ export class FileMetaPartsMemo {
       (last.externalNlink === null) === (cols.externalNlink === null);
     let parts: { data: Buffer; oid: string }[];
     if (!same || !last) {
-      parts = ends.map((_, k) => write(k));
+      parts = ends.map((_, k) => writePart(cols, ends, k, format));
       this.lastWritten = parts.length;
     } else {
       parts = last.parts.slice();
-      this.lastWritten = 0;
       // The parts written again: the memo's columns take their entries only once all are written
       // (a part that fails to write leaves the memo as it was).
       const rewritten: number[] = [];
@@ -711,12 +717,12 @@ export class FileMetaPartsMemo {
           (!cols.externalNlink || cols.externalNlink[i] === (last.externalNlink as Float64Array)[i])
         )
           continue;
-        parts[k] = write(k);
+        parts[k] = writePart(cols, ends, k, format);
         rewritten.push(k);
         i = ends[k].end - 1; // the rest of this part is written with it
       }
       for (const r of rewritten) {
-        for (let j = r ? ends[r - 1].end : 0; j < ends[r].end; j++) {
+        for (let j = partFrom(ends, r); j < ends[r].end; j++) {
           last.mtimeSec[j] = cols.mtimeSec[j];
           last.mtimeNsec[j] = cols.mtimeNsec[j];
           if (cols.linkTo) (last.linkTo as Int32Array)[j] = cols.linkTo[j];
