@@ -588,3 +588,42 @@ test('through the daemon, a capture inside a nested repository git finds (a syml
     fs.rmSync(elsewhere, { recursive: true, force: true });
   }
 });
+
+// The daemon writes its captures' refs through one resident update-ref (src/daemon/ref-writer.ts):
+// a config change between two captures reaches the second one's ref, as it would a git started for it.
+test('through the daemon, a snapshot ref is written under the config in force at its capture', () => {
+  const d = repo();
+  try {
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    const logOf = (snap: string) => path.join(d, '.git', 'logs', 'refs', 'xet', 'snapshots', snap);
+    edit(d, 0);
+    const first = xet(d, ['capture']).snapshot as string;
+    assert.ok(!fs.existsSync(logOf(first)), 'no reflog for refs/xet/ by default');
+    git(d, 'config', 'core.logAllRefUpdates', 'always');
+    edit(d, 1);
+    const second = xet(d, ['capture']).snapshot as string;
+    assert.match(fs.readFileSync(logOf(second), 'utf8'), new RegExp(`^0{40} ${second} .*\\txet: capture\\n$`));
+    git(d, 'config', '--unset', 'core.logAllRefUpdates');
+    edit(d, 2);
+    const third = xet(d, ['capture']).snapshot as string;
+    assert.ok(!fs.existsSync(logOf(third)));
+    assert.deepEqual(snapshotRefs(d).sort(), [first, second, third].sort());
+    assert.equal(xet(d, ['daemon', 'status']).pid, pid, 'the daemon made all three');
+    // The stat cache is written after the reply (capture.ts afterReply), under the capture's locks:
+    // a capture without the daemon waits for them, and finds the cache of the daemon's last capture.
+    const cacheDir = path.join(d, '.git', 'xet', 'cache');
+    const record = fs.readdirSync(cacheDir).find((f) => f.endsWith('.index.xet.json')) as string;
+    const cachedRoot = () =>
+      (JSON.parse(fs.readFileSync(path.join(cacheDir, record), 'utf8')) as { root: string }).root;
+    const thirdFiles = git(d, 'rev-parse', `${third}:files`).trim();
+    const until = Date.now() + 10_000;
+    while (cachedRoot() !== thirdFiles && Date.now() < until) spawnSync('sleep', ['0.05']);
+    assert.equal(cachedRoot(), thirdFiles, "the daemon's last capture wrote the stat cache after its reply");
+    const direct = xet(d, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' });
+    assert.equal(direct.incremental, true);
+    assert.equal(parts(d, direct.snapshot as string), parts(d, third));
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});

@@ -17,11 +17,15 @@ import type { Repo } from '../git/repo';
 import type { GitConfig } from '../git/config';
 import type { IndexEntry } from '../git/plumbing';
 import { configMemo } from './config-memo';
+import { ResidentRefWriter } from './ref-writer';
+import { refListingMemo } from './refs-memo';
+import { ignoredListingMemo } from './ignored-memo';
 import { indexEntriesMemo } from './index-memo';
 import { ownerAlive } from '../snapshot/leftovers';
 import { lendWorktreeWatch } from '../snapshot/walk-watch';
 import { headStartCounts } from '../snapshot/lstat-head-start';
 import { TreeWatch } from './tree-watch';
+import { tracePhase } from '../testing/trace';
 
 /** A request the daemon will not run for its client, who then runs it itself. */
 class DeclinedHere extends Error {}
@@ -168,9 +172,24 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   // index listing (index-memo.ts), for a capture or a fork alike.
   let config: (() => Promise<GitConfig>) | undefined;
   let index: (() => Promise<IndexEntry[]>) | undefined;
-  const memoFor = (own: Repo | undefined) =>
-    own ? { repo: own, readConfig: (config ??= configMemo(own)), readIndex: (index ??= indexEntriesMemo(own)) } : {};
+  let refWriter: ResidentRefWriter | undefined;
+  let refs: ReturnType<typeof refListingMemo> | undefined;
+  let ignored: ReturnType<typeof ignoredListingMemo> | undefined;
+  const memoFor = (own: Repo | undefined) => {
+    if (!own) return {};
+    const writer = (refWriter ??= new ResidentRefWriter(repoOpts(own)));
+    return {
+      repo: own,
+      readConfig: (config ??= configMemo(own)),
+      readIndex: (index ??= indexEntriesMemo(own)),
+      writeRef: writer.write.bind(writer),
+      listRefs: (refs ??= refListingMemo(own.commonDir)),
+      readIgnored: (ignored ??= ignoredListingMemo(own, treeWatch)),
+    };
+  };
   let queue: Promise<unknown> = Promise.resolve();
+  // Work captures handed over for after their reply (capture.ts afterReply).
+  const afterReply: (() => void)[] = [];
   let idle: NodeJS.Timeout | undefined;
   let stopping = false;
   const server = net.createServer();
@@ -193,6 +212,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     rebuilt.close();
     lendWorktreeWatch(null);
     treeWatch.close();
+    refWriter?.close();
     if (idle) clearTimeout(idle);
   };
   const armIdle = (): void => {
@@ -228,8 +248,13 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     // Another directory's request gets the repository found for it, and reads its config again
     // with its other reads, as the CLI does.
     const given = memo ?? { repo };
+    tracePhase('daemon: op');
     return op === 'capture'
-      ? capture({ ...(withCwd as unknown as Parameters<typeof capture>[0]), ...given })
+      ? capture({
+          ...(withCwd as unknown as Parameters<typeof capture>[0]),
+          ...given,
+          afterReply: (work) => void afterReply.push(work),
+        })
       : createFork({ ...(withCwd as unknown as Parameters<typeof createFork>[0]), ...given });
   };
   serveOpsInProcess(runOp);
@@ -307,6 +332,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
       const nl = buf.indexOf('\n');
       if (nl < 0) return;
       taken = true;
+      tracePhase('daemon: request');
       let req: DaemonRequest & { deadline?: unknown };
       try {
         req = JSON.parse(buf.slice(0, nl)) as DaemonRequest & { deadline?: unknown };
@@ -331,10 +357,20 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
         return;
       }
       const run = queue.then(() => handle(req, clientGone.signal));
-      queue = run.catch(() => undefined);
+      // What a capture left for after its reply (its stat cache's write, under its locks) runs once
+      // the reply is written (a reaction registered after this one) and before the next request,
+      // whether or not the reply reached its client: the locks are released only by it.
+      queue = run
+        .catch(() => undefined)
+        .then(() => new Promise<void>((r) => setImmediate(r)))
+        .then(() => {
+          for (const work of afterReply.splice(0)) work();
+          tracePhase('daemon: after reply');
+        });
       void run.then(
         (reply) => {
           if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
+          tracePhase('daemon: replied');
           armIdle();
           // After the reply, before the next request (queued behind this): the stat cache the
           // capture wrote, parsed for the next one.

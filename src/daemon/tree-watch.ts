@@ -75,6 +75,12 @@ export class TreeWatch implements WorktreeWatch {
   /** Set for good: out of watches, or no inotify here. */
   private disabled: string | null = null;
   private readonly little = os.endianness() === 'LE';
+  /** Counts every event drained, reset and change of the mount table: a token of `quiet`. */
+  private epoch = 0;
+  /** The records are a finished walk's, nothing reset since (what `quiet` vouches from). */
+  private complete = false;
+  /** A change of the mount table seen by `quiet`, still to be seen by the next walk. */
+  private mountsSeen = false;
   private readonly buf = Buffer.alloc(64 * 1024);
 
   /** `root`: the worktree as git names it (a capture's root must be the same directory). */
@@ -89,6 +95,7 @@ export class TreeWatch implements WorktreeWatch {
 
   begin(inputs: WalkInputs): WalkMemo | null {
     if (this.disabled || !sameDir(inputs.root, this.root)) return null;
+    this.complete = false;
     // A mount made and removed again between two captures is seen here even though the table
     // looks the same: its listing may have been read by nothing, but nothing is assumed.
     const remounted = this.mountsMoved();
@@ -164,6 +171,52 @@ export class TreeWatch implements WorktreeWatch {
     this.lastResult = memo.nextResult ?? null;
     this.dirty.clear();
     this.last = inputs;
+    this.complete = true;
+  }
+
+  /**
+   * Whether the watch vouches, now, that no directory the last walk read has changed its listing
+   * since that walk ended: then a token of this moment (quietSince: does that still hold) and the
+   * `.gitignore` entries those directories list; else null. It vouches only from a finished walk
+   * whose every listing was read under its watch (trusted), with no event since, no reset and the
+   * same mount table: git's listing of untracked and ignored paths reads no directory the walk did
+   * not (it enters no ignored directory the walk leaves out, and no nested repository), so it is
+   * what it was while this holds, given the same ignore files, index and config
+   * (src/daemon/ignored-memo.ts).
+   */
+  quiet(): { token: number; gitignores: string[] } | null {
+    if (!this.settled()) return null;
+    if (this.dirty.size) return null;
+    const gitignores: string[] = [];
+    for (const [rel, rec] of this.records) {
+      if (!rec.trusted) return null;
+      if (rec.names.includes('.gitignore')) gitignores.push(rel === '' ? '.gitignore' : `${rel}/.gitignore`);
+    }
+    return { token: this.epoch, gitignores };
+  }
+
+  /** Whether nothing `quiet` vouches for has changed since it gave `token`. */
+  quietSince(token: number): boolean {
+    return this.settled() && this.epoch === token && this.dirty.size === 0;
+  }
+
+  /** Drains the events (and looks at the mount table) outside a walk: false when the watch does not
+   * stand for the last walk's directories now. */
+  private settled(): boolean {
+    if (this.disabled || this.fd < 0 || !this.complete) return false;
+    if (this.mountsMoved()) {
+      // The next walk must see it too (its own look would find the table quiet by then).
+      this.mountsSeen = true;
+      this.epoch++;
+      return false;
+    }
+    const why = this.refresh();
+    if (why) {
+      this.reason = why;
+      this.reset();
+      return false;
+    }
+    return true;
   }
 
   close(): void {
@@ -173,8 +226,18 @@ export class TreeWatch implements WorktreeWatch {
     this.disabled = 'closed';
   }
 
-  /** Whether the mount table changed since the last call (true the first time, and when it cannot tell). */
+  /** Whether the mount table changed since the last call (true the first time, and when it cannot
+   * tell), or `settled` saw it change since the last walk looked. */
   private mountsMoved(): boolean {
+    if (this.mountsSeen) {
+      this.mountsSeen = false;
+      this.pollMounts(); // taken: what it says is already known
+      return true;
+    }
+    return this.pollMounts();
+  }
+
+  private pollMounts(): boolean {
     if (this.mountFd < 0) {
       try {
         this.mountFd = fs.openSync('/proc/self/mountinfo', 'r');
@@ -193,6 +256,7 @@ export class TreeWatch implements WorktreeWatch {
     for (;;) {
       const n = (native as NonNullable<typeof native>).watchRead(this.fd, this.buf);
       if (n === 0) break;
+      this.epoch++;
       if (n < 0) return `reading inotify events failed (errno ${-n})`;
       for (let at = 0; at + EVENT_HEADER <= n;) {
         const wd = this.little ? this.buf.readInt32LE(at) : this.buf.readInt32BE(at);
@@ -285,6 +349,8 @@ export class TreeWatch implements WorktreeWatch {
   }
 
   private reset(): void {
+    this.epoch++;
+    this.complete = false;
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
     this.relOf.clear();

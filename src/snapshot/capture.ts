@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { XetError } from '../errors';
-import { git, gitSpawnEnv, gitText, gitVersion, gitZ } from '../git/exec';
+import { git, gitSpawnEnv, gitText, gitVersion, gitZ, type GitOptions } from '../git/exec';
 import {
   catFileBatch,
   CE_INTENT_TO_ADD,
@@ -16,6 +16,7 @@ import {
   commitTree,
   identityEnv,
   type IndexEntry,
+  type RefEntry,
   indexFileTree,
   mktree,
   readIndexEntries,
@@ -87,6 +88,18 @@ export interface CaptureOptions extends PolicyOptions {
   readConfig?: () => Promise<GitConfig>;
   /** With `repo`: its index listing as `git ls-files -s --debug` reads it now. */
   readIndex?: () => Promise<IndexEntry[]>;
+  /** With `repo`: `git update-ref -m <message> <ref> <oid>` as git configured by `config` runs it
+   * (the daemon's resident updater, src/daemon/ref-writer.ts). */
+  writeRef?: (ref: string, oid: string, message: string, config: GitConfig) => Promise<void>;
+  /** With `repo`: git's listing of its untracked ignored paths now, `config` being its config now
+   * (the daemon's memo, ignored-memo.ts). */
+  readIgnored?: (config: GitConfig, opts: GitOptions) => Promise<string[]>;
+  /** A resident process that replies before the capture's last bookkeeping: handed that work (the
+   * stat cache's write for the next capture), which releases the capture's locks when done; it runs
+   * it after its reply and before its next request. Without it, the capture does it itself. */
+  afterReply?: (work: () => void) => void;
+  /** With `repo`: its refs as `git for-each-ref` lists them now (the daemon's memo, refs-memo.ts). */
+  listRefs?: (patterns: string[], opts: GitOptions) => Promise<RefEntry[]>;
 }
 
 export interface CaptureResult {
@@ -176,10 +189,32 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
   // Shared objects lock first (a gc waits for this capture, or this capture for the gc: the blobs it
   // reuses from its stat cache must not be pruned before its ref exists), then the workspace's.
   const objectsLock = holdObjectsShared(repo.commonDir, () => options.progress?.('waiting for git xet gc'));
-  let lock;
+  let lock: ReturnType<typeof acquireLock> | undefined;
   let allowance: CaptureAllowance | undefined;
   // The new pack's `.keep` (pack-stream.ts): held until the snapshot's ref reaches its objects.
   let packKept: string | undefined;
+  // The stat cache's write, left by the scan to the end (options.afterReply), and whether the locks
+  // went with it.
+  let statCacheWrite: (() => void) | null = null;
+  let locksHandedOver = false;
+  const finishStatCache = (): void => {
+    const write = statCacheWrite;
+    statCacheWrite = null;
+    if (!write) return;
+    if (!options.afterReply) return write();
+    const [held, objects] = [lock, objectsLock];
+    locksHandedOver = true;
+    options.afterReply(() => {
+      try {
+        write();
+      } catch {
+        // The last stat cache stays: the next capture reads it, as after a capture killed here.
+      } finally {
+        held?.release();
+        objects.release();
+      }
+    });
+  };
   const releasePack = (): void => {
     if (packKept) fs.rmSync(packKept, { force: true });
     packKept = undefined;
@@ -230,13 +265,17 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     previousP.catch(() => undefined);
     // Independent reads run concurrently: each is a short git process, and their latency adds up.
     tracePhase('capture: reads');
+    const configP = given && options.readConfig ? options.readConfig() : readConfig(userOpts);
+    const readIgnored = given && options.readIgnored;
     const [entries, config, ignoredList, refView] = await Promise.all([
       given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts, indexRef(repo)),
-      given && options.readConfig ? options.readConfig() : readConfig(userOpts),
-      gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
+      configP,
+      readIgnored
+        ? configP.then((c) => readIgnored(c, userOpts))
+        : gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).
-      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo),
+      readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo, (given && options.listRefs) || undefined),
     ]);
     const { head } = refView;
     // The repository's own config file's entries, from the listing just read (its scopes and
@@ -333,11 +372,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       headStart,
       // Kept where the head start is: a resident process, its own worktree.
       memos: headStart ? residentCaptureMemos(repo.worktree) : null,
+      deferStatCache: options.afterReply !== undefined,
     });
     progress(`hashing ${walk.paths.length} files${incremental ? ' (stat cache)' : ''}`);
     // Settled together: a refusal must not leave a sibling still writing scratch files.
     const settled = await Promise.allSettled([filesTreeP, indexTreeP, collectTagObjects(refs, userOpts)]);
-    if (settled[0].status === 'fulfilled') packKept = settled[0].value.packKept;
+    if (settled[0].status === 'fulfilled') {
+      packKept = settled[0].value.packKept;
+      statCacheWrite = settled[0].value.statCacheWrite ?? null;
+    }
     for (const r of settled) if (r.status === 'rejected') throw r.reason;
     const [scan, { tree: indexTree }, tagObjects] = settled.map(
       (r) => (r as PromiseFulfilledResult<unknown>).value,
@@ -496,6 +539,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       progress('comparing with the last snapshot');
       const last = await lastWorkspaceSnapshot(repo.commonDir, wsId, userOpts);
       if (last && (await sameSnapshotContent(last, manifest, topEntries, userOpts))) {
+        finishStatCache();
         return resultOf(last, { unchanged: true, repacked: false, warnings: leftoverWarning(cleaned) });
       }
     }
@@ -554,7 +598,9 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
 
     // --- publish: the ref, then the sidecar record ---
     await faultPoint('capture:before-ref');
-    await git(['update-ref', '-m', 'xet: capture', `${SNAPSHOT_REF_PREFIX}${commit}`, commit], userOpts);
+    const snapshotRef = `${SNAPSHOT_REF_PREFIX}${commit}`;
+    if (given && options.writeRef) await options.writeRef(snapshotRef, commit, 'xet: capture', config);
+    else await git(['update-ref', '-m', 'xet: capture', snapshotRef, commit], userOpts);
     releasePack();
     rememberSnapshot(repo.commonDir, commit, manifestData, topWithManifest);
     // The snapshot exists from here on; what follows is bookkeeping, and a failure is a warning.
@@ -584,12 +630,15 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
       return false;
     });
     warnings.push(...allowance.warnings);
+    finishStatCache();
     return resultOf(commit, { unchanged: false, repacked, warnings });
   } finally {
     releasePack();
     allowance?.end();
-    lock.release();
-    objectsLock.release();
+    if (!locksHandedOver) {
+      lock.release();
+      objectsLock.release();
+    }
   }
 }
 

@@ -67,12 +67,13 @@ export async function readRefView(
   patterns: string[],
   opts: GitOptions,
   dirs?: { gitDir: string; commonDir: string },
+  list: (patterns: string[], opts: GitOptions) => Promise<RefEntry[]> = listRefs,
 ): Promise<{ head: HeadState; refs: RefEntry[] }> {
   const branchesListed = patterns.includes('refs/heads/');
   for (let n = 0; ; n++) {
     const before = dirs && branchesListed ? headBranchFromFile(dirs.gitDir) : null;
     if (dirs && before) {
-      const refs = await listRefs(patterns, opts);
+      const refs = await list(patterns, opts);
       const after = headBranchFromFile(dirs.gitDir);
       if (after?.ref === before.ref && after.file === before.file) {
         const branch = before.ref;
@@ -84,7 +85,7 @@ export async function readRefView(
           return { head: { kind: 'branch', ref: branch, oid: entry.oid }, refs };
       } else if (n + 1 < ATTEMPTS) continue;
     }
-    const [head, refs] = await Promise.all([readHead(opts), listRefs(patterns, opts)]);
+    const [head, refs] = await Promise.all([readHead(opts), list(patterns, opts)]);
     if (refViewConsistent(head, refs)) return { head, refs };
     if (n + 1 >= ATTEMPTS) {
       throw new XetError(

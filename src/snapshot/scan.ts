@@ -53,6 +53,8 @@ export interface ScanSpec {
   headStart?: LstatHeadStart | null;
   /** A resident process's memos of this worktree's last capture (capture-memos.ts). */
   memos?: CaptureMemos | null;
+  /** With `write`: the stat cache is written by the caller, through `statCacheWrite`. */
+  deferStatCache?: boolean;
 }
 
 export interface ScanResult {
@@ -76,6 +78,8 @@ export interface ScanResult {
   totals?: { files: number; bytes: number; symlinks: number };
   /** With `write`: the `.keep` that holds the new pack until a ref reaches it (the caller removes it). */
   packKept?: string;
+  /** With `deferStatCache`: writes the stat cache for the next capture (capture-files.ts). */
+  statCacheWrite?: () => void;
   /** With `write`: a captured path's size as the capture saw it (capture-files.ts). */
   sizeOf?: (path: string) => number | undefined;
 }
@@ -110,6 +114,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         scratchDir: spec.scratchDir,
         headStart: spec.headStart,
         memos: spec.memos,
+        deferStatCache: spec.deferStatCache,
       });
       return {
         tree: r.tree,
@@ -122,6 +127,7 @@ export async function scanToTree(spec: ScanSpec): Promise<ScanResult> {
         totals: r.totals,
         packKept: r.packKept,
         sizeOf: r.sizeOf,
+        statCacheWrite: r.statCacheWrite,
       };
     }
     // Verify and diff: git hashes the files into a scratch copy of the stat cache; nothing is stored.

@@ -1,0 +1,100 @@
+// The daemon's memo of git's listing of its worktree's untracked ignored paths
+// (`git ls-files -o -i --exclude-standard --directory`): the last git process in the busiest stretch
+// of a re-capture, ~10 ms of CPU beside the lstat of every path. What that listing depends on, and
+// what stands for each while the listing is reused:
+// - the names in the directories git reads: the tree watch (tree-watch.ts `quiet`) vouches that no
+//   directory the last walk read has changed its listing since the listing was taken, and git reads
+//   none the walk does not;
+// - the ignore files: every `.gitignore` those directories list, info/exclude and the excludes file
+//   of the config (core.excludesFile, else git's default), each as it was (inode, size, mode, mtime,
+//   ctime; or still absent), and all older than MARGIN_MS when the listing was taken (file times come
+//   from the kernel's coarse clock: an edit in the same tick as a read would keep its times);
+// - the index (which paths are tracked): the same file, by its trailing hash (fsutil indexFileKey);
+// - the config (core.excludesFile, core.ignoreCase): the same object from the config memo
+//   (config-memo.ts gives a new one whenever a config file changed).
+// Anything else (no watch, a listing changed, a reset, no index hash) asks git, as the CLI does
+// (docs/DESIGN-NOTES.md "Fewer git processes in a daemon's re-capture").
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { GitConfig } from '../git/config';
+import { gitZ, type GitOptions } from '../git/exec';
+import type { Repo } from '../git/repo';
+import { indexFileKey } from '../snapshot/fsutil';
+import type { TreeWatch } from './tree-watch';
+
+const MARGIN_MS = 100n;
+export const IGNORED_LISTING_ARGS = ['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'];
+
+/** The per-user excludes file git reads, run in `cwd`: core.excludesFile (`~/` expanded), else
+ * $XDG_CONFIG_HOME/git/ignore or ~/.config/git/ignore; null for a `~user/` form (not followed). */
+export function excludesFile(config: GitConfig, cwd: string, env: NodeJS.ProcessEnv = process.env): string | null {
+  const home = env.HOME ?? os.homedir();
+  const set = config.get('core.excludesfile');
+  if (set === undefined) return path.join(env.XDG_CONFIG_HOME || path.join(home, '.config'), 'git', 'ignore');
+  if (set.startsWith('~/')) return path.join(home, set.slice(2));
+  return set.startsWith('~') ? null : path.resolve(cwd, set);
+}
+
+function stampFiles(files: string[]): { key: string; newestNs: bigint } {
+  let newestNs = 0n;
+  const key = files
+    .map((f) => {
+      const st = fs.lstatSync(f, { bigint: true, throwIfNoEntry: false });
+      if (!st) return '-';
+      if (st.mtimeNs > newestNs) newestNs = st.mtimeNs;
+      if (st.ctimeNs > newestNs) newestNs = st.ctimeNs;
+      return `${st.ino}:${st.mode}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    })
+    .join('|');
+  return { key, newestNs };
+}
+
+/** A reader of git's ignored listing for the daemon's own worktree that asks git only when something
+ * it depends on may have changed. */
+export function ignoredListingMemo(
+  repo: Repo,
+  watch: TreeWatch,
+  list: (opts: GitOptions) => Promise<string[]> = (opts) => gitZ(IGNORED_LISTING_ARGS, opts),
+): (config: GitConfig, opts: GitOptions) => Promise<string[]> {
+  const indexFile = path.join(repo.gitDir, 'index');
+  let memo: { token: number; config: GitConfig; index: string; stamp: string; listing: string[] } | undefined;
+  return async (config, opts) => {
+    if (process.env.GIT_INDEX_FILE !== undefined) return list(opts);
+    const startNs = BigInt(Date.now()) * 1_000_000n;
+    const quiet = watch.quiet();
+    const excludes = excludesFile(config, repo.worktree);
+    if (!quiet || excludes === null) {
+      memo = undefined;
+      return list(opts);
+    }
+    const files = [
+      ...quiet.gitignores.map((g) => path.join(repo.worktree, g)),
+      path.join(repo.commonDir, 'info', 'exclude'),
+      path.join(repo.gitDir, 'info', 'exclude'),
+      excludes,
+    ];
+    const before = stampFiles(files);
+    const index = indexFileKey(indexFile);
+    if (
+      memo &&
+      index !== null &&
+      memo.config === config &&
+      memo.index === index &&
+      memo.stamp === before.key &&
+      watch.quietSince(memo.token)
+    ) {
+      return memo.listing.slice();
+    }
+    const listing = await list(opts);
+    const kept =
+      index !== null &&
+      before.newestNs < startNs - MARGIN_MS * 1_000_000n &&
+      stampFiles(files).key === before.key &&
+      indexFileKey(indexFile) === index &&
+      watch.quietSince(quiet.token);
+    memo = kept ? { token: quiet.token, config, index, stamp: before.key, listing: listing.slice() } : undefined;
+    return listing;
+  };
+}
