@@ -149,6 +149,9 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const { invocation } = await import('../cli/invocation');
   const statCaches = await import('../snapshot/stat-cache');
   statCaches.keepStatCachesInMemory();
+  // Its sidecar connections stay open between requests (src/sidecar/db.ts keepSidecarsOpen).
+  const sidecars = await import('../sidecar/db');
+  sidecars.keepSidecarsOpen();
   // Captures of this worktree read again only the directories that changed (src/daemon/tree-watch.ts).
   const treeWatch = new TreeWatch(p.worktree);
   lendWorktreeWatch(treeWatch);
@@ -213,6 +216,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     lendWorktreeWatch(null);
     treeWatch.close();
     refWriter?.close();
+    sidecars.closeKeptSidecars();
     if (idle) clearTimeout(idle);
   };
   const armIdle = (): void => {
