@@ -164,14 +164,26 @@ let lastPaths: SortedPaths | null = null;
 // it, where the same loops inside captureFiles ran interpreted at every capture (the function is
 // compiled late, at ~200 ms of a thread, and deoptimized again; ~4 ms of a re-capture's 110).
 
-/** The positions whose slot is `s` (with `not`: is not `s`), in order. Counted first: an array
- * made at its size, not grown by push (half the time for 34,000 positions). */
-function positionsOf(slot: Uint8Array, s: Slot, not = false): number[] {
+/** The positions whose slot is `s` (with `not`: is not `s`), in order. Counted first, into a typed
+ * array of that size: an array of 34,000 numbers is a fresh large object of V8's at every capture
+ * (~70 pages to fault in, ~12 µs each here), a typed array's store is malloc's, reused. */
+function positionsOf(slot: Uint8Array, s: Slot, not = false): Uint32Array {
   let count = 0;
   for (let i = 0; i < slot.length; i++) if ((slot[i] === s) !== not) count++;
-  const out = new Array<number>(count);
+  const out = new Uint32Array(count);
   for (let i = 0, k = 0; k < count; i++) if ((slot[i] === s) !== not) out[k++] = i;
   return out;
+}
+
+/** The bytes and symlinks of the files at `final`. */
+function totalsOf(final: Uint32Array, size: Float64Array, stat: Buffer): { bytes: number; symlinks: number } {
+  let bytes = 0;
+  let symlinks = 0;
+  for (const i of final) {
+    bytes += size[i];
+    if (stat.readUInt32BE(i * STAT_BYTES + STAT.mode) === 0o120000) symlinks++;
+  }
+  return { bytes, symlinks };
 }
 
 /** The first position neither done, reused nor vanished (every path ends as one of those), or -1. */
@@ -232,6 +244,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   const inode = new Map<number, string>();
   const chunking = spec.chunking ?? null;
   const large = new Map<string, fs.BigIntStats>();
+  const largePos = new Map<string, number>(); // a large path's position
   const bigOwned = new Map<number, string>(); // position -> oid, to be deflated in pieces
   const toRead: number[] = [];
   // Every path as UTF-8, each ended by a NUL: encoded once for the lstat batch, the trees and the
@@ -261,8 +274,8 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
     // The plain case first, for every path at once (stat-reuse.ts); the loop decides the rest.
     const sizeBelow = Math.min(MIN_CHUNK_THRESHOLD, chunking ? chunking.threshold : Infinity);
     reuseUnchanged(rows, entryAt, buf, hashLen, c.racyFrom, sizeBelow, { stat, oid, slot, mtimeSec, nlinkSize });
-    for (let i = 0; i < n; i++) {
-      if (slot[i] === Slot.Reused) continue;
+    // The rest, in order (a pass of its own: this closure is compiled again at every capture).
+    for (const i of positionsOf(slot, Slot.Reused, true)) {
       const p = paths[i];
       const r = i * STAT_ROW;
       if (absent(rows, i)) {
@@ -291,6 +304,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
         }
         noteStat(i, big);
         large.set(p, big);
+        largePos.set(p, i);
         slot[i] = Slot.Large;
         continue;
       }
@@ -536,9 +550,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       }
       noteStat(i, st);
       large.set(paths[i], st);
+      largePos.set(paths[i], i);
     }
     // A clean tracked file is not chunked: its staged blob is in history already (chunked-scan.ts).
-    const wholeLarge = [...large.keys()].filter((p) => chunking?.cleanTracked.has(p)).map((p) => paths.indexOf(p));
+    const wholeLarge = [...large.keys()].filter((p) => chunking?.cleanTracked.has(p)).map((p) => largePos.get(p)!);
     for (const i of wholeLarge) large.delete(paths[i]);
     if (wholeLarge.length) await run(wholeLarge, { deferLinks: false, mode, largeAt: 0, set: known });
 
@@ -743,12 +758,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
     tracePhase('files: done');
     let byPath: Map<string, number> | undefined;
-    let bytes = 0;
-    let symlinks = 0;
-    for (const i of final) {
-      bytes += size[i];
-      if (stat.readUInt32BE(i * STAT_BYTES + STAT.mode) === 0o120000) symlinks++;
-    }
+    const { bytes, symlinks } = totalsOf(final, size, stat);
     return {
       tree: built.root,
       meta,
@@ -805,7 +815,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   }
 
   /** Times and hard links of the captured files, in tree order (filemeta.ts). */
-  function fileMeta(final: number[]): { counts: FileMetaCounts; columns: FileMetaColumns } {
+  function fileMeta(final: Uint32Array): { counts: FileMetaCounts; columns: FileMetaColumns } {
     const count = final.length;
     const sec = new Float64Array(count);
     const nsec = new Uint32Array(count);
@@ -877,7 +887,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
   /** pathCuts of the paths `final` names: a resident process's next capture of the same paths (the
    * very same array, walk.ts replays it) reuses them. */
-  function cutsOf(final: number[]): Uint8Array {
+  function cutsOf(final: Uint32Array): Uint8Array {
     if (final.length <= FILEMETA_PARTED_MIN_ENTRIES) return new Uint8Array(final.length);
     let all = cutsKept.get(paths);
     if (!all || all.length !== paths.length) {
@@ -950,7 +960,7 @@ function cacheRoot(cache: StatCache, format: 'sha1' | 'sha256'): string | null {
 /** The tree build's columns for the entries `final` (indexes into the capture's columns), with the
  * paths encoded once (the index is written from the same names). */
 function treeEntries(
-  final: number[],
+  final: Uint32Array,
   paths: string[],
   stat: Buffer,
   oid: Buffer,
@@ -960,7 +970,7 @@ function treeEntries(
   const modes = new Uint32Array(final.length);
   for (let k = 0; k < final.length; k++) modes[k] = stat.readUInt32BE(final[k] * STAT_BYTES + STAT.mode);
   if (final.length === paths.length) return { paths, modes, oids: oid, names: namesOf() };
-  const kept = final.map((i) => paths[i]);
+  const kept = Array.from(final, (i) => paths[i]);
   const oids = Buffer.allocUnsafe(final.length * hashLen);
   for (let k = 0; k < final.length; k++) oid.copy(oids, k * hashLen, final[k] * hashLen, (final[k] + 1) * hashLen);
   return { paths: kept, modes, oids, names: joinNames(kept) };
