@@ -627,3 +627,83 @@ test('through the daemon, a snapshot ref is written under the config in force at
     fs.rmSync(d, { recursive: true, force: true });
   }
 });
+
+// Review 42: `daemon stop` while a capture is still running. The capture finishes (its ref written
+// by a git of its own: the resident updater is closed), the daemon then exits, and no git it
+// started outlives it.
+test('a daemon stopped during a capture finishes it, exits, and leaves no git process behind', async () => {
+  const d = repo();
+  const pauseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
+  const env = { GIT_XET_TEST_PAUSE_AT: 'capture:before-ref', GIT_XET_TEST_PAUSE_DIR: pauseDir };
+  const { spawn } = await import('node:child_process');
+  const run = (args: string[]) => {
+    const child = spawn(process.execPath, [BIN, '--json', ...args], { cwd: d, env: { ...ENV, ...env } });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    return new Promise<{ code: number | null; out: string }>((r) => child.on('close', (code) => r({ code, out })));
+  };
+  const children = (pid: number): string[] =>
+    fs
+      .readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .flatMap((n) => {
+        try {
+          const stat = fs.readFileSync(`/proc/${n}/stat`, 'utf8');
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid
+            ? [fs.readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' ')]
+            : [];
+        } catch {
+          return [];
+        }
+      });
+  try {
+    const pid = xet(d, ['daemon', 'start'], env).pid as number;
+    edit(d, 0);
+    const capturing = run(['capture']);
+    const reached = path.join(pauseDir, 'capture:before-ref.reached');
+    for (const until = Date.now() + 30_000; !fs.existsSync(reached) && Date.now() < until;)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.ok(fs.existsSync(reached), 'the capture reached its pause in the daemon');
+    const stopping = run(['daemon', 'stop']);
+    await new Promise((r) => setTimeout(r, 300));
+    fs.writeFileSync(path.join(pauseDir, 'capture:before-ref.go'), '');
+    const captured = await capturing;
+    assert.equal(captured.code, 0, captured.out);
+    const snap = (JSON.parse(captured.out) as { snapshot: string }).snapshot;
+    assert.deepEqual(snapshotRefs(d), [snap]);
+    await stopping;
+    let alive = true;
+    for (const until = Date.now() + 20_000; alive && Date.now() < until;) {
+      await new Promise((r) => setTimeout(r, 50));
+      alive = fs.existsSync(`/proc/${pid}`) && !fs.readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+    }
+    assert.equal(alive, false, `the daemon still runs, with ${JSON.stringify(children(pid))}`);
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(pauseDir, { recursive: true, force: true });
+  }
+});
+
+// Review 42: under `--ignored none` the walk leaves a directory git lists whole as ignored unread;
+// a file that is not ignored made in it later is in the daemon's next capture as in the CLI's.
+test('through the daemon under --ignored none, a file made in a directory git had listed whole is captured', () => {
+  const d = repo();
+  try {
+    git(d, 'config', 'xet.capture.ignored', 'none');
+    fs.writeFileSync(path.join(d, '.gitignore'), 'build/\n*.log\n');
+    fs.mkdirSync(path.join(d, 'cache'));
+    fs.writeFileSync(path.join(d, 'cache', 'run.log'), '1\n');
+    xet(d, ['daemon', 'start']);
+    for (let i = 0; i < 3; i++) xet(d, ['capture', '--always']);
+    fs.writeFileSync(path.join(d, 'cache', 'notes.txt'), 'keep\n');
+    spawnSync('sleep', ['0.2']);
+    const via = xet(d, ['capture', '--always']).snapshot as string;
+    const direct = xet(d, ['capture', '--always'], { GIT_XET_NO_DAEMON: '1' }).snapshot as string;
+    assert.match(git(d, 'ls-tree', '-r', '--name-only', via), /^files\/cache\/notes\.txt$/m);
+    assert.equal(parts(d, via), parts(d, direct));
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});

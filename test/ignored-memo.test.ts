@@ -106,6 +106,16 @@ test('the ignored listing memo answers as git does after every change that moves
       },
     ],
     ['the excludes file edited', () => fs.appendFileSync(path.join(home, 'ignore'), 'r.md\n')],
+    // Review 42: an excludes file through a symlink (a dotfiles manager's), edited at its target.
+    [
+      'the excludes file a symlink',
+      () => {
+        fs.writeFileSync(path.join(home, 'target'), '3.js\n');
+        fs.symlinkSync(path.join(home, 'target'), path.join(home, 'link'));
+        git(d, 'config', 'core.excludesFile', path.join(home, 'link'));
+      },
+    ],
+    ['its target edited', () => fs.appendFileSync(path.join(home, 'target'), '*.md\n')],
     // Config alone (no ignore file changes): a name ignored only case-insensitively.
     ['a file named in another case', () => fs.writeFileSync(path.join(d, 'src/a/UP.LOG'), 'x')],
     ['core.ignoreCase set', () => git(d, 'config', 'core.ignoreCase', 'true')],
@@ -142,5 +152,62 @@ test('the ignored listing memo answers as git does after every change that moves
     const before = asked;
     await capture(`edits, round ${round}`);
     assert.equal(asked, before, `edits, round ${round}: answered from the memo`);
+  }
+});
+
+// Review 42: a walk under `--ignored none` leaves unread the directories git lists whole as ignored,
+// which git itself reads (to learn that all of an untracked directory is ignored): nothing then
+// vouches for them, and the listing is asked of git at every capture. An excludes path through a
+// file (ENOTDIR) is asked of git too, never an error.
+test('the ignored listing memo keeps nothing after a walk that leaves ignored directories unread, nor for a path it cannot stamp', async (t) => {
+  if (!native) return t.diagnostic(`skipped: the native module is not loaded (${nativeMissing}): no watch`);
+  if (process.platform !== 'linux') return t.diagnostic('skipped: inotify is Linux only');
+  const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'xet-ignmemo-none-')));
+  t.after(() => fs.rmSync(d, { recursive: true, force: true }));
+  git(d, 'init', '-q');
+  fs.writeFileSync(path.join(d, '.gitignore'), '*.log\n');
+  fs.writeFileSync(path.join(d, 'a.txt'), 'a\n');
+  git(d, 'add', '.');
+  git(d, 'commit', '-qm', 'one');
+  fs.mkdirSync(path.join(d, 'cache'));
+  fs.writeFileSync(path.join(d, 'cache', 'run.log'), '1\n');
+  const repo = await findRepo(d);
+  const opts = repoOpts(repo);
+  const readConfig = configMemo(repo);
+  const watch = new TreeWatch(repo.worktree);
+  t.after(() => watch.close());
+  let asked = 0;
+  const memo = ignoredListingMemo(repo, watch, (o) => {
+    asked++;
+    return gitZ(IGNORED_LISTING_ARGS, o);
+  });
+  const capture = async (policy: ReturnType<typeof resolvePolicy>): Promise<string[]> => {
+    const listing = await memo(await readConfig(), opts);
+    assert.deepEqual(listing.sort(), (await gitZ(IGNORED_LISTING_ARGS, opts)).sort());
+    const tracked = new Set(git(d, 'ls-files', '-z').split('\0').filter(Boolean));
+    const inputs = { root: repo.worktree, tracked, ignored: new Set(listing), policy, gitDirs: [repo.gitDir] };
+    const m = watch.begin(inputs);
+    const r = walkWorktree({ ...inputs, memo: m ?? undefined });
+    if (m) watch.end(m, m.next ?? null);
+    return r.paths;
+  };
+  const none = resolvePolicy(new GitConfig([]), { ignored: 'none' });
+  for (let n = 0; n < 4; n++) {
+    await settle();
+    const before = asked;
+    await capture(none);
+    assert.equal(asked, before + 1, `capture ${n} under --ignored none: git asked`);
+  }
+  fs.writeFileSync(path.join(d, 'cache', 'notes.txt'), 'keep\n');
+  await settle();
+  assert.ok((await capture(none)).includes('cache/notes.txt'), 'the new file in a directory git had listed whole');
+  // An excludes path through a file: git ignores it; the memo asks git and keeps nothing.
+  git(d, 'config', 'core.excludesFile', path.join(d, 'a.txt', 'ignore'));
+  const all = resolvePolicy(new GitConfig([]), { ignored: 'all' });
+  for (let n = 0; n < 4; n++) {
+    await settle();
+    const before = asked;
+    await capture(all);
+    assert.equal(asked, before + 1, `capture ${n} with an excludes path through a file: git asked`);
   }
 });

@@ -69,7 +69,10 @@ test('one resident update-ref writes transaction after transaction, as git updat
 
 test('a refused transaction writes nothing, says what git said, and the next write starts another git', async (t) => {
   const { d, commits } = repo(t);
-  const w = new ResidentRefWriter({ cwd: d });
+  const w = new ResidentRefWriter(
+    { cwd: d },
+    { commonDir: path.join(d, '.git'), objectsDir: path.join(d, '.git', 'objects') },
+  );
   const config = await readConfig({ cwd: d });
   try {
     await w.write('refs/xet/snapshots/a', commits[0], 'xet: capture', config);
@@ -102,7 +105,10 @@ test('a refused transaction writes nothing, says what git said, and the next wri
 
 test('the writer keeps its git while the config object is the same, and starts one that reads a new config', async (t) => {
   const { d, commits } = repo(t);
-  const w = new ResidentRefWriter({ cwd: d });
+  const w = new ResidentRefWriter(
+    { cwd: d },
+    { commonDir: path.join(d, '.git'), objectsDir: path.join(d, '.git', 'objects') },
+  );
   try {
     const first = await readConfig({ cwd: d });
     await w.write('refs/xet/snapshots/one', commits[0], 'xet: capture', first);
@@ -114,6 +120,69 @@ test('the writer keeps its git while the config object is the same, and starts o
     await w.write('refs/xet/snapshots/three', commits[2], 'xet: capture', await readConfig({ cwd: d }));
     assert.equal(reflog(d, 'refs/xet/snapshots/three').length, 1);
     assert.match(reflog(d, 'refs/xet/snapshots/three')[0], /\txet: capture$/);
+  } finally {
+    w.close();
+  }
+});
+
+/** The pids of this process's `git update-ref` children. */
+function updateRefChildren(): number[] {
+  const out: number[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const cmd = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      if (ppid === process.pid && cmd.includes('update-ref')) out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+// Review 42: what a resident git does differently from one started for the write.
+test('a write that logs gets its own git (a resident one dates every entry at its start), a closed writer starts none, a pack gone replaces it', async (t) => {
+  const { d, commits } = repo(t);
+  const dirs = { commonDir: path.join(d, '.git'), objectsDir: path.join(d, '.git', 'objects') };
+  const w = new ResidentRefWriter({ cwd: d }, dirs);
+  try {
+    // core.logAllRefUpdates=always: each entry dated when it is written.
+    git(d, 'config', 'core.logAllRefUpdates', 'always');
+    const config = await readConfig({ cwd: d });
+    const seconds = (ref: string) =>
+      Number(/> (\d+) [+-]\d{4}\t/.exec(fs.readFileSync(path.join(d, '.git', 'logs', ref), 'utf8'))![1]);
+    await w.write('refs/xet/snapshots/l1', commits[0], 'xet: capture', config);
+    await new Promise((r) => setTimeout(r, 2100));
+    await w.write('refs/xet/snapshots/l2', commits[1], 'xet: capture', config);
+    assert.ok(
+      seconds('refs/xet/snapshots/l2') - seconds('refs/xet/snapshots/l1') >= 2,
+      'the second entry has its own date',
+    );
+    assert.equal(w.resident, false, 'no resident git for writes that log');
+    git(d, 'config', '--unset', 'core.logAllRefUpdates');
+    const plain = await readConfig({ cwd: d });
+    // A pack the resident git mapped, removed by a repack: the next write has a new git.
+    git(d, 'gc', '-q');
+    await w.write('refs/xet/snapshots/p1', commits[0], 'xet: capture', plain);
+    assert.equal(w.resident, true);
+    const [first] = updateRefChildren();
+    git(d, 'commit', '-q', '--allow-empty', '-m', 'more');
+    git(d, 'repack', '-a', '-d', '-q');
+    await w.write('refs/xet/snapshots/p2', commits[1], 'xet: capture', plain);
+    const now = updateRefChildren();
+    assert.equal(now.length, 1);
+    assert.notEqual(now[0], first, 'a new resident git after a pack it may have mapped went away');
+    assert.ok(!fs.readFileSync(`/proc/${now[0]}/maps`, 'utf8').includes('(deleted)'));
+    // Closed (the daemon stopping while a capture finishes): a late write gets its own git.
+    w.close();
+    await w.write('refs/xet/snapshots/late', commits[2], 'xet: capture', plain);
+    assert.equal(git(d, 'rev-parse', 'refs/xet/snapshots/late'), commits[2]);
+    assert.equal(w.resident, false);
+    const until = Date.now() + 5000;
+    while (updateRefChildren().length && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(updateRefChildren(), [], 'no update-ref child left once closed');
   } finally {
     w.close();
   }

@@ -10,6 +10,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { refListingMemo } from '../src/daemon/refs-memo';
 import { listRefs } from '../src/git/plumbing';
+import { configMemo } from '../src/daemon/config-memo';
+import { findRepo } from '../src/git/repo';
 import { CAPTURED_REF_PATTERNS } from '../src/snapshot/recorded';
 
 const PATTERNS = [...CAPTURED_REF_PATTERNS, 'refs/stash'];
@@ -26,7 +28,7 @@ test('the ref listing memo answers as git does after every kind of ref change, a
   git(d, 'init', '-q', '-b', 'main');
   git(d, 'commit', '-q', '--allow-empty', '-m', 'one');
   let asked = 0;
-  const memo = refListingMemo(path.join(d, '.git'), (p, o) => {
+  const memo = refListingMemo(path.join(d, '.git'), configMemo(await findRepo(d)), (p, o) => {
     asked++;
     return listRefs(p, o);
   });
@@ -85,6 +87,18 @@ test('the ref listing memo answers as git does after every kind of ref change, a
   await memo(PATTERNS, opts);
   git(d, 'replace', '-f', git(d, 'rev-parse', 'HEAD~1'), blob);
   await check('a replace ref');
+  // Whether a type follows the replacement is config (core.useReplaceRefs): a config change alone
+  // (no ref file changed: no margin to wait, asked once).
+  for (const [what, args] of [
+    ['replacements turned off', ['config', 'core.useReplaceRefs', 'false']],
+    ['and on again', ['config', '--unset', 'core.useReplaceRefs']],
+  ] as const) {
+    git(d, ...args);
+    const n = asked;
+    assert.deepEqual(await memo(PATTERNS, opts), await listRefs(PATTERNS, opts), what);
+    assert.deepEqual(await memo(PATTERNS, opts), await listRefs(PATTERNS, opts), what);
+    assert.equal(asked, n + 1, `${what}: asked once`);
+  }
   // A symbolic ref to a ref outside the listed namespaces: never kept.
   git(d, 'update-ref', 'refs/other/x', 'HEAD');
   git(d, 'symbolic-ref', 'refs/heads/elsewhere', 'refs/other/x');

@@ -5,10 +5,12 @@
 // - the names in the directories git reads: the tree watch (tree-watch.ts `quiet`) vouches that no
 //   directory the last walk read has changed its listing since the listing was taken, and git reads
 //   none the walk does not;
-// - the ignore files: every `.gitignore` those directories list, info/exclude and the excludes file
-//   of the config (core.excludesFile, else git's default), each as it was (inode, size, mode, mtime,
-//   ctime; or still absent), and all older than MARGIN_MS when the listing was taken (file times come
-//   from the kernel's coarse clock: an edit in the same tick as a read would keep its times);
+// - the ignore files: every `.gitignore` those directories list (as git opens them: not through a
+//   symlink), info/exclude and the excludes file of the config (core.excludesFile, else git's
+//   default; through a symlink, as git follows it: review 42), each as it was (inode, size, mode,
+//   mtime, ctime; or still absent), and all older than MARGIN_MS when the listing was taken (file
+//   times come from the kernel's coarse clock: an edit in the same tick as a read would keep its
+//   times); a stamp that fails otherwise (a path through a file) keeps nothing;
 // - the index (which paths are tracked): the same file, by its trailing hash (fsutil indexFileKey);
 // - the config (core.excludesFile, core.ignoreCase): the same object from the config memo
 //   (config-memo.ts gives a new one whenever a config file changed).
@@ -28,27 +30,32 @@ const MARGIN_MS = 100n;
 export const IGNORED_LISTING_ARGS = ['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'];
 
 /** The per-user excludes file git reads, run in `cwd`: core.excludesFile (`~/` expanded), else
- * $XDG_CONFIG_HOME/git/ignore or ~/.config/git/ignore; null for a `~user/` form (not followed). */
+ * $XDG_CONFIG_HOME/git/ignore or ~/.config/git/ignore; null for a `~user/` or `%(prefix)/` form
+ * (not followed: such a listing is not kept). */
 export function excludesFile(config: GitConfig, cwd: string, env: NodeJS.ProcessEnv = process.env): string | null {
   const home = env.HOME ?? os.homedir();
   const set = config.get('core.excludesfile');
   if (set === undefined) return path.join(env.XDG_CONFIG_HOME || path.join(home, '.config'), 'git', 'ignore');
   if (set.startsWith('~/')) return path.join(home, set.slice(2));
-  return set.startsWith('~') ? null : path.resolve(cwd, set);
+  return set.startsWith('~') || set.startsWith('%(') ? null : path.resolve(cwd, set);
 }
 
-function stampFiles(files: string[]): { key: string; newestNs: bigint } {
+/** The stamps of `inTree` (not followed) and `followed` files, or null when one cannot be taken. */
+function stampFiles(inTree: string[], followed: string[]): { key: string; newestNs: bigint } | null {
   let newestNs = 0n;
-  const key = files
-    .map((f) => {
-      const st = fs.lstatSync(f, { bigint: true, throwIfNoEntry: false });
-      if (!st) return '-';
-      if (st.mtimeNs > newestNs) newestNs = st.mtimeNs;
-      if (st.ctimeNs > newestNs) newestNs = st.ctimeNs;
-      return `${st.ino}:${st.mode}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
-    })
-    .join('|');
-  return { key, newestNs };
+  const stamp = (f: string, follow: boolean): string => {
+    const st = (follow ? fs.statSync : fs.lstatSync)(f, { bigint: true, throwIfNoEntry: false });
+    if (!st) return '-';
+    if (st.mtimeNs > newestNs) newestNs = st.mtimeNs;
+    if (st.ctimeNs > newestNs) newestNs = st.ctimeNs;
+    return `${st.dev}:${st.ino}:${st.mode}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  };
+  try {
+    const key = [...inTree.map((f) => stamp(f, false)), ...followed.map((f) => stamp(f, true))].join('|');
+    return { key, newestNs };
+  } catch {
+    return null; // ENOTDIR, EACCES, a symlink loop: git is asked, nothing kept (review 42)
+  }
 }
 
 /** A reader of git's ignored listing for the daemon's own worktree that asks git only when something
@@ -69,13 +76,17 @@ export function ignoredListingMemo(
       memo = undefined;
       return list(opts);
     }
-    const files = [
-      ...quiet.gitignores.map((g) => path.join(repo.worktree, g)),
+    const inTree = quiet.gitignores.map((g) => path.join(repo.worktree, g));
+    const followed = [
       path.join(repo.commonDir, 'info', 'exclude'),
       path.join(repo.gitDir, 'info', 'exclude'),
       excludes,
     ];
-    const before = stampFiles(files);
+    const before = stampFiles(inTree, followed);
+    if (!before) {
+      memo = undefined;
+      return list(opts);
+    }
     const index = indexFileKey(indexFile);
     if (
       memo &&
@@ -91,7 +102,7 @@ export function ignoredListingMemo(
     const kept =
       index !== null &&
       before.newestNs < startNs - MARGIN_MS * 1_000_000n &&
-      stampFiles(files).key === before.key &&
+      stampFiles(inTree, followed)?.key === before.key &&
       indexFileKey(indexFile) === index &&
       watch.quietSince(quiet.token);
     memo = kept ? { token: quiet.token, config, index, stamp: before.key, listing: listing.slice() } : undefined;

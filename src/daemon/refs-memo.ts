@@ -14,6 +14,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { GitConfig } from '../git/config';
 import type { GitOptions } from '../git/exec';
 import { listRefs, type RefEntry } from '../git/plumbing';
 
@@ -27,6 +28,16 @@ type ListRefs = (patterns: string[], opts: GitOptions) => Promise<RefEntry[]>;
 /** The stamp of every entry under `prefixes` (each "refs/<name>/" or a ref "refs/<name>") and of
  * packed-refs, with the newest time among them; null when there are too many to stamp. */
 export function refStamp(commonDir: string, prefixes: string[]): { key: string; newestNs: bigint } | null {
+  try {
+    return stampUnder(commonDir, prefixes);
+  } catch {
+    // A directory removed while it was read (a ref deleted meanwhile), or one not readable: git is
+    // asked, and nothing is kept (review 42).
+    return null;
+  }
+}
+
+function stampUnder(commonDir: string, prefixes: string[]): { key: string; newestNs: bigint } | null {
   const parts: string[] = [];
   let newestNs = 0n;
   const visit = (rel: string): boolean => {
@@ -45,19 +56,27 @@ export function refStamp(commonDir: string, prefixes: string[]): { key: string; 
   return { key: parts.join('\n'), newestNs };
 }
 
-/** A ref lister for `commonDir` that asks git again only when a ref may have changed. */
-export function refListingMemo(commonDir: string, list: ListRefs = listRefs): ListRefs {
-  let memo: { patterns: string; key: string; refs: RefEntry[] } | undefined;
+/** A ref lister for `commonDir` that asks git again only when a ref may have changed, or the config
+ * (`readConfig`: the daemon's config memo, the same object while no config file changed; whether an
+ * object's type follows replacements is core.useReplaceRefs). */
+export function refListingMemo(
+  commonDir: string,
+  readConfig: () => Promise<GitConfig>,
+  list: ListRefs = listRefs,
+): ListRefs {
+  let memo: { patterns: string; config: GitConfig; key: string; refs: RefEntry[] } | undefined;
   const copy = (refs: RefEntry[]) => refs.map((r) => ({ ...r }));
   return async (patterns, opts) => {
     // Only whole namespaces and plain refs under refs/ (what a capture lists) are stamped.
     const plain = patterns.every((p) => /^refs\/[^*?[\\]+$/.test(p) && !p.includes('..'));
     if (!plain || fs.existsSync(path.join(commonDir, 'reftable'))) return list(patterns, opts);
     const stamped = [...patterns, ...ALSO_STAMPED];
+    const config = await readConfig();
     const startNs = BigInt(Date.now()) * 1_000_000n;
     const before = refStamp(commonDir, stamped);
     const key = patterns.join('\0');
-    if (before && memo && memo.patterns === key && memo.key === before.key) return copy(memo.refs);
+    if (before && memo && memo.patterns === key && memo.config === config && memo.key === before.key)
+      return copy(memo.refs);
     const refs = await list(patterns, opts);
     const after = refStamp(commonDir, stamped);
     const old = before !== null && before.newestNs < startNs - MARGIN_MS * 1_000_000n;
@@ -65,7 +84,9 @@ export function refListingMemo(commonDir: string, list: ListRefs = listRefs): Li
       (r) => !r.symref || patterns.some((p) => r.symref === p || (p.endsWith('/') && r.symref!.startsWith(p))),
     );
     memo =
-      old && covered && after?.key === before.key ? { patterns: key, key: before.key, refs: copy(refs) } : undefined;
+      old && covered && after?.key === before.key
+        ? { patterns: key, config, key: before.key, refs: copy(refs) }
+        : undefined;
     return refs;
   };
 }

@@ -180,13 +180,13 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   let ignored: ReturnType<typeof ignoredListingMemo> | undefined;
   const memoFor = (own: Repo | undefined) => {
     if (!own) return {};
-    const writer = (refWriter ??= new ResidentRefWriter(repoOpts(own)));
+    const writer = (refWriter ??= new ResidentRefWriter(repoOpts(own), own));
     return {
       repo: own,
       readConfig: (config ??= configMemo(own)),
       readIndex: (index ??= indexEntriesMemo(own)),
       writeRef: writer.write.bind(writer),
-      listRefs: (refs ??= refListingMemo(own.commonDir)),
+      listRefs: (refs ??= refListingMemo(own.commonDir, (config ??= configMemo(own)))),
       readIgnored: (ignored ??= ignoredListingMemo(own, treeWatch)),
     };
   };

@@ -21,7 +21,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { native } from '../native';
-import type { DirRecord, WalkMemo, WalkResult } from '../snapshot/walk';
+import { entersIgnoredDirectories, type DirRecord, type WalkMemo, type WalkResult } from '../snapshot/walk';
 import type { WalkInputs, WorktreeWatch } from '../snapshot/walk-watch';
 
 // Linux's inotify ABI (<sys/inotify.h>).
@@ -178,15 +178,17 @@ export class TreeWatch implements WorktreeWatch {
    * Whether the watch vouches, now, that no directory the last walk read has changed its listing
    * since that walk ended: then a token of this moment (quietSince: does that still hold) and the
    * `.gitignore` entries those directories list; else null. It vouches only from a finished walk
-   * whose every listing was read under its watch (trusted), with no event since, no reset and the
-   * same mount table: git's listing of untracked and ignored paths reads no directory the walk did
-   * not (it enters no ignored directory the walk leaves out, and no nested repository), so it is
-   * what it was while this holds, given the same ignore files, index and config
-   * (src/daemon/ignored-memo.ts).
+   * that entered every directory git may read (one whose policy enters ignored directories: git
+   * reads an untracked directory to learn that all of it is ignored, which a walk under
+   * `--ignored none` then leaves unread and unwatched, review 42), whose every listing was read
+   * under its watch (trusted), with no event since, no reset and the same mount table: git's
+   * listing of untracked and ignored paths then reads no directory the walk did not (nor a nested
+   * repository), so it is what it was while this holds, given the same ignore files, index and
+   * config (src/daemon/ignored-memo.ts).
    */
   quiet(): { token: number; gitignores: string[] } | null {
     if (!this.settled()) return null;
-    if (this.dirty.size) return null;
+    if (this.dirty.size || !this.last || !entersIgnoredDirectories(this.last.policy)) return null;
     const gitignores: string[] = [];
     for (const [rel, rec] of this.records) {
       if (!rec.trusted) return null;

@@ -272,7 +272,7 @@ export function walkWorktree(input: WalkInput): WalkResult {
     attributeFiles: [],
     repositories: [],
   };
-  const canIncludeIgnored = policy.ignored === 'all' || policy.include.length > 0;
+  const canIncludeIgnored = entersIgnoredDirectories(policy);
   const gitDirsInside = new Set(
     (input.gitDirs ?? [])
       .map((g) => path.relative(root, g))
@@ -560,6 +560,12 @@ function everyRecordUnchanged(memo: WalkMemo): boolean {
 }
 
 /** A result whose lists the caller may change without changing `r`. */
+/** Whether a walk under `policy` enters the directories git lists as wholly ignored (else it leaves
+ * them out unread, unless something under them is tracked). */
+export function entersIgnoredDirectories(policy: Pick<CapturePolicy, 'ignored' | 'include'>): boolean {
+  return policy.ignored === 'all' || policy.include.length > 0;
+}
+
 function copyResult(r: WalkResult): WalkResult {
   return {
     ...r,
