@@ -141,8 +141,21 @@ test('the ignored listing memo answers as git does after every change that moves
     assert.equal(asked, before + 1, `${what}: git asked`);
     await steady(what);
   }
-  // Not provoked here: an ignore file edited within one tick of the clock after git read it (the
-  // margin's case). This kernel's timestamps are fine-grained once observed; older ones' are not.
+  // An ignore file's time within the margin (here, ahead of the clock): nothing is kept while it is
+  // (the margin covers an edit within one tick of the kernel's coarse clock after git read the file).
+  {
+    const ahead = new Date(Date.now() + 20_000);
+    fs.utimesSync(path.join(d, '.gitignore'), ahead, ahead);
+    const before = asked;
+    for (let n = 0; n < 3; n++) {
+      await settle();
+      await capture(`an ignore file dated ahead (${n})`);
+    }
+    assert.equal(asked, before + 3, 'a listing taken within the margin is never kept');
+    const back = new Date(Date.now() - 5000);
+    fs.utimesSync(path.join(d, '.gitignore'), back, back);
+    await steady('the ignore file dated back');
+  }
   // Content edits and touches of files that are not ignore files move nothing: answered from the memo.
   const rnd = rng(7);
   const files = ['src/a/2.js', 'src/b/3.js', 'docs/r.md', 'src/a/t.log'];

@@ -2,16 +2,17 @@
 // request). Git reads config from a fixed set of files (system, global, the repository's, the
 // worktree's) plus the command line (GIT_CONFIG_PARAMETERS/COUNT, the same for every request: the
 // client's GIT_* environment must equal the daemon's). The answer is reused while each of those
-// files is as it was (inode, size, mtime, ctime; or still absent). Not memoised: config with
+// files is as it was (file-stamps.ts: inode, size, mtime, ctime, or still absent; and older than its
+// margin when it was read). Not memoised: config with
 // includes (their files and conditions are git's to follow), or read from a file not in the set
 // (a system config elsewhere than /etc/gitconfig).
 
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { git } from '../git/exec';
 import { CONFIG_LIST_ARGS, GitConfig, parseConfigList } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
+import { nowNs, Stamps } from './file-stamps';
 
 function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[] {
   const files: string[] = [];
@@ -29,13 +30,15 @@ function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[]
   return files.map((f) => path.resolve(f));
 }
 
-function stamp(files: string[]): string {
-  return files
-    .map((f) => {
-      const st = fs.statSync(f, { bigint: true, throwIfNoEntry: false });
-      return st ? `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '-';
-    })
-    .join('|');
+/** The config files' stamps, through symlinks (as git reads them); null when one cannot be taken. */
+function stamp(files: string[]): Stamps | null {
+  const stamps = new Stamps();
+  try {
+    for (const f of files) stamps.add(f, true);
+    return stamps;
+  } catch {
+    return null;
+  }
 }
 
 /** A reader of the repository's config that asks git again only when a config file changed. */
@@ -43,8 +46,9 @@ export function configMemo(repo: Repo): () => Promise<GitConfig> {
   const files = configFiles(repo);
   let memo: { stamp: string; config: GitConfig } | undefined;
   return async () => {
+    const startNs = nowNs();
     const before = stamp(files);
-    if (memo?.stamp === before) return memo.config;
+    if (before && memo?.stamp === before.key) return memo.config;
     const r = await git(CONFIG_LIST_ARGS, { ...repoOpts(repo), okCodes: [1] });
     const entries = parseConfigList(r.stdout);
     let memoable = true;
@@ -53,8 +57,10 @@ export function configMemo(repo: Repo): () => Promise<GitConfig> {
       if (origin.startsWith('file:') && !files.includes(path.resolve(repo.worktree, origin.slice(5)))) memoable = false;
     }
     const config = new GitConfig(entries, repo.worktree);
-    // A file that changed while git read it is read again next time.
-    memo = memoable && stamp(files) === before ? { stamp: before, config } : undefined;
+    // A file that changed while git read it, or within the margin before (file-stamps.ts), is read
+    // again next time.
+    const kept = memoable && before !== null && before.settledAt(startNs) && stamp(files)?.key === before.key;
+    memo = kept ? { stamp: before.key, config } : undefined;
     return config;
   };
 }

@@ -3,13 +3,13 @@
 // of a re-capture, ~10 ms of CPU beside the lstat of every path. What that listing depends on, and
 // what stands for each while the listing is reused:
 // - the names in the directories git reads: the tree watch (tree-watch.ts `quiet`) vouches that no
-//   directory the last walk read has changed its listing since the listing was taken, and git reads
-//   none the walk does not;
+//   directory the last walk read has changed its listing since the listing was taken, after a walk
+//   that entered every directory git reads (not one under `--ignored none`: review 42);
 // - the ignore files: every `.gitignore` those directories list (as git opens them: not through a
 //   symlink), info/exclude and the excludes file of the config (core.excludesFile, else git's
 //   default; through a symlink, as git follows it: review 42), each as it was (inode, size, mode,
-//   mtime, ctime; or still absent), and all older than MARGIN_MS when the listing was taken (file
-//   times come from the kernel's coarse clock: an edit in the same tick as a read would keep its
+//   mtime, ctime; or still absent), and all older than the margin when the listing was taken
+//   (file-stamps.ts: an edit in the same tick of the kernel's coarse clock as a read would keep its
 //   times); a stamp that fails otherwise (a path through a file) keeps nothing;
 // - the index (which paths are tracked): the same file, by its trailing hash (fsutil indexFileKey);
 // - the config (core.excludesFile, core.ignoreCase): the same object from the config memo
@@ -17,7 +17,6 @@
 // Anything else (no watch, a listing changed, a reset, no index hash) asks git, as the CLI does
 // (docs/DESIGN-NOTES.md "Fewer git processes in a daemon's re-capture").
 
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
@@ -25,8 +24,8 @@ import { gitZ, type GitOptions } from '../git/exec';
 import type { Repo } from '../git/repo';
 import { indexFileKey } from '../snapshot/fsutil';
 import type { TreeWatch } from './tree-watch';
+import { nowNs, Stamps } from './file-stamps';
 
-const MARGIN_MS = 100n;
 export const IGNORED_LISTING_ARGS = ['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'];
 
 /** The per-user excludes file git reads, run in `cwd`: core.excludesFile (`~/` expanded), else
@@ -41,18 +40,12 @@ export function excludesFile(config: GitConfig, cwd: string, env: NodeJS.Process
 }
 
 /** The stamps of `inTree` (not followed) and `followed` files, or null when one cannot be taken. */
-function stampFiles(inTree: string[], followed: string[]): { key: string; newestNs: bigint } | null {
-  let newestNs = 0n;
-  const stamp = (f: string, follow: boolean): string => {
-    const st = (follow ? fs.statSync : fs.lstatSync)(f, { bigint: true, throwIfNoEntry: false });
-    if (!st) return '-';
-    if (st.mtimeNs > newestNs) newestNs = st.mtimeNs;
-    if (st.ctimeNs > newestNs) newestNs = st.ctimeNs;
-    return `${st.dev}:${st.ino}:${st.mode}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
-  };
+function stampFiles(inTree: string[], followed: string[]): Stamps | null {
+  const stamps = new Stamps();
   try {
-    const key = [...inTree.map((f) => stamp(f, false)), ...followed.map((f) => stamp(f, true))].join('|');
-    return { key, newestNs };
+    for (const f of inTree) stamps.add(f);
+    for (const f of followed) stamps.add(f, true);
+    return stamps;
   } catch {
     return null; // ENOTDIR, EACCES, a symlink loop: git is asked, nothing kept (review 42)
   }
@@ -69,7 +62,7 @@ export function ignoredListingMemo(
   let memo: { token: number; config: GitConfig; index: string; stamp: string; listing: string[] } | undefined;
   return async (config, opts) => {
     if (process.env.GIT_INDEX_FILE !== undefined) return list(opts);
-    const startNs = BigInt(Date.now()) * 1_000_000n;
+    const startNs = nowNs();
     const quiet = watch.quiet();
     const excludes = excludesFile(config, repo.worktree);
     if (!quiet || excludes === null) {
@@ -101,7 +94,7 @@ export function ignoredListingMemo(
     const listing = await list(opts);
     const kept =
       index !== null &&
-      before.newestNs < startNs - MARGIN_MS * 1_000_000n &&
+      before.settledAt(startNs) &&
       stampFiles(inTree, followed)?.key === before.key &&
       indexFileKey(indexFile) === index &&
       watch.quietSince(quiet.token);

@@ -5,9 +5,8 @@
 // loose file rewritten in place by hand changes its own times. So the listing is reused while
 // packed-refs, every directory under the listed namespaces and every file in them are as they were
 // (inode, size, mode, mtime, ctime; or still absent), and refs/replace too (an object's type as
-// for-each-ref reports it follows replacements). File times come from the kernel's coarse clock: two
-// changes within one tick leave the same times, so a listing is kept only when every time it was
-// checked against is older than MARGIN_MS (a change after the listing then has a later time). Not
+// for-each-ref reports it follows replacements), each older than the margin when the listing was
+// taken (file-stamps.ts: the kernel's coarse clock). Not
 // kept: another ref storage (a reftable directory), more than MAX_ENTRIES entries to stamp, a
 // symbolic ref whose target is outside what is stamped, anything that changed while git read it
 // (docs/DESIGN-NOTES.md "Fewer git processes in a daemon's re-capture").
@@ -17,43 +16,33 @@ import * as path from 'node:path';
 import type { GitConfig } from '../git/config';
 import type { GitOptions } from '../git/exec';
 import { listRefs, type RefEntry } from '../git/plumbing';
+import { nowNs, Stamps } from './file-stamps';
 
-const MARGIN_MS = 100n;
 const MAX_ENTRIES = 4096;
 /** Stamped besides the listed namespaces: what changes an object's type as listed. */
 const ALSO_STAMPED = ['refs/replace/'];
 
 type ListRefs = (patterns: string[], opts: GitOptions) => Promise<RefEntry[]>;
 
-/** The stamp of every entry under `prefixes` (each "refs/<name>/" or a ref "refs/<name>") and of
- * packed-refs, with the newest time among them; null when there are too many to stamp. */
-export function refStamp(commonDir: string, prefixes: string[]): { key: string; newestNs: bigint } | null {
-  try {
-    return stampUnder(commonDir, prefixes);
-  } catch {
-    // A directory removed while it was read (a ref deleted meanwhile), or one not readable: git is
-    // asked, and nothing is kept (review 42).
-    return null;
-  }
-}
-
-function stampUnder(commonDir: string, prefixes: string[]): { key: string; newestNs: bigint } | null {
-  const parts: string[] = [];
-  let newestNs = 0n;
+/** The stamps of every entry under `prefixes` (each "refs/<name>/" or a ref "refs/<name>") and of
+ * packed-refs; null when there are too many to stamp, or one cannot be stamped (a directory removed
+ * while it was read, a ref deleted meanwhile: git is asked and nothing kept, review 42). */
+export function refStamp(commonDir: string, prefixes: string[]): Stamps | null {
+  const stamps = new Stamps();
   const visit = (rel: string): boolean => {
-    if (parts.length >= MAX_ENTRIES) return false;
+    if (stamps.count >= MAX_ENTRIES) return false;
     const abs = path.join(commonDir, rel);
-    const st = fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false });
-    parts.push(st ? `${rel}\0${st.ino}:${st.mode}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : `${rel}\0-`);
-    if (!st) return true;
-    if (st.mtimeNs > newestNs) newestNs = st.mtimeNs;
-    if (st.ctimeNs > newestNs) newestNs = st.ctimeNs;
-    if (!st.isDirectory()) return true;
+    const st = stamps.add(abs);
+    if (!st?.isDirectory()) return true;
     for (const name of fs.readdirSync(abs).sort()) if (!visit(`${rel}/${name}`)) return false;
     return true;
   };
-  for (const p of ['packed-refs', ...prefixes.map((x) => x.replace(/\/$/, ''))]) if (!visit(p)) return null;
-  return { key: parts.join('\n'), newestNs };
+  try {
+    for (const p of ['packed-refs', ...prefixes.map((x) => x.replace(/\/$/, ''))]) if (!visit(p)) return null;
+  } catch {
+    return null;
+  }
+  return stamps;
 }
 
 /** A ref lister for `commonDir` that asks git again only when a ref may have changed, or the config
@@ -72,14 +61,14 @@ export function refListingMemo(
     if (!plain || fs.existsSync(path.join(commonDir, 'reftable'))) return list(patterns, opts);
     const stamped = [...patterns, ...ALSO_STAMPED];
     const config = await readConfig();
-    const startNs = BigInt(Date.now()) * 1_000_000n;
+    const startNs = nowNs();
     const before = refStamp(commonDir, stamped);
     const key = patterns.join('\0');
     if (before && memo && memo.patterns === key && memo.config === config && memo.key === before.key)
       return copy(memo.refs);
     const refs = await list(patterns, opts);
     const after = refStamp(commonDir, stamped);
-    const old = before !== null && before.newestNs < startNs - MARGIN_MS * 1_000_000n;
+    const old = before !== null && before.settledAt(startNs);
     const covered = refs.every(
       (r) => !r.symref || patterns.some((p) => r.symref === p || (p.endsWith('/') && r.symref!.startsWith(p))),
     );

@@ -94,12 +94,12 @@ export interface CaptureOptions extends PolicyOptions {
   /** With `repo`: git's listing of its untracked ignored paths now, `config` being its config now
    * (the daemon's memo, ignored-memo.ts). */
   readIgnored?: (config: GitConfig, opts: GitOptions) => Promise<string[]>;
+  /** With `repo`: its refs as `git for-each-ref` lists them now (the daemon's memo, refs-memo.ts). */
+  listRefs?: (patterns: string[], opts: GitOptions) => Promise<RefEntry[]>;
   /** A resident process that replies before the capture's last bookkeeping: handed that work (the
    * stat cache's write for the next capture), which releases the capture's locks when done; it runs
    * it after its reply and before its next request. Without it, the capture does it itself. */
   afterReply?: (work: () => void) => void;
-  /** With `repo`: its refs as `git for-each-ref` lists them now (the daemon's memo, refs-memo.ts). */
-  listRefs?: (patterns: string[], opts: GitOptions) => Promise<RefEntry[]>;
 }
 
 export interface CaptureResult {
