@@ -172,6 +172,25 @@ test('an empty file and a file smaller than a region chunk the same in parallel'
   }
 });
 
+// Review 43: a large file gone (or a symlink, or a directory) between the listing and its chunking
+// is the worktree changing under the capture, not an internal error.
+test('a file gone, a symlink or a directory where a file was listed: WORKTREE_CHANGED', async () => {
+  const sb = createSandbox();
+  try {
+    fs.writeFileSync(sb.path('target'), bytes(70_000, 'target'));
+    fs.symlinkSync(sb.path('target'), sb.path('link'));
+    fs.mkdirSync(sb.path('dir'));
+    for (const name of ['gone', 'link', 'dir', 'gone/below']) {
+      await assert.rejects(chunkFile(sb.path(name), { format: 'sha1' }), (e: unknown) => {
+        assert.ok(isXetError(e, 'WORKTREE_CHANGED'), `${name}: ${String(e)}`);
+        return true;
+      });
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('chunks packed as file ranges read back byte for byte at levels 0 and 1; a changed chunk, a missing one', async () => {
   const sb = createSandbox();
   try {

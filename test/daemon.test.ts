@@ -707,3 +707,25 @@ test('through the daemon under --ignored none, a file made in a directory git ha
     fs.rmSync(d, { recursive: true, force: true });
   }
 });
+
+// Review 43: a repository copied with its daemon running (`cp -a`) carries the pid file of the
+// original's daemon; in the copy it is stale, and `stop` there must not stop the original's.
+test('in a copy of a repository whose daemon runs, the pid file is stale: stop leaves the original daemon, start makes its own', () => {
+  const d = repo();
+  const copy = `${d}-copy`;
+  try {
+    const pid = xet(d, ['daemon', 'start']).pid as number;
+    execFileSync('cp', ['-a', d, copy]);
+    assert.equal(xet(copy, ['daemon', 'status']).running, false);
+    xet(copy, ['daemon', 'stop']);
+    assert.equal(xet(d, ['daemon', 'status']).pid, pid, "the original's daemon still runs");
+    const own = xet(copy, ['daemon', 'start']).pid as number;
+    assert.notEqual(own, pid);
+    assert.equal(xet(copy, ['daemon', 'status']).pid, own);
+    assert.equal(xet(d, ['daemon', 'status']).pid, pid);
+  } finally {
+    for (const dir of [copy, d]) if (fs.existsSync(dir)) xet(dir, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(copy, { recursive: true, force: true });
+  }
+});

@@ -14,8 +14,6 @@ import {
   WAL_AUTOCHECKPOINT_PAGES,
   WAL_SIZE_LIMIT_BYTES,
   WAL_TRUNCATE_ABOVE_BYTES,
-  closeKeptSidecars,
-  keepSidecarsOpen,
   sidecarDir,
   withSidecar,
 } from '../src/sidecar/db';
@@ -115,76 +113,5 @@ test('the WAL: bounded in steady state, grows only under a long reader, and the 
       );
     } finally {
       idle.close();
-    }
-  }));
-
-// The daemon keeps its sidecar connection open between uses (keepSidecarsOpen): the same
-// connection while xet.db is the same file and no failure left it in a transaction, a new one
-// otherwise; and a kept connection's earlier writes do not make a later read-only use a writer (it
-// leaves a WAL grown under a reader alone, as a read-only command does).
-test('a kept sidecar connection: reused while it is the same file, replaced after a removal or a failure, a reader still', () =>
-  withSandbox(async (sb) => {
-    const r = initRepo(sb, 'repo');
-    r.commit('c', { 'a.txt': 'a\n' });
-    capture(sb, r.dir);
-    const commonDir = r.commonDir();
-    const file = path.join(sidecarDir(commonDir), 'xet.db');
-    const wal = `${file}-wal`;
-    const walSize = () => (fs.existsSync(wal) ? fs.statSync(wal).size : 0);
-    const mark = (db: Database.Database) =>
-      (db.prepare("SELECT count(*) AS n FROM temp.sqlite_master WHERE name = 'mark'").get() as { n: number }).n === 1;
-    keepSidecarsOpen();
-    try {
-      withSidecar(commonDir, (db) => db.exec('CREATE TEMP TABLE mark (x)'));
-      assert.ok(withSidecar(commonDir, mark), 'the same connection at the next use');
-      // A failure inside a transaction: that connection is not used again.
-      assert.throws(() =>
-        withSidecar(commonDir, (db) => {
-          db.exec('BEGIN');
-          throw new Error('failed mid-transaction');
-        }),
-      );
-      assert.ok(!withSidecar(commonDir, mark), 'a new connection after a failure in a transaction');
-      withSidecar(commonDir, (db) => db.exec('CREATE TEMP TABLE mark (x)'));
-      // The sidecar removed (rebuilt, or the repository's xet dir deleted): a new file, a new connection.
-      for (const f of [file, wal, `${file}-shm`]) fs.rmSync(f, { force: true });
-      assert.ok(!withSidecar(commonDir, mark), 'a new connection for a new file');
-      withSidecar(commonDir, (db) =>
-        db
-          .prepare('INSERT INTO gc_deleted_refs(run_id, ref, oid, deleted_at) VALUES (?, ?, ?, ?)')
-          .run('kept', 'r', 'o', 'now'),
-      );
-      const fresh = new Database(file, { readonly: true });
-      assert.equal(
-        (fresh.prepare("SELECT count(*) AS n FROM gc_deleted_refs WHERE run_id = 'kept'").get() as { n: number }).n,
-        1,
-      );
-      fresh.close();
-      // A WAL grown under a reader: a read-only use of the kept connection (which wrote before)
-      // leaves it; the next write truncates it.
-      const reader = await longReader(file);
-      const payload = 'x'.repeat(2000);
-      try {
-        for (let i = 0; i < 1000; i++)
-          withSidecar(commonDir, (db) =>
-            db
-              .prepare('INSERT INTO gc_deleted_refs(run_id, ref, oid, deleted_at) VALUES (?, ?, ?, ?)')
-              .run('grow', `refs/xet/test/${i}`, payload, 'now'),
-          );
-      } finally {
-        await reader.end();
-      }
-      const grown = walSize();
-      assert.ok(grown > WAL_TRUNCATE_ABOVE_BYTES, `the WAL only reached ${grown} bytes under the reader`);
-      withSidecar(commonDir, (db) => db.prepare('SELECT count(*) FROM snapshots').get());
-      assert.equal(walSize(), grown, 'a read-only use of a kept connection changed the WAL');
-      withSidecar(commonDir, (db) =>
-        db
-          .prepare('INSERT INTO gc_deleted_refs(run_id, ref, oid, deleted_at) VALUES (?, ?, ?, ?)')
-          .run('last', 'r', 'o', 'now'),
-      );
-      assert.ok(walSize() <= WAL_SIZE_LIMIT_BYTES, `the WAL is ${walSize()} bytes after the next write`);
-    } finally {
-      closeKeptSidecars();
     }
   }));

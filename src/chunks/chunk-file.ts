@@ -55,7 +55,16 @@ export interface ChunkFileOptions {
 
 /** Chunk a regular file (never through a symlink, never blocking on a fifo). */
 export async function chunkFile(file: string, o: ChunkFileOptions): Promise<ChunkedFile> {
-  const fd = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  let fd: fs.promises.FileHandle;
+  try {
+    fd = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (e) {
+    // Gone, or a symlink or directory now, since it was listed (review 43: it was INTERNAL).
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP' || code === 'EISDIR')
+      throw changed(file, 'it went away or is no longer a file');
+    throw e;
+  }
   try {
     const st = await fd.stat({ bigint: true });
     if (!st.isFile() || (o.expectSize !== undefined && Number(st.size) !== o.expectSize)) {

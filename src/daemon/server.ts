@@ -35,15 +35,17 @@ class DeclinedHere extends Error {}
 export function runningPid(p: DaemonPlace): number | undefined {
   try {
     const pid = Number(fs.readFileSync(p.pidFile, 'utf8').trim());
-    return pid > 0 && isDaemonProcess(pid) ? pid : undefined;
+    return pid > 0 && isDaemonProcess(pid, p.worktree) ? pid : undefined;
   } catch {
     return undefined;
   }
 }
 
-/** Whether `pid` is a live `git-xet daemon run` (its command line, from Linux's /proc; where there
- * is no /proc, whether it is alive at all). A zombie's command line is empty: not one. */
-function isDaemonProcess(pid: number): boolean {
+/** Whether `pid` is a live `git-xet daemon run` of `worktree` (its command line, and its working
+ * directory at or under the worktree, from Linux's /proc; where there is no /proc, whether it is
+ * alive at all). A zombie's command line is empty: not one. A pid file copied with the repository
+ * (`cp -a`) names the original's daemon, whose directory is the original worktree (review 43). */
+function isDaemonProcess(pid: number, worktree: string): boolean {
   if (!ownerAlive(pid)) return false;
   let argv: string[];
   try {
@@ -51,7 +53,15 @@ function isDaemonProcess(pid: number): boolean {
   } catch {
     return !fs.existsSync('/proc/self');
   }
-  return argv.some((a) => a.endsWith('git-xet')) && argv.includes('daemon') && argv.includes('run');
+  if (!(argv.some((a) => a.endsWith('git-xet')) && argv.includes('daemon') && argv.includes('run'))) return false;
+  let cwd: string;
+  try {
+    cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return true; // not ours to look at: its command line is all there is
+  }
+  const top = fs.realpathSync(worktree);
+  return cwd === top || cwd.startsWith(top.endsWith('/') ? top : `${top}/`);
 }
 
 function takeLock(p: DaemonPlace): void {
@@ -149,9 +159,6 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
   const { invocation } = await import('../cli/invocation');
   const statCaches = await import('../snapshot/stat-cache');
   statCaches.keepStatCachesInMemory();
-  // Its sidecar connections stay open between requests (src/sidecar/db.ts keepSidecarsOpen).
-  const sidecars = await import('../sidecar/db');
-  sidecars.keepSidecarsOpen();
   // Captures of this worktree read again only the directories that changed (src/daemon/tree-watch.ts).
   const treeWatch = new TreeWatch(p.worktree);
   lendWorktreeWatch(treeWatch);
@@ -216,7 +223,6 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     lendWorktreeWatch(null);
     treeWatch.close();
     refWriter?.close();
-    sidecars.closeKeptSidecars();
     if (idle) clearTimeout(idle);
   };
   const armIdle = (): void => {

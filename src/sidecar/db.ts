@@ -268,69 +268,20 @@ export function sidecarIoError(e: unknown, dir: string): unknown {
   return e;
 }
 
-// A resident process (the daemon) keeps each repository's connection open between uses: an open
-// (the connection, its pragmas, the schema check) and a close (the last connection's checkpoint)
-// cost ~1 ms each here, three to four times per re-capture. A kept connection is used only while it
-// is still the file at xet.db's path (device and inode, asked at every use: a sidecar removed or
-// rebuilt gets a new connection), and only between transactions: one a failure left inside a
-// transaction is closed, never used again.
-let kept: Map<string, { db: Db; id: string }> | null = null;
-
-/** From now on, this process keeps its sidecar connections open (closeKeptSidecars closes them). */
-export function keepSidecarsOpen(): void {
-  kept ??= new Map();
-}
-
-export function closeKeptSidecars(): void {
-  for (const { db } of kept?.values() ?? []) if (db.open) db.close();
-  kept = null;
-}
-
-function fileId(file: string): string | null {
-  const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false });
-  return st ? `${st.dev}:${st.ino}` : null;
-}
-
-function keptSidecar(keep: Map<string, { db: Db; id: string }>, commonDir: string): Db {
-  const file = path.join(sidecarDir(commonDir), 'xet.db');
-  const k = keep.get(commonDir);
-  if (k && k.db.open && !k.db.inTransaction && fileId(file) === k.id) return k.db;
-  if (k) {
-    keep.delete(commonDir);
-    if (k.db.open) k.db.close();
-  }
-  const db = openSidecar(commonDir);
-  // Kept only when the file it opened is the one at the path before and after (not replaced meanwhile).
-  const id = fileId(file);
-  if (id !== null && id === fileId(file)) keep.set(commonDir, { db, id });
-  return db;
-}
-
-/** Open the sidecar, run `fn`, close it whatever happens (a kept connection stays open). */
+/** Open the sidecar, run `fn`, close it whatever happens. */
 export function withSidecar<T>(commonDir: string, fn: (db: Db) => T): T {
-  const keep = kept;
-  const db = keep ? keptSidecar(keep, commonDir) : openSidecar(commonDir);
-  const stays = keep?.get(commonDir)?.db === db;
-  const changesBefore = stays ? totalChanges(db) : 0;
+  const db = openSidecar(commonDir);
   try {
     return fn(db);
   } catch (e) {
     throw sidecarIoError(e, sidecarDir(commonDir));
   } finally {
     try {
-      truncateWalAfterWrite(db, commonDir, changesBefore);
+      truncateWalAfterWrite(db, commonDir);
     } finally {
-      if (!stays) db.close();
-      else if (db.inTransaction) {
-        keep?.delete(commonDir);
-        db.close();
-      }
+      db.close();
     }
   }
-}
-
-function totalChanges(db: Db): number {
-  return (db.prepare('SELECT total_changes() AS n').get() as { n: number }).n;
 }
 
 /** Like withSidecar, but only if the database exists (readers must not create one). */
@@ -376,11 +327,10 @@ function boundWalOnOpen(db: Db): void {
   db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
 }
 
-/** If this connection wrote (more than `changesBefore` rows in its life: a kept connection's count
- * before this use) and the WAL is over the threshold, checkpoint and truncate it without waiting.
- * Returns whether the WAL was truncated. A failure here loses nothing: the rows are committed; the
- * WAL is merely left for the next writer. */
-export function truncateWalAfterWrite(db: Db, commonDir: string, changesBefore = 0): boolean {
+/** If this connection wrote and the WAL is over the threshold, checkpoint and truncate it without
+ * waiting. Returns whether the WAL was truncated. A failure here loses nothing: the rows are
+ * committed; the WAL is merely left for the next writer. */
+export function truncateWalAfterWrite(db: Db, commonDir: string): boolean {
   if (!db.open || db.inTransaction) return false;
   let size: number;
   try {
@@ -391,7 +341,7 @@ export function truncateWalAfterWrite(db: Db, commonDir: string, changesBefore =
   if (size <= WAL_TRUNCATE_ABOVE_BYTES) return false;
   try {
     // Only a writer does it: a read-only command must leave every file as it found it.
-    const wrote = totalChanges(db) > changesBefore;
+    const wrote = (db.prepare('SELECT total_changes() AS n').get() as { n: number }).n > 0;
     if (!wrote) return false;
     const timeout = db.pragma('busy_timeout', { simple: true }) as number;
     db.pragma('busy_timeout = 0');
