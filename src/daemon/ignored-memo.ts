@@ -23,10 +23,11 @@ import type { GitConfig } from '../git/config';
 import { gitZ, type GitOptions } from '../git/exec';
 import type { Repo } from '../git/repo';
 import { indexFileKey } from '../snapshot/fsutil';
+import { IGNORED_LISTING_ARGS } from '../snapshot/walk';
 import type { TreeWatch } from './tree-watch';
 import { nowNs, Stamps } from './file-stamps';
 
-export const IGNORED_LISTING_ARGS = ['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'];
+export { IGNORED_LISTING_ARGS };
 
 /** The per-user excludes file git reads, run in `cwd`: core.excludesFile (`~/` expanded), else
  * $XDG_CONFIG_HOME/git/ignore or ~/.config/git/ignore; null for a `~user/` or `%(prefix)/` form

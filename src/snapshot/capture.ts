@@ -41,7 +41,7 @@ import { looseObjects, scanToTree, scratchDir, type ScanResult } from './scan';
 import { CaptureAllowance } from './capture-allowance';
 import type { AdmissionClass } from '../allowance/model';
 import type { PackItem } from '../git/pack-writer';
-import { walkWorktree, type WalkResult } from './walk';
+import { IGNORED_LISTING_ARGS, walkWorktree, type WalkResult } from './walk';
 import { worktreeWatch } from './walk-watch';
 import { beginLstatHeadStart } from './lstat-head-start';
 import { residentCaptureMemos } from './capture-memos';
@@ -270,9 +270,7 @@ export async function capture(options: CaptureOptions): Promise<CaptureResult> {
     const [entries, config, ignoredList, refView] = await Promise.all([
       given && options.readIndex ? options.readIndex() : readIndexEntries(userOpts, indexRef(repo)),
       configP,
-      readIgnored
-        ? configP.then((c) => readIgnored(c, userOpts))
-        : gitZ(['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'], userOpts),
+      readIgnored ? configP.then((c) => readIgnored(c, userOpts)) : gitZ(IGNORED_LISTING_ARGS, userOpts),
       // refs/stash in the same listing: its reflog is read only when it exists (one git process
       // fewer for every capture of a tree without a stash).
       readRefView([...CAPTURED_REF_PATTERNS, 'refs/stash'], userOpts, repo, (given && options.listRefs) || undefined),

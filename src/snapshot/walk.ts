@@ -31,6 +31,10 @@ export function gitRefusesName(name: string, symlink: boolean): boolean {
   return lower === '.git' || (symlink && lower === '.gitmodules');
 }
 
+/** git's listing of the untracked ignored paths, the walk's `ignored` (a whole directory as "dir/"):
+ * one spelling for every reader, so the daemon's memo of it lists what a capture would. */
+export const IGNORED_LISTING_ARGS = ['ls-files', '-z', '-o', '-i', '--exclude-standard', '--directory'];
+
 export interface WalkInput {
   root: string;
   /** Paths in the index (stage 0), as git lists them. */
