@@ -215,7 +215,11 @@ export class PackIndex {
 
   /** The entry's offset in the pack, or null when the index does not list `oid`. */
   find(oid: string): number | null {
-    const want = Buffer.from(oid, 'hex');
+    return this.findRaw(Buffer.from(oid, 'hex'));
+  }
+
+  /** find() for an id already in bytes (a caller that asks several packs decodes it once). */
+  findRaw(want: Buffer): number | null {
     if (want.length !== this.oidLen) return null;
     let lo = want[0] === 0 ? 0 : this.fanout[want[0] - 1];
     let hi = this.fanout[want[0]]; // exclusive

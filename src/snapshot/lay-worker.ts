@@ -177,8 +177,9 @@ function packOrder(readers: PackReader[], oids: string[], start: number, end: nu
     let at = Number.MAX_SAFE_INTEGER;
     let reader = -1;
     let offset = 0;
+    const raw = Buffer.from(oids[i], 'hex');
     for (let r = 0; r < readers.length; r++) {
-      const off = readers[r].index.find(oids[i]);
+      const off = readers[r].index.findRaw(raw);
       if (off !== null) {
         at = r * 2 ** 40 + off;
         reader = r;
@@ -186,7 +187,7 @@ function packOrder(readers: PackReader[], oids: string[], start: number, end: nu
         break;
       }
     }
-    keys.push({ i, at, reader, offset });
+    keys.push({ i, at, reader, offset, raw });
   }
   keys.sort((a, b) => a.at - b.at || a.i - b.i);
   return keys;
@@ -198,6 +199,8 @@ interface Placed {
   i: number;
   reader: number;
   offset: number;
+  /** The id in bytes, decoded once for the lookups and the native call. */
+  raw: Buffer;
 }
 
 export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promise<void> {
@@ -232,7 +235,12 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
   /** Entry i laid in one native call (inflated, hash-checked, written, stamped) when a pack holds
    * its blob whole; 'large' when it is too large to hold (git streams it); 'no' for the rest (a
    * delta, a loose object: read() and readLoose below resolve and check them). */
-  const layWhole = ({ i, reader, offset }: Placed): 'laid' | 'large' | 'no' => {
+  // Entries come in pack order, which is about path order: most share the directory of the one
+  // before, whose check ensureDir need not repeat. Paths are validated (no empty, `.` or `..`
+  // component), so joining with a slash is path.join's result without its normalising pass.
+  const base = job.worktree.endsWith('/') ? job.worktree : `${job.worktree}/`;
+  let lastDir = '';
+  const layWhole = ({ i, reader, offset, raw }: Placed): 'laid' | 'large' | 'no' => {
     if (reader < 0) return 'no';
     const oid = job.oids[i];
     const r = readers[reader];
@@ -245,8 +253,12 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
     }
     if (e === null || e === 'delta') return 'no';
     if (e.type !== 'blob') throw notBlob(i, e.type);
-    const abs = path.join(job.worktree, job.paths[i]);
-    ensureDir(path.dirname(abs));
+    const abs = base + job.paths[i];
+    const dir = abs.slice(0, abs.lastIndexOf('/'));
+    if (dir !== lastDir) {
+      ensureDir(dir);
+      lastDir = dir;
+    }
     if (scratch.length < e.size + LAY_HEADER_ROOM)
       scratch = Buffer.allocUnsafe(Math.max(e.size + LAY_HEADER_ROOM, 2 * scratch.length, 1 << 20));
     const perm = job.modes[i] === 0o100755 ? 0o777 : 0o666;
@@ -254,7 +266,7 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
     const code = (native as XetNative).layBlob(
       e.z,
       e.size,
-      Buffer.from(oid, 'hex'),
+      raw,
       scratch,
       abs,
       perm,
