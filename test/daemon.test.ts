@@ -729,3 +729,67 @@ test('in a copy of a repository whose daemon runs, the pid file is stale: stop l
     fs.rmSync(copy, { recursive: true, force: true });
   }
 });
+
+test('xet.daemon.autoStart: a CLI capture or fork that ran without a daemon starts one, and the next goes through it', async () => {
+  const d = repo();
+  const forkDir = `${d}-fork`;
+  const status = () => xet(d, ['daemon', 'status']);
+  const served = () => {
+    const h = status().lstatHeadStart as { used: number; unused: number } | undefined;
+    return h ? h.used + h.unused : -1;
+  };
+  /** No daemon comes up within `ms` (a started one has its pid file within ~0.5 s). */
+  const staysDown = async (ms: number) => {
+    for (const end = Date.now() + ms; Date.now() < end;) {
+      assert.equal(status().running, false, 'no daemon was to be started');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const comesUp = async () => {
+    for (const end = Date.now() + 20_000; Date.now() < end;) {
+      const s = status();
+      if (s.running && s.answering !== false && s.lstatHeadStart) return s.pid as number;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.fail('the daemon did not start');
+  };
+  try {
+    // Unset: nothing starts.
+    assert.deepEqual(xet(d, ['capture']).warnings, []);
+    await staysDown(1500);
+    // A value git does not take as a boolean: the capture stands, with a warning; nothing starts.
+    git(d, 'config', 'xet.daemon.autoStart', 'maybe');
+    edit(d, 1);
+    const bad = xet(d, ['capture']);
+    assert.equal(typeof bad.snapshot, 'string');
+    assert.match(String(bad.warnings), /xet\.daemon\.autoStart is not a boolean .*no daemon was started/);
+    await staysDown(1500);
+    // Set, but GIT_XET_NO_DAEMON=1: nothing starts.
+    git(d, 'config', 'xet.daemon.autoStart', 'true');
+    edit(d, 2);
+    assert.deepEqual(xet(d, ['capture'], { GIT_XET_NO_DAEMON: '1' }).warnings, []);
+    await staysDown(1500);
+    // Set: the capture, made in the CLI's own process, starts the daemon; the next one goes through it.
+    edit(d, 3);
+    const own = xet(d, ['capture']);
+    assert.deepEqual(own.warnings, []);
+    const pid = await comesUp();
+    const before = served();
+    edit(d, 4);
+    const next = xet(d, ['capture']);
+    assert.notEqual(next.snapshot, own.snapshot);
+    assert.equal(served(), before + 1, 'the second capture went through the started daemon');
+    assert.equal(status().pid, pid, 'a capture the daemon served starts no other');
+    // A fork made without a daemon starts one too.
+    xet(d, ['daemon', 'stop']);
+    await waitGone(pid);
+    xet(d, ['fork', next.snapshot as string, forkDir, '--mode', 'copy']);
+    const again = await comesUp();
+    assert.notEqual(again, pid);
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    if (fs.existsSync(forkDir)) xet(d, ['discard', forkDir, '--no-capture']);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(forkDir, { recursive: true, force: true });
+  }
+});

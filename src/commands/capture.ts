@@ -44,7 +44,14 @@ export const captureCommand = defineCommand({
       if (r) return r;
     }
     const { capture } = await import('../snapshot/capture');
-    return capture({ cwd: ctx.cwd, ...input, progress: ctx.progress });
+    const r = await capture({ cwd: ctx.cwd, ...input, progress: ctx.progress });
+    if (ctx.via === 'cli') {
+      // Ran here: no daemon answered. xet.daemon.autoStart starts one for the next capture.
+      const { autoStartDaemon } = await import('../daemon/start');
+      const warning = await autoStartDaemon(ctx.cwd);
+      if (warning) r.warnings.push(warning);
+    }
+    return r;
   },
   human(r, ctx) {
     if (r.unchanged) ctx.note(`unchanged since snapshot ${r.snapshot.slice(0, 12)} (--always makes a new one)`);

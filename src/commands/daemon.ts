@@ -87,20 +87,8 @@ export const daemonCommand = defineCommand({
         `a daemon runs for this worktree (pid ${pid}) but does not answer: it is suspended or wedged (git xet daemon stop)`,
         { pid },
       );
-    const { spawn } = await import('node:child_process');
-    const path = await import('node:path');
-    const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
-    // V8 neither shrinks the idle daemon's heap nor drops the bytecode of functions a capture has
-    // not run for a while: after a pause, the next capture otherwise regrows the heap (fresh pages
-    // cost ~10 µs each on these VMs) and compiles again. A small gain, seen only on a quiet machine
-    // (captures after 12 s pauses 267-336 ms against 269-443 ms); the price is ~19 MiB more RSS
-    // while idle (DESIGN-NOTES "Push and handoff create through the daemon").
-    const child = spawn(process.execPath, ['--no-memory-reducer', '--no-flush-bytecode', bin, 'daemon', 'run'], {
-      cwd: p.worktree,
-      detached: true,
-      stdio: 'ignore',
-    });
-    child.unref();
+    const { spawnDaemon } = await import('../daemon/start');
+    const child = spawnDaemon(p);
     for (let i = 0; i < 250; i++) {
       const pid = await ask();
       if (pid !== null) return { running: true, pid, socket: p.socket };

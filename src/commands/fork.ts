@@ -65,7 +65,7 @@ export const forkCommand = defineCommand({
     }
     const workspace = await import('../workspace/fork');
     if (input.remount) return workspace.remountFork(ctx.cwd, input.snapshot);
-    return workspace.createFork({
+    const r = await workspace.createFork({
       cwd: ctx.cwd,
       snapshot: input.snapshot,
       dir: input.dir as string,
@@ -73,6 +73,13 @@ export const forkCommand = defineCommand({
       allowance: input.allowance,
       progress: ctx.progress,
     });
+    if (ctx.via === 'cli') {
+      // Ran here: no daemon answered. xet.daemon.autoStart starts one for the next fork.
+      const { autoStartDaemon } = await import('../daemon/start');
+      const warning = await autoStartDaemon(ctx.cwd);
+      if (warning) ctx.note(`warning: ${warning}`);
+    }
+    return r;
   },
   human(r) {
     if ('mounted' in r) {
