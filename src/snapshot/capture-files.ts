@@ -59,6 +59,7 @@ import { REUSED, reuseUnchanged, sameAsEntry } from './stat-reuse';
 import type { LstatHeadStart } from './lstat-head-start';
 import { heldLocally } from '../git/object-presence';
 import { tracePhase } from '../testing/trace';
+import { orderedFinder } from './ordered-find';
 import { faultPoint } from '../testing/fault-points';
 import { copyBytes } from '../git/copy-bytes';
 import { CAPTURE_KEEP_PREFIX } from './leftovers';
@@ -758,6 +759,7 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
 
     tracePhase('files: done');
     let byPath: Map<string, number> | undefined;
+    let find: ((p: string) => number) | undefined;
     const { bytes, symlinks } = totalsOf(final, size, stat);
     return {
       tree: built.root,
@@ -778,19 +780,10 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
       sizeOf: (p: string) => {
         let at: number;
         if (once.utf16Order) {
-          // (A map of every path would cost a resident process ~13 ms a capture for a few lookups.)
-          let lo = 0;
-          let hi = n - 1;
-          at = -1;
-          while (lo <= hi) {
-            const mid = (lo + hi) >>> 1;
-            if (paths[mid] === p) {
-              at = mid;
-              break;
-            }
-            if (paths[mid] < p) lo = mid + 1;
-            else hi = mid - 1;
-          }
+          // (A map of every path would cost a resident process ~13 ms a capture for a few lookups;
+          // the questions come in the index's order, each search from where the last ended.)
+          find ??= orderedFinder(paths);
+          at = find(p);
         } else {
           byPath ??= new Map(paths.map((q, i) => [q, i]));
           at = byPath.get(p) ?? -1;
