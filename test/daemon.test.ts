@@ -764,11 +764,18 @@ test('xet.daemon.autoStart: a CLI capture or fork that ran without a daemon star
     assert.equal(typeof bad.snapshot, 'string');
     assert.match(String(bad.warnings), /xet\.daemon\.autoStart is not a boolean .*no daemon was started/);
     await staysDown(1500);
-    // Set, but GIT_XET_NO_DAEMON=1: nothing starts.
+    // Set, but GIT_XET_NO_DAEMON=1, or variables git sets for the command it runs (a hook's index, a
+    // `git -c` line's config): nothing starts (such a daemon would serve no plain capture: review 44).
     git(d, 'config', 'xet.daemon.autoStart', 'true');
     edit(d, 2);
     assert.deepEqual(xet(d, ['capture'], { GIT_XET_NO_DAEMON: '1' }).warnings, []);
-    await staysDown(1500);
+    await staysDown(1000);
+    fs.appendFileSync(path.join(d, 'f2.txt'), 'hook\n');
+    xet(d, ['capture'], { GIT_INDEX_FILE: path.join(d, '.git', 'index'), GIT_AUTHOR_DATE: '@1700000000 +0000' });
+    await staysDown(1000);
+    fs.appendFileSync(path.join(d, 'f2.txt'), 'dash c\n');
+    xet(d, ['capture'], { GIT_CONFIG_PARAMETERS: "'core.quotepath'='false'" });
+    await staysDown(1000);
     // Set: the capture, made in the CLI's own process, starts the daemon; the next one goes through it.
     edit(d, 3);
     const own = xet(d, ['capture']);
@@ -780,16 +787,54 @@ test('xet.daemon.autoStart: a CLI capture or fork that ran without a daemon star
     assert.notEqual(next.snapshot, own.snapshot);
     assert.equal(served(), before + 1, 'the second capture went through the started daemon');
     assert.equal(status().pid, pid, 'a capture the daemon served starts no other');
-    // A fork made without a daemon starts one too.
+    // A fork made without a daemon starts one too; a value that is not a boolean is its warning.
     xet(d, ['daemon', 'stop']);
     await waitGone(pid);
-    xet(d, ['fork', next.snapshot as string, forkDir, '--mode', 'copy']);
+    git(d, 'config', 'xet.daemon.autoStart', 'maybe');
+    const badFork = xet(d, ['fork', next.snapshot as string, `${forkDir}-bad`, '--mode', 'copy']);
+    assert.match(String(badFork.warnings), /xet\.daemon\.autoStart is not a boolean/);
+    await staysDown(1000);
+    git(d, 'config', 'xet.daemon.autoStart', 'true');
+    const goodFork = xet(d, ['fork', next.snapshot as string, forkDir, '--mode', 'copy']);
+    assert.equal(goodFork.warnings, undefined);
     const again = await comesUp();
     assert.notEqual(again, pid);
   } finally {
     xet(d, ['daemon', 'stop']);
-    if (fs.existsSync(forkDir)) xet(d, ['discard', forkDir, '--no-capture']);
+    for (const f of [forkDir, `${forkDir}-bad`]) {
+      if (fs.existsSync(f)) xet(d, ['discard', f, '--no-capture']);
+      fs.rmSync(f, { recursive: true, force: true });
+    }
     fs.rmSync(d, { recursive: true, force: true });
-    fs.rmSync(forkDir, { recursive: true, force: true });
+  }
+});
+
+test('a daemon that only refuses (another environment) goes when idle; one that serves stays', async () => {
+  const d = repo();
+  const short = { GIT_XET_DAEMON_IDLE_MS: '2000' };
+  try {
+    // Started with another environment than the captures' (their GIT_XET_DAEMON_IDLE_MS differs):
+    // it refuses each of them, and its idle time runs on (review 44: every connection re-armed it).
+    const refusing = xet(d, ['daemon', 'start'], short).pid as number;
+    const asking = Date.now() + 5000;
+    for (let i = 0; Date.now() < asking; i++) {
+      fs.appendFileSync(path.join(d, `f${i % 30}.txt`), `r ${i}\n`);
+      xet(d, ['capture']);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // Gone while it was still being asked, 2 s after its start, not 2 s after the last question.
+    assert.ok(!alive(refusing), 'a daemon that served nobody went when its idle time ran out');
+    // Started with the captures' own environment: each capture re-arms it, past its idle time.
+    const serving = xet(d, ['daemon', 'start'], short).pid as number;
+    const until = Date.now() + 3500;
+    for (let i = 20; Date.now() < until; i++) {
+      fs.appendFileSync(path.join(d, `f${i % 30}.txt`), `s ${i}\n`);
+      xet(d, ['capture'], short);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.ok(alive(serving), 'a daemon serving captures outlives its idle time');
+  } finally {
+    xet(d, ['daemon', 'stop']);
+    fs.rmSync(d, { recursive: true, force: true });
   }
 });

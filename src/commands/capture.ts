@@ -67,6 +67,9 @@ export const captureCommand = defineCommand({
           .map((s) => `${s.path} (${s.reason})`)
           .join(', ')}`,
       );
+    // Problems after the snapshot was made (it stands): the pack roll-up, the sidecar, the allowance's
+    // ledger, xet.daemon.autoStart.
+    for (const w of r.warnings) ctx.note(`warning: ${w}`);
     if (r.repositories.length)
       ctx.note(
         `captured ${r.repositories.length} inner repositories: ${r.repositories

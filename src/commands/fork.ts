@@ -47,6 +47,10 @@ export const forkCommand = defineCommand({
     route: s.string().nullable().optional(),
     mounted: s.boolean().optional(),
     unfenced: s.boolean().optional(),
+    warnings: s
+      .array(s.string())
+      .optional()
+      .describe('problems after the fork was made (it stands): an xet.daemon.autoStart that is not a boolean'),
   }),
   refine(input) {
     if (input.remount) {
@@ -77,11 +81,13 @@ export const forkCommand = defineCommand({
       // Ran here: no daemon answered. xet.daemon.autoStart starts one for the next fork.
       const { autoStartDaemon } = await import('../daemon/start');
       const warning = await autoStartDaemon(ctx.cwd);
-      if (warning) ctx.note(`warning: ${warning}`);
+      if (warning) return { ...r, warnings: [warning] };
     }
     return r;
   },
-  human(r) {
+  human(r, ctx) {
+    for (const w of ('warnings' in r ? (r.warnings as string[] | undefined) : undefined) ?? [])
+      ctx.note(`warning: ${w}`);
     if ('mounted' in r) {
       return r.mounted
         ? `mounted fork ${r.id} at ${r.dir}`

@@ -3,7 +3,8 @@
 // exactly the code the CLI runs (src/snapshot/capture.ts, src/workspace/fork.ts), so a capture or
 // fork through it is the one the CLI would make.
 // pid file created O_EXCL is the lock; a pid file of a dead process is stale and replaced. Exits after
-// an idle period (GIT_XET_DAEMON_IDLE_MS, default 10 min), when its git directory goes away, on stop.
+// an idle period without a request it ran (GIT_XET_DAEMON_IDLE_MS, default 10 min), when its git
+// directory goes away, on stop.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -323,8 +324,11 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     return { ok: true, result: { exitCode: r.value, stdout: r.stdout, stderr: r.stderr } };
   };
 
+  // The idle time counts from the last request the daemon ran (a capture, a fork, a relayed line,
+  // or one that failed as the CLI's would), not from every connection: a daemon that only refuses
+  // (its clients' environment or build is not its own, review 44) or is only asked its status
+  // serves nobody, and goes.
   server.on('connection', (sock) => {
-    armIdle();
     let buf = '';
     sock.setEncoding('utf8');
     sock.on('error', () => sock.destroy());
@@ -381,7 +385,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
         (reply) => {
           if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
           tracePhase('daemon: replied');
-          armIdle();
+          if (reply.ok || reply.error !== undefined) armIdle();
           // After the reply, before the next request (queued behind this): the stat cache the
           // capture wrote, parsed for the next one.
           queue = queue

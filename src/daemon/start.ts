@@ -11,6 +11,25 @@ import type { DaemonPlace } from './locate';
 /** The config key that makes a CLI capture or fork start the worktree's daemon. */
 export const AUTO_START_KEY = 'xet.daemon.autoStart';
 
+/** Variables git sets for a command it runs (a hook, an alias, `git -c`, `--git-dir`), not the
+ * user's own. A daemon serves only clients whose environment is its own (locate.ts gitEnvPrint), so
+ * one started with these would serve no later plain `git xet capture` while it stood in the way of
+ * one that would (review 44: a post-commit hook's capture started one holding the hook's
+ * GIT_INDEX_FILE and dates). A command run with any of them set starts none. */
+export const PER_COMMAND_ENV = [
+  'GIT_CONFIG_PARAMETERS',
+  'GIT_CONFIG_COUNT',
+  'GIT_DIR',
+  'GIT_WORK_TREE',
+  'GIT_INDEX_FILE',
+  'GIT_PREFIX',
+  'GIT_REFLOG_ACTION',
+  'GIT_QUARANTINE_PATH',
+  'GIT_AUTHOR_DATE',
+  'GIT_COMMITTER_DATE',
+  'GIT_PUSH_OPTION_COUNT',
+];
+
 /** `git xet daemon run` for `p`, detached: it outlives its caller, whose output it does not hold. */
 export function spawnDaemon(p: DaemonPlace): ChildProcess {
   const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'git-xet');
@@ -31,12 +50,13 @@ export function spawnDaemon(p: DaemonPlace): ChildProcess {
 /**
  * After a capture or fork this process ran itself (no daemon answered): where `xet.daemon.autoStart`
  * is true, start the worktree's daemon without waiting for it, unless one already runs (it may be
- * suspended, or have declined this line: a second would only find it and exit) or
- * GIT_XET_NO_DAEMON=1. Returns a warning for a value git does not take as a boolean (nothing is
- * started), else null. Never throws: the command it follows has already done its work.
+ * suspended, or have declined this line: a second would only find it and exit), GIT_XET_NO_DAEMON=1,
+ * or git set variables of its own for this command (PER_COMMAND_ENV). Returns a warning for a value
+ * git does not take as a boolean (nothing is started), else null. Never throws: the command it
+ * follows has already done its work.
  */
-export async function autoStartDaemon(cwd: string): Promise<string | null> {
-  if (process.env.GIT_XET_NO_DAEMON === '1') return null;
+export async function autoStartDaemon(cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
+  if (env.GIT_XET_NO_DAEMON === '1' || PER_COMMAND_ENV.some((k) => env[k] !== undefined)) return null;
   try {
     const { locateDaemon } = await import('./locate');
     const p = locateDaemon(cwd);
