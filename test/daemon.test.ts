@@ -2,7 +2,7 @@
 // are the captures the normal path makes; the CLI never depends on it (killed, stale, absent).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -836,5 +836,44 @@ test('a daemon that only refuses (another environment) goes when idle; one that 
   } finally {
     xet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('the idle time running out in the middle of a request stops the daemon only after it, and not one that ran it', async () => {
+  const d = repo();
+  const pauses = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
+  // The daemon and its client share this environment (a daemon serves only its own); the capture
+  // waits at a fault point until told, past the daemon's idle time.
+  const env = {
+    GIT_XET_DAEMON_IDLE_MS: '1500',
+    GIT_XET_TEST_PAUSE_AT: 'capture:after-pack',
+    GIT_XET_TEST_PAUSE_DIR: pauses,
+  };
+  try {
+    const pid = xet(d, ['daemon', 'start'], env).pid as number;
+    fs.appendFileSync(path.join(d, 'f1.txt'), 'long request\n');
+    const client = new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: { ...ENV, ...env } }, (e, out) =>
+        e ? reject(e) : resolve(out),
+      ),
+    );
+    const reached = path.join(pauses, 'capture:after-pack.reached');
+    for (const end = Date.now() + 20_000; !fs.existsSync(reached);) {
+      assert.ok(Date.now() < end, 'the capture reached its pause in the daemon');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await new Promise((r) => setTimeout(r, 2000)); // the idle time runs out meanwhile
+    assert.ok(alive(pid), 'the daemon runs its request to its end');
+    fs.writeFileSync(path.join(pauses, 'capture:after-pack.go'), '');
+    const snap = JSON.parse(await client) as { snapshot: string };
+    assert.equal(typeof snap.snapshot, 'string');
+    // It ran a request: its idle time starts again from the reply (review 45: it stopped here).
+    assert.equal(xet(d, ['daemon', 'status'], env).pid, pid);
+    assert.ok(fs.existsSync(path.join(d, '.git', 'xet', 'daemon', 'pid')));
+    await waitGone(pid, 5000, 'the daemon, idle after its last request');
+  } finally {
+    xet(d, ['daemon', 'stop'], env);
+    fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(pauses, { recursive: true, force: true });
   }
 });

@@ -94,6 +94,9 @@ export function registerSpec(parent: Command, spec: AnyCommandSpec): Command {
         note: (text) => {
           if (chatty(out)) invocation().stderr(text.endsWith('\n') ? text : `${text}\n`);
         },
+        warn: (text) => {
+          if (!out.json) invocation().stderr(`warning: ${text}${text.endsWith('\n') ? '' : '\n'}`);
+        },
         via: 'cli',
         // A relayed line's client may go away: a command that publishes stops before it does.
         ...(invocation().signal ? { signal: invocation().signal } : {}),

@@ -68,8 +68,8 @@ export const captureCommand = defineCommand({
           .join(', ')}`,
       );
     // Problems after the snapshot was made (it stands): the pack roll-up, the sidecar, the allowance's
-    // ledger, xet.daemon.autoStart.
-    for (const w of r.warnings) ctx.note(`warning: ${w}`);
+    // ledger, xet.daemon.autoStart. On stderr even off a terminal (a hook's log), as git's warnings.
+    for (const w of r.warnings) ctx.warn?.(w);
     if (r.repositories.length)
       ctx.note(
         `captured ${r.repositories.length} inner repositories: ${r.repositories

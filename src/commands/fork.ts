@@ -50,7 +50,9 @@ export const forkCommand = defineCommand({
     warnings: s
       .array(s.string())
       .optional()
-      .describe('problems after the fork was made (it stands): an xet.daemon.autoStart that is not a boolean'),
+      .describe(
+        'problems after the fork was made (it stands): xet.daemon.autoStart not a boolean, or its daemon not started',
+      ),
   }),
   refine(input) {
     if (input.remount) {
@@ -86,8 +88,7 @@ export const forkCommand = defineCommand({
     return r;
   },
   human(r, ctx) {
-    for (const w of ('warnings' in r ? (r.warnings as string[] | undefined) : undefined) ?? [])
-      ctx.note(`warning: ${w}`);
+    for (const w of ('warnings' in r ? (r.warnings as string[] | undefined) : undefined) ?? []) ctx.warn?.(w);
     if ('mounted' in r) {
       return r.mounted
         ? `mounted fork ${r.id} at ${r.dir}`

@@ -50,6 +50,9 @@ export interface CommandContext {
   progress?: (phase: string) => void;
   /** Informational notes for a person (stderr on a terminal; nothing under --json, --quiet, MCP). */
   note: (text: string) => void;
+  /** A warning for a person: on stderr whenever the output is not --json (whose result carries it),
+   * terminal or not, as git's warnings are; absent where nobody reads stderr (MCP). */
+  warn?: (text: string) => void;
   /** Set when the caller gave up (MCP cancellation, the client of a line the daemon runs gone);
    * long commands run as child processes for MCP (spec.long), so in-process commands may ignore
    * it, but a push checks it before it publishes anything. */

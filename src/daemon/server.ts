@@ -226,10 +226,26 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
     refWriter?.close();
     if (idle) clearTimeout(idle);
   };
+  // Requests queued or running (not status or stop), and whether the idle time ran out meanwhile:
+  // it is then decided when they reply (review 45: a daemon stopped in the middle of a capture that
+  // came just before its idle time ran out, and the next client started a second one).
+  let pending = 0;
+  let idleDue = false;
   const armIdle = (): void => {
     if (idle) clearTimeout(idle);
-    idle = setTimeout(stop, idleMs);
+    idleDue = false;
+    idle = setTimeout(() => {
+      if (pending > 0) idleDue = true;
+      else stop();
+    }, idleMs);
     idle.unref();
+  };
+  /** A queued request replied: one it ran re-arms the idle time; a refusal leaves it running, and
+   * stops the daemon if it ran out meanwhile. */
+  const settled = (ran: boolean): void => {
+    pending--;
+    if (ran) armIdle();
+    else if (idleDue && pending === 0) stop();
   };
   const gone = setInterval(() => {
     if (!fs.existsSync(p.pidFile)) stop();
@@ -370,6 +386,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
         });
         return;
       }
+      pending++;
       const run = queue.then(() => handle(req, clientGone.signal));
       // What a capture left for after its reply (its stat cache's write, under its locks) runs once
       // the reply is written (a reaction registered after this one) and before the next request,
@@ -385,7 +402,7 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
         (reply) => {
           if (!sock.destroyed) sock.end(JSON.stringify(reply) + '\n');
           tracePhase('daemon: replied');
-          if (reply.ok || reply.error !== undefined) armIdle();
+          settled(reply.ok || reply.error !== undefined);
           // After the reply, before the next request (queued behind this): the stat cache the
           // capture wrote, parsed for the next one.
           queue = queue
@@ -393,7 +410,10 @@ export async function serveDaemon(p: DaemonPlace, opts: { idleMs?: number } = {}
             .then(() => statCaches.prewarmStatCaches())
             .catch(() => undefined);
         },
-        () => sock.destroy(),
+        () => {
+          sock.destroy();
+          settled(false);
+        },
       );
     });
   });

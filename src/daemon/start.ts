@@ -11,23 +11,31 @@ import type { DaemonPlace } from './locate';
 /** The config key that makes a CLI capture or fork start the worktree's daemon. */
 export const AUTO_START_KEY = 'xet.daemon.autoStart';
 
-/** Variables git sets for a command it runs (a hook, an alias, `git -c`, `--git-dir`), not the
- * user's own. A daemon serves only clients whose environment is its own (locate.ts gitEnvPrint), so
- * one started with these would serve no later plain `git xet capture` while it stood in the way of
- * one that would (review 44: a post-commit hook's capture started one holding the hook's
- * GIT_INDEX_FILE and dates). A command run with any of them set starts none. */
+/** Variables git sets for the command it runs, not the user's own: what every hook, `!` alias and
+ * `rebase -x` command gets (GIT_PREFIX, also empty at the top; a commit's hooks GIT_INDEX_FILE; a
+ * receive's GIT_QUARANTINE_PATH and push options), and what git's global options set (`-c` and
+ * `--config-env`, `--git-dir`, `--work-tree`, `--namespace`, `-p`, `--no-replace-objects`, the
+ * pathspec options, `--no-optional-locks`). A daemon serves only clients whose environment is its
+ * own (locate.ts gitEnvPrint), so one started with these would serve no later plain `git xet
+ * capture` while it stood in the way of one that would (reviews 44, 45: a post-commit hook's capture
+ * started one). A command run with any of them set starts none. Variables a user exports (an author,
+ * GIT_CONFIG_COUNT, an editor) are not here: their shell's every capture carries them too. */
 export const PER_COMMAND_ENV = [
+  'GIT_PREFIX',
+  'GIT_INDEX_FILE',
+  'GIT_QUARANTINE_PATH',
+  'GIT_PUSH_OPTION_COUNT',
   'GIT_CONFIG_PARAMETERS',
-  'GIT_CONFIG_COUNT',
   'GIT_DIR',
   'GIT_WORK_TREE',
-  'GIT_INDEX_FILE',
-  'GIT_PREFIX',
-  'GIT_REFLOG_ACTION',
-  'GIT_QUARANTINE_PATH',
-  'GIT_AUTHOR_DATE',
-  'GIT_COMMITTER_DATE',
-  'GIT_PUSH_OPTION_COUNT',
+  'GIT_NAMESPACE',
+  'GIT_PAGER_IN_USE',
+  'GIT_NO_REPLACE_OBJECTS',
+  'GIT_LITERAL_PATHSPECS',
+  'GIT_GLOB_PATHSPECS',
+  'GIT_NOGLOB_PATHSPECS',
+  'GIT_ICASE_PATHSPECS',
+  'GIT_OPTIONAL_LOCKS',
 ];
 
 /** `git xet daemon run` for `p`, detached: it outlives its caller, whose output it does not hold. */
