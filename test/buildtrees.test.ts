@@ -179,8 +179,11 @@ test(
       const src = buildMakeProject(sb);
       const snap = capture(sb, src.dir);
       expectExit(verify(sb, src.dir, snap, src.dir), 0); // the source against its own snapshot
-      // Past the second of the build: an entry as new as its index is "racily clean" and re-read.
-      await new Promise((done) => setTimeout(done, 1100));
+      // Past the racy window of the copy's stat cache: it reads again every file modified at or after
+      // the second before the restore began (restored-cache.ts), so the build's outputs must be two
+      // seconds older than the restore's start (1.1 s failed on a fast VM half the time: calc.o,
+      // built in the second before the restore's, was read again, as it should be).
+      await new Promise((done) => setTimeout(done, 2100));
       const copy = sb.path('copy');
       restore(sb, src.dir, snap, copy);
       assertFreshBuildTree(sb, src, copy, 'restore');
