@@ -91,6 +91,31 @@ test('a re-read file whose blob the stat cache names as a loose object is not pa
   }
 });
 
+// The same for a blob the index names (a tracked file staged with git add since the last capture, a
+// loose object): with a held cache and few files read, the index's ids are asked where the read
+// blobs are looked up, not added to the table of known objects; the blob is not packed again.
+test('a re-read file whose blob is staged in the index as a loose object is not packed again', () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    for (let i = 0; i < 20; i++) r.write(`f${i}.txt`, `file ${i}\n`);
+    r.commit('init');
+    r.git('gc', '-q');
+    capture(sb, r.dir);
+    r.write('f3.txt', pseudoRandomBytes(200_000, 11));
+    r.git('add', 'f3.txt');
+    const blob = r.git('rev-parse', ':f3.txt').trim();
+    assert.equal(r.git('cat-file', '-t', blob).trim(), 'blob');
+    const before = packs(r);
+    const snap = capture(sb, r.dir);
+    assert.equal(r.git('rev-parse', `${snap}:files/f3.txt`).trim(), blob);
+    assert.ok(!newObjects(r, before).includes(blob), 'the staged loose blob is not packed again');
+    r.git('fsck', '--no-progress', '--strict');
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('a filemeta blob held only by a dropped and collected snapshot is stored again, not assumed', () => {
   const sb = createSandbox();
   try {
