@@ -296,21 +296,34 @@ test('a daemon whose compiled code changes under it (a rebuild in place) stops a
 
 test('a daemon killed mid-capture: the client falls back and captures', async () => {
   const d = repo();
+  const pauses = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
+  // The daemon's capture waits at a fault point, where it is killed (a timer after the request was
+  // sent raced a fast VM's whole capture). The client shares the daemon's environment, so its own
+  // capture waits at the same point, until told to go on.
+  const env = { GIT_XET_TEST_PAUSE_AT: 'capture:after-pack', GIT_XET_TEST_PAUSE_DIR: pauses };
   try {
-    const pid = xet(d, ['daemon', 'start']).pid as number;
+    const pid = xet(d, ['daemon', 'start'], env).pid as number;
     edit(d, 0);
     const { spawn } = await import('node:child_process');
-    const child = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: ENV });
+    const child = spawn(process.execPath, [BIN, '--json', 'capture'], { cwd: d, env: { ...ENV, ...env } });
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    // Kill as soon as the request can have reached the daemon.
-    setTimeout(() => process.kill(pid, 'SIGKILL'), 150);
-    const code = await new Promise<number | null>((r) => child.on('close', r));
+    const closed = new Promise<number | null>((r) => child.on('close', r));
+    const reached = path.join(pauses, 'capture:after-pack.reached');
+    for (const end = Date.now() + 20_000; !fs.existsSync(reached);) {
+      assert.ok(Date.now() < end, "the daemon's capture reached its pause");
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    process.kill(pid, 'SIGKILL');
+    await waitGone(pid);
+    fs.writeFileSync(path.join(pauses, 'capture:after-pack.go'), '');
+    const code = await closed;
     assert.equal(code, 0, out);
     assert.equal(typeof (JSON.parse(out) as { snapshot: string }).snapshot, 'string');
   } finally {
-    xet(d, ['daemon', 'stop']);
+    xet(d, ['daemon', 'stop'], env);
     fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(pauses, { recursive: true, force: true });
   }
 });
 
