@@ -65,14 +65,20 @@ test('a capture stores what the repository lacks: content already in history is 
 // A re-read file whose bytes are a blob the previous capture's stat cache names, where that blob is
 // a loose object (staged with git add, then unstaged): found among the cache's ids, not packed again
 // (review 40: the pack lookup alone does not see loose objects).
+/** Twenty committed files, packed, and a first capture (its stat cache held by its snapshot). */
+function capturedTwenty(sb: ReturnType<typeof createSandbox>): ReturnType<typeof initRepo> {
+  const r = initRepo(sb, 'src');
+  for (let i = 0; i < 20; i++) r.write(`f${i}.txt`, `file ${i}\n`);
+  r.commit('init');
+  r.git('gc', '-q');
+  capture(sb, r.dir);
+  return r;
+}
+
 test('a re-read file whose blob the stat cache names as a loose object is not packed again', () => {
   const sb = createSandbox();
   try {
-    const r = initRepo(sb, 'src');
-    for (let i = 0; i < 20; i++) r.write(`f${i}.txt`, `file ${i}\n`);
-    r.commit('init');
-    r.git('gc', '-q');
-    capture(sb, r.dir);
+    const r = capturedTwenty(sb);
     r.write('data.bin', pseudoRandomBytes(300_000, 9));
     r.git('add', 'data.bin');
     const blob = r.git('rev-parse', ':data.bin').trim();
@@ -97,11 +103,7 @@ test('a re-read file whose blob the stat cache names as a loose object is not pa
 test('a re-read file whose blob is staged in the index as a loose object is not packed again', () => {
   const sb = createSandbox();
   try {
-    const r = initRepo(sb, 'src');
-    for (let i = 0; i < 20; i++) r.write(`f${i}.txt`, `file ${i}\n`);
-    r.commit('init');
-    r.git('gc', '-q');
-    capture(sb, r.dir);
+    const r = capturedTwenty(sb);
     r.write('f3.txt', pseudoRandomBytes(200_000, 11));
     r.git('add', 'f3.txt');
     const blob = r.git('rev-parse', ':f3.txt').trim();

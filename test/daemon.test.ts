@@ -45,6 +45,28 @@ function parts(cwd: string, snap: string): string {
 function snapshotRefs(d: string): string[] {
   return git(d, 'for-each-ref', '--format=%(objectname)', 'refs/xet/snapshots/').split('\n').filter(Boolean);
 }
+/** A fault point a capture waits at (once per process) until told to go on: the environment that
+ * sets it (a daemon and its clients must share it), its reaching, and its release. */
+function pausePoint(point: string): {
+  env: NodeJS.ProcessEnv;
+  reached: (what: string) => Promise<void>;
+  go: () => void;
+  remove: () => void;
+} {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
+  return {
+    env: { GIT_XET_TEST_PAUSE_AT: point, GIT_XET_TEST_PAUSE_DIR: dir },
+    reached: async (what) => {
+      const file = path.join(dir, `${point}.reached`);
+      for (const end = Date.now() + 30_000; !fs.existsSync(file);) {
+        assert.ok(Date.now() < end, what);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    go: () => fs.writeFileSync(path.join(dir, `${point}.go`), ''),
+    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+}
 function edit(d: string, step: number): void {
   fs.appendFileSync(path.join(d, `f${step}.txt`), `edit ${step}\n`);
   fs.writeFileSync(path.join(d, `new${step}.txt`), `new ${step}\n`);
@@ -296,11 +318,11 @@ test('a daemon whose compiled code changes under it (a rebuild in place) stops a
 
 test('a daemon killed mid-capture: the client falls back and captures', async () => {
   const d = repo();
-  const pauses = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
   // The daemon's capture waits at a fault point, where it is killed (a timer after the request was
   // sent raced a fast VM's whole capture). The client shares the daemon's environment, so its own
   // capture waits at the same point, until told to go on.
-  const env = { GIT_XET_TEST_PAUSE_AT: 'capture:after-pack', GIT_XET_TEST_PAUSE_DIR: pauses };
+  const pause = pausePoint('capture:after-pack');
+  const env = pause.env;
   try {
     const pid = xet(d, ['daemon', 'start'], env).pid as number;
     edit(d, 0);
@@ -309,21 +331,17 @@ test('a daemon killed mid-capture: the client falls back and captures', async ()
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     const closed = new Promise<number | null>((r) => child.on('close', r));
-    const reached = path.join(pauses, 'capture:after-pack.reached');
-    for (const end = Date.now() + 20_000; !fs.existsSync(reached);) {
-      assert.ok(Date.now() < end, "the daemon's capture reached its pause");
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await pause.reached("the daemon's capture reached its pause");
     process.kill(pid, 'SIGKILL');
     await waitGone(pid);
-    fs.writeFileSync(path.join(pauses, 'capture:after-pack.go'), '');
+    pause.go();
     const code = await closed;
     assert.equal(code, 0, out);
     assert.equal(typeof (JSON.parse(out) as { snapshot: string }).snapshot, 'string');
   } finally {
     xet(d, ['daemon', 'stop'], env);
     fs.rmSync(d, { recursive: true, force: true });
-    fs.rmSync(pauses, { recursive: true, force: true });
+    pause.remove();
   }
 });
 
@@ -646,8 +664,8 @@ test('through the daemon, a snapshot ref is written under the config in force at
 // started outlives it.
 test('a daemon stopped during a capture finishes it, exits, and leaves no git process behind', async () => {
   const d = repo();
-  const pauseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
-  const env = { GIT_XET_TEST_PAUSE_AT: 'capture:before-ref', GIT_XET_TEST_PAUSE_DIR: pauseDir };
+  const pause = pausePoint('capture:before-ref');
+  const env = pause.env;
   const { spawn } = await import('node:child_process');
   const run = (args: string[]) => {
     const child = spawn(process.execPath, [BIN, '--json', ...args], { cwd: d, env: { ...ENV, ...env } });
@@ -673,13 +691,10 @@ test('a daemon stopped during a capture finishes it, exits, and leaves no git pr
     const pid = xet(d, ['daemon', 'start'], env).pid as number;
     edit(d, 0);
     const capturing = run(['capture']);
-    const reached = path.join(pauseDir, 'capture:before-ref.reached');
-    for (const until = Date.now() + 30_000; !fs.existsSync(reached) && Date.now() < until;)
-      await new Promise((r) => setTimeout(r, 20));
-    assert.ok(fs.existsSync(reached), 'the capture reached its pause in the daemon');
+    await pause.reached('the capture reached its pause in the daemon');
     const stopping = run(['daemon', 'stop']);
     await new Promise((r) => setTimeout(r, 300));
-    fs.writeFileSync(path.join(pauseDir, 'capture:before-ref.go'), '');
+    pause.go();
     const captured = await capturing;
     assert.equal(captured.code, 0, captured.out);
     const snap = (JSON.parse(captured.out) as { snapshot: string }).snapshot;
@@ -694,7 +709,7 @@ test('a daemon stopped during a capture finishes it, exits, and leaves no git pr
   } finally {
     xet(d, ['daemon', 'stop']);
     fs.rmSync(d, { recursive: true, force: true });
-    fs.rmSync(pauseDir, { recursive: true, force: true });
+    pause.remove();
   }
 });
 
@@ -854,14 +869,10 @@ test('a daemon that only refuses (another environment) goes when idle; one that 
 
 test('the idle time running out in the middle of a request stops the daemon only after it, and not one that ran it', async () => {
   const d = repo();
-  const pauses = fs.mkdtempSync(path.join(os.tmpdir(), 'xet-daemon-pause-'));
   // The daemon and its client share this environment (a daemon serves only its own); the capture
   // waits at a fault point until told, past the daemon's idle time.
-  const env = {
-    GIT_XET_DAEMON_IDLE_MS: '1500',
-    GIT_XET_TEST_PAUSE_AT: 'capture:after-pack',
-    GIT_XET_TEST_PAUSE_DIR: pauses,
-  };
+  const pause = pausePoint('capture:after-pack');
+  const env = { GIT_XET_DAEMON_IDLE_MS: '1500', ...pause.env };
   try {
     const pid = xet(d, ['daemon', 'start'], env).pid as number;
     fs.appendFileSync(path.join(d, 'f1.txt'), 'long request\n');
@@ -870,14 +881,10 @@ test('the idle time running out in the middle of a request stops the daemon only
         e ? reject(e) : resolve(out),
       ),
     );
-    const reached = path.join(pauses, 'capture:after-pack.reached');
-    for (const end = Date.now() + 20_000; !fs.existsSync(reached);) {
-      assert.ok(Date.now() < end, 'the capture reached its pause in the daemon');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await pause.reached('the capture reached its pause in the daemon');
     await new Promise((r) => setTimeout(r, 2000)); // the idle time runs out meanwhile
     assert.ok(alive(pid), 'the daemon runs its request to its end');
-    fs.writeFileSync(path.join(pauses, 'capture:after-pack.go'), '');
+    pause.go();
     const snap = JSON.parse(await client) as { snapshot: string };
     assert.equal(typeof snap.snapshot, 'string');
     // It ran a request: its idle time starts again from the reply (review 45: it stopped here).
@@ -887,6 +894,6 @@ test('the idle time running out in the middle of a request stops the daemon only
   } finally {
     xet(d, ['daemon', 'stop'], env);
     fs.rmSync(d, { recursive: true, force: true });
-    fs.rmSync(pauses, { recursive: true, force: true });
+    pause.remove();
   }
 });
