@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { git } from '../git/exec';
 import { CONFIG_LIST_ARGS, GitConfig, parseConfigList } from '../git/config';
 import { repoOpts, type Repo } from '../git/repo';
-import { nowNs, Stamps } from './file-stamps';
+import { nowNs, stampFiles } from './file-stamps';
 
 function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[] {
   const files: string[] = [];
@@ -31,15 +31,7 @@ function configFiles(repo: Repo, env: NodeJS.ProcessEnv = process.env): string[]
 }
 
 /** The config files' stamps, through symlinks (as git reads them); null when one cannot be taken. */
-function stamp(files: string[]): Stamps | null {
-  const stamps = new Stamps();
-  try {
-    for (const f of files) stamps.add(f, true);
-    return stamps;
-  } catch {
-    return null;
-  }
-}
+const stamp = (files: string[]) => stampFiles([], files);
 
 /** A reader of the repository's config that asks git again only when a config file changed. */
 export function configMemo(repo: Repo): () => Promise<GitConfig> {

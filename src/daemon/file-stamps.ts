@@ -44,3 +44,17 @@ export class Stamps {
     return this.newestNs < startNs - STAMP_MARGIN_NS;
   }
 }
+
+/** The stamps of `inTree` (not followed: as git opens an in-tree file) and `followed` files (through
+ * a symlink, as git reads a config or an excludes file), or null when one cannot be taken (ENOTDIR,
+ * EACCES, a symlink loop): the caller asks git and keeps nothing (review 42). */
+export function stampFiles(inTree: readonly string[], followed: readonly string[]): Stamps | null {
+  const stamps = new Stamps();
+  try {
+    for (const f of inTree) stamps.add(f);
+    for (const f of followed) stamps.add(f, true);
+    return stamps;
+  } catch {
+    return null;
+  }
+}

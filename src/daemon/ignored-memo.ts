@@ -25,7 +25,7 @@ import type { Repo } from '../git/repo';
 import { indexFileKey } from '../snapshot/fsutil';
 import { IGNORED_LISTING_ARGS } from '../snapshot/walk';
 import type { TreeWatch } from './tree-watch';
-import { nowNs, Stamps } from './file-stamps';
+import { nowNs, stampFiles } from './file-stamps';
 
 export { IGNORED_LISTING_ARGS };
 
@@ -38,18 +38,6 @@ export function excludesFile(config: GitConfig, cwd: string, env: NodeJS.Process
   if (set === undefined) return path.join(env.XDG_CONFIG_HOME || path.join(home, '.config'), 'git', 'ignore');
   if (set.startsWith('~/')) return path.join(home, set.slice(2));
   return set.startsWith('~') || set.startsWith('%(') ? null : path.resolve(cwd, set);
-}
-
-/** The stamps of `inTree` (not followed) and `followed` files, or null when one cannot be taken. */
-function stampFiles(inTree: string[], followed: string[]): Stamps | null {
-  const stamps = new Stamps();
-  try {
-    for (const f of inTree) stamps.add(f);
-    for (const f of followed) stamps.add(f, true);
-    return stamps;
-  } catch {
-    return null; // ENOTDIR, EACCES, a symlink loop: git is asked, nothing kept (review 42)
-  }
 }
 
 /** A reader of git's ignored listing for the daemon's own worktree that asks git only when something

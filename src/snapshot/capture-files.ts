@@ -389,12 +389,15 @@ export async function captureFiles(spec: CaptureFilesSpec): Promise<CaptureFiles
   // looked up before anything is packed: decided here for the known table, and below for the pack.
   const readEstimate = (): number => toRead.reduce((a, i) => a + (cache ? size[i] : 16384), 0);
   const looksUpFirst = (estimate: number): boolean => toRead.length <= LOOKUP_LIMIT && estimate <= LOOKUP_BYTES;
-  const cacheIds = backed && cache && !looksUpFirst(readEstimate()) ? cache.offsets.length : 0;
+  // (Here, with toRead as it stands; for a held cache it does not change before the pack's own
+  // decision below, which therefore comes out the same.)
+  const fewFirst = looksUpFirst(readEstimate());
+  const cacheIds = backed && cache && !fewFirst ? cache.offsets.length : 0;
   const fromFiles = backed && cache ? cacheIds + toRead.length + large.size : n;
   // The same for the index's ids (every tracked file's staged blob): with a held cache and few files
   // read, the read blobs are looked for in that set where they are looked up (below). Adding them
   // took ~7 ms of a daemon re-capture of a tree whose every file is tracked (34,000 ids).
-  const indexIdsApart = backed && !!cache && looksUpFirst(readEstimate());
+  const indexIdsApart = backed && !!cache && fewFirst;
   const indexIds = indexIdsApart ? 0 : (spec.knownObjects?.size ?? 0);
   const known = SharedOidSet.create(fromFiles + baseOids.length + indexIds + 4096, hashLen);
   if (!indexIdsApart) for (const o of spec.knownObjects ?? []) known.addHex(o);
