@@ -193,6 +193,7 @@ extern napi_status napi_reject_deferred(napi_env, napi_deferred, napi_value);
 extern napi_status napi_create_string_utf8(napi_env, const char *, size_t, napi_value *);
 extern napi_status napi_create_error(napi_env, napi_value, napi_value, napi_value *);
 extern napi_status napi_get_undefined(napi_env, napi_value *);
+extern napi_status napi_get_element(napi_env, napi_value, uint32_t, napi_value *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -1094,6 +1095,7 @@ static digest_fn digest_of(size_t hash_len) {
 #define LAY_ROOM (-1003)       /* scratch is smaller than the header and `size` */
 #define LAY_NO_DIGEST (-1004)  /* no SHA-1/SHA-256 of this length in the process */
 #define LAY_HEADER_ROOM 32     /* "blob <size>\0" is written before the bytes, hashed with them */
+static size_t shared_prefix(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len);
 
 /* A restore's write of one blob straight from its pack entry (src/snapshot/lay-worker.ts): the
  * zlib stream z inflated into scratch behind its "blob <size>\0" header, the whole hashed and
@@ -1147,6 +1149,214 @@ static napi_value lay_blob(napi_env env, napi_callback_info info) {
 done:
   free(file);
   return int64(env, result);
+}
+
+/* layMany's verdicts in result[0] for the entry it stopped at (the ones before it were laid). */
+#define MANY_OTHER 1     /* not its plain case (a symlink, a delta, another type, too large, scratch too
+                            small, a stream or hash that does not check, a directory not made): the
+                            caller's per-entry path decides, with its own checks and errors */
+#define MANY_ERRNO 2     /* creating the file failed: errno in result[1], the step in its stat block */
+#define MANY_NO_DIGEST 3 /* no SHA-1/SHA-256 of this length in the process */
+#define MANY_PACK 4      /* its object is in another pack (or none): the caller goes on with that one */
+#define MANY_PATH_MAX 4096
+
+static double f64_at(const uint8_t *b, size_t k) {
+  double v;
+  memcpy(&v, b + 8 * k, 8);
+  return v;
+}
+static uint32_t u32_at(const uint8_t *b, size_t k) {
+  uint32_t v;
+  memcpy(&v, b + 4 * k, 4);
+  return v;
+}
+static int32_t i32_at(const uint8_t *b, size_t k) {
+  int32_t v;
+  memcpy(&v, b + 4 * k, 4);
+  return v;
+}
+
+/* Makes the directories of path[0..len) that end past `known` (those up to it exist), one component
+ * at a time as the worker's ensureDir does: mkdir, and where something is there already, lstat
+ * (never stat: a symlink is not gone through). 0, or -1 with nothing said (the caller's path
+ * repeats it and says why). path[len] is a NUL or a slash; it is left as it was. */
+static int make_dirs(char *path, size_t len, size_t known) {
+  for (size_t i = known + 1; i <= len; i++) {
+    if (i < len && path[i] != '/') continue;
+    char c = path[i];
+    path[i] = 0;
+    int ok = mkdir(path, 0777) == 0;
+    if (!ok && errno == EEXIST) {
+      struct stat st;
+      ok = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    path[i] = c;
+    if (!ok) return -1;
+  }
+  return 0;
+}
+
+/*
+ * layMany(pack, packEnd, packNo, hashLen, maxBytes, run, from, to, base, stats, scratch, dirMemo,
+ *         result) -> where it stopped (to, when it laid them all)
+ * A restore's entries laid as layBlob lays each, without a call from JavaScript per file
+ * (src/snapshot/lay-worker.ts): those of run[from .. to) whose objects are in `pack` (number
+ * packNo; its objects end at packEnd), in order, until the first it does not take, for which
+ * result[0] says why (MANY_*): the caller's own path, with its checks and errors, takes that one.
+ * `run` is an array of buffers, each with a value per run position j:
+ *   oids (hashLen raw bytes), names (NUL-ended, relative to `base`, which is absolute and ends in
+ *   a slash), nameAt (uint32: where j's name starts), packs (int32: the pack of j's object, -1
+ *   none), offsets (float64: its offset there), modes (uint32), times (float64 seconds and
+ *   nanoseconds, -1: not set), entries (uint32: j's entry, whose stat block is stats[40 entry]).
+ * Only the plain case is laid here: a regular file whose entry header is a blob of at most
+ * maxBytes whose zlib stream inflates to exactly its size and hashes to its id. dirMemo (uint32
+ * length, then the path) is the last directory made or found, kept across calls of one lay:
+ * directories are only ever added to a tree being laid.
+ */
+static napi_value lay_many(napi_env env, napi_callback_info info) {
+  napi_value argv[13];
+  if (!args_of(env, info, 13, argv,
+               "layMany(pack, packEnd, packNo, hashLen, maxBytes, run, from, to, base, stats, scratch, dirMemo, "
+               "result)"))
+    return NULL;
+  uint8_t *pack, *base, *stats, *scratch, *memo, *result;
+  size_t pack_len, base_len, stats_len, scratch_len, memo_len, result_len;
+  int64_t pack_end, pack_no, hash_len, max_bytes, from, to;
+  if (!buffer_arg(env, argv[0], &pack, &pack_len) || !int_arg(env, argv[1], 0, (int64_t)pack_len, &pack_end) ||
+      !int_arg(env, argv[2], 0, INT32_MAX, &pack_no) || !int_arg(env, argv[3], 20, 32, &hash_len) ||
+      !int_arg(env, argv[4], 0, INT64_C(1) << 40, &max_bytes) || !int_arg(env, argv[6], 0, INT32_MAX, &from) ||
+      !int_arg(env, argv[7], from, INT32_MAX, &to) || !buffer_arg(env, argv[8], &base, &base_len) ||
+      !buffer_arg(env, argv[9], &stats, &stats_len) || !buffer_arg(env, argv[10], &scratch, &scratch_len) ||
+      !buffer_arg(env, argv[11], &memo, &memo_len) || !buffer_arg(env, argv[12], &result, &result_len))
+    return NULL;
+  /* The run's columns, in the order the comment above lists them. */
+  enum { OIDS, NAMES, NAME_AT, PACKS, OFFSETS, MODES, TIMES, ENTRIES, COLUMNS };
+  static const size_t width[COLUMNS] = {0, 0, 4, 4, 8, 4, 16, 4};
+  uint8_t *col[COLUMNS];
+  size_t col_len[COLUMNS];
+  for (int c = 0; c < COLUMNS; c++) {
+    napi_value v;
+    if (napi_get_element(env, argv[5], (uint32_t)c, &v) != NAPI_OK || !buffer_arg(env, v, &col[c], &col_len[c]))
+      return NULL;
+  }
+  /* What the caller hands in must agree with itself before anything is read through it. */
+  size_t n = (size_t)to;
+  int agree = col_len[OIDS] >= n * (size_t)hash_len && result_len >= 8 && memo_len >= 4 + MANY_PATH_MAX &&
+              base_len > 0 && base_len < MANY_PATH_MAX && base[0] == '/' && base[base_len - 1] == '/' &&
+              !memchr(base, 0, base_len) && (col_len[NAMES] == 0 || col[NAMES][col_len[NAMES] - 1] == 0);
+  for (int c = NAME_AT; c < COLUMNS; c++) agree = agree && col_len[c] >= n * width[c];
+  if (!agree) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layMany's arguments do not agree");
+    return NULL;
+  }
+  struct state *s = state_of(env);
+  if (!s) return NULL;
+  if (!s->d) s->d = libdeflate_alloc_decompressor();
+  if (!s->d) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  digest_fn digest = digest_of((size_t)hash_len);
+  int32_t verdict[2] = {0, 0};
+  char path[MANY_PATH_MAX];
+  memcpy(path, base, base_len);
+  uint32_t last_len;
+  memcpy(&last_len, memo, 4);
+  if (last_len >= MANY_PATH_MAX) last_len = 0;
+  char *last = (char *)memo + 4;
+  size_t j = (size_t)from;
+  for (; j < n; j++) {
+    if (i32_at(col[PACKS], j) != (int32_t)pack_no) {
+      verdict[0] = MANY_PACK;
+      break;
+    }
+    if (!digest) {
+      verdict[0] = MANY_NO_DIGEST;
+      break;
+    }
+    verdict[0] = MANY_OTHER;
+    uint32_t entry = u32_at(col[ENTRIES], j), mode = u32_at(col[MODES], j);
+    if ((size_t)entry >= stats_len / CREATE_STAT) {
+      napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layMany's entry has no stat block");
+      return NULL;
+    }
+    if (mode != 0100644 && mode != 0100755) break;
+    /* The name: NUL-ended inside `names`, and with the base inside PATH_MAX. */
+    uint32_t at = u32_at(col[NAME_AT], j);
+    if (at >= col_len[NAMES]) break;
+    const uint8_t *nul = memchr(col[NAMES] + at, 0, col_len[NAMES] - at);
+    size_t name_len = (size_t)(nul - (col[NAMES] + at));
+    if (name_len == 0 || base_len + name_len >= MANY_PATH_MAX) break;
+    memcpy(path + base_len, col[NAMES] + at, name_len + 1);
+    /* The entry header, read as PackReader's head() reads it: anything but a blob stored whole of
+     * at most maxBytes is the caller's. */
+    double off_d = f64_at(col[OFFSETS], j);
+    if (!(off_d >= 12 && off_d < (double)pack_end)) break;
+    size_t off = (size_t)off_d, avail = (size_t)pack_end - off;
+    if ((double)off != off_d) break;
+    const uint8_t *p = pack + off;
+    size_t i = 0;
+    uint8_t c = p[i++];
+    unsigned kind = (c >> 4) & 7, shift = 4;
+    uint64_t size = c & 0x0f;
+    int ok = 1;
+    while (c & 0x80) {
+      if (i >= avail || shift > 46) {
+        ok = 0;
+        break;
+      }
+      c = p[i++];
+      size += (uint64_t)(c & 0x7f) << shift;
+      shift += 7;
+    }
+    if (!ok || kind != 3 || size > (uint64_t)max_bytes || size + LAY_HEADER_ROOM > scratch_len) break;
+    size_t data_at = off + i;
+    /* As much stream as deflate may make of `size` bytes (zlibStreamBound), short at the pack's end. */
+    size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
+    size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
+    if (lib_bound > bound) bound = lib_bound;
+    size_t z_len = (size_t)pack_end - data_at;
+    if (z_len > bound) z_len = bound;
+    int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %llu", (unsigned long long)size) + 1;
+    size_t in_used = 0, out_made = 0;
+    enum libdeflate_result r = libdeflate_zlib_decompress_ex(s->d, pack + data_at, z_len, scratch + head,
+                                                             (size_t)size, &in_used, &out_made);
+    if (r != LIBDEFLATE_SUCCESS || out_made != (size_t)size) break;
+    uint8_t md[32];
+    digest(scratch, (size_t)head + (size_t)size, md);
+    if (memcmp(md, col[OIDS] + j * (size_t)hash_len, (size_t)hash_len) != 0) break;
+    double sec = f64_at(col[TIMES], 2 * j), nsec = f64_at(col[TIMES], 2 * j + 1);
+    if (!(nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec) || !(sec == (double)(int64_t)sec))
+      break;
+    /* Its directory: the components past what it shares with the last one made. */
+    char *slash = strrchr(path + base_len, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) : base_len - 1;
+    if (dir_len != last_len || memcmp(path, last, dir_len) != 0) {
+      /* The longest prefix that ends a component in both (below it the two agree). */
+      size_t known = shared_prefix((uint8_t *)path, dir_len, (uint8_t *)last, last_len);
+      while (known > base_len - 1 &&
+             !((known == dir_len || path[known] == '/') && (known == last_len || last[known] == '/')))
+        known--;
+      if (known < base_len - 1) known = base_len - 1;
+      if (make_dirs(path, dir_len, known) != 0) {
+        last_len = 0;
+        break;
+      }
+      memcpy(last, path, dir_len);
+      last_len = (uint32_t)dir_len;
+    }
+    int64_t made = create_stamped(path, scratch + head, (size_t)size, mode == 0100755 ? 0777 : 0666, (int64_t)sec,
+                                  (int64_t)nsec, stats + (size_t)entry * CREATE_STAT);
+    if (made != 0) {
+      verdict[0] = MANY_ERRNO;
+      verdict[1] = (int32_t)-made;
+      break;
+    }
+    verdict[0] = 0;
+  }
+  memcpy(memo, &last_len, 4);
+  memcpy(result, verdict, 8);
+  return int64(env, (int64_t)j);
 }
 
 /* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
@@ -2134,7 +2344,7 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||
       !export_fn(env, exports, "readFile", read_file) || !export_fn(env, exports, "createFile", create_file) ||
-      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "mapFile", map_file) ||
+      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "layMany", lay_many) || !export_fn(env, exports, "mapFile", map_file) ||
       !export_fn(env, exports, "gitTzOffset", git_tz_offset))
     return NULL;
 #ifdef XET_HAVE_ISAL

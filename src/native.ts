@@ -42,6 +42,26 @@ export interface XetNative {
     nsec: number,
     out: Buffer,
   ): number;
+  /** A restore's entries laid as layBlob lays each, without a call per file: those of
+   * run[from .. to) whose objects are in `pack`, in order, until the first it does not take (why in
+   * result[0]: MANY_* of src/snapshot/lay-worker.ts, which the caller's own path then takes). Where
+   * it stopped (`to` when it laid them all). The layout of `run` is in native/xet-native.c.
+   * Optional: an older build of the module lacks it. */
+  layMany?(
+    pack: Buffer,
+    packEnd: number,
+    packNo: number,
+    hashLen: number,
+    maxBytes: number,
+    run: Buffer[],
+    from: number,
+    to: number,
+    base: Buffer,
+    stats: Buffer,
+    scratch: Buffer,
+    dirMemo: Buffer,
+    result: Buffer,
+  ): number;
   /** The first `size` bytes of the regular file `fd` mapped read only (a Buffer over the mapping,
    * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
    * Buffer node makes (src/git/pack-reader.ts). */

@@ -364,6 +364,305 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     assert.throws(() => call.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0), TypeError, 'too few');
   }));
 
+/** A pack's bytes for layMany: the 12-byte head, `entries` (each a header and a body, a zlib stream
+ * unless given raw), a 20-byte trailer; where each entry starts. */
+function craftPack(entries: { kind: number; size: number; body: Buffer }[]): { pack: Buffer; at: number[] } {
+  const parts: Buffer[] = [Buffer.from('PACK\0\0\0\x02\0\0\0\0', 'latin1')];
+  const at: number[] = [];
+  let len = 12;
+  for (const e of entries) {
+    const head: number[] = [];
+    let size = e.size;
+    let c = (e.kind << 4) | (size & 15);
+    size = Math.floor(size / 16);
+    while (size > 0) {
+      head.push(c | 0x80);
+      c = size & 0x7f;
+      size = Math.floor(size / 128);
+    }
+    head.push(c);
+    at.push(len);
+    parts.push(Buffer.from(head), e.body);
+    len += head.length + e.body.length;
+  }
+  parts.push(Buffer.alloc(20, 0xee));
+  return { pack: Buffer.concat(parts), at };
+}
+
+/** layMany's run columns (native/xet-native.c) for entries given one by one. */
+function manyColumns(
+  rows: {
+    oid: Buffer;
+    name: string;
+    pack: number;
+    offset: number;
+    mode: number;
+    sec: number;
+    nsec: number;
+    entry: number;
+  }[],
+): Buffer[] {
+  const u32 = (v: number[]) => Buffer.from(Uint32Array.from(v).buffer);
+  const names: Buffer[] = [];
+  const nameAt: number[] = [];
+  let at = 0;
+  for (const r of rows) {
+    nameAt.push(at);
+    const b = Buffer.from(`${r.name}\0`);
+    names.push(b);
+    at += b.length;
+  }
+  return [
+    Buffer.concat(rows.map((r) => r.oid)),
+    Buffer.concat(names),
+    u32(nameAt),
+    Buffer.from(Int32Array.from(rows.map((r) => r.pack)).buffer),
+    Buffer.from(Float64Array.from(rows.map((r) => r.offset)).buffer),
+    u32(rows.map((r) => r.mode)),
+    Buffer.from(Float64Array.from(rows.flatMap((r) => [r.sec, r.nsec])).buffer),
+    u32(rows.map((r) => r.entry)),
+  ];
+}
+
+test('layMany lays runs of plain blobs as layBlob does, and stops, creating nothing, at anything else', (t) =>
+  withNativeSandbox(t, (m, dir) => {
+    const layMany = m.layMany;
+    if (!layMany) return assert.fail('this build of the module has layMany');
+    const errno = os.constants.errno;
+    const umask = process.umask();
+    const id = (b: Buffer) => crypto.createHash('sha1').update(`blob ${b.length}\0`).update(b).digest();
+    const bodies = Array.from({ length: 8 }, (_, k) => pseudoRandomBytes(1000 + 5000 * k, 40 + k));
+    const big = pseudoRandomBytes(3 << 20, 99);
+    const deflated = bodies.map((b) => zlib.deflateSync(b, { level: 1 }));
+    const damaged = Buffer.from(deflated[1]);
+    damaged[damaged.length >> 1] ^= 0x55;
+    const tree = Buffer.from('100644 x\0' + 'a'.repeat(20));
+    // 0-5: blobs; 6: an ofs-delta; 7: a tree; 8: a damaged stream; 9: a blob of 3 MiB; 10: a blob
+    // whose header's size runs past the pack's end.
+    const { pack, at } = craftPack([
+      ...bodies.slice(0, 6).map((b, k) => ({ kind: 3, size: b.length, body: deflated[k] })),
+      { kind: 6, size: 10, body: Buffer.from([0x05, 0x78, 0x01]) },
+      { kind: 2, size: tree.length, body: zlib.deflateSync(tree) },
+      { kind: 3, size: bodies[1].length, body: damaged },
+      { kind: 3, size: big.length, body: zlib.deflateSync(big, { level: 1 }) },
+    ]);
+    const packEnd = pack.length - 20;
+    const base = Buffer.from(`${dir}/tree/`);
+    fs.mkdirSync(path.join(dir, 'tree'));
+    const stats = Buffer.alloc(40 * 64);
+    const scratch = Buffer.alloc(1 << 20);
+    const memo = Buffer.alloc(4 + 4096);
+    const result = Buffer.alloc(8);
+    const verdict = () => [result.readInt32LE(0), result.readInt32LE(4)];
+    const row = (k: number, name: string, entry: number, over: Partial<Parameters<typeof manyColumns>[0][0]> = {}) => ({
+      oid: id(bodies[k] ?? big),
+      name,
+      pack: 0,
+      offset: at[k],
+      mode: 0o100644,
+      sec: 1_700_000_000 + entry,
+      nsec: entry,
+      entry,
+      ...over,
+    });
+    const call = (rows: Parameters<typeof manyColumns>[0], from = 0, room: Buffer = scratch, limit = 1 << 30) =>
+      layMany(pack, packEnd, 0, 20, limit, manyColumns(rows), from, rows.length, base, stats, room, memo, result);
+    const laidAs = (name: string, k: number, entry: number, perm = 0o666) => {
+      const f = path.join(dir, 'tree', name);
+      assert.deepEqual(fs.readFileSync(f), bodies[k], name);
+      assert.equal(fs.statSync(f).mode & 0o7777, perm & ~umask, `${name}: its mode`);
+      assert.equal(
+        fs.lstatSync(f, { bigint: true }).mtimeNs,
+        BigInt(1_700_000_000 + entry) * 1_000_000_000n + BigInt(entry),
+      );
+      assert.deepEqual(stats.subarray(40 * entry, 40 * entry + 40), indexStatBlock(f), `${name}: its stat block`);
+    };
+
+    // A run across directories: nested ones made, a sibling sharing a prefix ("a/b", then "a/bc"),
+    // back up to an ancestor, the top; an executable; a directory that is a prefix of the last one
+    // by its bytes but not its parent ("p/qr", then "p/q").
+    const run = [
+      row(0, 'a/b/one.txt', 1),
+      row(1, 'a/b/two.txt', 2),
+      row(2, 'a/bc/three.txt', 3),
+      row(3, 'a/four.txt', 4),
+      row(4, 'five.sh', 5, { mode: 0o100755 }),
+      row(0, 'p/qr/eight.txt', 24),
+      row(1, 'p/q/nine.txt', 25),
+      row(5, 'a/b/c/d/six.txt', 6),
+    ];
+    assert.equal(call(run), run.length);
+    assert.deepEqual(verdict(), [0, 0]);
+    laidAs('a/b/one.txt', 0, 1);
+    laidAs('a/b/two.txt', 1, 2);
+    laidAs('a/bc/three.txt', 2, 3);
+    laidAs('a/four.txt', 3, 4);
+    laidAs('five.sh', 4, 5, 0o777);
+    laidAs('a/b/c/d/six.txt', 5, 6);
+    laidAs('p/qr/eight.txt', 0, 24);
+    laidAs('p/q/nine.txt', 1, 25);
+    assert.equal(memo.readUInt32LE(0), `${dir}/tree/a/b/c/d`.length, 'the last directory kept');
+    // From a later position, with what an earlier call remembered: a file beside the last one.
+    assert.equal(call([row(0, 'skipped.txt', 7), row(1, 'a/b/c/d/seven.txt', 8)], 1), 2);
+    laidAs('a/b/c/d/seven.txt', 1, 8);
+    assert.equal(fs.existsSync(path.join(dir, 'tree', 'skipped.txt')), false, 'before `from`: not laid');
+
+    // Each stop: the position, why, and nothing created for it (the entries before it are laid).
+    const stops: [string, Parameters<typeof manyColumns>[0][0], number, Buffer?, number?][] = [
+      ['another pack', row(0, 's/pack.txt', 10, { pack: 1 }), 4],
+      ['no pack', row(0, 's/none.txt', 11, { pack: -1 }), 4],
+      ['a delta', row(6, 's/delta.txt', 12, { oid: id(bodies[0]) }), 1],
+      ['a tree', row(7, 's/tree.txt', 13, { oid: id(tree) }), 1],
+      ['a damaged stream', row(8, 's/damaged.txt', 14, { oid: id(bodies[1]) }), 1],
+      ['another id', row(0, 's/misnamed.txt', 15, { oid: id(bodies[1]) }), 1],
+      ['a symlink', row(0, 's/link', 16, { mode: 0o120000 }), 1],
+      ['a gitlink', row(0, 's/sub', 17, { mode: 0o160000 }), 1],
+      ['past the end', row(0, 's/far.txt', 18, { offset: packEnd }), 1],
+      ['inside the head', row(0, 's/head.txt', 19, { offset: 11 }), 1],
+      ['between bytes', row(0, 's/half.txt', 20, { offset: at[0] + 0.5 }), 1],
+      ['no room', row(9, 's/big.txt', 21), 1],
+      ['over the limit', row(1, 's/limit.txt', 22), 1, scratch, bodies[1].length - 1],
+      ['a time out of range', row(0, 's/time.txt', 23, { nsec: 1e9 }), 1],
+    ];
+    for (const [why, stop, code, room, limit] of stops) {
+      const before = row(0, `ok/${stop.entry}.txt`, 40 + stop.entry - 10);
+      assert.equal(call([before, stop], 0, room ?? scratch, limit), 1, why);
+      assert.equal(verdict()[0], code, why);
+      assert.ok(fs.existsSync(path.join(dir, 'tree', before.name)), `${why}: the entry before it laid`);
+      assert.equal(fs.existsSync(path.join(dir, 'tree', stop.name)), false, `${why}: nothing created`);
+    }
+    // The 3 MiB blob with room for it; a header that runs past the pack's end.
+    assert.equal(call([row(9, 'big.txt', 30)], 0, Buffer.alloc(big.length + 32)), 1);
+    assert.deepEqual(fs.readFileSync(path.join(dir, 'tree', 'big.txt')), big);
+    const cut = craftPack([{ kind: 3, size: 1 << 20, body: Buffer.alloc(0) }]).pack.subarray(0, 13);
+    assert.equal(
+      layMany(
+        cut,
+        13,
+        0,
+        20,
+        1 << 30,
+        manyColumns([row(0, 'cut.txt', 31, { offset: 12 })]),
+        0,
+        1,
+        base,
+        stats,
+        scratch,
+        memo,
+        result,
+      ),
+      0,
+    );
+    assert.equal(verdict()[0], 1, 'a header cut by the end of the pack');
+
+    // Directories: never through a symlink or a file, made one component at a time.
+    fs.mkdirSync(path.join(dir, 'elsewhere'));
+    fs.symlinkSync(path.join(dir, 'elsewhere'), path.join(dir, 'tree', 'lnk'));
+    fs.writeFileSync(path.join(dir, 'tree', 'plain'), 'x');
+    for (const name of ['lnk/through.txt', 'lnk/deeper/through.txt', 'plain/below.txt']) {
+      memo.fill(0);
+      assert.equal(call([row(0, name, 32)]), 0, name);
+      assert.equal(verdict()[0], 1, name);
+    }
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'elsewhere')), [], 'nothing made through the link');
+    // A file already there: errno and the step (open) in its stat block; never written over.
+    assert.equal(call([row(1, 'a/b/one.txt', 33)]), 0);
+    assert.deepEqual(verdict(), [2, errno.EEXIST]);
+    assert.equal(stats[40 * 33], 1, 'the step that failed: open');
+    laidAs('a/b/one.txt', 0, 1);
+    // A SHA-256 id length: the digest of that length (32 bytes).
+    const id256 = crypto.createHash('sha256').update(`blob ${bodies[2].length}\0`).update(bodies[2]).digest();
+    assert.equal(
+      layMany(
+        pack,
+        packEnd,
+        0,
+        32,
+        1 << 30,
+        manyColumns([row(2, 'sha256.txt', 34, { oid: id256 })]),
+        0,
+        1,
+        base,
+        stats,
+        scratch,
+        memo,
+        result,
+      ),
+      1,
+    );
+    laidAs('sha256.txt', 2, 34);
+
+    // Arguments that do not agree with each other are a TypeError, before anything is read.
+    const cols = manyColumns([row(0, 'never.txt', 35)]);
+    const wrong: [string, () => unknown][] = [
+      [
+        'a column too short',
+        () =>
+          layMany(
+            pack,
+            packEnd,
+            0,
+            20,
+            1 << 30,
+            [cols[0], cols[1], Buffer.alloc(0), ...cols.slice(3)],
+            0,
+            1,
+            base,
+            stats,
+            scratch,
+            memo,
+            result,
+          ),
+      ],
+      [
+        'a relative base',
+        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, Buffer.from('tree/'), stats, scratch, memo, result),
+      ],
+      [
+        'a base without its slash',
+        () =>
+          layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, Buffer.from(`${dir}/tree`), stats, scratch, memo, result),
+      ],
+      [
+        'an entry past the stat blocks',
+        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, base, Buffer.alloc(40 * 35), scratch, memo, result),
+      ],
+      [
+        'a small memo',
+        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, base, stats, scratch, Buffer.alloc(100), result),
+      ],
+      [
+        'an end past the pack',
+        () => layMany(pack, pack.length + 1, 0, 20, 1 << 30, cols, 0, 1, base, stats, scratch, memo, result),
+      ],
+      [
+        '`to` before `from`',
+        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 1, 0, base, stats, scratch, memo, result),
+      ],
+      [
+        'names without their last NUL',
+        () =>
+          layMany(
+            pack,
+            packEnd,
+            0,
+            20,
+            1 << 30,
+            [cols[0], Buffer.from('never.txt'), ...cols.slice(2)],
+            0,
+            1,
+            base,
+            stats,
+            scratch,
+            memo,
+            result,
+          ),
+      ],
+    ];
+    for (const [why, f] of wrong) assert.throws(f, TypeError, why);
+    assert.equal(fs.existsSync(path.join(dir, 'tree', 'never.txt')), false);
+  }));
+
 test("lstatManyLater: lstatMany's rows, taken on other threads while this one goes on; null where lstatMany throws", async (t) => {
   if (!native) return t.diagnostic(`not run: the native module is not loaded (${nativeMissing})`);
   const sb = createSandbox('xet-lstat-later-');

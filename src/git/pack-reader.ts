@@ -119,6 +119,11 @@ class RandomFile {
     return this.map !== null;
   }
 
+  /** The mapping itself (null when the file is read through a window). */
+  get mapping(): Buffer | null {
+    return this.map;
+  }
+
   close(): void {
     this.map = null; // unmapped once the views into it are collected too
     fs.closeSync(this.fd);
@@ -345,6 +350,18 @@ export class PackReader {
   /** The pack is mapped whole and read in place (PackReaderOptions.mapped took effect). */
   get readsInPlace(): boolean {
     return this.pack.mapped;
+  }
+
+  /**
+   * The mapped pack for a caller that reads whole entries in place itself (a restore's native
+   * layMany): the mapping, where its objects end (its trailer follows), and the largest object a
+   * read of `maxBytes` takes here, as wholeEntry bounds it; null when the pack is not mapped. What
+   * such a caller does not take as a plain blob it leaves to wholeEntry and read.
+   */
+  inPlace(maxBytes = this.maxBytes): { map: Buffer; end: number; limit: number } | null {
+    const map = this.pack.mapping;
+    if (!map) return null;
+    return { map, end: this.pack.size - hashLen(this.format), limit: Math.min(maxBytes, this.maxBytes) };
   }
 
   /** Bytes read from the pack and the index so far. */

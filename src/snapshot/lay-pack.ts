@@ -264,8 +264,13 @@ export class LayPool {
         let ended = false;
         w.ref();
         w.on('message', (m: LayDone | LayFailure | { end: true }) => {
-          if ('end' in m) ended = true;
-          else if ('error' in m) {
+          if ('end' in m) {
+            // Its last batch came before this (a port's messages keep their order): the lay goes
+            // on while the thread is torn down (~30 ms of its isolate's disposal on the bench tree).
+            ended = true;
+            w.unref();
+            resolve();
+          } else if ('error' in m) {
             ended = true;
             Atomics.store(flags, 1, 1);
             failure ??= asError(m.error);

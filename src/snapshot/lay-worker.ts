@@ -3,10 +3,12 @@
 // (src/git/pack-reader.ts: sizes checked before anything is allocated or inflated, deltas resolved,
 // every object hashed and refused unless it is the blob its id names). Entries are claimed in
 // batches from a counter shared by all workers, so a worker that meets large files takes fewer.
-// A blob a pack holds whole is laid in one native call (layBlob: inflated behind its header into
-// a buffer kept for it, hashed, created, its time set on the descriptor, fstat-ed into the stat
-// block git's index records); deltas, loose objects and a process without the native module take
-// the same steps in JavaScript (createFile, else node's fs and the main thread's stamper).
+// Blobs a mapped pack holds whole are laid a run at a time in one native call (layMany: each
+// inflated behind its header into a buffer kept for it, hashed, its directories made, created, its
+// time set on the descriptor, fstat-ed into the stat block git's index records); the entry a run
+// stops at, and a pack that is not mapped, take one native call each (layBlob); deltas, loose
+// objects and a process without the native module take the same steps in JavaScript (createFile,
+// else node's fs and the main thread's stamper).
 //
 // Nothing is written through a symlink: every directory is made by this thread one component at
 // a time (or found to be a real directory, never a link), files are created with O_EXCL and
@@ -83,6 +85,14 @@ const LAY_BAD_STREAM = -1001;
 const LAY_HASH = -1002;
 /** Bytes layBlob keeps before a blob in its scratch buffer, for the "blob <size>\0" it hashes. */
 const LAY_HEADER_ROOM = 32;
+/** layMany's reasons for stopping at an entry (native/xet-native.c MANY_*) other than 1, not its
+ * plain case (the entry is then the per-entry path's): a file it could not create (errno in
+ * result[1]), no digest of this length in the process, an object in another pack or none. */
+const MANY_ERRNO = 2;
+const MANY_NO_DIGEST = 3;
+const MANY_PACK = 4;
+/** layMany's memory of the last directory made: its length, then up to PATH_MAX bytes. */
+const DIR_MEMO = 4 + 4096;
 /** Bytes of git's index stat block (ctime .. size) per entry in LayJob.stats. */
 export const CREATE_STAT = 40;
 const CREATE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
@@ -193,6 +203,71 @@ function packOrder(readers: PackReader[], oids: string[], start: number, end: nu
   return keys;
 }
 
+/** A batch's entries as layMany reads them (native/xet-native.c), a value per position in the
+ * batch's pack order: ids, paths (NUL-ended) and where each starts, the pack and offset of its
+ * object, modes, times (seconds, nanoseconds), and which entry it is. Kept from batch to batch. */
+class ManyRun {
+  private names = Buffer.allocUnsafe(64 * 1024);
+  private oids: Buffer;
+  private readonly nameAt: Uint32Array;
+  private readonly packs: Int32Array;
+  private readonly offsets: Float64Array;
+  private readonly modes: Uint32Array;
+  private readonly times: Float64Array;
+  readonly entries: Uint32Array;
+  /** The columns in layMany's order. */
+  columns: Buffer[] = [];
+
+  constructor(
+    batch: number,
+    private readonly hashLen: number,
+  ) {
+    this.oids = Buffer.allocUnsafe(batch * hashLen);
+    this.nameAt = new Uint32Array(batch);
+    this.packs = new Int32Array(batch);
+    this.offsets = new Float64Array(batch);
+    this.modes = new Uint32Array(batch);
+    this.times = new Float64Array(2 * batch);
+    this.entries = new Uint32Array(batch);
+  }
+
+  /** Fills the columns from `list` (at most `batch` long). */
+  fill(list: Placed[], job: LayJob): void {
+    let at = 0;
+    for (let j = 0; j < list.length; j++) {
+      const { i, reader, offset, raw } = list[j];
+      const name = job.paths[i];
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: room is made before a write could fall short.
+      if (at + 3 * name.length + 1 > this.names.length) {
+        const grown = Buffer.allocUnsafe(Math.max(2 * this.names.length, at + 3 * name.length + 1));
+        this.names.copy(grown, 0, 0, at);
+        this.names = grown;
+      }
+      this.nameAt[j] = at;
+      at += this.names.write(name, at);
+      this.names[at++] = 0;
+      raw.copy(this.oids, j * this.hashLen);
+      this.packs[j] = raw.length === this.hashLen ? reader : -1;
+      this.offsets[j] = offset;
+      this.modes[j] = job.modes[i];
+      this.times[2 * j] = job.mtimeSec[i];
+      this.times[2 * j + 1] = job.mtimeNsec[i];
+      this.entries[j] = i;
+    }
+    const view = (a: Uint32Array | Int32Array | Float64Array): Buffer => Buffer.from(a.buffer, 0, a.byteLength);
+    this.columns = [
+      this.oids,
+      this.names.subarray(0, at),
+      view(this.nameAt),
+      view(this.packs),
+      view(this.offsets),
+      view(this.modes),
+      view(this.times),
+      view(this.entries),
+    ];
+  }
+}
+
 /** An entry of a batch and where its object is: the first pack whose index lists it (reader -1:
  * none does) and its offset there, looked up once for both the sort and the read. */
 interface Placed {
@@ -284,6 +359,79 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
     throw errnoError(-code, STEPS[out[0]] ?? 'open', abs);
   };
 
+  /** Entry `placed` laid one way or another: laid whole in one native call, or read (deltas
+   * resolved, every object hashed) and written here, or left to git (too large, not in a pack). */
+  const layOne = (placed: Placed, done: number[], stamped: number[], left: number[]): void => {
+    const { i } = placed;
+    const oid = job.oids[i];
+    const laid = native?.layBlob && job.modes[i] !== 0o120000 ? layWhole(placed) : 'no';
+    if (laid === 'laid') {
+      done.push(i);
+      if (job.mtimeNsec[i] >= 0) stamped.push(i);
+      return;
+    }
+    if (laid === 'large') {
+      left.push(i);
+      return;
+    }
+    let obj: PackObject | null = null;
+    let large = false;
+    for (const r of readers) {
+      try {
+        obj = r.read(oid, job.maxObject);
+      } catch (e) {
+        // Too large to hold here is not damage: git streams it. (A forged size lands there too.)
+        if (tooLarge(e, oid)) {
+          large = true;
+          break;
+        }
+        throw e;
+      }
+      if (obj) break;
+    }
+    if (!obj && !large) {
+      const loose = readLoose(job.objectsDir, oid, job.format, job.maxObject);
+      if (loose !== null && loose !== TOO_LARGE) obj = loose;
+    }
+    if (!obj) {
+      left.push(i);
+      return;
+    }
+    if (obj.type !== 'blob') throw notBlob(i, obj.type);
+    const abs = path.join(job.worktree, job.paths[i]);
+    ensureDir(path.dirname(abs));
+    const mode = job.modes[i];
+    if (mode === 0o120000) {
+      fs.symlinkSync(obj.data, abs);
+    } else if (create) {
+      // One call: create, write, set the time, fstat into the stat block git will record.
+      const perm = mode === 0o100755 ? 0o777 : 0o666;
+      const out = stats.subarray(i * CREATE_STAT);
+      const r = create(abs, obj.data, obj.data.length, perm, job.mtimeSec[i], job.mtimeNsec[i], out);
+      if (r < 0) throw errnoError(-r, STEPS[out[0]] ?? 'open', abs);
+      if (job.mtimeNsec[i] >= 0) stamped.push(i);
+    } else {
+      // As git creates files: 0777 or 0666, less the umask.
+      const fd = fs.openSync(abs, CREATE, mode === 0o100755 ? 0o777 : 0o666);
+      try {
+        finishSparse(fd, writeSparse(fd, obj.data, 0), obj.data.length);
+      } finally {
+        fs.closeSync(fd);
+      }
+    }
+    done.push(i);
+  };
+
+  // Plain blobs in mapped packs go to layMany, a batch's entries in a few calls.
+  const inPlace = readers.map((r) => r.inPlace(job.maxObject));
+  let many =
+    native?.layMany && inPlace.some(Boolean) ? new ManyRun(job.batch, job.format === 'sha256' ? 32 : 20) : null;
+  const result = Buffer.alloc(8);
+  const verdict = new Int32Array(result.buffer, result.byteOffset, 2);
+  const dirMemo = Buffer.alloc(DIR_MEMO);
+  const baseBytes = Buffer.from(base);
+  if (many) scratch = Buffer.allocUnsafe(1 << 20);
+
   let chunkPacks: LocalPacks | null = null;
   try {
     for (;;) {
@@ -307,65 +455,45 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
       const done: number[] = [];
       const stamped: number[] = [];
       const left: number[] = [];
-      for (const placed of packOrder(readers, job.oids, start, Math.min(n, start + job.batch))) {
-        const { i } = placed;
-        const oid = job.oids[i];
-        const laid = native?.layBlob && job.modes[i] !== 0o120000 ? layWhole(placed) : 'no';
-        if (laid === 'laid') {
-          done.push(i);
-          if (job.mtimeNsec[i] >= 0) stamped.push(i);
-          continue;
-        }
-        if (laid === 'large') {
-          left.push(i);
-          continue;
-        }
-        let obj: PackObject | null = null;
-        let large = false;
-        for (const r of readers) {
-          try {
-            obj = r.read(oid, job.maxObject);
-          } catch (e) {
-            // Too large to hold here is not damage: git streams it. (A forged size lands there too.)
-            if (tooLarge(e, oid)) {
-              large = true;
-              break;
-            }
-            throw e;
+      const list = packOrder(readers, job.oids, start, Math.min(n, start + job.batch));
+      many?.fill(list, job);
+      for (let k = 0; k < list.length;) {
+        const reader = list[k].reader;
+        const view = many && reader >= 0 ? inPlace[reader] : null;
+        if (many && view) {
+          const m = many;
+          const stop = (native as Required<XetNative>).layMany(
+            view.map,
+            view.end,
+            reader,
+            job.format === 'sha256' ? 32 : 20,
+            view.limit,
+            m.columns,
+            k,
+            list.length,
+            baseBytes,
+            stats,
+            scratch,
+            dirMemo,
+            result,
+          );
+          for (; k < stop; k++) {
+            const i = m.entries[k];
+            done.push(i);
+            if (job.mtimeNsec[i] >= 0) stamped.push(i);
           }
-          if (obj) break;
-        }
-        if (!obj && !large) {
-          const loose = readLoose(job.objectsDir, oid, job.format, job.maxObject);
-          if (loose !== null && loose !== TOO_LARGE) obj = loose;
-        }
-        if (!obj) {
-          left.push(i);
-          continue;
-        }
-        if (obj.type !== 'blob') throw notBlob(i, obj.type);
-        const abs = path.join(job.worktree, job.paths[i]);
-        ensureDir(path.dirname(abs));
-        const mode = job.modes[i];
-        if (mode === 0o120000) {
-          fs.symlinkSync(obj.data, abs);
-        } else if (create) {
-          // One call: create, write, set the time, fstat into the stat block git will record.
-          const perm = mode === 0o100755 ? 0o777 : 0o666;
-          const out = stats.subarray(i * CREATE_STAT);
-          const r = create(abs, obj.data, obj.data.length, perm, job.mtimeSec[i], job.mtimeNsec[i], out);
-          if (r < 0) throw errnoError(-r, STEPS[out[0]] ?? 'open', abs);
-          if (job.mtimeNsec[i] >= 0) stamped.push(i);
-        } else {
-          // As git creates files: 0777 or 0666, less the umask.
-          const fd = fs.openSync(abs, CREATE, mode === 0o100755 ? 0o777 : 0o666);
-          try {
-            finishSparse(fd, writeSparse(fd, obj.data, 0), obj.data.length);
-          } finally {
-            fs.closeSync(fd);
+          if (k === list.length) break;
+          const why = verdict[0];
+          // The next call reads that entry's pack (a pack it names that is not this one).
+          if (why === MANY_PACK && list[k].reader !== reader) continue;
+          if (why === MANY_ERRNO) {
+            const i = list[k].i;
+            throw errnoError(verdict[1], STEPS[stats[i * CREATE_STAT]] ?? 'open', base + job.paths[i]);
           }
+          if (why === MANY_NO_DIGEST) many = null;
         }
-        done.push(i);
+        layOne(list[k], done, stamped, left);
+        k++;
       }
       post({ done, stamped, left, chunked: [] });
     }
