@@ -365,13 +365,20 @@ async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Pr
     await git(['update-index', '--assume-unchanged', '-z', '--stdin'], { ...opts, input: joinZ(ix.assumeUnchanged) });
   }
   const stale = ix.staleSizes ?? [];
+  let rewrite = ix.intentToAdd.length > 0;
   if (stale.length) {
-    await git(['update-index', '--index-version=3'], opts);
+    // setRecordedSizes edits versions 2 and 3 in place (read-tree writes 2): only another version
+    // (index.version 4 in the environment's config) is rewritten for it, and back again below.
+    const at = indexVersion(spec.indexFile);
+    if (at !== 2 && at !== 3) {
+      await git(['update-index', '--index-version=3'], opts);
+      rewrite = true;
+    }
     setRecordedSizes(spec.indexFile, new Map(stale.map((e) => [e.path, e.size])), spec.snap.manifest.git.objectFormat);
   }
   const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
   // A rewrite only to state the version it has already (read-tree writes 2) is a git process saved.
-  if (stale.length || ix.intentToAdd.length || indexVersion(spec.indexFile) !== version) {
+  if (rewrite || indexVersion(spec.indexFile) !== version) {
     await git(['update-index', `--index-version=${version}`], opts);
   }
 }
