@@ -10,7 +10,13 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { listIndexFile, RECORDED_MIN_SIZE } from '../src/git/index-file';
+import {
+  listIndexFile,
+  parseIndex,
+  parseIndexWritten,
+  RECORDED_MIN_SIZE,
+  writeIndexBuffer,
+} from '../src/git/index-file';
 import { readIndexEntries, readIndexEntriesFromGit } from '../src/git/plumbing';
 import { rng } from './support/rng';
 import { withSandbox, type Sandbox } from './support/sandbox';
@@ -284,4 +290,38 @@ test('what the index reader leaves to git is listed by git, and a missing index 
     const viaEnv = await readIndexEntries({ cwd: repo, env: { ...sb.env, GIT_INDEX_FILE: other } }, ref);
     assert.equal(viaEnv.length, 3, 'GIT_INDEX_FILE names the index read');
     assert.equal((await readIndexEntries(opts, ref)).length, 2);
+  }));
+
+test('parseIndexWritten gives the parse writeIndexBuffer kept only while the file is the one written, once', () =>
+  withSandbox(async (sb) => {
+    const { repo, file } = newRepo(sb);
+    for (const f of ['a', 'b']) fs.writeFileSync(path.join(repo, f), `${f}\n`);
+    git(sb, repo, ['add', '-A']);
+    const parsed = parseIndex(file, 'sha1');
+    writeIndexBuffer(file, parsed, undefined, true);
+    assert.equal(parseIndexWritten(file, 'sha1'), parsed, 'the kept parse');
+    assert.notEqual(parseIndexWritten(file, 'sha1'), parsed, 'taken once: read again after');
+    // Not kept unless asked; not for the other format (the file is read as that format: refused).
+    writeIndexBuffer(file, parsed);
+    assert.notEqual(parseIndexWritten(file, 'sha1'), parsed);
+    writeIndexBuffer(file, parsed, undefined, true);
+    assert.throws(() => parseIndexWritten(file, 'sha256'), /index/);
+    // Replaced by git since (a new inode): the file is read, and is git's.
+    writeIndexBuffer(file, parsed, undefined, true);
+    fs.writeFileSync(path.join(repo, 'c'), 'c\n');
+    git(sb, repo, ['add', 'c']);
+    const now = parseIndexWritten(file, 'sha1');
+    assert.notEqual(now, parsed);
+    assert.equal(now.entries.length, 3);
+    // Written in place (the same inode) at the same size, a later time: the file is read.
+    const again = parseIndex(file, 'sha1');
+    writeIndexBuffer(file, again, undefined, true);
+    const st = fs.statSync(file);
+    const bytes = fs.readFileSync(file);
+    bytes[12] ^= 1; // the first entry's ctime
+    fs.writeFileSync(file, bytes);
+    fs.utimesSync(file, st.atime, new Date(st.mtimeMs + 1000));
+    const read = parseIndexWritten(file, 'sha1');
+    assert.notEqual(read, again);
+    assert.deepEqual(read.buf, bytes);
   }));

@@ -281,7 +281,13 @@ export function statMatchesCoarse(buf: Buffer, offset: number, s: StatFields): b
  * than it is would make git trust entries it must re-read. An earlier mtime only makes it re-read
  * more (microseconds are all node can set; truncation errs on the early side).
  */
-export function writeIndexBuffer(indexFile: string, parsed: ParsedIndex, notAfter?: Date): void {
+export function writeIndexBuffer(
+  indexFile: string,
+  parsed: ParsedIndex,
+  notAfter?: Date,
+  /** Keep the parse for one parseIndexWritten of the file soon after. */
+  keep = false,
+): void {
   const { buf, hashLen } = parsed;
   const before = fs.statSync(indexFile);
   const trailer = buf.subarray(buf.length - hashLen);
@@ -297,6 +303,29 @@ export function writeIndexBuffer(indexFile: string, parsed: ParsedIndex, notAfte
   const when = notAfter && notAfter < before.mtime ? notAfter : before.mtime;
   fs.utimesSync(tmp, when, when);
   fs.renameSync(tmp, indexFile);
+  lastWritten = null;
+  if (keep) {
+    const st = fs.statSync(indexFile, { bigint: true });
+    lastWritten = { file: indexFile, parsed, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs };
+  }
+}
+
+/** The index writeIndexBuffer wrote last with `keep`, parsed, for a reader of the same file soon after (a
+ * restore's sealed stat cache reads the files index its lay has just written: ~25 ms of parsing
+ * 34,000 entries again). One only, so that a long-lived process holds no more than one. */
+let lastWritten: { file: string; parsed: ParsedIndex; ino: bigint; size: bigint; mtimeNs: bigint } | null = null;
+
+/** parseIndex of a file this process may have just written with writeIndexBuffer: that parse when
+ * the file is still the one written (the same inode, size and mtime: git replaces an index by a
+ * rename, so a new inode), else the file read and parsed. The memo is taken either way. */
+export function parseIndexWritten(indexFile: string, format: 'sha1' | 'sha256'): ParsedIndex {
+  const memo = lastWritten;
+  lastWritten = null;
+  if (memo && memo.file === indexFile && memo.parsed.hashLen === (format === 'sha256' ? 32 : 20)) {
+    const st = fs.statSync(indexFile, { bigint: true, throwIfNoEntry: false });
+    if (st && st.ino === memo.ino && st.size === memo.size && st.mtimeNs === memo.mtimeNs) return memo.parsed;
+  }
+  return parseIndex(indexFile, format);
 }
 
 // --- The listing `git ls-files -s --debug` gives, read from the file ---

@@ -65,6 +65,8 @@ export interface PackLaySpec {
   stamper: Stamper;
   /** Workers booted by the caller (closed by the caller too); null: git checks the files out. */
   pool: LayPool | null;
+  /** LaySpec.keepFilesIndex. */
+  keepFilesIndex: boolean;
 }
 
 /** Lay every file, symlink, hard link and empty directory of the files index's tree into the
@@ -203,7 +205,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     if (at < 0) throw new XetError('GIT_FAILED', `${blobs[i].path} was not laid`, { path: blobs[i].path });
     writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
   }
-  writeIndexBuffer(spec.filesIndex, now);
+  writeIndexBuffer(spec.filesIndex, now, undefined, spec.keepFilesIndex);
 }
 
 /** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows

@@ -62,6 +62,9 @@ export interface LaySpec {
   /** What errors name as the tree being laid when `worktree` is a temporary one (a restore's
    * hidden sibling): the directory the user asked for. */
   shownAs?: string;
+  /** Keep the parse of the files index written at the end, for the one reader that comes next (a
+   * restore's sealed stat cache: parseIndexWritten). */
+  keepFilesIndex?: boolean;
 }
 
 /** Write every file, symlink and empty directory of the snapshot into the worktree, and the files
@@ -124,6 +127,7 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
         emptyDirs: snap.manifest.emptyDirs,
         stamper,
         pool,
+        keepFilesIndex: spec.keepFilesIndex === true,
       });
       stamped = true;
       return;

@@ -17,7 +17,7 @@ import { parseChunkThreshold } from '../chunks/params';
 import { serializePointer } from '../chunks/pointer';
 import { readConfig } from '../git/config';
 import type { GitOptions } from '../git/exec';
-import { findEntry, parseIndex } from '../git/index-file';
+import { findEntry, parseIndexWritten } from '../git/index-file';
 import { STAT } from '../git/index-writer';
 import type { ChunkRecord } from './chunked-scan';
 import { blobOid } from './filemeta';
@@ -36,7 +36,8 @@ export async function sealRestoredCache(
 ): Promise<void> {
   const format = snap.manifest.git.objectFormat;
   const hashLen = format === 'sha256' ? 32 : 20;
-  const parsed = parseIndex(indexFile, format);
+  // The files index the lay has just written: its parse, unless the file changed since.
+  const parsed = parseIndexWritten(indexFile, format);
   const { buf } = parsed;
   const threshold = parseChunkThreshold((await readConfig(opts)).get('xet.chunk.threshold'));
   const chunks: ChunkRecord = {
