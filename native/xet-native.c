@@ -164,6 +164,7 @@ typedef void (*napi_finalize)(napi_env env, void *data, void *hint);
 extern napi_status napi_get_cb_info(napi_env, napi_callback_info, size_t *, napi_value *, napi_value *, void **);
 extern napi_status napi_get_buffer_info(napi_env, napi_value, void **, size_t *);
 extern napi_status napi_get_value_int64(napi_env, napi_value, int64_t *);
+extern napi_status napi_get_value_double(napi_env, napi_value, double *);
 extern napi_status napi_get_value_string_utf8(napi_env, napi_value, char *, size_t, size_t *);
 extern napi_status napi_create_int64(napi_env, int64_t, napi_value *);
 extern napi_status napi_create_function(napi_env, const char *, size_t, napi_callback, void *, napi_value *);
@@ -1326,7 +1327,9 @@ static napi_value lay_many(napi_env env, napi_callback_info info) {
     digest(scratch, (size_t)head + (size_t)size, md);
     if (memcmp(md, col[OIDS] + j * (size_t)hash_len, (size_t)hash_len) != 0) break;
     double sec = f64_at(col[TIMES], 2 * j), nsec = f64_at(col[TIMES], 2 * j + 1);
-    if (!(nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec) || !(sec == (double)(int64_t)sec))
+    /* Ranges before the casts: a double out of int64's range (or NaN) has no defined conversion. */
+    if (!(nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec) || !(sec >= -9.2e18 && sec <= 9.2e18) ||
+        sec != (double)(int64_t)sec)
       break;
     /* Its directory: the components past what it shares with the last one made. */
     char *slash = strrchr(path + base_len, '/');

@@ -523,6 +523,8 @@ test('layMany lays runs of plain blobs as layBlob does, and stops, creating noth
       ['no room', row(9, 's/big.txt', 21), 1],
       ['over the limit', row(1, 's/limit.txt', 22), 1, scratch, bodies[1].length - 1],
       ['a time out of range', row(0, 's/time.txt', 23, { nsec: 1e9 }), 1],
+      ['seconds out of range', row(0, 's/secs.txt', 26, { sec: 1e300 }), 1],
+      ['seconds not a number', row(0, 's/nan.txt', 27, { sec: NaN }), 1],
     ];
     for (const [why, stop, code, room, limit] of stops) {
       const before = row(0, `ok/${stop.entry}.txt`, 40 + stop.entry - 10);
