@@ -17,6 +17,7 @@ import { writeLargeFile } from './support/fixtures';
 import { createSandbox, type Sandbox } from './support/sandbox';
 import { mountTmpfs, withMountSandbox } from './support/mounts';
 import { capture, describeRun, expectError, expectExit, parseJson, verify, xet, XET_BIN } from './support/xet';
+import { pausedAt } from './support/faults';
 
 const hasStrace = spawnSync('strace', ['-V']).status === 0;
 const hasPython = spawnSync('python3', ['-c', 'pass']).status === 0;
@@ -616,3 +617,42 @@ test(
       }
     }),
 );
+
+test("a restore is built in a directory only its owner can enter, and published with a new directory's mode", async () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    r.commit('init', { 'a/b.txt': 'b\n', 'c.txt': 'c\n' });
+    const snap = capture(sb, r.dir);
+    const target = sb.path('copy');
+    const paused = await pausedAt(sb, r.dir, ['restore', snap, target, '--json'], 'restore:after-files');
+    const hidden = fs.readdirSync(sb.root).filter((n) => n.startsWith('.copy.xet-restore-'));
+    assert.equal(hidden.length, 1, hidden.join(', '));
+    assert.equal(fs.statSync(path.join(sb.root, hidden[0])).mode & 0o777, 0o700, 'nobody else can enter it');
+    paused.go();
+    assert.equal((await paused.done).code, 0);
+    fs.mkdirSync(sb.path('fresh'));
+    assert.equal(fs.statSync(target).mode & 0o7777, fs.statSync(sb.path('fresh')).mode & 0o7777);
+    // Under other umasks: what mkdir gives under each.
+    for (const [umask, mode] of [
+      ['002', 0o775],
+      ['027', 0o750],
+    ] as const) {
+      const copy = sb.path(`copy-${umask}`);
+      const res = spawnSync(
+        'sh',
+        ['-c', `umask ${umask} && exec "$0" "$@"`, process.execPath, XET_BIN, 'restore', snap, copy],
+        {
+          cwd: r.dir,
+          env: sb.env,
+          encoding: 'utf8',
+        },
+      );
+      assert.equal(res.status, 0, res.stderr);
+      assert.equal(fs.statSync(copy).mode & 0o7777, mode, `umask ${umask}`);
+      assert.equal(fs.statSync(path.join(copy, 'a')).mode & 0o7777, mode, `umask ${umask}: a directory inside`);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});

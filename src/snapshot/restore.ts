@@ -139,10 +139,14 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // Objects: hard-linked from the local repository (a clone from a path, like git itself does for
     // local clones: objects are immutable, so sharing inodes is safe), or fetched. Not `--local`:
     // with it git dies where it cannot link (the target on another filesystem) instead of copying.
+    // The copy is built in a directory only its owner can enter (the files' own directories are
+    // made with the umask's modes): nobody else can put a symlink where the lay will write through it
+    // (review 46), whatever the umask lets the group do. It is published with the mode a directory
+    // made now gets (dirMode).
+    fs.mkdirSync(tmp, { mode: 0o700 });
     if (!fromUrl && local) {
       await git(['clone', '--quiet', '--no-checkout', '--', local.commonDir, tmp]);
     } else {
-      fs.mkdirSync(tmp);
       // The snapshot id's length tells the object format (the remote must match it).
       await git(['init', '--quiet', `--object-format=${oid.length === 64 ? 'sha256' : 'sha1'}`, tmp]);
       if (lazy?.fetch) await lazy.fetch(oid, { cwd: tmp, env: { GIT_DIR: path.join(tmp, '.git') } });
@@ -241,6 +245,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     progress('moving the copy into place');
     tracePhase('restore: publish, seed');
     await faultPoint('restore:before-rename');
+    fs.chmodSync(tmp, dirMode(gitDir));
     publish(tmp, target);
     published = true;
     const warnings = [
@@ -295,6 +300,18 @@ function removeMadeParents(parent: string, top: string): void {
     } catch {
       return; // someone else's now, or not empty
     }
+  }
+}
+
+/** The mode mkdir(2) gives a directory made in `dir` now (the umask, or a default ACL), from one
+ * made and removed there: what the copy's top directory would have had, made as git makes it. */
+function dirMode(dir: string): number {
+  const probe = path.join(dir, `xet-mode-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+  fs.mkdirSync(probe);
+  try {
+    return fs.statSync(probe).mode & 0o7777;
+  } finally {
+    fs.rmdirSync(probe);
   }
 }
 
