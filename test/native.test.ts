@@ -364,6 +364,18 @@ test('createFile and layBlob: a restore writes each file once, stamped, with the
     assert.throws(() => call.layBlob(z, body.length, id('sha1', body), scratch, a, 0o666, 0), TypeError, 'too few');
   }));
 
+/** A pack entry's header: its kind (1-4 whole, 6 and 7 deltas) and size in 7-bit groups. */
+function packEntryHead(kind: number, size: number): Buffer {
+  const head: number[] = [];
+  let c = (kind << 4) | (size & 15);
+  for (let rest = Math.floor(size / 16); rest > 0; rest = Math.floor(rest / 128)) {
+    head.push(c | 0x80);
+    c = rest & 0x7f;
+  }
+  head.push(c);
+  return Buffer.from(head);
+}
+
 /** A pack's bytes for layMany: the 12-byte head, `entries` (each a header and a body, a zlib stream
  * unless given raw), a 20-byte trailer; where each entry starts. */
 function craftPack(entries: { kind: number; size: number; body: Buffer }[]): { pack: Buffer; at: number[] } {
@@ -371,18 +383,9 @@ function craftPack(entries: { kind: number; size: number; body: Buffer }[]): { p
   const at: number[] = [];
   let len = 12;
   for (const e of entries) {
-    const head: number[] = [];
-    let size = e.size;
-    let c = (e.kind << 4) | (size & 15);
-    size = Math.floor(size / 16);
-    while (size > 0) {
-      head.push(c | 0x80);
-      c = size & 0x7f;
-      size = Math.floor(size / 128);
-    }
-    head.push(c);
+    const head = packEntryHead(e.kind, e.size);
     at.push(len);
-    parts.push(Buffer.from(head), e.body);
+    parts.push(head, e.body);
     len += head.length + e.body.length;
   }
   parts.push(Buffer.alloc(20, 0xee));
@@ -596,72 +599,25 @@ test('layMany lays runs of plain blobs as layBlob does, and stops, creating noth
 
     // Arguments that do not agree with each other are a TypeError, before anything is read.
     const cols = manyColumns([row(0, 'never.txt', 35)]);
-    const wrong: [string, () => unknown][] = [
-      [
-        'a column too short',
-        () =>
-          layMany(
-            pack,
-            packEnd,
-            0,
-            20,
-            1 << 30,
-            [cols[0], cols[1], Buffer.alloc(0), ...cols.slice(3)],
-            0,
-            1,
-            base,
-            stats,
-            scratch,
-            memo,
-            result,
-          ),
-      ],
-      [
-        'a relative base',
-        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, Buffer.from('tree/'), stats, scratch, memo, result),
-      ],
-      [
-        'a base without its slash',
-        () =>
-          layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, Buffer.from(`${dir}/tree`), stats, scratch, memo, result),
-      ],
-      [
-        'an entry past the stat blocks',
-        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, base, Buffer.alloc(40 * 35), scratch, memo, result),
-      ],
-      [
-        'a small memo',
-        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 0, 1, base, stats, scratch, Buffer.alloc(100), result),
-      ],
-      [
-        'an end past the pack',
-        () => layMany(pack, pack.length + 1, 0, 20, 1 << 30, cols, 0, 1, base, stats, scratch, memo, result),
-      ],
-      [
-        '`to` before `from`',
-        () => layMany(pack, packEnd, 0, 20, 1 << 30, cols, 1, 0, base, stats, scratch, memo, result),
-      ],
-      [
-        'names without their last NUL',
-        () =>
-          layMany(
-            pack,
-            packEnd,
-            0,
-            20,
-            1 << 30,
-            [cols[0], Buffer.from('never.txt'), ...cols.slice(2)],
-            0,
-            1,
-            base,
-            stats,
-            scratch,
-            memo,
-            result,
-          ),
-      ],
+    const args = { end: packEnd, run: cols, from: 0, to: 1, base, stats, memo };
+    const wrong: [string, Partial<typeof args>][] = [
+      ['a column too short', { run: [cols[0], cols[1], Buffer.alloc(0), ...cols.slice(3)] }],
+      ['a relative base', { base: Buffer.from('tree/') }],
+      ['a base without its slash', { base: Buffer.from(`${dir}/tree`) }],
+      ['an entry past the stat blocks', { stats: Buffer.alloc(40 * 35) }],
+      ['a small memo', { memo: Buffer.alloc(100) }],
+      ['an end past the pack', { end: pack.length + 1 }],
+      ['`to` before `from`', { from: 1, to: 0 }],
+      ['names without their last NUL', { run: [cols[0], Buffer.from('never.txt'), ...cols.slice(2)] }],
     ];
-    for (const [why, f] of wrong) assert.throws(f, TypeError, why);
+    for (const [why, over] of wrong) {
+      const a = { ...args, ...over };
+      assert.throws(
+        () => layMany(pack, a.end, 0, 20, 1 << 30, a.run, a.from, a.to, a.base, a.stats, scratch, a.memo, result),
+        TypeError,
+        why,
+      );
+    }
     assert.equal(fs.existsSync(path.join(dir, 'tree', 'never.txt')), false);
   }));
 
@@ -831,21 +787,12 @@ test('the pack reader reads an entry whose stream is as long as libdeflate may m
     const zlibBound = data.length + (data.length >> 12) + (data.length >> 14) + (data.length >> 25) + 13 + 64;
     assert.ok(stream.length > zlibBound, `the stream (${stream.length}) is longer than the old window (${zlibBound})`);
     // A pack of that one blob: header, entry (type 3, size in 7-bit groups), stream, SHA-1 trailer.
-    const entry: number[] = [];
-    let size = data.length;
-    let c = 0x30 | (size & 0x0f);
-    size = Math.floor(size / 16);
-    while (size > 0) {
-      entry.push(c | 0x80);
-      c = size & 0x7f;
-      size = Math.floor(size / 128);
-    }
-    entry.push(c);
+    const entry = packEntryHead(3, data.length);
     const head = Buffer.alloc(12);
     head.write('PACK', 0, 'latin1');
     head.writeUInt32BE(2, 4);
     head.writeUInt32BE(1, 8);
-    const body = Buffer.concat([head, Buffer.from(entry), stream]);
+    const body = Buffer.concat([head, entry, stream]);
     const pack = Buffer.concat([body, crypto.createHash('sha1').update(body).digest()]);
     const packFile = path.join(sb.root, 'one.pack');
     fs.writeFileSync(packFile, pack);
