@@ -652,6 +652,28 @@ test("a restore is built in a directory only its owner can enter, and published 
       assert.equal(fs.statSync(copy).mode & 0o7777, mode, `umask ${umask}`);
       assert.equal(fs.statSync(path.join(copy, 'a')).mode & 0o7777, mode, `umask ${umask}: a directory inside`);
     }
+    // A setgid parent passes its bit on, and it is given back; git making .git setgid
+    // (core.sharedRepository) does not make the copy setgid (review 47).
+    const shared = sb.path('shared');
+    fs.mkdirSync(shared);
+    fs.chmodSync(shared, 0o2775);
+    fs.mkdirSync(path.join(shared, 'fresh'));
+    expectExit(xet(sb, r.dir, ['restore', snap, path.join(shared, 'copy')]), 0);
+    assert.equal(
+      fs.statSync(path.join(shared, 'copy')).mode & 0o7777,
+      fs.statSync(path.join(shared, 'fresh')).mode & 0o7777,
+    );
+    assert.ok(fs.statSync(path.join(shared, 'copy')).mode & 0o2000, 'setgid, as a new directory there');
+    const gitconfig = sb.path('sharedrepo.gitconfig');
+    fs.writeFileSync(gitconfig, '[core]\n\tsharedRepository = group\n');
+    const copy = sb.path('copy-shared');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy], { env: { GIT_CONFIG_GLOBAL: gitconfig } }), 0);
+    assert.equal(fs.statSync(copy).mode & 0o7777, fs.statSync(sb.path('fresh')).mode & 0o7777);
+    assert.deepEqual(
+      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore')),
+      [],
+      'no probe or hidden sibling left behind',
+    );
   } finally {
     sb.cleanup();
   }

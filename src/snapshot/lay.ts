@@ -369,19 +369,19 @@ async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Pr
     await git(['update-index', '--assume-unchanged', '-z', '--stdin'], { ...opts, input: joinZ(ix.assumeUnchanged) });
   }
   const stale = ix.staleSizes ?? [];
+  const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
   let rewrite = ix.intentToAdd.length > 0;
   if (stale.length) {
-    // setRecordedSizes edits versions 2 and 3 in place (read-tree writes 2): only another version
-    // (index.version 4 in the environment's config) is rewritten for it, and back again below.
-    const at = indexVersion(spec.indexFile);
-    if (at !== 2 && at !== 3) {
-      await git(['update-index', '--index-version=3'], opts);
-      rewrite = true;
+    // setRecordedSizes edits versions 2 and 3 in place. The index read-tree wrote through the
+    // shadow is version 4 (its index.version): it is rewritten once, straight to the version the
+    // copy keeps (the source's, 2 in most trees), and only a copy that keeps 4 is rewritten twice
+    // (3 for the edit, then 4). Review 47: this was always two rewrites.
+    if (indexVersion(spec.indexFile) !== 2 && indexVersion(spec.indexFile) !== 3) {
+      await git(['update-index', `--index-version=${version === 4 ? 3 : version}`], opts);
     }
     setRecordedSizes(spec.indexFile, new Map(stale.map((e) => [e.path, e.size])), spec.snap.manifest.git.objectFormat);
   }
-  const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
-  // A rewrite only to state the version it has already (read-tree writes 2) is a git process saved.
+  // A rewrite only to state the version it has already is a git process saved.
   if (rewrite || indexVersion(spec.indexFile) !== version) {
     await git(['update-index', `--index-version=${version}`], opts);
   }

@@ -142,8 +142,9 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // The copy is built in a directory only its owner can enter (the files' own directories are
     // made with the umask's modes): nobody else can put a symlink where the lay will write through it
     // (review 46), whatever the umask lets the group do. It is published with the mode a directory
-    // made now gets (dirMode).
-    fs.mkdirSync(tmp, { mode: 0o700 });
+    // made there gets (naturalMode), unless chmod could not give that back.
+    const natural = naturalMode(parent, path.basename(target));
+    fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
     if (!fromUrl && local) {
       await git(['clone', '--quiet', '--no-checkout', '--', local.commonDir, tmp]);
     } else {
@@ -245,7 +246,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     progress('moving the copy into place');
     tracePhase('restore: publish, seed');
     await faultPoint('restore:before-rename');
-    fs.chmodSync(tmp, dirMode(gitDir));
+    if (natural.restorable) fs.chmodSync(tmp, natural.mode);
     publish(tmp, target);
     published = true;
     const warnings = [
@@ -303,16 +304,25 @@ function removeMadeParents(parent: string, top: string): void {
   }
 }
 
-/** The mode mkdir(2) gives a directory made in `dir` now (the umask, or a default ACL), from one
- * made and removed there: what the copy's top directory would have had, made as git makes it. */
-function dirMode(dir: string): number {
-  const probe = path.join(dir, `xet-mode-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+/**
+ * The mode mkdir(2) gives a directory made in `parent` now (the umask, a default ACL, a setgid bit
+ * the parent passes on), from one made there and removed (named as a restore's hidden sibling, so a
+ * kill in between leaves what leftovers.ts removes); and whether chmod can give it back: a process
+ * outside the directory's group loses a setgid bit by chmod (review 47), and is then left the old
+ * way, its copy built at that mode from the start.
+ */
+function naturalMode(parent: string, name: string): { mode: number; restorable: boolean } {
+  const probe = path.join(parent, `.${name}.xet-restore-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
   fs.mkdirSync(probe);
+  let st: fs.Stats;
   try {
-    return fs.statSync(probe).mode & 0o7777;
+    st = fs.statSync(probe);
   } finally {
     fs.rmdirSync(probe);
   }
+  const mode = st.mode & 0o7777;
+  const inGroup = process.geteuid?.() === 0 || [process.getegid?.(), ...(process.getgroups?.() ?? [])].includes(st.gid);
+  return { mode, restorable: (mode & 0o2000) === 0 || inGroup };
 }
 
 function publish(tmp: string, target: string): void {
