@@ -370,7 +370,7 @@ async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Pr
   }
   const stale = ix.staleSizes ?? [];
   const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
-  let rewrite = ix.intentToAdd.length > 0;
+  const rewrite = ix.intentToAdd.length > 0;
   if (stale.length) {
     // setRecordedSizes edits versions 2 and 3 in place. The index read-tree wrote through the
     // shadow is version 4 (its index.version): it is rewritten once, straight to the version the
