@@ -669,8 +669,13 @@ test("a restore is built in a directory only its owner can enter, and published 
     const copy = sb.path('copy-shared');
     expectExit(xet(sb, r.dir, ['restore', snap, copy], { env: { GIT_CONFIG_GLOBAL: gitconfig } }), 0);
     assert.equal(fs.statSync(copy).mode & 0o7777, fs.statSync(sb.path('fresh')).mode & 0o7777);
+    // A target whose name leaves no room for the hidden sibling's suffix (review 48: ENAMETOOLONG,
+    // exit 70): built under the short name.
+    const long = sb.path('n'.repeat(250));
+    expectExit(xet(sb, r.dir, ['restore', snap, long]), 0);
+    assert.equal(fs.readFileSync(path.join(long, 'c.txt'), 'utf8'), 'c\n');
     assert.deepEqual(
-      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore')),
+      fs.readdirSync(sb.root).filter((n) => n.includes('xet-restore') || n.startsWith('.xr-')),
       [],
       'no probe or hidden sibling left behind',
     );

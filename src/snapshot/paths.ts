@@ -7,6 +7,8 @@ import { XetError } from '../errors';
 
 /** Linux's PATH_MAX: the bytes of a path handed to the kernel, its terminating NUL included. */
 export const PATH_MAX = 4096;
+/** Linux's limit on one file name, in bytes. */
+export const NAME_MAX = 255;
 
 /** A path the kernel refuses (ENAMETOOLONG) is a typed error, found before anything is written. */
 export function refuseTooLong(root: string, rel: string | number, where: string): void {

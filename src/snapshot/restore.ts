@@ -14,7 +14,7 @@ import { catFileBatch, lsTree, readLocalConfig, type TreeListing } from '../git/
 import { findRepo, repoOpts, tryFindRepo, type Repo } from '../git/repo';
 import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
-import { checkTreePaths, PATH_MAX, refuseTooLong } from './paths';
+import { checkTreePaths, NAME_MAX, PATH_MAX, refuseTooLong } from './paths';
 import { CAPTURED_CONFIG } from './recorded';
 import { layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
@@ -125,11 +125,12 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   const cleaned = removeLeftovers(restoreLeftovers(parent));
   const rand = `${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
   let tmp = path.join(parent, `.${path.basename(target)}.xet-restore-${rand}`);
-  // The hidden sibling is longer than the target's name: a tree that fits the target but not it is
-  // built under a short name instead (leftovers.ts knows both).
+  // The hidden sibling is longer than the target's name: a tree that fits the target but not it,
+  // or a target whose name leaves no room for the suffix in a file name (review 48: ENAMETOOLONG
+  // from ~230 bytes), is built under a short name instead (leftovers.ts knows both).
   const shortTmp = path.join(parent, `.xr-${rand}`);
   const fits = (dir: string, bytes: number) => Buffer.byteLength(dir) + 1 + bytes + 1 <= PATH_MAX;
-  if (snap && !fits(tmp, longest)) tmp = shortTmp;
+  if (Buffer.byteLength(path.basename(tmp)) > NAME_MAX || (snap && !fits(tmp, longest))) tmp = shortTmp;
   if (snap) refuseTooLong(tmp, longest, 'restore');
   let published = false;
   try {
@@ -143,7 +144,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // made with the umask's modes): nobody else can put a symlink where the lay will write through it
     // (review 46), whatever the umask lets the group do. It is published with the mode a directory
     // made there gets (naturalMode), unless chmod could not give that back.
-    const natural = naturalMode(parent, path.basename(target));
+    const natural = naturalMode(parent);
     fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
     if (!fromUrl && local) {
       await git(['clone', '--quiet', '--no-checkout', '--', local.commonDir, tmp]);
@@ -306,13 +307,13 @@ function removeMadeParents(parent: string, top: string): void {
 
 /**
  * The mode mkdir(2) gives a directory made in `parent` now (the umask, a default ACL, a setgid bit
- * the parent passes on), from one made there and removed (named as a restore's hidden sibling, so a
- * kill in between leaves what leftovers.ts removes); and whether chmod can give it back: a process
+ * the parent passes on), from one made there and removed (named as a restore's short hidden sibling,
+ * so a kill in between leaves what leftovers.ts removes); and whether chmod can give it back: a process
  * outside the directory's group loses a setgid bit by chmod (review 47), and is then left the old
  * way, its copy built at that mode from the start.
  */
-function naturalMode(parent: string, name: string): { mode: number; restorable: boolean } {
-  const probe = path.join(parent, `.${name}.xet-restore-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+function naturalMode(parent: string): { mode: number; restorable: boolean } {
+  const probe = path.join(parent, `.xr-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
   fs.mkdirSync(probe);
   let st: fs.Stats;
   try {
