@@ -1098,6 +1098,21 @@ static digest_fn digest_of(size_t hash_len) {
 #define LAY_HEADER_ROOM 32     /* "blob <size>\0" is written before the bytes, hashed with them */
 static size_t shared_prefix(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len);
 
+/* The blob `oid` (hash_len bytes) from its zlib stream z: inflated into scratch behind its
+ * "blob <size>\0" header (scratch holds LAY_HEADER_ROOM + size bytes; the caller checked), the whole
+ * hashed and compared with oid. The header's length (the bytes start there), or LAY_BAD_STREAM
+ * (z does not inflate to exactly `size` bytes, or fails its adler32) or LAY_HASH. */
+static int inflate_blob(struct libdeflate_decompressor *d, digest_fn digest, const uint8_t *z, size_t z_len,
+                        size_t size, const uint8_t *oid, size_t hash_len, uint8_t *scratch) {
+  int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %llu", (unsigned long long)size) + 1;
+  size_t in_used = 0, out_made = 0;
+  enum libdeflate_result r = libdeflate_zlib_decompress_ex(d, z, z_len, scratch + head, size, &in_used, &out_made);
+  if (r != LIBDEFLATE_SUCCESS || out_made != size) return LAY_BAD_STREAM;
+  uint8_t md[32];
+  digest(scratch, (size_t)head + size, md);
+  return memcmp(md, oid, hash_len) == 0 ? head : LAY_HASH;
+}
+
 /* A restore's write of one blob straight from its pack entry (src/snapshot/lay-worker.ts): the
  * zlib stream z inflated into scratch behind its "blob <size>\0" header, the whole hashed and
  * compared with oid (git's checkout does not hash what it writes; this does), then the file
@@ -1126,24 +1141,15 @@ static napi_value lay_blob(napi_env env, napi_callback_info info) {
     result = LAY_ROOM;
     goto done;
   }
-  int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %lld", (long long)size) + 1;
   if (!s->d) s->d = libdeflate_alloc_decompressor();
   if (!s->d) {
     free(file);
     napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
     return NULL;
   }
-  size_t in_used = 0, out_made = 0;
-  enum libdeflate_result r =
-      libdeflate_zlib_decompress_ex(s->d, z, z_len, scratch + head, (size_t)size, &in_used, &out_made);
-  if (r != LIBDEFLATE_SUCCESS || out_made != (size_t)size) {
-    result = LAY_BAD_STREAM;
-    goto done;
-  }
-  uint8_t md[32];
-  digest(scratch, (size_t)head + (size_t)size, md);
-  if (memcmp(md, oid, oid_len) != 0) {
-    result = LAY_HASH;
+  int head = inflate_blob(s->d, digest, z, z_len, (size_t)size, oid, oid_len, scratch);
+  if (head < 0) {
+    result = head;
     goto done;
   }
   result = create_stamped(file, scratch + head, (size_t)size, perm, sec, nsec, out);
@@ -1318,14 +1324,9 @@ static napi_value lay_many(napi_env env, napi_callback_info info) {
     if (lib_bound > bound) bound = lib_bound;
     size_t z_len = (size_t)pack_end - data_at;
     if (z_len > bound) z_len = bound;
-    int head = snprintf((char *)scratch, LAY_HEADER_ROOM, "blob %llu", (unsigned long long)size) + 1;
-    size_t in_used = 0, out_made = 0;
-    enum libdeflate_result r = libdeflate_zlib_decompress_ex(s->d, pack + data_at, z_len, scratch + head,
-                                                             (size_t)size, &in_used, &out_made);
-    if (r != LIBDEFLATE_SUCCESS || out_made != (size_t)size) break;
-    uint8_t md[32];
-    digest(scratch, (size_t)head + (size_t)size, md);
-    if (memcmp(md, col[OIDS] + j * (size_t)hash_len, (size_t)hash_len) != 0) break;
+    int head = inflate_blob(s->d, digest, pack + data_at, z_len, (size_t)size, col[OIDS] + j * (size_t)hash_len,
+                            (size_t)hash_len, scratch);
+    if (head < 0) break;
     double sec = f64_at(col[TIMES], 2 * j), nsec = f64_at(col[TIMES], 2 * j + 1);
     /* Ranges before the casts: a double out of int64's range (or NaN) has no defined conversion. */
     if (!(nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec) || !(sec >= -9.2e18 && sec <= 9.2e18) ||

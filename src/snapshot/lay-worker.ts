@@ -424,8 +424,8 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
 
   // Plain blobs in mapped packs go to layMany, a batch's entries in a few calls.
   const inPlace = readers.map((r) => r.inPlace(job.maxObject));
-  let many =
-    native?.layMany && inPlace.some(Boolean) ? new ManyRun(job.batch, job.format === 'sha256' ? 32 : 20) : null;
+  const hashLen = job.format === 'sha256' ? 32 : 20;
+  let many = native?.layMany && inPlace.some(Boolean) ? new ManyRun(job.batch, hashLen) : null;
   const result = Buffer.alloc(8);
   const verdict = new Int32Array(result.buffer, result.byteOffset, 2);
   const dirMemo = Buffer.alloc(DIR_MEMO);
@@ -466,7 +466,7 @@ export async function layEntries(job: LayJob, post: (m: LayDone) => void): Promi
             view.map,
             view.end,
             reader,
-            job.format === 'sha256' ? 32 : 20,
+            hashLen,
             view.limit,
             m.columns,
             k,

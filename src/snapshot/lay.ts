@@ -370,19 +370,19 @@ async function setIndexFlags(spec: LaySpec, repoEnv: Record<string, string>): Pr
   }
   const stale = ix.staleSizes ?? [];
   const version = ix.version >= 2 && ix.version <= 4 ? ix.version : 2;
-  const rewrite = ix.intentToAdd.length > 0;
   if (stale.length) {
     // setRecordedSizes edits versions 2 and 3 in place. The index read-tree wrote through the
     // shadow is version 4 (its index.version): it is rewritten once, straight to the version the
     // copy keeps (the source's, 2 in most trees), and only a copy that keeps 4 is rewritten twice
     // (3 for the edit, then 4). Review 47: this was always two rewrites.
-    if (indexVersion(spec.indexFile) !== 2 && indexVersion(spec.indexFile) !== 3) {
+    const read = indexVersion(spec.indexFile);
+    if (read !== 2 && read !== 3) {
       await git(['update-index', `--index-version=${version === 4 ? 3 : version}`], opts);
     }
     setRecordedSizes(spec.indexFile, new Map(stale.map((e) => [e.path, e.size])), spec.snap.manifest.git.objectFormat);
   }
   // A rewrite only to state the version it has already is a git process saved.
-  if (rewrite || indexVersion(spec.indexFile) !== version) {
+  if (ix.intentToAdd.length || indexVersion(spec.indexFile) !== version) {
     await git(['update-index', `--index-version=${version}`], opts);
   }
 }
