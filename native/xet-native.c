@@ -195,6 +195,7 @@ extern napi_status napi_create_string_utf8(napi_env, const char *, size_t, napi_
 extern napi_status napi_create_error(napi_env, napi_value, napi_value, napi_value *);
 extern napi_status napi_get_undefined(napi_env, napi_value *);
 extern napi_status napi_get_element(napi_env, napi_value, uint32_t, napi_value *);
+extern napi_status napi_get_array_length(napi_env, napi_value, uint32_t *);
 
 #define LEVELS 13 /* libdeflate's 0..12 */
 
@@ -1203,6 +1204,67 @@ static int make_dirs(char *path, size_t len, size_t known) {
   return 0;
 }
 
+/* The pack entry at offset off_d (a double from a column: checked before it is cast) when it is a
+ * blob stored whole of at most max_bytes, read as PackReader's head() reads a header: its size,
+ * where its zlib stream starts, and as much of the stream as deflate may make of `size` bytes
+ * (zlibStreamBound), short at the objects' end. 0 for anything else (the caller's other path). */
+static int whole_blob_at(const uint8_t *pack, size_t pack_end, double off_d, uint64_t max_bytes, uint64_t *size_out,
+                         size_t *data_at, size_t *z_len) {
+  if (!(off_d >= 12 && off_d < (double)pack_end)) return 0;
+  size_t off = (size_t)off_d, avail = pack_end - off;
+  if ((double)off != off_d) return 0;
+  const uint8_t *p = pack + off;
+  size_t i = 0;
+  uint8_t c = p[i++];
+  unsigned kind = (c >> 4) & 7, shift = 4;
+  uint64_t size = c & 0x0f;
+  while (c & 0x80) {
+    if (i >= avail || shift > 46) return 0;
+    c = p[i++];
+    size += (uint64_t)(c & 0x7f) << shift;
+    shift += 7;
+  }
+  if (kind != 3 || size > max_bytes) return 0;
+  size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
+  size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
+  if (lib_bound > bound) bound = lib_bound;
+  *size_out = size;
+  *data_at = off + i;
+  *z_len = pack_end - *data_at > bound ? bound : pack_end - *data_at;
+  return 1;
+}
+
+/* Whether a time from a column is one create_stamped takes: whole seconds within int64, and
+ * nanoseconds 0..999999999 or -1 (not set). Ranges before the casts: a double out of int64's range
+ * (or NaN) has no defined conversion. */
+static int time_ok(double sec, double nsec) {
+  return nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec && sec >= -9.2e18 && sec <= 9.2e18 &&
+         sec == (double)(int64_t)sec;
+}
+
+/* The directories of the file at path (base_len bytes of base, then its name, NUL-ended) made
+ * where they are not known: last[0..*last_len) is the last directory made or found (directories
+ * are only ever added to a tree being laid), and only the components past what the two share are
+ * made. 0, or -1 (the memo is then forgotten; the caller's other path repeats it and says why). */
+static int dirs_of(char *path, size_t base_len, char *last, uint32_t *last_len) {
+  char *slash = strrchr(path + base_len, '/');
+  size_t dir_len = slash ? (size_t)(slash - path) : base_len - 1;
+  if (dir_len == *last_len && memcmp(path, last, dir_len) == 0) return 0;
+  /* The longest prefix that ends a component in both (below it the two agree). */
+  size_t known = shared_prefix((uint8_t *)path, dir_len, (uint8_t *)last, *last_len);
+  while (known > base_len - 1 &&
+         !((known == dir_len || path[known] == '/') && (known == *last_len || last[known] == '/')))
+    known--;
+  if (known < base_len - 1) known = base_len - 1;
+  if (make_dirs(path, dir_len, known) != 0) {
+    *last_len = 0;
+    return -1;
+  }
+  memcpy(last, path, dir_len);
+  *last_len = (uint32_t)dir_len;
+  return 0;
+}
+
 /*
  * layMany(pack, packEnd, packNo, hashLen, maxBytes, run, from, to, base, stats, scratch, dirMemo,
  *         result) -> where it stopped (to, when it laid them all)
@@ -1295,60 +1357,17 @@ static napi_value lay_many(napi_env env, napi_callback_info info) {
     size_t name_len = (size_t)(nul - (col[NAMES] + at));
     if (name_len == 0 || base_len + name_len >= MANY_PATH_MAX) break;
     memcpy(path + base_len, col[NAMES] + at, name_len + 1);
-    /* The entry header, read as PackReader's head() reads it: anything but a blob stored whole of
-     * at most maxBytes is the caller's. */
-    double off_d = f64_at(col[OFFSETS], j);
-    if (!(off_d >= 12 && off_d < (double)pack_end)) break;
-    size_t off = (size_t)off_d, avail = (size_t)pack_end - off;
-    if ((double)off != off_d) break;
-    const uint8_t *p = pack + off;
-    size_t i = 0;
-    uint8_t c = p[i++];
-    unsigned kind = (c >> 4) & 7, shift = 4;
-    uint64_t size = c & 0x0f;
-    int ok = 1;
-    while (c & 0x80) {
-      if (i >= avail || shift > 46) {
-        ok = 0;
-        break;
-      }
-      c = p[i++];
-      size += (uint64_t)(c & 0x7f) << shift;
-      shift += 7;
-    }
-    if (!ok || kind != 3 || size > (uint64_t)max_bytes || size + LAY_HEADER_ROOM > scratch_len) break;
-    size_t data_at = off + i;
-    /* As much stream as deflate may make of `size` bytes (zlibStreamBound), short at the pack's end. */
-    size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
-    size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
-    if (lib_bound > bound) bound = lib_bound;
-    size_t z_len = (size_t)pack_end - data_at;
-    if (z_len > bound) z_len = bound;
+    uint64_t size;
+    size_t data_at, z_len;
+    if (!whole_blob_at(pack, (size_t)pack_end, f64_at(col[OFFSETS], j), (uint64_t)max_bytes, &size, &data_at, &z_len) ||
+        size + LAY_HEADER_ROOM > scratch_len)
+      break;
     int head = inflate_blob(s->d, digest, pack + data_at, z_len, (size_t)size, col[OIDS] + j * (size_t)hash_len,
                             (size_t)hash_len, scratch);
     if (head < 0) break;
     double sec = f64_at(col[TIMES], 2 * j), nsec = f64_at(col[TIMES], 2 * j + 1);
-    /* Ranges before the casts: a double out of int64's range (or NaN) has no defined conversion. */
-    if (!(nsec >= -1 && nsec <= 999999999 && nsec == (double)(int64_t)nsec) || !(sec >= -9.2e18 && sec <= 9.2e18) ||
-        sec != (double)(int64_t)sec)
-      break;
-    /* Its directory: the components past what it shares with the last one made. */
-    char *slash = strrchr(path + base_len, '/');
-    size_t dir_len = slash ? (size_t)(slash - path) : base_len - 1;
-    if (dir_len != last_len || memcmp(path, last, dir_len) != 0) {
-      /* The longest prefix that ends a component in both (below it the two agree). */
-      size_t known = shared_prefix((uint8_t *)path, dir_len, (uint8_t *)last, last_len);
-      while (known > base_len - 1 &&
-             !((known == dir_len || path[known] == '/') && (known == last_len || last[known] == '/')))
-        known--;
-      if (known < base_len - 1) known = base_len - 1;
-      if (make_dirs(path, dir_len, known) != 0) {
-        last_len = 0;
-        break;
-      }
-      memcpy(last, path, dir_len);
-      last_len = (uint32_t)dir_len;
-    }
+    if (!time_ok(sec, nsec)) break;
+    if (dirs_of(path, base_len, last, &last_len) != 0) break;
     int64_t made = create_stamped(path, scratch + head, (size_t)size, mode == 0100755 ? 0777 : 0666, (int64_t)sec,
                                   (int64_t)nsec, stats + (size_t)entry * CREATE_STAT);
     if (made != 0) {
@@ -1361,6 +1380,641 @@ static napi_value lay_many(napi_env env, napi_callback_info info) {
   memcpy(memo, &last_len, 4);
   memcpy(result, verdict, 8);
   return int64(env, (int64_t)j);
+}
+
+/* layAllLater: a restore's plain entries laid on threads of node's pool, no JavaScript per entry
+ * (src/snapshot/lay-native.ts). Each thread claims LAY_ALL_BATCH entries at a time from a shared
+ * counter, finds each object in the packs' indexes, sorts the batch by where the objects lie (the
+ * packs are read forward), and lays what is a plain case as layMany does; the rest is left to the
+ * caller's per-entry path (lay-worker.ts), which has its own checks and errors. */
+#define LAY_ALL_BATCH 128
+#define LAY_ALL_PACKS 256
+/* Each entry's verdict in `status` (int32, host order). */
+#define ALL_UNTOUCHED 0 /* not reached (a failure stopped the threads) */
+#define ALL_STAMPED 1   /* a file, laid with its time: its stat block is in `stats` */
+#define ALL_LAID 2      /* laid, its time not set here (a symlink, or nsec -1): the caller stamps it */
+#define ALL_LEFT 3      /* not taken: the caller's per-entry path lays it */
+
+struct lay_all_pack {
+  const uint8_t *pack, *idx;
+  size_t end, count, large;
+  uint32_t fanout[256];
+};
+
+struct lay_all_job {
+  napi_async_work *works;
+  napi_deferred deferred;
+  napi_ref *refs;
+  size_t nrefs, nworks, pending;
+  struct lay_all_pack *packs;
+  size_t npacks, hash_len, n, base_len, names_len;
+  uint64_t max_bytes;
+  const uint8_t *oids, *names, *name_at, *modes, *times, *base;
+  uint8_t *stats;
+  int32_t *status, *result;
+  digest_fn digest;
+  size_t next;       /* the next entry to claim (atomic) */
+  int failed;        /* set once (atomic): every thread stops at its next entry */
+  size_t laid;       /* entries laid (atomic) */
+};
+
+/* The index's entry for oid: 1 with its offset in the pack, 0 when the index does not list it or
+ * names an offset no entry can have (the caller's path reads it and says why). */
+static int idx_find(const struct lay_all_pack *p, const uint8_t *oid, size_t hash_len, uint64_t *offset) {
+  size_t lo = oid[0] == 0 ? 0 : p->fanout[oid[0] - 1], hi = p->fanout[oid[0]];
+  const uint8_t *names = p->idx + 8 + 1024;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = memcmp(names + mid * hash_len, oid, hash_len);
+    if (c == 0) {
+      const uint8_t *small = p->idx + 8 + 1024 + p->count * (hash_len + 4) + mid * 4;
+      uint32_t v = be32_at(small);
+      if (!(v & 0x80000000u)) {
+        *offset = v;
+        return 1;
+      }
+      size_t li = v & 0x7fffffffu;
+      if (li >= p->large) return 0;
+      const uint8_t *big = p->idx + 8 + 1024 + p->count * (hash_len + 8) + li * 8;
+      *offset = ((uint64_t)be32_at(big) << 32) | be32_at(big + 4);
+      return 1;
+    }
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
+struct lay_all_placed {
+  uint64_t key; /* the pack's number in the top 16 bits, the offset below */
+  uint32_t k;
+};
+
+static int placed_order(const void *a, const void *b) {
+  const struct lay_all_placed *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* Deltas followed to their base at most (git's pack-objects never makes chains deeper than 4095). */
+#define LAY_ALL_CHAIN 4096
+/* A thread's cache of objects a chain resolved, by where they are: a delta's base is often the
+ * base of the next one too. Objects over LAY_ALL_CACHED bytes are not kept. */
+#define LAY_ALL_SLOTS 512
+#define LAY_ALL_CACHED (1 << 20)
+#define LAY_ALL_CACHE_BYTES (32 << 20)
+
+/* A growable buffer with LAY_HEADER_ROOM bytes before its data (for "blob <size>\0", hashed with
+ * it) and one after (a symlink's target is NUL-ended there). */
+struct room {
+  uint8_t *mem;
+  size_t cap;
+};
+
+static uint8_t *room_for(struct room *r, size_t size) {
+  size_t need = size + LAY_HEADER_ROOM + 1;
+  if (need > r->cap) {
+    size_t grown = need > 2 * r->cap ? need : 2 * r->cap;
+    uint8_t *more = realloc(r->mem, grown);
+    if (!more) return NULL;
+    r->mem = more;
+    r->cap = grown;
+  }
+  return r->mem + LAY_HEADER_ROOM;
+}
+
+struct cached_object {
+  uint64_t key; /* the object's place + 1 (0: an empty slot) */
+  uint8_t *data;
+  size_t size;
+};
+
+/* A delta of a chain: where it is, its delta data's stream and size. */
+struct chain_link {
+  size_t pack;
+  uint64_t off;
+  size_t data_at, z_len;
+  uint64_t size;
+};
+
+/* One thread's buffers: its decompressor, the scratch a blob stored whole is inflated into, the
+ * buffers a chain of deltas is resolved in, its cache, the path being laid and its memo of the last
+ * directory made. */
+struct lay_all_thread {
+  struct libdeflate_decompressor *d;
+  uint8_t *scratch;
+  size_t scratch_len;
+  struct room a, b, delta;
+  struct chain_link chain[LAY_ALL_CHAIN];
+  struct cached_object cache[LAY_ALL_SLOTS];
+  size_t cached_bytes;
+  char path[MANY_PATH_MAX];
+  char last[MANY_PATH_MAX];
+  uint32_t last_len;
+};
+
+static uint64_t place_of(size_t p, uint64_t off) { return ((uint64_t)p << 48) | off; }
+
+static struct cached_object *cache_slot(struct lay_all_thread *t, uint64_t place) {
+  uint64_t h = place * UINT64_C(0x9e3779b97f4a7c15);
+  return &t->cache[(h >> 32) % LAY_ALL_SLOTS];
+}
+
+static void cache_put(struct lay_all_thread *t, uint64_t place, const uint8_t *data, size_t size) {
+  if (size > LAY_ALL_CACHED) return;
+  struct cached_object *c = cache_slot(t, place);
+  if (c->key == place + 1) return;
+  if (c->key) {
+    t->cached_bytes -= c->size;
+    free(c->data);
+    c->key = 0;
+  }
+  if (t->cached_bytes + size > LAY_ALL_CACHE_BYTES) return;
+  c->data = malloc(size ? size : 1);
+  if (!c->data) return;
+  memcpy(c->data, data, size);
+  c->size = size;
+  c->key = place + 1;
+  t->cached_bytes += size;
+}
+
+/* The header of the pack entry at off: its kind, its size (the object's, or a delta's data's) and
+ * where what follows it starts. 0 when it runs past the objects' end. */
+static int entry_head(const struct lay_all_pack *pk, uint64_t off, unsigned *kind, uint64_t *size, size_t *at) {
+  if (off < 12 || off >= pk->end) return 0;
+  const uint8_t *p = pk->pack;
+  size_t i = (size_t)off;
+  uint8_t c = p[i++];
+  unsigned shift = 4;
+  uint64_t v = c & 0x0f;
+  *kind = (c >> 4) & 7;
+  while (c & 0x80) {
+    if (i >= pk->end || shift > 46) return 0;
+    c = p[i++];
+    v += (uint64_t)(c & 0x7f) << shift;
+    shift += 7;
+  }
+  *size = v;
+  *at = i;
+  return 1;
+}
+
+/* As much zlib stream as deflate may make of `size` bytes (zlibStreamBound), short at the end. */
+static size_t stream_len(const struct lay_all_pack *pk, size_t at, uint64_t size) {
+  size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
+  size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
+  if (lib_bound > bound) bound = lib_bound;
+  return pk->end - at > bound ? bound : pk->end - at;
+}
+
+/* The zlib stream at `at` inflated to exactly `size` bytes into out. */
+static int inflate_exact(struct lay_all_thread *t, const struct lay_all_pack *pk, size_t at, uint64_t size,
+                         uint8_t *out) {
+  size_t in_used = 0, out_made = 0;
+  enum libdeflate_result r = libdeflate_zlib_decompress_ex(t->d, pk->pack + at, stream_len(pk, at, size), out,
+                                                           (size_t)size, &in_used, &out_made);
+  return r == LIBDEFLATE_SUCCESS && out_made == size;
+}
+
+/* A size at the head of a delta's data (git's little-endian base-128). */
+static int delta_size(const uint8_t **d, const uint8_t *end, uint64_t *v) {
+  uint64_t x = 0;
+  unsigned shift = 0;
+  uint8_t c;
+  do {
+    if (*d >= end || shift > 56) return 0;
+    c = *(*d)++;
+    x |= (uint64_t)(c & 0x7f) << shift;
+    shift += 7;
+  } while (c & 0x80);
+  *v = x;
+  return 1;
+}
+
+/* git's patch_delta: the instructions of d..end (after its two sizes) applied to src, making
+ * exactly out_size bytes in out; every copy and insert checked against both ends. */
+static int apply_delta(const uint8_t *src, size_t src_size, const uint8_t *d, const uint8_t *end, uint8_t *out,
+                       size_t out_size) {
+  size_t left = out_size;
+  while (d < end) {
+    uint8_t cmd = *d++;
+    if (cmd & 0x80) {
+      size_t off = 0, n = 0;
+      for (int b = 0; b < 4; b++)
+        if (cmd & (1 << b)) {
+          if (d >= end) return 0;
+          off |= (size_t)*d++ << (8 * b);
+        }
+      for (int b = 0; b < 3; b++)
+        if (cmd & (0x10 << b)) {
+          if (d >= end) return 0;
+          n |= (size_t)*d++ << (8 * b);
+        }
+      if (n == 0) n = 0x10000;
+      if (off > src_size || n > src_size - off || n > left) return 0;
+      memcpy(out, src + off, n);
+      out += n;
+      left -= n;
+    } else if (cmd) {
+      if ((size_t)cmd > (size_t)(end - d) || cmd > left) return 0;
+      memcpy(out, d, cmd);
+      out += cmd;
+      d += cmd;
+      left -= cmd;
+    } else {
+      return 0; /* reserved */
+    }
+  }
+  return left == 0;
+}
+
+/* The blob at `offset` in pack p, stored as a delta: its chain followed to a base (OFS_DELTA in the
+ * same pack, REF_DELTA through the indexes) or to an object this thread has resolved before, that
+ * base a blob, and the deltas applied, every size within max_bytes. 1 with the bytes at *data
+ * (LAY_HEADER_ROOM bytes of room before them), or 0 for anything else (the caller's path, which
+ * reads it again and says what is wrong). Not hashed here. */
+static int resolve_delta(struct lay_all_job *j, struct lay_all_thread *t, size_t p, uint64_t offset,
+                         uint8_t **data, uint64_t *size) {
+  size_t depth = 0, cp = p;
+  uint64_t coff = offset, cur = 0;
+  uint8_t *have = NULL;
+  /* A delta's data is the object's size and a little: a larger one is not a delta of this. */
+  uint64_t delta_max = j->max_bytes + j->max_bytes / 64 + 1024;
+  for (;;) {
+    if (depth > 0) {
+      struct cached_object *c = cache_slot(t, place_of(cp, coff));
+      if (c->key == place_of(cp, coff) + 1) {
+        have = room_for(&t->a, c->size);
+        if (!have) return 0;
+        memcpy(have, c->data, c->size);
+        cur = c->size;
+        break;
+      }
+    }
+    const struct lay_all_pack *pk = &j->packs[cp];
+    unsigned kind;
+    uint64_t sz;
+    size_t at;
+    if (!entry_head(pk, coff, &kind, &sz, &at)) return 0;
+    if (kind == 3) {
+      if (depth == 0 || sz > j->max_bytes) return 0;
+      have = room_for(&t->a, (size_t)sz);
+      if (!have || !inflate_exact(t, pk, at, sz, have)) return 0;
+      cur = sz;
+      cache_put(t, place_of(cp, coff), have, (size_t)cur);
+      break;
+    }
+    if ((kind != 6 && kind != 7) || depth == LAY_ALL_CHAIN || sz > delta_max) return 0;
+    struct chain_link *l = &t->chain[depth++];
+    l->pack = cp;
+    l->off = coff;
+    l->size = sz;
+    if (kind == 6) {
+      /* The base's distance back, in git's offset encoding (each continuation adds one). */
+      uint8_t c = pk->pack[at++];
+      uint64_t rel = c & 0x7f;
+      while (c & 0x80) {
+        if (at >= pk->end || rel > (UINT64_MAX >> 8)) return 0;
+        c = pk->pack[at++];
+        rel = ((rel + 1) << 7) | (c & 0x7f);
+      }
+      if (at >= pk->end || rel == 0 || rel > coff - 12) return 0;
+      l->data_at = at;
+      coff -= rel;
+    } else {
+      if (pk->end - at <= j->hash_len) return 0;
+      const uint8_t *base = pk->pack + at;
+      l->data_at = at + j->hash_len;
+      size_t q = 0;
+      uint64_t found = 0;
+      while (q < j->npacks && !idx_find(&j->packs[q], base, j->hash_len, &found)) q++;
+      if (q == j->npacks || found >= (UINT64_C(1) << 48)) return 0;
+      cp = q;
+      coff = found;
+    }
+  }
+  /* From the base up: each delta's data inflated, its two sizes checked, applied into the other
+   * buffer. */
+  while (depth-- > 0) {
+    struct chain_link *l = &t->chain[depth];
+    const struct lay_all_pack *pk = &j->packs[l->pack];
+    uint8_t *dd = room_for(&t->delta, (size_t)l->size);
+    if (!dd || !inflate_exact(t, pk, l->data_at, l->size, dd)) return 0;
+    const uint8_t *d = dd, *end = dd + l->size;
+    uint64_t src_size, out_size;
+    if (!delta_size(&d, end, &src_size) || !delta_size(&d, end, &out_size) || src_size != cur ||
+        out_size > j->max_bytes)
+      return 0;
+    uint8_t *out = room_for(&t->b, (size_t)out_size);
+    if (!out || !apply_delta(have, (size_t)cur, d, end, out, (size_t)out_size)) return 0;
+    struct room swap = t->a;
+    t->a = t->b;
+    t->b = swap;
+    have = out;
+    cur = out_size;
+    cache_put(t, place_of(l->pack, l->off), have, (size_t)cur);
+  }
+  *data = have;
+  *size = cur;
+  return 1;
+}
+
+/* Entry k, whose object is at `offset` in pack p: its verdict (ALL_*), or 0 when creating its file
+ * failed (the job's result says how; the threads stop). */
+static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, size_t k, size_t p, uint64_t offset) {
+  uint32_t mode = u32_at(j->modes, k);
+  if (mode != 0100644 && mode != 0100755 && mode != 0120000) return ALL_LEFT;
+  uint32_t at = u32_at(j->name_at, k);
+  if (at >= j->names_len) return ALL_LEFT;
+  const uint8_t *nul = memchr(j->names + at, 0, j->names_len - at);
+  size_t name_len = (size_t)(nul - (j->names + at));
+  if (name_len == 0 || j->base_len + name_len >= MANY_PATH_MAX) return ALL_LEFT;
+  memcpy(t->path + j->base_len, j->names + at, name_len + 1);
+  const struct lay_all_pack *pk = &j->packs[p];
+  uint64_t size;
+  size_t data_at, z_len;
+  uint8_t *data;
+  if (offset > (UINT64_C(1) << 53)) return ALL_LEFT;
+  if (whole_blob_at(pk->pack, pk->end, (double)offset, j->max_bytes, &size, &data_at, &z_len)) {
+    /* Room for the header, the bytes, and a NUL after a symlink's target. */
+    size_t need = (size_t)size + LAY_HEADER_ROOM + 1;
+    if (need > t->scratch_len) {
+      size_t grown = need > 2 * t->scratch_len ? need : 2 * t->scratch_len;
+      uint8_t *more = realloc(t->scratch, grown);
+      if (!more) return ALL_LEFT;
+      t->scratch = more;
+      t->scratch_len = grown;
+    }
+    int head = inflate_blob(t->d, j->digest, pk->pack + data_at, z_len, (size_t)size, j->oids + k * j->hash_len,
+                            j->hash_len, t->scratch);
+    if (head < 0) return ALL_LEFT;
+    data = t->scratch + head;
+  } else {
+    if (!resolve_delta(j, t, p, offset, &data, &size)) return ALL_LEFT;
+    /* Hashed as inflate_blob hashes: "blob <size>\0" right before the bytes. */
+    char header[LAY_HEADER_ROOM];
+    int hl = snprintf(header, sizeof header, "blob %llu", (unsigned long long)size) + 1;
+    memcpy(data - hl, header, (size_t)hl);
+    uint8_t md[32];
+    j->digest(data - hl, (size_t)hl + (size_t)size, md);
+    if (memcmp(md, j->oids + k * j->hash_len, j->hash_len) != 0) return ALL_LEFT;
+  }
+  double sec = f64_at(j->times, 2 * k), nsec = f64_at(j->times, 2 * k + 1);
+  if (!time_ok(sec, nsec)) return ALL_LEFT;
+  if (dirs_of(t->path, j->base_len, t->last, &t->last_len) != 0) return ALL_LEFT;
+  if (mode == 0120000) {
+    /* A target symlink(2) would cut short or refuse is the caller's (it says why); nothing is
+     * made unless the link is. */
+    if (size == 0 || size >= MANY_PATH_MAX || memchr(data, 0, (size_t)size)) return ALL_LEFT;
+    data[size] = 0;
+    return symlink((const char *)data, t->path) == 0 ? ALL_LAID : ALL_LEFT;
+  }
+  uint8_t *out = j->stats + k * CREATE_STAT;
+  int64_t made = create_stamped(t->path, data, (size_t)size, mode == 0100755 ? 0777 : 0666, (int64_t)sec,
+                                (int64_t)nsec, out);
+  if (made != 0) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&j->failed, &expected, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+      j->result[0] = (int32_t)k;
+      j->result[1] = (int32_t)-made;
+      j->result[2] = out[0];
+    }
+    return 0;
+  }
+  return nsec >= 0 ? ALL_STAMPED : ALL_LAID;
+}
+
+static void lay_all_run(napi_env env, void *data) {
+  (void)env;
+  struct lay_all_job *j = data;
+  struct lay_all_thread *t = calloc(1, sizeof *t);
+  if (!t) return; /* the others take its share; what none takes is left */
+  t->d = libdeflate_alloc_decompressor();
+  if (!t->d) {
+    free(t);
+    return;
+  }
+  memcpy(t->path, j->base, j->base_len);
+  struct lay_all_placed batch[LAY_ALL_BATCH];
+  size_t laid = 0;
+  for (;;) {
+    size_t start = __atomic_fetch_add(&j->next, LAY_ALL_BATCH, __ATOMIC_SEQ_CST);
+    if (start >= j->n || __atomic_load_n(&j->failed, __ATOMIC_SEQ_CST)) break;
+    size_t end = start + LAY_ALL_BATCH < j->n ? start + LAY_ALL_BATCH : j->n, m = 0;
+    for (size_t k = start; k < end; k++) {
+      uint64_t offset = 0;
+      size_t p = 0;
+      while (p < j->npacks && !idx_find(&j->packs[p], j->oids + k * j->hash_len, j->hash_len, &offset)) p++;
+      if (p == j->npacks || offset >= (UINT64_C(1) << 48)) {
+        j->status[k] = ALL_LEFT;
+        continue;
+      }
+      batch[m].key = ((uint64_t)p << 48) | offset;
+      batch[m].k = (uint32_t)k;
+      m++;
+    }
+    qsort(batch, m, sizeof batch[0], placed_order);
+    for (size_t b = 0; b < m; b++) {
+      if (__atomic_load_n(&j->failed, __ATOMIC_SEQ_CST)) break;
+      size_t k = batch[b].k;
+      int32_t v = lay_all_entry(j, t, k, (size_t)(batch[b].key >> 48), batch[b].key & ((UINT64_C(1) << 48) - 1));
+      j->status[k] = v;
+      if (v == ALL_STAMPED || v == ALL_LAID) laid++;
+    }
+  }
+  __atomic_fetch_add(&j->laid, laid, __ATOMIC_SEQ_CST);
+  libdeflate_free_decompressor(t->d);
+  free(t->scratch);
+  free(t->a.mem);
+  free(t->b.mem);
+  free(t->delta.mem);
+  for (size_t i = 0; i < LAY_ALL_SLOTS; i++) free(t->cache[i].data);
+  free(t);
+}
+
+static void lay_all_free(napi_env env, struct lay_all_job *j) {
+  for (size_t i = 0; i < j->nrefs; i++)
+    if (j->refs[i]) napi_delete_reference(env, j->refs[i]);
+  for (size_t i = 0; i < j->nworks; i++)
+    if (j->works[i]) napi_delete_async_work(env, j->works[i]);
+  free(j->refs);
+  free(j->works);
+  free(j->packs);
+  free(j);
+}
+
+static void lay_all_done(napi_env env, napi_status status, void *data) {
+  (void)status; /* a thread cancelled before it ran leaves its entries untouched: the caller sees */
+  struct lay_all_job *j = data;
+  if (--j->pending > 0) return;
+  napi_value v;
+  if (napi_create_int64(env, (int64_t)j->laid, &v) != NAPI_OK) napi_get_undefined(env, &v);
+  napi_resolve_deferred(env, j->deferred, v);
+  lay_all_free(env, j);
+}
+
+/* A Buffer argument that the job keeps a reference to until it is done. */
+static int held_buffer(napi_env env, struct lay_all_job *j, napi_value v, uint8_t **data, size_t *len) {
+  if (!buffer_arg(env, v, data, len)) return 0;
+  if (napi_create_reference(env, v, 1, &j->refs[j->nrefs]) != NAPI_OK) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: layAllLater could not hold a buffer");
+    return 0;
+  }
+  j->nrefs++;
+  return 1;
+}
+
+/* A pack index (version 2) that agrees with itself, as PackIndex.open checks one: 1, or 0 when it
+ * does not. */
+static int idx_usable(struct lay_all_pack *p, size_t idx_len, size_t hash_len) {
+  if (idx_len < 8 + 1024 || be32_at(p->idx) != 0xff744f63u || be32_at(p->idx + 4) != 2) return 0;
+  for (int i = 0; i < 256; i++) {
+    p->fanout[i] = be32_at(p->idx + 8 + 4 * i);
+    if (i > 0 && p->fanout[i] < p->fanout[i - 1]) return 0;
+  }
+  p->count = p->fanout[255];
+  size_t fixed = 8 + 1024 + p->count * (hash_len + 8) + 2 * hash_len;
+  if (idx_len < fixed || (idx_len - fixed) % 8 != 0) return 0;
+  p->large = (idx_len - fixed) / 8;
+  return 1;
+}
+
+/*
+ * layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads) -> Promise
+ * of how many entries it laid.
+ * packs: [pack mapping, where its objects end, its index's bytes] per pack, in the order an object
+ * is looked for (the first that lists it is read). columns: the entries' oids (hashLen bytes each),
+ * names (NUL-ended, relative to base: absolute, ending in a slash), nameAt (uint32 per entry),
+ * modes (uint32), times (float64 seconds and nanoseconds, nanoseconds -1: not set). stats: 40
+ * bytes per entry (git's stat block, written for each file laid); status: an int32 per entry
+ * (ALL_*); result: int32 entry, errno, step of a file whose creation failed (the others stop).
+ * Every buffer is held until the promise settles; the caller must not touch them meanwhile.
+ */
+static napi_value lay_all_later(napi_env env, napi_callback_info info) {
+  napi_value argv[9], promise, name;
+  if (!args_of(env, info, 9, argv,
+               "layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads)"))
+    return NULL;
+  int64_t hash_len, max_bytes, threads;
+  uint32_t npacks;
+  if (!int_arg(env, argv[1], 20, 32, &hash_len) || !int_arg(env, argv[2], 0, INT64_C(1) << 40, &max_bytes) ||
+      !int_arg(env, argv[8], 1, 64, &threads))
+    return NULL;
+  if (napi_get_array_length(env, argv[0], &npacks) != NAPI_OK || npacks > LAY_ALL_PACKS) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layAllLater takes up to 256 packs");
+    return NULL;
+  }
+  digest_fn digest = digest_of((size_t)hash_len);
+  if (!digest) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: no digest of this length in the process");
+    return NULL;
+  }
+  struct lay_all_job *j = calloc(1, sizeof *j);
+  size_t max_refs = 3 * (size_t)npacks + 9;
+  if (j) {
+    j->refs = calloc(max_refs, sizeof *j->refs);
+    j->works = calloc((size_t)threads, sizeof *j->works);
+    j->packs = calloc(npacks ? npacks : 1, sizeof *j->packs);
+  }
+  if (!j || !j->refs || !j->works || !j->packs) {
+    if (j) lay_all_free(env, j);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  j->hash_len = (size_t)hash_len;
+  j->max_bytes = (uint64_t)max_bytes;
+  j->digest = digest;
+  j->npacks = npacks;
+  int ok = 1;
+  for (uint32_t i = 0; ok && i < npacks; i++) {
+    napi_value one, v;
+    uint32_t parts;
+    size_t pack_len, idx_len;
+    uint8_t *pack, *idx;
+    int64_t end;
+    ok = napi_get_element(env, argv[0], i, &one) == NAPI_OK &&
+         napi_get_array_length(env, one, &parts) == NAPI_OK && parts == 3;
+    if (!ok) {
+      napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a pack is [mapping, end, index]");
+      break;
+    }
+    ok = napi_get_element(env, one, 0, &v) == NAPI_OK && held_buffer(env, j, v, &pack, &pack_len) &&
+         napi_get_element(env, one, 1, &v) == NAPI_OK && int_arg(env, v, 12, (int64_t)pack_len, &end) &&
+         napi_get_element(env, one, 2, &v) == NAPI_OK && held_buffer(env, j, v, &idx, &idx_len);
+    if (!ok) break;
+    struct lay_all_pack *p = &j->packs[i];
+    p->pack = pack;
+    p->idx = idx;
+    p->end = (size_t)end;
+    if (!idx_usable(p, idx_len, j->hash_len)) {
+      napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a pack index that does not agree with itself");
+      ok = 0;
+    }
+  }
+  enum { OIDS, NAMES, NAME_AT, MODES, TIMES, COLUMNS };
+  uint8_t *col[COLUMNS];
+  size_t col_len[COLUMNS];
+  for (int c = 0; ok && c < COLUMNS; c++) {
+    napi_value v;
+    ok = napi_get_element(env, argv[3], (uint32_t)c, &v) == NAPI_OK && held_buffer(env, j, v, &col[c], &col_len[c]);
+  }
+  uint8_t *base = NULL, *stats = NULL, *status = NULL, *result = NULL;
+  size_t base_len = 0, stats_len = 0, status_len = 0, result_len = 0;
+  ok = ok && held_buffer(env, j, argv[4], &base, &base_len) && held_buffer(env, j, argv[5], &stats, &stats_len) &&
+       held_buffer(env, j, argv[6], &status, &status_len) && held_buffer(env, j, argv[7], &result, &result_len);
+  if (ok) {
+    /* What the caller hands in must agree with itself before a thread reads through it. */
+    size_t n = col_len[NAME_AT] / 4;
+    ok = col_len[OIDS] == n * j->hash_len && col_len[MODES] == 4 * n && col_len[TIMES] == 16 * n &&
+         col_len[NAME_AT] == 4 * n && stats_len >= n * CREATE_STAT && status_len >= 4 * n && result_len >= 12 &&
+         ((uintptr_t)status & 3) == 0 && ((uintptr_t)result & 3) == 0 && base_len > 0 && base_len < MANY_PATH_MAX &&
+         base[0] == '/' && base[base_len - 1] == '/' && !memchr(base, 0, base_len) &&
+         (col_len[NAMES] == 0 || col[NAMES][col_len[NAMES] - 1] == 0);
+    if (!ok) napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layAllLater's arguments do not agree");
+    j->n = n;
+  }
+  if (!ok) {
+    lay_all_free(env, j);
+    return NULL;
+  }
+  j->oids = col[OIDS];
+  j->names = col[NAMES];
+  j->names_len = col_len[NAMES];
+  j->name_at = col[NAME_AT];
+  j->modes = col[MODES];
+  j->times = col[TIMES];
+  j->base = base;
+  j->base_len = base_len;
+  j->stats = stats;
+  j->status = (int32_t *)status;
+  j->result = (int32_t *)result;
+  memset(status, 0, 4 * j->n);
+  memset(result, 0, 12);
+  if (napi_create_string_utf8(env, "xet layAllLater", NAPI_AUTO_LENGTH, &name) != NAPI_OK ||
+      napi_create_promise(env, &j->deferred, &promise) != NAPI_OK) {
+    lay_all_free(env, j);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: layAllLater could not start");
+    return NULL;
+  }
+  for (int64_t i = 0; i < threads; i++) {
+    if (napi_create_async_work(env, NULL, name, lay_all_run, lay_all_done, j, &j->works[j->nworks]) != NAPI_OK) break;
+    j->nworks++;
+  }
+  /* Every work made is queued before any can finish (completions run on this thread, later). */
+  for (size_t i = 0; i < j->nworks; i++) {
+    if (napi_queue_async_work(env, j->works[i]) != NAPI_OK) break;
+    j->pending++;
+  }
+  if (j->pending == 0) {
+    /* Nothing runs: the promise settles with nothing laid (every entry untouched). */
+    napi_value zero;
+    napi_create_int64(env, 0, &zero);
+    napi_resolve_deferred(env, j->deferred, zero);
+    lay_all_free(env, j);
+  }
+  return promise;
 }
 
 /* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
@@ -2348,7 +3002,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "watchRead", watch_read) || !export_fn(env, exports, "watchRemove", watch_remove) ||
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||
       !export_fn(env, exports, "readFile", read_file) || !export_fn(env, exports, "createFile", create_file) ||
-      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "layMany", lay_many) || !export_fn(env, exports, "mapFile", map_file) ||
+      !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "layMany", lay_many) ||
+      !export_fn(env, exports, "layAllLater", lay_all_later) || !export_fn(env, exports, "mapFile", map_file) ||
       !export_fn(env, exports, "gitTzOffset", git_tz_offset))
     return NULL;
 #ifdef XET_HAVE_ISAL

@@ -62,6 +62,23 @@ export interface XetNative {
     dirMemo: Buffer,
     result: Buffer,
   ): number;
+  /** A restore's plain entries laid on `threads` threads of node's pool, with no call from
+   * JavaScript per entry: each entry's verdict in `status` (an int32 each: 1 laid with its time
+   * and stat block, 2 laid without (a symlink, or nanoseconds -1), 3 left to the caller, 0 not
+   * reached), and a failed creation's entry, errno and step in `result`. Resolves to how many it
+   * laid. The layout of `packs` and `columns` is in native/xet-native.c. Optional: an older build
+   * of the module lacks it. */
+  layAllLater?(
+    packs: [Buffer, number, Buffer][],
+    hashLen: number,
+    maxBytes: number,
+    columns: Buffer[],
+    base: Buffer,
+    stats: Buffer,
+    status: Buffer,
+    result: Buffer,
+    threads: number,
+  ): Promise<number>;
   /** The first `size` bytes of the regular file `fd` mapped read only (a Buffer over the mapping,
    * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
    * Buffer node makes (src/git/pack-reader.ts). */

@@ -621,6 +621,424 @@ test('layMany lays runs of plain blobs as layBlob does, and stops, creating noth
     assert.equal(fs.existsSync(path.join(dir, 'tree', 'never.txt')), false);
   }));
 
+/** A pack index (version 2) for `objects` at their offsets, as layAllLater reads one: fan-out,
+ * sorted ids, CRCs (zeros: not read), offsets (those past 2^31 in the 64-bit table), checksums. */
+function craftIndex(objects: { oid: Buffer; offset: number }[]): Buffer {
+  const sorted = [...objects].sort((a, b) => Buffer.compare(a.oid, b.oid));
+  const fan = Buffer.alloc(1024);
+  for (let b = 0; b < 256; b++) fan.writeUInt32BE(sorted.filter((o) => o.oid[0] <= b).length, 4 * b);
+  const small = Buffer.alloc(4 * sorted.length);
+  const large: Buffer[] = [];
+  sorted.forEach((o, k) => {
+    if (o.offset < 2 ** 31) return small.writeUInt32BE(o.offset, 4 * k);
+    small.writeUInt32BE((0x80000000 | large.length) >>> 0, 4 * k);
+    const big = Buffer.alloc(8);
+    big.writeBigUInt64BE(BigInt(o.offset));
+    large.push(big);
+  });
+  const head = Buffer.from([0xff, 0x74, 0x4f, 0x63, 0, 0, 0, 2]);
+  return Buffer.concat([
+    head,
+    fan,
+    ...sorted.map((o) => o.oid),
+    Buffer.alloc(4 * sorted.length),
+    small,
+    ...large,
+    Buffer.alloc(40),
+  ]);
+}
+
+/** A delta's data (git's format): the base's size, the result's, then copies and inserts. */
+function deltaData(from: number, to: number, ops: ({ copy: [number, number] } | { insert: Buffer })[]): Buffer {
+  const varint = (v: number) => {
+    const out: number[] = [];
+    do {
+      out.push((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      v = Math.floor(v / 128);
+    } while (v > 0);
+    return out;
+  };
+  const bytes = [...varint(from), ...varint(to)];
+  for (const op of ops) {
+    if ('insert' in op) {
+      bytes.push(op.insert.length, ...op.insert);
+      continue;
+    }
+    const [off, n] = op.copy;
+    let cmd = 0x80;
+    const args: number[] = [];
+    for (let b = 0; b < 4; b++)
+      if ((off >> (8 * b)) & 0xff) {
+        cmd |= 1 << b;
+        args.push((off >> (8 * b)) & 0xff);
+      }
+    for (let b = 0; b < 3; b++)
+      if ((n >> (8 * b)) & 0xff) {
+        cmd |= 0x10 << b;
+        args.push((n >> (8 * b)) & 0xff);
+      }
+    bytes.push(cmd, ...args);
+  }
+  return Buffer.from(bytes);
+}
+
+/** An ofs-delta's distance back to its base, as git encodes it (each continuation adds one). */
+function ofsBytes(rel: number): Buffer {
+  const bytes = [rel & 0x7f];
+  for (rel = Math.floor(rel / 128); rel > 0; rel = Math.floor(rel / 128)) {
+    rel--;
+    bytes.unshift(0x80 | (rel & 0x7f));
+  }
+  return Buffer.from(bytes);
+}
+
+test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and leaves the rest untouched', async (t) => {
+  const layAll = native?.layAllLater;
+  if (!layAll) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    const dir = sb.root;
+    const errno = os.constants.errno;
+    const umask = process.umask();
+    const id = (b: Buffer) => crypto.createHash('sha1').update(`blob ${b.length}\0`).update(b).digest();
+    const z = (b: Buffer) => zlib.deflateSync(b, { level: 1 });
+    const bodies = Array.from({ length: 4 }, (_, k) => pseudoRandomBytes(2000 + 3000 * k, 70 + k));
+    const grown = Buffer.concat([bodies[0].subarray(0, 500), Buffer.from('INSERTED'), bodies[0].subarray(600, 2000)]);
+    const grownMore = Buffer.concat([grown, Buffer.from('more')]);
+    const prefixed = Buffer.concat([Buffer.from('prefix'), bodies[1]]);
+    const target = Buffer.from('../somewhere/else');
+    const withNul = Buffer.from('a\0b');
+    const tree = Buffer.from('100644 x\0' + 'a'.repeat(20));
+    const big = pseudoRandomBytes(1 << 20, 9);
+    const damaged = Buffer.from(z(bodies[2]));
+    damaged[damaged.length >> 1] ^= 0x55;
+    // The pack, entry by entry (a delta needs where it and its base are).
+    const parts: Buffer[] = [Buffer.from('PACK\0\0\0\x02\0\0\0\0', 'latin1')];
+    const at: Record<string, number> = {};
+    let len = 12;
+    const put = (name: string, kind: number, size: number, body: (self: number) => Buffer) => {
+      at[name] = len;
+      const b = Buffer.concat([packEntryHead(kind, size), body(len)]);
+      parts.push(b);
+      len += b.length;
+    };
+    const whole = (name: string, data: Buffer, kind = 3) => put(name, kind, data.length, () => z(data));
+    const ofs = (name: string, base: string, d: Buffer) =>
+      put(name, 6, d.length, (self) => Buffer.concat([ofsBytes(self - at[base]), z(d)]));
+    bodies.forEach((b, k) => whole(`b${k}`, b));
+    ofs(
+      'grown',
+      'b0',
+      deltaData(2000, grown.length, [{ copy: [0, 500] }, { insert: Buffer.from('INSERTED') }, { copy: [600, 1400] }]),
+    );
+    ofs(
+      'grownMore',
+      'grown',
+      deltaData(grown.length, grownMore.length, [{ copy: [0, grown.length] }, { insert: Buffer.from('more') }]),
+    );
+    const refDelta = deltaData(bodies[1].length, prefixed.length, [
+      { insert: Buffer.from('prefix') },
+      { copy: [0, bodies[1].length] },
+    ]);
+    put('prefixed', 7, refDelta.length, () => Buffer.concat([id(bodies[1]), z(refDelta)]));
+    whole('target', target);
+    whole('withNul', withNul);
+    whole('tree', tree, 2);
+    whole('big', big);
+    put('damaged', 3, bodies[2].length, () => damaged);
+    // Hostile deltas: a copy past the base's end, a base size that is not the base's, a result
+    // that is not the size it states.
+    const pastEnd = Buffer.concat([bodies[3].subarray(0, 10), Buffer.alloc(100)]);
+    ofs('pastEnd', 'b3', deltaData(bodies[3].length, 110, [{ copy: [bodies[3].length - 10, 110] }]));
+    ofs('wrongBase', 'b3', deltaData(bodies[3].length + 1, 10, [{ copy: [0, 10] }]));
+    ofs('short', 'b3', deltaData(bodies[3].length, 20, [{ copy: [0, 10] }]));
+    parts.push(Buffer.alloc(20, 0xee));
+    const pack = Buffer.concat(parts);
+    const packEnd = pack.length - 20;
+    const oidOf: Record<string, Buffer> = {
+      b0: id(bodies[0]),
+      b1: id(bodies[1]),
+      b2: id(bodies[2]),
+      b3: id(bodies[3]),
+      grown: id(grown),
+      grownMore: id(grownMore),
+      prefixed: id(prefixed),
+      target: id(target),
+      withNul: id(withNul),
+      tree: id(tree),
+      big: id(big),
+      damaged: crypto.randomBytes(20),
+      pastEnd: id(pastEnd),
+      wrongBase: id(bodies[3].subarray(0, 10)),
+      short: id(bodies[3].subarray(0, 20)),
+      // An id the index gives to another blob's entry (b0's): its bytes do not hash to it.
+      misnamed: crypto.randomBytes(20),
+      // The same for a delta's result (grown's entry).
+      misnamedDelta: crypto.randomBytes(20),
+    };
+    at.misnamed = at.b0;
+    at.misnamedDelta = at.grown;
+    const idx = craftIndex(Object.keys(oidOf).map((k) => ({ oid: oidOf[k], offset: at[k] })));
+    const content: Record<string, Buffer> = {
+      b0: bodies[0],
+      b1: bodies[1],
+      b2: bodies[2],
+      b3: bodies[3],
+      grown,
+      grownMore,
+      prefixed,
+      big,
+    };
+
+    type Row = { object: string; name: string; mode?: number; nsec?: number; oid?: Buffer };
+    const run = async (rows: Row[], opts: { limit?: number; threads?: number; idx?: Buffer } = {}) => {
+      const names: Buffer[] = [];
+      const nameAt = new Uint32Array(rows.length);
+      let p = 0;
+      rows.forEach((r, k) => {
+        nameAt[k] = p;
+        const b = Buffer.from(`${r.name}\0`);
+        names.push(b);
+        p += b.length;
+      });
+      const times = Float64Array.from(rows.flatMap((r, k) => [1_700_000_000 + k, r.nsec ?? k]));
+      const stats = Buffer.alloc(40 * rows.length);
+      const status = Buffer.alloc(4 * rows.length);
+      const result = Buffer.alloc(12);
+      const laid = await layAll(
+        [[pack, packEnd, opts.idx ?? idx]],
+        20,
+        opts.limit ?? 1 << 30,
+        [
+          Buffer.concat(rows.map((r) => r.oid ?? oidOf[r.object])),
+          Buffer.concat(names),
+          Buffer.from(nameAt.buffer),
+          Buffer.from(Uint32Array.from(rows.map((r) => r.mode ?? 0o100644)).buffer),
+          Buffer.from(times.buffer),
+        ],
+        Buffer.from(`${dir}/tree/`),
+        stats,
+        status,
+        result,
+        opts.threads ?? 2,
+      );
+      const verdicts = Array.from(new Int32Array(status.buffer, status.byteOffset, rows.length));
+      return { laid, verdicts, stats, failed: Array.from(new Int32Array(result.buffer, result.byteOffset, 3)) };
+    };
+    fs.mkdirSync(path.join(dir, 'tree'));
+    const file = (name: string) => path.join(dir, 'tree', name);
+
+    // Whole blobs, each delta kind and a chain of two, a symlink, an executable, a file whose time
+    // is left to the caller (nanoseconds -1).
+    const rows: Row[] = [
+      { object: 'b0', name: 'a/b/zero.txt' },
+      { object: 'grown', name: 'a/grown.txt' },
+      { object: 'grownMore', name: 'a/b/c/grown-more.txt' },
+      { object: 'prefixed', name: 'ref/prefixed.txt' },
+      { object: 'b1', name: 'one.sh', mode: 0o100755 },
+      { object: 'target', name: 'links/to-else', mode: 0o120000 },
+      { object: 'b2', name: 'linked.txt', nsec: -1 },
+      { object: 'big', name: 'big.bin' },
+    ];
+    const got = await run(rows);
+    assert.deepEqual(got.failed, [0, 0, 0]);
+    assert.deepEqual(got.verdicts, [1, 1, 1, 1, 1, 2, 2, 1]);
+    assert.equal(got.laid, rows.length);
+    rows.forEach((r, k) => {
+      if (r.mode === 0o120000) return assert.equal(fs.readlinkSync(file(r.name)), target.toString());
+      assert.deepEqual(fs.readFileSync(file(r.name)), content[r.object], r.name);
+      assert.equal(fs.statSync(file(r.name)).mode & 0o7777, (r.mode === 0o100755 ? 0o777 : 0o666) & ~umask, r.name);
+      if (r.nsec === -1) return;
+      assert.equal(
+        fs.lstatSync(file(r.name), { bigint: true }).mtimeNs,
+        BigInt(1_700_000_000 + k) * 1_000_000_000n + BigInt(k),
+      );
+      assert.deepEqual(
+        got.stats.subarray(40 * k, 40 * k + 40),
+        indexStatBlock(file(r.name)),
+        `${r.name}: its stat block`,
+      );
+    });
+
+    // Left, each with nothing created: what is not a plain file or symlink of a blob that checks.
+    fs.mkdirSync(path.join(dir, 'elsewhere'));
+    fs.symlinkSync(path.join(dir, 'elsewhere'), file('lnk'));
+    const left: Row[] = [
+      { object: 'tree', name: 'l/tree.txt' },
+      { object: 'damaged', name: 'l/damaged.txt' },
+      { object: 'misnamed', name: 'l/misnamed.txt' },
+      { object: 'misnamedDelta', name: 'l/misnamed-delta.txt' },
+      { object: 'pastEnd', name: 'l/past-end.txt' },
+      { object: 'wrongBase', name: 'l/wrong-base.txt' },
+      { object: 'short', name: 'l/short.txt' },
+      { object: 'withNul', name: 'l/nul-link', mode: 0o120000 },
+      { object: 'b0', name: 'l/sub', mode: 0o160000 },
+      { object: 'b0', name: 'l/unknown.txt', oid: crypto.randomBytes(20) },
+      { object: 'b0', name: 'lnk/through.txt' },
+      { object: 'b0', name: 'l/time.txt', nsec: 1e9 },
+    ];
+    const l = await run(left);
+    assert.deepEqual(
+      l.verdicts,
+      left.map(() => 3),
+    );
+    assert.equal(l.laid, 0);
+    for (const r of left) assert.equal(fs.existsSync(file(r.name)), false, `${r.name}: nothing created`);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'elsewhere')), [], 'nothing made through the link');
+    // Over the limit, whole or as a delta's result: left (the caller's path hands it to git).
+    const over = await run(
+      [
+        { object: 'big', name: 'l/big.bin' },
+        { object: 'grownMore', name: 'l/chain.txt' },
+      ],
+      { limit: 1500 },
+    );
+    assert.deepEqual(over.verdicts, [3, 3]);
+
+    // A file already there: the errno and step of its creation; the threads stop, nothing else
+    // is written over.
+    const clash = await run([{ object: 'b1', name: 'a/b/zero.txt' }], { threads: 1 });
+    assert.deepEqual(clash.failed, [0, errno.EEXIST, 1]);
+    assert.deepEqual(fs.readFileSync(file('a/b/zero.txt')), bodies[0]);
+
+    // Many files over four threads, in directories each thread makes as it needs them.
+    const many: Row[] = Array.from({ length: 3000 }, (_, k) => ({
+      object: ['b0', 'grown', 'prefixed', 'b3'][k % 4],
+      name: `many/d${k % 37}/e${k % 11}/f${k}.txt`,
+    }));
+    const m = await run(many, { threads: 4 });
+    assert.equal(m.laid, many.length);
+    for (const r of many.filter((_, k) => k % 97 === 0))
+      assert.deepEqual(fs.readFileSync(file(r.name)), content[r.object]);
+
+    // Arguments that do not agree are a TypeError before anything runs.
+    const ok = { object: 'b0', name: 'never.txt' };
+    const broken = Buffer.from(idx);
+    broken[0] = 0;
+    await assert.rejects(async () => run([ok], { idx: broken }), TypeError, 'an index that is not one');
+    await assert.rejects(async () => run([ok], { idx: idx.subarray(0, idx.length - 8) }), TypeError, 'a short index');
+    assert.throws(
+      () =>
+        layAll(
+          [[pack, packEnd, idx]],
+          20,
+          1 << 30,
+          [Buffer.alloc(19), Buffer.from('x\0'), Buffer.alloc(4), Buffer.alloc(4), Buffer.alloc(16)],
+          Buffer.from(`${dir}/tree/`),
+          Buffer.alloc(40),
+          Buffer.alloc(4),
+          Buffer.alloc(12),
+          1,
+        ),
+      TypeError,
+      'ids of another length',
+    );
+    assert.throws(
+      () =>
+        layAll(
+          [[pack, pack.length + 1, idx]],
+          20,
+          1 << 30,
+          [Buffer.alloc(20), Buffer.from('x\0'), Buffer.alloc(4), Buffer.alloc(4), Buffer.alloc(16)],
+          Buffer.from(`${dir}/tree/`),
+          Buffer.alloc(40),
+          Buffer.alloc(4),
+          Buffer.alloc(12),
+          1,
+        ),
+      TypeError,
+      'an end past the pack',
+    );
+    assert.equal(fs.existsSync(file('never.txt')), false);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test("layAllLater resolves the deltas git's own packs hold (offset and ref deltas, long chains)", async (t) => {
+  const layAll = native?.layAllLater;
+  if (!layAll) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    const repo = initRepo(sb, 'repo');
+    // Forty versions of a few files, each a small edit of the one before: git deltifies them.
+    const blobs = new Map<string, Buffer>();
+    let text = pseudoRandomBytes(20000, 5).toString('base64');
+    for (let v = 0; v < 40; v++) {
+      text = text.slice(0, 1000 * (v % 17)) + `edit ${v}\n` + text.slice(1000 * (v % 17) + 7);
+      for (let f = 0; f < 3; f++) {
+        const data = Buffer.from(`${f}:${text}`);
+        fs.writeFileSync(path.join(repo.dir, `f${f}.txt`), data);
+        blobs.set(crypto.createHash('sha1').update(`blob ${data.length}\0`).update(data).digest('hex'), data);
+      }
+      spawnSync('git', ['-C', repo.dir, 'add', '-A']);
+      spawnSync('git', ['-C', repo.dir, 'commit', '-qm', `v${v}`]);
+    }
+    const oids = [...blobs.keys()];
+    for (const offsets of [true, false]) {
+      const out = path.join(sb.root, `pack-${offsets}`);
+      const made = spawnSync(
+        'git',
+        [
+          '-C',
+          repo.dir,
+          'pack-objects',
+          '--window=50',
+          '--depth=100',
+          ...(offsets ? ['--delta-base-offset'] : []),
+          out,
+        ],
+        {
+          input: `${oids.join('\n')}\n`,
+        },
+      );
+      assert.equal(made.status, 0, made.stderr.toString());
+      const base = `${out}-${made.stdout.toString().trim()}`;
+      const verify = spawnSync('git', ['verify-pack', '-v', `${base}.idx`]).stdout.toString();
+      const deltas = verify.split('\n').filter((l) => / blob +\d+ \d+ \d+ \d+ [0-9a-f]{40}$/.test(l)).length;
+      assert.ok(deltas > oids.length / 2, `git made deltas (${deltas} of ${oids.length})`);
+      const packBuf = fs.readFileSync(`${base}.pack`);
+      const tree = path.join(sb.root, `tree-${offsets}`);
+      fs.mkdirSync(tree);
+      const names = Buffer.from(oids.map((o) => `${o}.txt\0`).join(''));
+      const nameAt = Uint32Array.from(oids.map((_, k) => k * 45));
+      const status = Buffer.alloc(4 * oids.length);
+      const result = Buffer.alloc(12);
+      await layAll(
+        [[packBuf, packBuf.length - 20, fs.readFileSync(`${base}.idx`)]],
+        20,
+        1 << 30,
+        [
+          Buffer.from(oids.join(''), 'hex'),
+          names,
+          Buffer.from(nameAt.buffer),
+          Buffer.from(Uint32Array.from(oids.map(() => 0o100644)).buffer),
+          Buffer.from(new Float64Array(2 * oids.length).buffer),
+        ],
+        Buffer.from(`${tree}/`),
+        Buffer.alloc(40 * oids.length),
+        status,
+        result,
+        2,
+      );
+      assert.deepEqual(
+        Array.from(new Int32Array(status.buffer, 0, oids.length)),
+        oids.map(() => 1),
+        `every blob laid (${offsets ? 'offset' : 'ref'} deltas)`,
+      );
+      for (const o of oids) assert.deepEqual(fs.readFileSync(path.join(tree, `${o}.txt`)), blobs.get(o));
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test("lstatManyLater: lstatMany's rows, taken on other threads while this one goes on; null where lstatMany throws", async (t) => {
   if (!native) return t.diagnostic(`not run: the native module is not loaded (${nativeMissing})`);
   const sb = createSandbox('xet-lstat-later-');

@@ -1,6 +1,8 @@
-// Restore lays files from the packs with its own workers (the default, src/snapshot/lay-pack.ts),
-// or by git's checkout with its own times and stat data (GIT_XET_LAY=checkout). These tests hold
-// both and the older path (GIT_XET_LAY=git) to the same result, byte for byte and stat for stat,
+// Restore lays files from the packs: most in one native pass on the pool's threads (the default,
+// src/snapshot/lay-native.ts), what it leaves by its own workers or in its thread (lay-pack.ts),
+// every entry by the workers (GIT_XET_LAY=workers), or by git's checkout with its own times and
+// stat data (GIT_XET_LAY=checkout). These tests hold them all and the older path (GIT_XET_LAY=git)
+// to the same result, byte for byte and stat for stat,
 // on a tree with every kind of entry and object (packed, deltified, loose, chunked, too large for
 // a worker), and show that in the workers a damaged pack or loose object fails the restore with a
 // typed error and leaves nothing behind.
@@ -239,6 +241,11 @@ function compareLayers(sb: Sandbox, env: NodeJS.ProcessEnv, exactTimes: boolean)
   restoreWith(sb, r, snap, all, { ...env, GIT_TRACE: trace('all') });
   assert.equal(checkouts('all'), 0, 'no checkout-index at the usual limit');
   assert.deepEqual(describeTree(all), describeTree(ours));
+  // GIT_XET_LAY=workers: no native pass (lay-native.ts), the workers lay every entry.
+  const workers = sb.path('workers');
+  restoreWith(sb, r, snap, workers, { ...common, GIT_XET_LAY: 'workers' });
+  assert.deepEqual(describeTree(workers), describeTree(ours));
+  assert.deepEqual(statMismatches(sb, workers), [], 'workers: index stat data');
   // GIT_XET_LAY=checkout: git's checkout writes the files, times and stat data as with the workers.
   const dflt = sb.path('checkout');
   restoreWith(sb, r, snap, dflt, { ...env, GIT_XET_LAY: 'checkout' });
@@ -435,7 +442,7 @@ test('a files tree whose entries are out of git order is refused after the lay, 
       .map((l) => (l.endsWith('\tfiles') ? `040000 tree ${files}\tfiles` : l))
       .join('\n');
     const forged = r.gitInput(`forged\n`, 'commit-tree', r.gitInput(`${root}\n`, 'mktree').trim()).trim();
-    for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
+    for (const env of [{}, { GIT_XET_LAY: 'workers' }, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
       const target = sb.path('copy');
       const res = xet(sb, r.dir, ['restore', forged, target, '--json'], { env });
       const err = expectError(res, 'SNAPSHOT_INVALID');
@@ -575,7 +582,7 @@ test('a mostly empty file is laid with holes where git checkout leaves them, eve
     run(sb, byGit, 'git', ['checkout-index', '-f', '--', 'big.img']);
     assert.deepEqual(fs.readFileSync(path.join(byGit, 'big.img')), fs.readFileSync(r.p('big.img')));
     assert.ok(blocks(byGit, 'big.img') <= 200_000, `git's checkout leaves holes: ${blocks(byGit, 'big.img')}`);
-    for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
+    for (const env of [{}, { GIT_XET_LAY: 'workers' }, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }]) {
       const dir = sb.path(`copy-${Object.values(env).join('-') || 'default'}`);
       restoreWith(sb, r, snap, dir, env);
       for (const p of ['disk.img', 'big.img', 'dense.bin']) {
@@ -608,7 +615,13 @@ test(
       const snap = capture(sb, r.dir);
       // Room for the objects the clone copies over (~4 MB: incompressible), not for the files too.
       const disk = mountTmpfs(sb, 'disk', 6 * 1024);
-      for (const env of [{}, { GIT_XET_NATIVE: '0' }, { GIT_XET_LAY: 'checkout' }, { GIT_XET_LAY: 'git' }]) {
+      for (const env of [
+        {},
+        { GIT_XET_LAY: 'workers' },
+        { GIT_XET_NATIVE: '0' },
+        { GIT_XET_LAY: 'checkout' },
+        { GIT_XET_LAY: 'git' },
+      ]) {
         const target = path.join(disk, 'copy');
         const res = xet(sb, r.dir, ['restore', snap, target, '--json'], { env });
         const err = expectError(res, 'DISK_FULL');

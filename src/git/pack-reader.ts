@@ -218,6 +218,12 @@ export class PackIndex {
     this.offsets = offsets;
   }
 
+  /** The whole index mapped (native mapFile), for a caller that searches it itself (a restore's
+   * native layAllLater, which checks its tables again); null where it cannot be mapped. */
+  mapped(): Buffer | null {
+    return mapWhole(this.f.fd, this.f.size);
+  }
+
   /** The entry's offset in the pack, or null when the index does not list `oid`. */
   find(oid: string): number | null {
     return this.findRaw(Buffer.from(oid, 'hex'));

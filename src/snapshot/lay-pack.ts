@@ -23,15 +23,47 @@ import { git, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
-import { writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import { CREATE_STAT, type LayDone, type LayFailure, type LayJob } from './lay-worker';
+import { writeChunkedFile, writeChunkedFiles, writePlaceholder } from './lay-chunked';
+import { layNative, nativeLayAvailable } from './lay-native';
+import { LocalPacks } from '../chunks/local-packs';
+import { CREATE_STAT, layEntries, type LayDone, type LayFailure, type LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
 import { diskFull } from '../workspace/tools';
 
 /** Entries a worker claims at once: small enough to balance, large enough to keep messages few. */
 const BATCH = 128;
+/** Entries left by the native pass that this thread lays itself rather than boot workers for. */
+const IN_THREAD_MAX = 2048;
 /** Blobs larger than this go through git (which streams them); workers hold one object whole. */
 const MAX_OBJECT = 32 * 1024 * 1024;
+
+/** The largest blob laid from memory: tests lower it to send files through git's checkout on a
+ * small tree. */
+function maxObject(): number {
+  return Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT;
+}
+
+/** The chunked files laid on this thread while the native pass runs on the pool's threads (the
+ * way a worker lays them: the packs read directly, written through one buffer), `done` told of
+ * each. */
+async function writeChunkedHere(
+  worktree: string,
+  chunked: ChunkedEntry[],
+  spec: PackLaySpec,
+  done: (c: ChunkedEntry) => void,
+): Promise<void> {
+  if (!chunked.length) return;
+  const packs = LocalPacks.openDir(spec.objectsDir, spec.format, { reuseWindow: true, mapped: true });
+  try {
+    for (const c of chunked) {
+      await writeChunkedFile(worktree, c, { git: spec.shadow, format: spec.format, packs }, { sync: true });
+      tracePhase(`lay: chunked file ${c.path} done`);
+      done(c);
+    }
+  } finally {
+    packs.close();
+  }
+}
 
 /** A file or symlink of the files tree: its path, mode (as a number) and blob id. */
 export interface LaidBlob {
@@ -128,12 +160,64 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
       sec: job.map((i) => meta.mtimeSec[i]),
       nsec: job.map((i) => (leaders.has(i) ? -1 : meta.mtimeNsec[i])),
     };
-    await runWorkers(spec, blobs, job, spec.deferChunked ? [] : chunkedLeaders, times, rows, (m) => {
-      for (const k of m.stamped) rowOf[job[k]] = k;
-      for (const k of m.done) if (rowOf[job[k]] < 0) complete(job[k]);
-      for (const k of m.left) left.push(job[k]);
-      for (const k of m.chunked) complete(chunkedAt.get(chunkedLeaders[k].path) as number);
-    });
+    // The native pass first (lay-native.ts), the chunked files on this thread meanwhile; what it
+    // leaves goes to the workers. Without it the workers take every entry.
+    let byWorkers = job;
+    let chunkedByWorkers = spec.deferChunked ? [] : chunkedLeaders;
+    let workerTimes = times;
+    const nativeRun = nativeLayAvailable()
+      ? layNative({
+          worktree,
+          objectsDir: spec.objectsDir,
+          format: spec.format,
+          paths: job.map((i) => blobs[i].path),
+          oids: job.map((i) => blobs[i].oid),
+          modes: job.map((i) => blobs[i].mode),
+          mtimeSec: times.sec,
+          mtimeNsec: times.nsec,
+          stats: Buffer.from(rows),
+          maxObject: maxObject(),
+        })
+      : null;
+    if (nativeRun) {
+      nativeRun.catch(() => undefined);
+      const chunkedHere = chunkedByWorkers;
+      chunkedByWorkers = [];
+      // Both run to their end before a failure is reported: nothing writes in a tree its caller
+      // is already removing.
+      const [native, chunked] = await Promise.allSettled([
+        nativeRun,
+        writeChunkedHere(worktree, chunkedHere, spec, (c) => complete(chunkedAt.get(c.path) as number)),
+      ]);
+      if (native.status === 'rejected') throw native.reason;
+      if (chunked.status === 'rejected') throw chunked.reason;
+      tracePhase(`lay: native pass done, ${native.value?.left.length ?? 'all'} left`);
+      const laid = native.value;
+      if (laid) {
+        for (const k of laid.stamped) rowOf[job[k]] = k;
+        for (const k of laid.laid) complete(job[k]);
+        byWorkers = laid.left.map((k) => job[k]);
+        workerTimes = { sec: laid.left.map((k) => times.sec[k]), nsec: laid.left.map((k) => times.nsec[k]) };
+      }
+    }
+    if (byWorkers.length || chunkedByWorkers.length) {
+      // Rows of the workers' own job, copied to the entry's row in `rows` as each batch comes.
+      const theirs = byWorkers === job ? rows : new SharedArrayBuffer(byWorkers.length * CREATE_STAT);
+      const mine = Buffer.from(rows);
+      const got = Buffer.from(theirs);
+      const rowAt = theirs === rows ? null : new Map(job.map((i, k) => [i, k]));
+      await runWorkers(spec, blobs, byWorkers, chunkedByWorkers, workerTimes, theirs, (m) => {
+        for (const k of m.stamped) {
+          const i = byWorkers[k];
+          const row = rowAt ? (rowAt.get(i) as number) : k;
+          if (rowAt) got.copy(mine, row * CREATE_STAT, k * CREATE_STAT, (k + 1) * CREATE_STAT);
+          rowOf[i] = row;
+        }
+        for (const k of m.done) if (rowOf[byWorkers[k]] < 0) complete(byWorkers[k]);
+        for (const k of m.left) left.push(byWorkers[k]);
+        for (const k of m.chunked) complete(chunkedAt.get(chunkedByWorkers[k].path) as number);
+      });
+    }
   } else {
     // No workers (GIT_XET_LAY=checkout): git checks every file out, the
     // chunked ones are reassembled on this thread meanwhile, and the times and stat data are ours.
@@ -237,11 +321,17 @@ function asBigIntStats(s: StampedStat): fs.BigIntStats {
  * caller failed or took another path) are terminated by close().
  */
 export class LayPool {
-  private readonly workers: Worker[];
+  private workers: Worker[] = [];
   private used = false;
 
-  /** `files`: how many files the snapshot has (a small tree needs fewer workers). */
-  constructor(files: number) {
+  /** `files`: how many files the snapshot has (a small tree needs fewer workers). `bootNow`
+   * false: booted by run(), sized by its job (the native pass lays most entries, lay-native.ts,
+   * and the workers may not be needed at all). */
+  constructor(files: number, bootNow = true) {
+    if (bootNow) this.boot(files);
+  }
+
+  private boot(files: number): void {
     const count = Math.max(1, Math.min(os.availableParallelism(), Math.ceil(files / BATCH)));
     this.workers = Array.from(
       { length: count },
@@ -259,6 +349,7 @@ export class LayPool {
   async run(job: LayJob, onBatch: (m: LayDone) => void): Promise<void> {
     if (this.used) throw new Error('LayPool.run: once only');
     this.used = true;
+    if (!this.workers.length) this.boot(job.paths.length + job.chunked.length * BATCH);
     const flags = new Int32Array(job.shared);
     let failure: Error | null = null;
     const one = (w: Worker): Promise<void> =>
@@ -299,6 +390,11 @@ export class LayPool {
     if (failure) throw failure;
   }
 
+  /** Whether its workers have been started. */
+  get booted(): boolean {
+    return this.workers.length > 0;
+  }
+
   /** Stop workers that were given nothing to do. */
   close(): void {
     if (!this.used) for (const w of this.workers) void w.terminate();
@@ -329,10 +425,15 @@ async function runWorkers(
     git: { cwd: spec.shadow.cwd ?? spec.worktree, env: { ...spec.shadow.env } },
     shared: new SharedArrayBuffer(12),
     batch: BATCH,
-    // Tests lower it to send files through git's checkout on a small tree.
-    maxObject: Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT,
+    maxObject: maxObject(),
   };
-  await (spec.pool as LayPool).run(layJob, onBatch);
+  const pool = spec.pool as LayPool;
+  // What the native pass left, when it is little, is laid here: a worker's boot (~0.1 s of a core,
+  // and as long before it lays anything) costs more than a few hundred deltas take on this thread.
+  if (!pool.booted && chunked.length === 0 && job.length <= IN_THREAD_MAX) {
+    pool.close();
+    await layEntries(layJob, onBatch);
+  } else await pool.run(layJob, onBatch);
 }
 
 /** A failure of the file system while laying (a worker's or this thread's) as the typed error a

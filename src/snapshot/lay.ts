@@ -20,6 +20,7 @@ import type { Snapshot } from './store';
 import { planFileMeta, readFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
+import { nativeLayAvailable } from './lay-native';
 import { Stamper } from './set-times';
 import { assertNoSymlinkBetween } from './fsutil';
 import { tracePhase } from '../testing/trace';
@@ -92,7 +93,8 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
   const how = process.env.GIT_XET_LAY;
   const fromPacks = snap.filemeta !== null && how !== 'git' && holdsOnlyGitDir(worktree);
   const stamper = fromPacks ? new Stamper() : null;
-  const pool = fromPacks && how !== 'checkout' ? new LayPool(snap.manifest.counts.files) : null;
+  // With the native pass (lay-native.ts) the workers boot only if something is left for them.
+  const pool = fromPacks && how !== 'checkout' ? new LayPool(snap.manifest.counts.files, !nativeLayAvailable()) : null;
   let stamped = false;
   let indexRead: Promise<void> | null = null;
   try {
