@@ -544,6 +544,8 @@ static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
  * stamped later), and its fstat afterwards written as git's index holds it (fill_stat_data: each
  * field cast to 32 bits, big-endian). One call where node took six (open, write, close, then
  * utimensat and lstat by path on another thread). 0, or -errno with the failed STEP_* in out[0]. */
+static int64_t create_stamped_at(int dir, const char *file, const uint8_t *data, size_t length, int64_t perm,
+                                 int64_t sec, int64_t nsec, uint8_t *out);
 static int64_t create_stamped(const char *file, const uint8_t *data, size_t length, int64_t perm, int64_t sec,
                               int64_t nsec, uint8_t *out) {
   /* A relative name would be taken from this process's directory: absolute only. */
@@ -551,7 +553,14 @@ static int64_t create_stamped(const char *file, const uint8_t *data, size_t leng
     out[0] = STEP_OPEN;
     return -EINVAL;
   }
-  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)perm);
+  return create_stamped_at(AT_FDCWD, file, data, length, perm, sec, nsec, out);
+}
+
+/* create_stamped of `file` in the directory open as `dir` (a name in it: the native pass holds its
+ * directory open rather than have the kernel walk the whole path for each file). */
+static int64_t create_stamped_at(int dir, const char *file, const uint8_t *data, size_t length, int64_t perm,
+                                 int64_t sec, int64_t nsec, uint8_t *out) {
+  int fd = openat(dir, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)perm);
   if (fd < 0) {
     out[0] = STEP_OPEN;
     return -(int64_t)errno;
@@ -1513,7 +1522,25 @@ struct lay_all_thread {
   char path[MANY_PATH_MAX];
   char last[MANY_PATH_MAX];
   uint32_t last_len;
+  /* The directory `last` names, open (O_PATH), and how long that name was (-1: none open). */
+  int dir;
+  char dir_path[MANY_PATH_MAX];
+  size_t dir_len;
 };
+
+/* The file's directory (made or found by dirs_of: last[0..last_len)) open, or -1 when it cannot be
+ * opened as a directory (not through a symlink at its last component: make_dirs found each one a
+ * real directory, and the tree is its owner's alone). */
+static int dir_of(struct lay_all_thread *t) {
+  if (t->dir >= 0 && t->dir_len == t->last_len && memcmp(t->dir_path, t->last, t->last_len) == 0) return t->dir;
+  if (t->dir >= 0) close(t->dir);
+  t->dir = -1;
+  memcpy(t->dir_path, t->last, t->last_len);
+  t->dir_path[t->last_len] = 0;
+  t->dir = open(t->dir_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  t->dir_len = t->last_len;
+  return t->dir;
+}
 
 static uint64_t place_of(size_t p, uint64_t off) { return ((uint64_t)p << 48) | off; }
 
@@ -1764,16 +1791,19 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
   double sec = f64_at(j->times, 2 * k), nsec = f64_at(j->times, 2 * k + 1);
   if (!time_ok(sec, nsec)) return ALL_LEFT;
   if (dirs_of(t->path, j->base_len, t->last, &t->last_len) != 0) return ALL_LEFT;
+  int dir = dir_of(t);
+  if (dir < 0) return ALL_LEFT;
+  const char *name = t->path + t->last_len + 1;
   if (mode == 0120000) {
     /* A target symlink(2) would cut short or refuse is the caller's (it says why); nothing is
      * made unless the link is. */
     if (size == 0 || size >= MANY_PATH_MAX || memchr(data, 0, (size_t)size)) return ALL_LEFT;
     data[size] = 0;
-    return symlink((const char *)data, t->path) == 0 ? ALL_LAID : ALL_LEFT;
+    return symlinkat((const char *)data, dir, name) == 0 ? ALL_LAID : ALL_LEFT;
   }
   uint8_t *out = j->stats + k * CREATE_STAT;
-  int64_t made = create_stamped(t->path, data, (size_t)size, mode == 0100755 ? 0777 : 0666, (int64_t)sec,
-                                (int64_t)nsec, out);
+  int64_t made = create_stamped_at(dir, name, data, (size_t)size, mode == 0100755 ? 0777 : 0666, (int64_t)sec,
+                                   (int64_t)nsec, out);
   if (made != 0) {
     int expected = 0;
     if (__atomic_compare_exchange_n(&j->failed, &expected, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
@@ -1797,6 +1827,7 @@ static void lay_all_run(napi_env env, void *data) {
     return;
   }
   memcpy(t->path, j->base, j->base_len);
+  t->dir = -1;
   struct lay_all_placed batch[LAY_ALL_BATCH];
   size_t laid = 0;
   for (;;) {
@@ -1826,6 +1857,7 @@ static void lay_all_run(napi_env env, void *data) {
   }
   __atomic_fetch_add(&j->laid, laid, __ATOMIC_SEQ_CST);
   libdeflate_free_decompressor(t->d);
+  if (t->dir >= 0) close(t->dir);
   free(t->scratch);
   free(t->a.mem);
   free(t->b.mem);

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { native } from '../src/native';
-import { startProcessVia, type Started } from '../src/git/spawn';
+import { startProcess, startProcessVia, type Started } from '../src/git/spawn';
 import { git } from '../src/git/exec';
 import { XetError } from '../src/errors';
 import { createSandbox } from './support/sandbox';
@@ -138,6 +138,29 @@ test('the program is found on the child PATH as execvp finds it', async (t) => {
   // Not on PATH at all: posix_spawn declines, and node's spawn reports it.
   assert.equal(startProcessVia('posix', 'no-such-program-xet', [], { env: env() }), null);
   await assert.rejects(startProcessVia('node', 'no-such-program-xet', [], { env: env() })!.exited, /ENOENT/);
+});
+
+test('a program found on PATH is remembered, and one gone since is started the way node finds it', async (t) => {
+  if (!native?.spawnPiped) return t.diagnostic('skipped: posix_spawn needs the native module');
+  const shim = scratch(t, 'remembered');
+  const program = path.join(shim, 'git');
+  fs.writeFileSync(program, '#!/bin/sh\necho "shim $*"\n', { mode: 0o755 });
+  const opts = { env: { ...env(), PATH: `${shim}:${process.env.PATH}` } };
+  const out = async (s: Started | null) => {
+    assert.ok(s, 'started');
+    const chunks: Buffer[] = [];
+    s.stdout.on('data', (c: Buffer) => chunks.push(c));
+    s.stderr.resume();
+    s.stdin.end();
+    await s.exited;
+    return Buffer.concat(chunks).toString();
+  };
+  assert.equal(await out(startProcessVia('posix', 'git', ['x'], opts)), 'shim x\n');
+  // Removed: the remembered path no longer starts (posix_spawn declines), and startProcess's
+  // fallback runs the git that is on PATH now.
+  fs.rmSync(program);
+  assert.equal(startProcessVia('posix', 'git', ['--version'], opts), null);
+  assert.match(await out(startProcess('git', ['--version'], opts)), /^git version /);
 });
 
 test('git() through posix_spawn: output, input, failures as GIT_FAILED', async (t) => {

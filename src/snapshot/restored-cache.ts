@@ -22,6 +22,7 @@ import { STAT } from '../git/index-writer';
 import type { ChunkRecord } from './chunked-scan';
 import { blobOid } from './filemeta';
 import { chunkedOf } from './lay';
+import { laidChunkIds } from './lay-chunked';
 import { STAT_CACHE_RECORD_SUFFIX, STAT_CACHE_SCHEMA, type StatCacheRecord } from './stat-cache';
 import type { Snapshot } from './store';
 
@@ -48,7 +49,9 @@ export async function sealRestoredCache(
   };
   const chunked = await chunkedOf(snap, opts);
   // The lists of the laid files, read from the restored repository's packs (no git per file).
-  const packs = chunked.size ? await LocalPacks.open(opts, format) : null;
+  const packs = [...chunked.values()].some((c) => laidChunkIds(c) === undefined)
+    ? await LocalPacks.open(opts, format)
+    : null;
   try {
     for (const [p, c] of chunked) {
       const data = serializePointer(c.pointer);
@@ -62,10 +65,13 @@ export async function sealRestoredCache(
         blobOid(data, format) === c.pointerOid &&
         entry.oid === c.pointerOid &&
         sameStat(buf, entry.offset, st);
-      const list = laid
-        ? await ChunkList.fromPointer(c.pointer, p, { git: opts, format, ...(packs ? { packs } : {}) })
-        : null;
-      const oids = list ? (await list.chunksFor(0, c.pointer.size)).map((r) => r.oid).join('') : '';
+      // The ids the lay wrote it from, when this thread wrote it; else its list is read again.
+      const known = laid ? laidChunkIds(c) : undefined;
+      const list =
+        laid && known === undefined
+          ? await ChunkList.fromPointer(c.pointer, p, { git: opts, format, ...(packs ? { packs } : {}) })
+          : null;
+      const oids = known ?? (list ? (await list.chunksFor(0, c.pointer.size)).map((r) => r.oid).join('') : '');
       // A path not as laid is listed all the same (its entry is a pointer, never to be taken for a
       // blob), with stat data no file has.
       chunks.files[p] = {
