@@ -499,17 +499,20 @@ static int all_zero(const uint8_t *p, size_t n) {
  * zeros as git's checkout does (stream_blob_to_fd): a mostly empty file (a disk image, a sparse
  * database) takes its data's blocks, not its length. A file that ends in a hole gets its last
  * byte written, as git's does. 0 or -errno. */
-static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
+/* data[0..length) written to fd at offset `off` (a multiple of HOLE_BLOCK: blocks are counted
+ * from the file's start), each whole block of zeros left a hole. 0 or -errno; *hole_at_end says
+ * whether its last block was one. */
+static int64_t write_sparse_at(int fd, const uint8_t *data, size_t length, size_t off, int *hole_at_end) {
   size_t at = 0;
-  int hole_at_end = 0;
+  *hole_at_end = 0;
   while (at < length) {
     size_t n = length - at < HOLE_BLOCK ? length - at : HOLE_BLOCK;
     if (n == HOLE_BLOCK && all_zero(data + at, n)) {
       at += n;
-      hole_at_end = 1;
+      *hole_at_end = 1;
       continue;
     }
-    hole_at_end = 0;
+    *hole_at_end = 0;
     size_t put_all = 0;
     /* Runs of blocks that are not holes go out in one write: a file of no zero block is one call. */
     size_t run = n;
@@ -519,22 +522,30 @@ static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
       run += m;
     }
     while (put_all < run) {
-      ssize_t put = pwrite(fd, data + at + put_all, run - put_all, (off_t)(at + put_all));
+      ssize_t put = pwrite(fd, data + at + put_all, run - put_all, (off_t)(off + at + put_all));
       if (put < 0 && errno == EINTR) continue;
       if (put < 0) return -(int64_t)errno;
       put_all += (size_t)put;
     }
     at += run;
   }
-  /* Ending in a hole: its last byte is written (a zero), as git does, which gives the length. */
-  if (hole_at_end) {
-    ssize_t put;
-    do
-      put = pwrite(fd, "", 1, (off_t)length - 1);
-    while (put < 0 && errno == EINTR);
-    if (put != 1) return put < 0 ? -(int64_t)errno : -EIO;
-  }
   return 0;
+}
+
+/* A file that ends in a hole gets its last byte written (a zero), as git does, which gives it its
+ * length. 0 or -errno. */
+static int64_t end_sparse(int fd, size_t length) {
+  ssize_t put;
+  do
+    put = pwrite(fd, "", 1, (off_t)length - 1);
+  while (put < 0 && errno == EINTR);
+  return put == 1 ? 0 : put < 0 ? -(int64_t)errno : -EIO;
+}
+
+static int64_t write_sparse(int fd, const uint8_t *data, size_t length) {
+  int hole_at_end;
+  int64_t r = write_sparse_at(fd, data, length, 0, &hole_at_end);
+  return r == 0 && hole_at_end ? end_sparse(fd, length) : r;
 }
 
 /* A restore's write of one file (src/snapshot/lay-worker.ts): created new (O_EXCL, never through
@@ -1425,6 +1436,16 @@ struct lay_all_job {
   size_t next;       /* the next entry to claim (atomic) */
   int failed;        /* set once (atomic): every thread stops at its next entry */
   size_t laid;       /* entries laid (atomic) */
+  struct chunked_file *files; /* layChunkedLater's files (n of them) */
+};
+
+/* A chunked file for layChunkedLater: its name (NUL-ended, relative to the base), mode, size and
+ * blob id, and its chunks' ids and sizes in order. */
+struct chunked_file {
+  const uint8_t *name, *whole, *oids, *sizes;
+  uint32_t mode;
+  uint64_t size;
+  size_t count;
 };
 
 /* The index's entry for oid: 1 with its offset in the pack, 0 when the index does not list it or
@@ -1866,6 +1887,143 @@ static void lay_all_run(napi_env env, void *data) {
   free(t);
 }
 
+/* OpenSSL's streaming digest calls, looked up as digest_of looks up the one-shot ones (a chunked
+ * file is hashed whole as its chunks go by). */
+typedef void *(*evp_ctx_new_fn)(void);
+typedef void (*evp_ctx_free_fn)(void *);
+typedef const void *(*evp_md_fn)(void);
+typedef int (*evp_init_fn)(void *, const void *, void *);
+typedef int (*evp_update_fn)(void *, const void *, size_t);
+typedef int (*evp_final_fn)(void *, unsigned char *, unsigned int *);
+static struct {
+  evp_ctx_new_fn ctx_new;
+  evp_ctx_free_fn ctx_free;
+  evp_md_fn sha1, sha256;
+  evp_init_fn init;
+  evp_update_fn update;
+  evp_final_fn final;
+} evp;
+static pthread_once_t evp_once = PTHREAD_ONCE_INIT;
+static void look_up_evp(void) {
+  evp.ctx_new = (evp_ctx_new_fn)dlsym(RTLD_DEFAULT, "EVP_MD_CTX_new");
+  evp.ctx_free = (evp_ctx_free_fn)dlsym(RTLD_DEFAULT, "EVP_MD_CTX_free");
+  evp.sha1 = (evp_md_fn)dlsym(RTLD_DEFAULT, "EVP_sha1");
+  evp.sha256 = (evp_md_fn)dlsym(RTLD_DEFAULT, "EVP_sha256");
+  evp.init = (evp_init_fn)dlsym(RTLD_DEFAULT, "EVP_DigestInit_ex");
+  evp.update = (evp_update_fn)dlsym(RTLD_DEFAULT, "EVP_DigestUpdate");
+  evp.final = (evp_final_fn)dlsym(RTLD_DEFAULT, "EVP_DigestFinal_ex");
+}
+static int evp_usable(void) {
+  pthread_once(&evp_once, look_up_evp);
+  return evp.ctx_new && evp.ctx_free && evp.sha1 && evp.sha256 && evp.init && evp.update && evp.final;
+}
+
+/* Bytes of a chunked file gathered into one write: a multiple of HOLE_BLOCK, so that the blocks
+ * of zeros are found where git's checkout finds them (counted from the file's start). */
+#define CHUNKED_STAGE (1 << 20)
+
+/* One chunked file written from its chunks into a file created at its path, the whole hashed as
+ * its blob and compared with its id, holes where git leaves them. 1, or 0 with nothing left at its
+ * path (a chunk not in the packs, not a blob of its size, bytes that do not hash to the file's id,
+ * a directory or file that cannot be made or written: the caller's path does it again and says
+ * why). Not stamped (the caller stamps it with the files it links). */
+static int write_chunked(struct lay_all_job *j, struct lay_all_thread *t, const struct chunked_file *f,
+                         uint8_t *stage, void *md_ctx) {
+  size_t name_len = strlen((const char *)f->name);
+  if (name_len == 0 || j->base_len + name_len >= MANY_PATH_MAX) return 0;
+  memcpy(t->path + j->base_len, f->name, name_len + 1);
+  if (dirs_of(t->path, j->base_len, t->last, &t->last_len) != 0) return 0;
+  int dir = dir_of(t);
+  if (dir < 0) return 0;
+  const char *name = t->path + t->last_len + 1;
+  int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, f->mode == 0100755 ? 0777 : 0666);
+  if (fd < 0) return 0;
+  int ok = evp.init(md_ctx, j->hash_len == 32 ? evp.sha256() : evp.sha1(), NULL) == 1;
+  char header[LAY_HEADER_ROOM];
+  int hl = snprintf(header, sizeof header, "blob %llu", (unsigned long long)f->size);
+  ok = ok && evp.update(md_ctx, header, (size_t)hl + 1) == 1;
+  size_t used = 0, flushed = 0;
+  uint64_t total = 0;
+  int hole_at_end = 0;
+  for (size_t i = 0; ok && i < f->count; i++) {
+    const uint8_t *oid = f->oids + i * j->hash_len;
+    uint32_t want = u32_at(f->sizes, i);
+    size_t p = 0;
+    uint64_t offset = 0;
+    while (p < j->npacks && !idx_find(&j->packs[p], oid, j->hash_len, &offset)) p++;
+    if (p == j->npacks || offset >= (UINT64_C(1) << 48)) {
+      ok = 0;
+      break;
+    }
+    const struct lay_all_pack *pk = &j->packs[p];
+    uint64_t size = 0;
+    size_t data_at, z_len;
+    uint8_t *data = NULL;
+    if (whole_blob_at(pk->pack, pk->end, (double)offset, j->max_bytes, &size, &data_at, &z_len)) {
+      data = size == want ? room_for(&t->a, (size_t)size) : NULL;
+      ok = data && inflate_exact(t, pk, data_at, size, data);
+    } else {
+      ok = resolve_delta(j, t, p, offset, &data, &size) && size == want;
+    }
+    total += want;
+    ok = ok && total <= f->size && evp.update(md_ctx, data, want) == 1;
+    /* Into the stage; a full stage is written (its offset a multiple of it, so of HOLE_BLOCK). */
+    for (size_t at = 0; ok && at < want;) {
+      size_t n = want - at < CHUNKED_STAGE - used ? want - at : CHUNKED_STAGE - used;
+      memcpy(stage + used, data + at, n);
+      used += n;
+      at += n;
+      if (used == CHUNKED_STAGE) {
+        ok = write_sparse_at(fd, stage, used, flushed, &hole_at_end) == 0;
+        flushed += used;
+        used = 0;
+      }
+    }
+  }
+  if (ok && used > 0) ok = write_sparse_at(fd, stage, used, flushed, &hole_at_end) == 0;
+  unsigned char md[32];
+  unsigned int md_len = 0;
+  ok = ok && total == f->size && evp.final(md_ctx, md, &md_len) == 1 && md_len == j->hash_len &&
+       memcmp(md, f->whole, j->hash_len) == 0;
+  if (ok && hole_at_end) ok = end_sparse(fd, (size_t)f->size) == 0;
+  if (close(fd) != 0 && errno != EINTR) ok = 0;
+  if (!ok) unlinkat(dir, name, 0);
+  return ok;
+}
+
+static void lay_chunked_run(napi_env env, void *data) {
+  (void)env;
+  struct lay_all_job *j = data;
+  struct lay_all_thread *t = calloc(1, sizeof *t);
+  uint8_t *stage = malloc(CHUNKED_STAGE);
+  void *md_ctx = evp.ctx_new();
+  if (t) t->d = libdeflate_alloc_decompressor();
+  if (t && t->d && stage && md_ctx) {
+    memcpy(t->path, j->base, j->base_len);
+    t->dir = -1;
+    for (;;) {
+      size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_SEQ_CST);
+      if (k >= j->n) break;
+      int laid = write_chunked(j, t, &j->files[k], stage, md_ctx);
+      j->status[k] = laid ? ALL_LAID : ALL_LEFT;
+      if (laid) __atomic_fetch_add(&j->laid, 1, __ATOMIC_SEQ_CST);
+    }
+  }
+  /* A thread that could not start leaves its files to the others (what none takes is untouched). */
+  if (md_ctx) evp.ctx_free(md_ctx);
+  free(stage);
+  if (t) {
+    if (t->d) libdeflate_free_decompressor(t->d);
+    if (t->dir >= 0) close(t->dir);
+    free(t->scratch);
+    free(t->a.mem);
+    free(t->b.mem);
+    free(t->delta.mem);
+    for (size_t i = 0; i < LAY_ALL_SLOTS; i++) free(t->cache[i].data);
+    free(t);
+  }
+}
+
 static void lay_all_free(napi_env env, struct lay_all_job *j) {
   for (size_t i = 0; i < j->nrefs; i++)
     if (j->refs[i]) napi_delete_reference(env, j->refs[i]);
@@ -1874,6 +2032,7 @@ static void lay_all_free(napi_env env, struct lay_all_job *j) {
   free(j->refs);
   free(j->works);
   free(j->packs);
+  free(j->files);
   free(j);
 }
 
@@ -1913,51 +2072,9 @@ static int idx_usable(struct lay_all_pack *p, size_t idx_len, size_t hash_len) {
   return 1;
 }
 
-/*
- * layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads) -> Promise
- * of how many entries it laid.
- * packs: [pack mapping, where its objects end, its index's bytes] per pack, in the order an object
- * is looked for (the first that lists it is read). columns: the entries' oids (hashLen bytes each),
- * names (NUL-ended, relative to base: absolute, ending in a slash), nameAt (uint32 per entry),
- * modes (uint32), times (float64 seconds and nanoseconds, nanoseconds -1: not set). stats: 40
- * bytes per entry (git's stat block, written for each file laid); status: an int32 per entry
- * (ALL_*); result: int32 entry, errno, step of a file whose creation failed (the others stop).
- * Every buffer is held until the promise settles; the caller must not touch them meanwhile.
- */
-static napi_value lay_all_later(napi_env env, napi_callback_info info) {
-  napi_value argv[9], promise, name;
-  if (!args_of(env, info, 9, argv,
-               "layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads)"))
-    return NULL;
-  int64_t hash_len, max_bytes, threads;
-  uint32_t npacks;
-  if (!int_arg(env, argv[1], 20, 32, &hash_len) || !int_arg(env, argv[2], 0, INT64_C(1) << 40, &max_bytes) ||
-      !int_arg(env, argv[8], 1, 64, &threads))
-    return NULL;
-  if (napi_get_array_length(env, argv[0], &npacks) != NAPI_OK || npacks > LAY_ALL_PACKS) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layAllLater takes up to 256 packs");
-    return NULL;
-  }
-  digest_fn digest = digest_of((size_t)hash_len);
-  if (!digest) {
-    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: no digest of this length in the process");
-    return NULL;
-  }
-  struct lay_all_job *j = calloc(1, sizeof *j);
-  size_t max_refs = 3 * (size_t)npacks + 9;
-  if (j) {
-    j->refs = calloc(max_refs, sizeof *j->refs);
-    j->works = calloc((size_t)threads, sizeof *j->works);
-    j->packs = calloc(npacks ? npacks : 1, sizeof *j->packs);
-  }
-  if (!j || !j->refs || !j->works || !j->packs) {
-    if (j) lay_all_free(env, j);
-    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
-    return NULL;
-  }
-  j->hash_len = (size_t)hash_len;
-  j->max_bytes = (uint64_t)max_bytes;
-  j->digest = digest;
+/* The packs argument of layAllLater and layChunkedLater ([mapping, objects' end, index] each),
+ * held and checked into j->packs (npacks of them, allocated). 0 with a JavaScript exception. */
+static int take_packs(napi_env env, struct lay_all_job *j, napi_value packs, uint32_t npacks) {
   j->npacks = npacks;
   int ok = 1;
   for (uint32_t i = 0; ok && i < npacks; i++) {
@@ -1966,7 +2083,7 @@ static napi_value lay_all_later(napi_env env, napi_callback_info info) {
     size_t pack_len, idx_len;
     uint8_t *pack, *idx;
     int64_t end;
-    ok = napi_get_element(env, argv[0], i, &one) == NAPI_OK &&
+    ok = napi_get_element(env, packs, i, &one) == NAPI_OK &&
          napi_get_array_length(env, one, &parts) == NAPI_OK && parts == 3;
     if (!ok) {
       napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a pack is [mapping, end, index]");
@@ -1985,53 +2102,70 @@ static napi_value lay_all_later(napi_env env, napi_callback_info info) {
       ok = 0;
     }
   }
-  enum { OIDS, NAMES, NAME_AT, MODES, TIMES, COLUMNS };
-  uint8_t *col[COLUMNS];
-  size_t col_len[COLUMNS];
-  for (int c = 0; ok && c < COLUMNS; c++) {
-    napi_value v;
-    ok = napi_get_element(env, argv[3], (uint32_t)c, &v) == NAPI_OK && held_buffer(env, j, v, &col[c], &col_len[c]);
+  return ok;
+}
+
+/*
+ * layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads) -> Promise
+ * of how many entries it laid.
+ * packs: [pack mapping, where its objects end, its index's bytes] per pack, in the order an object
+ * is looked for (the first that lists it is read). columns: the entries' oids (hashLen bytes each),
+ * names (NUL-ended, relative to base: absolute, ending in a slash), nameAt (uint32 per entry),
+ * modes (uint32), times (float64 seconds and nanoseconds, nanoseconds -1: not set). stats: 40
+ * bytes per entry (git's stat block, written for each file laid); status: an int32 per entry
+ * (ALL_*); result: int32 entry, errno, step of a file whose creation failed (the others stop).
+ * Every buffer is held until the promise settles; the caller must not touch them meanwhile.
+ */
+/* A job for `threads` threads over npacks packs (its packs, references and works allocated, the
+ * first three arguments read: packs, hashLen, maxBytes), or NULL with a JavaScript exception. */
+static struct lay_all_job *new_job(napi_env env, napi_value *argv, int64_t threads, size_t more_refs) {
+  int64_t hash_len, max_bytes;
+  uint32_t npacks;
+  if (!int_arg(env, argv[1], 20, 32, &hash_len) || !int_arg(env, argv[2], 0, INT64_C(1) << 40, &max_bytes))
+    return NULL;
+  if (napi_get_array_length(env, argv[0], &npacks) != NAPI_OK || npacks > LAY_ALL_PACKS) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: up to 256 packs, as an array");
+    return NULL;
   }
-  uint8_t *base = NULL, *stats = NULL, *status = NULL, *result = NULL;
-  size_t base_len = 0, stats_len = 0, status_len = 0, result_len = 0;
-  ok = ok && held_buffer(env, j, argv[4], &base, &base_len) && held_buffer(env, j, argv[5], &stats, &stats_len) &&
-       held_buffer(env, j, argv[6], &status, &status_len) && held_buffer(env, j, argv[7], &result, &result_len);
-  if (ok) {
-    /* What the caller hands in must agree with itself before a thread reads through it. */
-    size_t n = col_len[NAME_AT] / 4;
-    ok = col_len[OIDS] == n * j->hash_len && col_len[MODES] == 4 * n && col_len[TIMES] == 16 * n &&
-         col_len[NAME_AT] == 4 * n && stats_len >= n * CREATE_STAT && status_len >= 4 * n && result_len >= 12 &&
-         ((uintptr_t)status & 3) == 0 && ((uintptr_t)result & 3) == 0 && base_len > 0 && base_len < MANY_PATH_MAX &&
-         base[0] == '/' && base[base_len - 1] == '/' && !memchr(base, 0, base_len) &&
-         (col_len[NAMES] == 0 || col[NAMES][col_len[NAMES] - 1] == 0);
-    if (!ok) napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layAllLater's arguments do not agree");
-    j->n = n;
+  digest_fn digest = digest_of((size_t)hash_len);
+  if (!digest) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: no digest of this length in the process");
+    return NULL;
   }
-  if (!ok) {
+  struct lay_all_job *j = calloc(1, sizeof *j);
+  if (j) {
+    j->refs = calloc(3 * (size_t)npacks + more_refs, sizeof *j->refs);
+    j->works = calloc((size_t)threads, sizeof *j->works);
+    j->packs = calloc(npacks ? npacks : 1, sizeof *j->packs);
+  }
+  if (!j || !j->refs || !j->works || !j->packs) {
+    if (j) lay_all_free(env, j);
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+    return NULL;
+  }
+  j->hash_len = (size_t)hash_len;
+  j->max_bytes = (uint64_t)max_bytes;
+  j->digest = digest;
+  if (!take_packs(env, j, argv[0], npacks)) {
     lay_all_free(env, j);
     return NULL;
   }
-  j->oids = col[OIDS];
-  j->names = col[NAMES];
-  j->names_len = col_len[NAMES];
-  j->name_at = col[NAME_AT];
-  j->modes = col[MODES];
-  j->times = col[TIMES];
-  j->base = base;
-  j->base_len = base_len;
-  j->stats = stats;
-  j->status = (int32_t *)status;
-  j->result = (int32_t *)result;
-  memset(status, 0, 4 * j->n);
-  memset(result, 0, 12);
-  if (napi_create_string_utf8(env, "xet layAllLater", NAPI_AUTO_LENGTH, &name) != NAPI_OK ||
+  return j;
+}
+
+/* The job's works made and queued, its promise returned (settled by lay_all_done once all have
+ * run); NULL with a JavaScript exception (the job freed). */
+static napi_value start_job(napi_env env, struct lay_all_job *j, int64_t threads, napi_async_execute_callback run,
+                            const char *what) {
+  napi_value promise, name;
+  if (napi_create_string_utf8(env, what, NAPI_AUTO_LENGTH, &name) != NAPI_OK ||
       napi_create_promise(env, &j->deferred, &promise) != NAPI_OK) {
     lay_all_free(env, j);
-    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: layAllLater could not start");
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: could not start the lay");
     return NULL;
   }
   for (int64_t i = 0; i < threads; i++) {
-    if (napi_create_async_work(env, NULL, name, lay_all_run, lay_all_done, j, &j->works[j->nworks]) != NAPI_OK) break;
+    if (napi_create_async_work(env, NULL, name, run, lay_all_done, j, &j->works[j->nworks]) != NAPI_OK) break;
     j->nworks++;
   }
   /* Every work made is queued before any can finish (completions run on this thread, later). */
@@ -2047,6 +2181,143 @@ static napi_value lay_all_later(napi_env env, napi_callback_info info) {
     lay_all_free(env, j);
   }
   return promise;
+}
+
+/* base, absolute and ending in a slash, held for the job. 0 with a TypeError. */
+static int take_base(napi_env env, struct lay_all_job *j, napi_value v) {
+  uint8_t *base;
+  size_t base_len;
+  if (!held_buffer(env, j, v, &base, &base_len)) return 0;
+  if (!(base_len > 0 && base_len < MANY_PATH_MAX && base[0] == '/' && base[base_len - 1] == '/' &&
+        !memchr(base, 0, base_len))) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: the base is an absolute directory, with its slash");
+    return 0;
+  }
+  j->base = base;
+  j->base_len = base_len;
+  return 1;
+}
+
+static napi_value lay_all_later(napi_env env, napi_callback_info info) {
+  napi_value argv[9];
+  if (!args_of(env, info, 9, argv,
+               "layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads)"))
+    return NULL;
+  int64_t threads;
+  if (!int_arg(env, argv[8], 1, 64, &threads)) return NULL;
+  struct lay_all_job *j = new_job(env, argv, threads, 9);
+  if (!j) return NULL;
+  enum { OIDS, NAMES, NAME_AT, MODES, TIMES, COLUMNS };
+  uint8_t *col[COLUMNS];
+  size_t col_len[COLUMNS];
+  int ok = 1;
+  for (int c = 0; ok && c < COLUMNS; c++) {
+    napi_value v;
+    ok = napi_get_element(env, argv[3], (uint32_t)c, &v) == NAPI_OK && held_buffer(env, j, v, &col[c], &col_len[c]);
+  }
+  uint8_t *stats = NULL, *status = NULL, *result = NULL;
+  size_t stats_len = 0, status_len = 0, result_len = 0;
+  ok = ok && take_base(env, j, argv[4]) && held_buffer(env, j, argv[5], &stats, &stats_len) &&
+       held_buffer(env, j, argv[6], &status, &status_len) && held_buffer(env, j, argv[7], &result, &result_len);
+  if (ok) {
+    /* What the caller hands in must agree with itself before a thread reads through it. */
+    size_t n = col_len[NAME_AT] / 4;
+    ok = col_len[OIDS] == n * j->hash_len && col_len[MODES] == 4 * n && col_len[TIMES] == 16 * n &&
+         col_len[NAME_AT] == 4 * n && stats_len >= n * CREATE_STAT && status_len >= 4 * n && result_len >= 12 &&
+         ((uintptr_t)status & 3) == 0 && ((uintptr_t)result & 3) == 0 &&
+         (col_len[NAMES] == 0 || col[NAMES][col_len[NAMES] - 1] == 0);
+    if (!ok) napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: layAllLater's arguments do not agree");
+    j->n = n;
+  }
+  if (!ok) {
+    lay_all_free(env, j);
+    return NULL;
+  }
+  j->oids = col[OIDS];
+  j->names = col[NAMES];
+  j->names_len = col_len[NAMES];
+  j->name_at = col[NAME_AT];
+  j->modes = col[MODES];
+  j->times = col[TIMES];
+  j->stats = stats;
+  j->status = (int32_t *)status;
+  j->result = (int32_t *)result;
+  memset(status, 0, 4 * j->n);
+  memset(result, 0, 12);
+  return start_job(env, j, threads, lay_all_run, "xet layAllLater");
+}
+
+/*
+ * layChunkedLater(packs, hashLen, maxBytes, files, base, status, threads) -> Promise of how many it
+ * laid. A restore's chunked files written on threads of node's pool, each from its chunks in the
+ * packs (whole or as deltas) and hashed whole (src/snapshot/lay-native.ts). files: [name
+ * (NUL-ended, relative to base), mode, size, blob id, chunk ids (hashLen bytes each), chunk sizes
+ * (uint32 each)] per file, largest first; status: an int32 per file (ALL_LAID, ALL_LEFT: nothing
+ * left at its path, 0: not reached). Every buffer is held until the promise settles.
+ */
+static napi_value lay_chunked_later(napi_env env, napi_callback_info info) {
+  napi_value argv[7];
+  if (!args_of(env, info, 7, argv, "layChunkedLater(packs, hashLen, maxBytes, files, base, status, threads)"))
+    return NULL;
+  int64_t threads;
+  uint32_t nfiles;
+  if (!int_arg(env, argv[6], 1, 64, &threads)) return NULL;
+  if (napi_get_array_length(env, argv[3], &nfiles) != NAPI_OK || nfiles > 1 << 20) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: the files are an array");
+    return NULL;
+  }
+  if (!evp_usable()) {
+    napi_throw_error(env, "ERR_XET_NATIVE", "xet native: no streaming digest in the process");
+    return NULL;
+  }
+  struct lay_all_job *j = new_job(env, argv, threads, 4 * (size_t)nfiles + 2);
+  if (!j) return NULL;
+  j->files = calloc(nfiles ? nfiles : 1, sizeof *j->files);
+  j->n = nfiles;
+  int ok = j->files != NULL;
+  if (!ok) napi_throw_error(env, "ERR_XET_NATIVE", "xet native: out of memory");
+  for (uint32_t i = 0; ok && i < nfiles; i++) {
+    napi_value one, v;
+    uint32_t parts;
+    uint8_t *name, *whole, *oids, *sizes;
+    size_t name_len, whole_len, oids_len, sizes_len;
+    int64_t mode, size;
+    ok = napi_get_element(env, argv[3], i, &one) == NAPI_OK && napi_get_array_length(env, one, &parts) == NAPI_OK &&
+         parts == 6;
+    if (!ok) {
+      napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a chunked file is [name, mode, size, id, ids, sizes]");
+      break;
+    }
+    ok = napi_get_element(env, one, 0, &v) == NAPI_OK && held_buffer(env, j, v, &name, &name_len) &&
+         napi_get_element(env, one, 1, &v) == NAPI_OK && int_arg(env, v, 0, 0177777, &mode) &&
+         napi_get_element(env, one, 2, &v) == NAPI_OK && int_arg(env, v, 0, INT64_C(1) << 50, &size) &&
+         napi_get_element(env, one, 3, &v) == NAPI_OK && held_buffer(env, j, v, &whole, &whole_len) &&
+         napi_get_element(env, one, 4, &v) == NAPI_OK && held_buffer(env, j, v, &oids, &oids_len) &&
+         napi_get_element(env, one, 5, &v) == NAPI_OK && held_buffer(env, j, v, &sizes, &sizes_len);
+    if (!ok) break;
+    size_t count = sizes_len / 4;
+    ok = name_len > 1 && memchr(name, 0, name_len) == name + name_len - 1 && whole_len == j->hash_len &&
+         sizes_len % 4 == 0 && oids_len == count * j->hash_len && (mode == 0100644 || mode == 0100755);
+    if (!ok) {
+      napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a chunked file's parts do not agree");
+      break;
+    }
+    j->files[i] = (struct chunked_file){name, whole, oids, sizes, (uint32_t)mode, (uint64_t)size, count};
+  }
+  uint8_t *status = NULL;
+  size_t status_len = 0;
+  ok = ok && take_base(env, j, argv[4]) && held_buffer(env, j, argv[5], &status, &status_len);
+  if (ok && (status_len < 4 * (size_t)nfiles || ((uintptr_t)status & 3) != 0)) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: a status per file");
+    ok = 0;
+  }
+  if (!ok) {
+    lay_all_free(env, j);
+    return NULL;
+  }
+  j->status = (int32_t *)status;
+  memset(status, 0, 4 * (size_t)nfiles);
+  return start_job(env, j, threads, lay_chunked_run, "xet layChunkedLater");
 }
 
 /* A tree's record in treesInto's `records`: where its data is in the arena and how long, the
@@ -3035,7 +3306,8 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
       !export_fn(env, exports, "pollPri", poll_pri) || !export_fn(env, exports, "adler32", adler32_of) ||
       !export_fn(env, exports, "readFile", read_file) || !export_fn(env, exports, "createFile", create_file) ||
       !export_fn(env, exports, "layBlob", lay_blob) || !export_fn(env, exports, "layMany", lay_many) ||
-      !export_fn(env, exports, "layAllLater", lay_all_later) || !export_fn(env, exports, "mapFile", map_file) ||
+      !export_fn(env, exports, "layAllLater", lay_all_later) ||
+      !export_fn(env, exports, "layChunkedLater", lay_chunked_later) || !export_fn(env, exports, "mapFile", map_file) ||
       !export_fn(env, exports, "gitTzOffset", git_tz_offset))
     return NULL;
 #ifdef XET_HAVE_ISAL

@@ -79,6 +79,18 @@ export interface XetNative {
     result: Buffer,
     threads: number,
   ): Promise<number>;
+  /** A restore's chunked files written on `threads` threads of node's pool, each from its chunks
+   * in the packs and hashed whole: `status` gets an int32 per file (2 laid, 3 left with nothing at
+   * its path, 0 not reached). Resolves to how many it laid. Optional: an older build lacks it. */
+  layChunkedLater?(
+    packs: [Buffer, number, Buffer][],
+    hashLen: number,
+    maxBytes: number,
+    files: [Buffer, number, number, Buffer, Buffer, Buffer][],
+    base: Buffer,
+    status: Buffer,
+    threads: number,
+  ): Promise<number>;
   /** The first `size` bytes of the regular file `fd` mapped read only (a Buffer over the mapping,
    * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
    * Buffer node makes (src/git/pack-reader.ts). */

@@ -958,6 +958,104 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
   }
 });
 
+test('layChunkedLater writes a file from its chunks (whole or deltas), hashed whole, holes as git leaves them, and leaves nothing where it fails', async (t) => {
+  const layChunked = native?.layChunkedLater;
+  if (!layChunked) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    const dir = sb.root;
+    const umask = process.umask();
+    const id = (b: Buffer) => crypto.createHash('sha1').update(`blob ${b.length}\0`).update(b).digest();
+    const z = (b: Buffer) => zlib.deflateSync(b, { level: 1 });
+    const head = pseudoRandomBytes(5000, 11);
+    const zeros = Buffer.alloc(3 << 20);
+    const edited = Buffer.concat([head.subarray(0, 4000), Buffer.from('EDIT'), head.subarray(4000)]);
+    const tail = pseudoRandomBytes(3000, 12);
+    const chunks = { head, zeros, edited, tail };
+    const parts: Buffer[] = [Buffer.from('PACK\0\0\0\x02\0\0\0\0', 'latin1')];
+    const at: Record<string, number> = {};
+    let len = 12;
+    const put = (name: string, kind: number, size: number, body: (self: number) => Buffer) => {
+      at[name] = len;
+      const b = Buffer.concat([packEntryHead(kind, size), body(len)]);
+      parts.push(b);
+      len += b.length;
+    };
+    put('head', 3, head.length, () => z(head));
+    put('zeros', 3, zeros.length, () => z(zeros));
+    const d = deltaData(head.length, edited.length, [
+      { copy: [0, 4000] },
+      { insert: Buffer.from('EDIT') },
+      { copy: [4000, 1000] },
+    ]);
+    put('edited', 6, d.length, (self) => Buffer.concat([ofsBytes(self - at.head), z(d)]));
+    put('tail', 3, tail.length, () => z(tail));
+    parts.push(Buffer.alloc(20, 0xee));
+    const pack = Buffer.concat(parts);
+    const idx = craftIndex(Object.entries(chunks).map(([k, b]) => ({ oid: id(b), offset: at[k] })));
+    const order: (keyof typeof chunks)[] = ['head', 'zeros', 'edited', 'zeros', 'tail'];
+    const whole = Buffer.concat(order.map((k) => chunks[k]));
+    const file = (name: string, over: { blob?: Buffer; size?: number; ids?: Buffer[]; mode?: number } = {}) =>
+      [
+        Buffer.from(`${name}\0`),
+        over.mode ?? 0o100755,
+        over.size ?? whole.length,
+        over.blob ?? id(whole),
+        Buffer.concat(over.ids ?? order.map((k) => id(chunks[k]))),
+        Buffer.from(Uint32Array.from(order.map((k) => chunks[k].length)).buffer),
+      ] as [Buffer, number, number, Buffer, Buffer, Buffer];
+    const files = [
+      file('big/whole.bin'),
+      file('bad/hash.bin', { blob: crypto.randomBytes(20) }),
+      file('bad/missing.bin', { ids: order.map((k, i) => (i === 4 ? crypto.randomBytes(20) : id(chunks[k]))) }),
+      file('bad/short.bin', { size: whole.length + 1 }),
+    ];
+    fs.mkdirSync(path.join(dir, 'tree'));
+    const status = Buffer.alloc(4 * files.length);
+    const laid = await layChunked(
+      [[pack, pack.length - 20, idx]],
+      20,
+      1 << 30,
+      files,
+      Buffer.from(`${dir}/tree/`),
+      status,
+      2,
+    );
+    assert.equal(laid, 1);
+    assert.deepEqual(Array.from(new Int32Array(status.buffer, 0, files.length)), [2, 3, 3, 3]);
+    const out = path.join(dir, 'tree', 'big/whole.bin');
+    assert.deepEqual(fs.readFileSync(out), whole);
+    assert.equal(fs.statSync(out).mode & 0o7777, 0o777 & ~umask);
+    // Six MiB of zeros between the chunks: holes, not blocks (git's checkout leaves them too).
+    assert.ok(fs.statSync(out).blocks * 512 < 1 << 20, `holes: ${fs.statSync(out).blocks} blocks`);
+    for (const bad of ['hash', 'missing', 'short']) {
+      assert.equal(fs.existsSync(path.join(dir, 'tree', `bad/${bad}.bin`)), false, `${bad}: nothing left`);
+    }
+    // Parts that do not agree: a TypeError before anything runs.
+    const wrong = file('never.bin');
+    wrong[5] = Buffer.alloc(6);
+    assert.throws(
+      () =>
+        layChunked(
+          [[pack, pack.length - 20, idx]],
+          20,
+          1 << 30,
+          [wrong],
+          Buffer.from(`${dir}/tree/`),
+          Buffer.alloc(4),
+          1,
+        ),
+      TypeError,
+    );
+    assert.equal(fs.existsSync(path.join(dir, 'tree', 'never.bin')), false);
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test("layAllLater resolves the deltas git's own packs hold (offset and ref deltas, long chains)", async (t) => {
   const layAll = native?.layAllLater;
   if (!layAll) {

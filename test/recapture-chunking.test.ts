@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { initRepo, type Repo } from './support/git';
 import { createSandbox, type Sandbox } from './support/sandbox';
-import { describeRun, parseJson, xet } from './support/xet';
+import { describeRun, expectExit, parseJson, xet } from './support/xet';
 import { writeLargeFile } from './support/fixtures';
 import { loadStatCache, STAT_CACHE_RECORD_SUFFIX } from '../src/snapshot/stat-cache';
 
@@ -175,6 +175,33 @@ test('the chunk record counts only when it is sealed to the index in place', () 
       r.git('rev-parse', `${first.snapshot}:files/big.bin`).trim(),
     );
     restoreAndCompare(sb, r, third.snapshot, ['big.bin']);
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test("a restored copy's chunk record names the chunks the lay wrote, as the source's capture named them", () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'repo');
+    r.git('config', 'xet.chunk.threshold', '1m');
+    r.commit('init', { 'a.txt': 'a\n' });
+    writeLargeFile(r.p('big.bin'), 3 * MiB + 7, 53);
+    fs.utimesSync(r.p('big.bin'), new Date(1_600_000_000_000), new Date(1_600_000_000_000));
+    const snap = capture(sb, r).snapshot;
+    const recordOf = (dir: string) => {
+      const cacheDir = path.join(dir, '.git', 'xet', 'cache');
+      const index = path.join(cacheDir, fs.readdirSync(cacheDir).find((n) => n.endsWith('.index')) as string);
+      return loadStatCache(index, 'sha1')?.record?.chunks?.files ?? {};
+    };
+    const source = recordOf(r.dir)['big.bin'];
+    assert.ok(source && source.oids.length > 40 * 10, 'the source names its chunks');
+    const copy = sb.path('copy');
+    expectExit(xet(sb, r.dir, ['restore', snap, copy, '--json']), 0);
+    const restored = recordOf(copy)['big.bin'];
+    assert.equal(restored?.oids, source.oids, 'the same chunks, in order');
+    assert.equal(restored?.pointer, source.pointer);
+    assert.equal(restored?.size, 3 * MiB + 7, 'vouched for: the file as laid');
   } finally {
     sb.cleanup();
   }

@@ -55,9 +55,15 @@ export async function writeChunkedFiles(worktree: string, entries: ChunkedEntry[
  * ~20 ms of the restore's tail on the bench tree. */
 const laidChunks = new WeakMap<ChunkedEntry, string>();
 
-/** The chunk ids writeChunkedFile wrote `e` from in this thread, or undefined. */
+/** The chunk ids `e` was written from in this thread (by writeChunkedFile, or the native pass:
+ * rememberChunkIds), or undefined. */
 export function laidChunkIds(e: ChunkedEntry): string | undefined {
   return laidChunks.get(e);
+}
+
+/** Remember the chunk ids `e` was written from (hex, joined in order). */
+export function rememberChunkIds(e: ChunkedEntry, ids: string): void {
+  laidChunks.set(e, ids);
 }
 
 /** One chunked file: temporary file in its directory, the chunks streamed in, then the rename. */
@@ -93,7 +99,7 @@ export async function writeChunkedFile(
     const from = chunks && ctx.packs ? packsHolding(chunks, ctx.packs) : null;
     if (chunks && from) {
       await writeFromPacks(fd, list, chunks, from, ctx);
-      laidChunks.set(e, chunks.map((c) => c.oid).join(''));
+      rememberChunkIds(e, chunks.map((c) => c.oid).join(''));
       const closing = fd;
       fd = null;
       fs.closeSync(closing);

@@ -1,11 +1,13 @@
-// The native pass of a restore's lay (lay-pack.ts): the plain entries of a tree being laid, written
-// on threads of node's pool by one native call (layAllLater in native/xet-native.c) with no
-// JavaScript per entry and no worker thread to boot. A plain entry is a file or symlink whose blob a
-// mapped pack holds whole: each is found in the packs' indexes, inflated, hash-checked against its
-// id, its directories made (never through a symlink), created new and stamped, as layMany does in
-// a worker. Everything else (a delta, a loose object, a blob too large to hold, anything that does
-// not check) is left, untouched, to the workers' per-entry path (lay-worker.ts), which reads it
-// again with its own checks and says what is wrong in its own typed errors.
+// The native passes of a restore's lay (lay-pack.ts), on threads of node's pool with no JavaScript
+// per entry and no worker thread to boot. The plain entries of a tree being laid (layAllLater in
+// native/xet-native.c): a file or symlink whose blob a mapped pack holds, whole or as a chain of
+// deltas; each is found in the packs' indexes, inflated (its deltas applied), hash-checked against
+// its id, its directories made (never through a symlink), created new and stamped, as layMany does
+// in a worker. The chunked files (layChunkedLater): each written from its chunks in the packs and
+// hashed whole, as lay-chunked.ts writes one. Everything else (a loose object, a blob too large to
+// hold, anything that does not check) is left, with nothing at its path, to the per-entry paths
+// (lay-worker.ts, lay-chunked.ts), which read it again with their own checks and say what is wrong
+// in their own typed errors.
 //
 // Why: the workers' boot, their per-batch JavaScript and V8's compiling and collecting for two more
 // isolates were about a third of a restore's CPU on two cores (docs/DESIGN-NOTES.md "A restore's
@@ -15,7 +17,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PackReader } from '../git/pack-reader';
-import { errnoError, native } from '../native';
+import { errnoError, native, type XetNative } from '../native';
 
 /** The step of a native createFile, layBlob or layAllLater that failed (native/xet-native.c STEP_*). */
 export const LAY_STEPS = ['', 'open', 'write', 'futimens', 'fstat', 'close'];
@@ -29,8 +31,6 @@ const STAT_ROW = 40;
 
 export interface NativeLaySpec {
   worktree: string;
-  objectsDir: string;
-  format: 'sha1' | 'sha256';
   paths: string[];
   oids: string[];
   modes: number[];
@@ -39,8 +39,6 @@ export interface NativeLaySpec {
   mtimeNsec: number[];
   /** STAT_ROW bytes per entry: the stat block of each file stamped here. */
   stats: Buffer;
-  /** Blobs larger than this are left (the per-entry path hands them to git). */
-  maxObject: number;
 }
 
 /** Positions in the spec's entries: laid and stamped (stat block in `stats`), laid without a time
@@ -56,20 +54,46 @@ export function nativeLayAvailable(): boolean {
   return typeof native?.layAllLater === 'function' && process.env.GIT_XET_LAY !== 'workers';
 }
 
-/** The native pass over the spec's entries, or null when it cannot run here (no module, no mapped
- * pack): the caller's workers then take every entry. A failed file creation rejects with the errno
- * error the per-entry path would throw; the threads have stopped by then. */
-export async function layNative(spec: NativeLaySpec): Promise<NativeLaid | null> {
-  const layAll = native?.layAllLater;
-  if (!layAll || !nativeLayAvailable()) return null;
-  const hashLen = spec.format === 'sha256' ? 32 : 20;
-  const n = spec.paths.length;
-  const readers = openMapped(path.join(spec.objectsDir, 'pack'), spec.format, spec.maxObject);
-  try {
-    if (!readers.length) return null;
+/** The packs of an object directory mapped for the native passes (plain entries, chunked files),
+ * held until close(). */
+export class NativeLayer {
+  private constructor(
+    private readonly packs: MappedPack[],
+    private readonly format: 'sha1' | 'sha256',
+    private readonly maxObject: number,
+  ) {}
+
+  /** Null when the native passes cannot run here (no module, no mapped pack): the caller's workers
+   * then take every entry. */
+  static open(objectsDir: string, format: 'sha1' | 'sha256', maxObject: number): NativeLayer | null {
+    if (!nativeLayAvailable()) return null;
+    const packs = openMapped(path.join(objectsDir, 'pack'), format, maxObject);
+    if (!packs.length) return null;
+    return new NativeLayer(packs, format, maxObject);
+  }
+
+  private get hashLen(): number {
+    return this.format === 'sha256' ? 32 : 20;
+  }
+
+  private get args(): [[Buffer, number, Buffer][], number, number] {
+    return [
+      this.packs.map((r) => [r.map, r.end, r.idx]),
+      this.hashLen,
+      Math.min(this.maxObject, ...this.packs.map((r) => r.limit)),
+    ];
+  }
+
+  /** The plain entries of `spec`, null when its ids are not all ids (the per-entry path says
+   * which). A failed file creation rejects with the errno error the per-entry path would throw; the
+   * threads have stopped by then. */
+  async plain(spec: NativeLaySpec): Promise<NativeLaid | null> {
+    const layAll = native?.layAllLater as NonNullable<XetNative['layAllLater']>;
+    const hashLen = this.hashLen;
+    const n = spec.paths.length;
     const oids = Buffer.from(spec.oids.join(''), 'hex');
-    if (oids.length !== n * hashLen) return null; // not all ids: the per-entry path says which
-    const base = spec.worktree.endsWith('/') ? spec.worktree : `${spec.worktree}/`;
+    if (oids.length !== n * hashLen) return null;
+    const base = withSlash(spec.worktree);
     const joined = `${spec.paths.join('\0')}\0`;
     const names = Buffer.from(joined);
     const nameAt = new Uint32Array(n);
@@ -90,20 +114,16 @@ export async function layNative(spec: NativeLaySpec): Promise<NativeLaid | null>
       times[2 * k] = spec.mtimeSec[k];
       times[2 * k + 1] = spec.mtimeNsec[k];
     }
-    const bytes = (a: Uint32Array | Float64Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
     const status = Buffer.alloc(4 * n);
     const result = Buffer.alloc(12);
-    const threads = Math.max(1, Math.min(os.availableParallelism(), 4, Math.ceil(n / 128)));
     await layAll(
-      readers.map((r) => [r.map, r.end, r.idx]),
-      hashLen,
-      Math.min(spec.maxObject, ...readers.map((r) => r.limit)),
+      ...this.args,
       [oids, names, bytes(nameAt), bytes(Uint32Array.from(spec.modes)), bytes(times)],
       Buffer.from(base),
       spec.stats.subarray(0, n * STAT_ROW),
       status,
       result,
-      threads,
+      threadsFor(n / 128),
     );
     const failed = new Int32Array(result.buffer, result.byteOffset, 3);
     if (failed[1] !== 0) {
@@ -118,9 +138,76 @@ export async function layNative(spec: NativeLaySpec): Promise<NativeLaid | null>
       else laid.left.push(k); // left, or not reached (a thread that could not start)
     }
     return laid;
-  } finally {
-    for (const r of readers) r.reader.close();
   }
+
+  /** Chunked files written from their chunks (each list contiguous: one that is not is left, for
+   * the per-entry path's error), hashed whole; the ones left (nothing at their path) for the
+   * caller's path. Not stamped. */
+  async chunked(worktree: string, files: NativeChunkedFile[]): Promise<NativeChunkedFile[]> {
+    const layChunked = native?.layChunkedLater;
+    if (!layChunked || !files.length) return files;
+    const taken: NativeChunkedFile[] = [];
+    const left: NativeChunkedFile[] = [];
+    const parts: [Buffer, number, number, Buffer, Buffer, Buffer][] = [];
+    for (const f of files) {
+      let at = 0;
+      const contiguous = f.chunks.every((c) => {
+        const ok = c.offset === at;
+        at += c.size;
+        return ok;
+      });
+      const whole = Buffer.from(f.blob, 'hex');
+      const ids = Buffer.from(f.chunks.map((c) => c.oid).join(''), 'hex');
+      if (
+        !contiguous ||
+        at !== f.size ||
+        whole.length !== this.hashLen ||
+        ids.length !== f.chunks.length * this.hashLen
+      ) {
+        left.push(f);
+        continue;
+      }
+      taken.push(f);
+      const sizes = bytes(Uint32Array.from(f.chunks.map((c) => c.size)));
+      parts.push([Buffer.from(`${f.path}\0`), f.mode === '100755' ? 0o100755 : 0o100644, f.size, whole, ids, sizes]);
+    }
+    if (!taken.length) return left;
+    const status = Buffer.alloc(4 * taken.length);
+    await layChunked(...this.args, parts, Buffer.from(withSlash(worktree)), status, threadsFor(taken.length));
+    const verdicts = new Int32Array(status.buffer, status.byteOffset, taken.length);
+    taken.forEach((f, k) => {
+      if (verdicts[k] !== ALL_LAID) left.push(f);
+    });
+    return left;
+  }
+
+  close(): void {
+    for (const r of this.packs) r.reader.close();
+  }
+}
+
+/** A chunked file for NativeLayer.chunked: its path, mode ('100644' or '100755'), size, blob id
+ * and chunks in order. */
+export interface NativeChunkedFile {
+  path: string;
+  mode: string;
+  size: number;
+  blob: string;
+  chunks: { oid: string; offset: number; size: number }[];
+}
+
+function withSlash(dir: string): string {
+  return dir.endsWith('/') ? dir : `${dir}/`;
+}
+
+function bytes(a: Uint32Array | Float64Array): Buffer {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** Threads of node's pool for `work` batches: as many as cores, at most 4 (the pool's default
+ * size: a fifth would wait for one of them). */
+function threadsFor(work: number): number {
+  return Math.max(1, Math.min(os.availableParallelism(), 4, Math.ceil(work)));
 }
 
 interface MappedPack {

@@ -23,8 +23,9 @@ import { git, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
-import { writeChunkedFile, writeChunkedFiles, writePlaceholder } from './lay-chunked';
-import { layNative, nativeLayAvailable } from './lay-native';
+import { rememberChunkIds, writeChunkedFile, writeChunkedFiles, writePlaceholder } from './lay-chunked';
+import { NativeLayer } from './lay-native';
+import { ChunkList } from '../chunks/reader';
 import { LocalPacks } from '../chunks/local-packs';
 import { CREATE_STAT, layEntries, type LayDone, type LayFailure, type LayJob } from './lay-worker';
 import { Stamper, type StampedStat } from './set-times';
@@ -43,22 +44,41 @@ function maxObject(): number {
   return Number(process.env.GIT_XET_TEST_LAY_MAX_OBJECT) || MAX_OBJECT;
 }
 
-/** The chunked files laid on this thread while the native pass runs on the pool's threads (the
- * way a worker lays them: the packs read directly, written through one buffer), `done` told of
- * each. */
-async function writeChunkedHere(
-  worktree: string,
-  chunked: ChunkedEntry[],
+/** The chunked files laid while the native pass lays the plain entries: their lists read here,
+ * then written on the pool's threads (NativeLayer.chunked); what that leaves is written on this
+ * thread, the way a worker writes them (the packs read directly, through one buffer). `done` is
+ * told of each. */
+async function layChunked(
+  layer: NativeLayer,
   spec: PackLaySpec,
+  chunked: ChunkedEntry[],
   done: (c: ChunkedEntry) => void,
 ): Promise<void> {
   if (!chunked.length) return;
   const packs = LocalPacks.openDir(spec.objectsDir, spec.format, { reuseWindow: true, mapped: true });
   try {
-    for (const c of chunked) {
-      await writeChunkedFile(worktree, c, { git: spec.shadow, format: spec.format, packs }, { sync: true });
-      tracePhase(`lay: chunked file ${c.path} done`);
-      done(c);
+    const ctx = { git: spec.shadow, format: spec.format, packs };
+    const files = await Promise.all(
+      chunked.map(async (c) => {
+        const list = await ChunkList.fromPointer(c.pointer, c.path, ctx);
+        const chunks = await list.chunksFor(0, c.pointer.size);
+        return { entry: c, file: { path: c.path, mode: c.mode, size: c.pointer.size, blob: c.pointer.blob, chunks } };
+      }),
+    );
+    const left = new Set(
+      await layer.chunked(
+        spec.worktree,
+        files.map((f) => f.file),
+      ),
+    );
+    for (const { entry, file } of files) {
+      if (left.has(file)) {
+        await writeChunkedFile(spec.worktree, entry, ctx, { sync: true });
+      } else {
+        rememberChunkIds(entry, file.chunks.map((ch) => ch.oid).join(''));
+      }
+      tracePhase(`lay: chunked file ${entry.path} done`);
+      done(entry);
     }
   } finally {
     packs.close();
@@ -160,44 +180,45 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
       sec: job.map((i) => meta.mtimeSec[i]),
       nsec: job.map((i) => (leaders.has(i) ? -1 : meta.mtimeNsec[i])),
     };
-    // The native pass first (lay-native.ts), the chunked files on this thread meanwhile; what it
-    // leaves goes to the workers. Without it the workers take every entry.
+    // The native passes first (lay-native.ts): the plain entries, and the chunked files once their
+    // lists are read; what they leave goes to the workers (or this thread). Without them the
+    // workers take every entry.
     let byWorkers = job;
     let chunkedByWorkers = spec.deferChunked ? [] : chunkedLeaders;
     let workerTimes = times;
-    const nativeRun = nativeLayAvailable()
-      ? layNative({
+    const layer = NativeLayer.open(spec.objectsDir, spec.format, maxObject());
+    if (layer) {
+      try {
+        const plainRun = layer.plain({
           worktree,
-          objectsDir: spec.objectsDir,
-          format: spec.format,
           paths: job.map((i) => blobs[i].path),
           oids: job.map((i) => blobs[i].oid),
           modes: job.map((i) => blobs[i].mode),
           mtimeSec: times.sec,
           mtimeNsec: times.nsec,
           stats: Buffer.from(rows),
-          maxObject: maxObject(),
-        })
-      : null;
-    if (nativeRun) {
-      nativeRun.catch(() => undefined);
-      const chunkedHere = chunkedByWorkers;
-      chunkedByWorkers = [];
-      // Both run to their end before a failure is reported: nothing writes in a tree its caller
-      // is already removing.
-      const [native, chunked] = await Promise.allSettled([
-        nativeRun,
-        writeChunkedHere(worktree, chunkedHere, spec, (c) => complete(chunkedAt.get(c.path) as number)),
-      ]);
-      if (native.status === 'rejected') throw native.reason;
-      if (chunked.status === 'rejected') throw chunked.reason;
-      tracePhase(`lay: native pass done, ${native.value?.left.length ?? 'all'} left`);
-      const laid = native.value;
-      if (laid) {
-        for (const k of laid.stamped) rowOf[job[k]] = k;
-        for (const k of laid.laid) complete(job[k]);
-        byWorkers = laid.left.map((k) => job[k]);
-        workerTimes = { sec: laid.left.map((k) => times.sec[k]), nsec: laid.left.map((k) => times.nsec[k]) };
+        });
+        plainRun.catch(() => undefined);
+        const chunkedHere = chunkedByWorkers;
+        chunkedByWorkers = [];
+        // Both run to their end before a failure is reported: nothing writes in a tree its caller
+        // is already removing.
+        const [plain, chunked] = await Promise.allSettled([
+          plainRun,
+          layChunked(layer, spec, chunkedHere, (c) => complete(chunkedAt.get(c.path) as number)),
+        ]);
+        if (plain.status === 'rejected') throw plain.reason;
+        if (chunked.status === 'rejected') throw chunked.reason;
+        tracePhase(`lay: native pass done, ${plain.value?.left.length ?? 'all'} left`);
+        const laid = plain.value;
+        if (laid) {
+          for (const k of laid.stamped) rowOf[job[k]] = k;
+          for (const k of laid.laid) complete(job[k]);
+          byWorkers = laid.left.map((k) => job[k]);
+          workerTimes = { sec: laid.left.map((k) => times.sec[k]), nsec: laid.left.map((k) => times.nsec[k]) };
+        }
+      } finally {
+        layer.close();
       }
     }
     if (byWorkers.length || chunkedByWorkers.length) {
