@@ -18,6 +18,8 @@ export interface ShadowSpec {
   indexFile: string;
   /** Extra object directories that may be read (not written). */
   alternates?: string[];
+  /** The version of the index files git writes here (index.version): 4 unless given. */
+  indexVersion?: 2 | 3 | 4;
 }
 
 export interface Shadow {
@@ -65,7 +67,7 @@ export function createShadow(spec: ShadowSpec): Shadow {
       `\tworkers = ${os.availableParallelism()}`,
       '\tthresholdForParallelism = 100',
       '[index]',
-      '\tversion = 4',
+      `\tversion = ${spec.indexVersion ?? 4}`,
       '[gc]',
       '\tauto = 0',
       ...(sha256 ? ['[extensions]', '\tobjectformat = sha256'] : []),

@@ -20,7 +20,7 @@ import { tracePhase } from '../testing/trace';
 import { XetError, type ErrorCode } from '../errors';
 import { copyBytes } from '../git/copy-bytes';
 import { git, joinZ, type GitOptions } from '../git/exec';
-import { parseIndex, statFields, writeIndexBuffer, writeStat } from '../git/index-file';
+import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
 import { rememberChunkIds, writeChunkedFile, writeChunkedFiles, writePlaceholder } from './lay-chunked';
@@ -119,6 +119,8 @@ export interface PackLaySpec {
   pool: LayPool | null;
   /** LaySpec.keepFilesIndex. */
   keepFilesIndex: boolean;
+  /** Told of the files index once written, parsed (lay.ts finishIndex reads its stat data). */
+  written?: (parsed: ParsedIndex) => void;
 }
 
 /** Lay every file, symlink, hard link and empty directory of the files index's tree into the
@@ -311,6 +313,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     writeStat(now.buf, nowBlobs[i].offset, statFields(asBigIntStats(stats[at])));
   }
   writeIndexBuffer(spec.filesIndex, now, undefined, spec.keepFilesIndex);
+  spec.written?.(now);
 }
 
 /** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows

@@ -192,6 +192,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       listing,
       // Read next by the sealed stat cache (below).
       keepFilesIndex: lazy === null,
+      earlyIndex: true,
     };
     // Refs and config do not depend on the files (the files are laid through a shadow git dir
     // with its own config), so their dozen short git processes run while the files are written.
