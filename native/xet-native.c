@@ -1437,6 +1437,8 @@ struct lay_all_job {
   int failed;        /* set once (atomic): every thread stops at its next entry */
   size_t laid;       /* entries laid (atomic) */
   struct chunked_file *files; /* layChunkedLater's files (n of them) */
+  const uint8_t *objects;      /* the object directory, ending in a slash (loose objects), or NULL */
+  size_t objects_len;
 };
 
 /* A chunked file for layChunkedLater: its name (NUL-ended, relative to the base), mode, size and
@@ -1769,6 +1771,77 @@ static int resolve_delta(struct lay_all_job *j, struct lay_all_thread *t, size_t
   return 1;
 }
 
+/* A pack number that is none: the object is looked for loose. */
+#define LOOSE_PACK 0xffff
+
+/* The blob `oid` as a loose object (objects/xx/yyyy…: zlib of "blob <size>\0<bytes>"), hostile as a
+ * pack is: never followed through a symlink, its compressed size bounded before it is read and its
+ * output before it is inflated, the header's size the size that follows, the whole hashed to oid.
+ * 1 with the bytes at *data (LAY_HEADER_ROOM bytes of room before them, one after), 0 for anything
+ * else (the caller's path, which reads it again and says what is wrong). */
+static int read_loose(struct lay_all_job *j, struct lay_all_thread *t, const uint8_t *oid, uint8_t **data,
+                      uint64_t *size) {
+  static const char hex[] = "0123456789abcdef";
+  char file[MANY_PATH_MAX];
+  if (!j->objects || j->objects_len + 2 * j->hash_len + 2 >= sizeof file) return 0;
+  memcpy(file, j->objects, j->objects_len);
+  char *p = file + j->objects_len;
+  for (size_t i = 0; i < j->hash_len; i++) {
+    *p++ = hex[oid[i] >> 4];
+    *p++ = hex[oid[i] & 15];
+    if (i == 0) *p++ = '/';
+  }
+  *p = 0;
+  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  uint64_t bound = j->max_bytes + (j->max_bytes >> 8) + 1024;
+  uint8_t *z = NULL;
+  size_t z_len = 0;
+  int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= bound;
+  if (ok) {
+    z_len = (size_t)st.st_size;
+    z = room_for(&t->delta, z_len);
+    for (size_t at = 0; ok && z && at < z_len;) {
+      ssize_t got = pread(fd, z + at, z_len - at, (off_t)at);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) ok = 0;
+      else at += (size_t)got;
+    }
+    ok = ok && z;
+  }
+  close(fd);
+  if (!ok) return 0;
+  /* The output's size is in the header it holds: inflated into room that grows until it fits. */
+  size_t limit = (size_t)j->max_bytes + LAY_HEADER_ROOM, cap = 8 * z_len + 1024;
+  if (cap > limit) cap = limit;
+  uint8_t *out;
+  size_t in_used = 0, out_made = 0;
+  for (;;) {
+    out = room_for(&t->b, cap);
+    if (!out) return 0;
+    enum libdeflate_result r = libdeflate_zlib_decompress_ex(t->d, z, z_len, out, cap, &in_used, &out_made);
+    if (r == LIBDEFLATE_SUCCESS) break;
+    if (r != LIBDEFLATE_INSUFFICIENT_SPACE || cap == limit) return 0;
+    cap = cap > limit / 4 ? limit : 4 * cap;
+  }
+  /* "blob <size>\0": the size in decimal without leading zeros, and exactly that many bytes after. */
+  size_t h = 5;
+  if (out_made < 7 || memcmp(out, "blob ", 5) != 0) return 0;
+  uint64_t n = 0;
+  while (h < out_made && h < LAY_HEADER_ROOM && out[h] >= '0' && out[h] <= '9') {
+    if (h > 5 && n == 0) return 0;
+    n = 10 * n + (uint64_t)(out[h++] - '0');
+  }
+  if (h == 5 || h >= out_made || out[h] != 0 || n != out_made - h - 1 || n > j->max_bytes) return 0;
+  uint8_t md[32];
+  j->digest(out, out_made, md);
+  if (memcmp(md, oid, j->hash_len) != 0) return 0;
+  *data = out + h + 1;
+  *size = n;
+  return 1;
+}
+
 /* Entry k, whose object is at `offset` in pack p: its verdict (ALL_*), or 0 when creating its file
  * failed (the job's result says how; the threads stop). */
 static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, size_t k, size_t p, uint64_t offset) {
@@ -1780,12 +1853,15 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
   size_t name_len = (size_t)(nul - (j->names + at));
   if (name_len == 0 || j->base_len + name_len >= MANY_PATH_MAX) return ALL_LEFT;
   memcpy(t->path + j->base_len, j->names + at, name_len + 1);
-  const struct lay_all_pack *pk = &j->packs[p];
+  const struct lay_all_pack *pk = p == LOOSE_PACK ? NULL : &j->packs[p];
   uint64_t size;
   size_t data_at, z_len;
   uint8_t *data;
-  if (offset > (UINT64_C(1) << 53)) return ALL_LEFT;
-  if (whole_blob_at(pk->pack, pk->end, (double)offset, j->max_bytes, &size, &data_at, &z_len)) {
+  if (p == LOOSE_PACK) {
+    if (!read_loose(j, t, j->oids + k * j->hash_len, &data, &size)) return ALL_LEFT;
+  } else if (offset > (UINT64_C(1) << 53)) {
+    return ALL_LEFT;
+  } else if (whole_blob_at(pk->pack, pk->end, (double)offset, j->max_bytes, &size, &data_at, &z_len)) {
     /* Room for the header, the bytes, and a NUL after a symlink's target. */
     size_t need = (size_t)size + LAY_HEADER_ROOM + 1;
     if (need > t->scratch_len) {
@@ -1859,9 +1935,14 @@ static void lay_all_run(napi_env env, void *data) {
       uint64_t offset = 0;
       size_t p = 0;
       while (p < j->npacks && !idx_find(&j->packs[p], j->oids + k * j->hash_len, j->hash_len, &offset)) p++;
-      if (p == j->npacks || offset >= (UINT64_C(1) << 48)) {
+      if (offset >= (UINT64_C(1) << 48)) {
         j->status[k] = ALL_LEFT;
         continue;
+      }
+      /* In no pack: looked for loose, after the batch's packed objects. */
+      if (p == j->npacks) {
+        p = LOOSE_PACK;
+        offset = k;
       }
       batch[m].key = ((uint64_t)p << 48) | offset;
       batch[m].k = (uint32_t)k;
@@ -2106,8 +2187,9 @@ static int take_packs(napi_env env, struct lay_all_job *j, napi_value packs, uin
 }
 
 /*
- * layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads) -> Promise
- * of how many entries it laid.
+ * layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads, objects) ->
+ * Promise of how many entries it laid. objects: the object directory (absolute, ending in a slash)
+ * whose loose objects are read for what no pack holds, or an empty Buffer.
  * packs: [pack mapping, where its objects end, its index's bytes] per pack, in the order an object
  * is looked for (the first that lists it is read). columns: the entries' oids (hashLen bytes each),
  * names (NUL-ended, relative to base: absolute, ending in a slash), nameAt (uint32 per entry),
@@ -2199,13 +2281,13 @@ static int take_base(napi_env env, struct lay_all_job *j, napi_value v) {
 }
 
 static napi_value lay_all_later(napi_env env, napi_callback_info info) {
-  napi_value argv[9];
-  if (!args_of(env, info, 9, argv,
-               "layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads)"))
+  napi_value argv[10];
+  if (!args_of(env, info, 10, argv,
+               "layAllLater(packs, hashLen, maxBytes, columns, base, stats, status, result, threads, objects)"))
     return NULL;
   int64_t threads;
   if (!int_arg(env, argv[8], 1, 64, &threads)) return NULL;
-  struct lay_all_job *j = new_job(env, argv, threads, 9);
+  struct lay_all_job *j = new_job(env, argv, threads, 10);
   if (!j) return NULL;
   enum { OIDS, NAMES, NAME_AT, MODES, TIMES, COLUMNS };
   uint8_t *col[COLUMNS];
@@ -2219,6 +2301,19 @@ static napi_value lay_all_later(napi_env env, napi_callback_info info) {
   size_t stats_len = 0, status_len = 0, result_len = 0;
   ok = ok && take_base(env, j, argv[4]) && held_buffer(env, j, argv[5], &stats, &stats_len) &&
        held_buffer(env, j, argv[6], &status, &status_len) && held_buffer(env, j, argv[7], &result, &result_len);
+  uint8_t *objects = NULL;
+  size_t objects_len = 0;
+  ok = ok && held_buffer(env, j, argv[9], &objects, &objects_len);
+  if (ok && objects_len > 0 &&
+      !(objects_len < MANY_PATH_MAX && objects[0] == '/' && objects[objects_len - 1] == '/' &&
+        !memchr(objects, 0, objects_len))) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "xet native: objects is an absolute directory, with its slash");
+    ok = 0;
+  }
+  if (ok && objects_len > 0) {
+    j->objects = objects;
+    j->objects_len = objects_len;
+  }
   if (ok) {
     /* What the caller hands in must agree with itself before a thread reads through it. */
     size_t n = col_len[NAME_AT] / 4;

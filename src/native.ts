@@ -65,7 +65,8 @@ export interface XetNative {
   /** A restore's plain entries laid on `threads` threads of node's pool, with no call from
    * JavaScript per entry: each entry's verdict in `status` (an int32 each: 1 laid with its time
    * and stat block, 2 laid without (a symlink, or nanoseconds -1), 3 left to the caller, 0 not
-   * reached), and a failed creation's entry, errno and step in `result`. Resolves to how many it
+   * reached), and a failed creation's entry, errno and step in `result`; what no pack holds is
+   * read loose from `objects` (a directory ending in a slash; empty: not). Resolves to how many it
    * laid. The layout of `packs` and `columns` is in native/xet-native.c. Optional: an older build
    * of the module lacks it. */
   layAllLater?(
@@ -78,6 +79,7 @@ export interface XetNative {
     status: Buffer,
     result: Buffer,
     threads: number,
+    objects: Buffer,
   ): Promise<number>;
   /** A restore's chunked files written on `threads` threads of node's pool, each from its chunks
    * in the packs and hashed whole: `status` gets an int32 per file (2 laid, 3 left with nothing at

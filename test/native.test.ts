@@ -794,7 +794,10 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
     };
 
     type Row = { object: string; name: string; mode?: number; nsec?: number; oid?: Buffer };
-    const run = async (rows: Row[], opts: { limit?: number; threads?: number; idx?: Buffer } = {}) => {
+    const run = async (
+      rows: Row[],
+      opts: { limit?: number; threads?: number; idx?: Buffer; objects?: Buffer } = {},
+    ) => {
       const names: Buffer[] = [];
       const nameAt = new Uint32Array(rows.length);
       let p = 0;
@@ -824,6 +827,7 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
         status,
         result,
         opts.threads ?? 2,
+        opts.objects ?? Buffer.alloc(0),
       );
       const verdicts = Array.from(new Int32Array(status.buffer, status.byteOffset, rows.length));
       return { laid, verdicts, stats, failed: Array.from(new Int32Array(result.buffer, result.byteOffset, 3)) };
@@ -914,6 +918,56 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
     for (const r of many.filter((_, k) => k % 97 === 0))
       assert.deepEqual(fs.readFileSync(file(r.name)), content[r.object]);
 
+    // Loose objects, for what no pack holds: read from the object directory, hostile as a pack.
+    const objects = path.join(dir, 'objects');
+    const loose = (body: Buffer, as = id(body), raw = Buffer.concat([Buffer.from(`blob ${body.length}\0`), body])) => {
+      const hex = as.toString('hex');
+      fs.mkdirSync(path.join(objects, hex.slice(0, 2)), { recursive: true });
+      fs.writeFileSync(path.join(objects, hex.slice(0, 2), hex.slice(2)), zlib.deflateSync(raw));
+      return as;
+    };
+    const lone = pseudoRandomBytes(70_000, 91);
+    const zeros = Buffer.alloc(3 << 20); // inflates to far more than its stream: the room grows
+    const looseRows: Row[] = [
+      { object: 'b0', name: 'loose/lone.bin', oid: loose(lone) },
+      { object: 'b0', name: 'loose/zeros.bin', oid: loose(zeros) },
+      { object: 'b0', name: 'loose/link', mode: 0o120000, oid: loose(target) },
+      // Left: bytes that hash to another id, a header whose size is not what follows, not a blob,
+      // a symlink where the object file would be, none at all.
+      { object: 'b0', name: 'loose/misnamed.bin', oid: loose(lone, crypto.randomBytes(20)) },
+      {
+        object: 'b0',
+        name: 'loose/short.bin',
+        oid: loose(lone, crypto.randomBytes(20), Buffer.concat([Buffer.from(`blob ${lone.length + 1}\0`), lone])),
+      },
+      {
+        object: 'b0',
+        name: 'loose/tree.bin',
+        oid: loose(
+          tree,
+          crypto.createHash('sha1').update(`tree ${tree.length}\0`).update(tree).digest(),
+          Buffer.concat([Buffer.from(`tree ${tree.length}\0`), tree]),
+        ),
+      },
+      { object: 'b0', name: 'loose/none.bin', oid: crypto.randomBytes(20) },
+    ];
+    const linked = crypto.randomBytes(20).toString('hex');
+    fs.mkdirSync(path.join(objects, linked.slice(0, 2)), { recursive: true });
+    const real = loose(bodies[3]).toString('hex');
+    fs.symlinkSync(
+      path.join(objects, real.slice(0, 2), real.slice(2)),
+      path.join(objects, linked.slice(0, 2), linked.slice(2)),
+    );
+    looseRows.push({ object: 'b0', name: 'loose/through-link.bin', oid: Buffer.from(linked, 'hex') });
+    const lo = await run(looseRows, { objects: Buffer.from(`${objects}/`) });
+    assert.deepEqual(lo.verdicts, [1, 1, 2, 3, 3, 3, 3, 3]);
+    assert.deepEqual(fs.readFileSync(file('loose/lone.bin')), lone);
+    assert.deepEqual(fs.readFileSync(file('loose/zeros.bin')), zeros);
+    assert.equal(fs.readlinkSync(file('loose/link')), target.toString());
+    for (const r of looseRows.slice(3)) assert.equal(fs.existsSync(file(r.name)), false, `${r.name}: nothing created`);
+    // Without the directory, loose objects are left.
+    assert.deepEqual((await run([{ object: 'b0', name: 'loose/again.bin', oid: id(lone) }])).verdicts, [3]);
+
     // Arguments that do not agree are a TypeError before anything runs.
     const ok = { object: 'b0', name: 'never.txt' };
     const broken = Buffer.from(idx);
@@ -932,6 +986,7 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
           Buffer.alloc(4),
           Buffer.alloc(12),
           1,
+          Buffer.alloc(0),
         ),
       TypeError,
       'ids of another length',
@@ -948,6 +1003,7 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
           Buffer.alloc(4),
           Buffer.alloc(12),
           1,
+          Buffer.alloc(0),
         ),
       TypeError,
       'an end past the pack',
@@ -1124,6 +1180,7 @@ test("layAllLater resolves the deltas git's own packs hold (offset and ref delta
         status,
         result,
         2,
+        Buffer.alloc(0),
       );
       assert.deepEqual(
         Array.from(new Int32Array(status.buffer, 0, oids.length)),

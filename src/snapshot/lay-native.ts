@@ -1,11 +1,12 @@
 // The native passes of a restore's lay (lay-pack.ts), on threads of node's pool with no JavaScript
 // per entry and no worker thread to boot. The plain entries of a tree being laid (layAllLater in
 // native/xet-native.c): a file or symlink whose blob a mapped pack holds, whole or as a chain of
-// deltas; each is found in the packs' indexes, inflated (its deltas applied), hash-checked against
-// its id, its directories made (never through a symlink), created new and stamped, as layMany does
-// in a worker. The chunked files (layChunkedLater): each written from its chunks in the packs and
-// hashed whole, as lay-chunked.ts writes one. Everything else (a loose object, a blob too large to
-// hold, anything that does not check) is left, with nothing at its path, to the per-entry paths
+// deltas, or a loose object holds; each is found in the packs' indexes (else in the object
+// directory), inflated (its deltas applied), hash-checked against its id, its directories made
+// (never through a symlink), created new and stamped, as layMany does in a worker. The chunked
+// files (layChunkedLater): each written from its chunks in the packs and hashed whole, as
+// lay-chunked.ts writes one. Everything else (an object in an alternate, a blob too large to hold,
+// anything that does not check) is left, with nothing at its path, to the per-entry paths
 // (lay-worker.ts, lay-chunked.ts), which read it again with their own checks and say what is wrong
 // in their own typed errors.
 //
@@ -61,6 +62,8 @@ export class NativeLayer {
     private readonly packs: MappedPack[],
     private readonly format: 'sha1' | 'sha256',
     private readonly maxObject: number,
+    /** The object directory, for loose objects. */
+    private readonly objectsDir: string,
   ) {}
 
   /** Null when the native passes cannot run here (no module, no mapped pack): the caller's workers
@@ -69,7 +72,7 @@ export class NativeLayer {
     if (!nativeLayAvailable()) return null;
     const packs = openMapped(path.join(objectsDir, 'pack'), format, maxObject);
     if (!packs.length) return null;
-    return new NativeLayer(packs, format, maxObject);
+    return new NativeLayer(packs, format, maxObject, objectsDir);
   }
 
   private get hashLen(): number {
@@ -124,6 +127,7 @@ export class NativeLayer {
       status,
       result,
       threadsFor(n / 128),
+      Buffer.from(withSlash(path.resolve(this.objectsDir))),
     );
     const failed = new Int32Array(result.buffer, result.byteOffset, 3);
     if (failed[1] !== 0) {
