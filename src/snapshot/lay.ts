@@ -127,7 +127,10 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
         begunIndexes.set(spec, begun);
       }
       const { blobs, odd } = filesListing(spec.listing ?? (await lsTree(snap.filesTree, o)));
-      const [meta, chunked] = await Promise.all([readFileMeta(snap.filemeta, blobs, o), chunkedOf(snap, o)]);
+      const [meta, chunked] = await Promise.all([
+        readFileMeta(snap.filemeta, blobs, o, { objectsDir: spec.objectsDir, format }),
+        chunkedOf(snap, o),
+      ]);
       tracePhase('lay: times and chunk lists read');
       await layFromPacks({
         worktree,

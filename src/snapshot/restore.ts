@@ -16,7 +16,7 @@ import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { checkTreePaths, NAME_MAX, PATH_MAX, refuseTooLong } from './paths';
 import { CAPTURED_CONFIG } from './recorded';
-import { layFiles, layIndex, type LaySpec } from './lay';
+import { chunkedOf, layFiles, layIndex, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers';
@@ -104,6 +104,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     oid = await resolveSnapshotOid(options.snapshot, repoOpts(local));
     tracePhase('restore: read');
     snap = await readSnapshot(oid, repoOpts(local));
+    // The chunked files' pointers (three git processes one after another, ~40-60 ms) are read
+    // while the paths are checked: the lay takes them from chunkedOf's memo. Read only; a failure
+    // is the lay's to report, after the checks.
+    void chunkedOf(snap, repoOpts(local)).catch(() => undefined);
     tracePhase('restore: validate');
     ({ longest, files: listing } = await checkSnapshotPaths(snap, repoOpts(local)));
     tracePhase('restore: plan');
