@@ -18,7 +18,7 @@ import { STAT_BYTES } from '../git/index-writer';
 import { diffTrees, lsTree, type TreeListing } from '../git/plumbing';
 import { checkoutBesideWork, createShadow } from '../git/shadow';
 import type { Snapshot } from './store';
-import { planFileMeta, readFileMeta } from './filemeta';
+import { planFileMeta, readFileMeta, type ParsedFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
 import { nativeLayAvailable } from './lay-native';
@@ -67,6 +67,9 @@ export interface LaySpec {
   /** Keep the parse of the files index written at the end, for the one reader that comes next (a
    * restore's sealed stat cache: parseIndexWritten). */
   keepFilesIndex?: boolean;
+  /** readLayInputs for this snapshot and listing, begun by the caller (a restore reads them from
+   * its source repository while it clones it); read here when absent. */
+  fileMeta?: Promise<{ blobs: LaidBlob[]; odd: string[]; meta: ParsedFileMeta }>;
   /** Begin the index while the files are laid (restore): its read-tree of the staged tree runs on
    * the files index as git first wrote it (no stat data yet), and layIndex then gives the entries
    * read-tree kept the stat data the lay recorded for them (beginIndex). */
@@ -126,9 +129,8 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
         begun.catch(() => undefined);
         begunIndexes.set(spec, begun);
       }
-      const { blobs, odd } = filesListing(spec.listing ?? (await lsTree(snap.filesTree, o)));
-      const [meta, chunked] = await Promise.all([
-        readFileMeta(snap.filemeta, blobs, o, { objectsDir: spec.objectsDir, format }),
+      const [{ blobs, odd, meta }, chunked] = await Promise.all([
+        spec.fileMeta ?? readLayInputs(snap, spec.listing ?? (await lsTree(snap.filesTree, o)), o, spec.objectsDir),
         chunkedOf(snap, o),
       ]);
       tracePhase('lay: times and chunk lists read');
@@ -210,6 +212,23 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
     pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** What a lay from the packs reads before its first file: the files tree's files and symlinks, its
+ * other entries, and their times and links (the filemeta), read from the packs of `objectsDir` (the
+ * objects `o` reads) in this process. */
+export async function readLayInputs(
+  snap: Snapshot,
+  listing: TreeListing[],
+  o: GitOptions,
+  objectsDir: string,
+): Promise<{ blobs: LaidBlob[]; odd: string[]; meta: ParsedFileMeta }> {
+  const { blobs, odd } = filesListing(listing);
+  const meta = await readFileMeta(snap.filemeta as string, blobs, o, {
+    objectsDir,
+    format: snap.manifest.git.objectFormat,
+  });
+  return { blobs, odd, meta };
 }
 
 /** The files and symlinks of a files tree's recursive listing, in its order (git's index order for

@@ -16,7 +16,7 @@ import { withSidecar } from '../sidecar/db';
 import { captureCacheIndex, recordFilesTree, workspaceId } from '../sidecar/workspaces';
 import { checkTreePaths, NAME_MAX, PATH_MAX, refuseTooLong } from './paths';
 import { CAPTURED_CONFIG } from './recorded';
-import { chunkedOf, layFiles, layIndex, type LaySpec } from './lay';
+import { chunkedOf, layFiles, layIndex, readLayInputs, type LaySpec } from './lay';
 import { applyOperationRestore, planOperationRestore, type OperationPlan } from './operation-state';
 import { RESTORE_MARKER, SNAPSHOT_REF_PREFIX } from './refs';
 import { leftoverWarning, removeLeftovers, restoreLeftovers } from './leftovers';
@@ -137,6 +137,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
   if (Buffer.byteLength(path.basename(tmp)) > NAME_MAX || (snap && !fits(tmp, longest))) tmp = shortTmp;
   if (snap) refuseTooLong(tmp, longest, 'restore');
   let published = false;
+  let early: LaySpec['fileMeta'];
   try {
     const progress = options.progress ?? (() => undefined);
     progress(fromUrl ? `fetching ${oid.slice(0, 12)}` : 'linking objects');
@@ -151,6 +152,12 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     const natural = naturalMode(parent);
     fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
     if (!fromUrl && local) {
+      // The lay's first reads (the filemeta) from the source's objects, which the clone links, while
+      // git clones: ~35 ms beside its ~20 (read only: the lay reports a failure, in its turn).
+      if (snap?.filemeta && listing) {
+        early = readLayInputs(snap, listing, repoOpts(local), path.join(local.commonDir, 'objects'));
+        early.catch(() => undefined);
+      }
       await git(['clone', '--quiet', '--no-checkout', '--', local.commonDir, tmp]);
     } else {
       // The snapshot id's length tells the object format (the remote must match it).
@@ -197,6 +204,7 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       // Read next by the sealed stat cache (below).
       keepFilesIndex: lazy === null,
       earlyIndex: true,
+      fileMeta: early,
     };
     // Refs and config do not depend on the files (the files are laid through a shadow git dir
     // with its own config), so their dozen short git processes run while the files are written.
@@ -275,6 +283,8 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       ...(lazy ? { lazy: lazy.result() } : {}),
     };
   } finally {
+    // No read of ours outlives the restore (a cat-file the filemeta read may have started).
+    await early?.catch(() => undefined);
     if (!published) {
       fs.rmSync(tmp, { recursive: true, force: true });
       if (madeParent) removeMadeParents(parent, madeParent);
