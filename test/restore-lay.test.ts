@@ -602,6 +602,55 @@ test('a mostly empty file is laid with holes where git checkout leaves them, eve
   }
 });
 
+test('entries the native pass leaves are laid by the per-entry path, in this thread or on workers, stat for stat', () => {
+  if (!native?.layAllLater) return;
+  // The native pass searches one pack here (GIT_XET_TEST_NATIVE_PACKS=1): every entry whose blob is
+  // in the other pack is left. Few (300) are laid in the restore's own thread, many (2,500) on
+  // workers; both are held to the default restore and to the workers alone.
+  for (const files of [300, 2500]) {
+    const sb = createSandbox();
+    try {
+      const r = initRepo(sb, 'src');
+      for (let i = 0; i < files; i++) r.write(`tracked/d${i % 17}/t${i}.txt`, `tracked ${i}\n`.repeat(1 + (i % 5)));
+      r.commit('tracked');
+      run(sb, r.dir, 'git', ['repack', '-adq']);
+      for (let i = 0; i < files; i++) r.write(`untracked/d${i % 13}/u${i}.txt`, `untracked ${i}\n`.repeat(1 + (i % 7)));
+      fs.symlinkSync('t1.txt', r.p('tracked/d1/link'));
+      r.write('tracked/d2/t2.txt', 'edited\n');
+      const snap = capture(sb, r.dir);
+      assert.equal(
+        fs.readdirSync(path.join(r.commonDir(), 'objects', 'pack')).filter((n) => n.endsWith('.pack')).length,
+        2,
+      );
+      const dflt = sb.path('default');
+      restoreWith(sb, r, snap, dflt, {});
+      const left = sb.path('left');
+      const res = xet(sb, r.dir, ['restore', snap, left, '--json'], {
+        env: { GIT_XET_TEST_NATIVE_PACKS: '1', GIT_XET_TRACE: '1' },
+      });
+      expectExit(res, 0);
+      const said = res.stderr.toString();
+      const leftCount = Number(/native pass done, (\d+) left/.exec(said)?.[1]);
+      assert.ok(leftCount >= files - 1, `${files}: the native pass left the other pack's entries (${leftCount})`);
+      assert.equal(/lay worker: done/.test(said), leftCount > 2048, `${files}: workers only for more than 2,048`);
+      const workers = sb.path('workers');
+      restoreWith(sb, r, snap, workers, { GIT_XET_LAY: 'workers' });
+      assert.deepEqual(describeTree(left), describeTree(dflt), `${files}: the tree`);
+      assert.deepEqual(describeTree(workers), describeTree(dflt), `${files}: the tree (workers)`);
+      for (const dir of [dflt, left, workers]) {
+        assert.deepEqual(statMismatches(sb, dir), [], `${files}: index stat data`);
+        assert.deepEqual(statMismatches(sb, dir, cacheIndex(dir)), [], `${files}: files index stat data`);
+        assert.equal(
+          gitOut(sb, dir, ['status', '--porcelain=v1', '-uall']),
+          gitOut(sb, r.dir, ['status', '--porcelain=v1', '-uall']),
+        );
+      }
+    } finally {
+      sb.cleanup();
+    }
+  }
+});
+
 const rootOnly = process.getuid?.() === 0 ? false : 'needs root to mount a small tmpfs (CI runs as root)';
 
 test(

@@ -25,8 +25,9 @@ export const LAY_STEPS = ['', 'open', 'write', 'futimens', 'fstat', 'close'];
 /** layAllLater's verdicts (native/xet-native.c ALL_*). */
 const ALL_STAMPED = 1;
 const ALL_LAID = 2;
-/** Packs layAllLater searches (its limit); objects in others are left to the per-entry path. */
-const MAX_PACKS = 256;
+/** Packs layAllLater searches (its limit); objects in others are left to the per-entry path.
+ * Tests lower it (GIT_XET_TEST_NATIVE_PACKS) to leave many entries to that path. */
+const MAX_PACKS = Math.min(256, Number(process.env.GIT_XET_TEST_NATIVE_PACKS) || 256);
 /** Bytes of git's index stat block per entry (lay-worker.ts CREATE_STAT). */
 const STAT_ROW = 40;
 
