@@ -1723,6 +1723,7 @@ static int resolve_delta(struct lay_all_job *j, struct lay_all_thread *t, size_t
     l->size = sz;
     if (kind == 6) {
       /* The base's distance back, in git's offset encoding (each continuation adds one). */
+      if (at >= pk->end) return 0;
       uint8_t c = pk->pack[at++];
       uint64_t rel = c & 0x7f;
       while (c & 0x80) {

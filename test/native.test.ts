@@ -796,7 +796,7 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
     type Row = { object: string; name: string; mode?: number; nsec?: number; oid?: Buffer };
     const run = async (
       rows: Row[],
-      opts: { limit?: number; threads?: number; idx?: Buffer; objects?: Buffer } = {},
+      opts: { limit?: number; threads?: number; idx?: Buffer; objects?: Buffer; pack?: Buffer; end?: number } = {},
     ) => {
       const names: Buffer[] = [];
       const nameAt = new Uint32Array(rows.length);
@@ -812,7 +812,7 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
       const status = Buffer.alloc(4 * rows.length);
       const result = Buffer.alloc(12);
       const laid = await layAll(
-        [[pack, packEnd, opts.idx ?? idx]],
+        [[opts.pack ?? pack, opts.end ?? packEnd, opts.idx ?? idx]],
         20,
         opts.limit ?? 1 << 30,
         [
@@ -892,6 +892,12 @@ test('layAllLater lays plain blobs, symlinks and delta chains on the pool, and l
     assert.equal(l.laid, 0);
     for (const r of left) assert.equal(fs.existsSync(file(r.name)), false, `${r.name}: nothing created`);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'elsewhere')), [], 'nothing made through the link');
+    // A pack whose objects end right after an offset delta's header (its distance back and its
+    // stream past the end): left, nothing read past the end.
+    const headOnly = Buffer.from(pack.subarray(0, at.grown + 1));
+    const cut = await run([{ object: 'grown', name: 'l/cut.txt' }], { pack: headOnly, end: headOnly.length });
+    assert.deepEqual(cut.verdicts, [3]);
+    assert.equal(fs.existsSync(file('l/cut.txt')), false);
     // Over the limit, whole or as a delta's result: left (the caller's path hands it to git).
     const over = await run(
       [
