@@ -97,6 +97,10 @@ export interface XetNative {
    * unmapped when collected), or -errno; -EINVAL when the file is shorter, -EFBIG past the largest
    * Buffer node makes (src/git/pack-reader.ts). */
   mapFile?(fd: number, size: number): Buffer | number;
+  /** The pages of a mapping mapFile made dropped from this process on a thread of node's pool (a
+   * read-only file mapping refaults them if read again); false, doing nothing, for any other
+   * Buffer. Optional: an older build lacks it. */
+  forgetPagesLater?(mapping: Buffer): Promise<boolean>;
   /** The offset git would print for that time (seconds, 1970-2099) in this process's zone, as
    * hours*100+minutes (-800 for -0800), read as a new git process reads it (ident.ts); 100000
    * when git's own day count fails (a local year past 2099). */

@@ -278,6 +278,38 @@ test('mapFile maps a regular file read only, and refuses a size past its end or 
     }
   }));
 
+test("forgetPagesLater drops a mapping's pages (read again from the file) and leaves any other Buffer alone", async (t) => {
+  const forget = native?.forgetPagesLater;
+  const map = native?.mapFile;
+  if (!forget || !map) {
+    t.diagnostic(`skipped: the native module is not loaded (${nativeMissing})`);
+    return;
+  }
+  const sb = createSandbox();
+  try {
+    const file = sb.path('f.bin');
+    const data = pseudoRandomBytes(5 * 4096 + 123, 77);
+    fs.writeFileSync(file, data);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const mapped = map(fd, data.length) as Buffer;
+      assert.ok(mapped.equals(data), 'read through');
+      assert.equal(await forget(mapped), true);
+      assert.ok(mapped.equals(data), 'the same bytes after its pages were dropped');
+      // Not a mapping of mapFile's (or not all of one): nothing is done to it.
+      assert.equal(await forget(mapped.subarray(4096)), false);
+      const plain = Buffer.from(data);
+      assert.equal(await forget(plain), false);
+      assert.ok(plain.equals(data), 'an ordinary Buffer keeps its bytes');
+      assert.equal(await forget(Buffer.alloc(0)), false);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
 test('createFile and layBlob: a restore writes each file once, stamped, with the stat block git records', (t) =>
   withNativeSandbox(t, (m, dir) => {
     const errno = os.constants.errno;

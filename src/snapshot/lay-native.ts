@@ -186,9 +186,27 @@ export class NativeLayer {
     return left;
   }
 
-  close(): void {
+  /** Close the packs. Their mappings' pages are dropped on a thread of node's pool (a pack read
+   * through whole has ~60,000 pages whose tables cost the main thread ~11 ms when its Buffer was
+   * collected at exit); resolves when that is done. */
+  close(): Promise<void> {
+    const forget = native?.forgetPagesLater;
+    const dropping = forget ? this.packs.map((r) => forget(r.map).catch(() => false)) : [];
     for (const r of this.packs) r.reader.close();
+    const done = Promise.all(dropping).then(() => undefined);
+    closing.add(done);
+    void done.finally(() => closing.delete(done));
+    return done;
   }
+}
+
+/** Closes still dropping pages: a lay does not end (nor its process exit) before they are done,
+ * whichever way it ends. */
+const closing = new Set<Promise<void>>();
+
+/** Settles once every NativeLayer closed so far has dropped its pages. */
+export async function nativeLayersClosed(): Promise<void> {
+  await Promise.all([...closing]);
 }
 
 /** A chunked file for NativeLayer.chunked: its path, mode ('100644' or '100755'), size, blob id

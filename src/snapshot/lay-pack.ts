@@ -138,6 +138,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   written.catch(() => undefined);
   const leaders = new Set<number>();
   for (let i = 0; i < blobs.length; i++) if (meta.linkTo[i] >= 0) leaders.add(meta.linkTo[i]);
+  let forgetting: Promise<void> | null = null;
 
   // Which stamp (in the stamper's order) holds each blob entry's stat.
   const stampOf = new Int32Array(blobs.length).fill(-1);
@@ -220,7 +221,8 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
           workerTimes = { sec: laid.left.map((k) => times.sec[k]), nsec: laid.left.map((k) => times.nsec[k]) };
         }
       } finally {
-        layer.close();
+        // Awaited at the end of the lay: the pages are dropped while this thread finishes it.
+        forgetting = layer.close();
       }
     }
     if (byWorkers.length || chunkedByWorkers.length) {
@@ -314,6 +316,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   }
   writeIndexBuffer(spec.filesIndex, now, undefined, spec.keepFilesIndex);
   spec.written?.(now);
+  await forgetting;
 }
 
 /** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows

@@ -21,7 +21,7 @@ import type { Snapshot } from './store';
 import { planFileMeta, readFileMeta, type ParsedFileMeta } from './filemeta';
 import { recordStat, writeChunkedFiles, writePlaceholder } from './lay-chunked';
 import { layFailure, layFromPacks, LayPool, type LaidBlob } from './lay-pack';
-import { nativeLayAvailable } from './lay-native';
+import { nativeLayAvailable, nativeLayersClosed } from './lay-native';
 import { Stamper } from './set-times';
 import { assertNoSymlinkBetween } from './fsutil';
 import { tracePhase } from '../testing/trace';
@@ -208,6 +208,7 @@ async function layFilesAnyWay(spec: LaySpec): Promise<void> {
     // Never return (nor let the caller remove the tree) while git still writes in it.
     await indexRead?.catch(() => undefined);
     await begunIndexes.get(spec)?.catch(() => undefined);
+    await nativeLayersClosed();
     if (stamper && !stamped) stamper.abort();
     pool?.close();
     fs.rmSync(scratch, { recursive: true, force: true });
