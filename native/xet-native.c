@@ -1774,6 +1774,21 @@ static int resolve_delta(struct lay_all_job *j, struct lay_all_thread *t, size_t
   return 1;
 }
 
+/* Whether a name relative to the base is one the native passes take: no empty, `.` or `..`
+ * component, no slash at either end. The callers check every path before (paths.ts, which also
+ * refuses `.git`); this keeps the passes inside their base whoever calls them. */
+static int plain_name(const uint8_t *name, size_t len) {
+  if (len == 0 || name[0] == '/' || name[len - 1] == '/') return 0;
+  for (size_t start = 0; start < len;) {
+    const uint8_t *slash = memchr(name + start, '/', len - start);
+    size_t end = slash ? (size_t)(slash - name) : len, n = end - start;
+    if (n == 0 || (n == 1 && name[start] == '.') || (n == 2 && name[start] == '.' && name[start + 1] == '.'))
+      return 0;
+    start = end + 1;
+  }
+  return 1;
+}
+
 /* A pack number that is none: the object is looked for loose. */
 #define LOOSE_PACK 0xffff
 
@@ -1854,7 +1869,7 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
   if (at >= j->names_len) return ALL_LEFT;
   const uint8_t *nul = memchr(j->names + at, 0, j->names_len - at);
   size_t name_len = (size_t)(nul - (j->names + at));
-  if (name_len == 0 || j->base_len + name_len >= MANY_PATH_MAX) return ALL_LEFT;
+  if (!plain_name(j->names + at, name_len) || j->base_len + name_len >= MANY_PATH_MAX) return ALL_LEFT;
   memcpy(t->path + j->base_len, j->names + at, name_len + 1);
   const struct lay_all_pack *pk = p == LOOSE_PACK ? NULL : &j->packs[p];
   uint64_t size;
@@ -2014,7 +2029,7 @@ static int evp_usable(void) {
 static int write_chunked(struct lay_all_job *j, struct lay_all_thread *t, const struct chunked_file *f,
                          uint8_t *stage, void *md_ctx) {
   size_t name_len = strlen((const char *)f->name);
-  if (name_len == 0 || j->base_len + name_len >= MANY_PATH_MAX) return 0;
+  if (!plain_name(f->name, name_len) || j->base_len + name_len >= MANY_PATH_MAX) return 0;
   memcpy(t->path + j->base_len, f->name, name_len + 1);
   if (dirs_of(t->path, j->base_len, t->last, &t->last_len) != 0) return 0;
   int dir = dir_of(t);

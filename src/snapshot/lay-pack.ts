@@ -19,7 +19,7 @@ import { checkoutBesideWork } from '../git/shadow';
 import { tracePhase } from '../testing/trace';
 import { XetError, type ErrorCode } from '../errors';
 import { copyBytes } from '../git/copy-bytes';
-import { git, joinZ, type GitOptions } from '../git/exec';
+import { git, gitText, joinZ, type GitOptions } from '../git/exec';
 import { parseIndex, statFields, writeIndexBuffer, writeStat, type ParsedIndex } from '../git/index-file';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { indexBlobs, type ParsedFileMeta } from './filemeta';
@@ -279,6 +279,13 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   const gitWrote = byGit.length > 0 || !spec.pool;
   if (byGit.length) {
     await git(['checkout-index', '--force', '-u', '-z', '--stdin'], { ...spec.shadow, input: joinZ(byGit) });
+    // git's checkout does not hash what it writes: the files it wrote for us (blobs too large to
+    // hold here, or in no pack of ours) are hashed now, so a damaged object is never laid as if it
+    // were the blob (review 49: a loose object declaring 1 GB of zeros was).
+    await checkLaidByGit(
+      left.filter((i) => blobs[i].mode !== 0o120000).map((i) => blobs[i]),
+      spec.shadow,
+    );
     for (const i of left) complete(i);
   }
   for (const d of spec.emptyDirs) spec.mkdirSafe(path.join(worktree, d));
@@ -317,6 +324,33 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   writeIndexBuffer(spec.filesIndex, now, undefined, spec.keepFilesIndex);
   spec.written?.(now);
   await forgetting;
+}
+
+/** Each of `laid` (files git's checkout wrote into the worktree `shadow` runs in) hashed as the blob it is, and
+ * INTEGRITY_MISMATCH for the first that is not its id. One git process for the names it can take
+ * on lines (the rare names with a newline are hashed one by one). */
+async function checkLaidByGit(laid: LaidBlob[], shadow: GitOptions): Promise<void> {
+  if (!laid.length) return;
+  const plain = laid.filter((b) => !b.path.includes('\n'));
+  const got = plain.length
+    ? (
+        await gitText(['hash-object', '--no-filters', '--stdin-paths'], {
+          ...shadow,
+          input: plain.map((b) => `${b.path}\n`).join(''),
+        })
+      ).split('\n')
+    : [];
+  const ids = new Map(plain.map((b, k) => [b, got[k]]));
+  for (const b of laid) {
+    const id = ids.get(b) ?? (await gitText(['hash-object', '--no-filters', '--', b.path], shadow));
+    if (id !== b.oid) {
+      throw new XetError('INTEGRITY_MISMATCH', `${b.path}: the object stored as ${b.oid} holds other bytes (${id})`, {
+        path: b.path,
+        expected: b.oid,
+        got: id,
+      });
+    }
+  }
 }
 
 /** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows
@@ -480,7 +514,7 @@ export function layFailure(e: unknown, worktree: string, shownAs = worktree): un
       { dir: shownAs, ...(e instanceof XetError || typeof errno !== 'string' ? {} : { errno }) },
     );
   }
-  if (e instanceof XetError) return e;
+  if (e instanceof XetError) return shownUnder(e, worktree, shownAs);
   const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return e;
   const message = (e as Error).message.split(worktree).join(shownAs);
@@ -492,6 +526,16 @@ export function layFailure(e: unknown, worktree: string, shownAs = worktree): un
     dir: shownAs,
     errno: code,
   });
+}
+
+/** A typed error that names a path under `worktree` (a restore's hidden sibling, in an object
+ * file's path or a file's) named under `shownAs` instead, as the errno errors are: the sibling is
+ * removed before anyone could look (review 49). */
+function shownUnder(e: XetError, worktree: string, shownAs: string): XetError {
+  if (worktree === shownAs || !JSON.stringify([e.message, e.details]).includes(worktree)) return e;
+  const swap = (v: unknown): unknown => (typeof v === 'string' ? v.split(worktree).join(shownAs) : v);
+  const details = Object.fromEntries(Object.entries(e.details).map(([k, v]) => [k, swap(v)]));
+  return new XetError(e.code, swap(e.message) as string, details);
 }
 
 function asError(e: LayFailure['error']): Error {

@@ -147,7 +147,9 @@ function readLoose(
   let z: Buffer;
   try {
     const st = fs.fstatSync(fd);
-    if (!st.isFile()) return null;
+    // Something at an object's name that is not a file is a damaged store (git's checkout would
+    // fail on it with an mmap error: review 49).
+    if (!st.isFile()) throw new XetError('INTEGRITY_MISMATCH', `${file}: is not an object file`, { file, oid });
     // Beyond what deflate makes of the largest object held here: git's to stream.
     if (st.size > maxObject + (maxObject >> 8) + 1024) return TOO_LARGE;
     z = Buffer.allocUnsafe(st.size);

@@ -149,8 +149,18 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // made with the umask's modes): nobody else can put a symlink where the lay will write through it
     // (review 46), whatever the umask lets the group do. It is published with the mode a directory
     // made there gets (naturalMode), unless chmod could not give that back.
-    const natural = naturalMode(parent);
-    fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
+    let natural: { mode: number; restorable: boolean };
+    try {
+      natural = naturalMode(parent);
+      fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
+    } catch (e) {
+      // A parent the copy cannot be built in (read-only, not ours): review 49 found EROFS INTERNAL.
+      const errno = (e as NodeJS.ErrnoException).code;
+      throw new XetError('TARGET_UNUSABLE', `cannot build the copy in ${parent}: ${(e as Error).message}`, {
+        dir: target,
+        ...(typeof errno === 'string' ? { errno } : {}),
+      });
+    }
     if (!fromUrl && local) {
       // The lay's first reads (the filemeta) from the source's objects, which the clone links, while
       // git clones: ~35 ms beside its ~20 (read only: the lay reports a failure, in its turn).
