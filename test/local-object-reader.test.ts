@@ -186,3 +186,31 @@ test('packs nobody borrows again are closed after a while: a pack a gc deleted g
     }
   });
 });
+
+test('infoWithin reads no more than its budget here, git answers the rest, and contents takes what it read', async () => {
+  await withSandbox(async (sb) => {
+    const repo = initAt(sb.path('repo'));
+    const blobs = Array.from({ length: 8 }, (_, i) => Buffer.alloc(100_000, 97 + i));
+    const oids = blobs.map((b) => git(repo, ['hash-object', '-w', '--stdin'], b));
+    const want = (i: number) => ({ oid: oids[i], type: 'blob', size: 100_000 });
+    const reader = new LocalFirstObjectReader({ cwd: repo }, path.join(repo, '.git', 'objects'), 'sha1');
+    try {
+      // 250,000 bytes: two objects are read here (a third would pass the budget), six asked of git.
+      const infos = await reader.infoWithin(oids, 250_000);
+      assert.deepEqual(
+        infos.map((i) => i && { oid: i.oid, type: i.type, size: i.size }),
+        oids.map((_, i) => want(i)),
+      );
+      const held = (reader as unknown as { held: Map<string, unknown> }).held;
+      assert.equal(held.size, 2, 'what was read here is held, and no more than the budget');
+      const got = await reader.contents(oids, 200_000);
+      assert.deepEqual(
+        got.map((g) => g?.data),
+        blobs,
+      );
+      assert.equal(held.size, 0, 'taken by contents');
+    } finally {
+      reader.close();
+    }
+  });
+});

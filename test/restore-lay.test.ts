@@ -731,6 +731,66 @@ test('a parent on a read-only file system: TARGET_UNUSABLE, not an internal erro
   }),
 );
 
+test("names git would unquote or trim (a leading double quote, a trailing CR) restore through git's checkout too", () => {
+  const sb = createSandbox();
+  try {
+    const r = initRepo(sb, 'src');
+    // Beside the names they would be read as: "a" beside a, c<CR> beside c.
+    r.commit('names', { a: 'plain a\n', '"a"': 'quoted a\n', '"bad.txt': 'bad\n', c: 'c\n', 'c\r': 'c cr\n' });
+    r.write('"untracked"', 'untracked\n');
+    const snap = capture(sb, r.dir);
+    // Every blob "too large" for the lay (1 byte): git's checkout writes them, and each is hashed after.
+    for (const env of [{ GIT_XET_TEST_LAY_MAX_OBJECT: '1' }, { GIT_XET_LAY: 'checkout' }, {}]) {
+      const dir = sb.path(`copy-${Object.keys(env).join('-') || 'default'}`);
+      restoreWith(sb, r, snap, dir, env);
+      for (const name of ['a', '"a"', '"bad.txt', 'c', 'c\r', '"untracked"']) {
+        assert.deepEqual(
+          fs.readFileSync(path.join(dir, name)),
+          fs.readFileSync(r.p(name)),
+          `${name} (${JSON.stringify(env)})`,
+        );
+      }
+      assert.equal(
+        gitOut(sb, dir, ['status', '--porcelain=v1', '-z']),
+        gitOut(sb, r.dir, ['status', '--porcelain=v1', '-z']),
+      );
+    }
+  } finally {
+    sb.cleanup();
+  }
+});
+
+test(
+  'no inode left where the copy is built: DISK_FULL, naming the parent, not the hidden sibling',
+  { skip: rootOnly },
+  () =>
+    withMountSandbox((sb) => {
+      const r = initRepo(sb, 'src');
+      r.commit('init', { 'a.txt': 'a\n' });
+      const snap = capture(sb, r.dir);
+      const full = sb.path('full');
+      fs.mkdirSync(full);
+      assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,nr_inodes=3', 'xet-test-tmpfs', full]).status, 0);
+      try {
+        fs.mkdirSync(path.join(full, 'p'));
+        let err: NodeJS.ErrnoException | null = null;
+        for (let i = 0; !err && i < 10; i++) {
+          try {
+            fs.writeFileSync(path.join(full, 'p', `fill-${i}`), '');
+          } catch (e) {
+            err = e as NodeJS.ErrnoException;
+          }
+        }
+        assert.equal(err?.code, 'ENOSPC', 'the inodes are all used');
+        const res = xet(sb, r.dir, ['restore', snap, path.join(full, 'p', 'copy'), '--json']);
+        const got = expectError(res, 'DISK_FULL');
+        assert.doesNotMatch(JSON.stringify(got), /xet-restore|\/\.xr-/);
+      } finally {
+        spawnSync('umount', [full]);
+      }
+    }),
+);
+
 test("a restore is built in a directory only its owner can enter, and published with a new directory's mode", async () => {
   const sb = createSandbox();
   try {

@@ -24,8 +24,11 @@ import { lsTree } from '../git/plumbing';
 import { ObjectReader } from '../git/object-reader';
 import { LocalFirstObjectReader } from '../remote/local-object-reader';
 
-/** What reads a filemeta's objects: git's cat-file (ObjectReader), or the packs first. */
-type MetaObjects = Pick<ObjectReader, 'info' | 'contents'>;
+/** What reads a filemeta's objects: git's cat-file (ObjectReader), or the packs first (which
+ * learns sizes by reading, within a budget: infoWithin). */
+type MetaObjects = Pick<ObjectReader, 'info' | 'contents'> & {
+  infoWithin?: LocalFirstObjectReader['infoWithin'];
+};
 import { parseTreeObject } from '../git/tree-object';
 import {
   findEntry,
@@ -999,7 +1002,8 @@ async function readChecked(
   const what = type === 'tree' ? 'tree' : 'part';
   const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
   const unique = [...new Set(ids)];
-  const infos = await objects.info(unique);
+  // Sizes before contents, and no more read to learn them than the limit allows.
+  const infos = objects.infoWithin ? await objects.infoWithin(unique, limit) : await objects.info(unique);
   const sizeOf = new Map<string, number>();
   unique.forEach((id, i) => {
     const info = infos[i];
@@ -1087,7 +1091,7 @@ async function readFileMetaFrom(
 ): Promise<ParsedFileMeta> {
   const bad = (why: string) => new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${why}`);
   const limit = maxFileMetaBytes(blobs.length);
-  const [info] = await objects.info([oid]);
+  const [info] = objects.infoWithin ? await objects.infoWithin([oid], limit) : await objects.info([oid]);
   if (!info) throw new XetError('SNAPSHOT_INVALID', `the snapshot's filemeta ${oid} is missing`);
   if (info.type === 'blob') {
     if (info.size > limit) throw bad(`is ${info.size} bytes, too large for its files tree`);

@@ -282,10 +282,13 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     // git's checkout does not hash what it writes: the files it wrote for us (blobs too large to
     // hold here, or in no pack of ours) are hashed now, so a damaged object is never laid as if it
     // were the blob (review 49: a loose object declaring 1 GB of zeros was).
-    await checkLaidByGit(
-      left.filter((i) => blobs[i].mode !== 0o120000).map((i) => blobs[i]),
-      spec.shadow,
-    );
+    // (Not under GIT_XET_LAY=checkout, git's own path, which is documented as git's checkout.)
+    if (spec.pool) {
+      await checkLaidByGit(
+        left.filter((i) => blobs[i].mode !== 0o120000).map((i) => blobs[i]),
+        spec.shadow,
+      );
+    }
     for (const i of left) complete(i);
   }
   for (const d of spec.emptyDirs) spec.mkdirSafe(path.join(worktree, d));
@@ -326,32 +329,28 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
   await forgetting;
 }
 
-/** Each of `laid` (files git's checkout wrote into the worktree `shadow` runs in) hashed as the blob it is, and
- * INTEGRITY_MISMATCH for the first that is not its id. One git process for the names it can take
- * on lines (the rare names with a newline are hashed one by one). */
+/** Each of `laid` (files git's checkout wrote into the worktree `shadow` runs in) hashed as the
+ * blob it is, and INTEGRITY_MISMATCH for the first that is not its id. The names go to git as
+ * arguments, a few hundred a process: `--stdin-paths` would unquote a name that starts with a
+ * double quote and drop a trailing CR (review 50). */
 async function checkLaidByGit(laid: LaidBlob[], shadow: GitOptions): Promise<void> {
-  if (!laid.length) return;
-  const plain = laid.filter((b) => !b.path.includes('\n'));
-  const got = plain.length
-    ? (
-        await gitText(['hash-object', '--no-filters', '--stdin-paths'], {
-          ...shadow,
-          input: plain.map((b) => `${b.path}\n`).join(''),
-        })
-      ).split('\n')
-    : [];
-  const ids = new Map(plain.map((b, k) => [b, got[k]]));
-  for (const b of laid) {
-    const id = ids.get(b) ?? (await gitText(['hash-object', '--no-filters', '--', b.path], shadow));
-    if (id !== b.oid) {
-      throw new XetError('INTEGRITY_MISMATCH', `${b.path}: the object stored as ${b.oid} holds other bytes (${id})`, {
-        path: b.path,
-        expected: b.oid,
-        got: id,
-      });
-    }
+  for (let at = 0; at < laid.length; at += HASH_ARGS) {
+    const part = laid.slice(at, at + HASH_ARGS);
+    const got = (await gitText(['hash-object', '--no-filters', '--', ...part.map((b) => b.path)], shadow)).split('\n');
+    part.forEach((b, k) => {
+      if (got[k] !== b.oid) {
+        throw new XetError(
+          'INTEGRITY_MISMATCH',
+          `${b.path}: the object stored as ${b.oid} holds other bytes (${got[k]})`,
+          { path: b.path, expected: b.oid, got: got[k] },
+        );
+      }
+    });
   }
 }
+
+/** Names per `hash-object` process (checkLaidByGit): far below any ARG_MAX with PATH_MAX names. */
+const HASH_ARGS = 256;
 
 /** The files index git wrote must hold exactly the entries laid, in the same order: the stat rows
  * go to entries by position. A tree whose entries are not in git's order (only a forged one) lists

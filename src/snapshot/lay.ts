@@ -432,19 +432,16 @@ async function refreshConverted(
   if (!regular.length) return;
   // The staged blob of each candidate is the old side of its change.
   const staged = new Map(changes.map((c) => [c.path, c.oldOid]));
-  // --stdin-paths hashes each file as `git add` would, using the path's own attributes; it reads
-  // one path per line, so the (rare) names with a newline are hashed one by one.
-  const plain = regular.filter((p) => !p.includes('\n'));
-  const odd = regular.filter((p) => p.includes('\n'));
-  const oids = plain.length
-    ? (await gitText(['hash-object', '--stdin-paths'], { ...repo, input: plain.map((p) => `${p}\n`).join('') })).split(
-        '\n',
-      )
-    : [];
-  const same = plain.filter((p, i) => oids[i] === staged.get(p));
-  for (const p of odd) {
-    const oid = await gitText(['hash-object', `--path=${p}`, '--', p], repo);
-    if (oid === staged.get(p)) same.push(p);
+  // hash-object hashes each file as `git add` would, using the path's own attributes. The names
+  // are its arguments, a few hundred a process: --stdin-paths would unquote a name that starts
+  // with a double quote and drop a trailing CR (review 50).
+  const same: string[] = [];
+  for (let at = 0; at < regular.length; at += 256) {
+    const part = regular.slice(at, at + 256);
+    const oids = (await gitText(['hash-object', '--', ...part], repo)).split('\n');
+    part.forEach((p, k) => {
+      if (oids[k] === staged.get(p)) same.push(p);
+    });
   }
   if (same.length) await git(['update-index', '-z', '--stdin'], { ...repo, input: joinZ(same) });
 }

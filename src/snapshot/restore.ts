@@ -80,6 +80,17 @@ async function resolveFrom(cwd: string, from: string, local: Repo | null): Promi
 }
 
 export async function restore(options: RestoreOptions): Promise<RestoreResult> {
+  // Reads begun early (the chunked files' pointers) are awaited however the restore ends: no git
+  // process of ours outlives it, in a resident process least of all (review 50).
+  const begun: { pointers?: Promise<void> } = {};
+  try {
+    return await restoreWith(options, begun);
+  } finally {
+    await begun.pointers;
+  }
+}
+
+async function restoreWith(options: RestoreOptions, begun: { pointers?: Promise<void> }): Promise<RestoreResult> {
   const startedAt = Date.now();
   tracePhase('restore: start');
   const target = path.resolve(options.cwd, options.dir);
@@ -107,7 +118,10 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // The chunked files' pointers (three git processes one after another, ~40-60 ms) are read
     // while the paths are checked: the lay takes them from chunkedOf's memo. Read only; a failure
     // is the lay's to report, after the checks.
-    void chunkedOf(snap, repoOpts(local)).catch(() => undefined);
+    begun.pointers = chunkedOf(snap, repoOpts(local)).then(
+      () => undefined,
+      () => undefined,
+    );
     tracePhase('restore: validate');
     ({ longest, files: listing } = await checkSnapshotPaths(snap, repoOpts(local)));
     tracePhase('restore: plan');
@@ -154,12 +168,16 @@ export async function restore(options: RestoreOptions): Promise<RestoreResult> {
       natural = naturalMode(parent);
       fs.mkdirSync(tmp, { mode: natural.restorable ? 0o700 : 0o777 });
     } catch (e) {
-      // A parent the copy cannot be built in (read-only, not ours): review 49 found EROFS INTERNAL.
+      // A parent the copy cannot be built in (read-only, full, not ours): review 49 found EROFS
+      // INTERNAL, review 50 ENOSPC TARGET_UNUSABLE and the hidden name in the message.
       const errno = (e as NodeJS.ErrnoException).code;
-      throw new XetError('TARGET_UNUSABLE', `cannot build the copy in ${parent}: ${(e as Error).message}`, {
-        dir: target,
-        ...(typeof errno === 'string' ? { errno } : {}),
-      });
+      const full = errno === 'ENOSPC' || errno === 'EDQUOT';
+      throw new XetError(
+        full ? 'DISK_FULL' : 'TARGET_UNUSABLE',
+        // node's message without the path it names (the hidden sibling's or the probe's).
+        `cannot build the copy in ${parent}: ${(e as Error).message.split(/, [a-z]+ '/)[0]}`,
+        { dir: target, ...(typeof errno === 'string' ? { errno } : {}) },
+      );
     }
     if (!fromUrl && local) {
       // The lay's first reads (the filemeta) from the source's objects, which the clone links, while
