@@ -1931,18 +1931,38 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
   return nsec >= 0 ? ALL_STAMPED : ALL_LAID;
 }
 
+/* A pass thread's buffers, cache, directory and decompressor given back. */
+static void free_thread(struct lay_all_thread *t) {
+  if (t->d) libdeflate_free_decompressor(t->d);
+  if (t->dir >= 0) close(t->dir);
+  free(t->scratch);
+  free(t->a.mem);
+  free(t->b.mem);
+  free(t->delta.mem);
+  for (size_t i = 0; i < LAY_ALL_SLOTS; i++) free(t->cache[i].data);
+  free(t);
+}
+
+/* A pass thread's state, or NULL (out of memory: the other threads take its share, and what none
+ * takes is left untouched). */
+static struct lay_all_thread *new_thread(const struct lay_all_job *j) {
+  struct lay_all_thread *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->dir = -1;
+  memcpy(t->path, j->base, j->base_len);
+  t->d = libdeflate_alloc_decompressor();
+  if (!t->d) {
+    free_thread(t);
+    return NULL;
+  }
+  return t;
+}
+
 static void lay_all_run(napi_env env, void *data) {
   (void)env;
   struct lay_all_job *j = data;
-  struct lay_all_thread *t = calloc(1, sizeof *t);
-  if (!t) return; /* the others take its share; what none takes is left */
-  t->d = libdeflate_alloc_decompressor();
-  if (!t->d) {
-    free(t);
-    return;
-  }
-  memcpy(t->path, j->base, j->base_len);
-  t->dir = -1;
+  struct lay_all_thread *t = new_thread(j);
+  if (!t) return;
   struct lay_all_placed batch[LAY_ALL_BATCH];
   size_t laid = 0;
   for (;;) {
@@ -1976,14 +1996,7 @@ static void lay_all_run(napi_env env, void *data) {
     }
   }
   __atomic_fetch_add(&j->laid, laid, __ATOMIC_SEQ_CST);
-  libdeflate_free_decompressor(t->d);
-  if (t->dir >= 0) close(t->dir);
-  free(t->scratch);
-  free(t->a.mem);
-  free(t->b.mem);
-  free(t->delta.mem);
-  for (size_t i = 0; i < LAY_ALL_SLOTS; i++) free(t->cache[i].data);
-  free(t);
+  free_thread(t);
 }
 
 /* OpenSSL's streaming digest calls, looked up as digest_of looks up the one-shot ones (a chunked
@@ -2093,13 +2106,10 @@ static int write_chunked(struct lay_all_job *j, struct lay_all_thread *t, const 
 static void lay_chunked_run(napi_env env, void *data) {
   (void)env;
   struct lay_all_job *j = data;
-  struct lay_all_thread *t = calloc(1, sizeof *t);
+  struct lay_all_thread *t = new_thread(j);
   uint8_t *stage = malloc(CHUNKED_STAGE);
   void *md_ctx = evp.ctx_new();
-  if (t) t->d = libdeflate_alloc_decompressor();
-  if (t && t->d && stage && md_ctx) {
-    memcpy(t->path, j->base, j->base_len);
-    t->dir = -1;
+  if (t && stage && md_ctx) {
     for (;;) {
       size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_SEQ_CST);
       if (k >= j->n) break;
@@ -2111,16 +2121,7 @@ static void lay_chunked_run(napi_env env, void *data) {
   /* A thread that could not start leaves its files to the others (what none takes is untouched). */
   if (md_ctx) evp.ctx_free(md_ctx);
   free(stage);
-  if (t) {
-    if (t->d) libdeflate_free_decompressor(t->d);
-    if (t->dir >= 0) close(t->dir);
-    free(t->scratch);
-    free(t->a.mem);
-    free(t->b.mem);
-    free(t->delta.mem);
-    for (size_t i = 0; i < LAY_ALL_SLOTS; i++) free(t->cache[i].data);
-    free(t);
-  }
+  if (t) free_thread(t);
 }
 
 static void lay_all_free(napi_env env, struct lay_all_job *j) {

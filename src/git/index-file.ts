@@ -99,13 +99,18 @@ export class RawIndexEntry {
 /** Position of the stage-0 entry for `path` (entries are sorted by path bytes), or -1. */
 export function findEntry(parsed: ParsedIndex, path: string): number {
   const key = Buffer.from(path, 'utf8');
+  return findEntryBytes(parsed, key, 0, key.length);
+}
+
+/** findEntry for a path already in bytes: names[start, end) (another index's entry's name). */
+export function findEntryBytes(parsed: ParsedIndex, names: Buffer, start: number, end: number): number {
   const { entries } = parsed;
   let lo = 0;
   let hi = entries.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
     const e = entries[mid];
-    const c = e.names.compare(key, 0, key.length, e.nameStart, e.nameEnd) || e.stage;
+    const c = e.names.compare(names, start, end, e.nameStart, e.nameEnd) || e.stage;
     if (c === 0) return mid;
     if (c < 0) lo = mid + 1;
     else hi = mid - 1;

@@ -158,6 +158,19 @@ function forged(file: string, why: string, details: Record<string, unknown> = {}
   return new XetError('INTEGRITY_MISMATCH', `${file}: ${why}`, { file, ...details });
 }
 
+/** The pack index files of a pack directory, sorted by name (the order git's packs are searched in
+ * by this project's readers), or none when it cannot be read. */
+export function packIndexNames(dir: string): string[] {
+  try {
+    return fs
+      .readdirSync(dir)
+      .filter((x) => /^pack-[0-9a-f]+\.idx$/.test(x))
+      .sort();
+  } catch {
+    return [];
+  }
+}
+
 /** A pack index (v2), read by position: only the fan-out is held in memory. */
 export class PackIndex {
   private constructor(

@@ -14,10 +14,9 @@
 // isolates were about a third of a restore's CPU on two cores (docs/DESIGN-NOTES.md "A restore's
 // plain files laid without worker threads").
 
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PackReader } from '../git/pack-reader';
+import { packIndexNames, PackReader } from '../git/pack-reader';
 import { errnoError, native, type XetNative } from '../native';
 
 /** The step of a native createFile, layBlob or layAllLater that failed (native/xet-native.c STEP_*). */
@@ -244,14 +243,8 @@ interface MappedPack {
 /** The packs of an object directory in the order the workers search them (by name), mapped with
  * their indexes; a pack that does not open or map is skipped (its objects are left). */
 function openMapped(dir: string, format: 'sha1' | 'sha256', maxObject: number): MappedPack[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch {
-    return [];
-  }
   const out: MappedPack[] = [];
-  for (const n of names.filter((x) => /^pack-[0-9a-f]+\.idx$/.test(x)).sort()) {
+  for (const n of packIndexNames(dir)) {
     if (out.length === MAX_PACKS) break;
     let r: PackReader | null = null;
     try {

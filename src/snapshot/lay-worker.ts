@@ -22,7 +22,7 @@ import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { parentPort, workerData } from 'node:worker_threads';
 import { XetError } from '../errors';
-import { PackReader, type PackObject } from '../git/pack-reader';
+import { packIndexNames, PackReader, type PackObject } from '../git/pack-reader';
 import { LocalPacks } from '../chunks/local-packs';
 import type { ChunkedEntry } from '../chunks/snapshot-files';
 import { writeChunkedFile } from './lay-chunked';
@@ -98,14 +98,8 @@ export const CREATE_STAT = 40;
 const CREATE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
 
 function openPacks(dir: string, format: 'sha1' | 'sha256'): PackReader[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch {
-    return [];
-  }
   const readers: PackReader[] = [];
-  for (const n of names.filter((x) => /^pack-[0-9a-f]+\.idx$/.test(x)).sort()) {
+  for (const n of packIndexNames(dir)) {
     try {
       // Read through a window: a batch's blobs are read in pack order (packOrder), and a tree's
       // blobs lie in the pack about in path order (capture writes them so), so most reads are

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { chunkedFiles, type ChunkedEntry } from '../chunks/snapshot-files';
 import { git, gitText, gitZ, joinZ, type GitOptions } from '../git/exec';
-import { parseIndex, setRecordedSizes, writeIndexBuffer, type ParsedIndex } from '../git/index-file';
+import { findEntryBytes, parseIndex, setRecordedSizes, writeIndexBuffer, type ParsedIndex } from '../git/index-file';
 import { STAT_BYTES } from '../git/index-writer';
 import { diffTrees, lsTree, type TreeListing } from '../git/plumbing';
 import { checkoutBesideWork, createShadow } from '../git/shadow';
@@ -327,22 +327,6 @@ async function finishIndex(
   }
   if (copied) writeIndexBuffer(spec.indexFile, index);
   await convertedAndFlags(spec, changes);
-}
-
-/** The stage-0 entry of `parsed` whose path is names[start, end) (findEntry, by bytes), or -1. */
-function findEntryBytes(parsed: ParsedIndex, names: Buffer, start: number, end: number): number {
-  const { entries } = parsed;
-  let lo = 0;
-  let hi = entries.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const e = entries[mid];
-    const c = e.names.compare(names, start, end, e.nameStart, e.nameEnd) || e.stage;
-    if (c === 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
 }
 
 /** What layIndex does once read-tree has merged the staged tree in: the converted and chunked
