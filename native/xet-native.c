@@ -1230,29 +1230,44 @@ static int make_dirs(char *path, size_t len, size_t known) {
  * blob stored whole of at most max_bytes, read as PackReader's head() reads a header: its size,
  * where its zlib stream starts, and as much of the stream as deflate may make of `size` bytes
  * (zlibStreamBound), short at the objects' end. 0 for anything else (the caller's other path). */
-static int whole_blob_at(const uint8_t *pack, size_t pack_end, double off_d, uint64_t max_bytes, uint64_t *size_out,
-                         size_t *data_at, size_t *z_len) {
-  if (!(off_d >= 12 && off_d < (double)pack_end)) return 0;
-  size_t off = (size_t)off_d, avail = pack_end - off;
-  if ((double)off != off_d) return 0;
-  const uint8_t *p = pack + off;
-  size_t i = 0;
-  uint8_t c = p[i++];
-  unsigned kind = (c >> 4) & 7, shift = 4;
-  uint64_t size = c & 0x0f;
+/* The header of the pack entry at off (12 <= off < end, the objects' end), as PackReader's head()
+ * reads one: its kind, its size (the object's, or a delta's data's), and where what follows it
+ * starts. 0 when it is not there or runs past the end. */
+static int pack_head(const uint8_t *pack, size_t end, uint64_t off, unsigned *kind, uint64_t *size, size_t *at) {
+  if (off < 12 || off >= end) return 0;
+  size_t i = (size_t)off;
+  uint8_t c = pack[i++];
+  unsigned shift = 4;
+  uint64_t v = c & 0x0f;
+  *kind = (c >> 4) & 7;
   while (c & 0x80) {
-    if (i >= avail || shift > 46) return 0;
-    c = p[i++];
-    size += (uint64_t)(c & 0x7f) << shift;
+    if (i >= end || shift > 46) return 0;
+    c = pack[i++];
+    v += (uint64_t)(c & 0x7f) << shift;
     shift += 7;
   }
-  if (kind != 3 || size > max_bytes) return 0;
+  *size = v;
+  *at = i;
+  return 1;
+}
+
+/* As much zlib stream at `at` as deflate may make of `size` bytes (zlibStreamBound), short at the
+ * objects' end. */
+static size_t zlib_stream_len(size_t end, size_t at, uint64_t size) {
   size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
   size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
   if (lib_bound > bound) bound = lib_bound;
-  *size_out = size;
-  *data_at = off + i;
-  *z_len = pack_end - *data_at > bound ? bound : pack_end - *data_at;
+  return end - at > bound ? bound : end - at;
+}
+
+static int whole_blob_at(const uint8_t *pack, size_t pack_end, double off_d, uint64_t max_bytes, uint64_t *size_out,
+                         size_t *data_at, size_t *z_len) {
+  if (!(off_d >= 12 && off_d < (double)pack_end)) return 0;
+  size_t off = (size_t)off_d;
+  unsigned kind;
+  if ((double)off != off_d || !pack_head(pack, pack_end, off, &kind, size_out, data_at)) return 0;
+  if (kind != 3 || *size_out > max_bytes) return 0;
+  *z_len = zlib_stream_len(pack_end, *data_at, *size_out);
   return 1;
 }
 
@@ -1538,9 +1553,7 @@ struct chain_link {
  * directory made. */
 struct lay_all_thread {
   struct libdeflate_decompressor *d;
-  uint8_t *scratch;
-  size_t scratch_len;
-  struct room a, b, delta;
+  struct room whole, a, b, delta;
   struct chain_link chain[LAY_ALL_CHAIN];
   struct cached_object cache[LAY_ALL_SLOTS];
   size_t cached_bytes;
@@ -1592,40 +1605,11 @@ static void cache_put(struct lay_all_thread *t, uint64_t place, const uint8_t *d
   t->cached_bytes += size;
 }
 
-/* The header of the pack entry at off: its kind, its size (the object's, or a delta's data's) and
- * where what follows it starts. 0 when it runs past the objects' end. */
-static int entry_head(const struct lay_all_pack *pk, uint64_t off, unsigned *kind, uint64_t *size, size_t *at) {
-  if (off < 12 || off >= pk->end) return 0;
-  const uint8_t *p = pk->pack;
-  size_t i = (size_t)off;
-  uint8_t c = p[i++];
-  unsigned shift = 4;
-  uint64_t v = c & 0x0f;
-  *kind = (c >> 4) & 7;
-  while (c & 0x80) {
-    if (i >= pk->end || shift > 46) return 0;
-    c = p[i++];
-    v += (uint64_t)(c & 0x7f) << shift;
-    shift += 7;
-  }
-  *size = v;
-  *at = i;
-  return 1;
-}
-
-/* As much zlib stream as deflate may make of `size` bytes (zlibStreamBound), short at the end. */
-static size_t stream_len(const struct lay_all_pack *pk, size_t at, uint64_t size) {
-  size_t bound = (size_t)size + 5 * ((size_t)size / 4096 + 1) + 77;
-  size_t lib_bound = libdeflate_zlib_compress_bound(NULL, (size_t)size);
-  if (lib_bound > bound) bound = lib_bound;
-  return pk->end - at > bound ? bound : pk->end - at;
-}
-
 /* The zlib stream at `at` inflated to exactly `size` bytes into out. */
 static int inflate_exact(struct lay_all_thread *t, const struct lay_all_pack *pk, size_t at, uint64_t size,
                          uint8_t *out) {
   size_t in_used = 0, out_made = 0;
-  enum libdeflate_result r = libdeflate_zlib_decompress_ex(t->d, pk->pack + at, stream_len(pk, at, size), out,
+  enum libdeflate_result r = libdeflate_zlib_decompress_ex(t->d, pk->pack + at, zlib_stream_len(pk->end, at, size), out,
                                                            (size_t)size, &in_used, &out_made);
   return r == LIBDEFLATE_SUCCESS && out_made == size;
 }
@@ -1709,7 +1693,7 @@ static int resolve_delta(struct lay_all_job *j, struct lay_all_thread *t, size_t
     unsigned kind;
     uint64_t sz;
     size_t at;
-    if (!entry_head(pk, coff, &kind, &sz, &at)) return 0;
+    if (!pack_head(pk->pack, pk->end, coff, &kind, &sz, &at)) return 0;
     if (kind == 3) {
       if (depth == 0 || sz > j->max_bytes) return 0;
       have = room_for(&t->a, (size_t)sz);
@@ -1880,19 +1864,14 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
   } else if (offset > (UINT64_C(1) << 53)) {
     return ALL_LEFT;
   } else if (whole_blob_at(pk->pack, pk->end, (double)offset, j->max_bytes, &size, &data_at, &z_len)) {
-    /* Room for the header, the bytes, and a NUL after a symlink's target. */
-    size_t need = (size_t)size + LAY_HEADER_ROOM + 1;
-    if (need > t->scratch_len) {
-      size_t grown = need > 2 * t->scratch_len ? need : 2 * t->scratch_len;
-      uint8_t *more = realloc(t->scratch, grown);
-      if (!more) return ALL_LEFT;
-      t->scratch = more;
-      t->scratch_len = grown;
-    }
+    /* Room for the header inflate_blob writes before the bytes, and a NUL after a symlink's target. */
+    uint8_t *room = room_for(&t->whole, (size_t)size);
+    if (!room) return ALL_LEFT;
+    uint8_t *scratch = room - LAY_HEADER_ROOM;
     int head = inflate_blob(t->d, j->digest, pk->pack + data_at, z_len, (size_t)size, j->oids + k * j->hash_len,
-                            j->hash_len, t->scratch);
+                            j->hash_len, scratch);
     if (head < 0) return ALL_LEFT;
-    data = t->scratch + head;
+    data = scratch + head;
   } else {
     if (!resolve_delta(j, t, p, offset, &data, &size)) return ALL_LEFT;
     /* Hashed as inflate_blob hashes: "blob <size>\0" right before the bytes. */
@@ -1935,7 +1914,7 @@ static int32_t lay_all_entry(struct lay_all_job *j, struct lay_all_thread *t, si
 static void free_thread(struct lay_all_thread *t) {
   if (t->d) libdeflate_free_decompressor(t->d);
   if (t->dir >= 0) close(t->dir);
-  free(t->scratch);
+  free(t->whole.mem);
   free(t->a.mem);
   free(t->b.mem);
   free(t->delta.mem);

@@ -543,15 +543,21 @@ test('a pack index naming another object under a blob id: restore fails INTEGRIT
   }
 });
 
+/** A source whose committed.txt is a loose object, captured: the object's file, to damage. */
+function looseSource(sb: Sandbox): { r: Repo; snap: string; file: string } {
+  const r = initRepo(sb, 'src');
+  r.commit('init', { 'README.md': 'readme\n', 'committed.txt': 'committed, so loose\n' });
+  const snap = capture(sb, r.dir);
+  const oid = r.git('rev-parse', 'HEAD:committed.txt').trim();
+  const file = path.join(r.commonDir(), 'objects', oid.slice(0, 2), oid.slice(2));
+  assert.ok(fs.existsSync(file), 'the blob is loose');
+  return { r, snap, file };
+}
+
 test('a loose object with other bytes under its name: restore fails INTEGRITY_MISMATCH, nothing published', () => {
   const sb = createSandbox();
   try {
-    const r = initRepo(sb, 'src');
-    r.commit('init', { 'README.md': 'readme\n', 'committed.txt': 'committed, so loose\n' });
-    const snap = capture(sb, r.dir);
-    const oid = r.git('rev-parse', 'HEAD:committed.txt').trim();
-    const file = path.join(r.commonDir(), 'objects', oid.slice(0, 2), oid.slice(2));
-    assert.ok(fs.existsSync(file), 'the blob is loose');
+    const { r, snap, file } = looseSource(sb);
     const wrong = Buffer.from('other bytes\n');
     fs.chmodSync(file, 0o644);
     fs.writeFileSync(file, zlib.deflateSync(Buffer.concat([Buffer.from(`blob ${wrong.length}\0`), wrong])));
@@ -564,11 +570,7 @@ test('a loose object with other bytes under its name: restore fails INTEGRITY_MI
 test('a loose object too large to hold, or not a file, is never laid unchecked: INTEGRITY_MISMATCH, nothing published', () => {
   const sb = createSandbox();
   try {
-    const r = initRepo(sb, 'src');
-    r.commit('init', { 'README.md': 'readme\n', 'committed.txt': 'committed, so loose\n' });
-    const snap = capture(sb, r.dir);
-    const oid = r.git('rev-parse', 'HEAD:committed.txt').trim();
-    const file = path.join(r.commonDir(), 'objects', oid.slice(0, 2), oid.slice(2));
+    const { r, snap, file } = looseSource(sb);
     // Declaring more than the lay holds in memory (lowered here to 1,000 bytes): git's checkout
     // writes such a blob, and does not hash it (review 49: a 1 GB loose object of zeros was laid).
     const zeros = Buffer.alloc(5000);
