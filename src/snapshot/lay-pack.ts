@@ -189,6 +189,8 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     let byWorkers = job;
     let chunkedByWorkers = spec.deferChunked ? [] : chunkedLeaders;
     let workerTimes = times;
+    /** Where each of the workers' entries is in `job` (its row in `rows`), when they are not all. */
+    let workerRows: number[] | null = null;
     const layer = NativeLayer.open(spec.objectsDir, spec.format, maxObject());
     if (layer) {
       try {
@@ -218,6 +220,7 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
           for (const k of laid.stamped) rowOf[job[k]] = k;
           for (const k of laid.laid) complete(job[k]);
           byWorkers = laid.left.map((k) => job[k]);
+          workerRows = laid.left;
           workerTimes = { sec: laid.left.map((k) => times.sec[k]), nsec: laid.left.map((k) => times.nsec[k]) };
         }
       } finally {
@@ -227,14 +230,14 @@ export async function layFromPacks(spec: PackLaySpec): Promise<void> {
     }
     if (byWorkers.length || chunkedByWorkers.length) {
       // Rows of the workers' own job, copied to the entry's row in `rows` as each batch comes.
-      const theirs = byWorkers === job ? rows : new SharedArrayBuffer(byWorkers.length * CREATE_STAT);
+      const theirs = workerRows ? new SharedArrayBuffer(byWorkers.length * CREATE_STAT) : rows;
       const mine = Buffer.from(rows);
       const got = Buffer.from(theirs);
-      const rowAt = theirs === rows ? null : new Map(job.map((i, k) => [i, k]));
+      const rowAt = workerRows;
       await runWorkers(spec, blobs, byWorkers, chunkedByWorkers, workerTimes, theirs, (m) => {
         for (const k of m.stamped) {
           const i = byWorkers[k];
-          const row = rowAt ? (rowAt.get(i) as number) : k;
+          const row = rowAt ? rowAt[k] : k;
           if (rowAt) got.copy(mine, row * CREATE_STAT, k * CREATE_STAT, (k + 1) * CREATE_STAT);
           rowOf[i] = row;
         }
